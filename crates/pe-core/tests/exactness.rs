@@ -1,0 +1,303 @@
+//! Randomized comparison with the float64 oracle: widths 1..2048 (odd and even), every preset
+//! with tweaked bases, scales and layouts, offsets up to 2^31 - 1, every output dtype, ranges,
+//! ids, padding-aware ids and timesteps, on every backend.
+
+mod common;
+
+use candle_core::{DType, Device, Tensor};
+use common::{assert_matches, oracle_row};
+use pe_core::{Backend, Layout, PeSpec, Preset, SinusoidalEncoding, MAX_POSITION};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const DTYPES: [DType; 4] = [DType::F32, DType::F16, DType::BF16, DType::F64];
+
+fn rng(test: &str) -> StdRng {
+    let seed = std::env::var("PE_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20171206);
+    eprintln!("{test}: seed {seed} (set PE_TEST_SEED to change)");
+    StdRng::seed_from_u64(seed)
+}
+
+/// A random valid spec: any preset, sometimes with another base, scale or layout.
+fn random_encoding(rng: &mut StdRng, max_width: usize, backend: Backend) -> SinusoidalEncoding {
+    loop {
+        let preset = Preset::ALL[rng.random_range(0..Preset::ALL.len())];
+        let width = match rng.random_range(0..3) {
+            0 => rng.random_range(1..=16),
+            1 => rng.random_range(17..=256),
+            _ => rng.random_range(257..=max_width),
+        };
+        let mut spec = preset.spec(width);
+        if rng.random_bool(0.3) {
+            spec = spec.with_base(
+                [100.0, 1e5, 1e6, rng.random_range(2.0..50_000.0)][rng.random_range(0..4)],
+            );
+        }
+        if rng.random_bool(0.2) {
+            spec = spec.with_scale(rng.random_range(0.25..4.0));
+        }
+        if rng.random_bool(0.2) {
+            spec = spec.with_layout(
+                [Layout::Interleaved, Layout::SinCos, Layout::CosSin][rng.random_range(0..3)],
+            );
+        }
+        // Invalid combinations (odd widths rejected, h-1 at widths 2 and 3) are tested in errors.rs.
+        if let Ok(pe) = SinusoidalEncoding::new(spec) {
+            return pe.with_backend(backend);
+        }
+    }
+}
+
+/// An offset from one of the interesting regions, leaving room for `len` rows below 2^31.
+fn random_offset(rng: &mut StdRng, len: usize) -> usize {
+    let top = MAX_POSITION as usize - len;
+    let near = |rng: &mut StdRng, x: usize| (x - 64 + rng.random_range(0..128)).min(top);
+    match rng.random_range(0..6) {
+        0 => rng.random_range(0..1000),
+        1 => near(rng, 1 << 20),
+        2 => near(rng, 1 << 24),
+        3 => top - rng.random_range(0..64).min(top),
+        4 => top,
+        _ => rng.random_range(0..=top),
+    }
+}
+
+fn rows_for(len_small: usize, width: usize) -> usize {
+    if width > 256 {
+        len_small.min(6)
+    } else {
+        len_small
+    }
+}
+
+fn ranges_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+    let mut rng = rng("ranges_match_oracle");
+    let mut worst = [0f64; 4];
+    for case in 0..160 {
+        let pe = random_encoding(&mut rng, 2048, backend);
+        let len = rows_for(rng.random_range(1..=40), pe.width());
+        let offset = random_offset(&mut rng, len);
+        let k = rng.random_range(0..DTYPES.len());
+        let table = pe.range(offset, len, DTYPES[k], dev)?;
+        assert_eq!(table.dims(), &[len, pe.width()]);
+        let expected: Vec<_> = (0..len)
+            .map(|r| oracle_row(pe.spec(), (offset + r) as f64))
+            .collect();
+        let context = format!(
+            "case {case}: {:?} offset {offset} len {len} {:?}",
+            pe.spec(),
+            DTYPES[k]
+        );
+        worst[k] = worst[k].max(assert_matches(&table, &expected, &context)?);
+    }
+    eprintln!(
+        "largest errors f32 {:e}, f16 {:e}, bf16 {:e}, f64 {:e}",
+        worst[0], worst[1], worst[2], worst[3]
+    );
+    Ok(())
+}
+
+fn ids_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+    let mut rng = rng("ids_match_oracle");
+    for case in 0..80 {
+        let pe = random_encoding(&mut rng, 2048, backend);
+        let (batch, seq) = (
+            rng.random_range(1..=3),
+            rows_for(rng.random_range(1..=16), pe.width()),
+        );
+        let mut ids = Vec::with_capacity(batch * seq);
+        for _ in 0..batch {
+            // Runs of consecutive positions (as when decoding), or scattered ids.
+            let start = random_offset(&mut rng, seq);
+            let run = rng.random_bool(0.5);
+            ids.extend((0..seq).map(|j| {
+                if run {
+                    start + j
+                } else {
+                    random_offset(&mut rng, 1)
+                }
+            }));
+        }
+        let dtype = DTYPES[rng.random_range(0..DTYPES.len())];
+        let tensor = match rng.random_range(0..3) {
+            0 => Tensor::from_vec(
+                ids.iter().map(|&i| i as u32).collect::<Vec<_>>(),
+                (batch, seq),
+                dev,
+            )?,
+            1 => Tensor::from_vec(
+                ids.iter().map(|&i| i as i64).collect::<Vec<_>>(),
+                (batch, seq),
+                dev,
+            )?,
+            _ => Tensor::from_vec(
+                ids.iter().map(|&i| i as i64).collect::<Vec<_>>(),
+                batch * seq,
+                dev,
+            )?,
+        };
+        let got = pe.ids(&tensor, dtype)?;
+        let mut shape = tensor.dims().to_vec();
+        shape.push(pe.width());
+        assert_eq!(got.dims(), shape.as_slice());
+        let expected: Vec<_> = ids
+            .iter()
+            .map(|&p| oracle_row(pe.spec(), p as f64))
+            .collect();
+        let context = format!("case {case}: {:?} ids {ids:?} {dtype:?}", pe.spec());
+        assert_matches(
+            &got.reshape((batch * seq, pe.width()))?,
+            &expected,
+            &context,
+        )?;
+    }
+    Ok(())
+}
+
+fn timesteps_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+    let mut rng = rng("timesteps_match_oracle");
+    for case in 0..60 {
+        let pe = random_encoding(&mut rng, 1280, backend);
+        let n = rows_for(rng.random_range(1..=12), pe.width());
+        let values: Vec<f64> = (0..n)
+            .map(|_| match rng.random_range(0..3) {
+                0 => rng.random_range(0.0..1000.0),
+                1 => rng.random_range(-1000.0..0.0),
+                _ => rng.random_range(0.0..2_147_483_000.0),
+            })
+            .collect();
+        let (tensor, exact): (Tensor, Vec<f64>) = if rng.random_bool(0.5) {
+            let v32: Vec<f32> = values.iter().map(|&v| v as f32).collect();
+            let exact = v32.iter().map(|&v| v as f64).collect();
+            (Tensor::from_vec(v32, n, dev)?, exact)
+        } else {
+            (Tensor::from_vec(values.clone(), n, dev)?, values)
+        };
+        let dtype = DTYPES[rng.random_range(0..DTYPES.len())];
+        let got = pe.timesteps(&tensor, dtype)?;
+        let expected: Vec<_> = exact.iter().map(|&t| oracle_row(pe.spec(), t)).collect();
+        assert_matches(
+            &got,
+            &expected,
+            &format!("case {case}: {:?} timesteps {exact:?} {dtype:?}", pe.spec()),
+        )?;
+    }
+    Ok(())
+}
+
+fn padding_aware_matches_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+    // The worked example of CONVENTIONS.md.
+    let tokens = Tensor::new(&[[5u32, 6, 7, 8, 1, 1], [1, 1, 9, 10, 11, 12]], dev)?;
+    let positions = pe_core::padding_aware_positions(&tokens, 1, 0)?;
+    assert_eq!(
+        positions.to_vec2::<i64>()?,
+        [[2, 3, 4, 5, 1, 1], [1, 1, 2, 3, 4, 5]]
+    );
+    let positions = pe_core::padding_aware_positions(&tokens, 1, 3)?;
+    assert_eq!(
+        positions.to_vec2::<i64>()?,
+        [[5, 6, 7, 8, 1, 1], [1, 1, 5, 6, 7, 8]]
+    );
+
+    let mut rng = rng("padding_aware_matches_oracle");
+    for case in 0..40 {
+        let pe = random_encoding(&mut rng, 1024, backend);
+        let pad = rng.random_range(0..3u32);
+        let (batch, seq) = (
+            rng.random_range(1..=3),
+            rows_for(rng.random_range(1..=12), pe.width()),
+        );
+        let past = if rng.random_bool(0.5) {
+            0
+        } else {
+            rng.random_range(0..100_000)
+        };
+        let tokens: Vec<i64> = (0..batch * seq)
+            .map(|_| {
+                if rng.random_bool(0.3) {
+                    pad as i64
+                } else {
+                    rng.random_range(3..32000)
+                }
+            })
+            .collect();
+        let mut expected = Vec::new();
+        for sequence in tokens.chunks(seq) {
+            let mut next = pad as usize + past;
+            for &t in sequence {
+                expected.push(if t == pad as i64 {
+                    vec![0.0; pe.width()]
+                } else {
+                    next += 1;
+                    oracle_row(pe.spec(), next as f64)
+                });
+            }
+        }
+        let dtype = DTYPES[rng.random_range(0..DTYPES.len())];
+        let got = pe.padding_aware(
+            &Tensor::from_vec(tokens.clone(), (batch, seq), dev)?,
+            pad,
+            past,
+            dtype,
+        )?;
+        assert_eq!(got.dims(), &[batch, seq, pe.width()]);
+        let context = format!(
+            "case {case}: {:?} pad {pad} past {past} tokens {tokens:?}",
+            pe.spec()
+        );
+        assert_matches(
+            &got.reshape((batch * seq, pe.width()))?,
+            &expected,
+            &context,
+        )?;
+    }
+    Ok(())
+}
+
+/// The CPU generator and its plain twin, the generic candle-op path, agree on larger tables.
+#[test]
+fn cpu_and_generic_agree() -> anyhow::Result<()> {
+    let mut rng = rng("cpu_and_generic_agree");
+    for _ in 0..12 {
+        let spec = *random_encoding(&mut rng, 1024, Backend::Cpu).spec();
+        let cpu = SinusoidalEncoding::new(spec)?.with_backend(Backend::Cpu);
+        let generic = SinusoidalEncoding::new(spec)?.with_backend(Backend::Generic);
+        let len = rng.random_range(100..300);
+        let offset = random_offset(&mut rng, len);
+        for (dtype, tol) in [(DType::F64, 1e-12), (DType::F32, 5e-7)] {
+            let a = cpu
+                .range(offset, len, dtype, &Device::Cpu)?
+                .to_dtype(DType::F64)?;
+            let b = generic
+                .range(offset, len, dtype, &Device::Cpu)?
+                .to_dtype(DType::F64)?;
+            let diff = (a - b)?.abs()?.max_all()?.to_scalar::<f64>()?;
+            assert!(
+                diff <= tol,
+                "{spec:?} offset {offset} {dtype:?}: backends differ by {diff:e}"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Empty requests give empty tables of the right shape.
+fn empty_requests(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+    let pe = common::encoding(PeSpec::fairseq(6), backend);
+    assert_eq!(pe.range(5, 0, DType::F32, dev)?.dims(), &[0, 6]);
+    let ids = Tensor::zeros((2, 0), DType::U32, dev)?;
+    assert_eq!(pe.ids(&ids, DType::F32)?.dims(), &[2, 0, 6]);
+    assert_eq!(pe.padding_aware(&ids, 1, 0, DType::F32)?.dims(), &[2, 0, 6]);
+    Ok(())
+}
+
+backend_tests!(
+    ranges_match_oracle,
+    ids_match_oracle,
+    timesteps_match_oracle,
+    padding_aware_matches_oracle,
+    empty_requests,
+);

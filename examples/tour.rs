@@ -1,0 +1,82 @@
+//! A tour of candle-pe: every preset, one row of each, and how exact the tables are next to the
+//! f32 construction candle models use today.
+//!
+//! ```text
+//! cargo run --release --example tour
+//! ```
+
+use std::time::Instant;
+
+use anyhow::Result;
+use candle_core::{DType, Device, Tensor};
+use candle_pe::baseline::naive_f32_table;
+use candle_pe::core::{PeSpec, Preset, SinusoidalEncoding};
+
+fn max_abs_diff(a: &Tensor, b: &Tensor) -> Result<f64> {
+    let d = (a.to_dtype(DType::F64)? - b.to_dtype(DType::F64)?)?.abs()?;
+    Ok(d.flatten_all()?.max(0)?.to_scalar::<f64>()?)
+}
+
+fn main() -> Result<()> {
+    let dev = Device::Cpu;
+
+    println!("## Presets: the row for position 1 at width 8\n");
+    println!("| preset | frequencies | layout | odd widths | row | models |");
+    println!("|---|---|---|---|---|---|");
+    for preset in Preset::ALL {
+        let spec = preset.spec(8);
+        let row = SinusoidalEncoding::new(spec)?.range(1, 1, DType::F64, &dev)?;
+        let row: Vec<String> = row
+            .squeeze(0)?
+            .to_vec1::<f64>()?
+            .iter()
+            .map(|v| format!("{v:.4}"))
+            .collect();
+        println!(
+            "| {preset} | {:?} | {:?} | {:?} | {} | {} |",
+            spec.frequencies,
+            spec.layout,
+            spec.odd_width,
+            row.join(" "),
+            preset.models()
+        );
+    }
+
+    let width = 512;
+    let rows = 256;
+    let pe = SinusoidalEncoding::new(PeSpec::fairseq(width))?;
+    println!("\n## Max abs error, fairseq preset, width {width}, {rows} rows, f32 output\n");
+    println!("Reference: candle-pe's f64 table (held to 1e-9 of a float64 oracle by the tests).\n");
+    println!("| first position | candle-pe | naive f32 candle ops |");
+    println!("|---:|---:|---:|");
+    for offset in [0usize, 65_535, 1_000_000, 16_777_216, (1 << 31) - rows] {
+        let exact = pe.range(offset, rows, DType::F64, &dev)?;
+        let ours = pe.range(offset, rows, DType::F32, &dev)?;
+        let naive = naive_f32_table(pe.plan(), offset, rows, &dev)?;
+        println!(
+            "| {offset} | {:.1e} | {:.1e} |",
+            max_abs_diff(&ours, &exact)?,
+            max_abs_diff(&naive, &exact)?
+        );
+    }
+
+    let (len, width) = (65_536, 1024);
+    let pe = SinusoidalEncoding::new(PeSpec::fairseq(width))?;
+    println!("\n## One build of a {len} x {width} f32 table (a single run; see the benchmarks)\n");
+    let start = Instant::now();
+    let table = pe.range(0, len, DType::F32, &dev)?;
+    let ours = start.elapsed();
+    let start = Instant::now();
+    let naive = naive_f32_table(pe.plan(), 0, len, &dev)?;
+    let baseline = start.elapsed();
+    println!(
+        "candle-pe: {:.1} ms, naive candle ops: {:.1} ms",
+        ours.as_secs_f64() * 1e3,
+        baseline.as_secs_f64() * 1e3
+    );
+    println!(
+        "max abs difference over the table: {:.1e}",
+        max_abs_diff(&table, &naive)?
+    );
+    Ok(())
+}
