@@ -10,6 +10,9 @@
 //! f32 output is combined in f32 (error below 3e-7); f16, bf16 and f64 outputs are combined in
 //! f64, so the half-precision outputs are the exact values correctly rounded.
 //!
+//! [`fill_rows`] hands each encoded row to a caller's closure, which writes the output row: a
+//! plain table copies it, pe-nn's fused embedding adds it to a scaled token embedding.
+//!
 //! ```
 //! use candle_core::{DType, Device};
 //! use pe_core::{Backend, PeSpec, SinusoidalEncoding};
@@ -19,8 +22,9 @@
 //! assert!((row[0] - 3f32.sin()).abs() < 1e-6);
 //! # Ok::<(), pe_core::Error>(())
 //! ```
+//!
+//! [`Frequency::sin_cos`]: crate::Frequency::sin_cos
 
-use std::mem::MaybeUninit;
 use std::ops::{Add, Mul, Sub};
 
 use candle_core::{DType, Device, Tensor};
@@ -31,43 +35,31 @@ use crate::freq::{Columns, Plan};
 use crate::positions::{Request, Rows};
 use crate::{Error, Layout, Result};
 
-/// Rows computed from one exact anchor row.
-pub(crate) const ANCHOR_SPAN: usize = 64;
+/// Rows computed from one exact anchor row; also the rows of one parallel task.
+pub const ANCHOR_SPAN: usize = 64;
 
-/// Builds the table for `request` on the CPU, shaped `(rows, width)`.
-pub(crate) fn generate(plan: &Plan, request: &Request, dtype: DType) -> Result<Tensor> {
-    let positions = match &request.rows {
-        Rows::Range { start, .. } => Positions::Range(*start as f64),
-        Rows::Values(values) => Positions::Values(values.to_vec1::<f64>()?),
-    };
-    let rows = request.n_rows();
-    let zero_at = request.zero_at.map(f64::from);
-    match dtype {
-        DType::F32 => table::<f32>(plan, &positions, rows, zero_at),
-        DType::F64 => table::<f64>(plan, &positions, rows, zero_at),
-        DType::F16 => table::<f16>(plan, &positions, rows, zero_at),
-        DType::BF16 => table::<bf16>(plan, &positions, rows, zero_at),
-        other => Err(Error::UnsupportedDtype(other)),
-    }
+/// The position of each row of a CPU request.
+#[derive(Clone, Copy, Debug)]
+pub enum RowPositions<'a> {
+    /// Row `r` is at position `start + r`.
+    Range { start: u32 },
+    /// Row `r` is at position `values[r]`.
+    Values(&'a [f64]),
 }
 
-/// The position of each row.
-enum Positions {
-    Range(f64),
-    Values(Vec<f64>),
-}
-
-impl Positions {
+impl RowPositions<'_> {
     fn at(&self, row: usize) -> f64 {
         match self {
-            Positions::Range(start) => start + row as f64,
-            Positions::Values(values) => values[row],
+            RowPositions::Range { start } => f64::from(*start) + row as f64,
+            RowPositions::Values(values) => values[row],
         }
     }
 }
 
-/// The arithmetic type values are combined in.
-trait Acc: Copy + Send + Sync + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self> {
+/// The arithmetic type rows are combined in: f32 or f64.
+pub trait Acc:
+    Copy + Send + Sync + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self>
+{
     fn from_f64(v: f64) -> Self;
 }
 
@@ -83,38 +75,163 @@ impl Acc for f64 {
     }
 }
 
-/// An output element type and the arithmetic it is computed in.
-trait Out: candle_core::WithDType {
+/// An element type of the output and the arithmetic it is computed in: f32 in f32; f64, f16 and
+/// bf16 in f64 (so half-precision values are rounded once, from an accurate value).
+pub trait Element: candle_core::WithDType {
     type Acc: Acc;
     fn from_acc(v: Self::Acc) -> Self;
+    fn to_acc(self) -> Self::Acc;
 }
 
-impl Out for f32 {
+impl Element for f32 {
     type Acc = f32;
     fn from_acc(v: f32) -> Self {
         v
     }
+    fn to_acc(self) -> f32 {
+        self
+    }
 }
 
-impl Out for f64 {
+impl Element for f64 {
     type Acc = f64;
     fn from_acc(v: f64) -> Self {
         v
     }
+    fn to_acc(self) -> f64 {
+        self
+    }
 }
 
-impl Out for f16 {
+impl Element for f16 {
     type Acc = f64;
     fn from_acc(v: f64) -> Self {
         f16::from_f64(v)
     }
+    fn to_acc(self) -> f64 {
+        self.to_f64()
+    }
 }
 
-impl Out for bf16 {
+impl Element for bf16 {
     type Acc = f64;
     fn from_acc(v: f64) -> Self {
         bf16::from_f64(v)
     }
+    fn to_acc(self) -> f64 {
+        self.to_f64()
+    }
+}
+
+/// Encodes every row of `out` (rows of `out_width` elements, in parallel) and passes it to
+/// `finish(row, encoding, out_row)`, which must write the output row. Rows at position
+/// `zero_at` are encoded as zeros. Positions are exact below 2^31 (the public entry points
+/// check them); a trailing partial row of `out` is left alone.
+pub fn fill_rows<A: Acc, O: Send>(
+    plan: &Plan,
+    positions: RowPositions<'_>,
+    zero_at: Option<u32>,
+    out: &mut [O],
+    out_width: usize,
+    finish: impl Fn(usize, &[A], &mut [O]) + Sync,
+) {
+    if out_width == 0 {
+        return;
+    }
+    let width = plan.columns().width;
+    let rows = out.len() / out_width;
+    let span = ANCHOR_SPAN.min(rows.max(1));
+    let offsets: Vec<SinCos<A>> = (0..span).map(|j| SinCos::at(plan, j as f64)).collect();
+    let zero_at = zero_at.map(f64::from);
+    out.par_chunks_mut(ANCHOR_SPAN * out_width)
+        .enumerate()
+        .for_each(|(task, chunk)| {
+            let first = task * ANCHOR_SPAN;
+            let mut anchor_at = positions.at(first);
+            let mut anchor = SinCos::<A>::at(plan, anchor_at);
+            let mut encoded = vec![A::from_f64(0.0); width];
+            for (i, dst) in chunk.chunks_exact_mut(out_width).enumerate() {
+                let p = positions.at(first + i);
+                if Some(p) == zero_at {
+                    encoded.fill(A::from_f64(0.0));
+                } else {
+                    let j = p - anchor_at;
+                    let j = if (0.0..span as f64).contains(&j) && j.fract() == 0.0 {
+                        j as usize
+                    } else {
+                        anchor_at = p;
+                        anchor.set(plan, p);
+                        0
+                    };
+                    encode_row(plan.columns(), &anchor, &offsets[j], &mut encoded);
+                }
+                finish(first + i, &encoded, dst);
+            }
+        });
+}
+
+/// Builds the table for `request` on the CPU, shaped `(rows, width)`.
+pub(crate) fn generate(plan: &Plan, request: &Request, dtype: DType) -> Result<Tensor> {
+    let values;
+    let positions = match &request.rows {
+        Rows::Range { start, .. } => RowPositions::Range { start: *start },
+        Rows::Values(tensor) => {
+            values = tensor.to_vec1::<f64>()?;
+            RowPositions::Values(&values)
+        }
+    };
+    let rows = request.n_rows();
+    match dtype {
+        DType::F32 => table::<f32>(plan, positions, rows, request.zero_at),
+        DType::F64 => table::<f64>(plan, positions, rows, request.zero_at),
+        DType::F16 => table::<f16>(plan, positions, rows, request.zero_at),
+        DType::BF16 => table::<bf16>(plan, positions, rows, request.zero_at),
+        other => Err(Error::UnsupportedDtype(other)),
+    }
+}
+
+fn table<T: Element>(
+    plan: &Plan,
+    positions: RowPositions<'_>,
+    rows: usize,
+    zero_at: Option<u32>,
+) -> Result<Tensor> {
+    let width = plan.columns().width;
+    let mut out = uninit_vec::<T>(rows, width)?;
+    fill_rows(
+        plan,
+        positions,
+        zero_at,
+        out.spare_capacity_mut(),
+        width,
+        |_, encoded, dst| {
+            for (d, &v) in dst.iter_mut().zip(encoded) {
+                d.write(T::from_acc(v));
+            }
+        },
+    );
+    // SAFETY: `fill_rows` gave every row of the spare capacity to the closure above, which
+    // wrote each of its `width` elements.
+    unsafe { out.set_len(rows * width) };
+    Ok(Tensor::from_vec(out, (rows, width), &Device::Cpu)?)
+}
+
+/// An empty vector with room for exactly `rows * width` elements, or `Error::TooLarge`.
+pub fn uninit_vec<T: Element>(rows: usize, width: usize) -> Result<Vec<T>> {
+    let too_large = |why: String| Error::TooLarge {
+        rows,
+        width,
+        dtype: T::DTYPE,
+        bytes: rows as u128 * width as u128 * T::DTYPE.size_in_bytes() as u128,
+        why,
+    };
+    let total = rows
+        .checked_mul(width)
+        .ok_or_else(|| too_large("the element count overflows usize".into()))?;
+    let mut out = Vec::new();
+    out.try_reserve_exact(total)
+        .map_err(|e| too_large(format!("the allocator refused ({e})")))?;
+    Ok(out)
 }
 
 /// `sin` and `cos` of one angle for every frequency.
@@ -125,15 +242,13 @@ struct SinCos<A> {
 
 impl<A: Acc> SinCos<A> {
     fn at(plan: &Plan, p: f64) -> Self {
-        let (sin, cos) = plan
-            .frequencies()
-            .iter()
-            .map(|w| {
-                let (s, c) = w.sin_cos(p);
-                (A::from_f64(s), A::from_f64(c))
-            })
-            .unzip();
-        Self { sin, cos }
+        let n = plan.frequencies().len();
+        let mut this = Self {
+            sin: vec![A::from_f64(0.0); n],
+            cos: vec![A::from_f64(0.0); n],
+        };
+        this.set(plan, p);
+        this
     }
 
     fn set(&mut self, plan: &Plan, p: f64) {
@@ -149,79 +264,20 @@ impl<A: Acc> SinCos<A> {
     }
 }
 
-fn table<T: Out>(
-    plan: &Plan,
-    positions: &Positions,
-    rows: usize,
-    zero_at: Option<f64>,
-) -> Result<Tensor> {
-    let cols = plan.columns();
-    let width = cols.width;
-    let total = rows * width;
-    let mut out: Vec<T> = Vec::new();
-    out.try_reserve_exact(total).map_err(|e| Error::TooLarge {
-        rows,
-        width,
-        dtype: T::DTYPE,
-        bytes: (total * T::DTYPE.size_in_bytes()) as u128,
-        why: format!("the allocator refused ({e})"),
-    })?;
-    let span = ANCHOR_SPAN.min(rows.max(1));
-    let offsets: Vec<SinCos<T::Acc>> = (0..span).map(|j| SinCos::at(plan, j as f64)).collect();
-    out.spare_capacity_mut()[..total]
-        .par_chunks_mut(ANCHOR_SPAN * width)
-        .enumerate()
-        .for_each(|(task, chunk)| {
-            let first = task * ANCHOR_SPAN;
-            let mut anchor_at = positions.at(first);
-            let mut anchor = SinCos::<T::Acc>::at(plan, anchor_at);
-            for (i, row) in chunk.chunks_exact_mut(width).enumerate() {
-                let p = positions.at(first + i);
-                if Some(p) == zero_at {
-                    row.fill(MaybeUninit::new(T::from_f64(0.0)));
-                    continue;
-                }
-                let j = p - anchor_at;
-                let j = if (0.0..span as f64).contains(&j) && j.fract() == 0.0 {
-                    j as usize
-                } else {
-                    anchor_at = p;
-                    anchor.set(plan, p);
-                    0
-                };
-                write_row(cols, &anchor, &offsets[j], row);
-            }
-        });
-    // SAFETY: `write_row` or `fill` initialised every element of every row, and the chunks
-    // cover `out[..total]` exactly (each chunk is a whole number of rows).
-    unsafe { out.set_len(total) };
-    Ok(Tensor::from_vec(out, (rows, width), &Device::Cpu)?)
-}
-
-/// Writes row `anchor + j` from the anchor and the offset `j`, in the plan's layout.
-fn write_row<T: Out>(
-    cols: &Columns,
-    anchor: &SinCos<T::Acc>,
-    offset: &SinCos<T::Acc>,
-    row: &mut [MaybeUninit<T>],
-) {
+/// Writes the row at `anchor + j` from the anchor and the offset `j`, in the plan's layout.
+fn encode_row<A: Acc>(cols: &Columns, anchor: &SinCos<A>, offset: &SinCos<A>, row: &mut [A]) {
     let mut values = anchor
         .sin
         .iter()
         .zip(&anchor.cos)
         .zip(offset.sin.iter().zip(&offset.cos))
-        .map(|((&sa, &ca), (&so, &co))| {
-            (
-                T::from_acc(sa * co + ca * so),
-                T::from_acc(ca * co - sa * so),
-            )
-        });
+        .map(|((&sa, &ca), (&so, &co))| (sa * co + ca * so, ca * co - sa * so));
     let n_cos = cols.n_cos;
     let last_sin = match cols.layout {
         Layout::Interleaved => {
             for (pair, (s, c)) in row[..2 * n_cos].chunks_exact_mut(2).zip(&mut values) {
-                pair[0].write(s);
-                pair[1].write(c);
+                pair[0] = s;
+                pair[1] = c;
             }
             2 * n_cos
         }
@@ -234,8 +290,8 @@ fn write_row<T: Out>(
                 (second, first)
             };
             for ((ds, dc), (s, c)) in sins.iter_mut().zip(&mut coss[..n_cos]).zip(&mut values) {
-                ds.write(s);
-                dc.write(c);
+                *ds = s;
+                *dc = c;
             }
             if sin_first {
                 n_cos
@@ -246,9 +302,9 @@ fn write_row<T: Out>(
     };
     // An odd split width ends with a sine that has no cosine.
     if let Some((s, _)) = values.next() {
-        row[last_sin].write(s);
+        row[last_sin] = s;
     }
     if cols.zero_last {
-        row[cols.width - 1].write(T::from_f64(0.0));
+        row[cols.width - 1] = A::from_f64(0.0);
     }
 }
