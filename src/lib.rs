@@ -3,6 +3,7 @@
 //! This crate re-exports the workspace's crates under one name and holds the baseline the
 //! benchmarks and examples compare against:
 //! - [`core`] (`pe-core`): specs, presets, table generation on any device, and the cache;
+//! - [`nn`] (`pe-nn`): the token embedding + scale + positional encoding block for candle-nn;
 //! - [`baseline`]: the inexact f32 construction that candle-transformers uses today.
 //!
 //! ```
@@ -17,3 +18,8 @@
 pub mod baseline;
 
 pub use pe_core as core;
+pub use pe_nn as nn;
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -86,12 +86,24 @@ impl PeCache {
         past: usize,
         dtype: DType,
     ) -> Result<Tensor> {
-        let ids = positions::padding_aware_positions(tokens, padding_idx, past)?;
-        let keep = ids
+        let positions = positions::padding_aware_positions(tokens, padding_idx, past)?;
+        self.padding_rows(&positions, padding_idx, dtype)
+    }
+
+    /// The rows for positions already made padding-aware: like [`Self::ids`], with all-zero
+    /// rows where the position is `padding_idx`.
+    pub fn padding_rows(
+        &self,
+        positions: &Tensor,
+        padding_idx: u32,
+        dtype: DType,
+    ) -> Result<Tensor> {
+        let keep = positions
+            .to_dtype(DType::I64)?
             .ne(i64::from(padding_idx))?
             .to_dtype(dtype)?
             .unsqueeze(candle_core::D::Minus1)?;
-        Ok(self.ids(&ids, dtype)?.broadcast_mul(&keep)?)
+        Ok(self.ids(positions, dtype)?.broadcast_mul(&keep)?)
     }
 
     /// The whole cached table for `dtype` on `device`, grown to at least `rows` rows.

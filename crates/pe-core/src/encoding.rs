@@ -119,8 +119,23 @@ impl SinusoidalEncoding {
         past: usize,
         dtype: DType,
     ) -> Result<Tensor> {
-        let request = positions::padding_aware(tokens, padding_idx, past)?;
-        self.build(request, dtype, tokens.device())
+        let positions = positions::padding_aware_positions(tokens, padding_idx, past)?;
+        self.padding_rows(&positions, padding_idx, dtype)
+    }
+
+    /// The rows for positions already made padding-aware: like [`Self::ids`], with all-zero
+    /// rows where the position is `padding_idx`.
+    pub fn padding_rows(
+        &self,
+        positions: &Tensor,
+        padding_idx: u32,
+        dtype: DType,
+    ) -> Result<Tensor> {
+        let request = Request {
+            zero_at: Some(padding_idx),
+            ..positions::ids(positions)?
+        };
+        self.build(request, dtype, positions.device())
     }
 
     /// The rows for fractional timesteps (any numeric dtype, any shape, finite), shape
@@ -166,13 +181,13 @@ fn check_size(
     device: &Device,
     scratch_per_row: u128,
 ) -> Result<()> {
-    let bytes = rows as u128 * width as u128 * dtype.size_in_bytes() as u128;
-    let needed = bytes + rows as u128 * scratch_per_row;
+    let table = rows as u128 * width as u128 * dtype.size_in_bytes() as u128;
+    let needed = table + rows as u128 * scratch_per_row;
     let too_large = |why: String| Error::TooLarge {
         rows,
         width,
         dtype,
-        bytes,
+        bytes: needed,
         why,
     };
     if needed > isize::MAX as u128 {

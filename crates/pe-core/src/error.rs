@@ -65,7 +65,7 @@ pub enum Error {
     },
 
     /// The requested table would not fit in memory; checked before anything is allocated.
-    #[error("a table of {rows} rows x width {width} in {dtype:?} needs {bytes} bytes, but {why}; ask for fewer rows")]
+    #[error("a table of {rows} rows x width {width} in {dtype:?} needs {bytes} bytes to build, but {why}; ask for fewer rows")]
     TooLarge {
         rows: usize,
         width: usize,

@@ -1,8 +1,8 @@
 //! Positions: the rows a table is asked for, checked and turned into one form the generators read.
 //!
 //! A request is a contiguous range, integer position ids, padding-aware ids computed from token
-//! ids (fairseq `make_positions`), or fractional timesteps. All of them become [`Rows`]: either a
-//! range, or a flat f64 tensor of positions (exact: every integer below `2^31` is an f64).
+//! ids (fairseq `make_positions`), or fractional timesteps. Each becomes either a range or a flat
+//! f64 tensor of positions (exact: every integer below `2^31` is an f64).
 //!
 //! ```
 //! use candle_core::{Device, Tensor};
@@ -149,14 +149,6 @@ pub fn padding_aware_positions(tokens: &Tensor, padding_idx: u32, past: usize) -
         tokens.shape(),
         tokens.device(),
     )?)
-}
-
-pub(crate) fn padding_aware(tokens: &Tensor, padding_idx: u32, past: usize) -> Result<Request> {
-    let positions = padding_aware_positions(tokens, padding_idx, past)?;
-    Ok(Request {
-        zero_at: Some(padding_idx),
-        ..ids(&positions)?
-    })
 }
 
 fn check_integer(name: &'static str, t: &Tensor) -> Result<()> {

@@ -1,0 +1,422 @@
+//! [`SinusoidalEmbedding`]: token embedding, scale and sinusoidal positional encoding, the block
+//! that starts every encoder and decoder. Build it from a checkpoint with
+//! [`sinusoidal_embedding`], like any candle-nn layer.
+//!
+//! ```
+//! use candle_core::{DType, Device, Module, Tensor};
+//! use candle_nn::{VarBuilder, VarMap};
+//! use pe_nn::{sinusoidal_embedding, EmbeddingScale, Preset, SinusoidalEmbeddingConfig};
+//!
+//! let dev = Device::Cpu;
+//! let varmap = VarMap::new();
+//! let vb = VarBuilder::from_varmap(&varmap, DType::F32, &dev);
+//! let cfg = SinusoidalEmbeddingConfig {
+//!     scale: EmbeddingScale::SqrtD,
+//!     ..SinusoidalEmbeddingConfig::for_preset(Preset::Marian)
+//! };
+//! let embed = sinusoidal_embedding(1000, 64, cfg, vb.pp("model.encoder.embed_tokens"))?;
+//!
+//! let ids = Tensor::new(&[[5u32, 17, 42], [7, 8, 9]], &dev)?;
+//! let x = embed.forward(&ids)?; // sqrt(64) * embedding(ids) + PE(0..3)
+//! assert_eq!(x.dims(), &[2, 3, 64]);
+//!
+//! // Decoding with a KV cache: one token at position 3.
+//! let next = embed.forward_with_offset(&Tensor::new(&[[11u32], [12]], &dev)?, 3)?;
+//! assert_eq!(next.dims(), &[2, 1, 64]);
+//! # Ok::<(), candle_core::Error>(())
+//! ```
+
+use candle_core::{bail, DType, Device, Module, Result, Tensor};
+use candle_nn::{Embedding, Init, VarBuilder};
+use pe_core::{Backend, PeCache, SinusoidalEncoding, MAX_POSITION};
+
+use crate::config::{PositionMode, SinusoidalEmbeddingConfig, StoredTable};
+use crate::fused;
+
+/// Where the positional rows come from.
+#[derive(Clone, Debug)]
+enum Table {
+    /// Generated exactly, cached and shared between clones.
+    Generated(PeCache),
+    /// A table read from the checkpoint, row `p` for position `p`.
+    Stored(Tensor),
+}
+
+/// The positions of one forward call.
+enum Positions<'a> {
+    /// Token `s` of every sequence is at `offset + s`.
+    Offset(usize),
+    /// One position per token, shaped like the token ids, all below `end`.
+    Ids { ids: &'a Tensor, end: usize },
+}
+
+/// Without `max_positions`, the generic path caches rows below this and generates the rest per
+/// call: a decoder at position 10^9 should not hold a table of 10^9 rows.
+pub const DEFAULT_CACHE_ROWS: usize = 1 << 20;
+
+/// `scale * embedding(ids) + PE(positions)`, in the embedding's dtype.
+#[derive(Clone, Debug)]
+pub struct SinusoidalEmbedding {
+    embedding: Embedding,
+    scale: f64,
+    mode: PositionMode,
+    padding_idx: Option<u32>,
+    /// Positions must be below this.
+    position_limit: usize,
+    /// The generic path caches positions below this.
+    cache_rows: usize,
+    table: Table,
+}
+
+/// Builds the block from a checkpoint: the token table is `weight` under `vb`'s prefix, shape
+/// `(vocab, d)`; a stored positional table is read by its full name if `cfg.stored_table` asks.
+pub fn sinusoidal_embedding(
+    vocab: usize,
+    d: usize,
+    cfg: SinusoidalEmbeddingConfig,
+    vb: VarBuilder,
+) -> Result<SinusoidalEmbedding> {
+    check_declared("vocab", cfg.vocab, vocab)?;
+    check_declared("width", cfg.width, d)?;
+    let init = Init::Randn {
+        mean: 0.,
+        stdev: 1.,
+    };
+    let weight = vb.get_with_hints((vocab, d), "weight", init)?;
+    let embedding = Embedding::new(weight, d);
+    match &cfg.stored_table {
+        StoredTable::Ignore => SinusoidalEmbedding::new(embedding, &cfg),
+        StoredTable::Check { name, .. } | StoredTable::Load { name } => {
+            let root = vb.root();
+            if !root.contains_tensor(name) {
+                bail!("checkpoint tensor {name} (cfg.stored_table) is not in the checkpoint")
+            }
+            let table = root.get_unchecked_dtype(name, vb.dtype())?;
+            SinusoidalEmbedding::new_with_stored_table(embedding, &cfg, name, &table)
+        }
+    }
+}
+
+fn check_declared(name: &str, declared: Option<usize>, given: usize) -> Result<()> {
+    match declared {
+        Some(declared) if declared != given => {
+            bail!("cfg.{name} is {declared} but the block is built with {name} {given}")
+        }
+        _ => Ok(()),
+    }
+}
+
+impl SinusoidalEmbedding {
+    /// The block from a token table already loaded; the encoding is generated.
+    /// `cfg.stored_table` must be `Ignore` (use [`Self::new_with_stored_table`] otherwise).
+    pub fn new(embedding: Embedding, cfg: &SinusoidalEmbeddingConfig) -> Result<Self> {
+        if cfg.stored_table != StoredTable::Ignore {
+            bail!("cfg.stored_table is {:?}: pass the table to new_with_stored_table, or build with sinusoidal_embedding", cfg.stored_table)
+        }
+        let d = embedding.hidden_size();
+        let dims = embedding.embeddings().dims();
+        if dims.len() != 2 || dims[1] != d {
+            bail!("the token table has shape {dims:?}, expected (vocab, {d})")
+        }
+        let padding_idx = cfg.padding_idx;
+        if cfg.positions == PositionMode::PaddingAware && padding_idx.is_none() {
+            bail!("cfg.positions is PaddingAware but cfg.padding_idx is not set")
+        }
+        let scale = cfg.scale.factor(d);
+        if !scale.is_finite() {
+            bail!("cfg.scale must be finite, got {scale}")
+        }
+        let extra = match cfg.positions {
+            PositionMode::PaddingAware => padding_idx.map_or(0, |p| p as usize + 1),
+            PositionMode::Plain => 0,
+        };
+        let position_limit = match cfg.max_positions {
+            Some(max) => (max.saturating_add(extra)).min(MAX_POSITION as usize),
+            None => MAX_POSITION as usize,
+        };
+        let encoding = SinusoidalEncoding::new(cfg.spec(d))?;
+        let cache_rows = match cfg.max_positions {
+            Some(_) => position_limit,
+            None => DEFAULT_CACHE_ROWS,
+        };
+        Ok(Self {
+            embedding,
+            scale,
+            mode: cfg.positions,
+            padding_idx,
+            position_limit,
+            cache_rows,
+            table: Table::Generated(PeCache::new(encoding)),
+        })
+    }
+
+    /// The block with a positional table read from a checkpoint (tensor `name`, shape
+    /// `(rows, d)`), used or checked as `cfg.stored_table` says.
+    pub fn new_with_stored_table(
+        embedding: Embedding,
+        cfg: &SinusoidalEmbeddingConfig,
+        name: &str,
+        table: &Tensor,
+    ) -> Result<Self> {
+        let mode = cfg.stored_table.clone();
+        let mut block = Self::new(
+            embedding,
+            &SinusoidalEmbeddingConfig {
+                stored_table: StoredTable::Ignore,
+                ..cfg.clone()
+            },
+        )?;
+        let d = block.width();
+        let rows = match cfg.max_positions {
+            Some(_) => block.position_limit,
+            None => table.dims().first().copied().unwrap_or(0),
+        };
+        if table.dims() != [rows, d] {
+            bail!(
+                "checkpoint tensor {name} has shape {:?}, expected [{rows}, {d}] (rows from cfg.max_positions)",
+                table.dims()
+            )
+        }
+        match mode {
+            StoredTable::Ignore => {}
+            StoredTable::Check { tolerance, .. } => {
+                let tolerance = tolerance.unwrap_or(match table.dtype() {
+                    DType::F16 => 2e-3,
+                    DType::BF16 => 8e-3,
+                    _ => 1e-3,
+                });
+                let worst = block.max_difference(table)?;
+                if worst > tolerance {
+                    bail!("checkpoint tensor {name} is not the {:?} encoding of this config: values differ by up to {worst:.3e} (tolerance {tolerance:e})", cfg.spec(d))
+                }
+            }
+            StoredTable::Load { .. } => {
+                block.table = Table::Stored(table.to_dtype(block.dtype())?);
+                block.position_limit = rows;
+                block.cache_rows = rows;
+            }
+        }
+        Ok(block)
+    }
+
+    /// The largest difference between `table` and the generated rows `0 .. rows`, ignoring the
+    /// padding row in padding-aware mode (fairseq stores it as zeros).
+    fn max_difference(&self, table: &Tensor) -> Result<f64> {
+        let Table::Generated(cache) = &self.table else {
+            bail!("internal: max_difference needs a generated table")
+        };
+        let rows = table.dim(0)?;
+        let generated = cache
+            .encoding()
+            .range(0, rows, DType::F64, table.device())?;
+        let diff = (table.to_dtype(DType::F64)? - generated)?.abs()?.max(1)?;
+        let mut diff = diff.to_vec1::<f64>()?;
+        if let (PositionMode::PaddingAware, Some(pad)) = (self.mode, self.padding_idx) {
+            if let Some(row) = diff.get_mut(pad as usize) {
+                *row = 0.0;
+            }
+        }
+        Ok(diff.into_iter().fold(0.0, f64::max))
+    }
+
+    /// The same block with the encoding built by `backend`: `Backend::Generic` turns off the
+    /// fused CPU forward (candle ops everywhere, as on CUDA).
+    pub fn with_backend(mut self, backend: Backend) -> Self {
+        if let Table::Generated(cache) = &self.table {
+            let encoding = cache.encoding().clone().with_backend(backend);
+            self.table = Table::Generated(PeCache::new(encoding));
+        }
+        self
+    }
+
+    /// The token embedding.
+    pub fn embedding(&self) -> &Embedding {
+        &self.embedding
+    }
+
+    /// The width `d`.
+    pub fn width(&self) -> usize {
+        self.embedding.hidden_size()
+    }
+
+    /// The vocabulary size.
+    pub fn vocab(&self) -> usize {
+        self.embedding.embeddings().dim(0).unwrap_or(0)
+    }
+
+    /// The dtype of the output (the embedding's).
+    pub fn dtype(&self) -> DType {
+        self.embedding.embeddings().dtype()
+    }
+
+    /// The factor on token embeddings.
+    pub fn scale(&self) -> f64 {
+        self.scale
+    }
+
+    /// The positional cache shared by clones of this block (`None` with a loaded stored table).
+    pub fn cache(&self) -> Option<&PeCache> {
+        match &self.table {
+            Table::Generated(cache) => Some(cache),
+            Table::Stored(_) => None,
+        }
+    }
+
+    /// The block for token ids `(batch, seq)` whose first token is at `offset` (the number of
+    /// tokens already in the KV cache). In padding-aware mode `offset` is fairseq's past length.
+    pub fn forward_with_offset(&self, ids: &Tensor, offset: usize) -> Result<Tensor> {
+        let (_, seq) = self.check_ids("ids", ids)?;
+        match self.mode {
+            PositionMode::Plain => {
+                let end = offset as u128 + seq as u128;
+                if end > self.position_limit as u128 {
+                    bail!("offset {offset} + sequence length {seq} = {end} exceeds the {} positions this block supports", self.position_limit)
+                }
+                self.forward_impl(ids, Positions::Offset(offset))
+            }
+            PositionMode::PaddingAware => {
+                let pad = self.padding_idx.unwrap_or_default();
+                let positions = pe_core::padding_aware_positions(ids, pad, offset)?;
+                self.forward_with_positions(ids, &positions)
+            }
+        }
+    }
+
+    /// The block for token ids `(batch, seq)` at explicit integer positions of the same shape.
+    pub fn forward_with_positions(&self, ids: &Tensor, positions: &Tensor) -> Result<Tensor> {
+        self.check_ids("ids", ids)?;
+        self.check_ids("positions", positions)?;
+        if positions.dims() != ids.dims() {
+            bail!(
+                "positions have shape {:?}, expected the shape of ids {:?}",
+                positions.dims(),
+                ids.dims()
+            )
+        }
+        let (min, max) = min_max(positions)?;
+        if min < 0 || max >= self.position_limit as i64 {
+            let bad = if min < 0 { min } else { max };
+            bail!(
+                "position {bad} is outside 0 .. {} for this block",
+                self.position_limit
+            )
+        }
+        let end = (max + 1) as usize;
+        self.forward_impl(
+            ids,
+            Positions::Ids {
+                ids: positions,
+                end,
+            },
+        )
+    }
+
+    /// Checks rank and dtype; returns `(batch, seq)`.
+    fn check_ids(&self, name: &str, t: &Tensor) -> Result<(usize, usize)> {
+        if !t.dtype().is_int() {
+            bail!(
+                "{name} must be an integer tensor, got dtype {:?}",
+                t.dtype()
+            )
+        }
+        match t.dims() {
+            &[batch, seq] => Ok((batch, seq)),
+            dims => bail!("{name} must have shape (batch, seq), got {dims:?}"),
+        }
+    }
+
+    fn forward_impl(&self, ids: &Tensor, positions: Positions) -> Result<Tensor> {
+        let vocab = self.vocab();
+        let zero_at = match self.mode {
+            PositionMode::PaddingAware => self.padding_idx,
+            PositionMode::Plain => None,
+        };
+        if let (Table::Generated(cache), Device::Cpu) = (&self.table, ids.device()) {
+            if cache.encoding().backend() != Backend::Generic {
+                return fused::forward(
+                    self.embedding.embeddings(),
+                    ids,
+                    &positions.host(ids)?,
+                    zero_at,
+                    self.scale,
+                    cache.encoding().plan(),
+                );
+            }
+        }
+        let (min, max) = min_max(ids)?;
+        if min < 0 || max >= vocab as i64 {
+            let bad = if min < 0 { min } else { max };
+            bail!("token id {bad} is out of the vocabulary of {vocab} tokens")
+        }
+        // Half-precision blocks add in f32 and round once at the end.
+        let dtype = self.dtype();
+        let compute = match dtype {
+            DType::F16 | DType::BF16 => DType::F32,
+            other => other,
+        };
+        let x = self
+            .embedding
+            .forward(ids)?
+            .to_dtype(compute)?
+            .affine(self.scale, 0.0)?;
+        let (dev, seq) = (ids.device(), ids.dim(1)?);
+        let pe = match (&self.table, positions) {
+            (Table::Generated(cache), Positions::Offset(offset))
+                if offset + seq <= self.cache_rows =>
+            {
+                cache.range(offset, seq, compute, dev)?
+            }
+            (Table::Generated(cache), Positions::Offset(offset)) => {
+                cache.encoding().range(offset, seq, compute, dev)?
+            }
+            (Table::Generated(cache), Positions::Ids { ids: p, end }) => {
+                match (zero_at, end <= self.cache_rows) {
+                    (Some(pad), true) => cache.padding_rows(p, pad, compute)?,
+                    (Some(pad), false) => cache.encoding().padding_rows(p, pad, compute)?,
+                    (None, true) => cache.ids(p, compute)?,
+                    (None, false) => cache.encoding().ids(p, compute)?,
+                }
+            }
+            (Table::Stored(table), Positions::Offset(offset)) => table.narrow(0, offset, seq)?,
+            (Table::Stored(table), Positions::Ids { ids: p, .. }) => {
+                let flat = table.index_select(&p.flatten_all()?.to_dtype(DType::U32)?, 0)?;
+                flat.reshape((p.dim(0)?, p.dim(1)?, self.width()))?
+            }
+        };
+        x.broadcast_add(&pe.to_dtype(compute)?)?.to_dtype(dtype)
+    }
+}
+
+impl Positions<'_> {
+    /// The position of every token, row-major, for the fused CPU path.
+    fn host(&self, ids: &Tensor) -> Result<Vec<f64>> {
+        match self {
+            Positions::Offset(offset) => {
+                let (batch, seq) = ids.dims2()?;
+                let row: Vec<f64> = (0..seq).map(|s| (offset + s) as f64).collect();
+                Ok(row.repeat(batch))
+            }
+            Positions::Ids { ids: p, .. } => {
+                p.flatten_all()?.to_dtype(DType::F64)?.to_vec1::<f64>()
+            }
+        }
+    }
+}
+
+/// The smallest and largest value of an integer tensor (0, -1 when it is empty).
+fn min_max(t: &Tensor) -> Result<(i64, i64)> {
+    if t.elem_count() == 0 {
+        return Ok((0, -1));
+    }
+    let flat = t.flatten_all()?.to_dtype(DType::I64)?;
+    let min = flat.min(0)?.to_scalar::<i64>()?;
+    let max = flat.max(0)?.to_scalar::<i64>()?;
+    Ok((min, max))
+}
+
+impl Module for SinusoidalEmbedding {
+    /// The block for token ids `(batch, seq)` at offset 0.
+    fn forward(&self, ids: &Tensor) -> Result<Tensor> {
+        self.forward_with_offset(ids, 0)
+    }
+}

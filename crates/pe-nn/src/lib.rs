@@ -1,0 +1,27 @@
+//! The embedding block that starts every encoder and decoder: token embedding, an optional
+//! `sqrt(d)` (or any) scale, and an exact sinusoidal positional encoding from pe-core, built
+//! from a `candle_nn::VarBuilder` like any candle-nn layer.
+//!
+//! ```
+//! use candle_core::{DType, Device, Module, Tensor};
+//! use candle_nn::{VarBuilder, VarMap};
+//! use pe_nn::{sinusoidal_embedding, Preset, SinusoidalEmbeddingConfig};
+//!
+//! let dev = Device::Cpu;
+//! let varmap = VarMap::new();
+//! let vb = VarBuilder::from_varmap(&varmap, DType::F32, &dev);
+//! // M2M100 / NLLB: fairseq frequencies, padding-aware positions (pad = 1), sqrt(d) scale.
+//! let cfg = SinusoidalEmbeddingConfig::for_preset(Preset::Fairseq);
+//! let embed = sinusoidal_embedding(1000, 64, cfg, vb.pp("model.encoder.embed_tokens"))?;
+//! let ids = Tensor::new(&[[1u32, 1, 5, 6], [5, 6, 7, 8]], &dev)?; // left-padded
+//! assert_eq!(embed.forward(&ids)?.dims(), &[2, 4, 64]);
+//! # Ok::<(), candle_core::Error>(())
+//! ```
+
+pub mod config;
+pub mod embedding;
+pub mod fused;
+
+pub use config::{EmbeddingScale, PositionMode, SinusoidalEmbeddingConfig, StoredTable};
+pub use embedding::{sinusoidal_embedding, SinusoidalEmbedding};
+pub use pe_core::{Backend, Preset};
