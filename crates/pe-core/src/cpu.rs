@@ -1,7 +1,7 @@
 //! The CPU generator: exact tables at memory speed, each output element written once.
 //!
 //! Rows are produced from an *anchor* row and an *offset* table. For an anchor position `a`,
-//! `sin(a w)` and `cos(a w)` are computed exactly in f64 ([`Frequency::sin_cos`]); the offset
+//! `sin(a w)` and `cos(a w)` are computed exactly in f64 ([`Frequency::sin_cos`], no libm); the offset
 //! table holds the exact `sin(j w)`, `cos(j w)` for `j < ANCHOR_SPAN`. Row `a + j` is then the
 //! angle-addition identity, two multiplies and an add per value, with no libm call in the hot
 //! loop and no error growing with the position. Rows run in parallel (rayon), each task starting
@@ -252,6 +252,11 @@ impl<A: Acc> SinCos<A> {
     }
 
     fn set(&mut self, plan: &Plan, p: f64) {
+        if p == 0.0 {
+            self.sin.fill(A::from_f64(0.0));
+            self.cos.fill(A::from_f64(1.0));
+            return;
+        }
         for ((s, c), w) in self
             .sin
             .iter_mut()

@@ -1,12 +1,13 @@
 //! Frequency math: the angular frequency of every sin/cos pair, where each pair lands in a row,
 //! and the exact `sin(p w)`, `cos(p w)` that every generator builds on.
 //!
-//! A frequency `w` is computed once in f64 (`scale * base.powf(-exponent)`) and then split into
-//! `w = hi + lo`, with `hi` keeping 27 significant bits. A position `p < 2^31` is split the same
-//! way, `p = p_hi + p_lo` with `p_hi` a multiple of 32. Then `p_hi * hi` and `p_lo * hi` are
-//! exact products, and `p * w` is carried as an exact large part plus a small part with a
-//! rounding error below `1e-14`: the result does not lose accuracy as the position grows, where
-//! rounding `p * w` to f64 (let alone f32) loses `p * 1e-16` (`p * 7e-8`).
+//! A frequency `w` is computed once in f64 (`scale * base.powf(-exponent)`). The angle `p * w` is
+//! never rounded: on the CPU it is carried as the exact sum `hi + lo` of Dekker's product and
+//! reduced by a multi-word pi/2 ([`trig`]); for candle ops (which have no fused multiply-add)
+//! `w = hi + lo` is split with `hi` keeping 27 significant bits and `p = p_hi + p_lo` with `p_hi`
+//! a multiple of 32, so that `p_hi * hi` and `p_lo * hi` are exact products. Either way the
+//! result does not lose accuracy as the position grows, where rounding `p * w` to f64 (let alone
+//! f32) loses `p * 1e-16` (`p * 7e-8`).
 //!
 //! "Exact" here means exact for the f64 frequency: the tables are `sin(p w)` for the f64 value
 //! `w`, correctly rounded up to the last few bits of f64. Against the real-number frequency the
@@ -23,7 +24,7 @@
 //! # Ok::<(), pe_core::Error>(())
 //! ```
 
-use crate::{Error, Frequencies, Layout, OddWidth, PeSpec, Result};
+use crate::{trig, Error, Frequencies, Layout, OddWidth, PeSpec, Result};
 
 /// Positions must be below this: `2^31`.
 pub const MAX_POSITION: u64 = 1 << 31;
@@ -60,13 +61,11 @@ impl Frequency {
         self.hi + self.lo
     }
 
-    /// `(sin(p w), cos(p w))` with `p w` never rounded, for any `|p| < 2^31`.
+    /// `(sin(p w), cos(p w))` with `p w` never rounded: the product is carried exactly as
+    /// `hi + lo` ([`trig::two_product`]) into [`trig::sin_cos`].
     pub fn sin_cos(&self, p: f64) -> (f64, f64) {
-        let p_hi = (p / SPLIT).floor() * SPLIT;
-        let p_lo = p - p_hi;
-        let (s1, c1) = (p_hi * self.hi).sin_cos();
-        let (s2, c2) = (p_lo * self.hi + p * self.lo).sin_cos();
-        (s1 * c2 + c1 * s2, c1 * c2 - s1 * s2)
+        let (hi, lo) = trig::two_product(p, self.value());
+        trig::sin_cos(hi, lo)
     }
 }
 

@@ -1,10 +1,10 @@
 //! The device-generic generator: the same exact math as the CPU generator, written with candle
 //! tensor ops only, so it runs on every device candle supports with f64 (CPU and CUDA).
 //!
-//! It is the plain twin of [`cpu`](crate::cpu): positions are split into `p_hi + p_lo` and
-//! frequencies into `hi + lo` exactly as [`Frequency::sin_cos`](crate::Frequency::sin_cos) does,
-//! the two angles are evaluated in f64 on the device, combined by angle addition, and only then
-//! cast to the output dtype.
+//! It is the plain twin of [`cpu`](crate::cpu): positions are split into `p_hi + p_lo` (a multiple
+//! of 32 and the rest) and frequencies into [`Frequency`](crate::Frequency)'s `hi + lo`, so the
+//! large part of the angle is an exact product; the two angles are evaluated in f64 on the
+//! device, combined by angle addition, and only then cast to the output dtype.
 //!
 //! ```
 //! use candle_core::{DType, Device};

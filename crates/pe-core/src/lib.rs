@@ -31,6 +31,7 @@ pub mod freq;
 pub mod generic;
 pub mod positions;
 pub mod spec;
+pub mod trig;
 
 pub use cache::PeCache;
 pub use encoding::{Backend, SinusoidalEncoding};
