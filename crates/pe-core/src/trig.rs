@@ -17,7 +17,6 @@
 
 /// Beyond this the reduction's products are no longer exact and libm takes over.
 const REDUCTION_LIMIT: f64 = 4_294_967_296.0;
-const TWO_OVER_PI: f64 = 0.6366197723675814;
 /// Adding `1.5 * 2^52` rounds to the nearest integer and leaves it in the low mantissa bits.
 const ROUND: f64 = 6755399441055744.0;
 /// `pi/2 = P1 + P2 + P3 + P4 + P5` to about 140 bits; `P1 .. P4` have 21 significant bits each.
@@ -48,14 +47,14 @@ fn split(x: f64) -> (f64, f64) {
 /// `(sin(hi + lo), cos(hi + lo))` for `|lo|` of the order of the rounding error of `hi`.
 #[inline]
 pub fn sin_cos(hi: f64, lo: f64) -> (f64, f64) {
-    // `!(a <= b)` also sends NaN to libm.
-    if !(hi.abs() <= REDUCTION_LIMIT) {
+    // NaN goes to libm too.
+    if hi.abs() > REDUCTION_LIMIT || hi.is_nan() {
         let (s, c) = hi.sin_cos();
         let lo = if lo.is_finite() { lo } else { 0.0 };
         let cos_lo = 1.0 - 0.5 * lo * lo;
         return (s * cos_lo + c * lo, c * cos_lo - s * lo);
     }
-    let shifted = hi * TWO_OVER_PI + ROUND;
+    let shifted = hi * std::f64::consts::FRAC_2_PI + ROUND;
     let quadrant = shifted.to_bits() & 3;
     let q = shifted - ROUND;
     let r = hi - q * P1 - q * P2 - q * P3 - q * P4 - q * P5 + lo;
