@@ -1,0 +1,263 @@
+//! Criterion benchmarks: on-the-fly generation against cached tables, the naive candle-op
+//! composition and the memory reference (`Tensor::copy`), on the device chosen at compile time
+//! (CPU; CUDA with `--features cuda`). Group names start with the device: `cpu_table`, ...
+//!
+//! ```text
+//! cargo bench                          # everything (about ten minutes on 2 cores)
+//! cargo bench -- cpu_decode            # one group
+//! cargo bench -- --test                # each case once, small sizes only (what CI runs)
+//! ```
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use candle_core::{DType, Device, Module, Tensor};
+use candle_pe::baseline::naive_f32_table;
+use candle_pe::core::{PeCache, PeSpec, SinusoidalEncoding};
+use candle_pe::nn::{
+    EmbeddingScale, PositionMode, Preset, SinusoidalEmbedding, SinusoidalEmbeddingConfig,
+};
+use criterion::{BenchmarkId, Criterion, Throughput};
+
+/// The largest table a case may build.
+const MAX_TABLE_BYTES: usize = 2 << 30;
+/// The largest cache a decode case may hold.
+const MAX_CACHE_BYTES: usize = 4 << 30;
+
+fn device() -> Device {
+    #[cfg(feature = "cuda")]
+    return Device::new_cuda(0).expect("--features cuda needs a CUDA GPU");
+    #[cfg(not(feature = "cuda"))]
+    Device::Cpu
+}
+
+fn prefix(dev: &Device) -> &'static str {
+    if dev.is_cuda() {
+        "cuda"
+    } else {
+        "cpu"
+    }
+}
+
+/// Criterion's `--test` mode runs each case once: keep to small sizes there.
+fn quick() -> bool {
+    std::env::args().any(|a| a == "--test")
+}
+
+/// Times `iters` calls of `f`, synchronizing the device before reading the clock.
+fn timed<T>(dev: &Device, iters: u64, mut f: impl FnMut() -> T) -> Duration {
+    let start = Instant::now();
+    for _ in 0..iters {
+        black_box(f());
+    }
+    dev.synchronize().unwrap();
+    start.elapsed()
+}
+
+fn table(c: &mut Criterion, dev: &Device) {
+    let lens: &[usize] = if quick() {
+        &[128, 1024]
+    } else {
+        &[128, 1024, 8192, 65536, 262_144]
+    };
+    let widths: &[usize] = if quick() { &[512] } else { &[512, 1024, 4096] };
+    let mut group = c.benchmark_group(format!("{}_table", prefix(dev)));
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    for &d in widths {
+        let pe = SinusoidalEncoding::new(PeSpec::fairseq(d)).unwrap();
+        let cache = PeCache::new(pe.clone());
+        for &len in lens {
+            let mut dtypes = vec![DType::F32];
+            if d == 1024 && len == 65536 || quick() {
+                dtypes.push(DType::BF16);
+            }
+            for dtype in dtypes {
+                let bytes = len * d * dtype.size_in_bytes();
+                if bytes > MAX_TABLE_BYTES {
+                    continue;
+                }
+                group.throughput(Throughput::Bytes(bytes as u64));
+                let case = format!("{dtype:?}/{len}x{d}").to_lowercase();
+                cache.table(len, dtype, dev).unwrap();
+                group.bench_function(BenchmarkId::new("generate", &case), |b| {
+                    b.iter_custom(|n| timed(dev, n, || pe.range(0, len, dtype, dev).unwrap()))
+                });
+                group.bench_function(BenchmarkId::new("cached_view", &case), |b| {
+                    b.iter_custom(|n| timed(dev, n, || cache.range(0, len, dtype, dev).unwrap()))
+                });
+                group.bench_function(BenchmarkId::new("cached_contiguous", &case), |b| {
+                    // A slice that does not start at row 0, so `contiguous` really copies.
+                    let offset = cache.rows(dtype, dev) - len;
+                    b.iter_custom(|n| {
+                        timed(dev, n, || {
+                            cache
+                                .range(offset, len, dtype, dev)
+                                .unwrap()
+                                .contiguous()
+                                .unwrap()
+                        })
+                    })
+                });
+                let source = pe.range(0, len, dtype, dev).unwrap();
+                group.bench_function(BenchmarkId::new("copy", &case), |b| {
+                    b.iter_custom(|n| timed(dev, n, || source.copy().unwrap()))
+                });
+                if dtype == DType::F32 {
+                    group.bench_function(BenchmarkId::new("naive", &case), |b| {
+                        b.iter_custom(|n| {
+                            timed(dev, n, || naive_f32_table(pe.plan(), 0, len, dev).unwrap())
+                        })
+                    });
+                }
+            }
+        }
+        cache.clear();
+    }
+    group.finish();
+}
+
+fn decode(c: &mut Criterion, dev: &Device) {
+    let offsets: &[usize] = if quick() {
+        &[0, 4096]
+    } else {
+        &[0, 4096, 1_000_000]
+    };
+    let mut group = c.benchmark_group(format!("{}_decode", prefix(dev)));
+    group
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(1));
+    for d in [1024, 4096] {
+        let pe = SinusoidalEncoding::new(PeSpec::fairseq(d)).unwrap();
+        let cache = PeCache::new(pe.clone());
+        for &offset in offsets {
+            group.throughput(Throughput::Bytes((d * 4) as u64));
+            let case = format!("offset{offset}/d{d}");
+            group.bench_function(BenchmarkId::new("generate", &case), |b| {
+                b.iter_custom(|n| timed(dev, n, || pe.range(offset, 1, DType::F32, dev).unwrap()))
+            });
+            if (offset + 1) * d * 4 <= MAX_CACHE_BYTES {
+                cache.table(offset + 1, DType::F32, dev).unwrap();
+                group.bench_function(BenchmarkId::new("cached_view", &case), |b| {
+                    b.iter_custom(|n| {
+                        timed(dev, n, || cache.range(offset, 1, DType::F32, dev).unwrap())
+                    })
+                });
+            }
+        }
+    }
+    group.finish();
+}
+
+fn embed(c: &mut Criterion, dev: &Device) {
+    let (batch, d, vocab) = (8, 1024, 32_000);
+    let seqs: &[usize] = if quick() { &[512] } else { &[512, 4096] };
+    let mut group = c.benchmark_group(format!("{}_embed", prefix(dev)));
+    group
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    let weights = Tensor::randn(0f32, 1.0, (vocab, d), dev).unwrap();
+    let plain = candle_nn::Embedding::new(weights, d);
+    let cfg = SinusoidalEmbeddingConfig {
+        scale: EmbeddingScale::SqrtD,
+        ..SinusoidalEmbeddingConfig::for_preset(Preset::Marian)
+    };
+    let block = SinusoidalEmbedding::new(plain.clone(), &cfg).unwrap();
+    let cache = PeCache::new(SinusoidalEncoding::new(cfg.spec(d)).unwrap());
+    let scale = (d as f64).sqrt();
+    for &seq in seqs {
+        let ids: Vec<u32> = (0..batch * seq)
+            .map(|i| ((i * 7919) % vocab) as u32)
+            .collect();
+        let ids = Tensor::from_vec(ids, (batch, seq), dev).unwrap();
+        group.throughput(Throughput::Bytes((batch * seq * d * 4) as u64));
+        let case = format!("{batch}x{seq}/d{d}");
+        group.bench_function(BenchmarkId::new("fused_block", &case), |b| {
+            b.iter_custom(|n| timed(dev, n, || block.forward(&ids).unwrap()))
+        });
+        group.bench_function(BenchmarkId::new("plain_embedding", &case), |b| {
+            b.iter_custom(|n| timed(dev, n, || plain.forward(&ids).unwrap()))
+        });
+        group.bench_function(BenchmarkId::new("unfused_ops", &case), |b| {
+            b.iter_custom(|n| {
+                timed(dev, n, || {
+                    let x = plain.forward(&ids).unwrap().affine(scale, 0.0).unwrap();
+                    x.broadcast_add(&cache.range(0, seq, DType::F32, dev).unwrap())
+                        .unwrap()
+                })
+            })
+        });
+    }
+    group.finish();
+}
+
+fn ids(c: &mut Criterion, dev: &Device) {
+    let (batch, d) = (8, 1024);
+    let seq = if quick() { 256 } else { 4096 };
+    let mut group = c.benchmark_group(format!("{}_ids", prefix(dev)));
+    group
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    let pe = SinusoidalEncoding::new(PeSpec::fairseq(d)).unwrap();
+    // Left-padded: sequence b has 64 * b pad tokens (id 1) before its tokens.
+    let tokens: Vec<u32> = (0..batch * seq)
+        .map(|i| {
+            if i % seq < 64 * (i / seq) {
+                1
+            } else {
+                5 + (i % 1000) as u32
+            }
+        })
+        .collect();
+    let tokens = Tensor::from_vec(tokens, (batch, seq), dev).unwrap();
+    let positions = pe_core_positions(&tokens);
+    group.throughput(Throughput::Bytes((batch * seq * d * 4) as u64));
+    let case = format!("{batch}x{seq}/d{d}");
+    group.bench_function(BenchmarkId::new("range_per_sequence", &case), |b| {
+        b.iter_custom(|n| {
+            timed(dev, n, || {
+                pe.range(0, batch * seq, DType::F32, dev).unwrap()
+            })
+        })
+    });
+    group.bench_function(BenchmarkId::new("explicit_ids", &case), |b| {
+        b.iter_custom(|n| timed(dev, n, || pe.ids(&positions, DType::F32).unwrap()))
+    });
+    group.bench_function(BenchmarkId::new("padding_aware", &case), |b| {
+        b.iter_custom(|n| {
+            timed(dev, n, || {
+                pe.padding_aware(&tokens, 1, 0, DType::F32).unwrap()
+            })
+        })
+    });
+    let block = SinusoidalEmbedding::new(
+        candle_nn::Embedding::new(Tensor::randn(0f32, 1.0, (1000 + 5, d), dev).unwrap(), d),
+        &SinusoidalEmbeddingConfig {
+            positions: PositionMode::PaddingAware,
+            ..SinusoidalEmbeddingConfig::for_preset(Preset::Fairseq)
+        },
+    )
+    .unwrap();
+    group.bench_function(BenchmarkId::new("padding_aware_block", &case), |b| {
+        b.iter_custom(|n| timed(dev, n, || block.forward(&tokens).unwrap()))
+    });
+    group.finish();
+}
+
+fn pe_core_positions(tokens: &Tensor) -> Tensor {
+    candle_pe::core::padding_aware_positions(tokens, 1, 0).unwrap()
+}
+
+fn main() {
+    let dev = device();
+    let mut c = Criterion::default().configure_from_args();
+    table(&mut c, &dev);
+    decode(&mut c, &dev);
+    embed(&mut c, &dev);
+    ids(&mut c, &dev);
+    c.final_summary();
+}
