@@ -15,6 +15,8 @@
 //! # Ok::<(), pe_core::Error>(())
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod baseline;
 
 pub use pe_core as core;

@@ -42,7 +42,10 @@ pub const ANCHOR_SPAN: usize = 64;
 #[derive(Clone, Copy, Debug)]
 pub enum RowPositions<'a> {
     /// Row `r` is at position `start + r`.
-    Range { start: u32 },
+    Range {
+        /// The position of row 0.
+        start: u32,
+    },
     /// Row `r` is at position `values[r]`.
     Values(&'a [f64]),
 }
@@ -60,6 +63,7 @@ impl RowPositions<'_> {
 pub trait Acc:
     Copy + Send + Sync + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self>
 {
+    /// `v` rounded to this type.
     fn from_f64(v: f64) -> Self;
 }
 
@@ -78,8 +82,11 @@ impl Acc for f64 {
 /// An element type of the output and the arithmetic it is computed in: f32 in f32; f64, f16 and
 /// bf16 in f64 (so half-precision values are rounded once, from an accurate value).
 pub trait Element: candle_core::WithDType {
+    /// The arithmetic type.
     type Acc: Acc;
+    /// `v` rounded to the element type.
     fn from_acc(v: Self::Acc) -> Self;
+    /// The element in the arithmetic type (exact).
     fn to_acc(self) -> Self::Acc;
 }
 

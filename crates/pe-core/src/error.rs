@@ -21,56 +21,94 @@ use candle_core::DType;
 pub enum Error {
     /// The width (d_model) is zero or larger than [`MAX_WIDTH`](crate::MAX_WIDTH).
     #[error("width must be in 1 ..= {max}, got width {width}")]
-    InvalidWidth { width: usize, max: usize },
+    InvalidWidth {
+        /// The width asked for.
+        width: usize,
+        /// The largest width supported.
+        max: usize,
+    },
 
     /// An odd width with [`OddWidth::Reject`](crate::OddWidth::Reject).
     #[error("width {width} is odd and this spec rejects odd widths (odd_width = Reject); use OddWidth::Split or OddWidth::ZeroPad, or an even width")]
-    OddWidthRejected { width: usize },
+    OddWidthRejected {
+        /// The odd width.
+        width: usize,
+    },
 
     /// The frequency formula divides by zero or by a negative number for this width.
     #[error("frequencies {scheme} divide by {denominator} for width {width}; {hint}")]
     DegenerateFrequencies {
+        /// `h-1` or `h-shift`.
         scheme: &'static str,
+        /// The width of the spec.
         width: usize,
+        /// The denominator of the exponent, zero or negative.
         denominator: f64,
+        /// What to change.
         hint: &'static str,
     },
 
     /// A parameter of the spec that must be a finite number (and positive, for the base) is not.
     #[error("{name} must be {expected}, got {value}")]
     InvalidParameter {
+        /// The parameter: `base`, `scale` or `frequencies shift`.
         name: &'static str,
+        /// What it must be.
         expected: &'static str,
+        /// What it is.
         value: f64,
     },
 
     /// A position (offset + length, a position id, or a padding-aware position) outside `0 .. 2^31`.
     #[error("{name} {value} is outside the supported positions 0 ..= 2147483647 (2^31 - 1)")]
-    PositionOutOfRange { name: &'static str, value: i128 },
+    PositionOutOfRange {
+        /// What was out of range.
+        name: &'static str,
+        /// Its value.
+        value: i128,
+    },
 
     /// Position ids or token ids of a dtype that is not an integer.
     #[error("{name} must be an integer tensor (u8, u32, i16, i32 or i64), got dtype {dtype:?}")]
-    NotInteger { name: &'static str, dtype: DType },
+    NotInteger {
+        /// The argument: `position ids` or `tokens`.
+        name: &'static str,
+        /// Its dtype.
+        dtype: DType,
+    },
 
     /// A timestep that is NaN or infinite.
     #[error("timesteps must be finite, got {value} at flat index {index}")]
-    NonFiniteTimestep { value: f64, index: usize },
+    NonFiniteTimestep {
+        /// The first non-finite value.
+        value: f64,
+        /// Its index in the flattened tensor.
+        index: usize,
+    },
 
     /// A tensor argument of the wrong rank.
     #[error("{name} must have rank {expected}, got shape {shape:?}")]
     WrongRank {
+        /// The argument.
         name: &'static str,
+        /// The ranks it may have.
         expected: &'static str,
+        /// Its shape.
         shape: Vec<usize>,
     },
 
     /// The requested table would not fit in memory; checked before anything is allocated.
     #[error("a table of {rows} rows x width {width} in {dtype:?} needs {bytes} bytes to build, but {why}; ask for fewer rows")]
     TooLarge {
+        /// Rows asked for.
         rows: usize,
+        /// The width of the table.
         width: usize,
+        /// The output dtype.
         dtype: DType,
+        /// Bytes needed to build it (the table plus the generator's working memory).
         bytes: u128,
+        /// Why that cannot be had.
         why: String,
     },
 

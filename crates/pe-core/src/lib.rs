@@ -23,6 +23,8 @@
 //! # Ok::<(), pe_core::Error>(())
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod cache;
 pub mod cpu;
 pub mod encoding;

@@ -30,10 +30,16 @@ pub enum Frequencies {
     /// `w_i = base^(-i/(h-1))`: the tensor2tensor lineage (fairseq, Whisper, M2M100, MusicGen).
     /// `guarded` divides by `max(h-1, 1)` as tensor2tensor does; unguarded, widths 2 and 3 are
     /// an error (fairseq and Whisper divide by zero there).
-    HalfMinusOne { guarded: bool },
+    HalfMinusOne {
+        /// Divide by `max(h-1, 1)` (tensor2tensor) instead of `h-1`.
+        guarded: bool,
+    },
     /// `w_i = base^(-i/(h-shift))`: diffusers' `downscale_freq_shift`. `shift = 1` equals the
     /// unguarded `h-1` form; `shift = 0` gives `base^(-i/h)`.
-    HalfShift { shift: f64 },
+    HalfShift {
+        /// diffusers' `downscale_freq_shift`.
+        shift: f64,
+    },
 }
 
 /// Where the `sin` and `cos` columns go in a row of width `d`.
@@ -191,13 +197,21 @@ impl PeSpec {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Preset {
+    /// [`PeSpec::vaswani`].
     Vaswani,
+    /// [`PeSpec::marian`].
     Marian,
+    /// [`PeSpec::tensor2tensor`].
     Tensor2tensor,
+    /// [`PeSpec::fairseq`].
     Fairseq,
+    /// [`PeSpec::whisper`].
     Whisper,
+    /// [`PeSpec::musicgen`].
     Musicgen,
+    /// [`PeSpec::diffusers`].
     Diffusers,
+    /// [`PeSpec::stable_diffusion`].
     StableDiffusion,
 }
 

@@ -95,12 +95,17 @@ pub enum StoredTable {
     /// which absorbs tables computed in f32 up to position 10^4; 2e-3 for f16; 8e-3 for bf16),
     /// then generate as usual.
     Check {
+        /// The tensor's full name.
         name: String,
+        /// The largest difference accepted; a default by dtype when `None`.
         #[serde(default)]
         tolerance: Option<f64>,
     },
     /// Use the tensor `name` as the table instead of generating one.
-    Load { name: String },
+    Load {
+        /// The tensor's full name.
+        name: String,
+    },
 }
 
 /// How [`SinusoidalEmbedding`](crate::SinusoidalEmbedding) is built. `Default` is the paper's

@@ -18,6 +18,8 @@
 //! # Ok::<(), candle_core::Error>(())
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod config;
 pub mod embedding;
 pub mod fused;
