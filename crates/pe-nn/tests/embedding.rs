@@ -245,14 +245,20 @@ fn decoding_step_by_step_equals_one_forward(dev: &Device, backend: Backend) -> a
         for step in 0..8 {
             let one = embed.forward_with_offset(&ids.narrow(1, step, 1)?, step)?;
             let want = full.narrow(1, step, 1)?;
-            let diff = (one - want)?
-                .abs()?
-                .flatten_all()?
-                .max(0)?
-                .to_scalar::<f32>()?;
+            // The encodings agree to 3e-7 (the CPU path starts a fresh anchor for the single
+            // token); the sum may then round to the neighbouring f32.
+            let (one, want) = (
+                one.flatten_all()?.to_vec1::<f32>()?,
+                want.flatten_all()?.to_vec1::<f32>()?,
+            );
+            let diff = one
+                .iter()
+                .zip(&want)
+                .map(|(a, b)| (a - b).abs() - f32::EPSILON * b.abs())
+                .fold(0f32, f32::max);
             assert!(
-                diff <= 1e-6,
-                "{:?} step {step}: differs from the full forward by {diff}",
+                diff <= 3e-7,
+                "{:?} step {step}: differs from the full forward by {diff} beyond one ulp",
                 cfg.preset
             );
         }
