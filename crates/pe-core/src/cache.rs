@@ -29,14 +29,95 @@ use candle_core::{DType, Device, DeviceLocation, Tensor};
 
 use crate::{positions, Error, Result, SinusoidalEncoding, MAX_POSITION};
 
-type Tables = HashMap<(DeviceLocation, DType), Tensor>;
+/// Growing tables per (device, dtype), rows along `row_axis`, shared by clones. The growth
+/// mechanism of [`PeCache`] and of the rotary cache.
+#[derive(Clone, Debug)]
+pub(crate) struct Tables {
+    row_axis: usize,
+    tables: Arc<RwLock<HashMap<(DeviceLocation, DType), Tensor>>>,
+    generated: Arc<AtomicUsize>,
+}
+
+impl Tables {
+    pub fn new(row_axis: usize) -> Self {
+        Self {
+            row_axis,
+            tables: Arc::default(),
+            generated: Arc::default(),
+        }
+    }
+
+    /// The table for `dtype` on `device` with at least `rows` rows; missing rows come from
+    /// `build(start, len)`, at least half the current table more unless that does not fit.
+    pub fn grown(
+        &self,
+        rows: usize,
+        dtype: DType,
+        device: &Device,
+        build: impl Fn(usize, usize) -> Result<Tensor>,
+    ) -> Result<Tensor> {
+        let key = (device.location(), dtype);
+        if let Some(table) = self.read().get(&key) {
+            if table.dim(self.row_axis)? >= rows {
+                return Ok(table.clone());
+            }
+        }
+        let mut tables = self.tables.write().unwrap_or_else(|e| e.into_inner());
+        let have = match tables.get(&key) {
+            Some(table) => table.dim(self.row_axis)?,
+            None => 0,
+        };
+        if have >= rows {
+            return Ok(tables[&key].clone());
+        }
+        let roomy = rows.max(have + have / 2).min(MAX_POSITION as usize);
+        let fresh = match build(have, roomy - have) {
+            Err(Error::TooLarge { .. }) if roomy > rows => build(have, rows - have)?,
+            other => other?,
+        };
+        self.generated
+            .fetch_add(fresh.dim(self.row_axis)?, Ordering::Relaxed);
+        let table = match tables.get(&key) {
+            Some(old) => Tensor::cat(&[old, &fresh], self.row_axis)?,
+            None => fresh,
+        };
+        tables.insert(key, table.clone());
+        Ok(table)
+    }
+
+    pub fn rows(&self, dtype: DType, device: &Device) -> usize {
+        let key = (device.location(), dtype);
+        self.read().get(&key).map_or(0, |t| t.dims()[self.row_axis])
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        self.read()
+            .values()
+            .map(|t| t.elem_count() * t.dtype().size_in_bytes())
+            .sum()
+    }
+
+    pub fn rows_generated(&self) -> usize {
+        self.generated.load(Ordering::Relaxed)
+    }
+
+    pub fn clear(&self) {
+        self.tables
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<(DeviceLocation, DType), Tensor>> {
+        self.tables.read().unwrap_or_else(|e| e.into_inner())
+    }
+}
 
 /// A growing, shareable cache of one encoding's table.
 #[derive(Clone, Debug)]
 pub struct PeCache {
     encoding: SinusoidalEncoding,
-    tables: Arc<RwLock<Tables>>,
-    generated: Arc<AtomicUsize>,
+    tables: Tables,
 }
 
 impl PeCache {
@@ -44,8 +125,7 @@ impl PeCache {
     pub fn new(encoding: SinusoidalEncoding) -> Self {
         Self {
             encoding,
-            tables: Arc::default(),
-            generated: Arc::default(),
+            tables: Tables::new(0),
         }
     }
 
@@ -108,65 +188,29 @@ impl PeCache {
 
     /// The whole cached table for `dtype` on `device`, grown to at least `rows` rows.
     pub fn table(&self, rows: usize, dtype: DType, device: &Device) -> Result<Tensor> {
-        let key = (device.location(), dtype);
-        if let Some(table) = self.read().get(&key) {
-            if table.dim(0)? >= rows {
-                return Ok(table.clone());
-            }
-        }
-        let mut tables = self.tables.write().unwrap_or_else(|e| e.into_inner());
-        let have = match tables.get(&key) {
-            Some(table) => table.dim(0)?,
-            None => 0,
-        };
-        if have >= rows {
-            return Ok(tables[&key].clone());
-        }
-        let roomy = rows.max(have + have / 2).min(MAX_POSITION as usize);
-        let fresh = match self.encoding.range(have, roomy - have, dtype, device) {
-            Err(Error::TooLarge { .. }) if roomy > rows => {
-                self.encoding.range(have, rows - have, dtype, device)?
-            }
-            other => other?,
-        };
-        self.generated.fetch_add(fresh.dim(0)?, Ordering::Relaxed);
-        let table = match tables.get(&key) {
-            Some(old) => Tensor::cat(&[old, &fresh], 0)?,
-            None => fresh,
-        };
-        tables.insert(key, table.clone());
-        Ok(table)
+        self.tables.grown(rows, dtype, device, |start, len| {
+            self.encoding.range(start, len, dtype, device)
+        })
     }
 
     /// Rows cached for `dtype` on `device`.
     pub fn rows(&self, dtype: DType, device: &Device) -> usize {
-        let key = (device.location(), dtype);
-        self.read().get(&key).map_or(0, |t| t.dims()[0])
+        self.tables.rows(dtype, device)
     }
 
     /// Bytes held by all cached tables.
     pub fn memory_bytes(&self) -> usize {
-        self.read()
-            .values()
-            .map(|t| t.elem_count() * t.dtype().size_in_bytes())
-            .sum()
+        self.tables.memory_bytes()
     }
 
     /// Rows computed since the cache was created, over all tables: each row of each
     /// (device, dtype) table is computed once, however often the table grows.
     pub fn rows_generated(&self) -> usize {
-        self.generated.load(Ordering::Relaxed)
+        self.tables.rows_generated()
     }
 
     /// Drops every cached table.
     pub fn clear(&self) {
-        self.tables
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
-    }
-
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Tables> {
-        self.tables.read().unwrap_or_else(|e| e.into_inner())
+        self.tables.clear()
     }
 }

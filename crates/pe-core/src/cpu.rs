@@ -148,14 +148,15 @@ pub fn fill_rows<A: Acc, O: Send>(
     let width = plan.columns().width;
     let rows = out.len() / out_width;
     let span = ANCHOR_SPAN.min(rows.max(1));
-    let offsets: Vec<SinCos<A>> = (0..span).map(|j| SinCos::at(plan, j as f64)).collect();
+    let offsets: Vec<SinCos<A>> = (0..span).map(|j| SinCos::at(plan, j as f64, 1.0)).collect();
+    let amplitude = plan.amplitude();
     let zero_at = zero_at.map(f64::from);
     out.par_chunks_mut(ANCHOR_SPAN * out_width)
         .enumerate()
         .for_each(|(task, chunk)| {
             let first = task * ANCHOR_SPAN;
             let mut anchor_at = positions.at(first);
-            let mut anchor = SinCos::<A>::at(plan, anchor_at);
+            let mut anchor = SinCos::<A>::at(plan, anchor_at, amplitude);
             let mut encoded = vec![A::from_f64(0.0); width];
             for (i, dst) in chunk.chunks_exact_mut(out_width).enumerate() {
                 let p = positions.at(first + i);
@@ -167,7 +168,7 @@ pub fn fill_rows<A: Acc, O: Send>(
                         j as usize
                     } else {
                         anchor_at = p;
-                        anchor.set(plan, p);
+                        anchor.set(plan, p, amplitude);
                         0
                     };
                     encode_row(plan.columns(), &anchor, &offsets[j], &mut encoded);
@@ -248,20 +249,22 @@ struct SinCos<A> {
 }
 
 impl<A: Acc> SinCos<A> {
-    fn at(plan: &Plan, p: f64) -> Self {
+    fn at(plan: &Plan, p: f64, amplitude: f64) -> Self {
         let n = plan.frequencies().len();
         let mut this = Self {
             sin: vec![A::from_f64(0.0); n],
             cos: vec![A::from_f64(0.0); n],
         };
-        this.set(plan, p);
+        this.set(plan, p, amplitude);
         this
     }
 
-    fn set(&mut self, plan: &Plan, p: f64) {
+    /// The offsets `j w` (`amplitude` 1) or the anchor `p w` (the plan's amplitude, so that the
+    /// rows combined from it carry the amplitude at no cost).
+    fn set(&mut self, plan: &Plan, p: f64, amplitude: f64) {
         if p == 0.0 {
             self.sin.fill(A::from_f64(0.0));
-            self.cos.fill(A::from_f64(1.0));
+            self.cos.fill(A::from_f64(amplitude));
             return;
         }
         for ((s, c), w) in self
@@ -271,7 +274,7 @@ impl<A: Acc> SinCos<A> {
             .zip(plan.frequencies())
         {
             let (ps, pc) = w.sin_cos(p);
-            (*s, *c) = (A::from_f64(ps), A::from_f64(pc));
+            (*s, *c) = (A::from_f64(amplitude * ps), A::from_f64(amplitude * pc));
         }
     }
 }

@@ -145,29 +145,41 @@ impl SinusoidalEncoding {
     }
 
     fn build(&self, request: Request, dtype: DType, device: &Device) -> Result<Tensor> {
-        if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64) {
-            return Err(Error::UnsupportedDtype(dtype));
-        }
-        let (rows, width) = (request.n_rows(), self.width());
-        let use_cpu = match (self.backend, device) {
-            (Backend::Auto | Backend::Cpu, Device::Cpu) => true,
-            (Backend::Cpu, other) => return Err(Error::CpuBackendOnDevice(other.location())),
-            _ => false,
-        };
-        // The generic path holds about eight f64 intermediates of (rows, d / 2).
-        let working_set = if use_cpu { 0 } else { 4 * 8 * width as u128 };
-        check_size(rows, width, dtype, device, working_set)?;
-        let table = if rows == 0 {
-            Tensor::zeros((0, width), dtype, device)?
-        } else if use_cpu {
-            cpu::generate(&self.plan, &request, dtype)?
-        } else {
-            generic::generate(&self.plan, &request, dtype, device)?
-        };
-        let mut shape = request.lead;
-        shape.push(width);
-        Ok(table.reshape(shape)?)
+        build(&self.plan, self.backend, request, dtype, device)
     }
+}
+
+/// The table of `plan` for `request` on `device`, shaped `request.lead + [width]`, by the
+/// generator `backend` picks; dtype, device and size are checked first.
+pub(crate) fn build(
+    plan: &Plan,
+    backend: Backend,
+    request: Request,
+    dtype: DType,
+    device: &Device,
+) -> Result<Tensor> {
+    if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64) {
+        return Err(Error::UnsupportedDtype(dtype));
+    }
+    let (rows, width) = (request.n_rows(), plan.columns().width);
+    let use_cpu = match (backend, device) {
+        (Backend::Auto | Backend::Cpu, Device::Cpu) => true,
+        (Backend::Cpu, other) => return Err(Error::CpuBackendOnDevice(other.location())),
+        _ => false,
+    };
+    // The generic path holds about eight f64 intermediates of (rows, d / 2).
+    let working_set = if use_cpu { 0 } else { 4 * 8 * width as u128 };
+    check_size(rows, width, dtype, device, working_set)?;
+    let table = if rows == 0 {
+        Tensor::zeros((0, width), dtype, device)?
+    } else if use_cpu {
+        cpu::generate(plan, &request, dtype)?
+    } else {
+        generic::generate(plan, &request, dtype, device)?
+    };
+    let mut shape = request.lead;
+    shape.push(width);
+    Ok(table.reshape(shape)?)
 }
 
 /// Tables below this size skip the available-memory check.

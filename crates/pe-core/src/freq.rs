@@ -89,6 +89,7 @@ pub struct Columns {
 pub struct Plan {
     frequencies: Vec<Frequency>,
     columns: Columns,
+    amplitude: f64,
 }
 
 impl Plan {
@@ -153,6 +154,35 @@ impl Plan {
         Ok(Self {
             frequencies,
             columns,
+            amplitude: 1.0,
+        })
+    }
+
+    /// A cos|sin plan of width `2 * frequencies.len()` for frequencies computed elsewhere (the
+    /// rotary variants), every value multiplied by `amplitude` (YaRN's attention factor).
+    pub fn from_frequencies(frequencies: &[f64], amplitude: f64) -> Result<Self> {
+        for &w in frequencies {
+            check_finite("frequency", w, true, "finite")?;
+        }
+        check_finite("amplitude", amplitude, true, "finite")?;
+        let n = frequencies.len();
+        if n == 0 || 2 * n > MAX_WIDTH {
+            return Err(Error::InvalidWidth {
+                width: 2 * n,
+                max: MAX_WIDTH,
+            });
+        }
+        let columns = Columns {
+            width: 2 * n,
+            n_sin: n,
+            n_cos: n,
+            layout: Layout::CosSin,
+            zero_last: false,
+        };
+        Ok(Self {
+            frequencies: frequencies.iter().map(|&w| Frequency::new(w)).collect(),
+            columns,
+            amplitude,
         })
     }
 
@@ -164,6 +194,11 @@ impl Plan {
     /// Where each pair goes in a row.
     pub fn columns(&self) -> &Columns {
         &self.columns
+    }
+
+    /// The factor on every value: 1 except for YaRN rotary tables.
+    pub fn amplitude(&self) -> f64 {
+        self.amplitude
     }
 }
 

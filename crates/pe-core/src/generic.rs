@@ -65,8 +65,13 @@ fn sinusoids(plan: &Plan, positions: &Tensor, dtype: DType) -> Result<Tensor> {
     let small = (p_lo.broadcast_mul(&hi)? + p.broadcast_mul(&lo)?)?;
     let (s1, c1) = (large.sin()?, large.cos()?);
     let (s2, c2) = (small.sin()?, small.cos()?);
-    let sin = ((&s1 * &c2)? + (&c1 * &s2)?)?.to_dtype(dtype)?;
-    let cos = ((&c1 * &c2)? - (&s1 * &s2)?)?.to_dtype(dtype)?;
+    let m = plan.amplitude();
+    let sin = ((&s1 * &c2)? + (&c1 * &s2)?)?
+        .affine(m, 0.0)?
+        .to_dtype(dtype)?;
+    let cos = ((&c1 * &c2)? - (&s1 * &s2)?)?
+        .affine(m, 0.0)?
+        .to_dtype(dtype)?;
     assemble(plan.columns(), &sin, &cos)
 }
 
