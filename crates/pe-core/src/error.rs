@@ -112,6 +112,17 @@ pub enum Error {
         why: String,
     },
 
+    /// A rotary config without a parameter its variant needs.
+    #[error("rotary config: {name} is missing")]
+    MissingParameter {
+        /// The config field.
+        name: &'static str,
+    },
+
+    /// A `rope_scaling.rope_type` this library does not know.
+    #[error("rotary config: rope_type {0:?} is not supported; use default, linear, dynamic, llama3 or yarn")]
+    UnknownRopeType(String),
+
     /// An output dtype other than f32, f16, bf16 or f64.
     #[error("dtype {0:?} is not supported for positional encodings; use f32, f16, bf16 or f64")]
     UnsupportedDtype(DType),

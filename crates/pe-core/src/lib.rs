@@ -32,6 +32,7 @@ pub mod error;
 pub mod freq;
 pub mod generic;
 pub mod positions;
+pub mod rope;
 pub mod spec;
 pub mod trig;
 
@@ -40,4 +41,5 @@ pub use encoding::{Backend, SinusoidalEncoding};
 pub use error::{Error, Result};
 pub use freq::{Columns, Frequency, Plan, MAX_POSITION, MAX_WIDTH};
 pub use positions::padding_aware_positions;
+pub use rope::{Rope, RopeCache, RopeConfig, RopeScaling};
 pub use spec::{Frequencies, Layout, OddWidth, PeSpec, Preset, DEFAULT_BASE};

@@ -1,6 +1,7 @@
 //! The embedding block that starts every encoder and decoder: token embedding, an optional
 //! `sqrt(d)` (or any) scale, and an exact sinusoidal positional encoding from pe-core, built
-//! from a `candle_nn::VarBuilder` like any candle-nn layer.
+//! from a `candle_nn::VarBuilder` like any candle-nn layer; and [`RotaryEmbedding`], exact
+//! rotary tables applied to queries and keys by candle-nn's rope kernels.
 //!
 //! ```
 //! use candle_core::{DType, Device, Module, Tensor};
@@ -23,7 +24,9 @@
 pub mod config;
 pub mod embedding;
 pub mod fused;
+pub mod rotary;
 
 pub use config::{EmbeddingScale, PositionMode, SinusoidalEmbeddingConfig, StoredTable};
 pub use embedding::{sinusoidal_embedding, SinusoidalEmbedding};
-pub use pe_core::{Backend, Preset};
+pub use pe_core::{Backend, Preset, RopeConfig, RopeScaling};
+pub use rotary::RotaryEmbedding;
