@@ -13,9 +13,10 @@ use std::time::{Duration, Instant};
 
 use candle_core::{DType, Device, Module, Tensor};
 use candle_pe::baseline::naive_f32_table;
-use candle_pe::core::{PeCache, PeSpec, SinusoidalEncoding};
+use candle_pe::core::{PeCache, PeSpec, Rope, RopeCache, RopeConfig, SinusoidalEncoding};
 use candle_pe::nn::{
-    EmbeddingScale, PositionMode, Preset, SinusoidalEmbedding, SinusoidalEmbeddingConfig,
+    EmbeddingScale, PositionMode, Preset, RotaryEmbedding, SinusoidalEmbedding,
+    SinusoidalEmbeddingConfig,
 };
 use criterion::{BenchmarkId, Criterion, Throughput};
 
@@ -248,6 +249,45 @@ fn ids(c: &mut Criterion, dev: &Device) {
     group.finish();
 }
 
+fn rope(c: &mut Criterion, dev: &Device) {
+    let head_dim = 128;
+    let lens: &[usize] = if quick() {
+        &[1024]
+    } else {
+        &[1024, 8192, 131_072]
+    };
+    let mut group = c.benchmark_group(format!("{}_rope", prefix(dev)));
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    let config = RopeConfig::new(head_dim, 500_000.0);
+    let rope = Rope::new(config).unwrap();
+    let cache = RopeCache::new(rope.clone());
+    for &len in lens {
+        group.throughput(Throughput::Bytes((2 * len * head_dim / 2 * 4) as u64));
+        cache.tables(0, len, DType::F32, dev).unwrap();
+        group.bench_function(BenchmarkId::new("tables_generate", len), |b| {
+            b.iter_custom(|n| timed(dev, n, || rope.tables(0, len, DType::F32, dev).unwrap()))
+        });
+        group.bench_function(BenchmarkId::new("tables_cached", len), |b| {
+            b.iter_custom(|n| timed(dev, n, || cache.tables(0, len, DType::F32, dev).unwrap()))
+        });
+    }
+    // Applying to q (32 heads) and k (8 heads): one decode step and a 2048-token prefill.
+    let rotary = RotaryEmbedding::new(config).unwrap();
+    for (name, seq, offset) in [("apply_decode", 1, 4096), ("apply_prefill", 2048, 0)] {
+        let seq = if quick() { seq.min(64) } else { seq };
+        let q = Tensor::randn(0f32, 1.0, (1, 32, seq, head_dim), dev).unwrap();
+        let k = Tensor::randn(0f32, 1.0, (1, 8, seq, head_dim), dev).unwrap();
+        group.throughput(Throughput::Bytes(((32 + 8) * seq * head_dim * 4) as u64));
+        group.bench_function(BenchmarkId::new(name, seq), |b| {
+            b.iter_custom(|n| timed(dev, n, || rotary.apply(&q, &k, offset).unwrap()))
+        });
+    }
+    group.finish();
+}
+
 fn pe_core_positions(tokens: &Tensor) -> Tensor {
     candle_pe::core::padding_aware_positions(tokens, 1, 0).unwrap()
 }
@@ -259,5 +299,6 @@ fn main() {
     decode(&mut c, &dev);
     embed(&mut c, &dev);
     ids(&mut c, &dev);
+    rope(&mut c, &dev);
     c.final_summary();
 }

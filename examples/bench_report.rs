@@ -13,7 +13,7 @@ use std::time::Instant;
 use anyhow::{bail, Result};
 use candle_core::{DType, Device, Module, Tensor};
 use candle_pe::baseline::naive_f32_table;
-use candle_pe::core::{PeCache, PeSpec, SinusoidalEncoding};
+use candle_pe::core::{PeCache, PeSpec, Rope, RopeCache, RopeConfig, SinusoidalEncoding};
 use candle_pe::nn::{EmbeddingScale, SinusoidalEmbedding, SinusoidalEmbeddingConfig};
 
 const LEN: usize = 65_536;
@@ -131,6 +131,15 @@ fn main() -> Result<()> {
     let decode_generate_us =
         median_ms(2001, || Ok(pe.range(DECODE_AT, 1, DType::F32, &dev)?))? * 1e3;
 
+    // Rotary tables: 131,072 positions, head_dim 128, f32.
+    let rope = Rope::new(RopeConfig::new(128, 500_000.0))?;
+    let rope_generate_ms = median_ms(5, || Ok(rope.tables(0, 131_072, DType::F32, &dev)?))?;
+    let rope_cache = RopeCache::new(rope.clone());
+    rope_cache.tables(0, 131_072, DType::F32, &dev)?;
+    let rope_cached_us = median_ms(2001, || {
+        Ok(rope_cache.tables(131_071, 1, DType::F32, &dev)?)
+    })? * 1e3;
+
     // Exactness at positions up to 1,000,000.
     let rows = 256;
     let exact = exact_rows(&spec, DECODE_AT + 1 - rows, rows)?;
@@ -153,6 +162,8 @@ fn main() -> Result<()> {
         ("decode_generate_us", decode_generate_us),
         ("max_abs_err_generate", max_abs_err_generate),
         ("max_abs_err_naive", max_abs_err_naive),
+        ("rope_generate_ms", rope_generate_ms),
+        ("rope_cached_us", rope_cached_us),
     ];
 
     println!("Measured on {} (fairseq preset, f32, CPU).\n", machine());
@@ -169,6 +180,10 @@ fn main() -> Result<()> {
         "| decode 1 token at 1,000,000, d 1,024: generated | {decode_generate_us:.2} us | | |"
     );
     println!("| max abs error, positions up to 1,000,000 | {max_abs_err_generate:.1e} | {max_abs_err_naive:.1e} (naive) | |");
+    println!(
+        "| rotary cos+sin 131,072 x 64 (head_dim 128): generate | {rope_generate_ms:.1} ms | | |"
+    );
+    println!("| rotary decode step at 131,071: cached views | {rope_cached_us:.2} us | | |");
 
     if let Some(path) = json_path {
         let map: serde_json::Map<String, serde_json::Value> = report
