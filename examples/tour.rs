@@ -1,5 +1,5 @@
-//! A tour of candle-pe: every preset, one row of each, and how exact the tables are next to the
-//! f32 construction candle models use today.
+//! A tour of candle-pe: every preset, one row of each, and how exact the sinusoidal and rotary
+//! tables are next to the f32 constructions candle models use today.
 //!
 //! ```text
 //! cargo run --release --example tour
@@ -9,8 +9,8 @@ use std::time::Instant;
 
 use anyhow::Result;
 use candle_core::{DType, Device, Tensor};
-use candle_pe::baseline::naive_f32_table;
-use candle_pe::core::{PeSpec, Preset, SinusoidalEncoding};
+use candle_pe::baseline::{naive_f32_table, naive_llama_rope};
+use candle_pe::core::{PeSpec, Preset, Rope, RopeConfig, SinusoidalEncoding};
 
 fn max_abs_diff(a: &Tensor, b: &Tensor) -> Result<f64> {
     let d = (a.to_dtype(DType::F64)? - b.to_dtype(DType::F64)?)?.abs()?;
@@ -59,6 +59,18 @@ fn main() -> Result<()> {
             max_abs_diff(&naive, &exact)?
         );
     }
+
+    println!("\n## Rotary tables (Llama, head_dim 128, rope_theta 500000), f32, positions 131,064..=131,072\n");
+    let rope = Rope::new(RopeConfig::new(128, 500_000.0))?;
+    let (naive_cos, naive_sin) = naive_llama_rope(128, 500_000.0, 131_073, &dev)?;
+    let (cos, sin) = rope.tables(131_064, 9, DType::F32, &dev)?;
+    let (exact_cos, exact_sin) = rope.tables(131_064, 9, DType::F64, &dev)?;
+    let ours = max_abs_diff(&cos, &exact_cos)?.max(max_abs_diff(&sin, &exact_sin)?);
+    let naive = max_abs_diff(&naive_cos.narrow(0, 131_064, 9)?, &exact_cos)?
+        .max(max_abs_diff(&naive_sin.narrow(0, 131_064, 9)?, &exact_sin)?);
+    println!(
+        "max abs error: candle-pe {ours:.1e}, candle-transformers' Llama construction {naive:.1e}"
+    );
 
     let (len, width) = (65_536, 1024);
     let pe = SinusoidalEncoding::new(PeSpec::fairseq(width))?;
