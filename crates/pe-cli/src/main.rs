@@ -1,0 +1,211 @@
+//! `pe`: list the positional-encoding presets, export exact tables (`.npy`, `.safetensors`,
+//! `.csv`) and plot them (`.png`), from the command line.
+//!
+//! ```text
+//! pe presets
+//! pe table --preset whisper --dim 384 --len 1500 --dtype f16 --out whisper.npy
+//! pe table --preset stable-diffusion --dim 320 --timesteps 0.5,999 --out t.safetensors
+//! pe plot --preset fairseq --dim 128 --len 256 --kind heatmap --out heatmap.png
+//! ```
+//!
+//! Every failure prints one line naming the problem to stderr and exits non-zero (2 for a bad
+//! command line, 1 for anything else); no partial output file is ever left behind.
+
+mod atomic;
+mod canvas;
+mod device;
+mod options;
+mod output;
+mod plot;
+mod positions;
+mod presets;
+mod table;
+
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::device::{DeviceArg, DtypeArg};
+use crate::options::SpecArgs;
+use crate::plot::PlotKind;
+
+/// Exact sinusoidal positional encodings: list presets, export tables, plot them.
+#[derive(Debug, Parser)]
+#[command(name = "pe", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List every preset: frequencies, layout, odd-width policy, base and the models using it.
+    Presets,
+    /// Write an encoding table to a .npy, .safetensors or .csv file (chosen by extension).
+    Table(TableArgs),
+    /// Draw an encoding as a PNG: a heatmap, a few columns as curves, or position similarity.
+    Plot(PlotArgs),
+}
+
+/// The positions of a table: a range, explicit integer ids or fractional timesteps.
+#[derive(Debug, Args)]
+#[group(id = "rows", required = true, multiple = false)]
+struct RowArgs {
+    /// Number of consecutive positions, starting at --offset.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    len: Option<usize>,
+    /// Comma-separated integer position ids, e.g. 0,5,9 (one row each, in this order).
+    #[arg(
+        long,
+        value_name = "IDS",
+        value_delimiter = ',',
+        num_args = 1..,
+        allow_negative_numbers = true
+    )]
+    positions: Option<Vec<i64>>,
+    /// Comma-separated fractional timesteps, e.g. 0.5,999.5 (diffusion presets).
+    #[arg(
+        long,
+        value_name = "TS",
+        value_delimiter = ',',
+        num_args = 1..,
+        allow_negative_numbers = true
+    )]
+    timesteps: Option<Vec<f64>>,
+}
+
+/// Arguments of `pe table`.
+#[derive(Debug, Args)]
+struct TableArgs {
+    #[command(flatten)]
+    spec: SpecArgs,
+    #[command(flatten)]
+    rows: RowArgs,
+    /// First position of --len (tokens already in a KV cache).
+    #[arg(long, value_name = "K", allow_negative_numbers = true, conflicts_with_all = ["positions", "timesteps"])]
+    offset: Option<usize>,
+    /// Element type of the table.
+    #[arg(long, value_enum, default_value_t = DtypeArg::F32)]
+    dtype: DtypeArg,
+    /// Device that builds the table (cuda needs a build with the `cuda` feature and a GPU).
+    #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
+    device: DeviceArg,
+    /// Output file: .npy (numpy), .safetensors (one tensor named `pe`) or .csv.
+    #[arg(long, value_name = "PATH")]
+    out: std::path::PathBuf,
+    /// Rows built and written at a time (default: about 32 MiB worth); for tests.
+    #[arg(long, value_name = "ROWS", hide = true)]
+    chunk_rows: Option<std::num::NonZeroUsize>,
+}
+
+/// Arguments of `pe plot`.
+#[derive(Debug, Args)]
+struct PlotArgs {
+    #[command(flatten)]
+    spec: SpecArgs,
+    /// Number of consecutive positions, starting at --offset.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    len: usize,
+    /// First position.
+    #[arg(
+        long,
+        value_name = "K",
+        allow_negative_numbers = true,
+        default_value_t = 0
+    )]
+    offset: usize,
+    /// What to draw.
+    #[arg(long, value_enum, default_value_t = PlotKind::Heatmap)]
+    kind: PlotKind,
+    /// Image width in pixels.
+    #[arg(
+        long,
+        value_name = "PX",
+        allow_negative_numbers = true,
+        default_value_t = 1000
+    )]
+    width: u32,
+    /// Image height in pixels.
+    #[arg(
+        long,
+        value_name = "PX",
+        allow_negative_numbers = true,
+        default_value_t = 700
+    )]
+    height: u32,
+    /// Output file (.png).
+    #[arg(long, value_name = "FILE")]
+    out: std::path::PathBuf,
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Presets => presets::print(&mut std::io::stdout().lock()),
+        Command::Table(args) => {
+            let rows = positions::Positions::from_args(
+                args.rows.len,
+                args.offset,
+                args.rows.positions,
+                args.rows.timesteps,
+            )?;
+            let request = table::TableRequest {
+                spec: args.spec.to_spec(),
+                preset: args.spec.preset,
+                rows,
+                dtype: args.dtype.into(),
+                device: args.device,
+                out: args.out,
+                chunk_rows: args.chunk_rows.map(std::num::NonZeroUsize::get),
+            };
+            table::write(&request)
+        }
+        Command::Plot(args) => {
+            let request = plot::PlotRequest {
+                spec: args.spec.to_spec(),
+                preset: args.spec.preset,
+                offset: args.offset,
+                len: args.len,
+                kind: args.kind,
+                size: (args.width, args.height),
+                out: args.out,
+            };
+            plot::draw(&request)
+        }
+    }
+}
+
+/// One line from clap's message: the problem and any hint, without the usage block.
+fn one_line(err: &clap::Error) -> String {
+    let rendered = err.render().to_string();
+    let parts: Vec<&str> = rendered
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more"))
+        .collect();
+    let line = parts.join("; ");
+    line.strip_prefix("error: ").unwrap_or(&line).to_string()
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) if !err.use_stderr() => {
+            // --help and --version.
+            let _ = err.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(err) => {
+            eprintln!("pe: error: {}", one_line(&err));
+            return ExitCode::from(2);
+        }
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            // The whole chain on one line: "what we tried: why it failed".
+            let message = format!("{err:#}").replace('\n', " ");
+            eprintln!("pe: error: {message}");
+            ExitCode::from(1)
+        }
+    }
+}

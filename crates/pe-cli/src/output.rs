@@ -1,0 +1,256 @@
+//! Table files: `.npy` (numpy), `.safetensors` (one tensor named `pe`) and `.csv` (one row per
+//! position), written row chunk by row chunk so that a table never has to fit in memory twice.
+
+use std::fmt::{Display, LowerExp, Write as _};
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use candle_core::{DType, Tensor};
+use half::{bf16, f16};
+
+use crate::atomic::AtomicFile;
+use crate::positions::Positions;
+
+/// The file formats a table can be written in, chosen by the output's extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// numpy's `.npy`, C order, little endian.
+    Npy,
+    /// `.safetensors` with one tensor, `pe`, and the spec as metadata.
+    Safetensors,
+    /// Text: a header line, then one line per position (the position, then the values).
+    Csv,
+}
+
+impl Format {
+    /// The format named by `path`'s extension.
+    pub fn from_path(path: &Path) -> Result<Self> {
+        let ext = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase);
+        match ext.as_deref() {
+            Some("npy") => Ok(Format::Npy),
+            Some("safetensors") => Ok(Format::Safetensors),
+            Some("csv") => Ok(Format::Csv),
+            _ => bail!(
+                "--out {}: unknown table format; the extension must be .npy, .safetensors or .csv",
+                path.display()
+            ),
+        }
+    }
+
+    /// Fails for a dtype the format cannot store (bf16 in `.npy`).
+    pub fn check_dtype(self, dtype: DType, path: &Path) -> Result<()> {
+        if self == Format::Npy && dtype == DType::BF16 {
+            bail!(
+                "--out {}: numpy's .npy format has no bfloat16; write .safetensors for bf16, \
+                 or use another --dtype",
+                path.display()
+            );
+        }
+        Ok(())
+    }
+}
+
+/// A table file being written; rows arrive in order, in chunks.
+pub struct TableWriter {
+    file: AtomicFile,
+    format: Format,
+    dtype: DType,
+    width: usize,
+    rows: usize,
+    written: usize,
+    text: String,
+}
+
+impl TableWriter {
+    /// Opens `path` and writes the header of a `(rows, width)` table of `dtype`;
+    /// `metadata` goes into the `.safetensors` header.
+    pub fn create(
+        path: &Path,
+        format: Format,
+        dtype: DType,
+        (rows, width): (usize, usize),
+        metadata: &[(&str, String)],
+    ) -> Result<Self> {
+        format.check_dtype(dtype, path)?;
+        let data_bytes = rows as u128 * width as u128 * dtype.size_in_bytes() as u128;
+        let header = match format {
+            Format::Npy => npy_header(dtype, rows, width),
+            Format::Safetensors => safetensors_header(dtype, rows, width, data_bytes, metadata)?,
+            Format::Csv => {
+                let mut line = String::from("position");
+                for col in 0..width {
+                    write!(line, ",{col}")?;
+                }
+                line.push('\n');
+                line.into_bytes()
+            }
+        };
+        let mut file = AtomicFile::create(path)?;
+        file.write_all(&header)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(Self {
+            file,
+            format,
+            dtype,
+            width,
+            rows,
+            written: 0,
+            text: String::new(),
+        })
+    }
+
+    /// Appends the rows of `table` (shape `(n, width)`, on the CPU), at `positions`.
+    pub fn write_rows(&mut self, table: &Tensor, positions: &Positions) -> Result<()> {
+        let (n, width) = table.dims2()?;
+        if width != self.width || self.written + n > self.rows || n != positions.len() {
+            bail!(
+                "internal error: got {n} rows of width {width} after {} of {} rows of width {}",
+                self.written,
+                self.rows,
+                self.width
+            );
+        }
+        let flat = table.to_dtype(self.dtype)?.flatten_all()?;
+        let bytes = if self.format == Format::Csv {
+            let text = &mut self.text;
+            text.clear();
+            match self.dtype {
+                DType::F32 => csv_rows(text, &flat.to_vec1::<f32>()?, width, positions, |v| v),
+                DType::F64 => csv_rows(text, &flat.to_vec1::<f64>()?, width, positions, |v| v),
+                DType::F16 => {
+                    csv_rows(text, &flat.to_vec1::<f16>()?, width, positions, f16::to_f32)
+                }
+                DType::BF16 => csv_rows(
+                    text,
+                    &flat.to_vec1::<bf16>()?,
+                    width,
+                    positions,
+                    bf16::to_f32,
+                ),
+                other => bail!("dtype {other:?} cannot be written"),
+            }
+            None
+        } else {
+            Some(match self.dtype {
+                DType::F32 => le_bytes(&flat.to_vec1::<f32>()?, f32::to_le_bytes),
+                DType::F64 => le_bytes(&flat.to_vec1::<f64>()?, f64::to_le_bytes),
+                DType::F16 => le_bytes(&flat.to_vec1::<f16>()?, f16::to_le_bytes),
+                DType::BF16 => le_bytes(&flat.to_vec1::<bf16>()?, bf16::to_le_bytes),
+                other => bail!("dtype {other:?} cannot be written"),
+            })
+        };
+        let bytes = bytes.as_deref().unwrap_or(self.text.as_bytes());
+        self.file
+            .write_all(bytes)
+            .with_context(|| format!("cannot write {}", self.file.path().display()))?;
+        self.written += n;
+        Ok(())
+    }
+
+    /// Checks that every row arrived and moves the file into place.
+    pub fn finish(self) -> Result<()> {
+        if self.written != self.rows {
+            bail!(
+                "internal error: wrote {} of {} rows of {}",
+                self.written,
+                self.rows,
+                self.file.path().display()
+            );
+        }
+        self.file.commit()
+    }
+}
+
+/// The little-endian bytes of `values`.
+fn le_bytes<T: Copy, const N: usize>(values: &[T], to_le: fn(T) -> [u8; N]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(values.len() * N);
+    for &v in values {
+        out.extend_from_slice(&to_le(v));
+    }
+    out
+}
+
+/// Appends one CSV line per row: the position, then the values, each printed with the fewest
+/// digits that read back to the same value.
+fn csv_rows<T: Copy, F: Copy + Display + LowerExp + Into<f64>>(
+    out: &mut String,
+    values: &[T],
+    width: usize,
+    positions: &Positions,
+    to_float: impl Fn(T) -> F,
+) {
+    for (i, row) in values.chunks_exact(width.max(1)).enumerate() {
+        out.push_str(&positions.label(i));
+        for &v in row {
+            let v = to_float(v);
+            let magnitude = v.into().abs();
+            // Plain decimals, except for tiny values that would print dozens of zeros.
+            if magnitude == 0.0 || magnitude >= 1e-4 {
+                let _ = write!(out, ",{v}");
+            } else {
+                let _ = write!(out, ",{v:e}");
+            }
+        }
+        out.push('\n');
+    }
+}
+
+/// numpy format 1.0: magic, header length, a dict padded with spaces to a multiple of 64.
+fn npy_header(dtype: DType, rows: usize, width: usize) -> Vec<u8> {
+    let descr = match dtype {
+        DType::F16 => "<f2",
+        DType::F64 => "<f8",
+        _ => "<f4",
+    };
+    let mut dict =
+        format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': ({rows}, {width}), }}");
+    // magic (6) + version (2) + length (2) + dict + '\n' is a multiple of 64.
+    while (10 + dict.len() + 1) % 64 != 0 {
+        dict.push(' ');
+    }
+    dict.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(dict.len() as u16).to_le_bytes());
+    out.extend_from_slice(dict.as_bytes());
+    out
+}
+
+/// The safetensors header: its length, then JSON describing the one tensor `pe`.
+fn safetensors_header(
+    dtype: DType,
+    rows: usize,
+    width: usize,
+    data_bytes: u128,
+    metadata: &[(&str, String)],
+) -> Result<Vec<u8>> {
+    let name = match dtype {
+        DType::F16 => "F16",
+        DType::BF16 => "BF16",
+        DType::F64 => "F64",
+        _ => "F32",
+    };
+    let metadata: serde_json::Map<String, serde_json::Value> = metadata
+        .iter()
+        .map(|(k, v)| (k.to_string(), serde_json::Value::String(v.clone())))
+        .collect();
+    let header = serde_json::json!({
+        "__metadata__": metadata,
+        "pe": {
+            "dtype": name,
+            "shape": [rows, width],
+            "data_offsets": [0u64, u64::try_from(data_bytes)?],
+        },
+    });
+    let mut json = serde_json::to_string(&header)?;
+    // The data starts 8-byte aligned.
+    while json.len() % 8 != 0 {
+        json.push(' ');
+    }
+    let mut out = (json.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(json.as_bytes());
+    Ok(out)
+}

@@ -1,0 +1,379 @@
+//! `pe plot`: draw an encoding as a PNG, as a heatmap of the table, as curves of a few columns
+//! against the position, or as the dot-product similarity of every pair of positions.
+
+use std::ops::Range;
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use candle_core::{DType, Device, Tensor};
+use clap::ValueEnum;
+use pe_core::{Columns, Layout, PeSpec, Preset, SinusoidalEncoding};
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use crate::canvas::{colorbar, tick, viridis, Area, Canvas};
+use crate::options;
+use crate::positions::Positions;
+
+/// What `pe plot` draws.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PlotKind {
+    /// The table: position vertically, dimension horizontally, value as colour.
+    Heatmap,
+    /// The value against the position for a few low- and high-frequency dimensions.
+    Curves,
+    /// The dot product of the encodings of every pair of positions.
+    Similarity,
+}
+
+/// Everything `pe plot` needs.
+#[derive(Debug)]
+pub struct PlotRequest {
+    /// The encoding (preset plus overrides).
+    pub spec: PeSpec,
+    /// The preset it came from, named in the title.
+    pub preset: Preset,
+    /// First position.
+    pub offset: usize,
+    /// Number of positions.
+    pub len: usize,
+    /// What to draw.
+    pub kind: PlotKind,
+    /// Image width and height in pixels.
+    pub size: (u32, u32),
+    /// The output `.png`.
+    pub out: PathBuf,
+}
+
+/// Draws the plot and writes it to `request.out`.
+pub fn draw(request: &PlotRequest) -> Result<()> {
+    let is_png = request
+        .out
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("png"));
+    if !is_png {
+        bail!(
+            "--out {}: plots are written as PNG; use a .png file name",
+            request.out.display()
+        );
+    }
+    if request.len == 0 {
+        bail!("--len 0: a plot needs at least one position");
+    }
+    let canvas = Canvas::new(request.size)?;
+    let encoding = SinusoidalEncoding::new(request.spec)?;
+    let positions = Positions::Range {
+        offset: request.offset,
+        len: request.len,
+    };
+    positions.validate(&encoding, DType::F64, &Device::Cpu)?;
+    let plot = Plot {
+        canvas: &canvas,
+        encoding: &encoding,
+        request,
+        positions,
+    };
+    let pixels = canvas.render(|root| match request.kind {
+        PlotKind::Heatmap => plot.heatmap(root),
+        PlotKind::Curves => plot.curves(root),
+        PlotKind::Similarity => plot.similarity(root),
+    })?;
+    canvas.save_png(&pixels, &request.out)
+}
+
+/// One plot being drawn.
+struct Plot<'a> {
+    canvas: &'a Canvas,
+    encoding: &'a SinusoidalEncoding,
+    request: &'a PlotRequest,
+    positions: Positions,
+}
+
+impl Plot<'_> {
+    /// The table, `(rows, d)` in f64, at up to `max_rows` positions spread over the range.
+    fn table(&self, max_rows: usize) -> Result<(Positions, Vec<Vec<f64>>)> {
+        let rows = self.positions.sample(max_rows.max(1));
+        let table = rows.encode(self.encoding, DType::F64, &Device::Cpu)?;
+        Ok((rows, table.to_vec2::<f64>()?))
+    }
+
+    /// The caption: preset, width, overrides, what is shown.
+    fn title(&self, what: &str) -> String {
+        let spec = &self.request.spec;
+        let preset = self.request.preset;
+        let mut title = format!("{preset}: {what}, d = {}", spec.width);
+        if *spec != preset.spec(spec.width) {
+            title = format!("{preset} ({}): {what}", options::describe(spec));
+        }
+        let last = self.request.offset + self.request.len - 1;
+        format!("{title}, positions {} to {last}", self.request.offset)
+    }
+
+    /// The position axis range.
+    fn position_axis(&self) -> Range<f64> {
+        let start = self.request.offset as f64;
+        start..start + self.request.len as f64
+    }
+
+    /// The main area and a strip on the right for a colorbar.
+    fn split_for_colorbar<'b>(&self, root: &Area<'b>) -> (Area<'b>, Area<'b>) {
+        let bar = self.canvas.px(125.0);
+        root.split_horizontally(self.canvas.width() as i32 - bar)
+    }
+
+    fn heatmap(&self, root: &Area<'_>) -> Result<()> {
+        let width = self.request.spec.width;
+        let (main, bar) = self.split_for_colorbar(root);
+        let mut chart = ChartBuilder::on(&main)
+            .caption(self.title("positional encoding"), self.canvas.font(22.0))
+            .margin(self.canvas.px(16.0))
+            .x_label_area_size(self.canvas.px(55.0))
+            .y_label_area_size(self.canvas.px(80.0))
+            .build_cartesian_2d(0f64..width as f64, self.position_axis())?;
+        let (xs, ys) = chart.plotting_area().get_pixel_range();
+        let (table_rows, table) = self.table(ys.len())?;
+        let cols = sample_indices(width, xs.len());
+        paint_cells(
+            root,
+            (&xs, &ys),
+            (cols.len(), table_rows.len()),
+            |c, r| table[r][cols[c]],
+            (-1.0, 1.0),
+        )?;
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_label_formatter(&tick)
+            .y_label_formatter(&tick)
+            .x_desc("dimension (column)")
+            .y_desc("position")
+            .label_style(self.canvas.font(15.0))
+            .axis_desc_style(self.canvas.font(17.0))
+            .draw()?;
+        colorbar(self.canvas, &bar, ys, (-1.0, 1.0), "value")
+    }
+
+    fn similarity(&self, root: &Area<'_>) -> Result<()> {
+        let (main, bar) = self.split_for_colorbar(root);
+        let mut chart = ChartBuilder::on(&main)
+            .caption(
+                self.title("dot product of two positions' encodings"),
+                self.canvas.font(22.0),
+            )
+            .margin(self.canvas.px(16.0))
+            .x_label_area_size(self.canvas.px(55.0))
+            .y_label_area_size(self.canvas.px(80.0))
+            .build_cartesian_2d(self.position_axis(), self.position_axis())?;
+        let (xs, ys) = chart.plotting_area().get_pixel_range();
+        let (rows, table) = self.table(xs.len().max(ys.len()))?;
+        let n = rows.len();
+        let t = Tensor::new(table, &Device::Cpu)?;
+        let dots = t.matmul(&t.t()?)?.to_vec2::<f64>()?;
+        let (lo, hi) = dots
+            .iter()
+            .flatten()
+            .fold((f64::MAX, f64::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+        paint_cells(root, (&xs, &ys), (n, n), |c, r| dots[r][c], (lo, hi))?;
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_label_formatter(&tick)
+            .y_label_formatter(&tick)
+            .x_desc("position i")
+            .y_desc("position j")
+            .label_style(self.canvas.font(15.0))
+            .axis_desc_style(self.canvas.font(17.0))
+            .draw()?;
+        colorbar(self.canvas, &bar, ys, (lo, hi), "PE(i) · PE(j)")
+    }
+
+    fn curves(&self, root: &Area<'_>) -> Result<()> {
+        let columns = *self.encoding.plan().columns();
+        let chosen = curve_columns(&columns);
+        let legend_width = self.canvas.px(250.0);
+        let (main, legend) = root.split_horizontally(self.canvas.width() as i32 - legend_width);
+        let mut chart = ChartBuilder::on(&main)
+            .caption(
+                self.title("columns against position"),
+                self.canvas.font(22.0),
+            )
+            .margin(self.canvas.px(16.0))
+            .x_label_area_size(self.canvas.px(55.0))
+            .y_label_area_size(self.canvas.px(70.0))
+            .build_cartesian_2d(self.position_axis(), -1.1f64..1.1f64)?;
+        chart
+            .configure_mesh()
+            .x_label_formatter(&tick)
+            .y_label_formatter(&tick)
+            .x_desc("position")
+            .y_desc("value")
+            .light_line_style(WHITE)
+            .bold_line_style(BLACK.mix(0.12))
+            .label_style(self.canvas.font(15.0))
+            .axis_desc_style(self.canvas.font(17.0))
+            .draw()?;
+        let (xs, ys) = chart.plotting_area().get_pixel_range();
+        let (rows, table) = self.table(4 * xs.len())?;
+        let mut entries = Vec::new();
+        for (k, &col) in chosen.iter().enumerate() {
+            let colour = PALETTE[k % PALETTE.len()];
+            let points = table
+                .iter()
+                .enumerate()
+                .map(|(r, row)| (rows.value(r), row[col]));
+            chart.draw_series(LineSeries::new(points, colour.stroke_width(2)))?;
+            entries.push((colour, self.column_label(&columns, col)));
+        }
+        self.legend(&legend, ys.start, &entries)
+    }
+
+    /// `dim 12: sin, wavelength 62.8`.
+    fn column_label(&self, columns: &Columns, col: usize) -> String {
+        match column_role(columns, col) {
+            Some((kind, pair)) => {
+                let w = self.encoding.plan().frequencies()[pair].value();
+                let wavelength = std::f64::consts::TAU / w.abs();
+                format!("dim {col}: {kind}, wavelength {}", short(wavelength))
+            }
+            None => format!("dim {col}: zero column"),
+        }
+    }
+
+    /// A legend in `area`, starting at the absolute pixel row `top`.
+    fn legend(&self, area: &Area<'_>, top: i32, entries: &[(RGBColor, String)]) -> Result<()> {
+        let (_, own) = area.get_pixel_range();
+        let (x, line, step) = (
+            self.canvas.px(4.0),
+            self.canvas.px(28.0),
+            self.canvas.px(26.0),
+        );
+        let font = self
+            .canvas
+            .font(14.0)
+            .pos(Pos::new(HPos::Left, VPos::Center));
+        for (k, (colour, label)) in entries.iter().enumerate() {
+            // Coordinates in `area` start at its top-left corner.
+            let y = top - own.start + step * k as i32 + step / 2;
+            area.draw(&PathElement::new(
+                vec![(x, y), (x + line, y)],
+                colour.stroke_width(3),
+            ))?;
+            area.draw(&Text::new(
+                label.clone(),
+                (x + line + self.canvas.px(8.0), y),
+                font.clone(),
+            ))?;
+        }
+        Ok(())
+    }
+}
+
+/// Okabe-Ito colours, distinguishable with colour-vision deficiencies.
+const PALETTE: [RGBColor; 6] = [
+    RGBColor(0, 114, 178),
+    RGBColor(213, 94, 0),
+    RGBColor(0, 158, 115),
+    RGBColor(204, 121, 167),
+    RGBColor(230, 159, 0),
+    RGBColor(86, 180, 233),
+];
+
+/// Colours every pixel of the plot area `xs` x `ys` (absolute pixels) with the value of the
+/// cell under it in a `cols` x `rows` grid; row 0 is at the bottom.
+fn paint_cells(
+    root: &Area<'_>,
+    (xs, ys): (&Range<i32>, &Range<i32>),
+    (cols, rows): (usize, usize),
+    value: impl Fn(usize, usize) -> f64,
+    (lo, hi): (f64, f64),
+) -> Result<()> {
+    let (w, h) = (xs.len(), ys.len());
+    if w == 0 || h == 0 || cols == 0 || rows == 0 {
+        return Ok(());
+    }
+    let col_of: Vec<usize> = (0..w).map(|px| (px * cols / w).min(cols - 1)).collect();
+    for py in 0..h {
+        let r = ((h - 1 - py) * rows / h).min(rows - 1);
+        for (px, &c) in col_of.iter().enumerate() {
+            let colour = viridis(value(c, r), lo, hi);
+            root.draw_pixel((xs.start + px as i32, ys.start + py as i32), &colour)?;
+        }
+    }
+    Ok(())
+}
+
+/// Up to `max` indices spread evenly over `0 .. n` (all of them when `n <= max`).
+fn sample_indices(n: usize, max: usize) -> Vec<usize> {
+    let max = max.max(1);
+    if n <= max {
+        return (0..n).collect();
+    }
+    (0..max)
+        .map(|k| ((2 * k + 1) * n / (2 * max)).min(n - 1))
+        .collect()
+}
+
+/// Up to six columns spread from the highest to the lowest frequency, skipping a zero column.
+fn curve_columns(columns: &Columns) -> Vec<usize> {
+    let usable = columns.width - usize::from(columns.zero_last);
+    let picks = usable.min(6);
+    if picks <= 1 {
+        return vec![0];
+    }
+    let mut chosen: Vec<usize> = (0..picks).map(|k| k * (usable - 1) / (picks - 1)).collect();
+    chosen.dedup();
+    chosen
+}
+
+/// Whether column `col` holds a `sin` or a `cos`, and of which frequency pair; `None` for the
+/// zero column of a zero-padded odd width.
+fn column_role(columns: &Columns, col: usize) -> Option<(&'static str, usize)> {
+    if columns.zero_last && col == columns.width - 1 {
+        return None;
+    }
+    Some(match columns.layout {
+        Layout::Interleaved if col % 2 == 1 => ("cos", col / 2),
+        Layout::Interleaved => ("sin", col / 2),
+        Layout::SinCos if col < columns.n_sin => ("sin", col),
+        Layout::SinCos => ("cos", col - columns.n_sin),
+        Layout::CosSin if col < columns.n_cos => ("cos", col),
+        Layout::CosSin => ("sin", col - columns.n_cos),
+    })
+}
+
+/// A positive number with about three significant digits.
+fn short(x: f64) -> String {
+    if x < 10.0 {
+        format!("{x:.2}")
+    } else if x < 1e5 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.2e}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pe_core::Plan;
+
+    #[test]
+    fn column_roles_follow_the_layout() {
+        let plan = Plan::new(&PeSpec::fairseq(7)).unwrap();
+        let cols = plan.columns();
+        assert_eq!(column_role(cols, 0), Some(("sin", 0)));
+        assert_eq!(column_role(cols, 3), Some(("cos", 0)));
+        assert_eq!(column_role(cols, 6), None);
+        assert_eq!(curve_columns(cols), vec![0, 1, 2, 3, 4, 5]);
+        let plan = Plan::new(&PeSpec::stable_diffusion(8)).unwrap();
+        assert_eq!(column_role(plan.columns(), 5), Some(("sin", 1)));
+        let plan = Plan::new(&PeSpec::vaswani(128)).unwrap();
+        assert_eq!(curve_columns(plan.columns()), vec![0, 25, 50, 76, 101, 127]);
+    }
+
+    #[test]
+    fn samples_spread_evenly() {
+        assert_eq!(sample_indices(4, 10), vec![0, 1, 2, 3]);
+        assert_eq!(sample_indices(10, 2), vec![2, 7]);
+    }
+}

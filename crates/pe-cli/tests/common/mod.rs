@@ -1,0 +1,68 @@
+//! Helpers shared by the `pe` integration tests: run the built binary and check its outcome.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::Output;
+
+/// Runs `pe` with `args`.
+pub fn pe(args: &[&str]) -> Output {
+    assert_cmd::Command::new(env!("CARGO_BIN_EXE_pe"))
+        .args(args)
+        .output()
+        .expect("the pe binary runs")
+}
+
+/// Runs `pe` with `args` and checks that it succeeded.
+pub fn pe_ok(args: &[&str]) -> Output {
+    let out = pe(args);
+    assert!(
+        out.status.success(),
+        "pe {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Runs `pe` with `args`, checks that it failed with one line on stderr containing every
+/// fragment in `expected`, and returns that line.
+pub fn pe_err(args: &[&str], expected: &[&str]) -> String {
+    let out = pe(args);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "pe {args:?} succeeded");
+    assert!(
+        out.status.code().is_some(),
+        "pe {args:?} was killed: {stderr}"
+    );
+    assert!(
+        !stderr.contains("panicked"),
+        "pe {args:?} panicked: {stderr}"
+    );
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "pe {args:?}: {stderr}"
+    );
+    for fragment in expected {
+        assert!(
+            stderr.contains(fragment),
+            "pe {args:?}: {stderr:?} does not mention {fragment:?}"
+        );
+    }
+    stderr
+}
+
+/// The names of the files in `dir` (temporary files included).
+pub fn files_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// `path` as a `&str`.
+pub fn s(path: &Path) -> &str {
+    path.to_str().unwrap()
+}

@@ -1,0 +1,361 @@
+//! Every way `pe` can fail: one line on stderr naming the problem, a non-zero exit, no panic,
+//! and no file (not even a temporary one) left behind.
+
+mod common;
+
+use common::{files_in, pe_err, s};
+
+/// Runs a failing `pe table` (base arguments plus `extra`) writing into an empty directory,
+/// checks the message, and that the directory is still empty.
+fn table_fails(extra: &[&str], expected: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("pe.npy");
+    let mut args = vec!["table", "--out", s(&out)];
+    args.extend_from_slice(extra);
+    pe_err(&args, expected);
+    assert!(
+        files_in(dir.path()).is_empty(),
+        "{:?}",
+        files_in(dir.path())
+    );
+}
+
+#[test]
+fn bad_command_lines_name_the_flag() {
+    table_fails(
+        &["--preset", "nope", "--dim", "8", "--len", "4"],
+        &["unknown preset \"nope\"", "fairseq"],
+    );
+    table_fails(
+        &[
+            "--preset",
+            "fairseq",
+            "--dim",
+            "8",
+            "--len",
+            "4",
+            "--positions",
+            "1,2",
+        ],
+        &["--len", "--positions", "cannot be used with"],
+    );
+    table_fails(
+        &[
+            "--preset",
+            "fairseq",
+            "--dim",
+            "8",
+            "--timesteps",
+            "1",
+            "--positions",
+            "1,2",
+        ],
+        &["--timesteps", "--positions"],
+    );
+    table_fails(&["--preset", "fairseq", "--dim", "8"], &["--len"]);
+    table_fails(
+        &[
+            "--preset",
+            "fairseq",
+            "--dim",
+            "8",
+            "--positions",
+            "1",
+            "--offset",
+            "3",
+        ],
+        &["--offset", "--positions"],
+    );
+    table_fails(
+        &[
+            "--preset",
+            "fairseq",
+            "--dim",
+            "8",
+            "--timesteps",
+            "1",
+            "--offset",
+            "3",
+        ],
+        &["--offset", "--timesteps"],
+    );
+    table_fails(
+        &[
+            "--preset", "fairseq", "--dim", "8", "--len", "4", "--dtype", "f8",
+        ],
+        &["'f8'", "--dtype", "f32"],
+    );
+    table_fails(
+        &[
+            "--preset", "fairseq", "--dim", "8", "--len", "4", "--device", "tpu",
+        ],
+        &["'tpu'", "--device"],
+    );
+    table_fails(
+        &["--preset", "fairseq", "--dim", "eight", "--len", "4"],
+        &["'eight'", "--dim"],
+    );
+    table_fails(
+        &["--preset", "fairseq", "--dim", "8", "--len", "-4"],
+        &["--len"],
+    );
+    table_fails(
+        &[
+            "--preset", "fairseq", "--dim", "8", "--len", "4", "--layout", "sideways",
+        ],
+        &["'sideways'", "--layout"],
+    );
+    table_fails(
+        &[
+            "--preset", "fairseq", "--dim", "8", "--len", "4", "--odd", "round",
+        ],
+        &["'round'", "--odd"],
+    );
+    table_fails(
+        &[
+            "--preset",
+            "fairseq",
+            "--dim",
+            "8",
+            "--len",
+            "4",
+            "--frequencies",
+            "h-shift:x",
+        ],
+        &["h-shift:x", "not a number"],
+    );
+    table_fails(
+        &[
+            "--preset",
+            "fairseq",
+            "--dim",
+            "8",
+            "--len",
+            "4",
+            "--frequencies",
+            "paper",
+        ],
+        &["\"paper\"", "h-minus-1"],
+    );
+    table_fails(
+        &["--preset", "fairseq", "--dim", "8", "--len", "4", "--bogus"],
+        &["--bogus"],
+    );
+    table_fails(
+        &["--preset", "fairseq", "--dim", "8", "--positions", "1,x"],
+        &["'x'", "--positions"],
+    );
+}
+
+#[test]
+fn invalid_specs_report_pe_core_errors() {
+    table_fails(
+        &["--preset", "whisper", "--dim", "7", "--len", "4"],
+        &["width 7 is odd"],
+    );
+    table_fails(
+        &["--preset", "fairseq", "--dim", "2", "--len", "4"],
+        &["h-1", "width 2"],
+    );
+    table_fails(
+        &["--preset", "fairseq", "--dim", "0", "--len", "4"],
+        &["width", "got width 0"],
+    );
+    table_fails(
+        &[
+            "--preset", "fairseq", "--dim", "8", "--len", "4", "--base", "-1",
+        ],
+        &["base", "-1"],
+    );
+    table_fails(
+        &[
+            "--preset", "fairseq", "--dim", "8", "--len", "4", "--scale", "inf",
+        ],
+        &["scale", "inf"],
+    );
+    table_fails(
+        &[
+            "--preset",
+            "diffusers",
+            "--dim",
+            "8",
+            "--len",
+            "4",
+            "--frequencies",
+            "h-shift:4",
+        ],
+        &["h-shift", "shift below"],
+    );
+}
+
+#[test]
+fn out_of_range_positions_are_refused() {
+    table_fails(
+        &[
+            "--preset",
+            "fairseq",
+            "--dim",
+            "8",
+            "--len",
+            "10",
+            "--offset",
+            "2147483640",
+        ],
+        &["offset + len 2147483650"],
+    );
+    table_fails(
+        &["--preset", "fairseq", "--dim", "8", "--positions", "4,-3"],
+        &["position id -3"],
+    );
+    table_fails(
+        &[
+            "--preset",
+            "fairseq",
+            "--dim",
+            "8",
+            "--positions",
+            "4,2147483648",
+        ],
+        &["position id 2147483648"],
+    );
+    table_fails(
+        &[
+            "--preset",
+            "diffusers",
+            "--dim",
+            "8",
+            "--timesteps",
+            "1,nan",
+        ],
+        &["--timesteps", "NaN", "finite"],
+    );
+    table_fails(
+        &["--preset", "diffusers", "--dim", "8", "--timesteps", "1e12"],
+        &["--timesteps", "2^31"],
+    );
+}
+
+#[test]
+fn outputs_that_cannot_be_written_are_refused() {
+    let args = ["table", "--preset", "fairseq", "--dim", "8", "--len", "4"];
+    let dir = tempfile::tempdir().unwrap();
+    let bf16 = dir.path().join("t.npy");
+    pe_err(
+        &[&args[..], &["--dtype", "bf16", "--out", s(&bf16)]].concat(),
+        &["bfloat16", ".safetensors"],
+    );
+    let txt = dir.path().join("t.txt");
+    pe_err(
+        &[&args[..], &["--out", s(&txt)]].concat(),
+        &["t.txt", ".npy, .safetensors or .csv"],
+    );
+    let missing = dir.path().join("no/such/dir/t.npy");
+    pe_err(
+        &[&args[..], &["--out", s(&missing)]].concat(),
+        &["cannot write", "no/such/dir/t.npy"],
+    );
+    let is_dir = dir.path().join("d.npy");
+    std::fs::create_dir(&is_dir).unwrap();
+    pe_err(
+        &[&args[..], &["--out", s(&is_dir)]].concat(),
+        &["d.npy", "directory"],
+    );
+    assert_eq!(files_in(dir.path()), ["d.npy"]);
+}
+
+#[test]
+fn a_failed_run_leaves_an_existing_file_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("keep.npy");
+    std::fs::write(&out, b"old contents").unwrap();
+    let args = [
+        "table",
+        "--preset",
+        "whisper",
+        "--dim",
+        "7",
+        "--len",
+        "4",
+        "--out",
+        s(&out),
+    ];
+    pe_err(&args, &["width 7"]);
+    assert_eq!(std::fs::read(&out).unwrap(), b"old contents");
+    assert_eq!(files_in(dir.path()), ["keep.npy"]);
+}
+
+#[test]
+fn cuda_without_support_or_gpu_is_a_clear_error() {
+    table_fails(
+        &[
+            "--preset", "fairseq", "--dim", "8", "--len", "4", "--device", "cuda",
+        ],
+        &["--device cuda", "CUDA"],
+    );
+}
+
+#[test]
+fn plot_errors_name_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let png = dir.path().join("p.png");
+    let jpg = dir.path().join("p.jpg");
+    let missing = dir.path().join("no/dir/p.png");
+    let base = ["plot", "--preset", "fairseq", "--len", "32"];
+    let cases: [(&[&str], &[&str]); 9] = [
+        (
+            &["--dim", "16", "--out", s(&png), "--kind", "pie"],
+            &["'pie'", "--kind"],
+        ),
+        (&["--dim", "16", "--out", s(&jpg)], &["p.jpg", "PNG"]),
+        (
+            &["--dim", "16", "--out", s(&png), "--width", "10"],
+            &["--width 10"],
+        ),
+        (
+            &["--dim", "16", "--out", s(&png), "--height", "100000"],
+            &["--height 100000"],
+        ),
+        (
+            &["--dim", "16", "--out", s(&png), "--offset", "2147483647"],
+            &["offset + len"],
+        ),
+        (
+            &["--dim", "9", "--out", s(&png), "--odd", "reject"],
+            &["width 9"],
+        ),
+        (
+            &["--dim", "16", "--out", s(&png), "--positions", "1,2"],
+            &["--positions"],
+        ),
+        (
+            &["--dim", "16", "--out", s(&missing)],
+            &["cannot write", "p.png"],
+        ),
+        (
+            &["--dim", "16", "--out", s(&png), "--layout", "diagonal"],
+            &["'diagonal'"],
+        ),
+    ];
+    for (extra, expected) in cases {
+        pe_err(&[&base[..], extra].concat(), expected);
+    }
+    pe_err(
+        &[
+            "plot",
+            "--preset",
+            "fairseq",
+            "--dim",
+            "16",
+            "--len",
+            "0",
+            "--out",
+            s(&png),
+        ],
+        &["--len 0"],
+    );
+    assert!(
+        files_in(dir.path()).is_empty(),
+        "{:?}",
+        files_in(dir.path())
+    );
+}
