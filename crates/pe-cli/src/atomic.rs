@@ -30,9 +30,17 @@ impl AtomicFile {
             use std::os::unix::fs::PermissionsExt;
             builder.permissions(std::fs::Permissions::from_mode(0o644));
         }
+        if !dir.is_dir() {
+            anyhow::bail!(
+                "cannot write {}: the directory {} does not exist",
+                path.display(),
+                dir.display()
+            );
+        }
+        // The temporary name would only confuse: report the error's kind for the real path.
         let file = builder
             .tempfile_in(dir)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {}", path.display(), e.kind()))?;
         Ok(Self {
             writer: BufWriter::with_capacity(1 << 20, file),
             path: path.to_path_buf(),

@@ -182,7 +182,14 @@ fn one_line(err: &clap::Error) -> String {
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more"))
         .collect();
-    let line = parts.join("; ");
+    let mut line = String::new();
+    for part in parts {
+        if !line.is_empty() {
+            // "...not provided:" continues on the next line; other lines are separate hints.
+            line.push_str(if line.ends_with(':') { " " } else { "; " });
+        }
+        line.push_str(part);
+    }
     line.strip_prefix("error: ").unwrap_or(&line).to_string()
 }
 

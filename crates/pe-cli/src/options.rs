@@ -5,7 +5,7 @@
 //! `pe presets` prints each preset, so a listed value can be passed back as an override.
 
 use clap::{Args, ValueEnum};
-use pe_core::{Frequencies, Layout, OddWidth, PeSpec, Preset};
+use pe_core::{Frequencies, Layout, OddWidth, PeSpec, Preset, SinusoidalEncoding};
 
 /// A preset, a width and optional overrides of the preset.
 #[derive(Debug, Args)]
@@ -54,6 +54,25 @@ impl SpecArgs {
         }
         spec
     }
+}
+
+/// Checks `spec` with pe-core, adding the flags that fix the problem to its message.
+pub fn encoding(spec: PeSpec) -> anyhow::Result<SinusoidalEncoding> {
+    SinusoidalEncoding::new(spec).map_err(|err| {
+        let hint = match err {
+            pe_core::Error::OddWidthRejected { .. } => {
+                Some("with pe: pass --odd split or --odd zero-pad, or an even --dim")
+            }
+            pe_core::Error::DegenerateFrequencies { .. } => Some(
+                "with pe: pass a larger --dim, or --frequencies h-minus-1-guarded or h-shift:S",
+            ),
+            _ => None,
+        };
+        match hint {
+            Some(hint) => anyhow::anyhow!("{err} ({hint})"),
+            None => err.into(),
+        }
+    })
 }
 
 /// `--layout` values.

@@ -189,7 +189,7 @@ fn csv_rows<T: Copy, F: Copy + Display + LowerExp + Into<f64>>(
             let v = to_float(v);
             let magnitude = v.into().abs();
             // Plain decimals, except for tiny values that would print dozens of zeros.
-            if magnitude == 0.0 || magnitude >= 1e-4 {
+            if magnitude == 0.0 || magnitude >= 1e-5 {
                 let _ = write!(out, ",{v}");
             } else {
                 let _ = write!(out, ",{v:e}");

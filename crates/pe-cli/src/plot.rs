@@ -61,7 +61,7 @@ pub fn draw(request: &PlotRequest) -> Result<()> {
         bail!("--len 0: a plot needs at least one position");
     }
     let canvas = Canvas::new(request.size)?;
-    let encoding = SinusoidalEncoding::new(request.spec)?;
+    let encoding = options::encoding(request.spec)?;
     let positions = Positions::Range {
         offset: request.offset,
         len: request.len,

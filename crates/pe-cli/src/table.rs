@@ -7,7 +7,7 @@ use anyhow::Result;
 use candle_core::DType;
 use indicatif::{ProgressBar, ProgressStyle};
 use pe_core::cpu::ANCHOR_SPAN;
-use pe_core::{PeSpec, Preset, SinusoidalEncoding};
+use pe_core::{PeSpec, Preset};
 
 use crate::device::DeviceArg;
 use crate::options;
@@ -43,7 +43,7 @@ pub struct TableRequest {
 pub fn write(request: &TableRequest) -> Result<()> {
     let format = Format::from_path(&request.out)?;
     format.check_dtype(request.dtype, &request.out)?;
-    let encoding = SinusoidalEncoding::new(request.spec)?;
+    let encoding = options::encoding(request.spec)?;
     let device = request.device.open()?;
     let (rows, width) = (request.rows.len(), request.spec.width);
     request.rows.validate(&encoding, request.dtype, &device)?;

@@ -52,7 +52,10 @@ fn bad_command_lines_name_the_flag() {
         ],
         &["--timesteps", "--positions"],
     );
-    table_fails(&["--preset", "fairseq", "--dim", "8"], &["--len"]);
+    table_fails(
+        &["--preset", "fairseq", "--dim", "8"],
+        &["required", "--len", "--positions", "--timesteps"],
+    );
     table_fails(
         &[
             "--preset",
