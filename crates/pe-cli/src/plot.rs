@@ -189,7 +189,13 @@ impl Plot<'_> {
 
     fn curves(&self, root: &Area<'_>) -> Result<()> {
         let columns = *self.encoding.plan().columns();
-        let chosen = curve_columns(&columns);
+        let mut chosen = curve_columns(&columns);
+        // Fastest first, so the slow curves are drawn on top and the legend reads in order.
+        let frequency = |col: &usize| match column_role(&columns, *col) {
+            Some((_, pair)) => self.encoding.plan().frequencies()[pair].value().abs(),
+            None => 0.0,
+        };
+        chosen.sort_by(|a, b| frequency(b).total_cmp(&frequency(a)));
         let legend_width = self.canvas.px(250.0);
         let (main, legend) = root.split_horizontally(self.canvas.width() as i32 - legend_width);
         let mut chart = ChartBuilder::on(&main)
