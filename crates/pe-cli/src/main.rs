@@ -139,6 +139,9 @@ struct PlotArgs {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
+    if !matches!(cli.command, Command::Presets) {
+        atomic::clean_up_on_interrupt()?;
+    }
     match cli.command {
         Command::Presets => presets::print(&mut std::io::stdout().lock()),
         Command::Table(args) => {

@@ -362,3 +362,41 @@ fn plot_errors_name_the_problem() {
         files_in(dir.path())
     );
 }
+
+#[cfg(unix)]
+#[test]
+fn an_interrupted_table_leaves_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("big.npy");
+    // 4 GB of f32: far more than can be written before the signal arrives.
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_pe"))
+        .args([
+            "table", "--preset", "fairseq", "--dim", "4096", "--len", "250000",
+        ])
+        .args(["--out", s(&out)])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while files_in(dir.path()).is_empty() {
+        assert!(
+            started.elapsed().as_secs() < 30,
+            "no temporary file appeared"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(130));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert!(
+        files_in(dir.path()).is_empty(),
+        "{:?}",
+        files_in(dir.path())
+    );
+}
