@@ -23,6 +23,7 @@ mod table;
 
 use std::process::ExitCode;
 
+use clap::error::ErrorKind;
 use clap::{Args, Parser, Subcommand};
 
 use crate::device::{DeviceArg, DtypeArg};
@@ -31,7 +32,7 @@ use crate::plot::PlotKind;
 
 /// Exact sinusoidal positional encodings: list presets, export tables, plot them.
 #[derive(Debug, Parser)]
-#[command(name = "pe", version, about, propagate_version = true)]
+#[command(name = "pe", version, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -203,6 +204,11 @@ fn main() -> ExitCode {
             // --help and --version.
             let _ = err.print();
             return ExitCode::SUCCESS;
+        }
+        Err(err) if err.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            // `pe` alone: the help, on stderr.
+            eprint!("{}", err.render());
+            return ExitCode::from(2);
         }
         Err(err) => {
             eprintln!("pe: error: {}", one_line(&err));

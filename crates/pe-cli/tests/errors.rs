@@ -400,3 +400,13 @@ fn an_interrupted_table_leaves_no_file() {
         files_in(dir.path())
     );
 }
+
+#[test]
+fn no_subcommand_shows_the_help_and_fails() {
+    let out = common::pe(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for sub in ["presets", "table", "plot"] {
+        assert!(stderr.contains(sub), "{stderr}");
+    }
+}
