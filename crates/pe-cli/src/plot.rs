@@ -121,6 +121,7 @@ impl Plot<'_> {
         root.split_horizontally(self.canvas.width() as i32 - bar)
     }
 
+    /// The table as colours, position upwards, dimension rightwards, with a colorbar.
     fn heatmap(&self, root: &Area<'_>) -> Result<()> {
         let width = self.request.spec.width;
         let (main, bar) = self.split_for_colorbar(root);
@@ -153,6 +154,7 @@ impl Plot<'_> {
         colorbar(self.canvas, &bar, ys, (-1.0, 1.0), "value")
     }
 
+    /// `PE(i) · PE(j)` for every pair of positions, with a colorbar.
     fn similarity(&self, root: &Area<'_>) -> Result<()> {
         let (main, bar) = self.split_for_colorbar(root);
         let mut chart = ChartBuilder::on(&main)
@@ -187,6 +189,7 @@ impl Plot<'_> {
         colorbar(self.canvas, &bar, ys, (lo, hi), "PE(i) · PE(j)")
     }
 
+    /// Up to six columns against the position, with a legend naming each one's wavelength.
     fn curves(&self, root: &Area<'_>) -> Result<()> {
         let columns = *self.encoding.plan().columns();
         let mut chosen = curve_columns(&columns);
