@@ -1,11 +1,14 @@
 //! `pe`: list the positional-encoding presets, export exact tables (`.npy`, `.safetensors`,
-//! `.csv`) and plot them (`.png`), from the command line.
+//! `.csv`) and plot them (`.png`), and export rotary (RoPE) cos/sin tables, from the command
+//! line.
 //!
 //! ```text
 //! pe presets
 //! pe table --preset whisper --dim 384 --len 1500 --dtype f16 --out whisper.npy
 //! pe table --preset stable-diffusion --dim 320 --timesteps 0.5,999 --out t.safetensors
 //! pe plot --preset fairseq --dim 128 --len 256 --kind heatmap --out heatmap.png
+//! pe rope --head-dim 128 --base 500000 --len 4096 --scaling llama3 --factor 8 \
+//!     --low-freq-factor 1 --high-freq-factor 4 --original-max-positions 8192 --out rope.safetensors
 //! ```
 //!
 //! Every failure prints one line naming the problem to stderr and exits non-zero (2 for a bad
@@ -19,6 +22,7 @@ mod output;
 mod plot;
 mod positions;
 mod presets;
+mod rope;
 mod table;
 
 use std::process::ExitCode;
@@ -46,6 +50,8 @@ enum Command {
     Table(TableArgs),
     /// Draw an encoding as a PNG: a heatmap, a few columns as curves, or position similarity.
     Plot(PlotArgs),
+    /// Write rotary (RoPE) cos and sin tables, each (len, head_dim/2), to a .safetensors file.
+    Rope(rope::RopeArgs),
 }
 
 /// The positions of a table: a range, explicit integer ids or fractional timesteps.
@@ -175,6 +181,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             plot::draw(&request)
         }
+        Command::Rope(args) => rope::write(&args),
     }
 }
 
@@ -221,7 +228,12 @@ fn main() -> ExitCode {
             // The whole chain on one line: "what we tried: why it failed".
             let message = format!("{err:#}").replace('\n', " ");
             eprintln!("pe: error: {message}");
-            ExitCode::from(1)
+            // A missing or unused flag is a command-line error, like clap's.
+            if err.is::<rope::UsageError>() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
         }
     }
 }

@@ -1,12 +1,13 @@
 //! Table files: `.npy` (numpy), `.safetensors` (one tensor named `pe`) and `.csv` (one row per
-//! position), written row chunk by row chunk so that a table never has to fit in memory twice.
+//! position), written row chunk by row chunk so that a table never has to fit in memory twice;
+//! and `.safetensors` files of several named tensors ([`write_safetensors`]).
 
 use std::fmt::{Display, LowerExp, Write as _};
 use std::io::Write;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use candle_core::{DType, Tensor};
+use candle_core::{DType, Device, Tensor};
 use half::{bf16, f16};
 
 use crate::atomic::AtomicFile;
@@ -76,10 +77,9 @@ impl TableWriter {
         metadata: &[(&str, String)],
     ) -> Result<Self> {
         format.check_dtype(dtype, path)?;
-        let data_bytes = rows as u128 * width as u128 * dtype.size_in_bytes() as u128;
         let header = match format {
             Format::Npy => npy_header(dtype, rows, width),
-            Format::Safetensors => safetensors_header(dtype, rows, width, data_bytes, metadata)?,
+            Format::Safetensors => safetensors_header(&[("pe", dtype, &[rows, width])], metadata)?,
             Format::Csv => {
                 let mut line = String::from("position");
                 for col in 0..width {
@@ -135,13 +135,7 @@ impl TableWriter {
             }
             None
         } else {
-            Some(match self.dtype {
-                DType::F32 => le_bytes(&flat.to_vec1::<f32>()?, f32::to_le_bytes),
-                DType::F64 => le_bytes(&flat.to_vec1::<f64>()?, f64::to_le_bytes),
-                DType::F16 => le_bytes(&flat.to_vec1::<f16>()?, f16::to_le_bytes),
-                DType::BF16 => le_bytes(&flat.to_vec1::<bf16>()?, bf16::to_le_bytes),
-                other => bail!("dtype {other:?} cannot be written"),
-            })
+            Some(le_bytes_of(&flat)?)
         };
         let bytes = bytes.as_deref().unwrap_or(self.text.as_bytes());
         self.file
@@ -163,6 +157,17 @@ impl TableWriter {
         }
         self.file.commit()
     }
+}
+
+/// The little-endian bytes of the 1-d CPU tensor `flat`.
+fn le_bytes_of(flat: &Tensor) -> Result<Vec<u8>> {
+    Ok(match flat.dtype() {
+        DType::F32 => le_bytes(&flat.to_vec1::<f32>()?, f32::to_le_bytes),
+        DType::F64 => le_bytes(&flat.to_vec1::<f64>()?, f64::to_le_bytes),
+        DType::F16 => le_bytes(&flat.to_vec1::<f16>()?, f16::to_le_bytes),
+        DType::BF16 => le_bytes(&flat.to_vec1::<bf16>()?, bf16::to_le_bytes),
+        other => bail!("dtype {other:?} cannot be written"),
+    })
 }
 
 /// The little-endian bytes of `values`.
@@ -219,33 +224,45 @@ fn npy_header(dtype: DType, rows: usize, width: usize) -> Vec<u8> {
     out
 }
 
-/// The safetensors header: its length, then JSON describing the one tensor `pe`.
-fn safetensors_header(
-    dtype: DType,
-    rows: usize,
-    width: usize,
-    data_bytes: u128,
-    metadata: &[(&str, String)],
-) -> Result<Vec<u8>> {
-    let name = match dtype {
+/// The safetensors name of `dtype`.
+fn safetensors_dtype(dtype: DType) -> &'static str {
+    match dtype {
         DType::F16 => "F16",
         DType::BF16 => "BF16",
         DType::F64 => "F64",
         _ => "F32",
-    };
+    }
+}
+
+/// The safetensors header: its length, then JSON describing `tensors` (name, dtype, shape),
+/// whose data follow one another in this order.
+fn safetensors_header(
+    tensors: &[(&str, DType, &[usize])],
+    metadata: &[(&str, String)],
+) -> Result<Vec<u8>> {
     let metadata: serde_json::Map<String, serde_json::Value> = metadata
         .iter()
         .map(|(k, v)| (k.to_string(), serde_json::Value::String(v.clone())))
         .collect();
-    let header = serde_json::json!({
-        "__metadata__": metadata,
-        "pe": {
-            "dtype": name,
-            "shape": [rows, width],
-            "data_offsets": [0u64, u64::try_from(data_bytes)?],
-        },
-    });
-    let mut json = serde_json::to_string(&header)?;
+    let mut header = serde_json::Map::new();
+    header.insert("__metadata__".into(), metadata.into());
+    let mut offset: u128 = 0;
+    for &(name, dtype, shape) in tensors {
+        let bytes = shape
+            .iter()
+            .fold(dtype.size_in_bytes() as u128, |n, &d| n * d as u128);
+        let end = offset + bytes;
+        header.insert(
+            name.to_string(),
+            serde_json::json!({
+                "dtype": safetensors_dtype(dtype),
+                "shape": shape,
+                "data_offsets": [u64::try_from(offset)?, u64::try_from(end)?],
+            }),
+        );
+        offset = end;
+    }
+    let mut json = serde_json::to_string(&serde_json::Value::Object(header))?;
     // The data starts 8-byte aligned.
     while json.len() % 8 != 0 {
         json.push(' ');
@@ -253,4 +270,34 @@ fn safetensors_header(
     let mut out = (json.len() as u64).to_le_bytes().to_vec();
     out.extend_from_slice(json.as_bytes());
     Ok(out)
+}
+
+/// Writes `tensors` (named, any shape, f32/f16/bf16/f64, on any device) to the `.safetensors`
+/// file `path`, with `metadata`, atomically; at most about 32 MiB is converted at a time.
+pub fn write_safetensors(
+    path: &Path,
+    tensors: &[(&str, &Tensor)],
+    metadata: &[(&str, String)],
+) -> Result<()> {
+    let entries: Vec<(&str, DType, &[usize])> = tensors
+        .iter()
+        .map(|&(name, t)| (name, t.dtype(), t.dims()))
+        .collect();
+    let header = safetensors_header(&entries, metadata)?;
+    let context = || format!("cannot write {}", path.display());
+    let mut file = AtomicFile::create(path)?;
+    file.write_all(&header).with_context(context)?;
+    for &(_, tensor) in tensors {
+        let flat = tensor.flatten_all()?;
+        let n = flat.elem_count();
+        let step = ((32usize << 20) / tensor.dtype().size_in_bytes()).max(1);
+        let mut start = 0;
+        while start < n {
+            let len = step.min(n - start);
+            let part = flat.narrow(0, start, len)?.to_device(&Device::Cpu)?;
+            file.write_all(&le_bytes_of(&part)?).with_context(context)?;
+            start += len;
+        }
+    }
+    file.commit()
 }
