@@ -1,0 +1,480 @@
+//! `pe rope` writes exactly pe-core's rotary tables for every scaling variant, and refuses
+//! missing, unused and invalid parameters by naming the flag, leaving no file behind.
+
+mod common;
+
+use std::path::Path;
+
+use candle_core::{DType, Device, Tensor};
+use common::{files_in, pe, pe_err, pe_ok, s};
+use pe_core::{Rope, RopeConfig, RopeScaling};
+
+/// Checks that `got` and `want` have the same dtype, shape and bits.
+fn assert_same(got: &Tensor, want: &Tensor, what: &str) {
+    assert_eq!(got.dtype(), want.dtype(), "{what}");
+    assert_eq!(got.dims(), want.dims(), "{what}");
+    let bits = |t: &Tensor| -> Vec<u64> {
+        let v = t.to_dtype(DType::F64).unwrap().flatten_all().unwrap();
+        v.to_vec1::<f64>()
+            .unwrap()
+            .iter()
+            .map(|x| x.to_bits())
+            .collect()
+    };
+    assert!(bits(got) == bits(want), "{what}: tables differ");
+}
+
+/// The JSON header of the safetensors file `path`.
+fn header(path: &Path) -> serde_json::Value {
+    let bytes = std::fs::read(path).unwrap();
+    let len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    serde_json::from_slice(&bytes[8..8 + len]).unwrap()
+}
+
+/// Each variant: its flags and the config they stand for.
+fn variants() -> Vec<(&'static str, Vec<&'static str>, RopeConfig)> {
+    let llama = RopeConfig::new(64, 500000.0);
+    vec![
+        ("none", vec![], RopeConfig::new(64, 10000.0)),
+        (
+            "linear",
+            vec!["--scaling", "linear", "--factor", "4"],
+            RopeConfig::new(64, 10000.0).with_scaling(RopeScaling::Linear { factor: 4.0 }),
+        ),
+        (
+            "dynamic",
+            vec![
+                "--scaling",
+                "dynamic",
+                "--factor",
+                "2",
+                "--original-max-positions",
+                "2048",
+            ],
+            RopeConfig::new(64, 10000.0).with_scaling(RopeScaling::Dynamic {
+                factor: 2.0,
+                original_max_positions: 2048,
+            }),
+        ),
+        (
+            "llama3",
+            vec![
+                "--base",
+                "500000",
+                "--scaling",
+                "llama3",
+                "--factor",
+                "8",
+                "--low-freq-factor",
+                "1",
+                "--high-freq-factor",
+                "4",
+                "--original-max-positions",
+                "8192",
+            ],
+            llama.with_scaling(RopeScaling::Llama3 {
+                factor: 8.0,
+                low_freq_factor: 1.0,
+                high_freq_factor: 4.0,
+                original_max_positions: 8192,
+            }),
+        ),
+        (
+            "yarn",
+            vec![
+                "--scaling",
+                "yarn",
+                "--factor",
+                "4",
+                "--original-max-positions",
+                "4096",
+            ],
+            RopeConfig::new(64, 10000.0).with_scaling(RopeScaling::Yarn {
+                factor: 4.0,
+                original_max_positions: 4096,
+                beta_fast: 32.0,
+                beta_slow: 1.0,
+                attention_factor: None,
+                mscale: None,
+                mscale_all_dim: None,
+            }),
+        ),
+        (
+            "yarn-betas",
+            vec![
+                "--scaling",
+                "yarn",
+                "--factor",
+                "16",
+                "--original-max-positions",
+                "4096",
+                "--beta-fast",
+                "24",
+                "--beta-slow",
+                "2",
+                "--partial-rotary-factor",
+                "0.5",
+            ],
+            RopeConfig {
+                partial_rotary_factor: 0.5,
+                ..RopeConfig::new(64, 10000.0).with_scaling(RopeScaling::Yarn {
+                    factor: 16.0,
+                    original_max_positions: 4096,
+                    beta_fast: 24.0,
+                    beta_slow: 2.0,
+                    attention_factor: None,
+                    mscale: None,
+                    mscale_all_dim: None,
+                })
+            },
+        ),
+    ]
+}
+
+#[test]
+fn every_scaling_writes_exactly_the_rope_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    // Past original_max_positions, so that dynamic NTK grows its base.
+    let (offset, len) = (3000usize, 40usize);
+    for (name, flags, config) in variants() {
+        let rope = Rope::new(config).unwrap();
+        for (dtype, dtype_name) in [(DType::F32, "f32"), (DType::BF16, "bf16")] {
+            let out = dir.path().join(format!("{name}-{dtype_name}.safetensors"));
+            let (offset_s, len_s) = (offset.to_string(), len.to_string());
+            let mut args = vec!["rope", "--head-dim", "64", "--len", &len_s];
+            args.extend(["--offset", &offset_s, "--dtype", dtype_name]);
+            args.extend(flags.iter().copied());
+            args.extend(["--out", s(&out)]);
+            pe_ok(&args);
+            let tensors = candle_core::safetensors::load(&out, &Device::Cpu).unwrap();
+            assert_eq!(tensors.len(), 2, "{name}");
+            let (cos, sin) = rope.tables(offset, len, dtype, &Device::Cpu).unwrap();
+            assert_eq!(cos.dims(), &[len, rope.half_dim()]);
+            assert_same(&tensors["cos"], &cos, &format!("{name} {dtype_name} cos"));
+            assert_same(&tensors["sin"], &sin, &format!("{name} {dtype_name} sin"));
+
+            let meta = &header(&out)["__metadata__"];
+            let scaling = if name == "yarn-betas" { "yarn" } else { name };
+            let config_line = meta["config"].as_str().unwrap();
+            assert!(
+                config_line.contains(&format!("--scaling {scaling}")),
+                "{config_line}"
+            );
+            assert_eq!(meta["positions"], "range 3000..3040");
+            let attention: f64 = meta["attention_scaling"].as_str().unwrap().parse().unwrap();
+            assert_eq!(attention, rope.attention_scaling(), "{name}");
+        }
+    }
+}
+
+#[test]
+fn f16_and_f64_and_defaults_match_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let rope = Rope::new(RopeConfig::new(128, 10000.0)).unwrap();
+    for (dtype, name) in [(DType::F16, "f16"), (DType::F64, "f64")] {
+        let out = dir.path().join(format!("{name}.safetensors"));
+        pe_ok(&[
+            "rope",
+            "--head-dim",
+            "128",
+            "--len",
+            "17",
+            "--dtype",
+            name,
+            "--out",
+            s(&out),
+        ]);
+        let tensors = candle_core::safetensors::load(&out, &Device::Cpu).unwrap();
+        let (cos, sin) = rope.tables(0, 17, dtype, &Device::Cpu).unwrap();
+        assert_same(&tensors["cos"], &cos, name);
+        assert_same(&tensors["sin"], &sin, name);
+        let meta = &header(&out)["__metadata__"];
+        assert_eq!(
+            meta["config"],
+            "--head-dim 128 --base 10000 --partial-rotary-factor 1 --scaling none"
+        );
+    }
+    // The recorded yarn config is one that gives the same tables back.
+    let first = dir.path().join("first.safetensors");
+    pe_ok(&[
+        "rope",
+        "--head-dim",
+        "32",
+        "--len",
+        "8",
+        "--scaling",
+        "yarn",
+        "--factor",
+        "2",
+        "--original-max-positions",
+        "64",
+        "--out",
+        s(&first),
+    ]);
+    let config = header(&first)["__metadata__"]["config"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let again = dir.path().join("again.safetensors");
+    let mut args = vec!["rope", "--len", "8", "--out", s(&again)];
+    args.extend(config.split(' '));
+    pe_ok(&args);
+    assert_eq!(
+        std::fs::read(&first).unwrap(),
+        std::fs::read(&again).unwrap()
+    );
+}
+
+#[test]
+fn an_empty_range_writes_empty_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("empty.safetensors");
+    pe_ok(&["rope", "--head-dim", "8", "--len", "0", "--out", s(&out)]);
+    let tensors = candle_core::safetensors::load(&out, &Device::Cpu).unwrap();
+    assert_eq!(tensors["cos"].dims(), &[0, 4]);
+    assert_eq!(tensors["sin"].dims(), &[0, 4]);
+}
+
+/// Runs a failing `pe rope` (head dim 64, 4 positions, plus `extra`) into an empty directory,
+/// checks its exit code and message, and that the directory is still empty.
+fn rope_fails(extra: &[&str], code: i32, expected: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rope.safetensors");
+    let mut args = vec!["rope", "--head-dim", "64", "--len", "4", "--out", s(&out)];
+    args.extend_from_slice(extra);
+    pe_err(&args, expected);
+    assert_eq!(pe(&args).status.code(), Some(code), "pe {args:?}");
+    assert!(
+        files_in(dir.path()).is_empty(),
+        "{:?}",
+        files_in(dir.path())
+    );
+}
+
+#[test]
+fn missing_and_unused_flags_are_named() {
+    rope_fails(
+        &["--scaling", "linear"],
+        2,
+        &["--scaling linear needs --factor"],
+    );
+    rope_fails(
+        &["--scaling", "llama3", "--factor", "8"],
+        2,
+        &[
+            "--scaling llama3 needs",
+            "--low-freq-factor",
+            "--high-freq-factor",
+            "--original-max-positions",
+        ],
+    );
+    rope_fails(
+        &["--scaling", "dynamic", "--factor", "2"],
+        2,
+        &["--original-max-positions"],
+    );
+    rope_fails(
+        &["--scaling", "yarn", "--factor", "2"],
+        2,
+        &["--original-max-positions"],
+    );
+    rope_fails(
+        &["--factor", "2"],
+        2,
+        &["--factor is not used by --scaling none"],
+    );
+    rope_fails(
+        &[
+            "--scaling",
+            "llama3",
+            "--factor",
+            "8",
+            "--low-freq-factor",
+            "1",
+            "--high-freq-factor",
+            "4",
+            "--original-max-positions",
+            "8192",
+            "--beta-fast",
+            "32",
+        ],
+        2,
+        &["--beta-fast is not used by --scaling llama3", "yarn"],
+    );
+    rope_fails(
+        &[
+            "--scaling",
+            "linear",
+            "--factor",
+            "2",
+            "--original-max-positions",
+            "10",
+        ],
+        2,
+        &["--original-max-positions is not used by --scaling linear"],
+    );
+    rope_fails(
+        &[
+            "--scaling",
+            "yarn",
+            "--factor",
+            "2",
+            "--original-max-positions",
+            "10",
+            "--low-freq-factor",
+            "1",
+        ],
+        2,
+        &["--low-freq-factor is not used by --scaling yarn"],
+    );
+    rope_fails(&["--scaling", "ntk"], 2, &["ntk", "--scaling"]);
+    rope_fails(&["--offset", "-1"], 2, &["--offset"]);
+    rope_fails(&["--dtype", "u8"], 2, &["--dtype"]);
+}
+
+#[test]
+fn invalid_parameters_are_named_by_their_flag() {
+    rope_fails(&["--base", "0"], 1, &["--base", "rope_theta", "got 0"]);
+    rope_fails(&["--base", "NaN"], 1, &["--base"]);
+    rope_fails(
+        &["--partial-rotary-factor", "1.5"],
+        1,
+        &["--partial-rotary-factor", "in (0, 1]"],
+    );
+    rope_fails(
+        &["--partial-rotary-factor", "0.01"],
+        1,
+        &["--head-dim", "--partial-rotary-factor", "even"],
+    );
+    rope_fails(
+        &["--scaling", "linear", "--factor", "-2"],
+        1,
+        &["--factor", "got -2"],
+    );
+    rope_fails(
+        &[
+            "--scaling",
+            "llama3",
+            "--factor",
+            "8",
+            "--low-freq-factor",
+            "4",
+            "--high-freq-factor",
+            "1",
+            "--original-max-positions",
+            "8192",
+        ],
+        1,
+        &["--high-freq-factor", "above low_freq_factor"],
+    );
+    rope_fails(
+        &[
+            "--scaling",
+            "yarn",
+            "--factor",
+            "4",
+            "--original-max-positions",
+            "0",
+        ],
+        1,
+        &["--original-max-positions", ">= 1"],
+    );
+    rope_fails(
+        &[
+            "--scaling",
+            "yarn",
+            "--factor",
+            "4",
+            "--original-max-positions",
+            "4096",
+            "--beta-fast",
+            "1",
+        ],
+        1,
+        &["--beta-fast", "above beta_slow"],
+    );
+    rope_fails(
+        &[
+            "--scaling",
+            "yarn",
+            "--factor",
+            "4",
+            "--original-max-positions",
+            "4096",
+            "--beta-slow",
+            "-1",
+        ],
+        1,
+        &["--beta-slow", "got -1"],
+    );
+    rope_fails(
+        &["--offset", "2147483647"],
+        1,
+        &["--offset", "--len", "2^31"],
+    );
+    rope_fails(&["--device", "cuda"], 1, &["--device cuda"]);
+}
+
+#[test]
+fn bad_heads_and_outputs_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for (head, expected) in [("63", "even"), ("0", "even"), ("99999999999", "at most")] {
+        let out = dir.path().join("r.safetensors");
+        pe_err(
+            &["rope", "--head-dim", head, "--len", "4", "--out", s(&out)],
+            &["--head-dim", expected],
+        );
+    }
+    for name in ["r.npy", "r.csv", "r"] {
+        let out = dir.path().join(name);
+        pe_err(
+            &["rope", "--head-dim", "8", "--len", "4", "--out", s(&out)],
+            &["--out", ".safetensors"],
+        );
+    }
+    let missing = dir.path().join("no/such/dir/r.safetensors");
+    pe_err(
+        &[
+            "rope",
+            "--head-dim",
+            "8",
+            "--len",
+            "4",
+            "--out",
+            s(&missing),
+        ],
+        &["does not exist"],
+    );
+    assert!(
+        files_in(dir.path()).is_empty(),
+        "{:?}",
+        files_in(dir.path())
+    );
+    pe_err(&["rope", "--len", "4"], &["--head-dim", "--out"]);
+}
+
+#[test]
+fn rope_has_help_listing_its_flags() {
+    let help = String::from_utf8(pe_ok(&["rope", "--help"]).stdout).unwrap();
+    for flag in [
+        "--head-dim",
+        "--base",
+        "--len",
+        "--offset",
+        "--scaling",
+        "--factor",
+        "--original-max-positions",
+        "--low-freq-factor",
+        "--high-freq-factor",
+        "--beta-fast",
+        "--beta-slow",
+        "--partial-rotary-factor",
+        "--dtype",
+        "--device",
+        "--out",
+    ] {
+        assert!(help.contains(flag), "{flag} missing from rope --help");
+    }
+    let top = String::from_utf8(pe_ok(&["--help"]).stdout).unwrap();
+    assert!(top.contains("rope"), "{top}");
+}
