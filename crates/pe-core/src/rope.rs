@@ -32,7 +32,7 @@ use serde::Deserialize;
 
 use crate::cache::Tables;
 use crate::encoding::build;
-use crate::{positions, Backend, Error, Plan, Result};
+use crate::{positions, Backend, Error, Plan, Result, MAX_WIDTH};
 
 /// How the rotary frequencies are adjusted for long contexts (HF `rope_scaling`).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -239,6 +239,12 @@ impl Rope {
             return Err(invalid("partial_rotary_factor", "in (0, 1]", p));
         }
         let dim = config.rotary_dim();
+        if dim > MAX_WIDTH {
+            return Err(Error::InvalidWidth {
+                width: dim,
+                max: MAX_WIDTH,
+            });
+        }
         if dim < 2 || dim % 2 == 1 {
             return Err(invalid(
                 "rotary dim (head_dim * partial_rotary_factor)",
