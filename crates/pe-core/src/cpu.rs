@@ -36,7 +36,7 @@ use crate::positions::{Request, Rows};
 use crate::{Error, Layout, Result};
 
 /// Rows computed from one exact anchor row; also the rows of one parallel task.
-pub const ANCHOR_SPAN: usize = 64;
+pub const ANCHOR_SPAN: usize = crate::freq::OFFSET_ROWS;
 
 /// The position of each row of a CPU request.
 #[derive(Clone, Copy, Debug)]
@@ -148,7 +148,7 @@ pub fn fill_rows<A: Acc, O: Send>(
     let width = plan.columns().width;
     let rows = out.len() / out_width;
     let span = ANCHOR_SPAN.min(rows.max(1));
-    let offsets: Vec<SinCos<A>> = (0..span).map(|j| SinCos::at(plan, j as f64, 1.0)).collect();
+    let offsets: Vec<SinCos<A>> = (0..span).map(|j| SinCos::offset(plan, j)).collect();
     let amplitude = plan.amplitude();
     let zero_at = zero_at.map(f64::from);
     out.par_chunks_mut(ANCHOR_SPAN * out_width)
@@ -259,8 +259,18 @@ impl<A: Acc> SinCos<A> {
         this
     }
 
-    /// The offsets `j w` (`amplitude` 1) or the anchor `p w` (the plan's amplitude, so that the
-    /// rows combined from it carry the amplitude at no cost).
+    /// Row `j` of the plan's offset table, in the arithmetic type.
+    fn offset(plan: &Plan, j: usize) -> Self {
+        let row = plan.offset_row(j);
+        let (sin, cos) = row.split_at(row.len() / 2);
+        Self {
+            sin: sin.iter().map(|&v| A::from_f64(v)).collect(),
+            cos: cos.iter().map(|&v| A::from_f64(v)).collect(),
+        }
+    }
+
+    /// The anchor `p w`, times the plan's amplitude, so that the rows combined from it carry
+    /// the amplitude at no cost.
     fn set(&mut self, plan: &Plan, p: f64, amplitude: f64) {
         if p == 0.0 {
             self.sin.fill(A::from_f64(0.0));

@@ -24,6 +24,8 @@
 //! # Ok::<(), pe_core::Error>(())
 //! ```
 
+use std::sync::OnceLock;
+
 use crate::{trig, Error, Frequencies, Layout, OddWidth, PeSpec, Result};
 
 /// Positions must be below this: `2^31`.
@@ -85,12 +87,18 @@ pub struct Columns {
 }
 
 /// A checked [`PeSpec`]: its frequencies and column positions.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Plan {
     frequencies: Vec<Frequency>,
     columns: Columns,
     amplitude: f64,
+    /// `sin(j w)` then `cos(j w)` for every frequency, rows `j < OFFSET_ROWS`: computed once,
+    /// on the first CPU table, since every CPU table starts from them.
+    offsets: OnceLock<Vec<f64>>,
 }
+
+/// Rows of the offset table (the CPU generator's anchor span).
+pub(crate) const OFFSET_ROWS: usize = 64;
 
 impl Plan {
     /// Checks `spec` and computes its frequencies in f64.
@@ -155,6 +163,7 @@ impl Plan {
             frequencies,
             columns,
             amplitude: 1.0,
+            offsets: OnceLock::new(),
         })
     }
 
@@ -183,6 +192,7 @@ impl Plan {
             frequencies: frequencies.iter().map(|&w| Frequency::new(w)).collect(),
             columns,
             amplitude,
+            offsets: OnceLock::new(),
         })
     }
 
@@ -199,6 +209,22 @@ impl Plan {
     /// The factor on every value: 1 except for YaRN rotary tables.
     pub fn amplitude(&self) -> f64 {
         self.amplitude
+    }
+
+    /// Row `j < OFFSET_ROWS` of the offset table: `sin(j w_i)` for every `i`, then `cos(j w_i)`.
+    pub(crate) fn offset_row(&self, j: usize) -> &[f64] {
+        let n = self.frequencies.len();
+        let table = self.offsets.get_or_init(|| {
+            let mut table = Vec::with_capacity(OFFSET_ROWS * 2 * n);
+            for j in 0..OFFSET_ROWS {
+                let (sin, cos): (Vec<f64>, Vec<f64>) =
+                    self.frequencies.iter().map(|w| w.sin_cos(j as f64)).unzip();
+                table.extend(sin);
+                table.extend(cos);
+            }
+            table
+        });
+        &table[j * 2 * n..(j + 1) * 2 * n]
     }
 }
 
