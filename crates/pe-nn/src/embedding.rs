@@ -220,7 +220,8 @@ impl SinusoidalEmbedding {
     }
 
     /// The same block with the encoding built by `backend`: `Backend::Generic` turns off the
-    /// fused CPU forward (candle ops everywhere, as on CUDA).
+    /// fused CPU forward (candle ops everywhere, as on CUDA). The result has a cache of its own,
+    /// not shared with `self`.
     pub fn with_backend(mut self, backend: Backend) -> Self {
         if let Table::Generated(cache) = &self.table {
             let encoding = cache.encoding().clone().with_backend(backend);
