@@ -83,7 +83,11 @@ fn decoding_steps_equal_one_prefill() -> anyhow::Result<()> {
     let (got, _) = rotary.apply_with_positions(&q, &q, &positions)?;
     let (first, _) = rotary.apply(&q.narrow(0, 0, 1)?, &q.narrow(0, 0, 1)?, 100)?;
     let (second, _) = rotary.apply(&q.narrow(0, 1, 1)?, &q.narrow(0, 1, 1)?, 7)?;
-    assert!(max_diff(&got, &Tensor::cat(&[first, second], 0)?)? <= 1e-6);
+    // Tables for ids and cached tables start from different anchors: each is within 2.5e-7 of
+    // exact, so a rotated value may differ by up to (|x| + |y|) * 5e-7.
+    let largest = q.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
+    let diff = max_diff(&got, &Tensor::cat(&[first, second], 0)?)?;
+    assert!(diff <= 2.0 * largest * 5e-7 + 1e-7, "{diff}");
     Ok(())
 }
 
