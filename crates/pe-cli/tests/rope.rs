@@ -5,24 +5,9 @@ mod common;
 
 use std::path::Path;
 
-use candle_core::{DType, Device, Tensor};
-use common::{files_in, pe, pe_err, pe_ok, s};
+use candle_core::{DType, Device};
+use common::{assert_same, files_in, pe, pe_err, pe_ok, s};
 use pe_core::{Rope, RopeConfig, RopeScaling};
-
-/// Checks that `got` and `want` have the same dtype, shape and bits.
-fn assert_same(got: &Tensor, want: &Tensor, what: &str) {
-    assert_eq!(got.dtype(), want.dtype(), "{what}");
-    assert_eq!(got.dims(), want.dims(), "{what}");
-    let bits = |t: &Tensor| -> Vec<u64> {
-        let v = t.to_dtype(DType::F64).unwrap().flatten_all().unwrap();
-        v.to_vec1::<f64>()
-            .unwrap()
-            .iter()
-            .map(|x| x.to_bits())
-            .collect()
-    };
-    assert!(bits(got) == bits(want), "{what}: tables differ");
-}
 
 /// The JSON header of the safetensors file `path`.
 fn header(path: &Path) -> serde_json::Value {

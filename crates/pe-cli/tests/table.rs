@@ -3,23 +3,8 @@
 mod common;
 
 use candle_core::{DType, Device, Tensor};
-use common::{files_in, pe_ok, s};
+use common::{assert_same, files_in, pe_ok, s};
 use pe_core::{Frequencies, Layout, OddWidth, PeSpec, Preset, SinusoidalEncoding};
-
-/// Checks that `got` and `want` have the same dtype, shape and bits.
-fn assert_same(got: &Tensor, want: &Tensor) {
-    assert_eq!(got.dtype(), want.dtype());
-    assert_eq!(got.dims(), want.dims());
-    let bits = |t: &Tensor| -> Vec<u64> {
-        let v = t.to_dtype(DType::F64).unwrap().flatten_all().unwrap();
-        v.to_vec1::<f64>()
-            .unwrap()
-            .iter()
-            .map(|x| x.to_bits())
-            .collect()
-    };
-    assert!(bits(got) == bits(want), "tables differ");
-}
 
 fn encoding(spec: PeSpec) -> SinusoidalEncoding {
     SinusoidalEncoding::new(spec).unwrap()
@@ -48,7 +33,7 @@ fn npy_equals_the_range_table_in_every_numpy_dtype() {
         let want = encoding(PeSpec::fairseq(66))
             .range(70000, 300, dtype, &Device::Cpu)
             .unwrap();
-        assert_same(&got, &want);
+        assert_same(&got, &want, "table");
     }
 }
 
@@ -63,7 +48,7 @@ fn safetensors_holds_one_bf16_tensor_named_pe() {
     let want = encoding(PeSpec::marian(31))
         .range(0, 40, DType::BF16, &Device::Cpu)
         .unwrap();
-    assert_same(&tensors["pe"], &want);
+    assert_same(&tensors["pe"], &want, "table");
     // The header records where the table came from.
     let bytes = std::fs::read(&out).unwrap();
     let len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
@@ -137,7 +122,7 @@ fn positions_give_the_rows_of_those_ids() {
     let want = encoding(PeSpec::tensor2tensor(24))
         .ids(&ids, DType::F32)
         .unwrap();
-    assert_same(&Tensor::read_npy(&out).unwrap(), &want);
+    assert_same(&Tensor::read_npy(&out).unwrap(), &want, "table");
 }
 
 #[test]
@@ -163,7 +148,7 @@ fn timesteps_give_the_rows_of_those_timesteps() {
     let want = encoding(PeSpec::stable_diffusion(320))
         .timesteps(&t, DType::F64)
         .unwrap();
-    assert_same(&Tensor::read_npy(&out).unwrap(), &want);
+    assert_same(&Tensor::read_npy(&out).unwrap(), &want, "table");
 }
 
 #[test]
@@ -197,7 +182,7 @@ fn overrides_change_the_preset() {
         .range(0, 50, DType::F32, &Device::Cpu)
         .unwrap();
     let got = Tensor::read_npy(&custom).unwrap();
-    assert_same(&got, &want);
+    assert_same(&got, &want, "table");
     let plain = Tensor::read_npy(&plain).unwrap();
     let diff = (plain - &got).unwrap().abs().unwrap().max_all().unwrap();
     assert!(diff.to_scalar::<f32>().unwrap() > 0.1);
@@ -222,7 +207,7 @@ fn overrides_change_the_preset() {
         let want = encoding(spec)
             .range(0, 50, DType::F32, &Device::Cpu)
             .unwrap();
-        assert_same(&Tensor::read_npy(&custom).unwrap(), &want);
+        assert_same(&Tensor::read_npy(&custom).unwrap(), &want, "table");
     }
 }
 
@@ -255,7 +240,7 @@ fn chunked_writes_equal_the_whole_table() {
                 .collect();
             Tensor::from_vec(values, (1000, 48), &Device::Cpu).unwrap()
         };
-        assert_same(&got, &whole);
+        assert_same(&got, &whole, "table");
     }
     // Only the finished files: no temporary file is left behind.
     assert_eq!(files_in(dir.path()), ["chunked.csv", "chunked.npy"]);

@@ -5,6 +5,8 @@
 use std::path::Path;
 use std::process::Output;
 
+use candle_core::{DType, Tensor};
+
 /// Runs `pe` with `args`.
 pub fn pe(args: &[&str]) -> Output {
     assert_cmd::Command::new(env!("CARGO_BIN_EXE_pe"))
@@ -65,4 +67,19 @@ pub fn files_in(dir: &Path) -> Vec<String> {
 /// `path` as a `&str`.
 pub fn s(path: &Path) -> &str {
     path.to_str().unwrap()
+}
+
+/// Checks that `got` and `want` have the same dtype, shape and bits.
+pub fn assert_same(got: &Tensor, want: &Tensor, what: &str) {
+    assert_eq!(got.dtype(), want.dtype(), "{what}");
+    assert_eq!(got.dims(), want.dims(), "{what}");
+    let bits = |t: &Tensor| -> Vec<u64> {
+        let v = t.to_dtype(DType::F64).unwrap().flatten_all().unwrap();
+        v.to_vec1::<f64>()
+            .unwrap()
+            .iter()
+            .map(|x| x.to_bits())
+            .collect()
+    };
+    assert!(bits(got) == bits(want), "{what}: tables differ");
 }
