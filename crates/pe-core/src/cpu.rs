@@ -8,7 +8,7 @@
 //! from its own anchor; explicit ids reuse the current anchor while they stay within its span.
 //!
 //! f32 output is combined in f32 (error below 3e-7); f16, bf16 and f64 outputs are combined in
-//! f64, so the half-precision outputs are the exact values correctly rounded.
+//! f64, so the half-precision outputs are accurate values rounded once (within one ulp).
 //!
 //! [`fill_rows`] hands each encoded row to a caller's closure, which writes the output row: a
 //! plain table copies it, pe-nn's fused embedding adds it to a scaled token embedding.
