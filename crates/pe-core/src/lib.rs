@@ -6,8 +6,8 @@
 //!   padding-aware ids, or fractional timesteps, in f32, f16, bf16 or f64.
 //! - [`PeCache`] keeps a growing table per device and dtype and serves zero-copy views.
 //!
-//! Every value is within 1e-6 of the exact one in f32 (1e-9 in f64, within one unit in the last place in f16 and
-//! bf16) at any position below 2^31: the error does not grow with the position.
+//! Every value is within 1e-6 of the exact one in f32 (1e-9 in f64, within one unit in the last
+//! place in f16 and bf16) at any position below 2^31: the error does not grow with the position.
 //!
 //! ```
 //! use candle_core::{DType, Device};
