@@ -481,9 +481,7 @@ impl Rope {
         dtype: DType,
         device: &Device,
     ) -> Result<(Tensor, Tensor)> {
-        let request = positions::range(offset, len)?;
-        let plan = self.plan(request.end)?;
-        split(&build(&plan, self.backend, request, dtype, device)?)
+        split(&self.cos_sin(offset, len, dtype, device)?)
     }
 
     /// `(cos, sin)` for integer position ids `(batch, seq)`, each `(batch, seq, rotary_dim / 2)`.
@@ -493,10 +491,19 @@ impl Rope {
         split(&build(&plan, self.backend, request, dtype, ids.device())?)
     }
 
-    /// `(2, len, rotary_dim / 2)`: the cos table then the sin table, one allocation.
+    /// The cos|sin table `(len, rotary_dim)` of positions `offset .. offset + len`.
+    fn cos_sin(&self, offset: usize, len: usize, dtype: DType, device: &Device) -> Result<Tensor> {
+        let request = positions::range(offset, len)?;
+        let plan = self.plan(request.end)?;
+        build(&plan, self.backend, request, dtype, device)
+    }
+
+    /// `(2, len, rotary_dim / 2)`: the cos table then the sin table, one allocation, made by
+    /// one copy of the cos|sin table.
     fn planar(&self, offset: usize, len: usize, dtype: DType, device: &Device) -> Result<Tensor> {
-        let (cos, sin) = self.tables(offset, len, dtype, device)?;
-        Ok(Tensor::stack(&[cos, sin], 0)?)
+        let h = self.half_dim();
+        let table = self.cos_sin(offset, len, dtype, device)?;
+        Ok(table.reshape((len, 2, h))?.transpose(0, 1)?.contiguous()?)
     }
 }
 
