@@ -12,7 +12,9 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use candle_core::{DType, Device, Module, Tensor};
-use candle_pe::baseline::naive_f32_table;
+mod baseline;
+
+use baseline::naive_f32_table;
 use candle_pe::core::{PeCache, PeSpec, Rope, RopeCache, RopeConfig, SinusoidalEncoding};
 use candle_pe::nn::{
     EmbeddingScale, PositionMode, Preset, RotaryEmbedding, SinusoidalEmbedding,
@@ -82,7 +84,7 @@ fn table(c: &mut Criterion, dev: &Device) {
                 }
                 group.throughput(Throughput::Bytes(bytes as u64));
                 let case = format!("{dtype:?}/{len}x{d}").to_lowercase();
-                cache.table(len, dtype, dev).unwrap();
+                cache.range(0, len, dtype, dev).unwrap();
                 group.bench_function(BenchmarkId::new("generate", &case), |b| {
                     b.iter_custom(|n| timed(dev, n, || pe.range(0, len, dtype, dev).unwrap()))
                 });
@@ -105,7 +107,7 @@ fn table(c: &mut Criterion, dev: &Device) {
                 if dtype == DType::F32 {
                     group.bench_function(BenchmarkId::new("naive", &case), |b| {
                         b.iter_custom(|n| {
-                            timed(dev, n, || naive_f32_table(pe.plan(), 0, len, dev).unwrap())
+                            timed(dev, n, || naive_f32_table(&pe, 0, len, dev).unwrap())
                         })
                     });
                 }
@@ -136,7 +138,7 @@ fn decode(c: &mut Criterion, dev: &Device) {
                 b.iter_custom(|n| timed(dev, n, || pe.range(offset, 1, DType::F32, dev).unwrap()))
             });
             if (offset + 1) * d * 4 <= MAX_CACHE_BYTES {
-                cache.table(offset + 1, DType::F32, dev).unwrap();
+                cache.range(0, offset + 1, DType::F32, dev).unwrap();
                 group.bench_function(BenchmarkId::new("cached_view", &case), |b| {
                     b.iter_custom(|n| {
                         timed(dev, n, || cache.range(offset, 1, DType::F32, dev).unwrap())
@@ -258,7 +260,7 @@ fn rope(c: &mut Criterion, dev: &Device) {
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
     let config = RopeConfig::new(head_dim, 500_000.0);
-    let rope = Rope::new(config).unwrap();
+    let rope = Rope::new(config.clone()).unwrap();
     let cache = RopeCache::new(rope.clone());
     for &len in lens {
         group.throughput(Throughput::Bytes((2 * len * head_dim / 2 * 4) as u64));

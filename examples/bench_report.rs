@@ -12,7 +12,10 @@ use std::time::Instant;
 
 use anyhow::{bail, Result};
 use candle_core::{DType, Device, Module, Tensor};
-use candle_pe::baseline::naive_f32_table;
+#[path = "../benches/baseline/mod.rs"]
+mod baseline;
+
+use baseline::naive_f32_table;
 use candle_pe::core::{PeCache, PeSpec, Rope, RopeCache, RopeConfig, SinusoidalEncoding};
 use candle_pe::nn::{EmbeddingScale, SinusoidalEmbedding, SinusoidalEmbeddingConfig};
 
@@ -43,7 +46,7 @@ fn median_ms<T>(runs: usize, mut f: impl FnMut() -> Result<T>) -> Result<f64> {
 /// multiply-add, written here independently of the library.
 fn exact_rows(spec: &PeSpec, first: usize, rows: usize) -> Result<Tensor> {
     let pe = SinusoidalEncoding::new(*spec)?;
-    let freqs: Vec<f64> = pe.plan().frequencies().iter().map(|w| w.value()).collect();
+    let freqs = pe.frequencies();
     let h = freqs.len();
     let mut out = Vec::with_capacity(rows * spec.width);
     for p in first..first + rows {
@@ -97,7 +100,7 @@ fn main() -> Result<()> {
     let generate_ms = median_ms(9, || Ok(pe.range(0, LEN, DType::F32, &dev)?))?;
     let source = pe.range(0, LEN, DType::F32, &dev)?;
     let copy_ms = median_ms(9, || Ok(source.copy()?))?;
-    let naive_ms = median_ms(3, || Ok(naive_f32_table(pe.plan(), 0, LEN, &dev)?))?;
+    let naive_ms = median_ms(3, || Ok(naive_f32_table(&pe, 0, LEN, &dev)?))?;
 
     // Embedding block: batch 8 x seq 4096, d 1024, vocab 32000.
     let weights = Tensor::randn(0f32, 1.0, (VOCAB, WIDTH), &dev)?;
@@ -144,7 +147,7 @@ fn main() -> Result<()> {
     let rows = 256;
     let exact = exact_rows(&spec, DECODE_AT + 1 - rows, rows)?;
     let ours = pe.range(DECODE_AT + 1 - rows, rows, DType::F32, &dev)?;
-    let naive = naive_f32_table(pe.plan(), DECODE_AT + 1 - rows, rows, &dev)?;
+    let naive = naive_f32_table(&pe, DECODE_AT + 1 - rows, rows, &dev)?;
     let max_abs_err_generate = max_abs_diff(&ours, &exact)?;
     let max_abs_err_naive = max_abs_diff(&naive, &exact)?;
 

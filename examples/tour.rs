@@ -9,7 +9,10 @@ use std::time::Instant;
 
 use anyhow::Result;
 use candle_core::{DType, Device, Tensor};
-use candle_pe::baseline::{naive_f32_table, naive_llama_rope};
+#[path = "../benches/baseline/mod.rs"]
+mod baseline;
+
+use baseline::{naive_f32_table, naive_llama_rope};
 use candle_pe::core::{PeSpec, Preset, Rope, RopeConfig, SinusoidalEncoding};
 
 fn max_abs_diff(a: &Tensor, b: &Tensor) -> Result<f64> {
@@ -33,7 +36,7 @@ fn main() -> Result<()> {
             .map(|v| format!("{v:.4}"))
             .collect();
         println!(
-            "| {preset} | {:?} | {:?} | {:?} | {} | {} |",
+            "| {preset} | {} | {} | {} | {} | {} |",
             spec.frequencies,
             spec.layout,
             spec.odd_width,
@@ -52,7 +55,7 @@ fn main() -> Result<()> {
     for offset in [0usize, 65_535, 1_000_000, 16_777_216, (1 << 31) - rows] {
         let exact = pe.range(offset, rows, DType::F64, &dev)?;
         let ours = pe.range(offset, rows, DType::F32, &dev)?;
-        let naive = naive_f32_table(pe.plan(), offset, rows, &dev)?;
+        let naive = naive_f32_table(&pe, offset, rows, &dev)?;
         println!(
             "| {offset} | {:.1e} | {:.1e} |",
             max_abs_diff(&ours, &exact)?,
@@ -79,7 +82,7 @@ fn main() -> Result<()> {
     let table = pe.range(0, len, DType::F32, &dev)?;
     let ours = start.elapsed();
     let start = Instant::now();
-    let naive = naive_f32_table(pe.plan(), 0, len, &dev)?;
+    let naive = naive_f32_table(&pe, 0, len, &dev)?;
     let baseline = start.elapsed();
     println!(
         "candle-pe: {:.1} ms, naive candle ops: {:.1} ms",

@@ -1,10 +1,10 @@
-//! candle-pe: exact sinusoidal positional encodings for candle, in every framework's convention.
+//! candle-pe: exact positional encodings for candle, in every framework's convention.
 //!
-//! This crate re-exports the workspace's crates under one name and holds the baseline the
-//! benchmarks and examples compare against:
-//! - [`core`] (`pe-core`): specs, presets, table generation on any device, and the cache;
-//! - [`nn`] (`pe-nn`): the token embedding + scale + positional encoding block for candle-nn;
-//! - [`baseline`]: the inexact f32 construction that candle-transformers uses today.
+//! This crate re-exports the workspace's library crates under one name:
+//! - [`core`] (`candle-pe-core`): specs, presets, rotary configs, exact table generation on any
+//!   device, and the caches;
+//! - [`nn`] (`candle-pe-nn`): the embedding block and the rotary embedding for candle-nn
+//!   pipelines.
 //!
 //! ```
 //! use candle_pe::core::{PeSpec, SinusoidalEncoding};
@@ -16,8 +16,6 @@
 //! ```
 
 #![warn(missing_docs)]
-
-pub mod baseline;
 
 pub use pe_core as core;
 pub use pe_nn as nn;

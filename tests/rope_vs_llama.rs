@@ -3,7 +3,10 @@
 //! position 131,072 next to ours.
 
 use candle_core::{DType, Device, Tensor};
-use candle_pe::baseline::naive_llama_rope;
+#[path = "../benches/baseline/mod.rs"]
+mod baseline;
+
+use baseline::naive_llama_rope;
 use candle_pe::core::{Rope, RopeConfig};
 
 /// Largest difference to the exact rows `from .. from + rows` (f64 tables of the same rope).

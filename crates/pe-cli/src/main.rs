@@ -7,8 +7,8 @@
 //! pe table --preset whisper --dim 384 --len 1500 --dtype f16 --out whisper.npy
 //! pe table --preset stable-diffusion --dim 320 --timesteps 0.5,999 --out t.safetensors
 //! pe plot --preset fairseq --dim 128 --len 256 --kind heatmap --out heatmap.png
-//! pe rope --head-dim 128 --base 500000 --len 4096 --scaling llama3 --factor 8 \
-//!     --low-freq-factor 1 --high-freq-factor 4 --original-max-positions 8192 --out rope.safetensors
+//! pe rope --head-dim 128 --rope-theta 500000 --len 4096 --out rope.safetensors \
+//!     llama3 --factor 8 --low-freq-factor 1 --high-freq-factor 4 --original-max-position-embeddings 8192
 //! ```
 //!
 //! Every failure prints one line naming the problem to stderr and exits non-zero (2 for a bad
@@ -228,12 +228,7 @@ fn main() -> ExitCode {
             // The whole chain on one line: "what we tried: why it failed".
             let message = format!("{err:#}").replace('\n', " ");
             eprintln!("pe: error: {message}");
-            // A missing or unused flag is a command-line error, like clap's.
-            if err.is::<rope::UsageError>() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::from(1)
-            }
+            ExitCode::from(1)
         }
     }
 }

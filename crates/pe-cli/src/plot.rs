@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use candle_core::{DType, Device, Tensor};
 use clap::ValueEnum;
-use pe_core::{Columns, Layout, PeSpec, Preset, SinusoidalEncoding};
+use pe_core::{Column, PeSpec, Preset, SinusoidalEncoding};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -191,12 +191,12 @@ impl Plot<'_> {
 
     /// Up to six columns against the position, with a legend naming each one's wavelength.
     fn curves(&self, root: &Area<'_>) -> Result<()> {
-        let columns = *self.encoding.plan().columns();
-        let mut chosen = curve_columns(&columns);
+        let mut chosen = curve_columns(self.encoding);
+        let frequencies = self.encoding.frequencies();
         // Fastest first, so the slow curves are drawn on top and the legend reads in order.
-        let frequency = |col: &usize| match column_role(&columns, *col) {
-            Some((_, pair)) => self.encoding.plan().frequencies()[pair].value().abs(),
-            None => 0.0,
+        let frequency = |col: &usize| match self.encoding.column(*col) {
+            Some(Column::Sin(pair) | Column::Cos(pair)) => frequencies[pair].abs(),
+            _ => 0.0,
         };
         chosen.sort_by(|a, b| frequency(b).total_cmp(&frequency(a)));
         let legend_width = self.canvas.px(250.0);
@@ -231,21 +231,20 @@ impl Plot<'_> {
                 .enumerate()
                 .map(|(r, row)| (rows.value(r), row[col]));
             chart.draw_series(LineSeries::new(points, colour.stroke_width(2)))?;
-            entries.push((colour, self.column_label(&columns, col)));
+            entries.push((colour, self.column_label(col)));
         }
         self.legend(&legend, ys.start, &entries)
     }
 
     /// `dim 12: sin, wavelength 62.8`.
-    fn column_label(&self, columns: &Columns, col: usize) -> String {
-        match column_role(columns, col) {
-            Some((kind, pair)) => {
-                let w = self.encoding.plan().frequencies()[pair].value();
-                let wavelength = std::f64::consts::TAU / w.abs();
-                format!("dim {col}: {kind}, wavelength {}", short(wavelength))
-            }
-            None => format!("dim {col}: zero column"),
-        }
+    fn column_label(&self, col: usize) -> String {
+        let (kind, pair) = match self.encoding.column(col) {
+            Some(Column::Sin(pair)) => ("sin", pair),
+            Some(Column::Cos(pair)) => ("cos", pair),
+            _ => return format!("dim {col}: zero column"),
+        };
+        let wavelength = std::f64::consts::TAU / self.encoding.frequencies()[pair].abs();
+        format!("dim {col}: {kind}, wavelength {}", short(wavelength))
     }
 
     /// A legend in `area`, starting at the absolute pixel row `top`.
@@ -323,8 +322,10 @@ fn sample_indices(n: usize, max: usize) -> Vec<usize> {
 }
 
 /// Up to six columns spread from the highest to the lowest frequency, skipping a zero column.
-fn curve_columns(columns: &Columns) -> Vec<usize> {
-    let usable = columns.width - usize::from(columns.zero_last);
+fn curve_columns(encoding: &SinusoidalEncoding) -> Vec<usize> {
+    let width = encoding.width();
+    let zero_last = encoding.column(width - 1) == Some(Column::Zero);
+    let usable = width - usize::from(zero_last);
     let picks = usable.min(6);
     if picks <= 1 {
         return vec![0];
@@ -332,22 +333,6 @@ fn curve_columns(columns: &Columns) -> Vec<usize> {
     let mut chosen: Vec<usize> = (0..picks).map(|k| k * (usable - 1) / (picks - 1)).collect();
     chosen.dedup();
     chosen
-}
-
-/// Whether column `col` holds a `sin` or a `cos`, and of which frequency pair; `None` for the
-/// zero column of a zero-padded odd width.
-fn column_role(columns: &Columns, col: usize) -> Option<(&'static str, usize)> {
-    if columns.zero_last && col == columns.width - 1 {
-        return None;
-    }
-    Some(match columns.layout {
-        Layout::Interleaved if col % 2 == 1 => ("cos", col / 2),
-        Layout::Interleaved => ("sin", col / 2),
-        Layout::SinCos if col < columns.n_sin => ("sin", col),
-        Layout::SinCos => ("cos", col - columns.n_sin),
-        Layout::CosSin if col < columns.n_cos => ("cos", col),
-        Layout::CosSin => ("sin", col - columns.n_cos),
-    })
 }
 
 /// A positive number with about three significant digits.
@@ -364,20 +349,18 @@ fn short(x: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pe_core::Plan;
 
     #[test]
-    fn column_roles_follow_the_layout() {
-        let plan = Plan::new(&PeSpec::fairseq(7)).unwrap();
-        let cols = plan.columns();
-        assert_eq!(column_role(cols, 0), Some(("sin", 0)));
-        assert_eq!(column_role(cols, 3), Some(("cos", 0)));
-        assert_eq!(column_role(cols, 6), None);
-        assert_eq!(curve_columns(cols), vec![0, 1, 2, 3, 4, 5]);
-        let plan = Plan::new(&PeSpec::stable_diffusion(8)).unwrap();
-        assert_eq!(column_role(plan.columns(), 5), Some(("sin", 1)));
-        let plan = Plan::new(&PeSpec::vaswani(128)).unwrap();
-        assert_eq!(curve_columns(plan.columns()), vec![0, 25, 50, 76, 101, 127]);
+    fn curves_skip_the_zero_column() {
+        let encoding = |spec| SinusoidalEncoding::new(spec).unwrap();
+        assert_eq!(
+            curve_columns(&encoding(PeSpec::fairseq(7))),
+            vec![0, 1, 2, 3, 4, 5]
+        );
+        assert_eq!(
+            curve_columns(&encoding(PeSpec::vaswani(128))),
+            vec![0, 25, 50, 76, 101, 127]
+        );
     }
 
     #[test]

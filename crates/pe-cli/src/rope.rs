@@ -1,61 +1,52 @@
-//! `pe rope`: the rotary (RoPE) `cos` and `sin` tables of one head, for any of pe-core's
-//! frequency variants, written to a `.safetensors` file.
+//! `pe rope`: the rotary (RoPE) `cos` and `sin` tables of one head, for any of pe-core's rope
+//! types, written to a `.safetensors` file.
 //!
-//! Which flags a variant needs, and which it does not use, is checked here, so that a flag the
-//! chosen `--scaling` would silently ignore is an error naming it.
+//! The flags are the fields of pe-core's `RopeConfig` and rope types, in kebab case
+//! (`rope_theta` is `--rope-theta`, `original_max_position_embeddings` is
+//! `--original-max-position-embeddings`): the rope type is a subcommand after the common flags,
+//! and takes exactly its own parameters.
+//!
+//! ```text
+//! pe rope --head-dim 128 --rope-theta 500000 --len 8192 --out llama31.safetensors \
+//!     llama3 --factor 8 --low-freq-factor 1 --high-freq-factor 4 \
+//!     --original-max-position-embeddings 8192
+//! ```
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
-use clap::{Args, ValueEnum};
-use pe_core::{Rope, RopeConfig, RopeScaling, MAX_POSITION, MAX_WIDTH};
+use clap::Args;
+use pe_core::rope::{Rope, RopeConfig, RopeType, DEFAULT_ROPE_THETA};
+use pe_core::MAX_POSITION;
 
 use crate::device::{DeviceArg, DtypeArg};
 use crate::output;
 
-/// YaRN's `beta_fast` when `--beta-fast` is not given.
-const DEFAULT_BETA_FAST: f64 = 32.0;
-
-/// YaRN's `beta_slow` when `--beta-slow` is not given.
-const DEFAULT_BETA_SLOW: f64 = 1.0;
-
-/// A command line that parses but does not make sense (a missing or unused flag): `pe` exits
-/// with 2 for it, as for clap's own errors.
-#[derive(Debug)]
-pub struct UsageError(pub String);
-
-impl fmt::Display for UsageError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
-
 /// Arguments of `pe rope`.
 #[derive(Debug, Args)]
+#[command(
+    subcommand_value_name = "ROPE_TYPE",
+    subcommand_help_heading = "Rope types"
+)]
 pub struct RopeArgs {
     /// Width of each attention head (HF `head_dim`, or hidden_size / num_attention_heads).
     #[arg(long, value_name = "D", allow_negative_numbers = true)]
     pub head_dim: usize,
     /// Base of the frequencies (HF `rope_theta`).
-    #[arg(
-        long,
-        value_name = "B",
-        allow_negative_numbers = true,
-        default_value_t = 10000.0
-    )]
-    pub base: f64,
+    #[arg(long, value_name = "THETA", allow_hyphen_values = true, default_value_t = DEFAULT_ROPE_THETA)]
+    pub rope_theta: f64,
     /// Fraction of each head that is rotated (phi, GPT-NeoX); the tables have
     /// head_dim * P / 2 columns.
     #[arg(
         long,
         value_name = "P",
-        allow_negative_numbers = true,
+        allow_hyphen_values = true,
         default_value_t = 1.0
     )]
     pub partial_rotary_factor: f64,
+    /// The model's context length (HF `max_position_embeddings`); dynamic and yarn read it.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub max_position_embeddings: Option<usize>,
     /// Number of consecutive positions, starting at --offset.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub len: usize,
@@ -67,27 +58,6 @@ pub struct RopeArgs {
         default_value_t = 0
     )]
     pub offset: usize,
-    /// Frequency variant for long contexts (HF `rope_scaling.rope_type`).
-    #[arg(long, value_enum, default_value_t = ScalingArg::None)]
-    pub scaling: ScalingArg,
-    /// Scaling factor (linear, dynamic, llama3, yarn).
-    #[arg(long, value_name = "F", allow_negative_numbers = true)]
-    pub factor: Option<f64>,
-    /// Context length the model was trained on (dynamic, llama3, yarn).
-    #[arg(long, value_name = "M", allow_negative_numbers = true)]
-    pub original_max_positions: Option<usize>,
-    /// Wavelengths above M / X are divided by --factor (llama3).
-    #[arg(long, value_name = "X", allow_negative_numbers = true)]
-    pub low_freq_factor: Option<f64>,
-    /// Wavelengths below M / Y are kept (llama3).
-    #[arg(long, value_name = "Y", allow_negative_numbers = true)]
-    pub high_freq_factor: Option<f64>,
-    /// Rotations that end extrapolation (yarn; default 32).
-    #[arg(long, value_name = "A", allow_negative_numbers = true)]
-    pub beta_fast: Option<f64>,
-    /// Rotations that start interpolation (yarn; default 1).
-    #[arg(long, value_name = "B", allow_negative_numbers = true)]
-    pub beta_slow: Option<f64>,
     /// Element type of the tables.
     #[arg(long, value_enum, default_value_t = DtypeArg::F32)]
     pub dtype: DtypeArg,
@@ -97,149 +67,29 @@ pub struct RopeArgs {
     /// Output file (.safetensors, with two tensors named `cos` and `sin`).
     #[arg(long, value_name = "PATH")]
     pub out: PathBuf,
-}
-
-/// `--scaling` values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ScalingArg {
-    /// w_i = base^(-2i/rotary_dim).
-    None,
-    /// Positions divided by --factor (position interpolation).
-    Linear,
-    /// Dynamic NTK: past --original-max-positions the base grows with offset + len.
-    Dynamic,
-    /// Llama 3.1: long wavelengths divided by --factor, short ones kept, a blend between.
-    Llama3,
-    /// YaRN: interpolation and extrapolation blended between --beta-fast and --beta-slow
-    /// rotations; the tables include its attention factor.
-    Yarn,
-}
-
-impl ScalingArg {
-    /// The spelling `--scaling` accepts.
-    fn name(self) -> &'static str {
-        match self {
-            ScalingArg::None => "none",
-            ScalingArg::Linear => "linear",
-            ScalingArg::Dynamic => "dynamic",
-            ScalingArg::Llama3 => "llama3",
-            ScalingArg::Yarn => "yarn",
-        }
-    }
-
-    /// The variant flags this scaling uses, required ones first; `(flag, required)`.
-    fn flags(self) -> &'static [(&'static str, bool)] {
-        match self {
-            ScalingArg::None => &[],
-            ScalingArg::Linear => &[("--factor", true)],
-            ScalingArg::Dynamic => &[("--factor", true), ("--original-max-positions", true)],
-            ScalingArg::Llama3 => &[
-                ("--factor", true),
-                ("--low-freq-factor", true),
-                ("--high-freq-factor", true),
-                ("--original-max-positions", true),
-            ],
-            ScalingArg::Yarn => &[
-                ("--factor", true),
-                ("--original-max-positions", true),
-                ("--beta-fast", false),
-                ("--beta-slow", false),
-            ],
-        }
-    }
-
-    /// The scalings that use `flag`.
-    fn users_of(flag: &str) -> Vec<&'static str> {
-        ScalingArg::value_variants()
-            .iter()
-            .filter(|s| s.flags().iter().any(|(f, _)| *f == flag))
-            .map(|s| s.name())
-            .collect()
-    }
+    /// The rope type and its parameters (HF `rope_type`); `default` when omitted.
+    #[command(subcommand)]
+    pub rope_type: Option<RopeType>,
 }
 
 impl RopeArgs {
-    /// The variant flags that were given, by name.
-    fn given(&self) -> [(&'static str, bool); 6] {
-        [
-            ("--factor", self.factor.is_some()),
-            (
-                "--original-max-positions",
-                self.original_max_positions.is_some(),
-            ),
-            ("--low-freq-factor", self.low_freq_factor.is_some()),
-            ("--high-freq-factor", self.high_freq_factor.is_some()),
-            ("--beta-fast", self.beta_fast.is_some()),
-            ("--beta-slow", self.beta_slow.is_some()),
-        ]
-    }
-
-    /// The rotary config these flags describe (checked later, by pe-core); a [`UsageError`]
-    /// when `--scaling` misses a flag it needs or is given one it does not use.
-    pub fn config(&self) -> Result<RopeConfig> {
-        let scaling = self.scaling;
-        let uses = |flag: &str| scaling.flags().iter().any(|(f, _)| *f == flag);
-        for (flag, given) in self.given() {
-            if given && !uses(flag) {
-                bail!(UsageError(format!(
-                    "{flag} is not used by --scaling {}; it is only for --scaling {}",
-                    scaling.name(),
-                    ScalingArg::users_of(flag).join(" or ")
-                )));
-            }
+    /// The rotary config these flags describe (checked later, by pe-core).
+    pub fn config(&self) -> RopeConfig {
+        RopeConfig {
+            head_dim: self.head_dim,
+            rope_theta: self.rope_theta,
+            partial_rotary_factor: self.partial_rotary_factor,
+            max_position_embeddings: self.max_position_embeddings,
+            rope_type: self.rope_type.clone().unwrap_or_default(),
         }
-        let missing: Vec<&str> = scaling
-            .flags()
-            .iter()
-            .filter(|(flag, required)| {
-                *required && !self.given().iter().any(|(f, given)| f == flag && *given)
-            })
-            .map(|(flag, _)| *flag)
-            .collect();
-        if !missing.is_empty() {
-            bail!(UsageError(format!(
-                "--scaling {} needs {}",
-                scaling.name(),
-                missing.join(", ")
-            )));
-        }
-        // Every value below was just checked to be present.
-        let factor = self.factor.unwrap_or_default();
-        let original_max_positions = self.original_max_positions.unwrap_or_default();
-        let scaling = match scaling {
-            ScalingArg::None => RopeScaling::Default,
-            ScalingArg::Linear => RopeScaling::Linear { factor },
-            ScalingArg::Dynamic => RopeScaling::Dynamic {
-                factor,
-                original_max_positions,
-            },
-            ScalingArg::Llama3 => RopeScaling::Llama3 {
-                factor,
-                low_freq_factor: self.low_freq_factor.unwrap_or_default(),
-                high_freq_factor: self.high_freq_factor.unwrap_or_default(),
-                original_max_positions,
-            },
-            ScalingArg::Yarn => RopeScaling::Yarn {
-                factor,
-                original_max_positions,
-                beta_fast: self.beta_fast.unwrap_or(DEFAULT_BETA_FAST),
-                beta_slow: self.beta_slow.unwrap_or(DEFAULT_BETA_SLOW),
-                attention_factor: None,
-                mscale: None,
-                mscale_all_dim: None,
-            },
-        };
-        let mut config = RopeConfig::new(self.head_dim, self.base).with_scaling(scaling);
-        config.partial_rotary_factor = self.partial_rotary_factor;
-        Ok(config)
     }
 }
 
 /// Builds the tables `args` describe and writes them to `args.out`.
 pub fn write(args: &RopeArgs) -> Result<()> {
-    let config = args.config()?;
+    let config = args.config();
     check_extension(&args.out)?;
-    let rope = rope(config)?;
+    let rope = Rope::new(config.clone()).map_err(with_flags)?;
     let end = args.offset as u128 + args.len as u128;
     if end > MAX_POSITION as u128 {
         bail!(
@@ -252,9 +102,11 @@ pub fn write(args: &RopeArgs) -> Result<()> {
         );
     }
     let device = args.device.open()?;
-    let (cos, sin) = rope.tables(args.offset, args.len, args.dtype.into(), &device)?;
+    let (cos, sin) = rope
+        .tables(args.offset, args.len, args.dtype.into(), &device)
+        .map_err(with_flags)?;
     let metadata = [
-        ("config", describe(&config)),
+        ("config", serde_json::to_string(&config)?),
         ("positions", format!("range {}..{end}", args.offset)),
         ("attention_scaling", rope.attention_scaling().to_string()),
     ];
@@ -277,111 +129,99 @@ fn check_extension(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Checks `config` with pe-core, naming the flag at fault.
-fn rope(config: RopeConfig) -> Result<Rope> {
-    // pe-core computes the frequencies before it can refuse a huge width.
-    if config.head_dim > MAX_WIDTH {
-        bail!(
-            "--head-dim must be at most {MAX_WIDTH}, got {}",
-            config.head_dim
-        );
-    }
-    Rope::new(config).map_err(|err| {
-        let flag = match &err {
-            pe_core::Error::InvalidParameter { name, .. } => flag_of(name),
-            pe_core::Error::InvalidWidth { .. } => Some("--head-dim"),
-            _ => None,
-        };
-        match flag {
-            Some(flag) => anyhow::anyhow!("{flag}: {err}"),
-            None => err.into(),
-        }
-    })
-}
-
-/// The flag that sets pe-core's parameter `name`.
-fn flag_of(name: &str) -> Option<&'static str> {
-    Some(match name {
-        "rope_theta" => "--base",
-        "partial_rotary_factor" => "--partial-rotary-factor",
-        "rope_scaling.factor" => "--factor",
-        "rope_scaling.low_freq_factor" => "--low-freq-factor",
-        "rope_scaling.high_freq_factor" => "--high-freq-factor",
-        "rope_scaling.beta_fast" => "--beta-fast",
-        "rope_scaling.beta_slow" => "--beta-slow",
-        "original_max_position_embeddings" => "--original-max-positions",
-        n if n.starts_with("rotary dim") => "--head-dim / --partial-rotary-factor",
-        _ => return None,
-    })
-}
-
-/// `config` as the `pe rope` flags that give it back, e.g.
-/// `--head-dim 128 --base 500000 --partial-rotary-factor 1 --scaling linear --factor 4`.
-pub fn describe(config: &RopeConfig) -> String {
-    let mut text = format!(
-        "--head-dim {} --base {} --partial-rotary-factor {}",
-        config.head_dim, config.base, config.partial_rotary_factor
-    );
-    let rest = match config.scaling {
-        RopeScaling::Default => "--scaling none".to_string(),
-        RopeScaling::Linear { factor } => format!("--scaling linear --factor {factor}"),
-        RopeScaling::Dynamic {
-            factor,
-            original_max_positions,
-        } => format!(
-            "--scaling dynamic --factor {factor} --original-max-positions {original_max_positions}"
-        ),
-        RopeScaling::Llama3 {
-            factor,
-            low_freq_factor,
-            high_freq_factor,
-            original_max_positions,
-        } => format!(
-            "--scaling llama3 --factor {factor} --low-freq-factor {low_freq_factor} \
-             --high-freq-factor {high_freq_factor} --original-max-positions {original_max_positions}"
-        ),
-        RopeScaling::Yarn {
-            factor,
-            original_max_positions,
-            beta_fast,
-            beta_slow,
-            ..
-        } => format!(
-            "--scaling yarn --factor {factor} --original-max-positions {original_max_positions} \
-             --beta-fast {beta_fast} --beta-slow {beta_slow}"
-        ),
+/// pe-core's error with the flags of the config fields it names: a field `x_y` is the flag
+/// `--x-y`.
+fn with_flags(err: pe_core::Error) -> anyhow::Error {
+    let name = match &err {
+        pe_core::Error::InvalidParameter { name, .. } => *name,
+        pe_core::Error::MissingParameter { name, .. } => *name,
+        pe_core::Error::InvalidWidth { .. } => "head_dim",
+        pe_core::Error::FrequencyOutOfRange { .. } => "rope_theta",
+        pe_core::Error::TooLarge { .. } => "len",
+        _ => return err.into(),
     };
-    text.push(' ');
-    text.push_str(&rest);
-    text
+    // A name that is one field is its flag; a formula names the fields in it.
+    let is_field = |w: &str| {
+        !w.is_empty()
+            && w.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    };
+    let flag = |w: &str| format!("--{}", w.replace('_', "-"));
+    let flags: Vec<String> = if is_field(name) {
+        vec![flag(name)]
+    } else {
+        let words = name.split_whitespace();
+        words
+            .filter(|w| is_field(w) && w.contains('_'))
+            .map(flag)
+            .collect()
+    };
+    if flags.is_empty() {
+        err.into()
+    } else {
+        anyhow::anyhow!("{}: {err}", flags.join(" / "))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        rope: RopeArgs,
+    }
+
+    fn config(args: &[&str]) -> RopeConfig {
+        let base = [
+            "pe",
+            "--head-dim",
+            "8",
+            "--len",
+            "1",
+            "--out",
+            "r.safetensors",
+        ];
+        let argv: Vec<&str> = base.iter().chain(args).copied().collect();
+        Cli::try_parse_from(argv).unwrap().rope.config()
+    }
 
     #[test]
-    fn every_variant_flag_is_used_by_some_scaling() {
-        let args = RopeArgs {
-            head_dim: 8,
-            base: 10000.0,
-            partial_rotary_factor: 1.0,
-            len: 1,
-            offset: 0,
-            scaling: ScalingArg::None,
-            factor: None,
-            original_max_positions: None,
-            low_freq_factor: None,
-            high_freq_factor: None,
-            beta_fast: None,
-            beta_slow: None,
-            dtype: DtypeArg::F32,
-            device: DeviceArg::Cpu,
-            out: PathBuf::from("r.safetensors"),
+    fn flags_are_the_config_fields() {
+        assert_eq!(config(&[]), RopeConfig::new(8, 10000.0));
+        let yarn = config(&[
+            "yarn",
+            "--factor",
+            "4",
+            "--original-max-position-embeddings",
+            "32",
+        ]);
+        let RopeType::Yarn(params) = yarn.rope_type else {
+            panic!("{yarn:?}")
         };
-        for (flag, _) in args.given() {
-            assert!(!ScalingArg::users_of(flag).is_empty(), "{flag}");
-        }
-        assert_eq!(args.config().unwrap(), RopeConfig::new(8, 10000.0));
+        assert_eq!(
+            (params.factor, params.beta_fast, params.beta_slow),
+            (4.0, 32.0, 1.0)
+        );
+        assert_eq!(params.original_max_position_embeddings, Some(32));
+    }
+
+    #[test]
+    fn errors_name_the_flags() {
+        let err = |e| with_flags(e).to_string();
+        let invalid = |name| pe_core::Error::InvalidParameter {
+            name,
+            expected: "finite and > 0",
+            value: -1.0,
+        };
+        assert!(err(invalid("factor")).starts_with("--factor: "));
+        assert!(err(invalid("low_freq_factor")).starts_with("--low-freq-factor: "));
+        let dim = err(invalid("head_dim * partial_rotary_factor (the rotary dim)"));
+        assert!(
+            dim.starts_with("--head-dim / --partial-rotary-factor: "),
+            "{dim}"
+        );
     }
 }

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use anyhow::Result;
 use candle_core::DType;
 use indicatif::{ProgressBar, ProgressStyle};
-use pe_core::cpu::ANCHOR_SPAN;
 use pe_core::{PeSpec, Preset};
 
 use crate::device::DeviceArg;
@@ -83,16 +82,11 @@ pub fn write(request: &TableRequest) -> Result<()> {
     writer.finish()
 }
 
-/// Rows per chunk: about [`CHUNK_BYTES`], a multiple of pe-core's anchor span when a row is
-/// small, so that chunked tables are identical to tables built at once.
+/// Rows per chunk: about [`CHUNK_BYTES`]. (A row's values depend only on its position, so a
+/// chunked table is the table built at once.)
 fn chunk_rows(width: usize, dtype: DType) -> usize {
     let row_bytes = (width * dtype.size_in_bytes()).max(1);
-    let rows = (CHUNK_BYTES / row_bytes).max(1);
-    if rows >= ANCHOR_SPAN {
-        rows / ANCHOR_SPAN * ANCHOR_SPAN
-    } else {
-        rows
-    }
+    (CHUNK_BYTES / row_bytes).max(1)
 }
 
 /// A progress bar on stderr (drawn only when stderr is a terminal).
@@ -127,10 +121,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn chunks_are_whole_anchor_spans() {
+    fn chunks_hold_about_32_mib() {
         let rows = chunk_rows(512, DType::F32);
-        assert_eq!(rows % ANCHOR_SPAN, 0);
-        assert!(rows * 512 * 4 <= CHUNK_BYTES);
+        assert_eq!(rows * 512 * 4, CHUNK_BYTES);
         assert_eq!(chunk_rows(1 << 24, DType::F64), 1);
     }
 }

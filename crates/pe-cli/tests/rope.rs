@@ -7,7 +7,7 @@ use std::path::Path;
 
 use candle_core::{DType, Device};
 use common::{assert_same, files_in, pe, pe_err, pe_ok, s};
-use pe_core::{Rope, RopeConfig, RopeScaling};
+use pe_core::rope::{Dynamic, Linear, Llama3, Rope, RopeConfig, RopeType, Yarn};
 
 /// The JSON header of the safetensors file `path`.
 fn header(path: &Path) -> serde_json::Value {
@@ -16,37 +16,47 @@ fn header(path: &Path) -> serde_json::Value {
     serde_json::from_slice(&bytes[8..8 + len]).unwrap()
 }
 
-/// Each variant: its flags and the config they stand for.
+/// Each rope type: its flags (common ones, then the type and its own) and the config they
+/// stand for.
 fn variants() -> Vec<(&'static str, Vec<&'static str>, RopeConfig)> {
-    let llama = RopeConfig::new(64, 500000.0);
+    let plain = RopeConfig::new(64, 10000.0);
+    let yarn = |factor, beta_fast, beta_slow| {
+        RopeType::Yarn(Yarn {
+            beta_fast,
+            beta_slow,
+            ..Yarn::new(factor, 4096)
+        })
+    };
     vec![
-        ("none", vec![], RopeConfig::new(64, 10000.0)),
+        ("default", vec![], plain.clone()),
         (
             "linear",
-            vec!["--scaling", "linear", "--factor", "4"],
-            RopeConfig::new(64, 10000.0).with_scaling(RopeScaling::Linear { factor: 4.0 }),
+            vec!["linear", "--factor", "4"],
+            plain
+                .clone()
+                .with_rope_type(RopeType::Linear(Linear { factor: 4.0 })),
         ),
         (
             "dynamic",
             vec![
-                "--scaling",
+                "--max-position-embeddings",
+                "2048",
                 "dynamic",
                 "--factor",
                 "2",
-                "--original-max-positions",
-                "2048",
             ],
-            RopeConfig::new(64, 10000.0).with_scaling(RopeScaling::Dynamic {
-                factor: 2.0,
-                original_max_positions: 2048,
-            }),
+            RopeConfig {
+                max_position_embeddings: Some(2048),
+                ..plain
+                    .clone()
+                    .with_rope_type(RopeType::Dynamic(Dynamic { factor: 2.0 }))
+            },
         ),
         (
             "llama3",
             vec![
-                "--base",
+                "--rope-theta",
                 "500000",
-                "--scaling",
                 "llama3",
                 "--factor",
                 "8",
@@ -54,63 +64,45 @@ fn variants() -> Vec<(&'static str, Vec<&'static str>, RopeConfig)> {
                 "1",
                 "--high-freq-factor",
                 "4",
-                "--original-max-positions",
+                "--original-max-position-embeddings",
                 "8192",
             ],
-            llama.with_scaling(RopeScaling::Llama3 {
+            RopeConfig::new(64, 500000.0).with_rope_type(RopeType::Llama3(Llama3 {
                 factor: 8.0,
                 low_freq_factor: 1.0,
                 high_freq_factor: 4.0,
-                original_max_positions: 8192,
-            }),
+                original_max_position_embeddings: 8192,
+            })),
         ),
         (
             "yarn",
             vec![
-                "--scaling",
                 "yarn",
                 "--factor",
                 "4",
-                "--original-max-positions",
+                "--original-max-position-embeddings",
                 "4096",
             ],
-            RopeConfig::new(64, 10000.0).with_scaling(RopeScaling::Yarn {
-                factor: 4.0,
-                original_max_positions: 4096,
-                beta_fast: 32.0,
-                beta_slow: 1.0,
-                attention_factor: None,
-                mscale: None,
-                mscale_all_dim: None,
-            }),
+            plain.clone().with_rope_type(yarn(4.0, 32.0, 1.0)),
         ),
         (
             "yarn-betas",
             vec![
-                "--scaling",
+                "--partial-rotary-factor",
+                "0.5",
                 "yarn",
                 "--factor",
                 "16",
-                "--original-max-positions",
+                "--original-max-position-embeddings",
                 "4096",
                 "--beta-fast",
                 "24",
                 "--beta-slow",
                 "2",
-                "--partial-rotary-factor",
-                "0.5",
             ],
             RopeConfig {
                 partial_rotary_factor: 0.5,
-                ..RopeConfig::new(64, 10000.0).with_scaling(RopeScaling::Yarn {
-                    factor: 16.0,
-                    original_max_positions: 4096,
-                    beta_fast: 24.0,
-                    beta_slow: 2.0,
-                    attention_factor: None,
-                    mscale: None,
-                    mscale_all_dim: None,
-                })
+                ..plain.with_rope_type(yarn(16.0, 24.0, 2.0))
             },
         ),
     ]
@@ -122,14 +114,20 @@ fn every_scaling_writes_exactly_the_rope_tables() {
     // Past original_max_positions, so that dynamic NTK grows its base.
     let (offset, len) = (3000usize, 40usize);
     for (name, flags, config) in variants() {
-        let rope = Rope::new(config).unwrap();
+        let rope = Rope::new(config.clone()).unwrap();
         for (dtype, dtype_name) in [(DType::F32, "f32"), (DType::BF16, "bf16")] {
             let out = dir.path().join(format!("{name}-{dtype_name}.safetensors"));
             let (offset_s, len_s) = (offset.to_string(), len.to_string());
             let mut args = vec!["rope", "--head-dim", "64", "--len", &len_s];
-            args.extend(["--offset", &offset_s, "--dtype", dtype_name]);
+            args.extend([
+                "--offset",
+                &offset_s,
+                "--dtype",
+                dtype_name,
+                "--out",
+                s(&out),
+            ]);
             args.extend(flags.iter().copied());
-            args.extend(["--out", s(&out)]);
             pe_ok(&args);
             let tensors = candle_core::safetensors::load(&out, &Device::Cpu).unwrap();
             assert_eq!(tensors.len(), 2, "{name}");
@@ -139,12 +137,9 @@ fn every_scaling_writes_exactly_the_rope_tables() {
             assert_same(&tensors["sin"], &sin, &format!("{name} {dtype_name} sin"));
 
             let meta = &header(&out)["__metadata__"];
-            let scaling = if name == "yarn-betas" { "yarn" } else { name };
-            let config_line = meta["config"].as_str().unwrap();
-            assert!(
-                config_line.contains(&format!("--scaling {scaling}")),
-                "{config_line}"
-            );
+            let recorded: RopeConfig =
+                serde_json::from_str(meta["config"].as_str().unwrap()).unwrap();
+            assert_eq!(recorded, config, "{name}");
             assert_eq!(meta["positions"], "range 3000..3040");
             let attention: f64 = meta["attention_scaling"].as_str().unwrap().parse().unwrap();
             assert_eq!(attention, rope.attention_scaling(), "{name}");
@@ -173,41 +168,7 @@ fn f16_and_f64_and_defaults_match_too() {
         let (cos, sin) = rope.tables(0, 17, dtype, &Device::Cpu).unwrap();
         assert_same(&tensors["cos"], &cos, name);
         assert_same(&tensors["sin"], &sin, name);
-        let meta = &header(&out)["__metadata__"];
-        assert_eq!(
-            meta["config"],
-            "--head-dim 128 --base 10000 --partial-rotary-factor 1 --scaling none"
-        );
     }
-    // The recorded yarn config is one that gives the same tables back.
-    let first = dir.path().join("first.safetensors");
-    pe_ok(&[
-        "rope",
-        "--head-dim",
-        "32",
-        "--len",
-        "8",
-        "--scaling",
-        "yarn",
-        "--factor",
-        "2",
-        "--original-max-positions",
-        "64",
-        "--out",
-        s(&first),
-    ]);
-    let config = header(&first)["__metadata__"]["config"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let again = dir.path().join("again.safetensors");
-    let mut args = vec!["rope", "--len", "8", "--out", s(&again)];
-    args.extend(config.split(' '));
-    pe_ok(&args);
-    assert_eq!(
-        std::fs::read(&first).unwrap(),
-        std::fs::read(&again).unwrap()
-    );
 }
 
 #[test]
@@ -238,39 +199,19 @@ fn rope_fails(extra: &[&str], code: i32, expected: &[&str]) {
 
 #[test]
 fn missing_and_unused_flags_are_named() {
+    rope_fails(&["linear"], 2, &["--factor"]);
     rope_fails(
-        &["--scaling", "linear"],
-        2,
-        &["--scaling linear needs --factor"],
-    );
-    rope_fails(
-        &["--scaling", "llama3", "--factor", "8"],
+        &["llama3", "--factor", "8"],
         2,
         &[
-            "--scaling llama3 needs",
             "--low-freq-factor",
             "--high-freq-factor",
-            "--original-max-positions",
+            "--original-max-position-embeddings",
         ],
     );
-    rope_fails(
-        &["--scaling", "dynamic", "--factor", "2"],
-        2,
-        &["--original-max-positions"],
-    );
-    rope_fails(
-        &["--scaling", "yarn", "--factor", "2"],
-        2,
-        &["--original-max-positions"],
-    );
-    rope_fails(
-        &["--factor", "2"],
-        2,
-        &["--factor is not used by --scaling none"],
-    );
+    rope_fails(&["--factor", "2"], 2, &["--factor"]);
     rope_fails(
         &[
-            "--scaling",
             "llama3",
             "--factor",
             "8",
@@ -278,49 +219,34 @@ fn missing_and_unused_flags_are_named() {
             "1",
             "--high-freq-factor",
             "4",
-            "--original-max-positions",
+            "--original-max-position-embeddings",
             "8192",
             "--beta-fast",
             "32",
         ],
         2,
-        &["--beta-fast is not used by --scaling llama3", "yarn"],
+        &["--beta-fast"],
     );
     rope_fails(
-        &[
-            "--scaling",
-            "linear",
-            "--factor",
-            "2",
-            "--original-max-positions",
-            "10",
-        ],
+        &["linear", "--factor", "2", "--beta-slow", "1"],
         2,
-        &["--original-max-positions is not used by --scaling linear"],
+        &["--beta-slow"],
     );
-    rope_fails(
-        &[
-            "--scaling",
-            "yarn",
-            "--factor",
-            "2",
-            "--original-max-positions",
-            "10",
-            "--low-freq-factor",
-            "1",
-        ],
-        2,
-        &["--low-freq-factor is not used by --scaling yarn"],
-    );
-    rope_fails(&["--scaling", "ntk"], 2, &["ntk", "--scaling"]);
+    rope_fails(&["ntk"], 2, &["ntk"]);
     rope_fails(&["--offset", "-1"], 2, &["--offset"]);
     rope_fails(&["--dtype", "u8"], 2, &["--dtype"]);
 }
 
 #[test]
 fn invalid_parameters_are_named_by_their_flag() {
-    rope_fails(&["--base", "0"], 1, &["--base", "rope_theta", "got 0"]);
-    rope_fails(&["--base", "NaN"], 1, &["--base"]);
+    rope_fails(&["--rope-theta", "0"], 1, &["--rope-theta", "got 0"]);
+    rope_fails(&["--rope-theta", "NaN"], 1, &["--rope-theta"]);
+    rope_fails(
+        &["--rope-theta", "-1e-3"],
+        1,
+        &["--rope-theta", "got -0.001"],
+    );
+    rope_fails(&["--rope-theta", "-inf"], 1, &["--rope-theta", "got -inf"]);
     rope_fails(
         &["--partial-rotary-factor", "1.5"],
         1,
@@ -331,14 +257,9 @@ fn invalid_parameters_are_named_by_their_flag() {
         1,
         &["--head-dim", "--partial-rotary-factor", "even"],
     );
-    rope_fails(
-        &["--scaling", "linear", "--factor", "-2"],
-        1,
-        &["--factor", "got -2"],
-    );
+    rope_fails(&["linear", "--factor", "-2"], 1, &["--factor", "got -2"]);
     rope_fails(
         &[
-            "--scaling",
             "llama3",
             "--factor",
             "8",
@@ -346,7 +267,7 @@ fn invalid_parameters_are_named_by_their_flag() {
             "4",
             "--high-freq-factor",
             "1",
-            "--original-max-positions",
+            "--original-max-position-embeddings",
             "8192",
         ],
         1,
@@ -354,23 +275,31 @@ fn invalid_parameters_are_named_by_their_flag() {
     );
     rope_fails(
         &[
-            "--scaling",
             "yarn",
             "--factor",
             "4",
-            "--original-max-positions",
+            "--original-max-position-embeddings",
             "0",
         ],
         1,
-        &["--original-max-positions", ">= 1"],
+        &["--original-max-position-embeddings", ">= 1"],
+    );
+    rope_fails(
+        &["yarn", "--factor", "4"],
+        1,
+        &["--max-position-embeddings", "missing"],
+    );
+    rope_fails(
+        &["dynamic", "--factor", "2"],
+        1,
+        &["--max-position-embeddings", "missing"],
     );
     rope_fails(
         &[
-            "--scaling",
             "yarn",
             "--factor",
             "4",
-            "--original-max-positions",
+            "--original-max-position-embeddings",
             "4096",
             "--beta-fast",
             "1",
@@ -380,11 +309,10 @@ fn invalid_parameters_are_named_by_their_flag() {
     );
     rope_fails(
         &[
-            "--scaling",
             "yarn",
             "--factor",
             "4",
-            "--original-max-positions",
+            "--original-max-position-embeddings",
             "4096",
             "--beta-slow",
             "-1",
@@ -403,7 +331,7 @@ fn invalid_parameters_are_named_by_their_flag() {
 #[test]
 fn bad_heads_and_outputs_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    for (head, expected) in [("63", "even"), ("0", "even"), ("99999999999", "at most")] {
+    for (head, expected) in [("63", "even"), ("0", "even"), ("99999999999", "16777216")] {
         let out = dir.path().join("r.safetensors");
         pe_err(
             &["rope", "--head-dim", head, "--len", "4", "--out", s(&out)],
@@ -443,22 +371,32 @@ fn rope_has_help_listing_its_flags() {
     let help = String::from_utf8(pe_ok(&["rope", "--help"]).stdout).unwrap();
     for flag in [
         "--head-dim",
-        "--base",
+        "--rope-theta",
+        "--max-position-embeddings",
         "--len",
         "--offset",
-        "--scaling",
-        "--factor",
-        "--original-max-positions",
-        "--low-freq-factor",
-        "--high-freq-factor",
-        "--beta-fast",
-        "--beta-slow",
         "--partial-rotary-factor",
         "--dtype",
         "--device",
         "--out",
+        "linear",
+        "dynamic",
+        "llama3",
+        "yarn",
     ] {
         assert!(help.contains(flag), "{flag} missing from rope --help");
+    }
+    let yarn = String::from_utf8(pe_ok(&["rope", "yarn", "--help"]).stdout).unwrap();
+    for flag in [
+        "--factor",
+        "--original-max-position-embeddings",
+        "--beta-fast",
+        "--beta-slow",
+        "--attention-factor",
+        "--mscale",
+        "--mscale-all-dim",
+    ] {
+        assert!(yarn.contains(flag), "{flag} missing from rope yarn --help");
     }
     let top = String::from_utf8(pe_ok(&["--help"]).stdout).unwrap();
     assert!(top.contains("rope"), "{top}");

@@ -1,9 +1,13 @@
 //! [`PeCache`]: one growing table per (device, dtype), shared across layers and threads.
 //!
-//! The cache keeps rows `0 .. n` of the table. A request past `n` computes only the missing rows
-//! (at least half the current size more, so growth is amortised) and appends them; rows already
-//! there are never recomputed. Ranges are served as zero-copy `narrow` views of the table, ids
-//! by `index_select`. Clones share the same tables.
+//! The cache keeps rows `0 .. n` of the table, up to a row limit (default
+//! [`DEFAULT_CACHE_ROWS`]). A request past `n` computes only the missing rows (at least half the
+//! current size more, so growth is amortised) and appends them; rows already there are never
+//! recomputed. Ranges are served as zero-copy `narrow` views of the table, ids by
+//! `index_select`. A request that reaches past the limit is generated instead, so that a decoder
+//! at position 10^9 does not hold 10^9 rows. Since every row's bits depend only on its position,
+//! a cached row, a generated row and a row of a fresh table are the same. Clones share the
+//! tables.
 //!
 //! ```
 //! use candle_core::{DType, Device, Tensor};
@@ -23,76 +27,113 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use candle_core::{DType, Device, DeviceLocation, Tensor};
 
-use crate::{positions, Error, Result, SinusoidalEncoding, MAX_POSITION};
+use crate::{positions, Result, SinusoidalEncoding, MAX_POSITION};
 
-/// Growing tables per (device, dtype), rows along `row_axis`, shared by clones. The growth
-/// mechanism of [`PeCache`] and of the rotary cache.
+/// The row limit of a new [`PeCache`] or [`RopeCache`](crate::RopeCache): 2^20 rows (4 GiB for
+/// a width of 1,024 in f32; 512 MiB of rotary cos + sin at head_dim 128).
+pub const DEFAULT_CACHE_ROWS: usize = 1 << 20;
+
+type Key = (DeviceLocation, DType);
+
+/// Tables that grow together along axis 0, per (device, dtype), up to a row limit, shared by
+/// clones: the one cache mechanism of [`PeCache`] and [`RopeCache`](crate::RopeCache).
 #[derive(Clone, Debug)]
-pub(crate) struct Tables {
-    row_axis: usize,
-    tables: Arc<RwLock<HashMap<(DeviceLocation, DType), Tensor>>>,
+pub(crate) struct RowCache {
+    limit: usize,
+    tables: Arc<RwLock<HashMap<Key, Vec<Tensor>>>>,
     generated: Arc<AtomicUsize>,
 }
 
-impl Tables {
-    pub fn new(row_axis: usize) -> Self {
+impl RowCache {
+    pub fn new(limit: usize) -> Self {
         Self {
-            row_axis,
+            limit: limit.min(MAX_POSITION as usize),
             tables: Arc::default(),
             generated: Arc::default(),
         }
     }
 
-    /// The table for `dtype` on `device` with at least `rows` rows; missing rows come from
-    /// `build(start, len)`, at least half the current table more unless that does not fit.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Rows `offset .. offset + len` of each table: views of the cached tables when they end
+    /// within the limit, else `build(offset, len)`. `build(start, len)` makes rows
+    /// `start .. start + len` of every table.
+    pub fn rows(
+        &self,
+        offset: usize,
+        len: usize,
+        dtype: DType,
+        device: &Device,
+        build: impl Fn(usize, usize) -> Result<Vec<Tensor>>,
+    ) -> Result<Vec<Tensor>> {
+        let end = offset + len;
+        if len == 0 || end > self.limit {
+            return build(offset, len);
+        }
+        self.grown(end, dtype, device, build)?
+            .iter()
+            .map(|t| Ok(t.narrow(0, offset, len)?))
+            .collect()
+    }
+
+    /// The tables for `dtype` on `device` with at least `rows <= limit` rows; missing rows come
+    /// from `build`, at least half the current table more (within the limit) unless that does
+    /// not fit.
     pub fn grown(
         &self,
         rows: usize,
         dtype: DType,
         device: &Device,
-        build: impl Fn(usize, usize) -> Result<Tensor>,
-    ) -> Result<Tensor> {
+        build: impl Fn(usize, usize) -> Result<Vec<Tensor>>,
+    ) -> Result<Vec<Tensor>> {
         let key = (device.location(), dtype);
-        if let Some(table) = self.read().get(&key) {
-            if table.dim(self.row_axis)? >= rows {
-                return Ok(table.clone());
+        if let Some(tables) = self.read().get(&key) {
+            if tables[0].dim(0)? >= rows {
+                return Ok(tables.clone());
             }
         }
-        let mut tables = self.tables.write().unwrap_or_else(|e| e.into_inner());
-        let have = match tables.get(&key) {
-            Some(table) => table.dim(self.row_axis)?,
+        let mut all = self.tables.write().unwrap_or_else(|e| e.into_inner());
+        let have = match all.get(&key) {
+            Some(tables) => tables[0].dim(0)?,
             None => 0,
         };
-        if have >= rows {
-            return Ok(tables[&key].clone());
+        if let (Some(tables), true) = (all.get(&key), have >= rows) {
+            return Ok(tables.clone());
         }
-        let roomy = rows.max(have + have / 2).min(MAX_POSITION as usize);
+        let roomy = rows.max(have + have / 2).min(self.limit);
         let fresh = match build(have, roomy - have) {
-            Err(Error::TooLarge { .. }) if roomy > rows => build(have, rows - have)?,
+            Err(crate::Error::TooLarge { .. }) if roomy > rows => build(have, rows - have)?,
             other => other?,
         };
         self.generated
-            .fetch_add(fresh.dim(self.row_axis)?, Ordering::Relaxed);
-        let table = match tables.get(&key) {
-            Some(old) => Tensor::cat(&[old, &fresh], self.row_axis)?,
+            .fetch_add(fresh[0].dim(0)?, Ordering::Relaxed);
+        let tables = match all.get(&key) {
+            Some(old) => old
+                .iter()
+                .zip(&fresh)
+                .map(|(old, new)| Ok(Tensor::cat(&[old, new], 0)?))
+                .collect::<Result<Vec<_>>>()?,
             None => fresh,
         };
-        tables.insert(key, table.clone());
-        Ok(table)
+        all.insert(key, tables.clone());
+        Ok(tables)
     }
 
-    pub fn rows(&self, dtype: DType, device: &Device) -> usize {
+    pub fn cached_rows(&self, dtype: DType, device: &Device) -> usize {
         let key = (device.location(), dtype);
-        self.read().get(&key).map_or(0, |t| t.dims()[self.row_axis])
+        self.read().get(&key).map_or(0, |t| t[0].dims()[0])
     }
 
     pub fn memory_bytes(&self) -> usize {
         self.read()
             .values()
+            .flatten()
             .map(|t| t.elem_count() * t.dtype().size_in_bytes())
             .sum()
     }
@@ -108,7 +149,7 @@ impl Tables {
             .clear();
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<(DeviceLocation, DType), Tensor>> {
+    fn read(&self) -> RwLockReadGuard<'_, HashMap<Key, Vec<Tensor>>> {
         self.tables.read().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -117,16 +158,28 @@ impl Tables {
 #[derive(Clone, Debug)]
 pub struct PeCache {
     encoding: SinusoidalEncoding,
-    tables: Tables,
+    tables: RowCache,
 }
 
 impl PeCache {
-    /// An empty cache for `encoding`; tables are built on first use.
+    /// An empty cache for `encoding` holding up to [`DEFAULT_CACHE_ROWS`] rows; tables are built
+    /// on first use.
     pub fn new(encoding: SinusoidalEncoding) -> Self {
+        Self::with_limit(encoding, DEFAULT_CACHE_ROWS)
+    }
+
+    /// An empty cache for `encoding` holding up to `rows` rows per table: requests that reach
+    /// past them are generated.
+    pub fn with_limit(encoding: SinusoidalEncoding, rows: usize) -> Self {
         Self {
             encoding,
-            tables: Tables::new(0),
+            tables: RowCache::new(rows),
         }
+    }
+
+    /// The most rows a table of this cache holds.
+    pub fn limit(&self) -> usize {
+        self.tables.limit()
     }
 
     /// The encoding the tables come from.
@@ -134,7 +187,8 @@ impl PeCache {
         &self.encoding
     }
 
-    /// Rows `offset .. offset + len` as a view of the cached table, shape `(len, d)`.
+    /// Rows `offset .. offset + len`, shape `(len, d)`: a view of the cached table within the
+    /// limit, generated past it.
     pub fn range(
         &self,
         offset: usize,
@@ -143,13 +197,19 @@ impl PeCache {
         device: &Device,
     ) -> Result<Tensor> {
         positions::range(offset, len)?;
-        let table = self.table(offset + len, dtype, device)?;
-        Ok(table.narrow(0, offset, len)?)
+        let rows = self.tables.rows(offset, len, dtype, device, |start, len| {
+            Ok(vec![self.encoding.range(start, len, dtype, device)?])
+        })?;
+        Ok(rows[0].clone())
     }
 
-    /// The rows for integer position ids of any shape, shape `ids.dims() + [d]`.
+    /// The rows for integer position ids of any shape, shape `ids.dims() + [d]`: gathered from
+    /// the cached table when every id is within the limit, generated otherwise.
     pub fn ids(&self, ids: &Tensor, dtype: DType) -> Result<Tensor> {
         let end = positions::ids(ids)?.end;
+        if ids.elem_count() == 0 || end > self.limit() {
+            return self.encoding.ids(ids, dtype);
+        }
         let table = self.table(end, dtype, ids.device())?;
         let flat = ids.flatten_all()?.to_dtype(DType::U32)?;
         let mut shape = ids.dims().to_vec();
@@ -186,16 +246,17 @@ impl PeCache {
         Ok(self.ids(positions, dtype)?.broadcast_mul(&keep)?)
     }
 
-    /// The whole cached table for `dtype` on `device`, grown to at least `rows` rows.
-    pub fn table(&self, rows: usize, dtype: DType, device: &Device) -> Result<Tensor> {
-        self.tables.grown(rows, dtype, device, |start, len| {
-            self.encoding.range(start, len, dtype, device)
-        })
+    /// The whole cached table for `dtype` on `device`, grown to at least `rows <= limit` rows.
+    fn table(&self, rows: usize, dtype: DType, device: &Device) -> Result<Tensor> {
+        let tables = self.tables.grown(rows, dtype, device, |start, len| {
+            Ok(vec![self.encoding.range(start, len, dtype, device)?])
+        })?;
+        Ok(tables[0].clone())
     }
 
     /// Rows cached for `dtype` on `device`.
     pub fn rows(&self, dtype: DType, device: &Device) -> usize {
-        self.tables.rows(dtype, device)
+        self.tables.cached_rows(dtype, device)
     }
 
     /// Bytes held by all cached tables.

@@ -32,44 +32,36 @@ use std::sync::Arc;
 
 use candle_core::{DType, Device, Tensor};
 
-use crate::freq::Plan;
+use crate::freq::{Column, Plan};
+use crate::generate::{Backend, Generator};
 use crate::positions::{self, Request};
-use crate::{cpu, generic, Error, PeSpec, Result};
-
-/// Which generator builds the tables.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Backend {
-    /// The CPU generator on the CPU device, the generic one elsewhere.
-    #[default]
-    Auto,
-    /// The CPU generator; an error on any other device.
-    Cpu,
-    /// Candle tensor ops on any device (what runs on CUDA); forced here, it also runs on the CPU.
-    Generic,
-}
+use crate::{PeSpec, Result};
 
 /// A sinusoidal positional encoding, ready to build tables.
 #[derive(Clone, Debug)]
 pub struct SinusoidalEncoding {
     spec: PeSpec,
-    plan: Arc<Plan>,
-    backend: Backend,
+    generator: Arc<Generator>,
 }
 
 impl SinusoidalEncoding {
-    /// Checks `spec` (width, base, scale, odd-width policy, frequency denominators).
+    /// Checks `spec` (width, base, scale, odd-width policy, frequency denominators, and that
+    /// every frequency is below [`MAX_ANGLE`](crate::MAX_ANGLE)).
     pub fn new(spec: PeSpec) -> Result<Self> {
+        let generator = Generator::new(Plan::new(&spec)?, Backend::Auto);
         Ok(Self {
-            plan: Arc::new(Plan::new(&spec)?),
             spec,
-            backend: Backend::Auto,
+            generator: Arc::new(generator),
         })
     }
 
     /// The same encoding built by another generator.
-    pub fn with_backend(mut self, backend: Backend) -> Self {
-        self.backend = backend;
-        self
+    pub fn with_backend(self, backend: Backend) -> Self {
+        let plan = self.generator.plan().clone();
+        Self {
+            generator: Arc::new(Generator::new(plan, backend)),
+            ..self
+        }
     }
 
     /// The spec this encoding was built from.
@@ -77,14 +69,31 @@ impl SinusoidalEncoding {
         &self.spec
     }
 
-    /// The frequencies and column positions.
-    pub fn plan(&self) -> &Plan {
-        &self.plan
+    /// The angular frequency of each sin/cos pair, `w_0` first, rounded to f64 (the tables
+    /// use them to double-double precision).
+    pub fn frequencies(&self) -> Vec<f64> {
+        self.generator
+            .plan()
+            .frequencies()
+            .iter()
+            .map(|w| w.value())
+            .collect()
+    }
+
+    /// What column `col` of a row holds (`None` past the width): which pair's sine or cosine,
+    /// or the zero column of a zero-padded odd width.
+    pub fn column(&self, col: usize) -> Option<Column> {
+        let columns = self.generator.plan().columns();
+        (col < columns.width).then(|| columns.role(col))
     }
 
     /// The generator in use.
     pub fn backend(&self) -> Backend {
-        self.backend
+        self.generator.backend()
+    }
+
+    pub(crate) fn generator(&self) -> &Generator {
+        &self.generator
     }
 
     /// The number of columns, `d`.
@@ -138,93 +147,13 @@ impl SinusoidalEncoding {
         self.build(request, dtype, positions.device())
     }
 
-    /// The rows for fractional timesteps (any numeric dtype, any shape, finite), shape
-    /// `timesteps.dims() + [d]`. Exact for `|t| < 2^31`.
+    /// The rows for fractional timesteps (any numeric dtype, any shape, each finite and below
+    /// `2^31` in magnitude), shape `timesteps.dims() + [d]`.
     pub fn timesteps(&self, timesteps: &Tensor, dtype: DType) -> Result<Tensor> {
         self.build(positions::timesteps(timesteps)?, dtype, timesteps.device())
     }
 
     fn build(&self, request: Request, dtype: DType, device: &Device) -> Result<Tensor> {
-        build(&self.plan, self.backend, request, dtype, device)
+        self.generator.table(&request, dtype, device)
     }
-}
-
-/// The table of `plan` for `request` on `device`, shaped `request.lead + [width]`, by the
-/// generator `backend` picks; dtype, device and size are checked first.
-pub(crate) fn build(
-    plan: &Plan,
-    backend: Backend,
-    request: Request,
-    dtype: DType,
-    device: &Device,
-) -> Result<Tensor> {
-    if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64) {
-        return Err(Error::UnsupportedDtype(dtype));
-    }
-    let (rows, width) = (request.n_rows(), plan.columns().width);
-    let use_cpu = match (backend, device) {
-        (Backend::Auto | Backend::Cpu, Device::Cpu) => true,
-        (Backend::Cpu, other) => return Err(Error::CpuBackendOnDevice(other.location())),
-        _ => false,
-    };
-    // The generic path holds about eight f64 intermediates of (rows, d / 2).
-    let working_set = if use_cpu { 0 } else { 4 * 8 * width as u128 };
-    check_size(rows, width, dtype, device, working_set)?;
-    let table = if rows == 0 {
-        Tensor::zeros((0, width), dtype, device)?
-    } else if use_cpu {
-        cpu::generate(plan, &request, dtype)?
-    } else {
-        generic::generate(plan, &request, dtype, device)?
-    };
-    let mut shape = request.lead;
-    shape.push(width);
-    Ok(table.reshape(shape)?)
-}
-
-/// Tables below this size skip the available-memory check.
-const SMALL_TABLE_BYTES: u128 = 256 << 20;
-
-/// Fails before allocating when `rows` rows (plus `scratch_per_row` bytes each) cannot fit.
-fn check_size(
-    rows: usize,
-    width: usize,
-    dtype: DType,
-    device: &Device,
-    scratch_per_row: u128,
-) -> Result<()> {
-    let table = rows as u128 * width as u128 * dtype.size_in_bytes() as u128;
-    let needed = table + rows as u128 * scratch_per_row;
-    let too_large = |why: String| Error::TooLarge {
-        rows,
-        width,
-        dtype,
-        bytes: needed,
-        why,
-    };
-    if needed > isize::MAX as u128 {
-        return Err(too_large(format!(
-            "that exceeds the largest allocation ({} bytes)",
-            isize::MAX
-        )));
-    }
-    // Small tables always fit; reading /proc/meminfo would cost more than building them.
-    if device.is_cpu() && needed > SMALL_TABLE_BYTES {
-        if let Some(available) = available_memory() {
-            if needed > available {
-                return Err(too_large(format!(
-                    "only {available} bytes of memory are available"
-                )));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// `MemAvailable` from `/proc/meminfo`, where there is one.
-fn available_memory() -> Option<u128> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u128 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
 }

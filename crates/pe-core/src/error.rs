@@ -48,15 +48,36 @@ pub enum Error {
         hint: &'static str,
     },
 
-    /// A parameter of the spec that must be a finite number (and positive, for the base) is not.
+    /// A parameter that must be a finite number (and positive, for the base) is not.
     #[error("{name} must be {expected}, got {value}")]
     InvalidParameter {
-        /// The parameter: `base`, `scale` or `frequencies shift`.
+        /// The parameter, as its config field is named (`base`, `scale`, `rope_theta`, `factor`, ...).
         name: &'static str,
         /// What it must be.
         expected: &'static str,
         /// What it is.
         value: f64,
+    },
+
+    /// A frequency that is not finite or exceeds [`MAX_ANGLE`](crate::MAX_ANGLE) (a base below 1,
+    /// or a large scale or rotary factor, makes frequencies grow).
+    #[error("frequency {index} is {frequency:e}, above the largest angle computed exactly, 2^40 = 1099511627776 (a base below 1, or a large scale, makes frequencies grow)")]
+    FrequencyOutOfRange {
+        /// The index of the frequency (the sin/cos pair).
+        index: usize,
+        /// Its value.
+        frequency: f64,
+    },
+
+    /// A position whose angle `|position| * frequency` exceeds [`MAX_ANGLE`](crate::MAX_ANGLE).
+    #[error("position {position} times the largest frequency {frequency:e} exceeds the largest angle computed exactly, 2^40 = 1099511627776; with this spec positions must stay within {limit} in magnitude")]
+    AngleOutOfRange {
+        /// The position of largest magnitude asked for.
+        position: f64,
+        /// The largest frequency of the spec.
+        frequency: f64,
+        /// The largest position magnitude this spec accepts.
+        limit: f64,
     },
 
     /// A position (offset + length, a position id, or a padding-aware position) outside `0 .. 2^31`.
@@ -77,10 +98,10 @@ pub enum Error {
         dtype: DType,
     },
 
-    /// A timestep that is NaN or infinite.
-    #[error("timesteps must be finite, got {value} at flat index {index}")]
-    NonFiniteTimestep {
-        /// The first non-finite value.
+    /// A timestep that is NaN, infinite, or not below 2^31 in magnitude.
+    #[error("timesteps must be finite and below 2^31 = 2147483648 in magnitude, got {value} at flat index {index}")]
+    TimestepOutOfRange {
+        /// The first timestep out of range.
         value: f64,
         /// Its index in the flattened tensor.
         index: usize,
@@ -95,6 +116,26 @@ pub enum Error {
         expected: &'static str,
         /// Its shape.
         shape: Vec<usize>,
+    },
+
+    /// A tensor argument of the wrong shape.
+    #[error("{name} must have shape {expected}, got shape {shape:?}")]
+    ShapeMismatch {
+        /// The argument.
+        name: &'static str,
+        /// The shape it must have.
+        expected: String,
+        /// Its shape.
+        shape: Vec<usize>,
+    },
+
+    /// A token id outside the vocabulary.
+    #[error("token id {token} is outside the vocabulary of {vocab} tokens (ids 0 .. {vocab})")]
+    TokenOutOfRange {
+        /// The token id.
+        token: i64,
+        /// The vocabulary size.
+        vocab: usize,
     },
 
     /// The requested table would not fit in memory; checked before anything is allocated.
@@ -112,16 +153,24 @@ pub enum Error {
         why: String,
     },
 
-    /// A rotary config without a parameter its variant needs.
-    #[error("rotary config: {name} is missing")]
+    /// A rotary config without a field its rope type needs.
+    #[error("rotary config: {name} is missing; {needed_by}")]
     MissingParameter {
         /// The config field.
         name: &'static str,
+        /// What needs it.
+        needed_by: &'static str,
     },
 
-    /// A `rope_scaling.rope_type` this library does not know.
-    #[error("rotary config: rope_type {0:?} is not supported; use default, linear, dynamic, llama3 or yarn")]
-    UnknownRopeType(String),
+    /// A config (an HF `config.json`) whose field could not be read: wrong type, unknown
+    /// `rope_type`, or contradicting another field.
+    #[error("config field {field}: {message}")]
+    Config {
+        /// The field, as a path from the config's root (`rope_scaling.factor`).
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
 
     /// An output dtype other than f32, f16, bf16 or f64.
     #[error("dtype {0:?} is not supported for positional encodings; use f32, f16, bf16 or f64")]

@@ -1,17 +1,26 @@
-//! Exact sinusoidal positional encodings (Vaswani et al. 2017) for candle, in every convention
-//! real checkpoints use, on any device.
+//! Exact positional encodings for candle, on any device: sinusoidal tables (Vaswani et al. 2017)
+//! in every convention real checkpoints use, and rotary (RoPE) tables for the rope types of HF
+//! `config.json`.
 //!
-//! - [`PeSpec`] and [`Preset`] describe an encoding: frequencies, base, scale, layout, odd widths.
-//! - [`SinusoidalEncoding`] builds tables for a range of positions, explicit ids, fairseq's
-//!   padding-aware ids, or fractional timesteps, in f32, f16, bf16 or f64.
-//! - [`PeCache`] keeps a growing table per device and dtype and serves zero-copy views.
+//! The crate reads in three layers, data flowing one way:
+//! - **Description**: [`PeSpec`] and its [`Preset`]s (the sinusoidal conventions, see
+//!   `docs/conventions.md`); [`RopeConfig`] and [`RopeType`] (rotary); positions; [`Error`].
+//! - **Generators**: an exact CPU generator (anchor rows at fixed positions plus an offset
+//!   table, in parallel) and its plain twin in candle ops for every other device; chosen with
+//!   [`Backend`].
+//! - **Front doors**: [`SinusoidalEncoding`] (tables for ranges, ids, padding-aware ids,
+//!   timesteps), [`PeCache`] (a shared growing table served as views, and
+//!   [`embed`](PeCache::embed), the fused `scale * embedding + encoding`), [`Rope`] and
+//!   [`RopeCache`] (cos and sin tables).
 //!
-//! Every value is within 1e-6 of the exact one in f32 (1e-9 in f64, within one unit in the last
-//! place in f16 and bf16) at any position below 2^31: the error does not grow with the position.
+//! Every value is within 1e-6 of the exact real-number value in f32 (1e-9 in f64, within one
+//! unit in the last place in f16 and bf16) at any position below 2^31, and depends only on what
+//! it is (spec, position, column, dtype): never on the request's shape, the cache's history or
+//! the thread that computed it.
 //!
 //! ```
 //! use candle_core::{DType, Device};
-//! use pe_core::{PeSpec, SinusoidalEncoding};
+//! use pe_core::{PeSpec, Rope, RopeConfig, SinusoidalEncoding};
 //!
 //! let pe = SinusoidalEncoding::new(PeSpec::vaswani(6))?;
 //! let row = pe.range(11, 1, DType::F64, &Device::Cpu)?.squeeze(0)?.to_vec1::<f64>()?;
@@ -20,26 +29,38 @@
 //! for (got, want) in row.iter().zip(expected) {
 //!     assert!((got - want).abs() < 1e-5);
 //! }
+//!
+//! // Rotary tables for heads of 128 with rope_theta 500000, at positions 2^31 - 8 ..= 2^31 - 1.
+//! let rope = Rope::new(RopeConfig::new(128, 500_000.0))?;
+//! let (cos, sin) = rope.tables((1 << 31) - 8, 8, DType::F32, &Device::Cpu)?;
+//! assert_eq!(cos.dims(), &[8, 64]);
 //! # Ok::<(), pe_core::Error>(())
 //! ```
 
 #![warn(missing_docs)]
 
-pub mod cache;
-pub mod cpu;
-pub mod encoding;
+// Description.
+mod dd;
 pub mod error;
-pub mod freq;
-pub mod generic;
+mod freq;
 pub mod positions;
-pub mod rope;
 pub mod spec;
-pub mod trig;
 
-pub use cache::PeCache;
-pub use encoding::{Backend, SinusoidalEncoding};
+// Generators.
+mod generate;
+
+// Front doors.
+pub mod cache;
+pub mod embed;
+pub mod encoding;
+pub mod rope;
+
+pub use cache::{PeCache, DEFAULT_CACHE_ROWS};
+pub use embed::TokenPositions;
+pub use encoding::SinusoidalEncoding;
 pub use error::{Error, Result};
-pub use freq::{Columns, Frequency, Plan, MAX_POSITION, MAX_WIDTH};
+pub use freq::{Column, MAX_ANGLE, MAX_POSITION, MAX_WIDTH};
+pub use generate::Backend;
 pub use positions::padding_aware_positions;
-pub use rope::{Rope, RopeCache, RopeConfig, RopeScaling};
+pub use rope::{Rope, RopeCache, RopeConfig, RopeType};
 pub use spec::{Frequencies, Layout, OddWidth, PeSpec, Preset, DEFAULT_BASE};

@@ -37,6 +37,8 @@ pub(crate) struct Request {
     pub zero_at: Option<u32>,
     /// One past the largest integer position (0 for timesteps): the rows a cache must hold.
     pub end: usize,
+    /// The largest `|position|`, which bounds the angles (0 for an empty request).
+    pub largest: f64,
 }
 
 impl Request {
@@ -62,12 +64,13 @@ pub(crate) fn range(offset: usize, len: usize) -> Result<Request> {
         lead: vec![len],
         zero_at: None,
         end: end as usize,
+        largest: end.saturating_sub(1) as f64,
     })
 }
 
 pub(crate) fn ids(ids: &Tensor) -> Result<Request> {
     let values = integer_values("position ids", ids)?;
-    let mut end = 0;
+    let (mut end, mut largest) = (0, 0.0);
     if let Some((min, max)) = min_max(&values)? {
         for v in [min, max] {
             if v < 0.0 || v >= MAX_POSITION as f64 {
@@ -78,25 +81,30 @@ pub(crate) fn ids(ids: &Tensor) -> Result<Request> {
             }
         }
         end = max as usize + 1;
+        largest = max;
     }
     Ok(Request {
         rows: Rows::Values(values),
         lead: ids.dims().to_vec(),
         zero_at: None,
         end,
+        largest,
     })
 }
 
 pub(crate) fn timesteps(timesteps: &Tensor) -> Result<Request> {
     let values = timesteps.flatten_all()?.to_dtype(DType::F64)?;
+    let mut largest = 0.0;
     if values.elem_count() > 0 {
-        // The sum is finite unless a value is not (or finite values overflow it: then the
-        // scan below finds nothing).
-        let probe = values.sum_all()?.to_scalar::<f64>()?;
-        if !probe.is_finite() {
+        // A NaN may hide from the max, never from the sum.
+        let abs = values.abs()?;
+        largest = abs.max_all()?.to_scalar::<f64>()?;
+        let sum = abs.sum_all()?.to_scalar::<f64>()?;
+        if !sum.is_finite() || largest >= MAX_POSITION as f64 {
             let host = values.to_vec1::<f64>()?;
-            if let Some((index, &value)) = host.iter().enumerate().find(|(_, v)| !v.is_finite()) {
-                return Err(Error::NonFiniteTimestep { value, index });
+            let bad = |v: &f64| v.is_nan() || v.abs() >= MAX_POSITION as f64;
+            if let Some((index, &value)) = host.iter().enumerate().find(|(_, v)| bad(v)) {
+                return Err(Error::TimestepOutOfRange { value, index });
             }
         }
     }
@@ -105,6 +113,7 @@ pub(crate) fn timesteps(timesteps: &Tensor) -> Result<Request> {
         lead: timesteps.dims().to_vec(),
         zero_at: None,
         end: 0,
+        largest,
     })
 }
 
@@ -149,6 +158,22 @@ pub fn padding_aware_positions(tokens: &Tensor, padding_idx: u32, past: usize) -
         tokens.shape(),
         tokens.device(),
     )?)
+}
+
+/// Fails unless `tokens` is an integer tensor of ids in `0 .. vocab`.
+pub(crate) fn check_tokens(tokens: &Tensor, vocab: usize) -> Result<()> {
+    let values = integer_values("tokens", tokens)?;
+    if let Some((min, max)) = min_max(&values)? {
+        for token in [min, max] {
+            if token < 0.0 || token >= vocab as f64 {
+                return Err(Error::TokenOutOfRange {
+                    token: token as i64,
+                    vocab,
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 fn check_integer(name: &'static str, t: &Tensor) -> Result<()> {

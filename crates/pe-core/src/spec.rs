@@ -2,14 +2,15 @@
 //! named presets that real checkpoints use.
 //!
 //! Every framework's "sinusoidal positional encoding" differs in four choices (see
-//! `CONVENTIONS.md`). A [`PeSpec`] names all of them; a [`Preset`] is a ready [`PeSpec`] that can
-//! be tweaked like any other value.
+//! `docs/conventions.md`). A [`PeSpec`] names all of them; a [`Preset`] is a ready [`PeSpec`]
+//! that can be tweaked like any other value. Each choice prints as its formula.
 //!
 //! ```
 //! use pe_core::{Frequencies, Layout, OddWidth, PeSpec, Preset};
 //!
 //! let fairseq = PeSpec::fairseq(512);
 //! assert_eq!(fairseq.frequencies, Frequencies::HalfMinusOne { guarded: false });
+//! assert_eq!(fairseq.frequencies.to_string(), "base^(-i/(h-1))");
 //! assert_eq!(fairseq.layout, Layout::SinCos);
 //! assert_eq!(fairseq.odd_width, OddWidth::ZeroPad);
 //!
@@ -64,6 +65,41 @@ pub enum OddWidth {
     ZeroPad,
     /// An odd width is an error.
     Reject,
+}
+
+/// The formula: `base^(-2i/d)`, `base^(-i/(h-1))`, `base^(-i/max(h-1,1))`, `base^(-i/(h-S))`.
+impl std::fmt::Display for Frequencies {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Frequencies::Paper => f.write_str("base^(-2i/d)"),
+            Frequencies::HalfMinusOne { guarded: false } => f.write_str("base^(-i/(h-1))"),
+            Frequencies::HalfMinusOne { guarded: true } => f.write_str("base^(-i/max(h-1,1))"),
+            Frequencies::HalfShift { shift } if *shift == 0.0 => f.write_str("base^(-i/h)"),
+            Frequencies::HalfShift { shift } => write!(f, "base^(-i/(h-{shift}))"),
+        }
+    }
+}
+
+/// `interleaved`, `sin|cos` or `cos|sin`.
+impl std::fmt::Display for Layout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Layout::Interleaved => "interleaved",
+            Layout::SinCos => "sin|cos",
+            Layout::CosSin => "cos|sin",
+        })
+    }
+}
+
+/// `split`, `zero-pad` or `reject`.
+impl std::fmt::Display for OddWidth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            OddWidth::Split => "split",
+            OddWidth::ZeroPad => "zero-pad",
+            OddWidth::Reject => "reject",
+        })
+    }
 }
 
 /// One sinusoidal encoding, fully described.
@@ -193,7 +229,7 @@ impl PeSpec {
     }
 }
 
-/// The named conventions of `CONVENTIONS.md`.
+/// The named conventions of `docs/conventions.md`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Preset {
@@ -216,7 +252,7 @@ pub enum Preset {
 }
 
 impl Preset {
-    /// Every preset, in the order of `CONVENTIONS.md`.
+    /// Every preset, in the order of `docs/conventions.md`.
     pub const ALL: [Preset; 8] = [
         Preset::Vaswani,
         Preset::Marian,

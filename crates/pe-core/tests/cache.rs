@@ -78,7 +78,7 @@ fn storage_ptr(t: &Tensor) -> anyhow::Result<usize> {
 fn ranges_are_zero_copy_views() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     let cache = cache(PeSpec::vaswani(8), Backend::Cpu);
-    let table = cache.table(100, DType::F32, &dev)?;
+    let table = cache.range(0, 100, DType::F32, &dev)?;
     let view = cache.range(40, 10, DType::F32, &dev)?;
     assert_eq!(storage_ptr(&view)?, storage_ptr(&table)?);
     assert_eq!(view.storage_and_layout().1.start_offset(), 40 * 8);
@@ -110,14 +110,91 @@ fn eight_threads_reading_and_growing_agree() -> anyhow::Result<()> {
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    let table = cache.table(1, DType::F32, &dev)?;
-    assert_eq!(cache.rows_generated(), table.dim(0)?);
+    assert_eq!(cache.rows_generated(), cache.rows(DType::F32, &dev));
+    // However the table grew, every row is the row generated fresh, to the bit.
     for (offset, len, got) in results.into_iter().flatten() {
-        assert_eq!(
-            max_diff(&got, &table.narrow(0, offset, len)?)?,
-            0.0,
-            "rows {offset}..+{len}"
-        );
+        let fresh = cache.encoding().range(offset, len, DType::F32, &dev)?;
+        assert_eq!(max_diff(&got, &fresh)?, 0.0, "rows {offset}..+{len}");
+    }
+    Ok(())
+}
+
+/// Bit-for-bit equality of two tables (values compared exactly, shapes too).
+fn assert_same_bits(a: &Tensor, b: &Tensor, what: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        a.dims() == b.dims(),
+        "{what}: {:?} vs {:?}",
+        a.dims(),
+        b.dims()
+    );
+    let a = a.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?;
+    let b = b.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?;
+    if let Some(i) = (0..a.len()).find(|&i| a[i].to_bits() != b[i].to_bits()) {
+        anyhow::bail!("{what}: element {i} is {:e}, fresh {:e}", a[i], b[i]);
+    }
+    Ok(())
+}
+
+/// A value depends only on (spec, position, column, dtype): random sequences of ranges and ids,
+/// through a cache (which grows in between) and fresh, with 1 and 8 threads, all give the bits
+/// of one table built at once.
+#[test]
+fn values_do_not_depend_on_history_or_threads() -> anyhow::Result<()> {
+    use pe_core::{Rope, RopeCache, RopeConfig};
+    use rand::{Rng, SeedableRng};
+    let dev = Device::Cpu;
+    let rope_config = RopeConfig::new(128, 500_000.0);
+    for threads in [1, 8] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()?;
+        pool.install(|| -> anyhow::Result<()> {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(9 + threads as u64);
+            // The example first: fairseq d = 512, range(0, 100), then range(0, 1000).
+            let fairseq = PeCache::new(SinusoidalEncoding::new(PeSpec::fairseq(512))?);
+            fairseq.range(0, 100, DType::F32, &dev)?;
+            let grown = fairseq.range(0, 1000, DType::F32, &dev)?;
+            let fresh = fairseq.encoding().range(0, 1000, DType::F32, &dev)?;
+            assert_same_bits(&grown, &fresh, "fairseq 0..100 then 0..1000")?;
+            for spec in [
+                PeSpec::vaswani(63),
+                PeSpec::marian(256),
+                PeSpec::fairseq(96),
+            ] {
+                for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64] {
+                    let pe = SinusoidalEncoding::new(spec)?;
+                    let whole = pe.range(0, 2048, dtype, &dev)?;
+                    let cache = PeCache::with_limit(pe.clone(), 1500);
+                    for step in 0..25 {
+                        let offset = rng.random_range(0..1900);
+                        let len = rng.random_range(0..=(2048 - offset).min(300));
+                        let want = whole.narrow(0, offset, len)?;
+                        let what = format!("{spec:?} {dtype:?} step {step}: rows {offset}..+{len}");
+                        assert_same_bits(&cache.range(offset, len, dtype, &dev)?, &want, &what)?;
+                        assert_same_bits(&pe.range(offset, len, dtype, &dev)?, &want, &what)?;
+                        let ids: Vec<u32> = (0..rng.random_range(0..20))
+                            .map(|_| rng.random_range(0..2048))
+                            .collect();
+                        let ids = Tensor::new(ids.as_slice(), &dev)?;
+                        let want = whole.index_select(&ids, 0)?;
+                        assert_same_bits(&cache.ids(&ids, dtype)?, &want, &what)?;
+                        assert_same_bits(&pe.ids(&ids, dtype)?, &want, &what)?;
+                    }
+                }
+            }
+            let rope = Rope::new(rope_config.clone())?;
+            let (cos, sin) = rope.tables(0, 4096, DType::F32, &dev)?;
+            let cache = RopeCache::with_limit(rope.clone(), 3000);
+            for _ in 0..30 {
+                let offset = rng.random_range(0..4000);
+                let len = rng.random_range(0..=(4096 - offset).min(500));
+                let (c, s) = cache.tables(offset, len, DType::F32, &dev)?;
+                let what = format!("rope rows {offset}..+{len}");
+                assert_same_bits(&c, &cos.narrow(0, offset, len)?, &what)?;
+                assert_same_bits(&s, &sin.narrow(0, offset, len)?, &what)?;
+            }
+            Ok(())
+        })?;
     }
     Ok(())
 }

@@ -5,7 +5,7 @@
 mod common;
 
 use candle_core::{DType, Device, Tensor};
-use common::{assert_matches, oracle_row};
+use common::{assert_matches, oracle_rows};
 use pe_core::{Backend, Layout, PeSpec, Preset, SinusoidalEncoding, MAX_POSITION};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -83,9 +83,8 @@ fn ranges_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
         let k = rng.random_range(0..DTYPES.len());
         let table = pe.range(offset, len, DTYPES[k], dev)?;
         assert_eq!(table.dims(), &[len, pe.width()]);
-        let expected: Vec<_> = (0..len)
-            .map(|r| oracle_row(pe.spec(), (offset + r) as f64))
-            .collect();
+        let positions: Vec<f64> = (offset..offset + len).map(|p| p as f64).collect();
+        let expected = oracle_rows(pe.spec(), &positions);
         let context = format!(
             "case {case}: {:?} offset {offset} len {len} {:?}",
             pe.spec(),
@@ -143,10 +142,8 @@ fn ids_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
         let mut shape = tensor.dims().to_vec();
         shape.push(pe.width());
         assert_eq!(got.dims(), shape.as_slice());
-        let expected: Vec<_> = ids
-            .iter()
-            .map(|&p| oracle_row(pe.spec(), p as f64))
-            .collect();
+        let positions: Vec<f64> = ids.iter().map(|&p| p as f64).collect();
+        let expected = oracle_rows(pe.spec(), &positions);
         let context = format!("case {case}: {:?} ids {ids:?} {dtype:?}", pe.spec());
         assert_matches(
             &got.reshape((batch * seq, pe.width()))?,
@@ -178,7 +175,7 @@ fn timesteps_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> 
         };
         let dtype = DTYPES[rng.random_range(0..DTYPES.len())];
         let got = pe.timesteps(&tensor, dtype)?;
-        let expected: Vec<_> = exact.iter().map(|&t| oracle_row(pe.spec(), t)).collect();
+        let expected = oracle_rows(pe.spec(), &exact);
         assert_matches(
             &got,
             &expected,
@@ -189,7 +186,7 @@ fn timesteps_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> 
 }
 
 fn padding_aware_matches_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
-    // The worked example of CONVENTIONS.md.
+    // The worked example of docs/conventions.md.
     let tokens = Tensor::new(&[[5u32, 6, 7, 8, 1, 1], [1, 1, 9, 10, 11, 12]], dev)?;
     let positions = pe_core::padding_aware_positions(&tokens, 1, 0)?;
     assert_eq!(
@@ -224,18 +221,28 @@ fn padding_aware_matches_oracle(dev: &Device, backend: Backend) -> anyhow::Resul
                 }
             })
             .collect();
-        let mut expected = Vec::new();
+        let mut positions = Vec::new();
         for sequence in tokens.chunks(seq) {
             let mut next = pad as usize + past;
             for &t in sequence {
-                expected.push(if t == pad as i64 {
-                    vec![0.0; pe.width()]
-                } else {
+                positions.push((t != pad as i64).then(|| {
                     next += 1;
-                    oracle_row(pe.spec(), next as f64)
-                });
+                    next as f64
+                }));
             }
         }
+        let rows = oracle_rows(
+            pe.spec(),
+            &positions.iter().flatten().copied().collect::<Vec<_>>(),
+        );
+        let mut rows = rows.into_iter();
+        let expected: Vec<Vec<f64>> = positions
+            .iter()
+            .map(|p| match p {
+                Some(_) => rows.next().unwrap(),
+                None => vec![0.0; pe.width()],
+            })
+            .collect();
         let dtype = DTYPES[rng.random_range(0..DTYPES.len())];
         let got = pe.padding_aware(
             &Tensor::from_vec(tokens.clone(), (batch, seq), dev)?,
@@ -284,17 +291,62 @@ fn cpu_and_generic_agree() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Empty requests give empty tables of the right shape.
+/// The far end, 2^31 - 64 ..= 2^31 - 1, for every preset (several widths, including the odd
+/// and the wide) and every dtype: the worst errors against the exact values.
+fn far_end_every_preset_and_dtype(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+    let top = MAX_POSITION as usize - 1;
+    let positions: Vec<f64> = (top - 63..=top).map(|p| p as f64).collect();
+    let mut worst = [0f64; 4];
+    for preset in Preset::ALL {
+        for width in [8, 63, 1032] {
+            let Ok(pe) = SinusoidalEncoding::new(preset.spec(width)) else {
+                continue; // whisper rejects odd widths
+            };
+            let pe = pe.with_backend(backend);
+            let expected = oracle_rows(pe.spec(), &positions);
+            for (k, dtype) in DTYPES.into_iter().enumerate() {
+                let table = pe.range(top - 63, 64, dtype, dev)?;
+                let context = format!("{preset} width {width} {dtype:?} at 2^31 - 64 ..");
+                worst[k] = worst[k].max(assert_matches(&table, &expected, &context)?);
+                // The last row alone, as an id, is the same row.
+                let last = pe.ids(&Tensor::new(&[top as u32], dev)?, dtype)?;
+                assert_matches(&last, &expected[63..], &context)?;
+            }
+        }
+    }
+    eprintln!(
+        "worst errors at 2^31 - 64 ..= 2^31 - 1: f32 {:e}, f16 {:e}, bf16 {:e}, f64 {:e}",
+        worst[0], worst[1], worst[2], worst[3]
+    );
+    Ok(())
+}
+
+/// Empty requests give empty tables of the right shape and dtype.
 fn empty_requests(dev: &Device, backend: Backend) -> anyhow::Result<()> {
     let pe = common::encoding(PeSpec::fairseq(6), backend);
-    assert_eq!(pe.range(5, 0, DType::F32, dev)?.dims(), &[0, 6]);
-    let ids = Tensor::zeros((2, 0), DType::U32, dev)?;
-    assert_eq!(pe.ids(&ids, DType::F32)?.dims(), &[2, 0, 6]);
-    assert_eq!(pe.padding_aware(&ids, 1, 0, DType::F32)?.dims(), &[2, 0, 6]);
+    for dtype in DTYPES {
+        let t = pe.range(5, 0, dtype, dev)?;
+        assert_eq!((t.dims(), t.dtype()), (&[0, 6][..], dtype));
+    }
+    for shape in [vec![0], vec![2, 0], vec![0, 3]] {
+        let ids = Tensor::zeros(shape.as_slice(), DType::U32, dev)?;
+        let mut want = shape.clone();
+        want.push(6);
+        assert_eq!(pe.ids(&ids, DType::F32)?.dims(), want.as_slice());
+        let ts = Tensor::zeros(shape.as_slice(), DType::F32, dev)?;
+        assert_eq!(pe.timesteps(&ts, DType::BF16)?.dims(), want.as_slice());
+        if shape.len() == 2 {
+            assert_eq!(
+                pe.padding_aware(&ids, 1, 0, DType::F32)?.dims(),
+                want.as_slice()
+            );
+        }
+    }
     Ok(())
 }
 
 backend_tests!(
+    far_end_every_preset_and_dtype,
     ranges_match_oracle,
     ids_match_oracle,
     timesteps_match_oracle,

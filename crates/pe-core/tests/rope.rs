@@ -1,69 +1,97 @@
-//! Rotary tables against a float64 oracle written from the published formulas (HF
-//! `modeling_rope_utils`), for every variant, random head dims, bases and positions up to
-//! 2^31 - 1, on every backend; HF config parsing; the cache.
+//! Rotary tables against the exact oracle written from the published formulas (HF
+//! `modeling_rope_utils`) in 256-bit arithmetic, for every rope type, random head dims, bases
+//! and positions up to 2^31 - 1, on every backend; HF config reading; the cache.
 
 mod common;
 
-use std::f64::consts::PI;
-
+use astro_float::BigFloat;
 use candle_core::{DType, Device, Tensor};
-use common::{exact_sin_cos, tolerance};
-use pe_core::{Backend, Rope, RopeCache, RopeConfig, RopeScaling, MAX_POSITION};
+use common::{to_f64, tolerance, Big};
+use pe_core::rope::{Dynamic, Linear, Llama3, Yarn};
+use pe_core::{Backend, Rope, RopeCache, RopeConfig, RopeType, MAX_POSITION};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-/// `w_i` of pair `i` for a sequence of `seq_len` positions, straight from the formulas.
-fn oracle_frequency(c: &RopeConfig, i: usize, seq_len: usize) -> f64 {
+/// `w_i` of every pair for a sequence of `seq_len` positions, exactly, from the formulas.
+fn oracle_frequencies(big: &mut Big, c: &RopeConfig, seq_len: usize) -> Vec<BigFloat> {
     let dim = ((c.head_dim as f64) * c.partial_rotary_factor).floor();
-    let theta = |base: f64| 1.0 / base.powf(2.0 * i as f64 / dim);
-    match c.scaling {
-        RopeScaling::Default => theta(c.base),
-        RopeScaling::Linear { factor } => theta(c.base) / factor,
-        RopeScaling::Dynamic {
-            factor,
-            original_max_positions: m,
-        } => {
-            let l = seq_len.max(m) as f64;
-            theta(c.base * ((factor * l / m as f64) - (factor - 1.0)).powf(dim / (dim - 2.0)))
-        }
-        RopeScaling::Llama3 {
-            factor,
-            low_freq_factor: lo,
-            high_freq_factor: hi,
-            original_max_positions: m,
-        } => {
-            let w = theta(c.base);
-            let wavelen = 2.0 * PI / w;
-            let m = m as f64;
-            if wavelen < m / hi {
-                w
-            } else if wavelen > m / lo {
-                w / factor
-            } else {
-                let s = (m / wavelen - lo) / (hi - lo);
-                (1.0 - s) * w / factor + s * w
+    let theta = |big: &mut Big, base: &BigFloat, i: usize| {
+        big.pow(base, &Big::ratio(2.0 * i as f64, dim).neg())
+    };
+    let base = Big::num(c.rope_theta);
+    let n = dim as usize / 2;
+    (0..n)
+        .map(|i| match &c.rope_type {
+            RopeType::Default => theta(big, &base, i),
+            RopeType::Linear(Linear { factor }) => {
+                Big::div(&theta(big, &base, i), &Big::num(*factor))
             }
-        }
-        RopeScaling::Yarn {
-            factor,
-            original_max_positions: m,
-            beta_fast,
-            beta_slow,
-            ..
-        } => {
-            let correction =
-                |rot: f64| dim * (m as f64 / (rot * 2.0 * PI)).ln() / (2.0 * c.base.ln());
-            let low = correction(beta_fast).floor().max(0.0);
-            let mut high = correction(beta_slow).ceil().min(dim - 1.0);
-            if low == high {
-                high += 0.001;
+            RopeType::Dynamic(Dynamic { factor }) => {
+                let m = c.max_position_embeddings.unwrap() as f64;
+                let l = (seq_len as f64).max(m);
+                // base * (factor l / m - (factor - 1))^(dim / (dim - 2))
+                let growth = Big::sub(
+                    &Big::div(&Big::num(factor * l), &Big::num(m)),
+                    &Big::num(factor - 1.0),
+                );
+                let grown = Big::mul(&base, &big.pow(&growth, &Big::ratio(dim, dim - 2.0)));
+                theta(big, &grown, i)
             }
-            let ramp = ((i as f64 - low) / (high - low)).clamp(0.0, 1.0);
-            let extrapolation_factor = 1.0 - ramp;
-            let w = theta(c.base);
-            (w / factor) * (1.0 - extrapolation_factor) + w * extrapolation_factor
-        }
-    }
+            RopeType::Llama3(Llama3 {
+                factor,
+                low_freq_factor: lo,
+                high_freq_factor: hi,
+                original_max_position_embeddings: m,
+            }) => {
+                let w = theta(big, &base, i);
+                let two_pi = Big::mul(&big.pi(), &Big::num(2.0));
+                let wavelen = Big::div(&two_pi, &w);
+                let m = *m as f64;
+                let wl = to_f64(&wavelen);
+                if wl < m / hi {
+                    w
+                } else if wl > m / lo {
+                    Big::div(&w, &Big::num(*factor))
+                } else {
+                    let s = Big::div(
+                        &Big::sub(&Big::div(&Big::num(m), &wavelen), &Big::num(*lo)),
+                        &Big::num(hi - lo),
+                    );
+                    let one_minus = Big::sub(&Big::num(1.0), &s);
+                    let slow = Big::div(&Big::mul(&one_minus, &w), &Big::num(*factor));
+                    Big::add(&slow, &Big::mul(&s, &w))
+                }
+            }
+            RopeType::Yarn(y) => {
+                let m = y
+                    .original_max_position_embeddings
+                    .or(c.max_position_embeddings)
+                    .unwrap() as f64;
+                let correction = |rot: f64| {
+                    dim * (m / (rot * 2.0 * std::f64::consts::PI)).ln() / (2.0 * c.rope_theta.ln())
+                };
+                let low = correction(y.beta_fast).floor().max(0.0);
+                let mut high = correction(y.beta_slow).ceil().min(dim - 1.0);
+                if low == high {
+                    high += 0.001;
+                }
+                let ramp = Big::div(&Big::num(i as f64 - low), &Big::num(high - low));
+                let ramp = if ramp.is_negative() {
+                    Big::num(0.0)
+                } else if to_f64(&ramp) > 1.0 {
+                    Big::num(1.0)
+                } else {
+                    ramp
+                };
+                let w = theta(big, &base, i);
+                let interpolated = Big::mul(&Big::div(&w, &Big::num(y.factor)), &ramp);
+                Big::add(
+                    &interpolated,
+                    &Big::mul(&w, &Big::sub(&Big::num(1.0), &ramp)),
+                )
+            }
+        })
+        .collect()
 }
 
 /// YaRN's attention factor from the formulas; 1 otherwise.
@@ -75,22 +103,12 @@ fn oracle_attention(c: &RopeConfig) -> f64 {
             0.1 * m * s.ln() + 1.0
         }
     };
-    match c.scaling {
-        RopeScaling::Yarn {
-            factor,
-            attention_factor: Some(a),
-            ..
-        } => {
-            let _ = factor;
-            a
-        }
-        RopeScaling::Yarn {
-            factor,
-            mscale: Some(ms),
-            mscale_all_dim: Some(all),
-            ..
-        } => get_mscale(factor, ms) / get_mscale(factor, all),
-        RopeScaling::Yarn { factor, .. } => get_mscale(factor, 1.0),
+    match &c.rope_type {
+        RopeType::Yarn(y) => match (y.attention_factor, y.mscale, y.mscale_all_dim) {
+            (Some(a), _, _) => a,
+            (None, Some(ms), Some(all)) => get_mscale(y.factor, ms) / get_mscale(y.factor, all),
+            _ => get_mscale(y.factor, 1.0),
+        },
         _ => 1.0,
     }
 }
@@ -107,6 +125,8 @@ fn assert_tables(
     let dtype = cos.dtype();
     let h = ((c.head_dim as f64 * c.partial_rotary_factor) as usize) / 2;
     let m = oracle_attention(c);
+    let mut big = Big::new();
+    let freqs = oracle_frequencies(&mut big, c, seq_len);
     let cos = cos
         .to_dtype(DType::F64)?
         .to_device(&Device::Cpu)?
@@ -120,7 +140,7 @@ fn assert_tables(
     assert_eq!(cos.len(), positions.len() * h, "{what}: cos size");
     for (r, &p) in positions.iter().enumerate() {
         for i in 0..h {
-            let (s, c_) = exact_sin_cos(p as f64, oracle_frequency(c, i, seq_len));
+            let (s, c_) = big.sin_cos(p as f64, &freqs[i]);
             for (name, got, exact) in [
                 ("cos", cos[r * h + i], m * c_),
                 ("sin", sin[r * h + i], m * s),
@@ -137,7 +157,7 @@ fn assert_tables(
 }
 
 fn random_config(rng: &mut StdRng) -> RopeConfig {
-    let head_dim = 2 * rng.random_range(1..=128);
+    let head_dim = 2 * rng.random_range(2..=128);
     let base = [
         10_000.0,
         500_000.0,
@@ -146,41 +166,27 @@ fn random_config(rng: &mut StdRng) -> RopeConfig {
     ][rng.random_range(0..4)];
     let original = [2048, 4096, 8192][rng.random_range(0..3)];
     let factor = rng.random_range(1.5..40.0);
-    let scaling = match rng.random_range(0..5) {
-        0 => RopeScaling::Default,
-        1 => RopeScaling::Linear { factor },
-        2 => RopeScaling::Dynamic {
-            factor,
-            original_max_positions: original,
-        },
-        3 => RopeScaling::Llama3 {
+    let rope_type = match rng.random_range(0..5) {
+        0 => RopeType::Default,
+        1 => RopeType::Linear(Linear { factor }),
+        2 => RopeType::Dynamic(Dynamic { factor }),
+        3 => RopeType::Llama3(Llama3 {
             factor,
             low_freq_factor: 1.0,
             high_freq_factor: 4.0,
-            original_max_positions: original,
-        },
-        _ => RopeScaling::Yarn {
-            factor,
-            original_max_positions: original,
-            beta_fast: 32.0,
-            beta_slow: 1.0,
-            attention_factor: None,
+            original_max_position_embeddings: original,
+        }),
+        _ => RopeType::Yarn(Yarn {
             mscale: rng.random_bool(0.5).then_some(1.0),
             mscale_all_dim: rng.random_bool(0.5).then_some(0.707),
-        },
+            ..Yarn::new(factor, original)
+        }),
     };
-    let mut c = RopeConfig::new(head_dim, base).with_scaling(scaling);
-    if rng.random_bool(0.2) && head_dim >= 8 {
-        // phi-style partial rotary; keep the rotated width even.
+    let mut c = RopeConfig::new(head_dim, base).with_rope_type(rope_type);
+    c.max_position_embeddings = Some(original);
+    if rng.random_bool(0.2) && head_dim % 4 == 0 && head_dim >= 8 {
+        // phi-style partial rotary; the rotated width stays even.
         c.partial_rotary_factor = 0.5;
-        if c.rotary_dim() % 2 == 1
-            || matches!(c.scaling, RopeScaling::Dynamic { .. }) && c.rotary_dim() <= 2
-        {
-            c.partial_rotary_factor = 1.0;
-        }
-    }
-    if matches!(c.scaling, RopeScaling::Dynamic { .. }) && c.rotary_dim() <= 2 {
-        c.head_dim = 4;
     }
     c
 }
@@ -189,7 +195,7 @@ fn ranges_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
     let mut rng = StdRng::seed_from_u64(31);
     for case in 0..80 {
         let c = random_config(&mut rng);
-        let rope = Rope::new(c)?.with_backend(backend);
+        let rope = Rope::new(c.clone())?.with_backend(backend);
         let len = rng.random_range(1..=12);
         let top = MAX_POSITION as usize - len;
         let offset = match rng.random_range(0..4) {
@@ -218,7 +224,7 @@ fn ids_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
     let mut rng = StdRng::seed_from_u64(32);
     for case in 0..30 {
         let c = random_config(&mut rng);
-        let rope = Rope::new(c)?.with_backend(backend);
+        let rope = Rope::new(c.clone())?.with_backend(backend);
         let (batch, seq) = (rng.random_range(1..=3), rng.random_range(1..=8));
         let ids: Vec<u32> = (0..batch * seq)
             .map(|_| rng.random_range(0..MAX_POSITION as u32))
@@ -241,17 +247,17 @@ fn ids_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
 }
 
 fn cache_serves_views(dev: &Device, backend: Backend) -> anyhow::Result<()> {
-    for scaling in [
-        RopeScaling::Default,
-        RopeScaling::Dynamic {
-            factor: 2.0,
-            original_max_positions: 64,
-        },
+    for rope_type in [
+        RopeType::Default,
+        RopeType::Dynamic(Dynamic { factor: 2.0 }),
     ] {
-        let rope =
-            Rope::new(RopeConfig::new(16, 10_000.0).with_scaling(scaling))?.with_backend(backend);
+        let config = RopeConfig {
+            max_position_embeddings: Some(64),
+            ..RopeConfig::new(16, 10_000.0).with_rope_type(rope_type.clone())
+        };
+        let rope = Rope::new(config)?.with_backend(backend);
         let cache = RopeCache::new(rope.clone());
-        for (offset, len) in [(0, 10), (5, 20), (40, 24), (3, 1)] {
+        for (offset, len) in [(0, 10), (5, 20), (40, 24), (3, 1), (9, 0)] {
             let (cos, sin) = cache.tables(offset, len, DType::F32, dev)?;
             let (want_cos, want_sin) = rope.tables(offset, len, DType::F32, dev)?;
             assert!(
@@ -259,30 +265,34 @@ fn cache_serves_views(dev: &Device, backend: Backend) -> anyhow::Result<()> {
                 "views candle's rope accepts"
             );
             for (a, b) in [(cos, want_cos), (sin, want_sin)] {
-                let diff = (a - b)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
-                assert!(diff <= 5e-7, "{scaling:?} rows {offset}..+{len}: {diff}");
+                assert_eq!(a.dims(), &[len, 8]);
+                let a = a.flatten_all()?.to_vec1::<f32>()?;
+                assert_eq!(
+                    a,
+                    b.flatten_all()?.to_vec1::<f32>()?,
+                    "{rope_type:?} {offset}+{len}"
+                );
             }
         }
         assert_eq!(
             cache.memory_bytes(),
             cache.rows(DType::F32, dev) * 2 * 8 * 4
         );
-        // Past 64 rows: cached for the default variant; for dynamic NTK the frequencies
-        // change with the length, so the rows are generated, not cached.
+        // Past 64 rows: cached for the default type; for dynamic NTK the frequencies change
+        // with the length, so the rows are generated, not cached.
         let (cos, _) = cache.tables(100, 4, DType::F32, dev)?;
         let (want, _) = rope.tables(100, 4, DType::F32, dev)?;
-        let diff = (cos - want)?
-            .abs()?
-            .flatten_all()?
-            .max(0)?
-            .to_scalar::<f32>()?;
-        if rope.depends_on_length() {
-            assert_eq!(diff, 0.0);
+        assert_eq!(cos.to_vec2::<f32>()?, want.to_vec2::<f32>()?);
+        if rope.fixed_up_to().is_some() {
             assert!(cache.rows(DType::F32, dev) <= 64);
         } else {
-            assert!(diff <= 5e-7);
             assert!(cache.rows(DType::F32, dev) >= 104);
         }
+        // Any position, even past the cache's limit.
+        let (far, _) = cache.tables(MAX_POSITION as usize - 3, 3, DType::F32, dev)?;
+        assert_eq!(far.dims(), &[3, 8]);
+        let ids = Tensor::zeros((2, 0), DType::U32, dev)?;
+        assert_eq!(cache.tables_for_ids(&ids, DType::F32)?.0.dims(), &[2, 0, 8]);
     }
     Ok(())
 }
@@ -292,34 +302,33 @@ fn hf_configs_parse() -> anyhow::Result<()> {
     let llama31 = r#"{"hidden_size": 4096, "num_attention_heads": 32, "rope_theta": 500000.0, "max_position_embeddings": 131072,
         "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}}"#;
     let c: RopeConfig = serde_json::from_str(llama31)?;
-    assert_eq!((c.head_dim, c.base), (128, 500000.0));
+    assert_eq!((c.head_dim, c.rope_theta), (128, 500000.0));
     assert_eq!(
-        c.scaling,
-        RopeScaling::Llama3 {
+        c.rope_type,
+        RopeType::Llama3(Llama3 {
             factor: 8.0,
             low_freq_factor: 1.0,
             high_freq_factor: 4.0,
-            original_max_positions: 8192
-        }
+            original_max_position_embeddings: 8192
+        })
     );
 
-    let deepseek = r#"{"qk_rope_head_dim": 64, "head_dim": 64, "rope_theta": 10000, "max_position_embeddings": 163840,
+    let deepseek = r#"{"head_dim": 64, "rope_theta": 10000, "max_position_embeddings": 163840,
         "rope_scaling": {"type": "yarn", "factor": 40, "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096}}"#;
     let c: RopeConfig = serde_json::from_str(deepseek)?;
-    assert!(matches!(
-        c.scaling,
-        RopeScaling::Yarn {
-            factor: 40.0,
-            original_max_positions: 4096,
-            ..
-        }
-    ));
+    let RopeType::Yarn(y) = &c.rope_type else {
+        panic!("{c:?}")
+    };
+    assert_eq!(
+        (y.factor, y.original_max_position_embeddings),
+        (40.0, Some(4096))
+    );
     assert_eq!(
         Rope::new(c)?.attention_scaling(),
         1.0,
         "mscale / mscale_all_dim = 1"
     );
-    let qwen_yarn = r#"{"head_dim": 128, "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}"#;
+    let qwen_yarn = r#"{"head_dim": 128, "max_position_embeddings": 131072, "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}"#;
     let c: RopeConfig = serde_json::from_str(qwen_yarn)?;
     assert!((Rope::new(c)?.attention_scaling() - (0.1 * 4f64.ln() + 1.0)).abs() < 1e-15);
 
@@ -328,34 +337,42 @@ fn hf_configs_parse() -> anyhow::Result<()> {
     assert_eq!((c.head_dim, c.rotary_dim()), (80, 32));
     let dynamic = r#"{"head_dim": 64, "max_position_embeddings": 2048, "rope_scaling": {"type": "dynamic", "factor": 2.0}}"#;
     let c: RopeConfig = serde_json::from_str(dynamic)?;
-    assert_eq!(
-        c.scaling,
-        RopeScaling::Dynamic {
-            factor: 2.0,
-            original_max_positions: 2048
-        }
-    );
-    let linear = r#"{"head_dim": 64, "rope_scaling": {"type": "linear", "factor": 4.0}}"#;
-    assert_eq!(
-        serde_json::from_str::<RopeConfig>(linear)?.scaling,
-        RopeScaling::Linear { factor: 4.0 }
-    );
+    assert_eq!(c.rope_type, RopeType::Dynamic(Dynamic { factor: 2.0 }));
+    assert_eq!(c.max_position_embeddings, Some(2048));
+    // transformers 5: rope_theta and the type's parameters in rope_parameters.
+    let v5 = r#"{"head_dim": 64, "rope_parameters": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1e6}}"#;
+    let c: RopeConfig = serde_json::from_str(v5)?;
+    assert_eq!(c.rope_type, RopeType::Linear(Linear { factor: 4.0 }));
+    assert_eq!(c.rope_theta, 1e6);
 
-    for (json, needle) in [
+    // Every error names the field.
+    for (json, needles) in [
         (
-            r#"{"head_dim": 64, "rope_scaling": {"rope_type": "longrope", "factor": 4.0}}"#,
-            "longrope",
+            r#"{"head_dim": 64, "rope_scaling": {"rope_type": "ntk", "factor": 4.0}}"#,
+            &["rope_scaling.rope_type", "ntk"][..],
         ),
         (
             r#"{"head_dim": 64, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}"#,
-            "low_freq_factor",
+            &["rope_scaling", "low_freq_factor"],
         ),
-        (r#"{"rope_theta": 10000.0}"#, "head_dim"),
+        (
+            r#"{"head_dim": 64, "rope_scaling": {"rope_type": "linear", "factor": "x"}}"#,
+            &["rope_scaling.factor", "\"x\""],
+        ),
+        (r#"{"rope_theta": 10000.0}"#, &["head_dim"]),
+        (r#"{"head_dim": -64}"#, &["head_dim", "-64"]),
+        (r#"{"head_dim": 64, "rope_theta": "big"}"#, &["rope_theta"]),
+        (
+            r#"{"head_dim": 64, "max_position_embeddings": 1.5}"#,
+            &["max_position_embeddings"],
+        ),
     ] {
         let err = serde_json::from_str::<RopeConfig>(json)
             .unwrap_err()
             .to_string();
-        assert!(err.contains(needle), "{err}");
+        for needle in needles {
+            assert!(err.contains(needle), "{json}: {err}");
+        }
     }
     Ok(())
 }
@@ -364,56 +381,67 @@ fn hf_configs_parse() -> anyhow::Result<()> {
 fn nonsense_parameters_are_errors() {
     let base = RopeConfig::new(64, 10_000.0);
     let cases = [
-        (RopeConfig { base: -1.0, ..base }, "rope_theta"),
+        (
+            RopeConfig {
+                rope_theta: -1.0,
+                ..base.clone()
+            },
+            "rope_theta",
+        ),
         (
             RopeConfig {
                 head_dim: 7,
-                ..base
+                ..base.clone()
             },
             "rotary dim",
         ),
         (
             RopeConfig {
                 partial_rotary_factor: 0.0,
-                ..base
+                ..base.clone()
             },
             "partial_rotary_factor",
         ),
         (
-            base.with_scaling(RopeScaling::Linear { factor: 0.0 }),
-            "rope_scaling.factor",
+            base.clone()
+                .with_rope_type(RopeType::Linear(Linear { factor: 0.0 })),
+            "factor",
         ),
         (
-            base.with_scaling(RopeScaling::Llama3 {
+            base.clone()
+                .with_rope_type(RopeType::Linear(Linear { factor: 1e-300 })),
+            "2^40",
+        ),
+        (
+            base.clone().with_rope_type(RopeType::Llama3(Llama3 {
                 factor: 8.0,
                 low_freq_factor: 4.0,
                 high_freq_factor: 1.0,
-                original_max_positions: 8192,
-            }),
+                original_max_position_embeddings: 8192,
+            })),
             "high_freq_factor",
         ),
         (
-            base.with_scaling(RopeScaling::Yarn {
-                factor: 4.0,
-                original_max_positions: 4096,
+            base.clone().with_rope_type(RopeType::Yarn(Yarn {
                 beta_fast: 1.0,
                 beta_slow: 32.0,
-                attention_factor: None,
-                mscale: None,
-                mscale_all_dim: None,
-            }),
+                ..Yarn::new(4.0, 4096)
+            })),
             "beta_fast",
         ),
         (
-            base.with_scaling(RopeScaling::Dynamic {
-                factor: 2.0,
-                original_max_positions: 0,
-            }),
+            base.clone()
+                .with_rope_type(RopeType::Dynamic(Dynamic { factor: 2.0 })),
+            "max_position_embeddings",
+        ),
+        (
+            base.clone()
+                .with_rope_type(RopeType::Yarn(Yarn::new(4.0, 0))),
             "original_max_position_embeddings",
         ),
     ];
     for (config, needle) in cases {
-        let err = Rope::new(config).unwrap_err().to_string();
+        let err = Rope::new(config.clone()).unwrap_err().to_string();
         assert!(err.contains(needle), "{config:?}: {err}");
     }
 }

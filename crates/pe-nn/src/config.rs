@@ -109,9 +109,10 @@ pub enum StoredTable {
 }
 
 /// How [`SinusoidalEmbedding`](crate::SinusoidalEmbedding) is built. `Default` is the paper's
-/// encoding, no scaling, plain positions, no position limit, no stored table.
+/// encoding, no scaling, plain positions, no position limit, no stored table. Read from JSON, a
+/// field of the wrong type is an error naming the field.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(default)]
+#[serde(default, remote = "Self")]
 pub struct SinusoidalEmbeddingConfig {
     /// The encoding convention. Default [`Preset::Vaswani`].
     pub preset: Preset,
@@ -145,6 +146,19 @@ pub struct SinusoidalEmbeddingConfig {
     pub vocab: Option<usize>,
     /// What to do with a table stored in the checkpoint. Default: ignore it.
     pub stored_table: StoredTable,
+}
+
+/// The derived reading, with the path of the field at fault in the error (`width: invalid
+/// value: integer `-64`, expected usize`).
+impl<'de> Deserialize<'de> for SinusoidalEmbeddingConfig {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut track = serde_path_to_error::Track::new();
+        let tracked = serde_path_to_error::Deserializer::new(deserializer, &mut track);
+        SinusoidalEmbeddingConfig::deserialize(tracked).map_err(|err| {
+            let path = track.path().to_string();
+            serde::de::Error::custom(format!("config field {path}: {err}"))
+        })
+    }
 }
 
 impl Default for SinusoidalEmbeddingConfig {

@@ -26,12 +26,11 @@
 //! # Ok::<(), candle_core::Error>(())
 //! ```
 
-use candle_core::{bail, DType, Device, Module, Result, Tensor};
+use candle_core::{bail, DType, Module, Result, Tensor};
 use candle_nn::{Embedding, Init, VarBuilder};
-use pe_core::{Backend, PeCache, SinusoidalEncoding, MAX_POSITION};
+use pe_core::{Backend, PeCache, SinusoidalEncoding, TokenPositions, MAX_POSITION};
 
 use crate::config::{PositionMode, SinusoidalEmbeddingConfig, StoredTable};
-use crate::fused;
 
 /// Where the positional rows come from.
 #[derive(Clone, Debug)]
@@ -42,18 +41,6 @@ enum Table {
     Stored(Tensor),
 }
 
-/// The positions of one forward call.
-enum Positions<'a> {
-    /// Token `s` of every sequence is at `offset + s`.
-    Offset(usize),
-    /// One position per token, shaped like the token ids, all below `end`.
-    Ids { ids: &'a Tensor, end: usize },
-}
-
-/// Without `max_positions`, the generic path caches rows below this and generates the rest per
-/// call: a decoder at position 10^9 should not hold a table of 10^9 rows.
-pub const DEFAULT_CACHE_ROWS: usize = 1 << 20;
-
 /// `scale * embedding(ids) + PE(positions)`, in the embedding's dtype.
 #[derive(Clone, Debug)]
 pub struct SinusoidalEmbedding {
@@ -63,8 +50,6 @@ pub struct SinusoidalEmbedding {
     padding_idx: Option<u32>,
     /// Positions must be below this.
     position_limit: usize,
-    /// The generic path caches positions below this.
-    cache_rows: usize,
     table: Table,
 }
 
@@ -135,9 +120,10 @@ impl SinusoidalEmbedding {
             None => MAX_POSITION as usize,
         };
         let encoding = SinusoidalEncoding::new(cfg.spec(d))?;
-        let cache_rows = match cfg.max_positions {
-            Some(_) => position_limit,
-            None => DEFAULT_CACHE_ROWS,
+        // A declared context is cached whole; otherwise the cache's default limit applies.
+        let cache = match cfg.max_positions {
+            Some(_) => PeCache::with_limit(encoding, position_limit),
+            None => PeCache::new(encoding),
         };
         Ok(Self {
             embedding,
@@ -145,8 +131,7 @@ impl SinusoidalEmbedding {
             mode: cfg.positions,
             padding_idx,
             position_limit,
-            cache_rows,
-            table: Table::Generated(PeCache::new(encoding)),
+            table: Table::Generated(cache),
         })
     }
 
@@ -193,7 +178,6 @@ impl SinusoidalEmbedding {
             StoredTable::Load { .. } => {
                 block.table = Table::Stored(table.to_dtype(block.dtype())?);
                 block.position_limit = rows;
-                block.cache_rows = rows;
             }
         }
         Ok(block)
@@ -225,7 +209,7 @@ impl SinusoidalEmbedding {
     pub fn with_backend(mut self, backend: Backend) -> Self {
         if let Table::Generated(cache) = &self.table {
             let encoding = cache.encoding().clone().with_backend(backend);
-            self.table = Table::Generated(PeCache::new(encoding));
+            self.table = Table::Generated(PeCache::with_limit(encoding, cache.limit()));
         }
         self
     }
@@ -273,7 +257,7 @@ impl SinusoidalEmbedding {
                 if end > self.position_limit as u128 {
                     bail!("offset {offset} + sequence length {seq} = {end} exceeds the {} positions this block supports", self.position_limit)
                 }
-                self.forward_impl(ids, Positions::Offset(offset))
+                self.forward_impl(ids, TokenPositions::Offset(offset))
             }
             PositionMode::PaddingAware => {
                 let pad = self.padding_idx.unwrap_or_default();
@@ -283,7 +267,8 @@ impl SinusoidalEmbedding {
         }
     }
 
-    /// The block for token ids `(batch, seq)` at explicit integer positions of the same shape.
+    /// The block for token ids `(batch, seq)` at explicit integer positions of the same shape
+    /// (in padding-aware mode, positions equal to `padding_idx` get no encoding).
     pub fn forward_with_positions(&self, ids: &Tensor, positions: &Tensor) -> Result<Tensor> {
         self.check_ids("ids", ids)?;
         self.check_ids("positions", positions)?;
@@ -302,14 +287,14 @@ impl SinusoidalEmbedding {
                 self.position_limit
             )
         }
-        let end = (max + 1) as usize;
-        self.forward_impl(
-            ids,
-            Positions::Ids {
+        let positions = match (self.mode, self.padding_idx) {
+            (PositionMode::PaddingAware, Some(padding_idx)) => TokenPositions::PaddedIds {
                 ids: positions,
-                end,
+                padding_idx,
             },
-        )
+            _ => TokenPositions::Ids(positions),
+        };
+        self.forward_impl(ids, positions)
     }
 
     /// Checks rank and dtype; returns `(batch, seq)`.
@@ -326,24 +311,13 @@ impl SinusoidalEmbedding {
         }
     }
 
-    fn forward_impl(&self, ids: &Tensor, positions: Positions) -> Result<Tensor> {
-        let vocab = self.vocab();
-        let zero_at = match self.mode {
-            PositionMode::PaddingAware => self.padding_idx,
-            PositionMode::Plain => None,
+    fn forward_impl(&self, ids: &Tensor, positions: TokenPositions) -> Result<Tensor> {
+        let weights = self.embedding.embeddings();
+        let table = match &self.table {
+            Table::Generated(cache) => return Ok(cache.embed(weights, ids, positions, self.scale)?),
+            Table::Stored(table) => table,
         };
-        if let (Table::Generated(cache), Device::Cpu) = (&self.table, ids.device()) {
-            if cache.encoding().backend() != Backend::Generic {
-                return fused::forward(
-                    self.embedding.embeddings(),
-                    ids,
-                    &positions.host(ids)?,
-                    zero_at,
-                    self.scale,
-                    cache.encoding().plan(),
-                );
-            }
-        }
+        let vocab = self.vocab();
         let (min, max) = min_max(ids)?;
         if min < 0 || max >= vocab as i64 {
             let bad = if min < 0 { min } else { max };
@@ -360,47 +334,14 @@ impl SinusoidalEmbedding {
             .forward(ids)?
             .to_dtype(compute)?
             .affine(self.scale, 0.0)?;
-        let (dev, seq) = (ids.device(), ids.dim(1)?);
-        let pe = match (&self.table, positions) {
-            (Table::Generated(cache), Positions::Offset(offset))
-                if offset + seq <= self.cache_rows =>
-            {
-                cache.range(offset, seq, compute, dev)?
-            }
-            (Table::Generated(cache), Positions::Offset(offset)) => {
-                cache.encoding().range(offset, seq, compute, dev)?
-            }
-            (Table::Generated(cache), Positions::Ids { ids: p, end }) => {
-                match (zero_at, end <= self.cache_rows) {
-                    (Some(pad), true) => cache.padding_rows(p, pad, compute)?,
-                    (Some(pad), false) => cache.encoding().padding_rows(p, pad, compute)?,
-                    (None, true) => cache.ids(p, compute)?,
-                    (None, false) => cache.encoding().ids(p, compute)?,
-                }
-            }
-            (Table::Stored(table), Positions::Offset(offset)) => table.narrow(0, offset, seq)?,
-            (Table::Stored(table), Positions::Ids { ids: p, .. }) => {
+        let pe = match positions {
+            TokenPositions::Offset(offset) => table.narrow(0, offset, ids.dim(1)?)?,
+            TokenPositions::Ids(p) | TokenPositions::PaddedIds { ids: p, .. } => {
                 let flat = table.index_select(&p.flatten_all()?.to_dtype(DType::U32)?, 0)?;
                 flat.reshape((p.dim(0)?, p.dim(1)?, self.width()))?
             }
         };
         x.broadcast_add(&pe.to_dtype(compute)?)?.to_dtype(dtype)
-    }
-}
-
-impl Positions<'_> {
-    /// The position of every token, row-major, for the fused CPU path.
-    fn host(&self, ids: &Tensor) -> Result<Vec<f64>> {
-        match self {
-            Positions::Offset(offset) => {
-                let (batch, seq) = ids.dims2()?;
-                let row: Vec<f64> = (0..seq).map(|s| (offset + s) as f64).collect();
-                Ok(row.repeat(batch))
-            }
-            Positions::Ids { ids: p, .. } => {
-                p.flatten_all()?.to_dtype(DType::F64)?.to_vec1::<f64>()
-            }
-        }
     }
 }
 

@@ -23,10 +23,9 @@
 
 pub mod config;
 pub mod embedding;
-pub mod fused;
 pub mod rotary;
 
 pub use config::{EmbeddingScale, PositionMode, SinusoidalEmbeddingConfig, StoredTable};
 pub use embedding::{sinusoidal_embedding, SinusoidalEmbedding};
-pub use pe_core::{Backend, Preset, RopeConfig, RopeScaling};
+pub use pe_core::{Backend, Preset, RopeConfig, RopeType};
 pub use rotary::RotaryEmbedding;

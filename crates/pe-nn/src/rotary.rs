@@ -62,7 +62,8 @@ impl RotaryEmbedding {
         &self.cache
     }
 
-    /// `q` and `k` rotated for positions `offset .. offset + seq`.
+    /// `q` and `k` rotated for positions `offset .. offset + seq` (any offset below 2^31: past
+    /// the cache's limit the tables are generated).
     pub fn apply(&self, q: &Tensor, k: &Tensor, offset: usize) -> Result<(Tensor, Tensor)> {
         let seq = self.check("q", q)?;
         if self.check("k", k)? != seq {
@@ -73,7 +74,7 @@ impl RotaryEmbedding {
             )
         }
         let (cos, sin) = self.cache.tables(offset, seq, q.dtype(), q.device())?;
-        Ok((self.rotate(q, &cos, &sin)?, self.rotate(k, &cos, &sin)?))
+        self.rotate_both(q, k, &cos, &sin)
     }
 
     /// `q` and `k` rotated for explicit integer positions `(batch, seq)`.
@@ -94,8 +95,23 @@ impl RotaryEmbedding {
                 positions.dims()
             )
         }
-        let (cos, sin) = self.rope().tables_for_ids(positions, q.dtype())?;
-        Ok((self.rotate(q, &cos, &sin)?, self.rotate(k, &cos, &sin)?))
+        let (cos, sin) = self.cache.tables_for_ids(positions, q.dtype())?;
+        self.rotate_both(q, k, &cos, &sin)
+    }
+
+    /// `q` and `k` rotated by the tables; an empty sequence is returned as it is (candle-nn's
+    /// rope kernels do not take one).
+    fn rotate_both(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        cos: &Tensor,
+        sin: &Tensor,
+    ) -> Result<(Tensor, Tensor)> {
+        if q.elem_count() == 0 || k.elem_count() == 0 {
+            return Ok((q.clone(), k.clone()));
+        }
+        Ok((self.rotate(q, cos, sin)?, self.rotate(k, cos, sin)?))
     }
 
     /// Checks rank and head width; returns the sequence length.

@@ -189,3 +189,50 @@ fn bad_configs_and_checkpoints() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn config_errors_name_the_field() {
+    for (json, needles) in [
+        // The field as the JSON names it (an HF alias or the field itself).
+        (r#"{"d_model": -64}"#, &["field d_model", "-64"][..]),
+        (r#"{"width": -64}"#, &["field width", "-64"]),
+        (
+            r#"{"scale_embedding": "twice"}"#,
+            &["field scale_embedding", "twice"],
+        ),
+        (r#"{"preset": "bert"}"#, &["field preset", "bert"]),
+        (r#"{"pad_token_id": 1.5}"#, &["field pad_token_id"]),
+        (
+            r#"{"max_position_embeddings": "many"}"#,
+            &["field max_position_embeddings"],
+        ),
+    ] {
+        let err = serde_json::from_str::<SinusoidalEmbeddingConfig>(json)
+            .unwrap_err()
+            .to_string();
+        for needle in needles {
+            assert!(err.contains(needle), "{json}: {err}");
+        }
+    }
+}
+
+#[test]
+fn empty_batches_give_empty_outputs() -> anyhow::Result<()> {
+    let dev = Device::Cpu;
+    for backend in [Backend::Cpu, Backend::Generic] {
+        for cfg in [
+            SinusoidalEmbeddingConfig::default(),
+            SinusoidalEmbeddingConfig::for_preset(Preset::Fairseq),
+        ] {
+            let embed = block(&cfg, backend);
+            for shape in [(2, 0), (0, 3), (0, 0)] {
+                let ids = Tensor::zeros(shape, DType::U32, &dev)?;
+                let x = embed.forward_with_offset(&ids, 5)?;
+                assert_eq!(x.dims(), &[shape.0, shape.1, 8], "{backend:?} {shape:?}");
+                let x = embed.forward_with_positions(&ids, &ids)?;
+                assert_eq!(x.dims(), &[shape.0, shape.1, 8]);
+            }
+        }
+    }
+    Ok(())
+}

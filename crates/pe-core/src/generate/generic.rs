@@ -1,24 +1,12 @@
 //! The device-generic generator: the same exact math as the CPU generator, written with candle
 //! tensor ops only, so it runs on every device candle supports with f64 (CPU and CUDA).
 //!
-//! It is the plain twin of [`cpu`](crate::cpu): positions are split into `p_hi + p_lo` (a multiple
-//! of 32 and the rest) and frequencies into [`Frequency`](crate::Frequency)'s `hi + lo`, so the
-//! large part of the angle is an exact product; the two angles are evaluated in f64 on the
-//! device, combined by angle addition, and only then cast to the output dtype.
-//!
-//! ```
-//! use candle_core::{DType, Device};
-//! use pe_core::{Backend, PeSpec, SinusoidalEncoding};
-//!
-//! let spec = PeSpec::marian(8);
-//! let generic = SinusoidalEncoding::new(spec)?.with_backend(Backend::Generic);
-//! let cpu = SinusoidalEncoding::new(spec)?.with_backend(Backend::Cpu);
-//! let a = generic.range(1_000_000, 4, DType::F64, &Device::Cpu)?;
-//! let b = cpu.range(1_000_000, 4, DType::F64, &Device::Cpu)?;
-//! let diff = (a - b)?.abs()?.max_all()?.to_scalar::<f64>()?;
-//! assert!(diff < 1e-12);
-//! # Ok::<(), pe_core::Error>(())
-//! ```
+//! It is the plain twin of [`cpu`](super::cpu): positions are split into `p_hi + p_lo` (a
+//! multiple of 32 and the rest) and frequencies into the `hi + lo` of
+//! [`Frequency::split`](crate::freq::Frequency::split), so the large part of the angle is an
+//! exact product; the two angles are evaluated in f64 on the device, combined by angle
+//! addition, and only then cast to the output dtype. Each position is computed on its own, so a
+//! row's bits do not depend on the request either.
 
 use candle_core::{DType, Device, Tensor};
 
@@ -27,7 +15,7 @@ use crate::positions::{Request, Rows};
 use crate::{Layout, Result};
 
 /// Builds the table for `request` on `device` with candle ops, shaped `(rows, width)`.
-pub(crate) fn generate(
+pub(crate) fn table(
     plan: &Plan,
     request: &Request,
     dtype: DType,
@@ -55,9 +43,9 @@ pub(crate) fn generate(
 /// The `(positions, width)` table of a flat f64 tensor of positions.
 fn sinusoids(plan: &Plan, positions: &Tensor, dtype: DType) -> Result<Tensor> {
     let device = positions.device();
-    let freqs = plan.frequencies();
-    let hi = Tensor::from_iter(freqs.iter().map(|w| w.hi), device)?.unsqueeze(0)?;
-    let lo = Tensor::from_iter(freqs.iter().map(|w| w.lo), device)?.unsqueeze(0)?;
+    let (hi, lo): (Vec<f64>, Vec<f64>) = plan.frequencies().iter().map(|w| w.split()).unzip();
+    let hi = Tensor::new(hi, device)?.unsqueeze(0)?;
+    let lo = Tensor::new(lo, device)?.unsqueeze(0)?;
     let p = positions.unsqueeze(1)?;
     let p_hi = p.affine(1.0 / SPLIT, 0.0)?.floor()?.affine(SPLIT, 0.0)?;
     let p_lo = (&p - &p_hi)?;
@@ -77,7 +65,7 @@ fn sinusoids(plan: &Plan, positions: &Tensor, dtype: DType) -> Result<Tensor> {
 
 /// Lays out `sin` and `cos`, both `(rows, n_sin)` (frequency `i` in column `i`), as the row
 /// layout of `cols` says: interleaved or in blocks, plus the zero column of a zero-padded width.
-pub fn assemble(cols: &Columns, sin: &Tensor, cos: &Tensor) -> Result<Tensor> {
+pub(crate) fn assemble(cols: &Columns, sin: &Tensor, cos: &Tensor) -> Result<Tensor> {
     let (rows, dtype, device) = (sin.dim(0)?, sin.dtype(), sin.device());
     if cols.n_sin == 0 {
         return Ok(Tensor::zeros((rows, cols.width), dtype, device)?);

@@ -1,19 +1,11 @@
 //! sin and cos in f64 for the CPU generator's exact anchors: of an angle given as an unevaluated
-//! sum `hi + lo` (the exact product `p * w` from [`two_product`]), to about one unit in the last
+//! sum `hi + lo` (the exact product `p * w`), to about one unit in the last
 //! place, without libm.
 //!
 //! The angle is reduced by `q * pi/2` with pi/2 split into 21-bit pieces (so every `q * piece`
 //! below 2^32 is an exact product), `lo` is added to the small remainder, and Taylor polynomials
-//! of degree 17 and 16 evaluate sin and cos on `[-pi/4, pi/4]`. Angles beyond 2^32 fall back to
-//! libm. A libm `sin` plus `cos` costs about 40 ns on large arguments; this costs a few.
-//!
-//! ```
-//! use pe_core::trig::{sin_cos, two_product};
-//!
-//! let (hi, lo) = two_product(2_147_483_647.0, 0.1);
-//! let (s, c) = sin_cos(hi, lo);
-//! assert!((s * s + c * c - 1.0).abs() < 1e-15);
-//! ```
+//! of degree 17 and 16 evaluate sin and cos on `[-pi/4, pi/4]`. Beyond 2^32, libm reduces the
+//! head of the angle and the kernel turns the remainder. A libm `sin` plus `cos` costs about 40 ns on large arguments; this costs a few.
 
 /// Beyond this the reduction's products are no longer exact and libm takes over.
 const REDUCTION_LIMIT: f64 = 4_294_967_296.0;
@@ -26,33 +18,15 @@ const P3: f64 = 6.223369259164557e-14;
 const P4: f64 = 2.9127304114676625e-20;
 const P5: f64 = 1.6446256936324258e-26;
 
-/// `a * b` as `hi + lo` exactly (Dekker's product; no fused multiply-add needed).
-#[inline]
-pub fn two_product(a: f64, b: f64) -> (f64, f64) {
-    let hi = a * b;
-    let (a1, a2) = split(a);
-    let (b1, b2) = split(b);
-    let lo = ((a1 * b1 - hi) + a1 * b2 + a2 * b1) + a2 * b2;
-    (hi, lo)
-}
-
-/// `x = high + low` with 26 and 27 significant bits (Veltkamp's split).
-#[inline]
-fn split(x: f64) -> (f64, f64) {
-    let c = 134_217_729.0 * x; // 2^27 + 1
-    let high = c - (c - x);
-    (high, x - high)
-}
-
 /// `(sin(hi + lo), cos(hi + lo))` for `|lo|` of the order of the rounding error of `hi`.
 #[inline]
-pub fn sin_cos(hi: f64, lo: f64) -> (f64, f64) {
-    // NaN goes to libm too.
+pub(crate) fn sin_cos(hi: f64, lo: f64) -> (f64, f64) {
+    // Past the limit, libm reduces `hi` (glibc and musl do so exactly) and the kernel turns
+    // `lo` (below pi/4 for any angle under 2^52); NaN goes to libm too.
     if hi.abs() > REDUCTION_LIMIT || hi.is_nan() {
         let (s, c) = hi.sin_cos();
-        let lo = if lo.is_finite() { lo } else { 0.0 };
-        let cos_lo = 1.0 - 0.5 * lo * lo;
-        return (s * cos_lo + c * lo, c * cos_lo - s * lo);
+        let (sl, cl) = kernel(if lo.is_finite() { lo } else { 0.0 });
+        return (s * cl + c * sl, c * cl - s * sl);
     }
     let shifted = hi * std::f64::consts::FRAC_2_PI + ROUND;
     let quadrant = shifted.to_bits() & 3;
@@ -148,19 +122,6 @@ mod tests {
                 (c - (ec * cos_lo - es * lo)).abs() <= 4e-16,
                 "cos({x} + {lo})"
             );
-        }
-    }
-
-    #[test]
-    fn two_product_is_exact() {
-        for (a, b) in [
-            (2_147_483_647.0, 0.1),
-            (1e6, 0.017_782_794_100_389_23),
-            (3.5, -1.0 / 3.0),
-        ] {
-            let (hi, lo) = two_product(a, b);
-            assert_eq!(hi, a * b);
-            assert_eq!(lo, a.mul_add(b, -hi));
         }
     }
 

@@ -1,0 +1,66 @@
+//! The constructions this project replaces, to be measured against (for speed in the benchmarks,
+//! for error in the examples): tables built the way candle-transformers builds them, frequencies
+//! in f32, an f32 copy of the positions, a `broadcast_mul` or `matmul`, `sin`, `cos`. Their error
+//! grows with the position (about `p * 7e-8`).
+//!
+//! Benchmark and example code, not library API: included with `#[path]` where it is used.
+#![allow(dead_code)]
+
+use candle_core::{DType, Device, Result, Tensor};
+use pe_core::{Column, SinusoidalEncoding};
+
+/// Rows `offset .. offset + len` of `pe`'s table, computed in f32 with candle ops (whisper's
+/// `sinusoids` construction for sin|cos layouts).
+pub fn naive_f32_table(
+    pe: &SinusoidalEncoding,
+    offset: usize,
+    len: usize,
+    device: &Device,
+) -> Result<Tensor> {
+    let end = u32::try_from(offset + len).map_err(candle_core::Error::wrap)?;
+    let inv_freq: Vec<f32> = pe.frequencies().iter().map(|&w| w as f32).collect();
+    let n = inv_freq.len();
+    let inv_freq = Tensor::from_vec(inv_freq, (1, n), device)?;
+    let positions = Tensor::arange(offset as u32, end, device)?
+        .to_dtype(DType::F32)?
+        .unsqueeze(1)?;
+    let angles = positions.broadcast_mul(&inv_freq)?;
+    let (sin, cos) = (angles.sin()?, angles.cos()?);
+    // Column c of the output is column index[c] of [sin | cos | 0].
+    let index: Vec<u32> = (0..pe.width())
+        .map(|c| match pe.column(c) {
+            Some(Column::Sin(i)) => i as u32,
+            Some(Column::Cos(i)) => (n + i) as u32,
+            _ => 2 * n as u32,
+        })
+        .collect();
+    let sin_cos = Tensor::cat(&[&sin, &cos], 1)?;
+    if index.iter().enumerate().all(|(c, &i)| i == c as u32) && index.len() == 2 * n {
+        return Ok(sin_cos);
+    }
+    let zero = Tensor::zeros((len, 1), DType::F32, device)?;
+    let index = Tensor::new(index, device)?;
+    Tensor::cat(&[&sin_cos, &zero], 1)?.index_select(&index, 1)
+}
+
+/// Rotary `(cos, sin)` tables for positions `0 .. len`, built as candle-transformers' Llama
+/// builds them: inverse frequencies in f32, an f32 copy of the positions, a matmul, `cos`, `sin`.
+pub fn naive_llama_rope(
+    head_dim: usize,
+    rope_theta: f32,
+    len: usize,
+    device: &Device,
+) -> Result<(Tensor, Tensor)> {
+    let theta: Vec<f32> = (0..head_dim)
+        .step_by(2)
+        .map(|i| 1f32 / rope_theta.powf(i as f32 / head_dim as f32))
+        .collect();
+    let n = theta.len();
+    let theta = Tensor::from_vec(theta, (1, n), device)?;
+    let end = u32::try_from(len).map_err(candle_core::Error::wrap)?;
+    let idx_theta = Tensor::arange(0, end, device)?
+        .to_dtype(DType::F32)?
+        .reshape((len, 1))?
+        .matmul(&theta)?;
+    Ok((idx_theta.cos()?, idx_theta.sin()?))
+}

@@ -1,0 +1,151 @@
+//! [`PeCache::embed`]: `scale * weights[tokens] + PE(positions)`, the arithmetic of the embedding
+//! block that starts every encoder and decoder.
+//!
+//! On the CPU it is one fused pass: each token's embedding row is gathered, scaled and added to
+//! its exact encoding, and each output element is written once, with no `(batch, seq, d)`
+//! intermediate. Its plain twin, on every other device (or with [`Backend::Generic`]), is the
+//! candle-op composition: `index_select`, `affine`, the cached encoding rows, `broadcast_add`.
+//! Half-precision weights are added in f32 (generic) or f64 (fused) and rounded once.
+//!
+//! ```
+//! use candle_core::{DType, Device, Tensor};
+//! use pe_core::{Backend, PeCache, PeSpec, SinusoidalEncoding, TokenPositions};
+//!
+//! let dev = Device::Cpu;
+//! let weights = Tensor::randn(0f32, 1.0, (100, 32), &dev)?;
+//! let tokens = Tensor::new(&[[1u32, 2, 3], [4, 5, 6]], &dev)?;
+//! let fused = PeCache::new(SinusoidalEncoding::new(PeSpec::marian(32))?);
+//! let x = fused.embed(&weights, &tokens, TokenPositions::Offset(10), 32f64.sqrt())?;
+//! assert_eq!(x.dims(), &[2, 3, 32]);
+//!
+//! // The candle-op twin gives the same values.
+//! let plain = PeCache::new(SinusoidalEncoding::new(PeSpec::marian(32))?.with_backend(Backend::Generic));
+//! let y = plain.embed(&weights, &tokens, TokenPositions::Offset(10), 32f64.sqrt())?;
+//! assert!((x - y)?.abs()?.max_all()?.to_scalar::<f32>()? < 1e-5);
+//! # Ok::<(), pe_core::Error>(())
+//! ```
+//!
+//! [`Backend::Generic`]: crate::Backend::Generic
+
+use candle_core::{DType, Tensor, D};
+
+use crate::generate::{check_dtype, cpu};
+use crate::positions;
+use crate::{Error, PeCache, Result};
+
+/// The positions of the tokens of an [`PeCache::embed`] call.
+#[derive(Clone, Copy, Debug)]
+pub enum TokenPositions<'a> {
+    /// Token `s` of every sequence (the last axis) is at `offset + s`: `offset` is the number of
+    /// tokens already in the KV cache.
+    Offset(usize),
+    /// Explicit integer positions, shaped like the tokens (left-padded batches).
+    Ids(&'a Tensor),
+    /// Explicit positions already made padding-aware (fairseq / HF M2M100, see
+    /// [`padding_aware_positions`](crate::padding_aware_positions)): tokens at position
+    /// `padding_idx` get no encoding.
+    PaddedIds {
+        /// The positions, shaped like the tokens.
+        ids: &'a Tensor,
+        /// The padding position.
+        padding_idx: u32,
+    },
+}
+
+impl PeCache {
+    /// `scale * weights[tokens] + PE(positions)`, shape `tokens.dims() + [d]`, in the dtype of
+    /// `weights` (`(vocab, d)`, f32, f16, bf16 or f64, with `d` this encoding's width), on the
+    /// device of `tokens`. Tokens are integer ids below `vocab`, of rank 1 or more.
+    pub fn embed(
+        &self,
+        weights: &Tensor,
+        tokens: &Tensor,
+        positions: TokenPositions<'_>,
+        scale: f64,
+    ) -> Result<Tensor> {
+        let d = self.encoding().width();
+        let vocab = match *weights.dims() {
+            [vocab, width] if width == d => vocab,
+            _ => {
+                return Err(Error::ShapeMismatch {
+                    name: "weights",
+                    expected: format!("(vocab, {d})"),
+                    shape: weights.dims().to_vec(),
+                })
+            }
+        };
+        check_dtype(weights.dtype())?;
+        if !scale.is_finite() {
+            return Err(Error::InvalidParameter {
+                name: "scale",
+                expected: "finite",
+                value: scale,
+            });
+        }
+        positions::check_tokens(tokens, vocab)?;
+        if tokens.rank() == 0 {
+            return Err(Error::WrongRank {
+                name: "tokens",
+                expected: "1 or more",
+                shape: vec![],
+            });
+        }
+        let (ids, zero_at) = match positions {
+            TokenPositions::Offset(offset) => {
+                let seq = tokens.dim(D::Minus1)?;
+                let row = positions::range(offset, seq)?;
+                let ids = Tensor::arange(offset as i64, row.end as i64, tokens.device())?;
+                (ids.broadcast_as(tokens.shape())?.contiguous()?, None)
+            }
+            TokenPositions::Ids(ids) => (same_shape(ids, tokens)?, None),
+            TokenPositions::PaddedIds { ids, padding_idx } => {
+                (same_shape(ids, tokens)?, Some(padding_idx))
+            }
+        };
+        let request = positions::ids(&ids)?;
+        let generator = self.encoding().generator();
+        generator.plan().check_angles(request.largest)?;
+        let mut shape = tokens.dims().to_vec();
+        shape.push(d);
+        if generator.uses_cpu(tokens.device())? {
+            let tokens = tokens
+                .flatten_all()?
+                .to_dtype(DType::I64)?
+                .to_vec1::<i64>()?;
+            let tokens: Vec<usize> = tokens.into_iter().map(|t| t as usize).collect();
+            let positions = ids.flatten_all()?.to_dtype(DType::F64)?.to_vec1::<f64>()?;
+            let out = cpu::embed(generator, weights, &tokens, &positions, zero_at, scale)?;
+            return Ok(out.reshape(shape)?);
+        }
+        // Half-precision blocks add in f32 and round once at the end.
+        let dtype = weights.dtype();
+        let compute = match dtype {
+            DType::F16 | DType::BF16 => DType::F32,
+            other => other,
+        };
+        let flat = tokens.flatten_all()?.to_dtype(DType::U32)?;
+        let x = weights
+            .to_device(tokens.device())?
+            .index_select(&flat, 0)?
+            .to_dtype(compute)?
+            .affine(scale, 0.0)?
+            .reshape(shape)?;
+        let pe = match zero_at {
+            Some(pad) => self.padding_rows(&ids, pad, compute)?,
+            None => self.ids(&ids, compute)?,
+        };
+        Ok((x + pe)?.to_dtype(dtype)?)
+    }
+}
+
+/// `ids`, once it has the shape of `tokens`.
+fn same_shape(ids: &Tensor, tokens: &Tensor) -> Result<Tensor> {
+    if ids.dims() != tokens.dims() {
+        return Err(Error::ShapeMismatch {
+            name: "positions",
+            expected: format!("the shape of tokens, {:?}", tokens.dims()),
+            shape: ids.dims().to_vec(),
+        });
+    }
+    Ok(ids.clone())
+}

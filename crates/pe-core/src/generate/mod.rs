@@ -1,0 +1,151 @@
+//! The generators: a checked [`Plan`] and a checked [`Request`] in, a table out.
+//!
+//! - [`cpu`]: exact anchor rows every [`cpu::ANCHOR_SPAN`] absolute positions, the rows between
+//!   by angle addition from an exact offset table, in parallel, each element written once; also
+//!   the fused gather-scale-add of an embedding block.
+//! - [`generic`]: the same exact math in candle ops, for every device (what runs on CUDA).
+//! - [`trig`]: libm-free exact sin/cos for the CPU anchors.
+//!
+//! Every value depends only on (plan, position, column, dtype): never on the request's offset,
+//! length or shape, on what was asked before, or on thread timing.
+
+pub(crate) mod cpu;
+pub(crate) mod generic;
+pub(crate) mod trig;
+
+use std::sync::OnceLock;
+
+use candle_core::{DType, Device, Tensor};
+
+use crate::freq::Plan;
+use crate::positions::Request;
+use crate::{Error, Result};
+
+/// Which generator builds the tables.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Backend {
+    /// The CPU generator on the CPU device, the generic one elsewhere.
+    #[default]
+    Auto,
+    /// The CPU generator; an error on any other device.
+    Cpu,
+    /// Candle tensor ops on any device (what runs on CUDA); forced here, it also runs on the CPU.
+    Generic,
+}
+
+/// A plan, the backend that builds its tables, and the CPU generator's offset table (made on
+/// first use).
+#[derive(Debug)]
+pub(crate) struct Generator {
+    plan: Plan,
+    backend: Backend,
+    offsets: OnceLock<cpu::Offsets>,
+}
+
+impl Generator {
+    pub fn new(plan: Plan, backend: Backend) -> Self {
+        Self {
+            plan,
+            backend,
+            offsets: OnceLock::new(),
+        }
+    }
+
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Whether `device` gets the CPU generator.
+    pub fn uses_cpu(&self, device: &Device) -> Result<bool> {
+        match (self.backend, device) {
+            (Backend::Auto | Backend::Cpu, Device::Cpu) => Ok(true),
+            (Backend::Cpu, other) => Err(Error::CpuBackendOnDevice(other.location())),
+            _ => Ok(false),
+        }
+    }
+
+    pub fn offsets(&self) -> &cpu::Offsets {
+        self.offsets.get_or_init(|| cpu::Offsets::new(&self.plan))
+    }
+
+    /// The table for `request` on `device`, shaped `request.lead + [width]`; dtype, angles,
+    /// device and size are checked before anything is allocated.
+    pub fn table(&self, request: &Request, dtype: DType, device: &Device) -> Result<Tensor> {
+        check_dtype(dtype)?;
+        self.plan.check_angles(request.largest)?;
+        let (rows, width) = (request.n_rows(), self.plan.columns().width);
+        let use_cpu = self.uses_cpu(device)?;
+        // The generic path holds about eight f64 intermediates of (rows, d / 2).
+        let working_set = if use_cpu { 0 } else { 4 * 8 * width as u128 };
+        check_size(rows, width, dtype, device, working_set)?;
+        let table = if rows == 0 {
+            Tensor::zeros((0, width), dtype, device)?
+        } else if use_cpu {
+            cpu::table(self, request, dtype)?
+        } else {
+            generic::table(&self.plan, request, dtype, device)?
+        };
+        let mut shape = request.lead.clone();
+        shape.push(width);
+        Ok(table.reshape(shape)?)
+    }
+}
+
+/// Fails for an output dtype other than f32, f16, bf16 or f64.
+pub(crate) fn check_dtype(dtype: DType) -> Result<()> {
+    match dtype {
+        DType::F32 | DType::F16 | DType::BF16 | DType::F64 => Ok(()),
+        other => Err(Error::UnsupportedDtype(other)),
+    }
+}
+
+/// Tables below this size skip the available-memory check.
+const SMALL_TABLE_BYTES: u128 = 256 << 20;
+
+/// Fails before allocating when `rows` rows (plus `scratch_per_row` bytes each) cannot fit.
+pub(crate) fn check_size(
+    rows: usize,
+    width: usize,
+    dtype: DType,
+    device: &Device,
+    scratch_per_row: u128,
+) -> Result<()> {
+    let table = rows as u128 * width as u128 * dtype.size_in_bytes() as u128;
+    let needed = table + rows as u128 * scratch_per_row;
+    let too_large = |why: String| Error::TooLarge {
+        rows,
+        width,
+        dtype,
+        bytes: needed,
+        why,
+    };
+    if needed > isize::MAX as u128 {
+        return Err(too_large(format!(
+            "that exceeds the largest allocation ({} bytes)",
+            isize::MAX
+        )));
+    }
+    // Small tables always fit; reading /proc/meminfo would cost more than building them.
+    if device.is_cpu() && needed > SMALL_TABLE_BYTES {
+        if let Some(available) = available_memory() {
+            if needed > available {
+                return Err(too_large(format!(
+                    "only {available} bytes of memory are available"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `MemAvailable` from `/proc/meminfo`, where there is one.
+fn available_memory() -> Option<u128> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u128 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}

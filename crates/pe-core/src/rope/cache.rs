@@ -1,0 +1,116 @@
+//! [`RopeCache`]: a growing, shareable cache of one rope's cos and sin tables per
+//! (device, dtype), serving contiguous zero-copy views, up to a row limit.
+//!
+//! Past the limit (by default [`crate::DEFAULT_CACHE_ROWS`], and for dynamic
+//! NTK past `max_position_embeddings`, where the frequencies start to depend on the length) rows
+//! are generated per call. A cached row and a generated one have the same bits.
+//!
+//! ```
+//! use candle_core::{DType, Device};
+//! use pe_core::rope::{Rope, RopeCache, RopeConfig};
+//!
+//! let cache = RopeCache::new(Rope::new(RopeConfig::new(64, 10_000.0))?);
+//! let (cos, sin) = cache.tables(41, 1, DType::F32, &Device::Cpu)?; // decoding token 41: views
+//! assert_eq!(cos.dims(), &[1, 32]);
+//! let (far_cos, _) = cache.tables(2_147_483_000, 8, DType::F32, &Device::Cpu)?; // generated
+//! assert_eq!(far_cos.dims(), &[8, 32]);
+//! # Ok::<(), pe_core::Error>(())
+//! ```
+
+use candle_core::{DType, Device, Tensor};
+
+use super::tables::Rope;
+use crate::cache::{RowCache, DEFAULT_CACHE_ROWS};
+use crate::{positions, Result};
+
+/// A growing, shareable cache of rotary tables.
+#[derive(Clone, Debug)]
+pub struct RopeCache {
+    rope: Rope,
+    tables: RowCache,
+}
+
+impl RopeCache {
+    /// An empty cache for `rope` holding up to [`DEFAULT_CACHE_ROWS`] rows.
+    pub fn new(rope: Rope) -> Self {
+        Self::with_limit(rope, DEFAULT_CACHE_ROWS)
+    }
+
+    /// An empty cache for `rope` holding up to `rows` rows (fewer for dynamic NTK, whose
+    /// frequencies change past `max_position_embeddings`).
+    pub fn with_limit(rope: Rope, rows: usize) -> Self {
+        let limit = rope.fixed_up_to().map_or(rows, |fixed| fixed.min(rows));
+        Self {
+            rope,
+            tables: RowCache::new(limit),
+        }
+    }
+
+    /// The rope the tables come from.
+    pub fn rope(&self) -> &Rope {
+        &self.rope
+    }
+
+    /// The most rows a table of this cache holds.
+    pub fn limit(&self) -> usize {
+        self.tables.limit()
+    }
+
+    /// `(cos, sin)` for positions `offset .. offset + len`, each `(len, rotary_dim / 2)` and
+    /// contiguous: views of the cached tables within the limit, generated past it.
+    pub fn tables(
+        &self,
+        offset: usize,
+        len: usize,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<(Tensor, Tensor)> {
+        positions::range(offset, len)?;
+        let rows = self.tables.rows(offset, len, dtype, device, |start, len| {
+            let (cos, sin) = self.rope.tables(start, len, dtype, device)?;
+            Ok(vec![cos, sin])
+        })?;
+        Ok((rows[0].clone(), rows[1].clone()))
+    }
+
+    /// `(cos, sin)` for integer position ids of any shape, each `ids.dims() + [rotary_dim / 2]`:
+    /// gathered from the cached tables when every id is within the limit, generated otherwise.
+    pub fn tables_for_ids(&self, ids: &Tensor, dtype: DType) -> Result<(Tensor, Tensor)> {
+        let end = positions::ids(ids)?.end;
+        if ids.elem_count() == 0 || end > self.limit() {
+            return self.rope.tables_for_ids(ids, dtype);
+        }
+        let device = ids.device();
+        let tables = self.tables.grown(end, dtype, device, |start, len| {
+            let (cos, sin) = self.rope.tables(start, len, dtype, device)?;
+            Ok(vec![cos, sin])
+        })?;
+        let flat = ids.flatten_all()?.to_dtype(DType::U32)?;
+        let mut shape = ids.dims().to_vec();
+        shape.push(self.rope.half_dim());
+        let gather = |t: &Tensor| -> Result<Tensor> {
+            Ok(t.index_select(&flat, 0)?.reshape(shape.clone())?)
+        };
+        Ok((gather(&tables[0])?, gather(&tables[1])?))
+    }
+
+    /// Rows cached for `dtype` on `device`.
+    pub fn rows(&self, dtype: DType, device: &Device) -> usize {
+        self.tables.cached_rows(dtype, device)
+    }
+
+    /// Bytes held by all cached tables.
+    pub fn memory_bytes(&self) -> usize {
+        self.tables.memory_bytes()
+    }
+
+    /// Rows computed since the cache was created, over all tables.
+    pub fn rows_generated(&self) -> usize {
+        self.tables.rows_generated()
+    }
+
+    /// Drops every cached table.
+    pub fn clear(&self) {
+        self.tables.clear()
+    }
+}

@@ -1,0 +1,35 @@
+//! Rotary position embeddings: the cos/sin tables of `candle_nn::rotary_emb::{rope, rope_i,
+//! rope_thd}`, exact at every position below 2^31, for the rope types real checkpoints use,
+//! read from an HF `config.json`.
+//!
+//! - [`config`]: [`RopeConfig`], in the words of `config.json`, and how it is read;
+//! - [`types`]: each rope type's parameters and frequency formula ([`RopeType`]);
+//! - [`tables`]: [`Rope`], a checked config that builds the tables;
+//! - [`cache`]: [`RopeCache`], the tables kept per device and dtype, served as views.
+//!
+//! ```
+//! use candle_core::{DType, Device};
+//! use pe_core::rope::{Rope, RopeConfig};
+//!
+//! // The relevant fields of a Llama 3.1 config.json.
+//! let json = r#"{"hidden_size": 4096, "num_attention_heads": 32, "rope_theta": 500000.0,
+//!   "max_position_embeddings": 131072,
+//!   "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+//!                    "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}}"#;
+//! let config: RopeConfig = serde_json::from_str(json).unwrap();
+//! let rope = Rope::new(config)?;
+//! let (cos, sin) = rope.tables(100_000, 16, DType::BF16, &Device::Cpu)?;
+//! assert_eq!(cos.dims(), &[16, 64]);
+//! assert_eq!(sin.dims(), &[16, 64]);
+//! # Ok::<(), pe_core::Error>(())
+//! ```
+
+pub mod cache;
+pub mod config;
+pub mod tables;
+pub mod types;
+
+pub use cache::RopeCache;
+pub use config::{RopeConfig, DEFAULT_ROPE_THETA};
+pub use tables::Rope;
+pub use types::{Dynamic, Linear, Llama3, RopeType, Yarn};

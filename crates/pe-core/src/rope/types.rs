@@ -1,0 +1,417 @@
+//! The rope types (HF `rope_type`): how each turns the default frequencies
+//! `w_i = rope_theta^(-2i/rotary_dim)` into its own, and the attention factor it puts on the
+//! tables.
+//!
+//! Each type is a struct whose fields are its config fields, named as in HF `config.json`; the
+//! same names are its `pe rope` flags (in kebab case) and the words of the docs. Its formula is
+//! its `Formula` impl, computed in double-double. A new type is a struct, its impl, and an
+//! arm of [`RopeType`].
+//!
+//! ```
+//! use pe_core::rope::{Llama3, RopeType};
+//!
+//! let llama31 = RopeType::Llama3(Llama3 {
+//!     factor: 8.0,
+//!     low_freq_factor: 1.0,
+//!     high_freq_factor: 4.0,
+//!     original_max_position_embeddings: 8192,
+//! });
+//! assert_eq!(llama31.name(), "llama3");
+//! ```
+
+use std::f64::consts::PI;
+
+use serde::{Deserialize, Serialize};
+
+use crate::dd::{self, Dd};
+use crate::{Error, Result};
+
+/// What a rope type's formula may read besides its own fields.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Context {
+    /// `rope_theta`.
+    pub rope_theta: f64,
+    /// The rotated width of a head, even.
+    pub rotary_dim: usize,
+    /// The model's `max_position_embeddings`, if the config gives it.
+    pub max_position_embeddings: Option<usize>,
+    /// The length of the sequence the tables serve (only dynamic NTK reads it).
+    pub seq_len: usize,
+}
+
+impl Context {
+    /// `rope_theta^(-2i/rotary_dim)` for `i < rotary_dim / 2`, with another base.
+    fn default_frequencies(&self, base: Dd) -> Vec<Dd> {
+        let ln_base = base.ln();
+        (0..self.rotary_dim / 2)
+            .map(|i| (-Dd::ratio(2.0 * i as f64, self.rotary_dim as f64) * ln_base).exp())
+            .collect()
+    }
+
+    fn max_position_embeddings(&self, needed_by: &'static str) -> Result<usize> {
+        match self.max_position_embeddings {
+            Some(n) if n > 0 => Ok(n),
+            Some(_) => Err(invalid("max_position_embeddings", ">= 1", 0.0)),
+            None => Err(Error::MissingParameter {
+                name: "max_position_embeddings",
+                needed_by,
+            }),
+        }
+    }
+}
+
+/// A rope type's formula.
+pub(crate) trait Formula {
+    /// Checks the type's fields against the context (with `seq_len` 0).
+    fn check(&self, ctx: &Context) -> Result<()>;
+    /// The angular frequencies for `ctx`, `rotary_dim / 2` of them.
+    fn frequencies(&self, ctx: &Context) -> Vec<Dd>;
+    /// The factor on cos and sin (YaRN's attention factor); 1 by default.
+    fn attention_factor(&self, _ctx: &Context) -> f64 {
+        1.0
+    }
+    /// The longest sequence whose frequencies are those of any shorter one: `None` when the
+    /// frequencies never depend on the length.
+    fn fixed_up_to(&self, _ctx: &Context) -> Option<usize> {
+        None
+    }
+}
+
+/// The rope type and its parameters (HF `rope_scaling` / `rope_parameters`, keyed by
+/// `rope_type`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Subcommand))]
+#[serde(tag = "rope_type", rename_all = "lowercase")]
+pub enum RopeType {
+    /// `w_i = rope_theta^(-2i/rotary_dim)`, unscaled.
+    #[default]
+    Default,
+    /// Position interpolation: every frequency divided by `factor`.
+    Linear(Linear),
+    /// Dynamic NTK: past `max_position_embeddings`, the base grows with the sequence length.
+    Dynamic(Dynamic),
+    /// Llama 3.1: long wavelengths divided by `factor`, short ones kept, a smooth blend between.
+    Llama3(Llama3),
+    /// YaRN: interpolation and extrapolation blended by a ramp over the dimensions, and an
+    /// attention factor on the tables.
+    Yarn(Yarn),
+}
+
+impl RopeType {
+    /// The type's `rope_type` name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RopeType::Default => "default",
+            RopeType::Linear(_) => "linear",
+            RopeType::Dynamic(_) => "dynamic",
+            RopeType::Llama3(_) => "llama3",
+            RopeType::Yarn(_) => "yarn",
+        }
+    }
+
+    pub(crate) fn formula(&self) -> &dyn Formula {
+        match self {
+            RopeType::Default => &Unscaled,
+            RopeType::Linear(t) => t,
+            RopeType::Dynamic(t) => t,
+            RopeType::Llama3(t) => t,
+            RopeType::Yarn(t) => t,
+        }
+    }
+}
+
+/// The formula of [`RopeType::Default`].
+struct Unscaled;
+
+impl Formula for Unscaled {
+    fn check(&self, _ctx: &Context) -> Result<()> {
+        Ok(())
+    }
+
+    fn frequencies(&self, ctx: &Context) -> Vec<Dd> {
+        ctx.default_frequencies(Dd::new(ctx.rope_theta))
+    }
+}
+
+/// Position interpolation (HF `linear`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct Linear {
+    /// Every frequency is divided by this.
+    #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
+    pub factor: f64,
+}
+
+impl Formula for Linear {
+    fn check(&self, _ctx: &Context) -> Result<()> {
+        positive("factor", self.factor)
+    }
+
+    fn frequencies(&self, ctx: &Context) -> Vec<Dd> {
+        let w = ctx.default_frequencies(Dd::new(ctx.rope_theta));
+        w.into_iter().map(|w| w / self.factor).collect()
+    }
+}
+
+/// Dynamic NTK (HF `dynamic`): for a sequence of `L > max_position_embeddings` positions the
+/// base becomes `rope_theta * (factor L / max - (factor - 1))^(rotary_dim / (rotary_dim - 2))`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct Dynamic {
+    /// The scaling factor.
+    #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
+    pub factor: f64,
+}
+
+impl Formula for Dynamic {
+    fn check(&self, ctx: &Context) -> Result<()> {
+        positive("factor", self.factor)?;
+        ctx.max_position_embeddings("rope_type dynamic grows the base past it")?;
+        if ctx.rotary_dim <= 2 {
+            return Err(invalid(
+                "rotary dim",
+                "above 2 for dynamic",
+                ctx.rotary_dim as f64,
+            ));
+        }
+        Ok(())
+    }
+
+    fn frequencies(&self, ctx: &Context) -> Vec<Dd> {
+        let max = ctx.max_position_embeddings.unwrap_or(1) as f64;
+        let len = (ctx.seq_len as f64).max(max);
+        let dim = ctx.rotary_dim as f64;
+        let growth = Dd::new(self.factor) * len / max - (self.factor - 1.0);
+        let base = growth.powf(Dd::ratio(dim, dim - 2.0)) * ctx.rope_theta;
+        ctx.default_frequencies(base)
+    }
+
+    fn fixed_up_to(&self, ctx: &Context) -> Option<usize> {
+        ctx.max_position_embeddings
+    }
+}
+
+/// Llama 3.1's frequency scaling (HF `llama3`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct Llama3 {
+    /// Long wavelengths are divided by this.
+    #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
+    pub factor: f64,
+    /// Wavelengths above `original_max_position_embeddings / low_freq_factor` are divided by
+    /// `factor`.
+    #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
+    pub low_freq_factor: f64,
+    /// Wavelengths below `original_max_position_embeddings / high_freq_factor` are kept.
+    #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
+    pub high_freq_factor: f64,
+    /// The context length the model was trained on.
+    #[cfg_attr(feature = "clap", arg(long, allow_negative_numbers = true))]
+    pub original_max_position_embeddings: usize,
+}
+
+impl Formula for Llama3 {
+    fn check(&self, _ctx: &Context) -> Result<()> {
+        positive("factor", self.factor)?;
+        positive("low_freq_factor", self.low_freq_factor)?;
+        positive("high_freq_factor", self.high_freq_factor)?;
+        if self.high_freq_factor <= self.low_freq_factor {
+            return Err(invalid(
+                "high_freq_factor",
+                "above low_freq_factor",
+                self.high_freq_factor,
+            ));
+        }
+        at_least_one(
+            "original_max_position_embeddings",
+            self.original_max_position_embeddings,
+        )
+    }
+
+    fn frequencies(&self, ctx: &Context) -> Vec<Dd> {
+        let original = self.original_max_position_embeddings as f64;
+        let (low_wavelen, high_wavelen) = (
+            original / self.low_freq_factor,
+            original / self.high_freq_factor,
+        );
+        let two_pi = dd::PI * 2.0;
+        ctx.default_frequencies(Dd::new(ctx.rope_theta))
+            .into_iter()
+            .map(|w| {
+                let wavelen = two_pi / w;
+                if wavelen.to_f64() < high_wavelen {
+                    w
+                } else if wavelen.to_f64() > low_wavelen {
+                    w / self.factor
+                } else {
+                    let smooth = (Dd::new(original) / wavelen - self.low_freq_factor)
+                        / (self.high_freq_factor - self.low_freq_factor);
+                    (Dd::ONE - smooth) * w / self.factor + smooth * w
+                }
+            })
+            .collect()
+    }
+}
+
+/// YaRN (HF `yarn`, with DeepSeek's `mscale` and `mscale_all_dim`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct Yarn {
+    /// The scaling factor.
+    #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
+    pub factor: f64,
+    /// The context length the model was trained on; `max_position_embeddings` when absent.
+    #[cfg_attr(feature = "clap", arg(long, allow_negative_numbers = true))]
+    #[serde(default)]
+    pub original_max_position_embeddings: Option<usize>,
+    /// Rotations that mark the end of extrapolation. Default 32.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, allow_hyphen_values = true, default_value_t = 32.0)
+    )]
+    #[serde(default = "default_beta_fast")]
+    pub beta_fast: f64,
+    /// Rotations that mark the start of interpolation. Default 1.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, allow_hyphen_values = true, default_value_t = 1.0)
+    )]
+    #[serde(default = "default_beta_slow")]
+    pub beta_slow: f64,
+    /// The factor on cos and sin; when absent, `0.1 ln(factor) + 1`, or the ratio of DeepSeek's
+    /// `mscale` and `mscale_all_dim` forms when both are given.
+    #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
+    #[serde(default)]
+    pub attention_factor: Option<f64>,
+    /// DeepSeek's `mscale`.
+    #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
+    #[serde(default)]
+    pub mscale: Option<f64>,
+    /// DeepSeek's `mscale_all_dim`.
+    #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
+    #[serde(default)]
+    pub mscale_all_dim: Option<f64>,
+}
+
+fn default_beta_fast() -> f64 {
+    32.0
+}
+
+fn default_beta_slow() -> f64 {
+    1.0
+}
+
+impl Yarn {
+    /// The YaRN config with `factor` and `original_max_position_embeddings`, other fields at
+    /// their defaults.
+    pub fn new(factor: f64, original_max_position_embeddings: usize) -> Self {
+        Self {
+            factor,
+            original_max_position_embeddings: Some(original_max_position_embeddings),
+            beta_fast: default_beta_fast(),
+            beta_slow: default_beta_slow(),
+            attention_factor: None,
+            mscale: None,
+            mscale_all_dim: None,
+        }
+    }
+
+    fn original(&self, ctx: &Context) -> Result<usize> {
+        match self.original_max_position_embeddings {
+            Some(n) => at_least_one("original_max_position_embeddings", n).map(|_| n),
+            None => ctx.max_position_embeddings(
+                "rope_type yarn without original_max_position_embeddings uses it",
+            ),
+        }
+    }
+}
+
+impl Formula for Yarn {
+    fn check(&self, ctx: &Context) -> Result<()> {
+        positive("factor", self.factor)?;
+        positive("beta_fast", self.beta_fast)?;
+        positive("beta_slow", self.beta_slow)?;
+        if self.beta_fast <= self.beta_slow {
+            return Err(invalid("beta_fast", "above beta_slow", self.beta_fast));
+        }
+        self.original(ctx)?;
+        for (name, v) in [
+            ("attention_factor", self.attention_factor),
+            ("mscale", self.mscale),
+            ("mscale_all_dim", self.mscale_all_dim),
+        ] {
+            if let Some(v) = v {
+                positive(name, v)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn frequencies(&self, ctx: &Context) -> Vec<Dd> {
+        let original = self.original(ctx).unwrap_or(1) as f64;
+        let dim = ctx.rotary_dim as f64;
+        let base = ctx.rope_theta;
+        // The dimension that completes `rotations` turns over the original context (f64, as
+        // HF computes it: the ramp's ends are rounded to whole dimensions anyway).
+        let correction_dim =
+            |rotations: f64| dim * (original / (rotations * 2.0 * PI)).ln() / (2.0 * base.ln());
+        let low = correction_dim(self.beta_fast).floor().max(0.0);
+        let high = correction_dim(self.beta_slow).ceil().min(dim - 1.0);
+        let high = if low == high { high + 0.001 } else { high };
+        ctx.default_frequencies(Dd::new(base))
+            .into_iter()
+            .enumerate()
+            .map(|(i, w)| {
+                let ramp = (Dd::new(i as f64) - low) / (high - low);
+                let ramp = if ramp.hi < 0.0 {
+                    Dd::ZERO
+                } else if ramp.hi > 1.0 {
+                    Dd::ONE
+                } else {
+                    ramp
+                };
+                // ramp 0: extrapolation (w kept); ramp 1: interpolation (w / factor).
+                w / self.factor * ramp + w * (Dd::ONE - ramp)
+            })
+            .collect()
+    }
+
+    fn attention_factor(&self, _ctx: &Context) -> f64 {
+        let m = |scale: f64, mscale: f64| {
+            if scale <= 1.0 {
+                1.0
+            } else {
+                0.1 * mscale * scale.ln() + 1.0
+            }
+        };
+        match (self.attention_factor, self.mscale, self.mscale_all_dim) {
+            (Some(a), _, _) => a,
+            (None, Some(ms), Some(all)) => m(self.factor, ms) / m(self.factor, all),
+            _ => m(self.factor, 1.0),
+        }
+    }
+}
+
+pub(crate) fn invalid(name: &'static str, expected: &'static str, value: f64) -> Error {
+    Error::InvalidParameter {
+        name,
+        expected,
+        value,
+    }
+}
+
+pub(crate) fn positive(name: &'static str, value: f64) -> Result<()> {
+    if value.is_finite() && value > 0.0 {
+        Ok(())
+    } else {
+        Err(invalid(name, "finite and > 0", value))
+    }
+}
+
+fn at_least_one(name: &'static str, value: usize) -> Result<()> {
+    if value == 0 {
+        Err(invalid(name, ">= 1", 0.0))
+    } else {
+        Ok(())
+    }
+}
