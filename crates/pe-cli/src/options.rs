@@ -7,6 +7,8 @@
 use clap::{Args, ValueEnum};
 use pe_core::{Frequencies, Layout, OddWidth, PeSpec, Preset, SinusoidalEncoding};
 
+use crate::positions::Positions;
+
 /// A preset, a width and optional overrides of the preset.
 #[derive(Debug, Args)]
 pub struct SpecArgs {
@@ -56,23 +58,50 @@ impl SpecArgs {
     }
 }
 
-/// Checks `spec` with pe-core, adding the flags that fix the problem to its message.
+/// Checks `spec` with pe-core, naming the flag at fault in its message.
 pub fn encoding(spec: PeSpec) -> anyhow::Result<SinusoidalEncoding> {
-    SinusoidalEncoding::new(spec).map_err(|err| {
-        let hint = match err {
-            pe_core::Error::OddWidthRejected { .. } => {
-                Some("with pe: pass --odd split or --odd zero-pad, or an even --dim")
-            }
-            pe_core::Error::DegenerateFrequencies { .. } => Some(
-                "with pe: pass a larger --dim, or --frequencies h-minus-1-guarded or h-shift:S",
-            ),
-            _ => None,
-        };
-        match hint {
-            Some(hint) => anyhow::anyhow!("{err} ({hint})"),
-            None => err.into(),
+    SinusoidalEncoding::new(spec).map_err(|err| name_flag(err, None))
+}
+
+/// `err`, when it is one of pe-core's errors, with the flag that sets the value at fault in
+/// front (`--base: base must be ...`), or for an odd or degenerate width the flags that fix
+/// it; other errors unchanged. `rows` are the table's positions, for errors about them.
+pub fn name_flag(err: impl Into<anyhow::Error>, rows: Option<&Positions>) -> anyhow::Error {
+    use pe_core::Error as E;
+    let err = err.into();
+    let Some(core) = err.downcast_ref::<E>() else {
+        return err;
+    };
+    let flag = match (core, rows) {
+        (E::InvalidParameter { name: "base", .. }, _) => "--base".to_string(),
+        (E::InvalidParameter { name: "scale", .. }, _) => "--scale".to_string(),
+        (
+            E::InvalidParameter {
+                name: "frequencies shift",
+                ..
+            },
+            _,
+        ) => "--frequencies".to_string(),
+        (E::InvalidWidth { .. }, _) => "--dim".to_string(),
+        (E::NonFiniteTimestep { .. }, _) => "--timesteps".to_string(),
+        (E::PositionOutOfRange { .. }, Some(Positions::Range { offset, len })) if *offset > 0 => {
+            format!("--offset {offset} --len {len}")
         }
-    })
+        (E::PositionOutOfRange { .. } | E::TooLarge { .. }, Some(rows)) => rows.flag(),
+        (E::OddWidthRejected { .. }, _) => {
+            return anyhow::anyhow!(
+                "{core} (with pe: pass --odd split or --odd zero-pad, or an even --dim)"
+            )
+        }
+        (E::DegenerateFrequencies { .. }, _) => {
+            return anyhow::anyhow!(
+                "{core} (with pe: pass a larger --dim, or --frequencies h-minus-1-guarded or \
+                 h-shift:S)"
+            )
+        }
+        _ => return err,
+    };
+    err.context(flag)
 }
 
 /// `--layout` values.

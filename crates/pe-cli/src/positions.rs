@@ -47,6 +47,16 @@ impl Positions {
         }
     }
 
+    /// The flag that gives these positions, with its value when it is a number: `--len 4096`,
+    /// `--positions` or `--timesteps`.
+    pub fn flag(&self) -> String {
+        match self {
+            Positions::Range { len, .. } => format!("--len {len}"),
+            Positions::Ids(_) => "--positions".to_string(),
+            Positions::Timesteps(_) => "--timesteps".to_string(),
+        }
+    }
+
     /// The number of rows.
     pub fn len(&self) -> usize {
         match self {

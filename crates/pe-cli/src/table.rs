@@ -46,7 +46,11 @@ pub fn write(request: &TableRequest) -> Result<()> {
     let encoding = options::encoding(request.spec)?;
     let device = request.device.open()?;
     let (rows, width) = (request.rows.len(), request.spec.width);
-    request.rows.validate(&encoding, request.dtype, &device)?;
+    let named = |err| options::name_flag(err, Some(&request.rows));
+    request
+        .rows
+        .validate(&encoding, request.dtype, &device)
+        .map_err(named)?;
 
     let metadata = [
         ("preset", request.preset.name().to_string()),
@@ -73,7 +77,8 @@ pub fn write(request: &TableRequest) -> Result<()> {
     while start < rows {
         let positions = request.rows.slice(start, start + chunk);
         let table = positions
-            .encode(&encoding, request.dtype, &device)?
+            .encode(&encoding, request.dtype, &device)
+            .map_err(named)?
             .to_device(&candle_core::Device::Cpu)?;
         writer.write_rows(&table, &positions)?;
         start += positions.len();

@@ -191,6 +191,41 @@ fn invalid_specs_report_pe_core_errors() {
     );
 }
 
+/// Runs a failing `pe plot` (base arguments plus `extra`) writing into an empty directory,
+/// checks the message, and that the directory is still empty.
+fn plot_fails(extra: &[&str], expected: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("pe.png");
+    let mut args = vec!["plot", "--out", s(&out)];
+    args.extend_from_slice(extra);
+    pe_err(&args, expected);
+    assert!(
+        files_in(dir.path()).is_empty(),
+        "{:?}",
+        files_in(dir.path())
+    );
+}
+
+#[test]
+fn pe_core_errors_name_the_flag() {
+    let base = ["--preset", "fairseq", "--len", "4"];
+    let cases: [(&[&str], &[&str]); 6] = [
+        (&["--dim", "8", "--base", "0"], &["--base: ", "got 0"]),
+        (&["--dim", "8", "--base", "-5"], &["--base: ", "got -5"]),
+        (&["--dim", "8", "--scale", "nan"], &["--scale: ", "got NaN"]),
+        (&["--dim", "8", "--scale", "inf"], &["--scale: ", "got inf"]),
+        (
+            &["--dim", "8", "--frequencies", "h-shift:nan"],
+            &["--frequencies: ", "shift", "got NaN"],
+        ),
+        (&["--dim", "0"], &["--dim: ", "got width 0"]),
+    ];
+    for (extra, expected) in cases {
+        table_fails(&[&base[..], extra].concat(), expected);
+        plot_fails(&[&base[..], extra].concat(), expected);
+    }
+}
+
 #[test]
 fn out_of_range_positions_are_refused() {
     table_fails(
@@ -204,11 +239,34 @@ fn out_of_range_positions_are_refused() {
             "--offset",
             "2147483640",
         ],
-        &["offset + len 2147483650"],
+        &[
+            "--offset 2147483640 --len 10: offset + len 2147483650",
+            "2^31 - 1",
+        ],
+    );
+    table_fails(
+        &["--preset", "fairseq", "--dim", "8", "--len", "2147483649"],
+        &["--len 2147483649: offset + len 2147483649", "2^31 - 1"],
+    );
+    plot_fails(
+        &[
+            "--preset",
+            "fairseq",
+            "--dim",
+            "8",
+            "--len",
+            "32",
+            "--offset",
+            "2147483647",
+        ],
+        &[
+            "--offset 2147483647 --len 32: offset + len 2147483679",
+            "2^31 - 1",
+        ],
     );
     table_fails(
         &["--preset", "fairseq", "--dim", "8", "--positions", "4,-3"],
-        &["position id -3"],
+        &["--positions: position id -3", "0 ..= 2147483647"],
     );
     table_fails(
         &[
@@ -219,7 +277,7 @@ fn out_of_range_positions_are_refused() {
             "--positions",
             "4,2147483648",
         ],
-        &["position id 2147483648"],
+        &["--positions: position id 2147483648", "0 ..= 2147483647"],
     );
     table_fails(
         &[
