@@ -19,7 +19,7 @@ pub struct SpecArgs {
     #[arg(long, value_name = "D", allow_negative_numbers = true)]
     pub dim: usize,
     /// Override the base of the frequencies (max period).
-    #[arg(long, value_name = "B", allow_negative_numbers = true)]
+    #[arg(long, value_name = "B", allow_hyphen_values = true)]
     pub base: Option<f64>,
     /// Override the column layout.
     #[arg(long, value_enum)]
@@ -31,7 +31,7 @@ pub struct SpecArgs {
     #[arg(long, value_enum)]
     pub odd: Option<OddArg>,
     /// Override the factor applied to every angle, sin(scale * p * w).
-    #[arg(long, value_name = "X", allow_negative_numbers = true)]
+    #[arg(long, value_name = "X", allow_hyphen_values = true)]
     pub scale: Option<f64>,
 }
 

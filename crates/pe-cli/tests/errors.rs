@@ -227,6 +227,33 @@ fn pe_core_errors_name_the_flag() {
 }
 
 #[test]
+fn negative_values_are_parsed_then_checked() {
+    let base = ["--preset", "diffusers", "--dim", "8"];
+    let cases: [(&[&str], &[&str]); 5] = [
+        (
+            &["--positions", "-1,2"],
+            &["--positions: ", "position id -1", "0 ..= 2147483647"],
+        ),
+        (
+            &["--positions", "-1,x"],
+            &["--positions", "'x' (number 2) is not an integer"],
+        ),
+        (&["--timesteps", "-1e12,2"], &["--timesteps", "2^31"]),
+        (
+            &["--len", "4", "--scale", "-inf"],
+            &["--scale: ", "got -inf"],
+        ),
+        (
+            &["--len", "4", "--base", "-1e-3"],
+            &["--base: ", "got -0.001"],
+        ),
+    ];
+    for (extra, expected) in cases {
+        table_fails(&[&base[..], extra].concat(), expected);
+    }
+}
+
+#[test]
 fn out_of_range_positions_are_refused() {
     table_fails(
         &[
