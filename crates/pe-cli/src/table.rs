@@ -11,7 +11,7 @@ use pe_core::{PeSpec, Preset};
 
 use crate::device::DeviceArg;
 use crate::options;
-use crate::output::{Format, TableWriter};
+use crate::output::{self, Format, TableWriter};
 use crate::positions::Positions;
 
 /// Tables of more bytes than this show a progress bar.
@@ -57,6 +57,15 @@ pub fn write(request: &TableRequest) -> Result<()> {
         ("spec", options::describe(&request.spec)),
         ("positions", describe_positions(&request.rows)),
     ];
+    let dtype = request.dtype.as_str();
+    output::check_free_space(
+        &request.out,
+        output::table_bytes(format, request.dtype, (rows, width), &metadata)?,
+        &format!(
+            "{} ({rows} rows x {width} columns of {dtype})",
+            request.rows.flag()
+        ),
+    )?;
     let mut writer = TableWriter::create(
         &request.out,
         format,

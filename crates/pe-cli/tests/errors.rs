@@ -352,6 +352,66 @@ fn outputs_that_cannot_be_written_are_refused() {
 }
 
 #[test]
+fn outputs_larger_than_the_free_space_are_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    // 2^31 - 1 rows of 16384 f64 values, 281 TB. One chunk of all the rows makes pe fail at once
+    // (pe-core will not allocate it) if the check is ever lost, rather than fill the disk.
+    let table = [
+        "table",
+        "--preset",
+        "vaswani",
+        "--dim",
+        "16384",
+        "--len",
+        "2147483647",
+        "--dtype",
+        "f64",
+        "--chunk-rows",
+        "2147483647",
+    ];
+    for (ext, size) in [
+        ("npy", "281474976579712 bytes (281.5 TB)"),
+        ("safetensors", "(281.5 TB)"),
+        ("csv", "(70.4 TB)"),
+    ] {
+        let out = dir.path().join(format!("big.{ext}"));
+        pe_err(
+            &[&table[..], &["--out", s(&out)]].concat(),
+            &[
+                "--len 2147483647 (2147483647 rows x 16384 columns of f64)",
+                size,
+                "free",
+            ],
+        );
+    }
+    // cos and sin, each 2^31 - 1 rows of 32768 f64 values, 1.1 PB.
+    let out = dir.path().join("rope.safetensors");
+    pe_err(
+        &[
+            "rope",
+            "--head-dim",
+            "65536",
+            "--len",
+            "2147483647",
+            "--dtype",
+            "f64",
+            "--out",
+            s(&out),
+        ],
+        &[
+            "--len 2147483647 (cos and sin, each 2147483647 rows x 32768 columns)",
+            "(1.1 PB)",
+            "free",
+        ],
+    );
+    assert!(
+        files_in(dir.path()).is_empty(),
+        "{:?}",
+        files_in(dir.path())
+    );
+}
+
+#[test]
 fn a_failed_run_leaves_an_existing_file_untouched() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("keep.npy");
