@@ -412,6 +412,58 @@ fn outputs_larger_than_the_free_space_are_refused_before_anything_is_written() {
 }
 
 #[test]
+fn positions_past_2_31_are_reported_before_the_size() {
+    // Too large for the disk too, but the range is what to fix first.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("big.npy");
+    let message = pe_err(
+        &[
+            "table",
+            "--preset",
+            "vaswani",
+            "--dim",
+            "16384",
+            "--dtype",
+            "f64",
+            "--offset",
+            "5",
+            "--len",
+            "2147483647",
+            "--out",
+            s(&out),
+        ],
+        &[
+            "--offset 5 --len 2147483647: offset + len 2147483652",
+            "2^31 - 1",
+        ],
+    );
+    assert!(!message.contains("free"), "{message}");
+    let out = dir.path().join("rope.safetensors");
+    let message = pe_err(
+        &[
+            "rope",
+            "--head-dim",
+            "65536",
+            "--dtype",
+            "f64",
+            "--offset",
+            "5",
+            "--len",
+            "2147483647",
+            "--out",
+            s(&out),
+        ],
+        &["--offset 5 --len 2147483647", "2^31 - 1"],
+    );
+    assert!(!message.contains("free"), "{message}");
+    assert!(
+        files_in(dir.path()).is_empty(),
+        "{:?}",
+        files_in(dir.path())
+    );
+}
+
+#[test]
 fn a_failed_run_leaves_an_existing_file_untouched() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("keep.npy");
