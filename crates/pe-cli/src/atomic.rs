@@ -26,6 +26,14 @@ pub fn clean_up_on_interrupt() -> Result<()> {
     .context("cannot install the Ctrl-C handler")
 }
 
+/// The directory `path` is written in: its parent, or `.` for a bare file name.
+pub fn directory_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    }
+}
+
 /// A file being written; dropped without [`AtomicFile::commit`], it vanishes.
 pub struct AtomicFile {
     /// `None` once committed.
@@ -40,10 +48,7 @@ impl AtomicFile {
         if path.is_dir() {
             bail!("cannot write {}: it is a directory", path.display());
         }
-        let dir = match path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir,
-            _ => Path::new("."),
-        };
+        let dir = directory_of(path);
         if !dir.is_dir() {
             bail!(
                 "cannot write {}: the directory {} does not exist",

@@ -33,6 +33,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::device::{DeviceArg, DtypeArg};
 use crate::options::SpecArgs;
 use crate::plot::PlotKind;
+use crate::positions::List;
 
 /// Exact sinusoidal positional encodings: list presets, export tables, plot them.
 #[derive(Debug, Parser)]
@@ -62,23 +63,11 @@ struct RowArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     len: Option<usize>,
     /// Comma-separated integer position ids, e.g. 0,5,9 (one row each, in this order).
-    #[arg(
-        long,
-        value_name = "IDS",
-        value_delimiter = ',',
-        num_args = 1..,
-        allow_negative_numbers = true
-    )]
-    positions: Option<Vec<i64>>,
+    #[arg(long, value_name = "IDS", allow_hyphen_values = true)]
+    positions: Option<List<i64>>,
     /// Comma-separated fractional timesteps, e.g. 0.5,999.5 (diffusion presets).
-    #[arg(
-        long,
-        value_name = "TS",
-        value_delimiter = ',',
-        num_args = 1..,
-        allow_negative_numbers = true
-    )]
-    timesteps: Option<Vec<f64>>,
+    #[arg(long, value_name = "TS", allow_hyphen_values = true)]
+    timesteps: Option<List<f64>>,
 }
 
 /// Arguments of `pe table`.
@@ -155,8 +144,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let rows = positions::Positions::from_args(
                 args.rows.len,
                 args.offset,
-                args.rows.positions,
-                args.rows.timesteps,
+                args.rows.positions.map(|ids| ids.0),
+                args.rows.timesteps.map(|ts| ts.0),
             )?;
             let request = table::TableRequest {
                 spec: args.spec.to_spec(),

@@ -7,6 +7,8 @@
 use clap::{Args, ValueEnum};
 use pe_core::{Frequencies, Layout, OddWidth, PeSpec, Preset, SinusoidalEncoding};
 
+use crate::positions::Positions;
+
 /// A preset, a width and optional overrides of the preset.
 #[derive(Debug, Args)]
 pub struct SpecArgs {
@@ -17,7 +19,7 @@ pub struct SpecArgs {
     #[arg(long, value_name = "D", allow_negative_numbers = true)]
     pub dim: usize,
     /// Override the base of the frequencies (max period).
-    #[arg(long, value_name = "B", allow_negative_numbers = true)]
+    #[arg(long, value_name = "B", allow_hyphen_values = true)]
     pub base: Option<f64>,
     /// Override the column layout.
     #[arg(long, value_enum)]
@@ -29,7 +31,7 @@ pub struct SpecArgs {
     #[arg(long, value_enum)]
     pub odd: Option<OddArg>,
     /// Override the factor applied to every angle, sin(scale * p * w).
-    #[arg(long, value_name = "X", allow_negative_numbers = true)]
+    #[arg(long, value_name = "X", allow_hyphen_values = true)]
     pub scale: Option<f64>,
 }
 
@@ -56,23 +58,58 @@ impl SpecArgs {
     }
 }
 
-/// Checks `spec` with pe-core, adding the flags that fix the problem to its message.
+/// Checks `spec` with pe-core, naming the flag at fault in its message.
 pub fn encoding(spec: PeSpec) -> anyhow::Result<SinusoidalEncoding> {
-    SinusoidalEncoding::new(spec).map_err(|err| {
-        let hint = match err {
-            pe_core::Error::OddWidthRejected { .. } => {
-                Some("with pe: pass --odd split or --odd zero-pad, or an even --dim")
-            }
-            pe_core::Error::DegenerateFrequencies { .. } => Some(
-                "with pe: pass a larger --dim, or --frequencies h-minus-1-guarded or h-shift:S",
-            ),
-            _ => None,
-        };
-        match hint {
-            Some(hint) => anyhow::anyhow!("{err} ({hint})"),
-            None => err.into(),
+    SinusoidalEncoding::new(spec).map_err(|err| name_flag(err, None))
+}
+
+/// `err`, when it is one of pe-core's errors, with the flag that sets the value at fault in
+/// front (`--base: base must be ...`), or for an odd or degenerate width the flags that fix
+/// it; other errors unchanged. `rows` are the table's positions, for errors about them.
+pub fn name_flag(err: impl Into<anyhow::Error>, rows: Option<&Positions>) -> anyhow::Error {
+    use pe_core::Error as E;
+    let err = err.into();
+    let Some(core) = err.downcast_ref::<E>() else {
+        return err;
+    };
+    let flag = match (core, rows) {
+        (E::InvalidParameter { name: "base", .. }, _) => "--base".to_string(),
+        (E::InvalidParameter { name: "scale", .. }, _) => "--scale".to_string(),
+        (
+            E::InvalidParameter {
+                name: "frequencies shift",
+                ..
+            },
+            _,
+        ) => "--frequencies".to_string(),
+        (E::InvalidWidth { .. }, _) => "--dim".to_string(),
+        (E::TimestepOutOfRange { .. }, _) => "--timesteps".to_string(),
+        (E::FrequencyOutOfRange { .. }, _) => "--base / --scale".to_string(),
+        (E::AngleOutOfRange { .. }, Some(rows)) => format!("{} / --scale", rows_flag(rows)),
+        (E::PositionOutOfRange { .. }, Some(rows)) => rows_flag(rows),
+        (E::TooLarge { .. }, Some(rows)) => rows.flag(),
+        (E::OddWidthRejected { .. }, _) => {
+            return anyhow::anyhow!(
+                "{core} (with pe: pass --odd split or --odd zero-pad, or an even --dim)"
+            )
         }
-    })
+        (E::DegenerateFrequencies { .. }, _) => {
+            return anyhow::anyhow!(
+                "{core} (with pe: pass a larger --dim, or --frequencies h-minus-1-guarded or \
+                 h-shift:S)"
+            )
+        }
+        _ => return err,
+    };
+    err.context(flag)
+}
+
+/// The flags that set `rows`: `--offset K --len N` for a range past 0, else [`Positions::flag`].
+fn rows_flag(rows: &Positions) -> String {
+    match rows {
+        Positions::Range { offset, len } if *offset > 0 => format!("--offset {offset} --len {len}"),
+        rows => rows.flag(),
+    }
 }
 
 /// `--layout` values.

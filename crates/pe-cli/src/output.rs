@@ -1,6 +1,7 @@
 //! Table files: `.npy` (numpy), `.safetensors` (one tensor named `pe`) and `.csv` (one row per
 //! position), written row chunk by row chunk so that a table never has to fit in memory twice;
-//! and `.safetensors` files of several named tensors ([`write_safetensors`]).
+//! and `.safetensors` files of several named tensors ([`write_safetensors`]); and the check that
+//! an output fits on its filesystem ([`check_free_space`]).
 
 use std::fmt::{Display, LowerExp, Write as _};
 use std::io::Write;
@@ -10,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
 use half::{bf16, f16};
 
-use crate::atomic::AtomicFile;
+use crate::atomic::{directory_of, AtomicFile};
 use crate::positions::Positions;
 
 /// The file formats a table can be written in, chosen by the output's extension.
@@ -53,6 +54,81 @@ impl Format {
         }
         Ok(())
     }
+}
+
+/// Bytes of the file `format` makes of a `(rows, width)` table of `dtype` with `metadata`:
+/// exact for `.npy` and `.safetensors` (header and data); for `.csv` a lower bound, at least
+/// two bytes per value (a comma and a digit).
+pub fn table_bytes(
+    format: Format,
+    dtype: DType,
+    (rows, width): (usize, usize),
+    metadata: &[(&str, String)],
+) -> Result<u128> {
+    let data = rows as u128 * width as u128 * dtype.size_in_bytes() as u128;
+    Ok(match format {
+        Format::Npy => npy_header(dtype, rows, width).len() as u128 + data,
+        Format::Safetensors => safetensors_bytes(&["pe"], dtype, (rows, width), metadata)?,
+        // `position`, `,c` per column and a newline; each row, the position, `,v` per value and
+        // a newline.
+        Format::Csv => (9 + 2 * width as u128) + rows as u128 * (2 + 2 * width as u128),
+    })
+}
+
+/// Bytes of the `.safetensors` file of the tensors `names`, each a `(rows, width)` table of
+/// `dtype`, with `metadata`: header and data.
+pub fn safetensors_bytes(
+    names: &[&str],
+    dtype: DType,
+    (rows, width): (usize, usize),
+    metadata: &[(&str, String)],
+) -> Result<u128> {
+    let shape = [rows, width];
+    let tensors: Vec<(&str, DType, &[usize])> = names
+        .iter()
+        .map(|&name| (name, dtype, &shape[..]))
+        .collect();
+    let header = safetensors_header(&tensors, metadata)?;
+    let data = rows as u128 * width as u128 * dtype.size_in_bytes() as u128;
+    Ok(header.len() as u128 + names.len() as u128 * data)
+}
+
+/// Fails when an output of at least `bytes` bytes at `path` is larger than the space free on
+/// the filesystem that holds its directory, with a message that starts with `flag_hint`: the
+/// flags the size comes from, e.g. `--len 4096 (4096 rows x 512 columns of f32)`.
+pub fn check_free_space(path: &Path, bytes: u128, flag_hint: &str) -> Result<()> {
+    let dir = directory_of(path);
+    // A directory that cannot be examined is reported when the file is created.
+    let Ok(free) = fs4::available_space(dir) else {
+        return Ok(());
+    };
+    if bytes > u128::from(free) {
+        bail!(
+            "{flag_hint}: {} needs at least {bytes} bytes ({}), but the filesystem of {} has \
+             only {free} bytes ({}) free; ask for fewer rows",
+            path.display(),
+            human_bytes(bytes),
+            dir.display(),
+            human_bytes(free.into())
+        );
+    }
+    Ok(())
+}
+
+/// `bytes` in decimal units with one decimal, e.g. `281.5 TB`, or `512 bytes`.
+fn human_bytes(bytes: u128) -> String {
+    const UNITS: [&str; 8] = ["kB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB"];
+    if bytes < 1000 {
+        return format!("{bytes} bytes");
+    }
+    let mut value = bytes as f64 / 1000.0;
+    let mut unit = 0;
+    // 999.96 kB prints as 1.0 MB, not 1000.0 kB.
+    while value >= 999.95 && unit + 1 < UNITS.len() {
+        value /= 1000.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
 }
 
 /// A table file being written; rows arrive in order, in chunks.
@@ -300,4 +376,80 @@ pub fn write_safetensors(
         }
     }
     file.commit()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pe_core::{PeSpec, SinusoidalEncoding};
+
+    #[test]
+    fn table_bytes_is_exact_except_for_csv_where_it_is_a_lower_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let encoding = SinusoidalEncoding::new(PeSpec::vaswani(8)).unwrap();
+        let metadata = [("preset", "vaswani".to_string())];
+        let cases = [
+            (Positions::Range { offset: 0, len: 1 }, DType::F32),
+            (Positions::Ids(vec![0, 1000, 123_456_789]), DType::F16),
+            (Positions::Timesteps(vec![0.5, -3.25]), DType::F64),
+        ];
+        for (format, ext) in [
+            (Format::Npy, "npy"),
+            (Format::Safetensors, "safetensors"),
+            (Format::Csv, "csv"),
+        ] {
+            for (rows, dtype) in &cases {
+                let path = dir.path().join(format!("t.{ext}"));
+                let shape = (rows.len(), 8);
+                let table = rows.encode(&encoding, *dtype, &Device::Cpu).unwrap();
+                let mut writer =
+                    TableWriter::create(&path, format, *dtype, shape, &metadata).unwrap();
+                writer.write_rows(&table, rows).unwrap();
+                writer.finish().unwrap();
+                let written = u128::from(std::fs::metadata(&path).unwrap().len());
+                let bytes = table_bytes(format, *dtype, shape, &metadata).unwrap();
+                // Position 0 is one digit and its values are 0 and 1: the bound is reached.
+                let exact = format != Format::Csv || *rows == cases[0].0;
+                assert!(bytes <= written, "{ext} {rows:?}: {bytes} > {written}");
+                assert!(
+                    !exact || bytes == written,
+                    "{ext} {rows:?}: {bytes} != {written}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn safetensors_bytes_is_the_size_of_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.safetensors");
+        let t = Tensor::zeros((5, 3), DType::BF16, &Device::Cpu).unwrap();
+        write_safetensors(&path, &[("cos", &t), ("sin", &t)], &[]).unwrap();
+        let bytes = safetensors_bytes(&["cos", "sin"], DType::BF16, (5, 3), &[]).unwrap();
+        assert_eq!(bytes, u128::from(std::fs::metadata(&path).unwrap().len()));
+    }
+
+    #[test]
+    fn free_space_is_checked_against_the_output_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.npy");
+        check_free_space(&path, 1, "--len 1").unwrap();
+        let err = check_free_space(&path, u128::from(u64::MAX) + 1, "--len 9").unwrap_err();
+        let message = err.to_string();
+        assert!(message.starts_with("--len 9: "), "{message}");
+        assert!(
+            message.contains("18446744073709551616 bytes (18.4 EB)"),
+            "{message}"
+        );
+        // A missing directory is left for the file's creation to report.
+        check_free_space(&dir.path().join("no/t.npy"), u128::MAX, "--len 9").unwrap();
+    }
+
+    #[test]
+    fn human_bytes_use_decimal_units() {
+        assert_eq!(human_bytes(999), "999 bytes");
+        assert_eq!(human_bytes(1500), "1.5 kB");
+        assert_eq!(human_bytes(999_960), "1.0 MB");
+        assert_eq!(human_bytes(281_474_976_579_712), "281.5 TB");
+    }
 }

@@ -66,7 +66,9 @@ pub fn draw(request: &PlotRequest) -> Result<()> {
         offset: request.offset,
         len: request.len,
     };
-    positions.validate(&encoding, DType::F64, &Device::Cpu)?;
+    positions
+        .validate(&encoding, DType::F64, &Device::Cpu)
+        .map_err(|err| options::name_flag(err, Some(&positions)))?;
     let plot = Plot {
         canvas: &canvas,
         encoding: &encoding,
@@ -93,7 +95,9 @@ impl Plot<'_> {
     /// The table, `(rows, d)` in f64, at up to `max_rows` positions spread over the range.
     fn table(&self, max_rows: usize) -> Result<(Positions, Vec<Vec<f64>>)> {
         let rows = self.positions.sample(max_rows.max(1));
-        let table = rows.encode(self.encoding, DType::F64, &Device::Cpu)?;
+        let table = rows
+            .encode(self.encoding, DType::F64, &Device::Cpu)
+            .map_err(|err| options::name_flag(err, Some(&self.positions)))?;
         Ok((rows, table.to_vec2::<f64>()?))
     }
 

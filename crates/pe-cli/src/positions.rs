@@ -1,6 +1,8 @@
 //! The positions a table has one row for: a range, explicit integer ids, or fractional
 //! timesteps; and the table rows for any slice of them.
 
+use std::str::FromStr;
+
 use anyhow::{bail, Result};
 use candle_core::{DType, Device, Tensor};
 use pe_core::{SinusoidalEncoding, MAX_POSITION};
@@ -44,6 +46,16 @@ impl Positions {
                 Ok(Positions::Timesteps(timesteps))
             }
             _ => bail!("give exactly one of --len, --positions and --timesteps"),
+        }
+    }
+
+    /// The flag that gives these positions, with its value when it is a number: `--len 4096`,
+    /// `--positions` or `--timesteps`.
+    pub fn flag(&self) -> String {
+        match self {
+            Positions::Range { len, .. } => format!("--len {len}"),
+            Positions::Ids(_) => "--positions".to_string(),
+            Positions::Timesteps(_) => "--timesteps".to_string(),
         }
     }
 
@@ -157,6 +169,42 @@ impl Positions {
     }
 }
 
+/// A comma-separated list given as one command-line value, e.g. `--timesteps -1.5,2`: a leading
+/// minus sign belongs to the value, where clap would take `-1.5,2` for a flag.
+#[derive(Clone, Debug, PartialEq)]
+pub struct List<T>(pub Vec<T>);
+
+/// A type a [`List`] holds, and what its items are called in error messages.
+pub trait ListItem: FromStr {
+    /// E.g. `an integer`.
+    const WHAT: &'static str;
+}
+
+impl ListItem for i64 {
+    const WHAT: &'static str = "an integer";
+}
+
+impl ListItem for f64 {
+    const WHAT: &'static str = "a number";
+}
+
+impl<T: ListItem> FromStr for List<T> {
+    type Err = String;
+
+    /// The items between commas; an error names the first that does not parse.
+    fn from_str(s: &str) -> Result<Self, String> {
+        s.split(',')
+            .enumerate()
+            .map(|(i, item)| {
+                item.trim()
+                    .parse()
+                    .map_err(|_| format!("'{item}' (number {}) is not {}", i + 1, T::WHAT))
+            })
+            .collect::<Result<_, _>>()
+            .map(List)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,6 +223,17 @@ mod tests {
         let ts = Positions::Timesteps(vec![0.5, 1.5, 2.5]);
         assert_eq!(ts.label(1), "1.5");
         assert_eq!(ts.sample(1), Positions::Timesteps(vec![1.5]));
+    }
+
+    #[test]
+    fn lists_parse_negative_items_and_name_a_bad_one() {
+        assert_eq!("-1.5,2".parse(), Ok(List(vec![-1.5, 2.0])));
+        assert_eq!("-1, 2".parse(), Ok(List(vec![-1i64, 2])));
+        assert_eq!(
+            "1,x".parse::<List<i64>>(),
+            Err("'x' (number 2) is not an integer".to_string())
+        );
+        assert!("1,,2".parse::<List<f64>>().is_err());
     }
 
     #[test]

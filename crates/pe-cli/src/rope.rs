@@ -101,6 +101,21 @@ pub fn write(args: &RopeArgs) -> Result<()> {
             MAX_POSITION - 1
         );
     }
+    output::check_free_space(
+        &args.out,
+        output::safetensors_bytes(
+            &["cos", "sin"],
+            args.dtype.into(),
+            (args.len, rope.half_dim()),
+            &[],
+        )?,
+        &format!(
+            "--len {} (cos and sin, each {} rows x {} columns)",
+            args.len,
+            args.len,
+            rope.half_dim()
+        ),
+    )?;
     let device = args.device.open()?;
     let (cos, sin) = rope
         .tables(args.offset, args.len, args.dtype.into(), &device)

@@ -10,7 +10,7 @@ use pe_core::{PeSpec, Preset};
 
 use crate::device::DeviceArg;
 use crate::options;
-use crate::output::{Format, TableWriter};
+use crate::output::{self, Format, TableWriter};
 use crate::positions::Positions;
 
 /// Tables of more bytes than this show a progress bar.
@@ -45,13 +45,26 @@ pub fn write(request: &TableRequest) -> Result<()> {
     let encoding = options::encoding(request.spec)?;
     let device = request.device.open()?;
     let (rows, width) = (request.rows.len(), request.spec.width);
-    request.rows.validate(&encoding, request.dtype, &device)?;
+    let named = |err| options::name_flag(err, Some(&request.rows));
+    request
+        .rows
+        .validate(&encoding, request.dtype, &device)
+        .map_err(named)?;
 
     let metadata = [
         ("preset", request.preset.name().to_string()),
         ("spec", options::describe(&request.spec)),
         ("positions", describe_positions(&request.rows)),
     ];
+    let dtype = request.dtype.as_str();
+    output::check_free_space(
+        &request.out,
+        output::table_bytes(format, request.dtype, (rows, width), &metadata)?,
+        &format!(
+            "{} ({rows} rows x {width} columns of {dtype})",
+            request.rows.flag()
+        ),
+    )?;
     let mut writer = TableWriter::create(
         &request.out,
         format,
@@ -72,7 +85,8 @@ pub fn write(request: &TableRequest) -> Result<()> {
     while start < rows {
         let positions = request.rows.slice(start, start + chunk);
         let table = positions
-            .encode(&encoding, request.dtype, &device)?
+            .encode(&encoding, request.dtype, &device)
+            .map_err(named)?
             .to_device(&candle_core::Device::Cpu)?;
         writer.write_rows(&table, &positions)?;
         start += positions.len();

@@ -191,6 +191,68 @@ fn invalid_specs_report_pe_core_errors() {
     );
 }
 
+/// Runs a failing `pe plot` (base arguments plus `extra`) writing into an empty directory,
+/// checks the message, and that the directory is still empty.
+fn plot_fails(extra: &[&str], expected: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("pe.png");
+    let mut args = vec!["plot", "--out", s(&out)];
+    args.extend_from_slice(extra);
+    pe_err(&args, expected);
+    assert!(
+        files_in(dir.path()).is_empty(),
+        "{:?}",
+        files_in(dir.path())
+    );
+}
+
+#[test]
+fn pe_core_errors_name_the_flag() {
+    let base = ["--preset", "fairseq", "--len", "4"];
+    let cases: [(&[&str], &[&str]); 6] = [
+        (&["--dim", "8", "--base", "0"], &["--base: ", "got 0"]),
+        (&["--dim", "8", "--base", "-5"], &["--base: ", "got -5"]),
+        (&["--dim", "8", "--scale", "nan"], &["--scale: ", "got NaN"]),
+        (&["--dim", "8", "--scale", "inf"], &["--scale: ", "got inf"]),
+        (
+            &["--dim", "8", "--frequencies", "h-shift:nan"],
+            &["--frequencies: ", "shift", "got NaN"],
+        ),
+        (&["--dim", "0"], &["--dim: ", "got width 0"]),
+    ];
+    for (extra, expected) in cases {
+        table_fails(&[&base[..], extra].concat(), expected);
+        plot_fails(&[&base[..], extra].concat(), expected);
+    }
+}
+
+#[test]
+fn negative_values_are_parsed_then_checked() {
+    let base = ["--preset", "diffusers", "--dim", "8"];
+    let cases: [(&[&str], &[&str]); 5] = [
+        (
+            &["--positions", "-1,2"],
+            &["--positions: ", "position id -1", "0 ..= 2147483647"],
+        ),
+        (
+            &["--positions", "-1,x"],
+            &["--positions", "'x' (number 2) is not an integer"],
+        ),
+        (&["--timesteps", "-1e12,2"], &["--timesteps", "2^31"]),
+        (
+            &["--len", "4", "--scale", "-inf"],
+            &["--scale: ", "got -inf"],
+        ),
+        (
+            &["--len", "4", "--base", "-1e-3"],
+            &["--base: ", "got -0.001"],
+        ),
+    ];
+    for (extra, expected) in cases {
+        table_fails(&[&base[..], extra].concat(), expected);
+    }
+}
+
 #[test]
 fn out_of_range_positions_are_refused() {
     table_fails(
@@ -204,11 +266,34 @@ fn out_of_range_positions_are_refused() {
             "--offset",
             "2147483640",
         ],
-        &["offset + len 2147483650"],
+        &[
+            "--offset 2147483640 --len 10: offset + len 2147483650",
+            "2^31 - 1",
+        ],
+    );
+    table_fails(
+        &["--preset", "fairseq", "--dim", "8", "--len", "2147483649"],
+        &["--len 2147483649: offset + len 2147483649", "2^31 - 1"],
+    );
+    plot_fails(
+        &[
+            "--preset",
+            "fairseq",
+            "--dim",
+            "8",
+            "--len",
+            "32",
+            "--offset",
+            "2147483647",
+        ],
+        &[
+            "--offset 2147483647 --len 32: offset + len 2147483679",
+            "2^31 - 1",
+        ],
     );
     table_fails(
         &["--preset", "fairseq", "--dim", "8", "--positions", "4,-3"],
-        &["position id -3"],
+        &["--positions: position id -3", "0 ..= 2147483647"],
     );
     table_fails(
         &[
@@ -219,7 +304,7 @@ fn out_of_range_positions_are_refused() {
             "--positions",
             "4,2147483648",
         ],
-        &["position id 2147483648"],
+        &["--positions: position id 2147483648", "0 ..= 2147483647"],
     );
     table_fails(
         &[
@@ -264,6 +349,118 @@ fn outputs_that_cannot_be_written_are_refused() {
         &["d.npy", "directory"],
     );
     assert_eq!(files_in(dir.path()), ["d.npy"]);
+}
+
+#[test]
+fn outputs_larger_than_the_free_space_are_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    // 2^31 - 1 rows of 16384 f64 values, 281 TB. One chunk of all the rows makes pe fail at once
+    // (pe-core will not allocate it) if the check is ever lost, rather than fill the disk.
+    let table = [
+        "table",
+        "--preset",
+        "vaswani",
+        "--dim",
+        "16384",
+        "--len",
+        "2147483647",
+        "--dtype",
+        "f64",
+        "--chunk-rows",
+        "2147483647",
+    ];
+    for (ext, size) in [
+        ("npy", "281474976579712 bytes (281.5 TB)"),
+        ("safetensors", "(281.5 TB)"),
+        ("csv", "(70.4 TB)"),
+    ] {
+        let out = dir.path().join(format!("big.{ext}"));
+        pe_err(
+            &[&table[..], &["--out", s(&out)]].concat(),
+            &[
+                "--len 2147483647 (2147483647 rows x 16384 columns of f64)",
+                size,
+                "free",
+            ],
+        );
+    }
+    // cos and sin, each 2^31 - 1 rows of 32768 f64 values, 1.1 PB.
+    let out = dir.path().join("rope.safetensors");
+    pe_err(
+        &[
+            "rope",
+            "--head-dim",
+            "65536",
+            "--len",
+            "2147483647",
+            "--dtype",
+            "f64",
+            "--out",
+            s(&out),
+        ],
+        &[
+            "--len 2147483647 (cos and sin, each 2147483647 rows x 32768 columns)",
+            "(1.1 PB)",
+            "free",
+        ],
+    );
+    assert!(
+        files_in(dir.path()).is_empty(),
+        "{:?}",
+        files_in(dir.path())
+    );
+}
+
+#[test]
+fn positions_past_2_31_are_reported_before_the_size() {
+    // Too large for the disk too, but the range is what to fix first.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("big.npy");
+    let message = pe_err(
+        &[
+            "table",
+            "--preset",
+            "vaswani",
+            "--dim",
+            "16384",
+            "--dtype",
+            "f64",
+            "--offset",
+            "5",
+            "--len",
+            "2147483647",
+            "--out",
+            s(&out),
+        ],
+        &[
+            "--offset 5 --len 2147483647: offset + len 2147483652",
+            "2^31 - 1",
+        ],
+    );
+    assert!(!message.contains("free"), "{message}");
+    let out = dir.path().join("rope.safetensors");
+    let message = pe_err(
+        &[
+            "rope",
+            "--head-dim",
+            "65536",
+            "--dtype",
+            "f64",
+            "--offset",
+            "5",
+            "--len",
+            "2147483647",
+            "--out",
+            s(&out),
+        ],
+        &["--offset 5 --len 2147483647", "2^31 - 1"],
+    );
+    assert!(!message.contains("free"), "{message}");
+    assert!(
+        files_in(dir.path()).is_empty(),
+        "{:?}",
+        files_in(dir.path())
+    );
 }
 
 #[test]
@@ -409,4 +606,33 @@ fn no_subcommand_shows_the_help_and_fails() {
     for sub in ["presets", "table", "plot"] {
         assert!(stderr.contains(sub), "{stderr}");
     }
+}
+
+#[test]
+fn values_outside_the_exact_domain_are_refused() {
+    // A frequency beyond 2^40: a huge scale, or a tiny base.
+    table_fails(
+        &[
+            "--preset", "vaswani", "--dim", "8", "--len", "4", "--scale", "1e20",
+        ],
+        &["--base / --scale", "frequency 0", "2^40"],
+    );
+    table_fails(
+        &[
+            "--preset", "vaswani", "--dim", "8", "--len", "4", "--base", "1e-300",
+        ],
+        &["--base / --scale", "2^40"],
+    );
+    // Frequencies in range, but angles past 2^40 at these positions.
+    table_fails(
+        &[
+            "--preset", "vaswani", "--dim", "8", "--len", "100", "--offset", "1000000", "--scale",
+            "2e6",
+        ],
+        &["--offset 1000000 --len 100 / --scale", "2^40", "549755"],
+    );
+    table_fails(
+        &["--preset", "diffusers", "--dim", "8", "--timesteps", "1e20"],
+        &["--timesteps", "100000000000000000000", "2^31"],
+    );
 }

@@ -152,6 +152,33 @@ fn timesteps_give_the_rows_of_those_timesteps() {
 }
 
 #[test]
+fn negative_values_are_values_not_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.npy");
+    let args = ["table", "--preset", "diffusers", "--dim", "8"];
+    pe_ok(&[&args[..], &["--timesteps", "-1.5,2", "--out", s(&out)]].concat());
+    let t = Tensor::new(&[-1.5f64, 2.0], &Device::Cpu).unwrap();
+    let want = encoding(Preset::Diffusers.spec(8))
+        .timesteps(&t, DType::F32)
+        .unwrap();
+    assert_same(&Tensor::read_npy(&out).unwrap(), &want, "timesteps");
+    for scale in ["-1e-3", "-2.5"] {
+        let value: f64 = scale.parse().unwrap();
+        pe_ok(
+            &[
+                &args[..],
+                &["--len", "4", "--scale", scale, "--out", s(&out)],
+            ]
+            .concat(),
+        );
+        let want = encoding(Preset::Diffusers.spec(8).with_scale(value))
+            .range(0, 4, DType::F32, &Device::Cpu)
+            .unwrap();
+        assert_same(&Tensor::read_npy(&out).unwrap(), &want, scale);
+    }
+}
+
+#[test]
 fn overrides_change_the_preset() {
     let dir = tempfile::tempdir().unwrap();
     let plain = dir.path().join("plain.npy");
