@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Regenerates the committed test fixtures from the real Python reference implementations (Hugging Face transformers
+# on PyTorch), so the Rust tests can compare against them without Python in CI.
+#
+#   bash scripts/make-fixtures.sh           # run every generator, scripts/fixtures/<name>.py
+#   bash scripts/make-fixtures.sh rope      # run only scripts/fixtures/rope.py (several names may be given)
+#
+# The first run creates a venv at ${XDG_CACHE_HOME:-$HOME/.cache}/candle-pe/fixtures-venv (override with
+# FIXTURES_VENV) and installs the pins from scripts/fixtures/requirements.txt into it (torch pulls large CUDA wheels
+# from PyPI; the generators only use the CPU). Later runs reuse it, and reinstall only when requirements.txt changes.
+#
+# What is written is up to each generator (its docstring says). Today:
+#   rope  ->  crates/pe-core/tests/fixtures/rope/<case>.json + <case>.safetensors: inv_freq and cos/sin tables of the
+#             rotary classes of Llama 3.1, Qwen2.5 (YaRN), DeepSeek-V3, gpt-oss, Phi-3/Phi-4-mini (longrope),
+#             Gemma 3 (both config forms), Gemma 4, Qwen2-VL and Qwen3-VL (M-RoPE) and dynamic NTK.
+#
+# Nothing is downloaded except the pinned packages: configs are written in the generators, and the Hub is switched
+# off (HF_HUB_OFFLINE). Outputs are deterministic, so regenerating with unchanged pins leaves `git status` clean.
+#
+# Adding a generator: drop scripts/fixtures/<name>.py (runnable as a script, writing its own files; shared helpers
+# are in scripts/fixtures/_common.py, and files starting with `_` are not generators) and it runs with the others.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+dir="$root/scripts/fixtures"
+requirements="$dir/requirements.txt"
+venv=${FIXTURES_VENV:-"${XDG_CACHE_HOME:-$HOME/.cache}/candle-pe/fixtures-venv"}
+
+want=$(sha256sum "$requirements" | cut -d' ' -f1)
+stamp="$venv/.requirements.sha256"
+if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    echo "setting up $venv from scripts/fixtures/requirements.txt" >&2
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
+    echo "$want" >"$stamp"
+fi
+
+if [ $# -eq 0 ]; then
+    names=()
+    for script in "$dir"/*.py; do
+        base=$(basename "$script" .py)
+        case $base in _*) continue ;; esac
+        names+=("$base")
+    done
+else
+    names=("$@")
+fi
+
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONDONTWRITEBYTECODE=1
+for name in "${names[@]}"; do
+    script="$dir/$name.py"
+    if [ ! -f "$script" ] || [[ $name == _* ]]; then
+        echo "no generator scripts/fixtures/$name.py" >&2
+        exit 2
+    fi
+    echo "== $name" >&2
+    (cd "$root" && "$venv/bin/python" "$script")
+done
