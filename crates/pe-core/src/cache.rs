@@ -31,7 +31,8 @@ use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use candle_core::{DType, Device, DeviceLocation, Tensor};
 
-use crate::{positions, Result, SinusoidalEncoding, MAX_POSITION};
+use crate::describe::positions;
+use crate::{Result, SinusoidalEncoding, MAX_POSITION};
 
 /// The row limit of a new [`PeCache`] or [`RopeCache`](crate::RopeCache): 2^20 rows (4 GiB for
 /// a width of 1,024 in f32; 512 MiB of rotary cos + sin at head_dim 128).

@@ -29,8 +29,8 @@
 
 use candle_core::{DType, Tensor, D};
 
+use crate::describe::positions;
 use crate::generate::{check_dtype, cpu};
-use crate::positions;
 use crate::{Error, PeCache, Result};
 
 /// The positions of the tokens of an [`PeCache::embed`] call.

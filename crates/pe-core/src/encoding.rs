@@ -32,9 +32,9 @@ use std::sync::Arc;
 
 use candle_core::{DType, Device, Tensor};
 
-use crate::freq::{Column, Plan};
+use crate::describe::freq::{Column, Plan};
+use crate::describe::positions::{self, Request};
 use crate::generate::{Backend, Generator};
-use crate::positions::{self, Request};
 use crate::{PeSpec, Result};
 
 /// A sinusoidal positional encoding, ready to build tables.

@@ -3,11 +3,12 @@
 //! `config.json`.
 //!
 //! The crate reads in three layers, data flowing one way:
-//! - **Description**: [`PeSpec`] and its [`Preset`]s (the sinusoidal conventions, see
-//!   `docs/conventions.md`); [`RopeConfig`] and [`RopeType`] (rotary); positions; [`Error`].
-//! - **Generators**: an exact CPU generator (anchor rows at fixed positions plus an offset
-//!   table, in parallel) and its plain twin in candle ops for every other device; chosen with
-//!   [`Backend`].
+//! - **Description** ([`describe`]): [`PeSpec`] and its [`Preset`]s (the sinusoidal
+//!   conventions, see `docs/conventions.md`), frequencies, positions, [`Error`]; for rotary
+//!   tables, [`RopeConfig`] and each [`RopeType`]'s formula ([`rope::config`], [`rope::types`]).
+//! - **Generators** (`generate/`, internal): an exact CPU generator (anchor rows at fixed
+//!   positions plus an offset table, in parallel) and its plain twin in candle ops for every
+//!   other device; chosen with [`Backend`].
 //! - **Front doors**: [`SinusoidalEncoding`] (tables for ranges, ids, padding-aware ids,
 //!   timesteps), [`PeCache`] (a shared growing table served as views, and
 //!   [`embed`](PeCache::embed), the fused `scale * embedding + encoding`), [`Rope`] and
@@ -39,28 +40,20 @@
 
 #![warn(missing_docs)]
 
-// Description.
-mod dd;
-pub mod error;
-mod freq;
-pub mod positions;
-pub mod spec;
-
-// Generators.
+pub mod describe;
 mod generate;
 
-// Front doors.
 pub mod cache;
 pub mod embed;
 pub mod encoding;
 pub mod rope;
 
 pub use cache::{PeCache, DEFAULT_CACHE_ROWS};
+pub use describe::error::{Error, Result};
+pub use describe::freq::{Column, MAX_ANGLE, MAX_POSITION, MAX_WIDTH};
+pub use describe::positions::padding_aware_positions;
+pub use describe::spec::{Frequencies, Layout, OddWidth, PeSpec, Preset, DEFAULT_BASE};
 pub use embed::TokenPositions;
 pub use encoding::SinusoidalEncoding;
-pub use error::{Error, Result};
-pub use freq::{Column, MAX_ANGLE, MAX_POSITION, MAX_WIDTH};
 pub use generate::Backend;
-pub use positions::padding_aware_positions;
 pub use rope::{Rope, RopeCache, RopeConfig, RopeType};
-pub use spec::{Frequencies, Layout, OddWidth, PeSpec, Preset, DEFAULT_BASE};

@@ -206,7 +206,38 @@ fn cache_is_send_sync_clone() {
     assert_shareable::<SinusoidalEncoding>();
 }
 
+/// Every empty request on a fresh cache: an empty tensor of the right shape and dtype.
+fn empty_requests_on_a_fresh_cache(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+    use pe_core::{Rope, RopeCache, RopeConfig, TokenPositions};
+    let cache = cache(PeSpec::fairseq(6), backend);
+    let t = cache.range(0, 0, DType::BF16, dev)?;
+    assert_eq!((t.dims(), t.dtype()), (&[0, 6][..], DType::BF16));
+    assert_eq!(cache.range(17, 0, DType::F32, dev)?.dims(), &[0, 6]);
+    let none = Tensor::zeros((2, 0), DType::U32, dev)?;
+    assert_eq!(cache.ids(&none, DType::F32)?.dims(), &[2, 0, 6]);
+    assert_eq!(
+        cache.padding_aware(&none, 1, 0, DType::F32)?.dims(),
+        &[2, 0, 6]
+    );
+    let weights = Tensor::zeros((10, 6), DType::F16, dev)?;
+    for positions in [TokenPositions::Offset(3), TokenPositions::Ids(&none)] {
+        let x = cache.embed(&weights, &none, positions, 1.0)?;
+        assert_eq!((x.dims(), x.dtype()), (&[2, 0, 6][..], DType::F16));
+    }
+    assert_eq!(
+        cache.rows(DType::F32, dev),
+        0,
+        "empty requests grow nothing"
+    );
+    let rope = RopeCache::new(Rope::new(RopeConfig::new(8, 10_000.0))?.with_backend(backend));
+    let (cos, sin) = rope.tables(0, 0, DType::F32, dev)?;
+    assert_eq!((cos.dims(), sin.dims()), (&[0, 4][..], &[0, 4][..]));
+    assert_eq!(rope.tables_for_ids(&none, DType::F32)?.1.dims(), &[2, 0, 4]);
+    Ok(())
+}
+
 backend_tests!(
+    empty_requests_on_a_fresh_cache,
     grows_without_recomputing,
     one_table_per_dtype,
     ids_and_padding_aware_match_uncached

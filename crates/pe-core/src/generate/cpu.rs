@@ -15,7 +15,7 @@
 //! [`fill_rows`] hands each encoded row to a closure that writes the output row: a plain table
 //! copies it ([`table`]), the fused embedding adds it to a scaled token embedding ([`embed`]).
 //!
-//! [`Frequency::sin_cos`]: crate::freq::Frequency::sin_cos
+//! [`Frequency::sin_cos`]: crate::describe::freq::Frequency::sin_cos
 
 use std::ops::{Add, Mul, Sub};
 
@@ -24,8 +24,8 @@ use half::{bf16, f16};
 use rayon::prelude::*;
 
 use super::Generator;
-use crate::freq::{Columns, Plan};
-use crate::positions::{Request, Rows};
+use crate::describe::freq::{Columns, Plan};
+use crate::describe::positions::{Request, Rows};
 use crate::{Error, Layout, Result};
 
 /// Anchors sit at multiples of this; also the rows of one parallel task.

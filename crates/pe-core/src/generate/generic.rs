@@ -3,15 +3,15 @@
 //!
 //! It is the plain twin of [`cpu`](super::cpu): positions are split into `p_hi + p_lo` (a
 //! multiple of 32 and the rest) and frequencies into the `hi + lo` of
-//! [`Frequency::split`](crate::freq::Frequency::split), so the large part of the angle is an
+//! [`Frequency::split`](crate::describe::freq::Frequency::split), so the large part of the angle is an
 //! exact product; the two angles are evaluated in f64 on the device, combined by angle
 //! addition, and only then cast to the output dtype. Each position is computed on its own, so a
 //! row's bits do not depend on the request either.
 
 use candle_core::{DType, Device, Tensor};
 
-use crate::freq::{Columns, Plan, SPLIT};
-use crate::positions::{Request, Rows};
+use crate::describe::freq::{Columns, Plan, SPLIT};
+use crate::describe::positions::{Request, Rows};
 use crate::{Layout, Result};
 
 /// Builds the table for `request` on `device` with candle ops, shaped `(rows, width)`.

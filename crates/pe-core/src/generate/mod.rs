@@ -17,8 +17,8 @@ use std::sync::OnceLock;
 
 use candle_core::{DType, Device, Tensor};
 
-use crate::freq::Plan;
-use crate::positions::Request;
+use crate::describe::freq::Plan;
+use crate::describe::positions::Request;
 use crate::{Error, Result};
 
 /// Which generator builds the tables.

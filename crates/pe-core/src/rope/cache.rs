@@ -21,7 +21,8 @@ use candle_core::{DType, Device, Tensor};
 
 use super::tables::Rope;
 use crate::cache::{RowCache, DEFAULT_CACHE_ROWS};
-use crate::{positions, Result};
+use crate::describe::positions;
+use crate::Result;
 
 /// A growing, shareable cache of rotary tables.
 #[derive(Clone, Debug)]

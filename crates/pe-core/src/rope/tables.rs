@@ -21,9 +21,9 @@ use candle_core::{DType, Device, Tensor, D};
 
 use super::config::RopeConfig;
 use super::types::{invalid, positive, Context};
-use crate::freq::Plan;
+use crate::describe::freq::Plan;
+use crate::describe::positions::{self, Request};
 use crate::generate::{Backend, Generator};
-use crate::positions::{self, Request};
 use crate::{Error, Result, MAX_WIDTH};
 
 /// A checked [`RopeConfig`], ready to build cos/sin tables.

@@ -14,7 +14,7 @@
 //! precision bounds. A spec whose largest frequency exceeds it is refused when it is built, a request whose
 //! largest `|position| * w` exceeds it when it is made.
 
-use crate::dd::{two_product, Dd};
+use crate::describe::dd::{two_product, Dd};
 use crate::generate::trig;
 use crate::{Error, Frequencies, Layout, OddWidth, PeSpec, Result};
 
