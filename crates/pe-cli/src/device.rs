@@ -44,7 +44,7 @@ impl DeviceArg {
             DeviceArg::Cpu => Ok(Device::Cpu),
             DeviceArg::Cuda if !cfg!(feature = "cuda") => anyhow::bail!(
                 "--device cuda: this pe was built without CUDA support; rebuild it with \
-                 `cargo build -p pe-cli --release --features cuda`, or use --device cpu"
+                 `cargo build -p candle-pe-cli --release --features cuda`, or use --device cpu"
             ),
             DeviceArg::Cuda => Device::new_cuda(0)
                 .context("--device cuda: no usable CUDA GPU (device 0); use --device cpu"),
