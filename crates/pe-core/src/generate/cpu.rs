@@ -60,29 +60,34 @@ fn anchor_of(p: f64) -> (f64, usize) {
     }
 }
 
-/// `sin(j w)` then `cos(j w)` for every frequency, rows `j < ANCHOR_SPAN`, in f64.
+/// The offset table: `sin(j w)` and `cos(j w)` for every frequency and `j < ANCHOR_SPAN`,
+/// exact in f64 and rounded once to f32, ready for either arithmetic.
 #[derive(Debug)]
-pub(crate) struct Offsets(Vec<f64>);
+pub(crate) struct Offsets {
+    f64: Vec<SinCos<f64>>,
+    f32: Vec<SinCos<f32>>,
+}
 
 impl Offsets {
     pub fn new(plan: &Plan) -> Self {
-        let n = plan.frequencies().len();
-        let mut table = Vec::with_capacity(ANCHOR_SPAN * 2 * n);
-        for j in 0..ANCHOR_SPAN {
-            let (sin, cos): (Vec<f64>, Vec<f64>) = plan
-                .frequencies()
-                .iter()
-                .map(|w| w.sin_cos(j as f64))
-                .unzip();
-            table.extend(sin);
-            table.extend(cos);
-        }
-        Self(table)
-    }
-
-    fn row(&self, j: usize) -> (&[f64], &[f64]) {
-        let n2 = self.0.len() / ANCHOR_SPAN;
-        self.0[j * n2..(j + 1) * n2].split_at(n2 / 2)
+        let f64: Vec<SinCos<f64>> = (0..ANCHOR_SPAN)
+            .map(|j| {
+                let (sin, cos) = plan
+                    .frequencies()
+                    .iter()
+                    .map(|w| w.sin_cos(j as f64))
+                    .unzip();
+                SinCos { sin, cos }
+            })
+            .collect();
+        let f32 = f64
+            .iter()
+            .map(|row| SinCos {
+                sin: row.sin.iter().map(|&v| v as f32).collect(),
+                cos: row.cos.iter().map(|&v| v as f32).collect(),
+            })
+            .collect();
+        Self { f64, f32 }
     }
 }
 
@@ -91,17 +96,25 @@ pub(crate) trait Acc:
     Copy + Send + Sync + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self>
 {
     fn from_f64(v: f64) -> Self;
+    /// The offset table in this arithmetic.
+    fn offsets(offsets: &Offsets) -> &[SinCos<Self>];
 }
 
 impl Acc for f32 {
     fn from_f64(v: f64) -> Self {
         v as f32
     }
+    fn offsets(offsets: &Offsets) -> &[SinCos<Self>] {
+        &offsets.f32
+    }
 }
 
 impl Acc for f64 {
     fn from_f64(v: f64) -> Self {
         v
+    }
+    fn offsets(offsets: &Offsets) -> &[SinCos<Self>] {
+        &offsets.f64
     }
 }
 
@@ -168,9 +181,7 @@ fn fill_rows<A: Acc, O: Send>(
         return;
     }
     let plan = generator.plan();
-    let offsets: Vec<SinCos<A>> = (0..ANCHOR_SPAN)
-        .map(|j| SinCos::offset(generator.offsets(), j))
-        .collect();
+    let offsets = A::offsets(generator.offsets());
     let zero_at = zero_at.map(f64::from);
     // Rows first..first + chunk: one anchor at a time, reused while the positions stay in its span.
     let task = |first: usize, chunk: &mut [O]| {
@@ -197,6 +208,12 @@ fn fill_rows<A: Acc, O: Send>(
         RowPositions::Values(_) => 0,
     };
     let (head, tail) = out.split_at_mut((head_rows * out_width).min(out.len()));
+    // A request of one task runs here: handing it to the pool would cost more than the work.
+    if tail.len() <= ANCHOR_SPAN * out_width {
+        task(0, head);
+        task(head_rows, tail);
+        return;
+    }
     rayon::join(
         || task(0, head),
         || {
@@ -329,7 +346,8 @@ fn uninit_vec<T: Element>(rows: usize, width: usize) -> Result<Vec<T>> {
 }
 
 /// `sin` and `cos` of one angle for every frequency.
-struct SinCos<A> {
+#[derive(Debug)]
+pub(crate) struct SinCos<A> {
     sin: Vec<A>,
     cos: Vec<A>,
 }
@@ -348,15 +366,6 @@ impl<A: Acc> SinCos<A> {
             })
             .unzip();
         Self { sin, cos }
-    }
-
-    /// Row `j` of the offset table, in the arithmetic type.
-    fn offset(offsets: &Offsets, j: usize) -> Self {
-        let (sin, cos) = offsets.row(j);
-        Self {
-            sin: sin.iter().map(|&v| A::from_f64(v)).collect(),
-            cos: cos.iter().map(|&v| A::from_f64(v)).collect(),
-        }
     }
 }
 
