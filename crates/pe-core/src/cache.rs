@@ -83,6 +83,31 @@ impl RowCache {
             .collect()
     }
 
+    /// The rows at integer position `ids` (any shape) of each table, each shaped
+    /// `ids.dims() + [width]`: gathered from the cached tables when every id is within the
+    /// limit, `generate()` otherwise.
+    pub fn ids(
+        &self,
+        ids: &Tensor,
+        dtype: DType,
+        build: impl Fn(usize, usize) -> Result<Vec<Tensor>>,
+        generate: impl FnOnce() -> Result<Vec<Tensor>>,
+    ) -> Result<Vec<Tensor>> {
+        let end = positions::ids(ids)?.end;
+        if ids.elem_count() == 0 || end > self.limit {
+            return generate();
+        }
+        let flat = ids.flatten_all()?.to_dtype(DType::U32)?;
+        self.grown(end, dtype, ids.device(), build)?
+            .iter()
+            .map(|table| {
+                let mut shape = ids.dims().to_vec();
+                shape.push(table.dim(1)?);
+                Ok(table.index_select(&flat, 0)?.reshape(shape)?)
+            })
+            .collect()
+    }
+
     /// The tables for `dtype` on `device` with at least `rows <= limit` rows; missing rows come
     /// from `build`, at least half the current table more (within the limit) unless that does
     /// not fit.
@@ -207,15 +232,14 @@ impl PeCache {
     /// The rows for integer position ids of any shape, shape `ids.dims() + [d]`: gathered from
     /// the cached table when every id is within the limit, generated otherwise.
     pub fn ids(&self, ids: &Tensor, dtype: DType) -> Result<Tensor> {
-        let end = positions::ids(ids)?.end;
-        if ids.elem_count() == 0 || end > self.limit() {
-            return self.encoding.ids(ids, dtype);
-        }
-        let table = self.table(end, dtype, ids.device())?;
-        let flat = ids.flatten_all()?.to_dtype(DType::U32)?;
-        let mut shape = ids.dims().to_vec();
-        shape.push(self.encoding.width());
-        Ok(table.index_select(&flat, 0)?.reshape(shape)?)
+        let device = ids.device();
+        let rows = self.tables.ids(
+            ids,
+            dtype,
+            |start, len| Ok(vec![self.encoding.range(start, len, dtype, device)?]),
+            || Ok(vec![self.encoding.ids(ids, dtype)?]),
+        )?;
+        Ok(rows[0].clone())
     }
 
     /// fairseq / HF M2M100 padding-aware rows, as
@@ -245,14 +269,6 @@ impl PeCache {
             .to_dtype(dtype)?
             .unsqueeze(candle_core::D::Minus1)?;
         Ok(self.ids(positions, dtype)?.broadcast_mul(&keep)?)
-    }
-
-    /// The whole cached table for `dtype` on `device`, grown to at least `rows <= limit` rows.
-    fn table(&self, rows: usize, dtype: DType, device: &Device) -> Result<Tensor> {
-        let tables = self.tables.grown(rows, dtype, device, |start, len| {
-            Ok(vec![self.encoding.range(start, len, dtype, device)?])
-        })?;
-        Ok(tables[0].clone())
     }
 
     /// Rows cached for `dtype` on `device`.

@@ -68,8 +68,7 @@ impl RopeCache {
     ) -> Result<(Tensor, Tensor)> {
         positions::range(offset, len)?;
         let rows = self.tables.rows(offset, len, dtype, device, |start, len| {
-            let (cos, sin) = self.rope.tables(start, len, dtype, device)?;
-            Ok(vec![cos, sin])
+            self.rope.tables(start, len, dtype, device).map(both)
         })?;
         Ok((rows[0].clone(), rows[1].clone()))
     }
@@ -77,22 +76,14 @@ impl RopeCache {
     /// `(cos, sin)` for integer position ids of any shape, each `ids.dims() + [rotary_dim / 2]`:
     /// gathered from the cached tables when every id is within the limit, generated otherwise.
     pub fn tables_for_ids(&self, ids: &Tensor, dtype: DType) -> Result<(Tensor, Tensor)> {
-        let end = positions::ids(ids)?.end;
-        if ids.elem_count() == 0 || end > self.limit() {
-            return self.rope.tables_for_ids(ids, dtype);
-        }
         let device = ids.device();
-        let tables = self.tables.grown(end, dtype, device, |start, len| {
-            let (cos, sin) = self.rope.tables(start, len, dtype, device)?;
-            Ok(vec![cos, sin])
-        })?;
-        let flat = ids.flatten_all()?.to_dtype(DType::U32)?;
-        let mut shape = ids.dims().to_vec();
-        shape.push(self.rope.half_dim());
-        let gather = |t: &Tensor| -> Result<Tensor> {
-            Ok(t.index_select(&flat, 0)?.reshape(shape.clone())?)
-        };
-        Ok((gather(&tables[0])?, gather(&tables[1])?))
+        let rows = self.tables.ids(
+            ids,
+            dtype,
+            |start, len| self.rope.tables(start, len, dtype, device).map(both),
+            || self.rope.tables_for_ids(ids, dtype).map(both),
+        )?;
+        Ok((rows[0].clone(), rows[1].clone()))
     }
 
     /// Rows cached for `dtype` on `device`.
@@ -114,4 +105,9 @@ impl RopeCache {
     pub fn clear(&self) {
         self.tables.clear()
     }
+}
+
+/// A `(cos, sin)` pair as the cache's list of tables.
+fn both((cos, sin): (Tensor, Tensor)) -> Vec<Tensor> {
+    vec![cos, sin]
 }
