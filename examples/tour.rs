@@ -38,7 +38,7 @@ fn main() -> Result<()> {
         println!(
             "| {preset} | {} | {} | {} | {} | {} |",
             spec.frequencies,
-            spec.layout,
+            spec.layout.to_string().replace('|', "\\|"),
             spec.odd_width,
             row.join(" "),
             preset.models()
@@ -49,7 +49,7 @@ fn main() -> Result<()> {
     let rows = 256;
     let pe = SinusoidalEncoding::new(PeSpec::fairseq(width))?;
     println!("\n## Max abs error, fairseq preset, width {width}, {rows} rows, f32 output\n");
-    println!("Reference: candle-pe's f64 table (held to 1e-9 of a float64 oracle by the tests).\n");
+    println!("Reference: candle-pe's f64 table (held to 1e-9 of the exact values by the tests' 256-bit oracle).\n");
     println!("| first position | candle-pe | naive f32 candle ops |");
     println!("|---:|---:|---:|");
     for offset in [0usize, 65_535, 1_000_000, 16_777_216, (1 << 31) - rows] {
