@@ -471,3 +471,26 @@ fn f32_tables_serve_every_input_dtype() -> anyhow::Result<()> {
     assert!(max_diff(&got, &reference(&rotary, &q, &ids)?)? <= 1e-12);
     Ok(())
 }
+
+#[test]
+fn strided_inputs_equal_contiguous_ones() -> anyhow::Result<()> {
+    let dev = Device::Cpu;
+    for interleaved in [false, true] {
+        let rotary = RotaryEmbedding::new(partial(64, 0.5))?.interleaved(interleaved);
+        // As attention makes them: (batch, seq, heads, d) projected, then transposed.
+        let q = Tensor::randn(0f32, 1.0, (2, 5, 4, 64), &dev)?.transpose(1, 2)?;
+        assert!(!q.is_contiguous());
+        let (got, _) = rotary.apply(&q, &q, 300)?;
+        let (want, _) = rotary.apply(&q.contiguous()?, &q.contiguous()?, 300)?;
+        assert_eq!(max_diff(&got, &want)?, 0.0);
+        // (tokens, heads, d) narrowed out of a fused qkv projection.
+        let qkv = Tensor::randn(0f32, 1.0, (6, 12, 64), &dev)?.to_dtype(DType::BF16)?;
+        let (q, k) = (qkv.narrow(1, 0, 8)?, qkv.narrow(1, 8, 2)?);
+        let positions = Tensor::new(&[9u32, 10, 11, 0, 1, 2], &dev)?;
+        let (got_q, got_k) = rotary.apply_at(&q, &k, &positions)?;
+        let (want_q, want_k) = rotary.apply_at(&q.contiguous()?, &k.contiguous()?, &positions)?;
+        assert_eq!(max_diff(&got_q, &want_q)?, 0.0);
+        assert_eq!(max_diff(&got_k, &want_k)?, 0.0);
+    }
+    Ok(())
+}
