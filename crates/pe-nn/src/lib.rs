@@ -1,7 +1,8 @@
 //! The embedding block that starts every encoder and decoder: token embedding, an optional
 //! `sqrt(d)` (or any) scale, and an exact sinusoidal positional encoding from pe-core, built
-//! from a `candle_nn::VarBuilder` like any candle-nn layer; and [`RotaryEmbedding`], exact
-//! rotary tables applied to queries and keys by candle-nn's rope kernels.
+//! from a `candle_nn::VarBuilder` like any candle-nn layer; and [`RotaryEmbedding`], which
+//! rotates queries and keys with exact rotary tables, in `(batch, heads, seq, head_dim)` or
+//! `(tokens, heads, head_dim)`, at consecutive or per-token positions.
 //!
 //! ```
 //! use candle_core::{DType, Device, Module, Tensor};

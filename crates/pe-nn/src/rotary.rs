@@ -1,5 +1,11 @@
-//! [`RotaryEmbedding`]: exact rotary tables from pe-core applied to queries and keys with
-//! candle-nn's fused rope kernels, shareable across layers (clones share one table cache).
+//! [`RotaryEmbedding`]: exact rotary tables from pe-core applied to queries and keys, in the
+//! `(batch, heads, seq, head_dim)` layout or the `(tokens, heads, head_dim)` one of continuous
+//! batching, at consecutive positions or at explicit per-token positions, with either pairing
+//! (half-split, HF's `rotate_half`, or interleaved pairs) and partial rotary. Clones share one
+//! table cache.
+//!
+//! The tables stay in f32 (f64 for f64 inputs) whatever the dtype of q and k: an f16 or bf16
+//! input is rotated in f32 by candle-nn's fused kernels and rounded once to its dtype.
 //!
 //! ```
 //! use candle_core::{DType, Device, Tensor};
@@ -13,18 +19,57 @@
 //! let k = Tensor::randn(0f32, 1.0, (2, 2, 3, 64), &dev)?;
 //! let (q, k) = rotary.apply(&q, &k, 1000)?;
 //! assert_eq!(q.dims(), &[2, 8, 3, 64]);
+//!
+//! // Continuous batching: 4 tokens of three requests, (tokens, heads, head_dim), in bf16.
+//! let q = Tensor::randn(0f32, 1.0, (4, 8, 64), &dev)?.to_dtype(DType::BF16)?;
+//! let k = Tensor::randn(0f32, 1.0, (4, 2, 64), &dev)?.to_dtype(DType::BF16)?;
+//! let positions = Tensor::new(&[17u32, 0, 1, 90_000], &dev)?;
+//! let (q, k) = rotary.apply_at(&q, &k, &positions)?;
+//! assert_eq!((q.dims(), k.dtype()), (&[4, 8, 64][..], DType::BF16));
 //! # Ok::<(), candle_core::Error>(())
 //! ```
 
-use candle_core::{bail, Result, Tensor, D};
+use candle_core::{bail, DType, Result, Tensor, D};
 use candle_nn::rotary_emb::{rope, rope_i};
-use pe_core::{Backend, Rope, RopeCache, RopeConfig};
+use pe_core::{Backend, Rope, RopeCache, RopeConfig, MAX_POSITION};
 
-/// Rotary position embedding for attention heads of shape `(batch, heads, seq, head_dim)`.
+/// Rotary position embedding for queries and keys.
+///
+/// q and k are `(batch, heads, seq, head_dim)` (rank 4) or `(tokens, heads, head_dim)` (rank 3,
+/// continuous batching); they may have different head counts (grouped-query attention) but
+/// must agree on everything else.
 #[derive(Clone, Debug)]
 pub struct RotaryEmbedding {
     cache: RopeCache,
     interleaved: bool,
+}
+
+/// The layout of q and k, read from their rank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    /// `(batch, heads, seq, head_dim)`.
+    Bhsd { batch: usize, seq: usize },
+    /// `(tokens, heads, head_dim)`.
+    Thd { tokens: usize },
+}
+
+impl Layout {
+    /// Rows of the tables: positions along the sequence (or token) axis.
+    fn seq(self) -> usize {
+        match self {
+            Layout::Bhsd { seq, .. } => seq,
+            Layout::Thd { tokens } => tokens,
+        }
+    }
+}
+
+/// How the rotation is computed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Path {
+    /// candle-nn's fused `rope` / `rope_i` kernels.
+    Fused,
+    /// Plain candle ops (broadcast multiplies), the reference twin.
+    Slow,
 }
 
 impl RotaryEmbedding {
@@ -37,10 +82,16 @@ impl RotaryEmbedding {
         })
     }
 
-    /// The same embedding rotating adjacent pairs instead (GPT-J, candle's `rope_i`).
+    /// The same embedding rotating adjacent pairs `(2i, 2i + 1)` instead (GPT-J, DeepSeek's
+    /// `rope_interleave`, candle's `rope_i`) when `interleaved` is true.
     pub fn interleaved(mut self, interleaved: bool) -> Self {
         self.interleaved = interleaved;
         self
+    }
+
+    /// Whether adjacent pairs are rotated (otherwise the two halves of each head).
+    pub fn is_interleaved(&self) -> bool {
+        self.interleaved
     }
 
     /// The same embedding with tables built by `backend` (a new, unshared cache).
@@ -57,91 +108,266 @@ impl RotaryEmbedding {
         self.cache.rope()
     }
 
-    /// The cache of tables shared by clones.
+    /// The cache of tables shared by clones (f32 tables, f64 for f64 inputs).
     pub fn cache(&self) -> &RopeCache {
         &self.cache
     }
 
-    /// `q` and `k` rotated for positions `offset .. offset + seq` (any offset below 2^31: past
-    /// the cache's limit the tables are generated).
+    /// `q` and `k` rotated for positions `offset .. offset + seq`, `seq` the sequence axis of
+    /// `(batch, heads, seq, head_dim)` or the token axis of `(tokens, heads, head_dim)`; any
+    /// `offset + seq` up to 2^31 (past the cache's limit the tables are generated).
     pub fn apply(&self, q: &Tensor, k: &Tensor, offset: usize) -> Result<(Tensor, Tensor)> {
-        let seq = self.check("q", q)?;
-        if self.check("k", k)? != seq {
+        let layout = self.check_pair(q, k)?;
+        let seq = layout.seq();
+        if offset as u128 + seq as u128 > MAX_POSITION as u128 {
             bail!(
-                "q and k have different sequence lengths: {:?} and {:?}",
-                q.dims(),
-                k.dims()
+                "offset + len = {offset} + {seq} is past the supported positions 0 ..= 2147483647 (2^31 - 1)"
             )
         }
-        let (cos, sin) = self.cache.tables(offset, seq, q.dtype(), q.device())?;
-        self.rotate_both(q, k, &cos, &sin)
+        let (cos, sin) = self
+            .cache
+            .tables(offset, seq, table_dtype(q.dtype()), q.device())?;
+        self.rotate_both(q, k, layout, &cos, &sin, Path::Fused)
     }
 
-    /// `q` and `k` rotated for explicit integer positions `(batch, seq)`.
+    /// `q` and `k` rotated at explicit integer positions (u8, u32, i16, i32 or i64, each in
+    /// `0 .. 2^31`): `positions` is `(batch, seq)` for `(batch, heads, seq, head_dim)` inputs
+    /// (each sequence of a ragged or left-padded batch at its own positions) and `(tokens,)`
+    /// for `(tokens, heads, head_dim)` ones (continuous batching). `positions` may live on
+    /// another device than q and k: the tables are built there and moved.
+    pub fn apply_at(&self, q: &Tensor, k: &Tensor, positions: &Tensor) -> Result<(Tensor, Tensor)> {
+        let layout = self.check_pair(q, k)?;
+        let (cos, sin) = self.tables_at(q, layout, positions)?;
+        self.rotate_both(q, k, layout, &cos, &sin, Path::Fused)
+    }
+
+    /// [`apply_at`](Self::apply_at) for `(batch, heads, seq, head_dim)` inputs and `(batch, seq)`
+    /// positions.
     pub fn apply_with_positions(
         &self,
         q: &Tensor,
         k: &Tensor,
         positions: &Tensor,
     ) -> Result<(Tensor, Tensor)> {
-        let seq = self.check("q", q)?;
-        self.check("k", k)?;
-        let (batch, _, _, _) = q.dims4()?;
-        if positions.dims() != [batch, seq] || k.dims()[0] != batch || k.dims()[2] != seq {
+        if q.rank() != 4 {
             bail!(
-                "positions must have shape (batch, seq) = ({batch}, {seq}) for q {:?} and k {:?}, got {:?}",
+                "apply_with_positions takes q of shape (batch, heads, seq, {}), got {:?}; use apply_at for (tokens, heads, head_dim)",
+                self.rope().config().head_dim,
+                q.dims()
+            )
+        }
+        self.apply_at(q, k, positions)
+    }
+
+    /// [`apply_at`](Self::apply_at) computed with plain candle ops (broadcast multiplies, no
+    /// custom kernel), from the same tables and in the same dtype: the reference the fused
+    /// path is held to, bit for bit on the CPU.
+    pub fn apply_at_slow(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        positions: &Tensor,
+    ) -> Result<(Tensor, Tensor)> {
+        let layout = self.check_pair(q, k)?;
+        let (cos, sin) = self.tables_at(q, layout, positions)?;
+        self.rotate_both(q, k, layout, &cos, &sin, Path::Slow)
+    }
+
+    /// Checks `positions` against the layout of q; returns tables `positions.dims() +
+    /// [rotary_dim / 2]` on q's device.
+    fn tables_at(
+        &self,
+        q: &Tensor,
+        layout: Layout,
+        positions: &Tensor,
+    ) -> Result<(Tensor, Tensor)> {
+        let (expected, shape) = match layout {
+            Layout::Bhsd { batch, seq } => (vec![batch, seq], "(batch, seq)"),
+            Layout::Thd { tokens } => (vec![tokens], "(tokens,)"),
+        };
+        if positions.dims() != expected {
+            bail!(
+                "positions must have shape {shape} = {expected:?} for q {:?}, got {:?}",
                 q.dims(),
-                k.dims(),
                 positions.dims()
             )
         }
-        let (cos, sin) = self.cache.tables_for_ids(positions, q.dtype())?;
-        self.rotate_both(q, k, &cos, &sin)
+        match positions.dtype() {
+            DType::U8 | DType::U32 | DType::I16 | DType::I32 | DType::I64 => {}
+            dtype => bail!(
+                "positions must be an integer tensor (u8, u32, i16, i32 or i64), got dtype {dtype:?}"
+            ),
+        }
+        let (cos, sin) = self
+            .cache
+            .tables_for_ids(positions, table_dtype(q.dtype()))
+            .map_err(|err| match err {
+                pe_core::Error::PositionOutOfRange { value, .. } => candle_core::Error::Msg(
+                    format!("positions: {value} is outside the supported positions 0 ..= 2147483647 (2^31 - 1)"),
+                ),
+                err => err.into(),
+            })?;
+        Ok((cos.to_device(q.device())?, sin.to_device(q.device())?))
     }
 
-    /// `q` and `k` rotated by the tables; an empty sequence is returned as it is (candle-nn's
-    /// rope kernels do not take one).
+    /// Rotates each of q and k that is not empty (candle-nn's kernels do not take an empty
+    /// sequence); `cos` and `sin` are `(seq, half)`, `(batch, seq, half)` or `(tokens, half)`.
     fn rotate_both(
         &self,
         q: &Tensor,
         k: &Tensor,
+        layout: Layout,
         cos: &Tensor,
         sin: &Tensor,
+        path: Path,
     ) -> Result<(Tensor, Tensor)> {
-        if q.elem_count() == 0 || k.elem_count() == 0 {
-            return Ok((q.clone(), k.clone()));
-        }
-        Ok((self.rotate(q, cos, sin)?, self.rotate(k, cos, sin)?))
-    }
-
-    /// Checks rank and head width; returns the sequence length.
-    fn check(&self, name: &str, x: &Tensor) -> Result<usize> {
-        let head_dim = self.rope().config().head_dim;
-        match *x.dims() {
-            [_, _, seq, d] if d == head_dim => Ok(seq),
-            _ => bail!(
-                "{name} must have shape (batch, heads, seq, {head_dim}), got {:?}",
-                x.dims()
-            ),
-        }
-    }
-
-    fn rotate(&self, x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
-        let apply = |x: &Tensor| {
-            let x = x.contiguous()?;
-            if self.interleaved {
-                rope_i(&x, cos, sin)
+        let rotate = |x: &Tensor| {
+            if x.elem_count() == 0 {
+                Ok(x.clone())
             } else {
-                rope(&x, cos, sin)
+                self.rotate(x, layout, cos, sin, path)
             }
         };
-        let (head_dim, rotary_dim) = (x.dim(D::Minus1)?, self.rope().config().rotary_dim());
-        if rotary_dim == head_dim {
-            return apply(x);
+        Ok((rotate(q)?, rotate(k)?))
+    }
+
+    /// Checks q and k; returns their layout.
+    fn check_pair(&self, q: &Tensor, k: &Tensor) -> Result<Layout> {
+        let (lq, lk) = (self.check("q", q)?, self.check("k", k)?);
+        let (qd, kd) = (q.dims(), k.dims());
+        match (lq, lk) {
+            (Layout::Bhsd { batch: a, .. }, Layout::Bhsd { batch: b, .. }) if a != b => {
+                bail!("q and k have different batch sizes: q {qd:?}, k {kd:?}")
+            }
+            (Layout::Bhsd { seq: a, .. }, Layout::Bhsd { seq: b, .. }) if a != b => {
+                bail!("q and k have different sequence lengths: q {qd:?}, k {kd:?}")
+            }
+            (Layout::Thd { tokens: a }, Layout::Thd { tokens: b }) if a != b => {
+                bail!("q and k have different token counts: q {qd:?}, k {kd:?}")
+            }
+            (Layout::Bhsd { .. }, Layout::Thd { .. })
+            | (Layout::Thd { .. }, Layout::Bhsd { .. }) => {
+                bail!("q and k must have the same layout (rank), got q {qd:?} and k {kd:?}")
+            }
+            _ => {}
         }
-        // Partial rotary (phi, GPT-NeoX): the first rotary_dim features turn, the rest pass.
-        let turned = apply(&x.narrow(D::Minus1, 0, rotary_dim)?)?;
+        if q.dtype() != k.dtype() {
+            bail!(
+                "q and k must have the same dtype, got q {:?} and k {:?}",
+                q.dtype(),
+                k.dtype()
+            )
+        }
+        if !q.device().same_device(k.device()) {
+            bail!(
+                "q and k must be on the same device, got q {:?} and k {:?}",
+                q.device().location(),
+                k.device().location()
+            )
+        }
+        Ok(lq)
+    }
+
+    /// Checks the rank, head width and dtype of one input.
+    fn check(&self, name: &str, x: &Tensor) -> Result<Layout> {
+        let head_dim = self.rope().config().head_dim;
+        let layout = match *x.dims() {
+            [batch, _, seq, d] if d == head_dim => Layout::Bhsd { batch, seq },
+            [tokens, _, d] if d == head_dim => Layout::Thd { tokens },
+            _ => bail!(
+                "{name} must have shape (batch, heads, seq, {head_dim}) or (tokens, heads, {head_dim}), got {:?}",
+                x.dims()
+            ),
+        };
+        match x.dtype() {
+            DType::F16 | DType::BF16 | DType::F32 | DType::F64 => Ok(layout),
+            dtype => bail!("{name} must be f16, bf16, f32 or f64, got dtype {dtype:?}"),
+        }
+    }
+
+    /// One non-empty input rotated: the first `rotary_dim` features turn in the tables' dtype,
+    /// rounded once to x's dtype; the rest pass unchanged (partial rotary: phi, GPT-NeoX).
+    fn rotate(
+        &self,
+        x: &Tensor,
+        layout: Layout,
+        cos: &Tensor,
+        sin: &Tensor,
+        path: Path,
+    ) -> Result<Tensor> {
+        let (head_dim, rotary_dim) = (x.dim(D::Minus1)?, self.rope().config().rotary_dim());
+        let turned = x
+            .narrow(D::Minus1, 0, rotary_dim)?
+            .to_dtype(cos.dtype())?
+            .contiguous()?;
+        let turned = match path {
+            Path::Fused => self.fused(&turned, layout, cos, sin)?,
+            Path::Slow => self.slow(&turned, layout, cos, sin)?,
+        }
+        .to_dtype(x.dtype())?;
+        if rotary_dim == head_dim {
+            return Ok(turned);
+        }
         let passed = x.narrow(D::Minus1, rotary_dim, head_dim - rotary_dim)?;
         Tensor::cat(&[&turned, &passed], D::Minus1)
+    }
+
+    /// candle-nn's kernels. A `(tokens, heads, d)` input is `(tokens, heads, 1, d)` with
+    /// `(tokens, 1, d / 2)` tables: each token a batch of one position (no copy; `rope_thd`
+    /// has no interleaved twin).
+    fn fused(&self, x: &Tensor, layout: Layout, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
+        let kernel = if self.interleaved { rope_i } else { rope };
+        match layout {
+            Layout::Bhsd { .. } => kernel(x, cos, sin),
+            Layout::Thd { tokens } => {
+                let (_, heads, d) = x.dims3()?;
+                let half = cos.dim(D::Minus1)?;
+                let x4 = x.reshape((tokens, heads, 1, d))?;
+                let cos = cos.reshape((tokens, 1, half))?;
+                let sin = sin.reshape((tokens, 1, half))?;
+                kernel(&x4, &cos, &sin)?.reshape((tokens, heads, d))
+            }
+        }
+    }
+
+    /// The same rotation with broadcast multiplies: `y1 = x1 cos - x2 sin`, `y2 = x1 sin +
+    /// x2 cos` for each pair `(x1, x2)` (the two halves, or adjacent features).
+    fn slow(&self, x: &Tensor, layout: Layout, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
+        // Tables shaped to broadcast over the heads axis.
+        let spread = |t: &Tensor| match (layout, t.rank()) {
+            (Layout::Bhsd { .. }, 2) => t.unsqueeze(0)?.unsqueeze(0),
+            _ => t.unsqueeze(1),
+        };
+        let (cos, sin) = (spread(cos)?, spread(sin)?);
+        let half = cos.dim(D::Minus1)?;
+        if self.interleaved {
+            let mut pairs = x.dims().to_vec();
+            pairs.pop();
+            pairs.extend([half, 2]);
+            let x = x.reshape(pairs)?;
+            let (x1, x2) = (x.narrow(D::Minus1, 0, 1)?, x.narrow(D::Minus1, 1, 1)?);
+            let (cos, sin) = (cos.unsqueeze(D::Minus1)?, sin.unsqueeze(D::Minus1)?);
+            let y1 = (x1.broadcast_mul(&cos)? - x2.broadcast_mul(&sin)?)?;
+            let y2 = (x1.broadcast_mul(&sin)? + x2.broadcast_mul(&cos)?)?;
+            Tensor::cat(&[y1, y2], D::Minus1)?.flatten_from(D::Minus2)
+        } else {
+            let (x1, x2) = (
+                x.narrow(D::Minus1, 0, half)?,
+                x.narrow(D::Minus1, half, half)?,
+            );
+            let y1 = (x1.broadcast_mul(&cos)? - x2.broadcast_mul(&sin)?)?;
+            let y2 = (x1.broadcast_mul(&sin)? + x2.broadcast_mul(&cos)?)?;
+            Tensor::cat(&[y1, y2], D::Minus1)
+        }
+    }
+}
+
+/// The dtype the tables are built and the rotation computed in: f64 for f64 inputs, f32
+/// otherwise.
+fn table_dtype(input: DType) -> DType {
+    if input == DType::F64 {
+        DType::F64
+    } else {
+        DType::F32
     }
 }

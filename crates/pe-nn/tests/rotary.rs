@@ -1,4 +1,7 @@
-//! The rotary block against candle-nn's plain `rope_slow` / `rope_i_slow` with the same tables.
+//! The rotary block against its plain twin (`apply_at_slow`), candle-nn's `rope_slow` /
+//! `rope_i_slow`, and an f64 rotation written here from pe-core's exact f64 tables: both
+//! layouts, per-token positions, ragged batches, both pairings, partial rotary, f16/bf16
+//! rounding, errors, empties and far positions.
 
 use candle_core::{DType, Device, Tensor, D};
 use candle_nn::rotary_emb::{rope_i_slow, rope_slow};
@@ -6,9 +9,64 @@ use pe_core::rope::{Llama3, RopeType, Yarn};
 use pe_core::{Backend, Rope, RopeConfig};
 use pe_nn::RotaryEmbedding;
 
-fn max_diff(a: &Tensor, b: &Tensor) -> anyhow::Result<f32> {
-    let d = (a.to_dtype(DType::F32)? - b.to_dtype(DType::F32)?)?.abs()?;
-    Ok(d.flatten_all()?.max(0)?.to_scalar::<f32>()?)
+fn max_diff(a: &Tensor, b: &Tensor) -> anyhow::Result<f64> {
+    let d = (a.to_dtype(DType::F64)? - b.to_dtype(DType::F64)?)?.abs()?;
+    if d.elem_count() == 0 {
+        return Ok(0.0);
+    }
+    Ok(d.flatten_all()?.max(0)?.to_scalar::<f64>()?)
+}
+
+fn llama31() -> RopeConfig {
+    RopeConfig::new(128, 500_000.0).with_rope_type(RopeType::Llama3(Llama3 {
+        factor: 8.0,
+        low_freq_factor: 1.0,
+        high_freq_factor: 4.0,
+        original_max_position_embeddings: 8192,
+    }))
+}
+
+fn partial(head_dim: usize, factor: f64) -> RopeConfig {
+    let mut config = RopeConfig::new(head_dim, 10_000.0);
+    config.partial_rotary_factor = factor;
+    config
+}
+
+/// `(batch, heads, seq, d)` as `(batch * seq, heads, d)`, contiguous.
+fn to_thd(x: &Tensor) -> anyhow::Result<Tensor> {
+    let (b, h, s, d) = x.dims4()?;
+    Ok(x.transpose(1, 2)?.contiguous()?.reshape((b * s, h, d))?)
+}
+
+/// The f64 rotation of `x` `(tokens, heads, head_dim)` at `positions`, from the exact f64
+/// tables, written out pair by pair.
+fn reference(rotary: &RotaryEmbedding, x: &Tensor, positions: &[u32]) -> anyhow::Result<Tensor> {
+    let (t, h, d) = x.dims3()?;
+    let ids = Tensor::new(positions, &Device::Cpu)?;
+    let (cos, sin) = rotary.rope().tables_for_ids(&ids, DType::F64)?;
+    let half = rotary.rope().half_dim();
+    let (cos, sin) = (
+        cos.flatten_all()?.to_vec1::<f64>()?,
+        sin.flatten_all()?.to_vec1::<f64>()?,
+    );
+    let xs = x.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?;
+    let mut out = xs.clone();
+    for ti in 0..t {
+        for hi in 0..h {
+            let base = (ti * h + hi) * d;
+            for i in 0..half {
+                let (a, b) = if rotary.is_interleaved() {
+                    (base + 2 * i, base + 2 * i + 1)
+                } else {
+                    (base + i, base + i + half)
+                };
+                let (c, s) = (cos[ti * half + i], sin[ti * half + i]);
+                out[a] = xs[a] * c - xs[b] * s;
+                out[b] = xs[a] * s + xs[b] * c;
+            }
+        }
+    }
+    Ok(Tensor::from_vec(out, (t, h, d), &Device::Cpu)?)
 }
 
 #[test]
@@ -16,12 +74,7 @@ fn apply_equals_rope_slow_with_the_same_tables() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     let configs = [
         RopeConfig::new(64, 10_000.0),
-        RopeConfig::new(128, 500_000.0).with_rope_type(RopeType::Llama3(Llama3 {
-            factor: 8.0,
-            low_freq_factor: 1.0,
-            high_freq_factor: 4.0,
-            original_max_position_embeddings: 8192,
-        })),
+        llama31(),
         RopeConfig::new(64, 10_000.0).with_rope_type(RopeType::Yarn(Yarn::new(4.0, 4096))),
     ];
     for config in configs {
@@ -42,14 +95,9 @@ fn apply_equals_rope_slow_with_the_same_tables() -> anyhow::Result<()> {
                         rope_slow(x, &cos, &sin)
                     }
                 };
-                assert!(
-                    max_diff(&rq, &slow(&q)?)? <= 1e-5,
-                    "{config:?} interleaved={interleaved} q"
-                );
-                assert!(
-                    max_diff(&rk, &slow(&k)?)? <= 1e-5,
-                    "{config:?} interleaved={interleaved} k"
-                );
+                let what = format!("{config:?} interleaved={interleaved}");
+                assert!(max_diff(&rq, &slow(&q)?)? <= 1e-5, "{what} q");
+                assert!(max_diff(&rk, &slow(&k)?)? <= 1e-5, "{what} k");
             }
         }
     }
@@ -57,98 +105,392 @@ fn apply_equals_rope_slow_with_the_same_tables() -> anyhow::Result<()> {
 }
 
 #[test]
-fn decoding_steps_equal_one_prefill() -> anyhow::Result<()> {
+fn fused_equals_the_slow_twin_bit_for_bit() -> anyhow::Result<()> {
+    let dev = Device::Cpu;
+    for config in [llama31(), partial(80, 0.4)] {
+        for interleaved in [false, true] {
+            let rotary = RotaryEmbedding::new(config.clone())?.interleaved(interleaved);
+            let d = config.head_dim;
+            for dtype in [DType::F32, DType::BF16, DType::F16, DType::F64] {
+                let what = format!("d={d} interleaved={interleaved} {dtype:?}");
+                // (batch, heads, seq, d) at (batch, seq) positions, seq 1 and 3.
+                for seq in [1, 3] {
+                    let q = Tensor::randn(0f32, 1.0, (2, 4, seq, d), &dev)?.to_dtype(dtype)?;
+                    let k = Tensor::randn(0f32, 1.0, (2, 2, seq, d), &dev)?.to_dtype(dtype)?;
+                    let ids: Vec<u32> = (0..2 * seq as u32).map(|i| 977 * i + 3).collect();
+                    let positions = Tensor::from_vec(ids, (2, seq), &dev)?;
+                    let (fq, fk) = rotary.apply_at(&q, &k, &positions)?;
+                    let (sq, sk) = rotary.apply_at_slow(&q, &k, &positions)?;
+                    assert_eq!(fq.dtype(), dtype, "{what}");
+                    assert_eq!(max_diff(&fq, &sq)?, 0.0, "{what} seq={seq} q");
+                    assert_eq!(max_diff(&fk, &sk)?, 0.0, "{what} seq={seq} k");
+                }
+                // (tokens, heads, d) at (tokens,) positions.
+                let q = Tensor::randn(0f32, 1.0, (6, 4, d), &dev)?.to_dtype(dtype)?;
+                let k = Tensor::randn(0f32, 1.0, (6, 2, d), &dev)?.to_dtype(dtype)?;
+                let positions = Tensor::new(&[0i64, 1, 2, 16_384, 131_071, 7], &dev)?;
+                let (fq, fk) = rotary.apply_at(&q, &k, &positions)?;
+                let (sq, sk) = rotary.apply_at_slow(&q, &k, &positions)?;
+                assert_eq!(max_diff(&fq, &sq)?, 0.0, "{what} thd q");
+                assert_eq!(max_diff(&fk, &sk)?, 0.0, "{what} thd k");
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn thd_equals_bhsd() -> anyhow::Result<()> {
+    let dev = Device::Cpu;
+    for interleaved in [false, true] {
+        let rotary = RotaryEmbedding::new(llama31())?.interleaved(interleaved);
+        let q = Tensor::randn(0f32, 1.0, (2, 4, 5, 128), &dev)?;
+        let k = Tensor::randn(0f32, 1.0, (2, 2, 5, 128), &dev)?;
+        // Consecutive positions from an offset.
+        let (bq, bk) = rotary.apply(&q, &k, 40_000)?;
+        for b in 0..2 {
+            let one = |x: &Tensor| -> anyhow::Result<Tensor> { to_thd(&x.narrow(0, b, 1)?) };
+            let (tq, tk) = rotary.apply(&one(&q)?, &one(&k)?, 40_000)?;
+            assert_eq!(max_diff(&tq, &one(&bq)?)?, 0.0, "offset q {b}");
+            assert_eq!(max_diff(&tk, &one(&bk)?)?, 0.0, "offset k {b}");
+        }
+        // Explicit ragged positions: (batch, seq) for bhsd, flattened for thd.
+        let ids = [[3u32, 4, 5, 6, 7], [90_000, 90_001, 90_002, 90_003, 90_004]];
+        let positions = Tensor::new(&ids, &dev)?;
+        let (bq, bk) = rotary.apply_at(&q, &k, &positions)?;
+        let (tq, tk) = rotary.apply_at(&to_thd(&q)?, &to_thd(&k)?, &positions.flatten_all()?)?;
+        assert_eq!(
+            max_diff(&tq, &to_thd(&bq)?)?,
+            0.0,
+            "interleaved={interleaved} q"
+        );
+        assert_eq!(
+            max_diff(&tk, &to_thd(&bk)?)?,
+            0.0,
+            "interleaved={interleaved} k"
+        );
+        // And both equal the f64 rotation to f32 precision.
+        let flat: Vec<u32> = ids.concat();
+        let exact = reference(&rotary, &to_thd(&q)?, &flat)?;
+        assert!(max_diff(&tq, &exact)? <= 2e-6, "interleaved={interleaved}");
+    }
+    Ok(())
+}
+
+#[test]
+fn per_token_positions_equal_slices_of_a_prefill() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     let rotary = RotaryEmbedding::new(RopeConfig::new(32, 10_000.0))?;
     let q = Tensor::randn(0f32, 1.0, (1, 2, 6, 32), &dev)?;
-    let (full, _) = rotary.apply(&q, &q, 100)?;
+    let k = Tensor::randn(0f32, 1.0, (1, 1, 6, 32), &dev)?;
+    let (full_q, full_k) = rotary.apply(&q, &k, 100)?;
     for step in 0..6 {
-        let one = q.narrow(2, step, 1)?;
-        let (got, _) = rotary.apply(&one, &one, 100 + step)?;
-        assert!(
-            max_diff(&got, &full.narrow(2, step, 1)?)? <= 1e-6,
-            "step {step}"
-        );
+        // Decoding steps at an offset.
+        let one = |x: &Tensor| x.narrow(2, step, 1);
+        let (got, _) = rotary.apply(&one(&q)?, &one(&k)?, 100 + step)?;
+        assert_eq!(max_diff(&got, &one(&full_q)?)?, 0.0, "step {step}");
+        // The same token at an explicit (batch, seq) position.
+        let at = Tensor::new(&[[100 + step as u32]], &dev)?;
+        let (got_q, got_k) = rotary.apply_at(&one(&q)?, &one(&k)?, &at)?;
+        assert_eq!(max_diff(&got_q, &one(&full_q)?)?, 0.0, "step {step} q");
+        assert_eq!(max_diff(&got_k, &one(&full_k)?)?, 0.0, "step {step} k");
     }
-    // Explicit positions: per-sequence offsets of a left-padded batch.
-    let q = Tensor::randn(0f32, 1.0, (2, 2, 3, 32), &dev)?;
-    let positions = Tensor::new(&[[100u32, 101, 102], [7, 8, 9]], &dev)?;
-    let (got, _) = rotary.apply_with_positions(&q, &q, &positions)?;
-    let (first, _) = rotary.apply(&q.narrow(0, 0, 1)?, &q.narrow(0, 0, 1)?, 100)?;
-    let (second, _) = rotary.apply(&q.narrow(0, 1, 1)?, &q.narrow(0, 1, 1)?, 7)?;
-    // A table row depends only on its position: the same bits either way.
-    let diff = max_diff(&got, &Tensor::cat(&[first, second], 0)?)?;
-    assert_eq!(diff, 0.0);
+    // A continuous batch mixing the prefill's tokens in any order.
+    let order = [4usize, 0, 5, 2];
+    let pick = |x: &Tensor| -> anyhow::Result<Tensor> {
+        let idx = Tensor::new(&order.map(|i| i as u32), &dev)?;
+        Ok(to_thd(x)?.index_select(&idx, 0)?)
+    };
+    let positions = Tensor::new(&order.map(|i| 100 + i as u32), &dev)?;
+    let (got_q, got_k) = rotary.apply_at(&pick(&q)?, &pick(&k)?, &positions)?;
+    assert_eq!(max_diff(&got_q, &pick(&full_q)?)?, 0.0);
+    assert_eq!(max_diff(&got_k, &pick(&full_k)?)?, 0.0);
     Ok(())
 }
 
 #[test]
-fn partial_rotary_turns_only_the_first_features() -> anyhow::Result<()> {
+fn ragged_left_padded_batch() -> anyhow::Result<()> {
     let dev = Device::Cpu;
-    let mut config = RopeConfig::new(80, 10_000.0);
-    config.partial_rotary_factor = 0.4; // phi-2: 32 of 80 features
-    let rotary = RotaryEmbedding::new(config.clone())?;
-    let q = Tensor::randn(0f32, 1.0, (1, 2, 4, 80), &dev)?;
-    let (got, _) = rotary.apply(&q, &q, 9)?;
-    let (cos, sin) = Rope::new(config)?.tables(9, 4, DType::F32, &dev)?;
-    let turned = rope_slow(&q.narrow(D::Minus1, 0, 32)?.contiguous()?, &cos, &sin)?;
-    assert!(max_diff(&got.narrow(D::Minus1, 0, 32)?, &turned)? <= 1e-5);
+    let rotary = RotaryEmbedding::new(llama31())?;
+    // Sequence 0 has 3 tokens after 2 pads, sequence 1 has 5; HF gives pads position 1.
+    let q = Tensor::randn(0f32, 1.0, (2, 4, 5, 128), &dev)?;
+    let k = Tensor::randn(0f32, 1.0, (2, 2, 5, 128), &dev)?;
+    let positions = Tensor::new(&[[1i64, 1, 0, 1, 2], [0, 1, 2, 3, 4]], &dev)?;
+    let (got_q, got_k) = rotary.apply_with_positions(&q, &k, &positions)?;
+    let (alone_q, alone_k) = rotary.apply(&q.narrow(2, 2, 3)?, &k.narrow(2, 2, 3)?, 0)?;
+    let first = |x: &Tensor, from, len| x.narrow(0, 0, 1)?.narrow(2, from, len);
     assert_eq!(
-        max_diff(
-            &got.narrow(D::Minus1, 32, 48)?,
-            &q.narrow(D::Minus1, 32, 48)?
-        )?,
+        max_diff(&first(&got_q, 2, 3)?, &first(&alone_q, 0, 3)?)?,
         0.0
     );
-    Ok(())
-}
-
-#[test]
-fn half_precision_and_errors() -> anyhow::Result<()> {
-    let dev = Device::Cpu;
-    let rotary = RotaryEmbedding::new(RopeConfig::new(16, 10_000.0))?;
-    let q = Tensor::randn(0f32, 1.0, (1, 1, 2, 16), &dev)?.to_dtype(DType::BF16)?;
-    let (got, _) = rotary.apply(&q, &q, 5)?;
-    assert_eq!(got.dtype(), DType::BF16);
-    let wrong = Tensor::zeros((1, 1, 2, 8), DType::F32, &dev)?;
-    let err = rotary.apply(&wrong, &wrong, 0).unwrap_err().to_string();
-    assert!(
-        err.contains("(batch, heads, seq, 16)") && err.contains("[1, 1, 2, 8]"),
-        "{err}"
+    assert_eq!(
+        max_diff(&first(&got_k, 2, 3)?, &first(&alone_k, 0, 3)?)?,
+        0.0
     );
-    let q = Tensor::zeros((1, 1, 2, 16), DType::F32, &dev)?;
-    let k = Tensor::zeros((1, 1, 3, 16), DType::F32, &dev)?;
-    assert!(rotary
-        .apply(&q, &k, 0)
-        .unwrap_err()
-        .to_string()
-        .contains("different sequence lengths"));
-    let err = rotary.apply(&q, &q, (1 << 31) - 1).unwrap_err().to_string();
-    assert!(err.contains("offset + len"), "{err}");
+    let (full_q, _) = rotary.apply(&q, &k, 0)?;
+    let second = |x: &Tensor| x.narrow(0, 1, 1);
+    assert_eq!(max_diff(&second(&got_q)?, &second(&full_q)?)?, 0.0);
     Ok(())
 }
 
 #[test]
-fn empty_and_far_requests() -> anyhow::Result<()> {
+fn interleaved_and_partial_match_the_f64_rotation() -> anyhow::Result<()> {
+    let dev = Device::Cpu;
+    for config in [
+        RopeConfig::new(64, 10_000.0),
+        partial(80, 0.4),
+        partial(128, 0.75),
+    ] {
+        for interleaved in [false, true] {
+            let rotary = RotaryEmbedding::new(config.clone())?.interleaved(interleaved);
+            let d = config.head_dim;
+            let r = config.rotary_dim();
+            let q = Tensor::randn(0f32, 1.0, (5, 3, d), &dev)?;
+            let ids = [0u32, 1, 9, 4096, 100_000];
+            let (got, _) = rotary.apply_at(&q, &q, &Tensor::new(&ids, &dev)?)?;
+            let exact = reference(&rotary, &q, &ids)?;
+            let what = format!("d={d} r={r} interleaved={interleaved}");
+            assert!(max_diff(&got, &exact)? <= 2e-6, "{what}");
+            // The features past rotary_dim pass with the same bits.
+            if r < d {
+                let tail = |x: &Tensor| x.narrow(D::Minus1, r, d - r);
+                assert_eq!(max_diff(&tail(&got)?, &tail(&q)?)?, 0.0, "{what}");
+            }
+        }
+    }
+    // Interleaved pairs (2i, 2i + 1) are the half-split pairs (i, i + d/2) after a permutation.
+    let rotary = RotaryEmbedding::new(RopeConfig::new(8, 10_000.0))?;
+    let q = Tensor::randn(0f32, 1.0, (1, 1, 2, 8), &dev)?;
+    let perm = Tensor::new(&[0u32, 4, 1, 5, 2, 6, 3, 7], &dev)?;
+    let (split, _) = rotary.apply(&q, &q, 3)?;
+    let (paired, _) = rotary
+        .clone()
+        .interleaved(true)
+        .apply(&q.index_select(&perm, 3)?, &q, 3)?;
+    assert_eq!(max_diff(&paired, &split.index_select(&perm, 3)?)?, 0.0);
+    Ok(())
+}
+
+#[test]
+fn half_precision_is_the_f32_rotation_rounded_once() -> anyhow::Result<()> {
+    let dev = Device::Cpu;
+    for interleaved in [false, true] {
+        let rotary = RotaryEmbedding::new(llama31())?.interleaved(interleaved);
+        let ids = [16_380u32, 16_384, 16_390, 131_060, 131_071, 131_072];
+        let positions = Tensor::new(&ids, &dev)?;
+        let bits_of = |dtype: DType| match dtype {
+            DType::BF16 => 8,
+            _ => 11,
+        };
+        for dtype in [DType::BF16, DType::F16] {
+            let x = Tensor::randn(0f32, 1.0, (6, 8, 128), &dev)?.to_dtype(dtype)?;
+            let (got, _) = rotary.apply_at(&x, &x, &positions)?;
+            let x32 = x.to_dtype(DType::F32)?;
+            let (f32_rot, _) = rotary.apply_at(&x32, &x32, &positions)?;
+            // One rounding: the f32 rotation of the same inputs, rounded to the dtype.
+            assert_eq!(max_diff(&got, &f32_rot.to_dtype(dtype)?)?, 0.0, "{dtype:?}");
+            // Within half an ulp of the f64 rotation (plus the f32 rotation's own error).
+            let exact = reference(&rotary, &x, &ids)?;
+            let bound = (exact.abs()? * 0.5f64.powi(bits_of(dtype)))?.affine(1.0, 1e-6)?;
+            let err = (got.to_dtype(DType::F64)? - &exact)?.abs()?;
+            let over = err.gt(&bound)?.to_dtype(DType::U32)?.sum_all()?;
+            assert_eq!(
+                over.to_scalar::<u32>()?,
+                0,
+                "{dtype:?} interleaved={interleaved}"
+            );
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn errors_name_the_argument() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     let rotary = RotaryEmbedding::new(RopeConfig::new(16, 10_000.0))?;
-    // An empty sequence, batch or head count comes back as it is (candle-nn's kernel panics).
+    let z = |shape: &[usize], dtype| Tensor::zeros(shape, dtype, &dev);
+    let f = DType::F32;
+    let expect = |result: candle_core::Result<(Tensor, Tensor)>, parts: &[&str]| {
+        let err = result.unwrap_err().to_string();
+        for part in parts {
+            assert!(err.contains(part), "{err:?} should contain {part:?}");
+        }
+    };
+    let q = z(&[1, 1, 2, 16], f)?;
+    let wrong = z(&[1, 1, 2, 8], f)?;
+    expect(
+        rotary.apply(&wrong, &q, 0),
+        &[
+            "q must have shape (batch, heads, seq, 16) or (tokens, heads, 16)",
+            "[1, 1, 2, 8]",
+        ],
+    );
+    expect(
+        rotary.apply(&q, &z(&[2, 16], f)?, 0),
+        &["k must have shape", "[2, 16]"],
+    );
+    expect(
+        rotary.apply(&z(&[1, 1, 1, 2, 16], f)?, &q, 0),
+        &["q must", "[1, 1, 1, 2, 16]"],
+    );
+    expect(
+        rotary.apply(&q, &z(&[1, 1, 3, 16], f)?, 0),
+        &[
+            "different sequence lengths",
+            "[1, 1, 2, 16]",
+            "[1, 1, 3, 16]",
+        ],
+    );
+    expect(
+        rotary.apply(&q, &z(&[2, 1, 2, 16], f)?, 0),
+        &["different batch sizes"],
+    );
+    expect(
+        rotary.apply(&z(&[3, 2, 16], f)?, &z(&[4, 2, 16], f)?, 0),
+        &["different token counts"],
+    );
+    expect(
+        rotary.apply(&q, &z(&[2, 1, 16], f)?, 0),
+        &["same layout", "[2, 1, 16]"],
+    );
+    expect(
+        rotary.apply(&q, &z(&[1, 1, 2, 16], DType::BF16)?, 0),
+        &["same dtype", "BF16"],
+    );
+    expect(
+        rotary.apply(&z(&[1, 1, 2, 16], DType::U32)?, &q, 0),
+        &["q must be f16, bf16, f32 or f64", "U32"],
+    );
+    expect(
+        rotary.apply(&q, &q, (1 << 31) - 1),
+        &["offset + len", "2147483647 + 2"],
+    );
+    // Positions: shape, dtype, range.
+    let thd = z(&[3, 2, 16], f)?;
+    expect(
+        rotary.apply_at(&q, &q, &Tensor::new(&[0u32, 1], &dev)?),
+        &["positions must have shape (batch, seq) = [1, 2]", "got [2]"],
+    );
+    expect(
+        rotary.apply_at(&thd, &thd, &Tensor::new(&[[0u32, 1, 2]], &dev)?),
+        &["positions must have shape (tokens,) = [3]", "got [1, 3]"],
+    );
+    expect(
+        rotary.apply_at(&thd, &thd, &Tensor::new(&[0f32, 1., 2.], &dev)?),
+        &["positions must be an integer tensor", "F32"],
+    );
+    expect(
+        rotary.apply_at(&thd, &thd, &Tensor::new(&[0i64, -1, 2], &dev)?),
+        &["positions: -1 is outside", "2147483647"],
+    );
+    expect(
+        rotary.apply_at(&thd, &thd, &Tensor::new(&[0i64, 1 << 31, 2], &dev)?),
+        &["positions: 2147483648 is outside"],
+    );
+    expect(
+        rotary.apply_with_positions(&thd, &thd, &Tensor::new(&[0u32, 1, 2], &dev)?),
+        &[
+            "apply_with_positions takes q of shape (batch, heads, seq, 16)",
+            "apply_at",
+        ],
+    );
+    Ok(())
+}
+
+#[test]
+fn empty_inputs_come_back_as_they_are() -> anyhow::Result<()> {
+    let dev = Device::Cpu;
+    let rotary = RotaryEmbedding::new(RopeConfig::new(16, 10_000.0))?;
+    // An empty sequence, batch or head count (candle-nn's kernels panic on an empty sequence).
     for shape in [(1, 2, 0, 16), (0, 2, 3, 16), (1, 0, 3, 16)] {
-        let q = Tensor::zeros(shape, DType::F32, &dev)?;
+        let q = Tensor::zeros(shape, DType::BF16, &dev)?;
         let (rq, rk) = rotary.apply(&q, &q, 7)?;
         assert_eq!((rq.dims(), rk.dims()), (q.dims(), q.dims()));
+        let positions = Tensor::zeros((shape.0, shape.2), DType::U32, &dev)?;
+        let (rq, _) = rotary.apply_at(&q, &q, &positions)?;
+        assert_eq!(rq.dims(), q.dims());
     }
-    let q = Tensor::zeros((2, 1, 0, 16), DType::F32, &dev)?;
-    let positions = Tensor::zeros((2, 0), DType::U32, &dev)?;
-    assert_eq!(
-        rotary.apply_with_positions(&q, &q, &positions)?.0.dims(),
-        q.dims()
-    );
-    // Far past the cache's limit, the rows are generated: the same as the tables there.
-    let q = Tensor::randn(0f32, 1.0, (1, 2, 3, 16), &dev)?;
-    let far = 2_147_483_640;
-    let (got, _) = rotary.apply(&q, &q, far)?;
-    let (cos, sin) = rotary.rope().tables(far, 3, DType::F32, &dev)?;
-    assert_eq!(max_diff(&got, &rope_slow(&q, &cos, &sin)?)?, 0.0);
+    for shape in [(0, 2, 16), (3, 0, 16)] {
+        let q = Tensor::zeros(shape, DType::F32, &dev)?;
+        let positions = Tensor::zeros(shape.0, DType::I64, &dev)?;
+        assert_eq!(rotary.apply_at(&q, &q, &positions)?.0.dims(), q.dims());
+        assert_eq!(rotary.apply(&q, &q, 5)?.0.dims(), q.dims());
+    }
+    // q without heads, k with some: k still turns.
+    let q = Tensor::zeros((3, 0, 16), DType::F32, &dev)?;
+    let k = Tensor::randn(0f32, 1.0, (3, 2, 16), &dev)?;
+    let positions = Tensor::new(&[4u32, 5, 6], &dev)?;
+    let (_, rk) = rotary.apply_at(&q, &k, &positions)?;
+    assert_eq!(max_diff(&rk, &rotary.apply_at(&k, &k, &positions)?.0)?, 0.0);
+    Ok(())
+}
+
+#[test]
+fn far_positions() -> anyhow::Result<()> {
+    let dev = Device::Cpu;
+    for interleaved in [false, true] {
+        let rotary = RotaryEmbedding::new(RopeConfig::new(16, 10_000.0))?.interleaved(interleaved);
+        let far = (1u32 << 31) - 8;
+        let ids: Vec<u32> = (far..far + 8).collect();
+        // Past the cache's limit the rows are generated: the f64 rotation to f32 precision.
+        let q = Tensor::randn(0f32, 1.0, (8, 2, 16), &dev)?;
+        let (got, _) = rotary.apply_at(&q, &q, &Tensor::new(ids.as_slice(), &dev)?)?;
+        let exact = reference(&rotary, &q, &ids)?;
+        assert!(max_diff(&got, &exact)? <= 2e-6, "interleaved={interleaved}");
+        let (by_offset, _) = rotary.apply(&q, &q, far as usize)?;
+        assert_eq!(max_diff(&by_offset, &got)?, 0.0);
+        // The same in (batch, heads, seq, d), against candle-nn's plain rope.
+        let q = Tensor::randn(0f32, 1.0, (1, 2, 8, 16), &dev)?;
+        let (got, _) = rotary.apply(&q, &q, far as usize)?;
+        let (cos, sin) = rotary.rope().tables(far as usize, 8, DType::F32, &dev)?;
+        let slow = if interleaved {
+            rope_i_slow(&q, &cos, &sin)?
+        } else {
+            rope_slow(&q, &cos, &sin)?
+        };
+        assert_eq!(max_diff(&got, &slow)?, 0.0);
+    }
+    Ok(())
+}
+
+#[test]
+fn f32_tables_serve_every_input_dtype() -> anyhow::Result<()> {
+    let dev = Device::Cpu;
+    let rotary = RotaryEmbedding::new(RopeConfig::new(16, 10_000.0))?;
+    for dtype in [DType::BF16, DType::F16, DType::F32] {
+        let q = Tensor::zeros((1, 1, 4, 16), dtype, &dev)?;
+        rotary.apply(&q, &q, 0)?;
+    }
+    assert!(rotary.cache().rows(DType::F32, &dev) >= 4);
+    assert_eq!(rotary.cache().rows(DType::BF16, &dev), 0);
+    // f64 inputs turn in f64, with f64 tables.
+    let q = Tensor::randn(0f64, 1.0, (3, 2, 16), &dev)?;
+    let ids = [5u32, 70_000, 1 << 30];
+    let (got, _) = rotary.apply_at(&q, &q, &Tensor::new(&ids, &dev)?)?;
+    assert_eq!(got.dtype(), DType::F64);
+    assert!(max_diff(&got, &reference(&rotary, &q, &ids)?)? <= 1e-12);
+    Ok(())
+}
+
+#[test]
+fn strided_inputs_equal_contiguous_ones() -> anyhow::Result<()> {
+    let dev = Device::Cpu;
+    for interleaved in [false, true] {
+        let rotary = RotaryEmbedding::new(partial(64, 0.5))?.interleaved(interleaved);
+        // As attention makes them: (batch, seq, heads, d) projected, then transposed.
+        let q = Tensor::randn(0f32, 1.0, (2, 5, 4, 64), &dev)?.transpose(1, 2)?;
+        assert!(!q.is_contiguous());
+        let (got, _) = rotary.apply(&q, &q, 300)?;
+        let (want, _) = rotary.apply(&q.contiguous()?, &q.contiguous()?, 300)?;
+        assert_eq!(max_diff(&got, &want)?, 0.0);
+        // (tokens, heads, d) narrowed out of a fused qkv projection.
+        let qkv = Tensor::randn(0f32, 1.0, (6, 12, 64), &dev)?.to_dtype(DType::BF16)?;
+        let (q, k) = (qkv.narrow(1, 0, 8)?, qkv.narrow(1, 8, 2)?);
+        let positions = Tensor::new(&[9u32, 10, 11, 0, 1, 2], &dev)?;
+        let (got_q, got_k) = rotary.apply_at(&q, &k, &positions)?;
+        let (want_q, want_k) = rotary.apply_at(&q.contiguous()?, &k.contiguous()?, &positions)?;
+        assert_eq!(max_diff(&got_q, &want_q)?, 0.0);
+        assert_eq!(max_diff(&got_k, &want_k)?, 0.0);
+    }
     Ok(())
 }
