@@ -13,6 +13,10 @@
 #   rope  ->  crates/pe-core/tests/fixtures/rope/<case>.json + <case>.safetensors: inv_freq and cos/sin tables of the
 #             rotary classes of Llama 3.1, Qwen2.5 (YaRN), DeepSeek-V3, gpt-oss, Phi-3/Phi-4-mini (longrope),
 #             Gemma 3 (both config forms), Gemma 4, Qwen2-VL and Qwen3-VL (M-RoPE) and dynamic NTK.
+#   models -> tests/fixtures/models/<case>/{config.json, model.safetensors, outputs.safetensors, outputs.json}: tiny
+#             random checkpoints saved by transformers (Llama 3.1, Qwen2.5 YaRN, Phi-3 / Phi-4-mini longrope, Mistral
+#             sliding window, M2M100) and the logits / encoder states transformers computes with them (prefill,
+#             cached greedy decode, left-padded batch, far positions).
 #
 # Nothing is downloaded except the pinned packages: configs are written in the generators, and the Hub is switched
 # off (HF_HUB_OFFLINE). Outputs are deterministic, so regenerating with unchanged pins leaves `git status` clean.
