@@ -81,6 +81,7 @@ impl RopeArgs {
             partial_rotary_factor: self.partial_rotary_factor,
             max_position_embeddings: self.max_position_embeddings,
             rope_type: self.rope_type.clone().unwrap_or_default(),
+            ..RopeConfig::new(self.head_dim, self.rope_theta)
         }
     }
 }

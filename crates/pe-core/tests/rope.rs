@@ -7,14 +7,18 @@ mod common;
 use astro_float::BigFloat;
 use candle_core::{DType, Device, Tensor};
 use common::{to_f64, tolerance, Big};
-use pe_core::rope::{Dynamic, Linear, Llama3, Yarn};
+use pe_core::rope::{Dynamic, Linear, Llama3, Longrope, Proportional, Yarn};
 use pe_core::{Backend, Rope, RopeCache, RopeConfig, RopeType, MAX_POSITION};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 /// `w_i` of every pair for a sequence of `seq_len` positions, exactly, from the formulas.
 fn oracle_frequencies(big: &mut Big, c: &RopeConfig, seq_len: usize) -> Vec<BigFloat> {
-    let dim = ((c.head_dim as f64) * c.partial_rotary_factor).floor();
+    let dim = match c.rope_type {
+        // proportional: the exponents and the table are the whole head's.
+        RopeType::Proportional(_) => c.head_dim as f64,
+        _ => ((c.head_dim as f64) * c.partial_rotary_factor).floor(),
+    };
     let theta = |big: &mut Big, base: &BigFloat, i: usize| {
         big.pow(base, &Big::ratio(2.0 * i as f64, dim).neg())
     };
@@ -31,7 +35,7 @@ fn oracle_frequencies(big: &mut Big, c: &RopeConfig, seq_len: usize) -> Vec<BigF
                 let l = (seq_len as f64).max(m);
                 // base * (factor l / m - (factor - 1))^(dim / (dim - 2))
                 let growth = Big::sub(
-                    &Big::div(&Big::num(factor * l), &Big::num(m)),
+                    &Big::div(&Big::mul(&Big::num(*factor), &Big::num(l)), &Big::num(m)),
                     &Big::num(factor - 1.0),
                 );
                 let grown = Big::mul(&base, &big.pow(&growth, &Big::ratio(dim, dim - 2.0)));
@@ -70,8 +74,14 @@ fn oracle_frequencies(big: &mut Big, c: &RopeConfig, seq_len: usize) -> Vec<BigF
                 let correction = |rot: f64| {
                     dim * (m / (rot * 2.0 * std::f64::consts::PI)).ln() / (2.0 * c.rope_theta.ln())
                 };
-                let low = correction(y.beta_fast).floor().max(0.0);
-                let mut high = correction(y.beta_slow).ceil().min(dim - 1.0);
+                let (low, high) = (correction(y.beta_fast), correction(y.beta_slow));
+                let (low, high) = if y.truncate {
+                    (low.floor(), high.ceil())
+                } else {
+                    (low, high)
+                };
+                let low = low.max(0.0);
+                let mut high = high.min(dim - 1.0);
                 if low == high {
                     high += 0.001;
                 }
@@ -89,6 +99,27 @@ fn oracle_frequencies(big: &mut Big, c: &RopeConfig, seq_len: usize) -> Vec<BigF
                     &interpolated,
                     &Big::mul(&w, &Big::sub(&Big::num(1.0), &ramp)),
                 )
+            }
+            RopeType::Longrope(l) => {
+                // transformers' rule: the long factors once the sequence outgrows L0.
+                let original = l
+                    .original_max_position_embeddings
+                    .or(c.max_position_embeddings)
+                    .unwrap();
+                let ext = if seq_len > original {
+                    &l.long_factor
+                } else {
+                    &l.short_factor
+                };
+                Big::div(&theta(big, &base, i), &Big::num(ext[i]))
+            }
+            RopeType::Proportional(Proportional { factor }) => {
+                let angles = (c.partial_rotary_factor * dim / 2.0).floor() as usize;
+                if i < angles {
+                    Big::div(&theta(big, &base, i), &Big::num(*factor))
+                } else {
+                    Big::num(0.0)
+                }
             }
         })
         .collect()
@@ -109,6 +140,20 @@ fn oracle_attention(c: &RopeConfig) -> f64 {
             (None, Some(ms), Some(all)) => get_mscale(y.factor, ms) / get_mscale(y.factor, all),
             _ => get_mscale(y.factor, 1.0),
         },
+        RopeType::Longrope(l) => {
+            let original = l
+                .original_max_position_embeddings
+                .or(c.max_position_embeddings)
+                .unwrap() as f64;
+            let f = l
+                .factor
+                .unwrap_or_else(|| c.max_position_embeddings.unwrap() as f64 / original);
+            match l.attention_factor {
+                Some(a) => a,
+                None if f <= 1.0 => 1.0,
+                None => (1.0 + f.ln() / original.ln()).sqrt(),
+            }
+        }
         _ => 1.0,
     }
 }
@@ -123,7 +168,7 @@ fn assert_tables(
     what: &str,
 ) -> anyhow::Result<()> {
     let dtype = cos.dtype();
-    let h = ((c.head_dim as f64 * c.partial_rotary_factor) as usize) / 2;
+    let h = c.rotary_dim() / 2;
     let m = oracle_attention(c);
     let mut big = Big::new();
     let freqs = oracle_frequencies(&mut big, c, seq_len);
@@ -166,7 +211,13 @@ fn random_config(rng: &mut StdRng) -> RopeConfig {
     ][rng.random_range(0..4)];
     let original = [2048, 4096, 8192][rng.random_range(0..3)];
     let factor = rng.random_range(1.5..40.0);
-    let rope_type = match rng.random_range(0..5) {
+    // phi-style partial rotary; the rotated width stays even.
+    let partial = rng.random_bool(0.2) && head_dim % 4 == 0 && head_dim >= 8;
+    let half = if partial { head_dim / 4 } else { head_dim / 2 };
+    let factors =
+        |rng: &mut StdRng| -> Vec<f64> { (0..half).map(|_| rng.random_range(1.0..64.0)).collect() };
+    let mut max = original;
+    let rope_type = match rng.random_range(0..7) {
         0 => RopeType::Default,
         1 => RopeType::Linear(Linear { factor }),
         2 => RopeType::Dynamic(Dynamic { factor }),
@@ -176,19 +227,156 @@ fn random_config(rng: &mut StdRng) -> RopeConfig {
             high_freq_factor: 4.0,
             original_max_position_embeddings: original,
         }),
-        _ => RopeType::Yarn(Yarn {
+        4 => RopeType::Yarn(Yarn {
             mscale: rng.random_bool(0.5).then_some(1.0),
             mscale_all_dim: rng.random_bool(0.5).then_some(0.707),
+            truncate: rng.random_bool(0.5),
             ..Yarn::new(factor, original)
+        }),
+        5 => {
+            max = original * 32;
+            RopeType::Longrope(Longrope {
+                short_factor: factors(rng),
+                long_factor: factors(rng),
+                factor: rng.random_bool(0.5).then_some(factor),
+                original_max_position_embeddings: Some(original),
+                attention_factor: rng.random_bool(0.2).then_some(1.25),
+            })
+        }
+        _ => RopeType::Proportional(Proportional {
+            factor: [1.0, factor][rng.random_range(0..2)],
         }),
     };
     let mut c = RopeConfig::new(head_dim, base).with_rope_type(rope_type);
-    c.max_position_embeddings = Some(original);
-    if rng.random_bool(0.2) && head_dim % 4 == 0 && head_dim >= 8 {
-        // phi-style partial rotary; the rotated width stays even.
+    c.max_position_embeddings = Some(max);
+    if let RopeType::Proportional(_) = c.rope_type {
+        c.partial_rotary_factor = [0.25, 0.5, 1.0][rng.random_range(0..3)];
+        if (c.partial_rotary_factor * head_dim as f64 / 2.0) < 1.0 {
+            c.partial_rotary_factor = 1.0;
+        }
+    } else if partial {
         c.partial_rotary_factor = 0.5;
     }
     c
+}
+
+/// M-RoPE tables from (3, batch, seq) ids, each slot against the oracle at the position of
+/// the row its section gives it; three equal rows give the 1-D tables bit for bit.
+fn mrope_matches_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+    let mut rng = StdRng::seed_from_u64(33);
+    for case in 0..24 {
+        let mut c = random_config(&mut rng);
+        let h = c.rotary_dim() / 2;
+        let interleaved = rng.random_bool(0.5);
+        // Three counts adding up to h (the interleaved rule only reads the last two).
+        let a = rng.random_range(0..=h);
+        let b = rng.random_range(0..=h - a);
+        let section = if interleaved {
+            let (s1, s2) = (a.min(h / 3), b.min(h / 3));
+            vec![h - s1 - s2, s1, s2]
+        } else {
+            vec![a, b, h - a - b]
+        };
+        c.mrope_section = Some(section.clone());
+        c.mrope_interleaved = interleaved;
+        let rope = Rope::new(c.clone())?.with_backend(backend);
+        let (batch, seq) = (rng.random_range(1..=2), rng.random_range(1..=6));
+        let ids: Vec<u32> = (0..3 * batch * seq)
+            .map(|_| match rng.random_range(0..3) {
+                0 => rng.random_range(0..5000),
+                1 => MAX_POSITION as u32 - 1 - rng.random_range(0..100),
+                _ => rng.random_range(0..MAX_POSITION as u32),
+            })
+            .collect();
+        let tensor = Tensor::from_vec(ids.clone(), (3, batch, seq), dev)?;
+        let dtype = [DType::F32, DType::F64, DType::BF16][rng.random_range(0..3)];
+        let (cos, sin) = rope.tables_mrope(&tensor, dtype)?;
+        assert_eq!(cos.dims(), &[batch, seq, h]);
+        let seq_len = *ids.iter().max().unwrap() as usize + 1;
+        let cos = cos
+            .to_dtype(DType::F64)?
+            .to_device(&Device::Cpu)?
+            .flatten_all()?
+            .to_vec1::<f64>()?;
+        let sin = sin
+            .to_dtype(DType::F64)?
+            .to_device(&Device::Cpu)?
+            .flatten_all()?
+            .to_vec1::<f64>()?;
+        let mut big = Big::new();
+        let freqs = oracle_frequencies(&mut big, &c, seq_len);
+        let m = oracle_attention(&c);
+        for r in 0..batch * seq {
+            for k in 0..h {
+                let axis = if interleaved {
+                    match k % 3 {
+                        1 if k < 3 * section[1] => 1,
+                        2 if k < 3 * section[2] => 2,
+                        _ => 0,
+                    }
+                } else if k < section[0] {
+                    0
+                } else if k < section[0] + section[1] {
+                    1
+                } else {
+                    2
+                };
+                let p = ids[axis * batch * seq + r] as f64;
+                let (s, co) = big.sin_cos(p, &freqs[k]);
+                for (name, got, exact) in [
+                    ("cos", cos[r * h + k], m * co),
+                    ("sin", sin[r * h + k], m * s),
+                ] {
+                    let tol = tolerance(dtype, exact) * m.max(1.0);
+                    assert!(
+                        (got - exact).abs() <= tol,
+                        "case {case}: {name}[row {r}, k {k}, axis {axis}, p {p}] = {got}, exact {exact}: {c:?}"
+                    );
+                }
+            }
+        }
+        // Text only: the 1-D tables, bit for bit.
+        let row = tensor.get(0)?;
+        let text = Tensor::stack(&[&row, &row, &row], 0)?;
+        let (c3, s3) = rope.tables_mrope(&text, dtype)?;
+        let (c1, s1) = rope.tables_for_ids_with_len(&row, seq_len, dtype)?;
+        let (c3b, s3b) = (
+            c3.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?,
+            s3.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?,
+        );
+        let (c1b, s1b) = (
+            c1.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?,
+            s1.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?,
+        );
+        let row_len = *row.flatten_all()?.to_vec1::<u32>()?.iter().max().unwrap() as usize + 1;
+        if row_len == seq_len
+            || rope
+                .fixed_up_to()
+                .is_none_or(|f| seq_len <= f && row_len <= f)
+        {
+            assert_eq!((c3b, s3b), (c1b, s1b), "case {case}: text-only");
+        }
+    }
+    // Empty ids and wrong shapes.
+    let rope = Rope::new(RopeConfig {
+        mrope_section: Some(vec![2, 3, 3]),
+        ..RopeConfig::new(16, 10_000.0)
+    })?
+    .with_backend(backend);
+    let empty = Tensor::zeros((3, 2, 0), DType::U32, dev)?;
+    assert_eq!(rope.tables_mrope(&empty, DType::F32)?.0.dims(), &[2, 0, 8]);
+    for dims in [&[2usize, 4][..], &[4], &[3, 1, 1, 4]] {
+        let bad = Tensor::zeros(dims, DType::U32, dev)?;
+        let err = rope.tables_mrope(&bad, DType::F32).unwrap_err().to_string();
+        assert!(err.contains("position_ids"), "{dims:?}: {err}");
+    }
+    let plain = Rope::new(RopeConfig::new(16, 10_000.0))?;
+    let err = plain
+        .tables_mrope(&empty, DType::F32)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("mrope_section"), "{err}");
+    Ok(())
 }
 
 fn ranges_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
@@ -446,4 +634,9 @@ fn nonsense_parameters_are_errors() {
     }
 }
 
-backend_tests!(ranges_match_oracle, ids_match_oracle, cache_serves_views);
+backend_tests!(
+    ranges_match_oracle,
+    ids_match_oracle,
+    mrope_matches_oracle,
+    cache_serves_views
+);
