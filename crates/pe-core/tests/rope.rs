@@ -7,6 +7,7 @@ mod common;
 use astro_float::BigFloat;
 use candle_core::{DType, Device, Tensor};
 use common::{to_f64, tolerance, Big};
+use pe_core::rope::RopeConfigs;
 use pe_core::rope::{Dynamic, Linear, Llama3, Longrope, Proportional, Yarn};
 use pe_core::{Backend, Rope, RopeCache, RopeConfig, RopeType, MAX_POSITION};
 use rand::rngs::StdRng;
@@ -562,6 +563,127 @@ fn hf_configs_parse() -> anyhow::Result<()> {
             assert!(err.contains(needle), "{json}: {err}");
         }
     }
+    Ok(())
+}
+
+/// The families' config forms: legacy names, top-level fields, per-layer types, nested text
+/// configs; and every refusal names its field.
+#[test]
+fn hf_families_parse() -> anyhow::Result<()> {
+    let parse = |json: &str| RopeConfig::from_hf_config(&serde_json::from_str(json).unwrap());
+    let lists = |n: usize| {
+        let l: Vec<String> = (0..n).map(|i| format!("{}.5", i + 1)).collect();
+        l.join(", ")
+    };
+    // Phi-3: legacy "su", L0 at the top level, factor from the lengths.
+    let phi3 = format!(
+        r#"{{"hidden_size": 3072, "num_attention_heads": 32, "max_position_embeddings": 131072,
+        "original_max_position_embeddings": 4096, "rope_scaling": {{"type": "su",
+        "short_factor": [{0}], "long_factor": [{0}]}}}}"#,
+        lists(48)
+    );
+    let c = parse(&phi3)?;
+    let RopeType::Longrope(l) = &c.rope_type else {
+        panic!("{c:?}")
+    };
+    assert_eq!(
+        (l.original_max_position_embeddings, l.factor),
+        (Some(4096), None)
+    );
+    let expected = (1.0 + 32f64.ln() / 4096f64.ln()).sqrt();
+    assert!((Rope::new(c.clone())?.attention_scaling() - expected).abs() < 1e-15);
+    // ... and "yarn" with factor lists is longrope too.
+    let c2 = parse(&phi3.replace("\"su\"", "\"yarn\""))?;
+    assert_eq!(c2, c);
+    // yarn without factor: max_position_embeddings / original_max_position_embeddings.
+    let c = parse(
+        r#"{"head_dim": 64, "max_position_embeddings": 131072, "rope_parameters": {"rope_type": "yarn",
+        "original_max_position_embeddings": 4096, "truncate": false, "rope_theta": 150000}}"#,
+    )?;
+    let RopeType::Yarn(y) = &c.rope_type else {
+        panic!("{c:?}")
+    };
+    assert_eq!((y.factor, y.truncate), (32.0, false));
+    // DeepSeek: the rope channels only.
+    let c = parse(
+        r#"{"hidden_size": 7168, "num_attention_heads": 128, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128}"#,
+    )?;
+    assert_eq!(c.head_dim, 64);
+    // Qwen2-VL legacy mrope; Qwen3-VL inside text_config, interleaved.
+    let c = parse(
+        r#"{"head_dim": 128, "rope_theta": 1e6, "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}}"#,
+    )?;
+    assert_eq!(
+        (
+            c.rope_type.name(),
+            c.mrope_section.clone(),
+            c.mrope_interleaved
+        ),
+        ("default", Some(vec![16, 24, 24]), false)
+    );
+    let c = parse(
+        r#"{"model_type": "qwen3_vl", "text_config": {"head_dim": 128, "rope_theta": 5e6,
+        "rope_scaling": {"rope_type": "default", "mrope_section": [24, 20, 20]}}}"#,
+    )?;
+    assert_eq!((c.rope_theta, c.mrope_interleaved), (5e6, true));
+    // NoPE layer types, layer_types, the index and type errors.
+    let configs = RopeConfigs::from_hf_config(&serde_json::from_str(
+        r#"{"head_dim": 64, "layer_types": ["a", "b", "a"], "rope_parameters": {"a": {"rope_theta": 1e4}, "b": null}}"#,
+    )?)?;
+    assert_eq!(configs.for_layer(2)?.rope_theta, 1e4);
+    for (err, needles) in [
+        (
+            configs.for_layer(1).unwrap_err(),
+            &["rope_parameters.b", "no rotary"][..],
+        ),
+        (
+            configs.for_layer(3).unwrap_err(),
+            &["layer_types", "layer 3"],
+        ),
+        (
+            configs.for_layer_type("c").unwrap_err(),
+            &["rope_parameters", "\"c\""],
+        ),
+    ] {
+        for needle in needles {
+            assert!(err.to_string().contains(needle), "{err}");
+        }
+    }
+    // Refusals name the field and the value.
+    for (json, needles) in [
+        (phi3.replace("\"original_max_position_embeddings\": 4096,", "\"original_max_position_embeddings\": 8192,").replace("\"su\",", "\"su\", \"original_max_position_embeddings\": 4096,"),
+            &["rope_scaling.original_max_position_embeddings", "8192"][..]),
+        (r#"{"head_dim": 64, "rope_scaling": {"type": "mrope"}}"#.into(), &["rope_scaling.mrope_section"]),
+        (r#"{"head_dim": 64, "rope_scaling": {"rope_type": "ntk_alpha", "alpha": 2}}"#.into(), &["rope_scaling.rope_type", "ntk_alpha"]),
+        (r#"{"head_dim": 64, "rope_scaling": {"rope_type": "longrope", "short_factor": [1]}}"#.into(), &["long_factor"]),
+        (r#"{"head_dim": 64, "layer_types": ["full_attention"], "rope_parameters": {"full_attention": {"rope_type": "default"}}}"#.into(), &["rope_parameters", "for_layer_type"]),
+        (r#"{"model_type": "gemma4_text", "head_dim": 256}"#.into(), &["rope_parameters", "Gemma 4"]),
+        (r#"{"model_type": "qwen3_vl", "text_config": {"head_dim": 128, "rope_theta": "x"}}"#.into(), &["text_config.rope_theta"]),
+        (r#"{"head_dim": 64, "rope_parameters": {"rope_type": "proportional", "factor": "two"}}"#.into(), &["rope_parameters.factor", "two"]),
+    ] {
+        let err = parse(&json).unwrap_err().to_string();
+        for needle in needles {
+            assert!(err.contains(needle), "{json}: {err}");
+        }
+    }
+    // Checked by Rope::new: factor lists of the wrong length, a section that does not add up.
+    let short = parse(&phi3.replacen(&lists(48), &lists(47), 1))?;
+    let err = Rope::new(short).unwrap_err().to_string();
+    assert!(err.contains("short_factor") && err.contains("47"), "{err}");
+    let bad_section = RopeConfig {
+        mrope_section: Some(vec![16, 24, 20]),
+        ..RopeConfig::new(128, 1e6)
+    };
+    let err = Rope::new(bad_section).unwrap_err().to_string();
+    assert!(err.contains("mrope_section"), "{err}");
+    let err = Rope::new(RopeConfig {
+        partial_rotary_factor: 0.01,
+        ..RopeConfig::new(64, 1e4)
+            .with_rope_type(RopeType::Proportional(Proportional { factor: 1.0 }))
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("partial_rotary_factor"), "{err}");
     Ok(())
 }
 

@@ -331,6 +331,14 @@ fn read_model(root: &Map<String, Value>, outer_model_type: Option<&str>) -> Resu
             layer_types,
         });
     }
+    if is_gemma4 {
+        return Err(Error::Config {
+            field: "rope_parameters".into(),
+            message: "a Gemma 4 config needs rope_parameters keyed by layer type \
+                      (full_attention, sliding_attention); transformers' defaults are not assumed"
+                .into(),
+        });
+    }
     if is_gemma3 || root.contains_key("rope_local_base_freq") {
         // Gemma 3's legacy form: rope_theta (default 1e6) and rope_scaling for full-attention
         // layers, rope_local_base_freq (default 1e4) for sliding ones.
