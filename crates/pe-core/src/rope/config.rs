@@ -1,11 +1,19 @@
 //! [`RopeConfig`]: one model's rotary embedding, with the words of HF `config.json`, read from
 //! it directly.
 //!
-//! It reads `head_dim` (or `hidden_size / num_attention_heads`), `rope_theta`,
-//! `partial_rotary_factor`, `max_position_embeddings`, and the rope type with its parameters
-//! from `rope_scaling` (keyed by `rope_type`, or the older `type`) or transformers 5's
-//! `rope_parameters` (which may also carry `rope_theta` and `partial_rotary_factor`). A field of
-//! the wrong type, a missing one, or an unknown `rope_type` is an error naming the field.
+//! It reads the head dim (`head_dim`; DeepSeek's `qk_rope_head_dim`; Gemma 4's
+//! `global_head_dim` for full-attention layers; or `hidden_size / num_attention_heads`),
+//! `rope_theta`, `partial_rotary_factor`, `max_position_embeddings`, and the rope type with its
+//! parameters from `rope_scaling` (keyed by `rope_type`, or the older `type`) or transformers 5's
+//! `rope_parameters` (which may also carry `rope_theta` and `partial_rotary_factor`), as
+//! transformers reads them: legacy `mrope` is `default` with `mrope_section`, Phi-3's `su` and
+//! `yarn` with factor lists are `longrope`, a top-level `original_max_position_embeddings`
+//! (Phi-3) counts, yarn's missing `factor` is `max_position_embeddings /
+//! original_max_position_embeddings`. Vision-language configs are read from their
+//! `text_config`. A field of the wrong type, a missing one, a contradictory one, or an unknown
+//! `rope_type` is an error naming the field.
+//!
+//! [`RopeConfigs`] reads models with one rope per layer type (Gemma 3, Gemma 4).
 //!
 //! ```
 //! use pe_core::rope::{RopeConfig, RopeType};
