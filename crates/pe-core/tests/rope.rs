@@ -439,6 +439,14 @@ fn cache_serves_views(dev: &Device, backend: Backend) -> anyhow::Result<()> {
     for rope_type in [
         RopeType::Default,
         RopeType::Dynamic(Dynamic { factor: 2.0 }),
+        // Short factors up to 64 positions, long ones past: cached up to 64 only.
+        RopeType::Longrope(Longrope {
+            short_factor: vec![1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5],
+            long_factor: vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0],
+            factor: Some(4.0),
+            original_max_position_embeddings: Some(64),
+            attention_factor: None,
+        }),
     ] {
         let config = RopeConfig {
             max_position_embeddings: Some(64),
@@ -467,8 +475,8 @@ fn cache_serves_views(dev: &Device, backend: Backend) -> anyhow::Result<()> {
             cache.memory_bytes(),
             cache.rows(DType::F32, dev) * 2 * 8 * 4
         );
-        // Past 64 rows: cached for the default type; for dynamic NTK the frequencies change
-        // with the length, so the rows are generated, not cached.
+        // Past 64 rows: cached for the default type; for dynamic NTK and longrope the
+        // frequencies change with the length, so the rows are generated, not cached.
         let (cos, _) = cache.tables(100, 4, DType::F32, dev)?;
         let (want, _) = rope.tables(100, 4, DType::F32, dev)?;
         assert_eq!(cos.to_vec2::<f32>()?, want.to_vec2::<f32>()?);
