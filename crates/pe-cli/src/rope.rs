@@ -15,7 +15,8 @@
 //! pe rope --head-dim 128 --rope-theta 500000 --len 8192 --out llama31.safetensors \
 //!     llama3 --factor 8 --low-freq-factor 1 --high-freq-factor 4 \
 //!     --original-max-position-embeddings 8192
-//! pe rope --config gemma3/config.json --layer-type sliding_attention --len 4096 --out g.safetensors
+//! pe rope --config gemma3/config.json --layer-type sliding_attention --len 4096 \
+//!     --out g.safetensors
 //! pe rope --config qwen2-vl/config.json --position-ids ids.npy --out vl.safetensors
 //! ```
 
@@ -38,7 +39,16 @@ use crate::output;
 )]
 pub struct RopeArgs {
     /// An HF config.json to read the rope from (instead of --head-dim and the rope type flags).
-    #[arg(long, value_name = "PATH", conflicts_with_all = ["head_dim", "rope_theta", "partial_rotary_factor", "max_position_embeddings"])]
+    #[arg(
+        long,
+        value_name = "PATH",
+        conflicts_with_all = [
+            "head_dim",
+            "rope_theta",
+            "partial_rotary_factor",
+            "max_position_embeddings",
+        ]
+    )]
     pub config: Option<PathBuf>,
     /// With --config: the layer type whose rope to write (`full_attention`, `sliding_attention`).
     #[arg(long, value_name = "T", requires = "config", conflicts_with = "layer")]

@@ -185,7 +185,8 @@ fn matches_transformers_with(
         };
         let w = check_call(&rope, &c, freq_len(call))?;
         eprintln!(
-            "{}: max inv_freq difference {:.3} f32 ulps, max table error {:.3} of the tolerance, attention {}",
+            "{}: max inv_freq difference {:.3} f32 ulps, max table error {:.3} of the \
+             tolerance, attention {}",
             c.name,
             w.0,
             w.1,

@@ -235,19 +235,23 @@ impl RopeConfigs {
                 Some(t) => self.for_layer_type(t),
                 None => Err(Error::Config {
                     field: "layer_types".into(),
-                    message: format!("layer {index} is past the last layer, {}", types.len() as i64 - 1),
+                    message: format!(
+                        "layer {index} is past the last of the {} layers",
+                        types.len()
+                    ),
                 }),
             },
             (None, Layers::Single(c)) => Ok(c),
             (None, Layers::PerType { .. }) => Err(Error::MissingParameter {
                 name: "layer_types",
-                needed_by: "picking a layer's rope by index (give layer_types, or num_hidden_layers with sliding_window_pattern)",
+                needed_by: "picking a layer's rope by index (give layer_types, or \
+                            num_hidden_layers with sliding_window_pattern)",
             }),
         }
     }
 }
 
-/// The `(root)`-level object `value`, or an error naming `name`.
+/// `value` as a JSON object, or an error naming the field `name`.
 fn object<'a>(value: &'a Value, name: &str) -> Result<&'a Map<String, Value>> {
     value.as_object().ok_or_else(|| Error::Config {
         field: name.into(),
@@ -255,7 +259,8 @@ fn object<'a>(value: &'a Value, name: &str) -> Result<&'a Map<String, Value>> {
     })
 }
 
-/// Keys of a flat rope dict: a dict with any of them is one rope, not one per layer type.
+/// Whether the rope dict `params` holds one rope dict per layer type: some of its keys are
+/// layer types or, without `layer_types`, all its values are dicts (or null, for NoPE).
 fn is_nested(params: &Map<String, Value>, layer_types: Option<&[String]>) -> bool {
     match layer_types {
         Some(types) if params.keys().any(|k| types.contains(k)) => true,
@@ -311,9 +316,7 @@ fn read_model(root: &Map<String, Value>, outer_model_type: Option<&str>) -> Resu
         }
         _ => ("rope_scaling", None),
     };
-    let nested = params.is_some_and(|p| is_nested(p, layer_types.as_deref()));
-    if nested {
-        let params = params.unwrap_or_else(|| unreachable!());
+    if let Some(params) = params.filter(|p| is_nested(p, layer_types.as_deref())) {
         if is_gemma3 || is_gemma4 {
             implied_layer_types(&mut layer_types)?;
         }
@@ -362,7 +365,7 @@ fn read_model(root: &Map<String, Value>, outer_model_type: Option<&str>) -> Resu
             ("rope_type".to_string(), Value::from("default")),
             ("rope_theta".to_string(), local),
         ]);
-        let full_name = params.map_or("rope_theta".to_string(), |_| params_name.to_string());
+        let full_name = params_name.to_string();
         let mut configs = BTreeMap::new();
         configs.insert(
             "full_attention".to_string(),
@@ -431,7 +434,8 @@ fn read_one(
                 _ => {
                     return Err(Error::MissingParameter {
                         name: "head_dim",
-                        needed_by: "give head_dim (or qk_rope_head_dim, global_head_dim), or hidden_size and num_attention_heads",
+                        needed_by: "give head_dim (or qk_rope_head_dim, global_head_dim), or \
+                                    hidden_size and num_attention_heads",
                     })
                 }
             }

@@ -192,7 +192,8 @@ impl Dynamic {
     /// use pe_core::rope::Dynamic;
     ///
     /// let mut cached = 4096;
-    /// for (seq_len, expected) in [(100, 4096), (6000, 6000), (9000, 9000), (5000, 9000), (100, 4096)] {
+    /// let calls = [(100, 4096), (6000, 6000), (9000, 9000), (5000, 9000), (100, 4096)];
+    /// for (seq_len, expected) in calls {
     ///     cached = Dynamic::next_cached_len(4096, cached, seq_len);
     ///     assert_eq!(cached, expected);
     /// }
@@ -458,8 +459,9 @@ impl Formula for Yarn {
     }
 }
 
-/// When [`RopeType::Longrope`] switches from its short factors to its long ones (a
-/// [`Rope`](super::Rope) option, see [`Rope::with_longrope_policy`](super::Rope::with_longrope_policy)).
+/// When [`RopeType::Longrope`] switches from its short factors to its long ones: a
+/// [`Rope`](super::Rope) option, set with
+/// [`Rope::with_longrope_policy`](super::Rope::with_longrope_policy).
 ///
 /// ```
 /// use pe_core::rope::LongropePolicy;
@@ -533,7 +535,8 @@ impl Longrope {
             Some(f) => Ok(f),
             None => {
                 let max = ctx.max_position_embeddings(
-                    "rope_type longrope without factor takes max_position_embeddings / original_max_position_embeddings",
+                    "rope_type longrope without factor takes max_position_embeddings / \
+                     original_max_position_embeddings",
                 )?;
                 Ok(max as f64 / self.original(ctx)? as f64)
             }
