@@ -627,6 +627,20 @@ fn hf_families_parse() -> anyhow::Result<()> {
         "rope_scaling": {"rope_type": "default", "mrope_section": [24, 20, 20]}}}"#,
     )?;
     assert_eq!((c.rope_theta, c.mrope_interleaved), (5e6, true));
+    // gemma-3-4b-it's config.json: the text config leaves head_dim, rope_theta and
+    // rope_local_base_freq to transformers' defaults (256, 1e6, 1e4).
+    let gemma3 = RopeConfigs::from_hf_config(&serde_json::from_str(
+        r#"{"model_type": "gemma3", "text_config": {"hidden_size": 2560,
+            "model_type": "gemma3_text", "num_hidden_layers": 34, "sliding_window_pattern": 6,
+            "rope_scaling": {"factor": 8.0, "rope_type": "linear"}}}"#,
+    )?)?;
+    let full = gemma3.for_layer(5)?;
+    assert_eq!((full.head_dim, full.rope_theta), (256, 1e6));
+    assert_eq!(full.rope_type, RopeType::Linear(Linear { factor: 8.0 }));
+    let sliding = gemma3.for_layer(33)?;
+    assert_eq!((sliding.head_dim, sliding.rope_theta), (256, 1e4));
+    assert_eq!(sliding.rope_type, RopeType::Default);
+    assert!(gemma3.for_layer(34).is_err());
     // NoPE layer types, layer_types, the index and type errors.
     let configs = RopeConfigs::from_hf_config(&serde_json::from_str(
         r#"{"head_dim": 64, "layer_types": ["a", "b", "a"],

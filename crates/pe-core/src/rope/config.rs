@@ -2,7 +2,8 @@
 //! it directly.
 //!
 //! It reads the head dim (`head_dim`; DeepSeek's `qk_rope_head_dim`; Gemma 4's
-//! `global_head_dim` for full-attention layers; or `hidden_size / num_attention_heads`),
+//! `global_head_dim` for full-attention layers; or `hidden_size / num_attention_heads`, except
+//! for Gemma 1-3, whose transformers default is 256),
 //! `rope_theta`, `partial_rotary_factor`, `max_position_embeddings`, and the rope type with its
 //! parameters from `rope_scaling` (keyed by `rope_type`, or the older `type`) or transformers 5's
 //! `rope_parameters` (which may also carry `rope_theta` and `partial_rotary_factor`), as
@@ -400,6 +401,9 @@ fn read_model(root: &Map<String, Value>, outer_model_type: Option<&str>) -> Resu
     })
 }
 
+/// The `model_type`s whose config class defaults `head_dim` to 256.
+const GEMMA_HEAD_DIM_256: [&str; 4] = ["gemma", "gemma2", "gemma3", "gemma3_text"];
+
 /// One rope: `root`'s head and context fields with the rope dict `params` (named by its path).
 fn read_one(
     root: &Map<String, Value>,
@@ -426,6 +430,9 @@ fn read_one(
         field::<usize>(root, "", "head_dim")?,
     ) {
         (Some(d), _, _) | (None, Some(d), _) | (None, None, Some(d)) => d,
+        // Gemma 1-3 never derive it from hidden_size: transformers' class default is 256 (the
+        // published Gemma 3 config.json files leave it out).
+        (None, None, None) if GEMMA_HEAD_DIM_256.contains(&model_type) => 256,
         (None, None, None) => {
             let hidden = field::<usize>(root, "", "hidden_size")?;
             let heads = field::<usize>(root, "", "num_attention_heads")?;
