@@ -8,7 +8,8 @@ use std::path::Path;
 use candle_core::{DType, Device};
 use common::{assert_same, files_in, pe, pe_err, pe_ok, s};
 use pe_core::rope::{
-    Dynamic, Linear, Llama3, LongropePolicy, Rope, RopeConfig, RopeConfigs, RopeType, Yarn,
+    Dynamic, Linear, Llama3, Longrope, LongropePolicy, Proportional, Rope, RopeConfig, RopeConfigs,
+    RopeType, Yarn,
 };
 
 /// The JSON header of the safetensors file `path`.
@@ -17,6 +18,17 @@ fn header(path: &Path) -> serde_json::Value {
     let len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
     serde_json::from_slice(&bytes[8..8 + len]).unwrap()
 }
+
+static LONGROPE_SHORT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let f: Vec<String> = (0..32)
+        .map(|i| (1.0 + i as f64 / 8.0).to_string())
+        .collect();
+    f.join(",")
+});
+static LONGROPE_LONG: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let f: Vec<String> = (0..32).map(|i| (1.0 + i as f64).to_string()).collect();
+    f.join(",")
+});
 
 /// Each rope type: its flags (common ones, then the type and its own) and the config they
 /// stand for.
@@ -104,7 +116,56 @@ fn variants() -> Vec<(&'static str, Vec<&'static str>, RopeConfig)> {
             ],
             RopeConfig {
                 partial_rotary_factor: 0.5,
-                ..plain.with_rope_type(yarn(16.0, 24.0, 2.0))
+                ..plain.clone().with_rope_type(yarn(16.0, 24.0, 2.0))
+            },
+        ),
+        (
+            "yarn-untruncated",
+            vec![
+                "yarn",
+                "--factor",
+                "32",
+                "--original-max-position-embeddings",
+                "4096",
+                "--truncate",
+                "false",
+            ],
+            plain.clone().with_rope_type(RopeType::Yarn(Yarn {
+                truncate: false,
+                ..Yarn::new(32.0, 4096)
+            })),
+        ),
+        (
+            // Past original_max_position_embeddings 2048: the long factors.
+            "longrope",
+            vec![
+                "--max-position-embeddings",
+                "65536",
+                "longrope",
+                "--short-factor",
+                LONGROPE_SHORT.as_str(),
+                "--long-factor",
+                LONGROPE_LONG.as_str(),
+                "--original-max-position-embeddings",
+                "2048",
+            ],
+            RopeConfig {
+                max_position_embeddings: Some(65536),
+                ..plain.clone().with_rope_type(RopeType::Longrope(Longrope {
+                    short_factor: (0..32).map(|i| 1.0 + i as f64 / 8.0).collect(),
+                    long_factor: (0..32).map(|i| 1.0 + i as f64).collect(),
+                    factor: None,
+                    original_max_position_embeddings: Some(2048),
+                    attention_factor: None,
+                }))
+            },
+        ),
+        (
+            "proportional",
+            vec!["--partial-rotary-factor", "0.25", "proportional"],
+            RopeConfig {
+                partial_rotary_factor: 0.25,
+                ..plain.with_rope_type(RopeType::Proportional(Proportional { factor: 1.0 }))
             },
         ),
     ]
