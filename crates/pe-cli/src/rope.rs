@@ -1,22 +1,31 @@
 //! `pe rope`: the rotary (RoPE) `cos` and `sin` tables of one head, for any of pe-core's rope
 //! types, written to a `.safetensors` file.
 //!
-//! The flags are the fields of pe-core's `RopeConfig` and rope types, in kebab case
-//! (`rope_theta` is `--rope-theta`, `original_max_position_embeddings` is
-//! `--original-max-position-embeddings`): the rope type is a subcommand after the common flags,
-//! and takes exactly its own parameters.
+//! The rope is read from an HF `config.json` (`--config`, with `--layer-type` or `--layer` for
+//! models with one rope per layer type, as Gemma 3 and 4), or given by flags: the fields of
+//! pe-core's `RopeConfig` and rope types, in kebab case (`rope_theta` is `--rope-theta`,
+//! `original_max_position_embeddings` is `--original-max-position-embeddings`), the rope type a
+//! subcommand after the common flags, taking exactly its own parameters.
+//!
+//! The rows are a range (`--len`, `--offset`; for longrope and dynamic NTK, the frequencies of
+//! a sequence of offset + len positions) or the int64 position ids of a `.npy` file
+//! (`--position-ids`), shaped `(S,)`, or `(3, S)` for M-RoPE (Qwen2-VL, Qwen3-VL).
 //!
 //! ```text
 //! pe rope --head-dim 128 --rope-theta 500000 --len 8192 --out llama31.safetensors \
 //!     llama3 --factor 8 --low-freq-factor 1 --high-freq-factor 4 \
 //!     --original-max-position-embeddings 8192
+//! pe rope --config gemma3/config.json --layer-type sliding_attention --len 4096 \
+//!     --out g.safetensors
+//! pe rope --config qwen2-vl/config.json --position-ids ids.npy --out vl.safetensors
 //! ```
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context as _, Result};
+use candle_core::{DType, Tensor};
 use clap::Args;
-use pe_core::rope::{Rope, RopeConfig, RopeType, DEFAULT_ROPE_THETA};
+use pe_core::rope::{LongropePolicy, Rope, RopeConfig, RopeConfigs, RopeType, DEFAULT_ROPE_THETA};
 use pe_core::MAX_POSITION;
 
 use crate::device::{DeviceArg, DtypeArg};
@@ -29,35 +38,74 @@ use crate::output;
     subcommand_help_heading = "Rope types"
 )]
 pub struct RopeArgs {
-    /// Width of each attention head (HF `head_dim`, or hidden_size / num_attention_heads).
-    #[arg(long, value_name = "D", allow_negative_numbers = true)]
-    pub head_dim: usize,
-    /// Base of the frequencies (HF `rope_theta`).
-    #[arg(long, value_name = "THETA", allow_hyphen_values = true, default_value_t = DEFAULT_ROPE_THETA)]
-    pub rope_theta: f64,
-    /// Fraction of each head that is rotated (phi, GPT-NeoX); the tables have
-    /// head_dim * P / 2 columns.
+    /// An HF config.json to read the rope from (instead of --head-dim and the rope type flags).
     #[arg(
         long,
-        value_name = "P",
-        allow_hyphen_values = true,
-        default_value_t = 1.0
+        value_name = "PATH",
+        conflicts_with_all = [
+            "head_dim",
+            "rope_theta",
+            "partial_rotary_factor",
+            "max_position_embeddings",
+        ]
     )]
-    pub partial_rotary_factor: f64,
-    /// The model's context length (HF `max_position_embeddings`); dynamic and yarn read it.
+    pub config: Option<PathBuf>,
+    /// With --config: the layer type whose rope to write (`full_attention`, `sliding_attention`).
+    #[arg(long, value_name = "T", requires = "config", conflicts_with = "layer")]
+    pub layer_type: Option<String>,
+    /// With --config: the layer (counted from 0) whose rope to write, by its type in `layer_types`.
+    #[arg(
+        long,
+        value_name = "L",
+        requires = "config",
+        allow_negative_numbers = true
+    )]
+    pub layer: Option<usize>,
+    /// Width of each attention head (HF `head_dim`, or hidden_size / num_attention_heads).
+    #[arg(
+        long,
+        value_name = "D",
+        allow_negative_numbers = true,
+        required_unless_present = "config"
+    )]
+    pub head_dim: Option<usize>,
+    /// Base of the frequencies (HF `rope_theta`) [default: 10000].
+    #[arg(long, value_name = "THETA", allow_hyphen_values = true)]
+    pub rope_theta: Option<f64>,
+    /// Fraction of each head that is rotated (phi, GPT-NeoX); the tables have
+    /// head_dim * P / 2 columns [default: 1].
+    #[arg(long, value_name = "P", allow_hyphen_values = true)]
+    pub partial_rotary_factor: Option<f64>,
+    /// The model's context length (HF `max_position_embeddings`); dynamic, yarn and longrope
+    /// read it.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub max_position_embeddings: Option<usize>,
+    /// When longrope uses its long factors: transformers' rule (sequences longer than
+    /// original_max_position_embeddings) or vLLM's (always, when max_position_embeddings is
+    /// longer).
+    #[arg(long, value_enum, default_value_t = LongropePolicy::Transformers)]
+    pub longrope_policy: LongropePolicy,
     /// Number of consecutive positions, starting at --offset.
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    pub len: usize,
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        required_unless_present = "position_ids"
+    )]
+    pub len: Option<usize>,
     /// First position (tokens already in a KV cache).
     #[arg(
         long,
         value_name = "K",
         allow_negative_numbers = true,
-        default_value_t = 0
+        default_value_t = 0,
+        conflicts_with = "position_ids"
     )]
     pub offset: usize,
+    /// A .npy file of int64 position ids, shaped (S,), or (3, S) for M-RoPE (rows t, h, w),
+    /// instead of --len and --offset.
+    #[arg(long, value_name = "PATH", conflicts_with = "len")]
+    pub position_ids: Option<PathBuf>,
     /// Element type of the tables.
     #[arg(long, value_enum, default_value_t = DtypeArg::F32)]
     pub dtype: DtypeArg,
@@ -73,58 +121,179 @@ pub struct RopeArgs {
 }
 
 impl RopeArgs {
-    /// The rotary config these flags describe (checked later, by pe-core).
+    /// The rotary config the flags describe (checked later, by pe-core), without --config.
     pub fn config(&self) -> RopeConfig {
+        let head_dim = self.head_dim.unwrap_or(0);
+        let rope_theta = self.rope_theta.unwrap_or(DEFAULT_ROPE_THETA);
         RopeConfig {
-            head_dim: self.head_dim,
-            rope_theta: self.rope_theta,
-            partial_rotary_factor: self.partial_rotary_factor,
+            partial_rotary_factor: self.partial_rotary_factor.unwrap_or(1.0),
             max_position_embeddings: self.max_position_embeddings,
             rope_type: self.rope_type.clone().unwrap_or_default(),
+            ..RopeConfig::new(head_dim, rope_theta)
         }
+    }
+
+    /// The config of `--config` (and `--layer-type` / `--layer`), or of the flags.
+    fn resolve(&self) -> Result<(RopeConfig, Option<String>)> {
+        let Some(path) = &self.config else {
+            return Ok((self.config(), None));
+        };
+        if let Some(t) = &self.rope_type {
+            bail!(
+                "--config {}: the rope type comes from the config file; drop the `{}` subcommand",
+                path.display(),
+                t.name()
+            );
+        }
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("--config {}: cannot read it", path.display()))?;
+        let json: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("--config {}: not JSON", path.display()))?;
+        let in_config = |e: pe_core::Error| anyhow::anyhow!("--config {}: {e}", path.display());
+        let configs = RopeConfigs::from_hf_config(&json).map_err(in_config)?;
+        let (config, layer) = match (&self.layer_type, self.layer) {
+            (Some(t), _) => (
+                configs
+                    .for_layer_type(t)
+                    .map_err(|e| anyhow::anyhow!("--layer-type {t}: {e}"))?
+                    .clone(),
+                Some(t.clone()),
+            ),
+            (None, Some(l)) => (
+                configs
+                    .for_layer(l)
+                    .map_err(|e| anyhow::anyhow!("--layer {l}: {e}"))?
+                    .clone(),
+                configs.layer_types().and_then(|t| t.get(l).cloned()),
+            ),
+            (None, None) => (
+                RopeConfig::from_hf_config(&json).map_err(|e| {
+                    anyhow::anyhow!(
+                        "--config {}: {e}; pick one with --layer-type or --layer",
+                        path.display()
+                    )
+                })?,
+                None,
+            ),
+        };
+        Ok((config, layer))
+    }
+}
+
+/// Reads the int64 ids of `path` (`.npy`, shaped (S,) or (3, S)).
+fn read_ids(path: &Path) -> Result<Tensor> {
+    let ids = Tensor::read_npy(path)
+        .with_context(|| format!("--position-ids {}: cannot read it as .npy", path.display()))?;
+    if ids.dtype() != DType::I64 {
+        bail!(
+            "--position-ids {}: the ids must be int64, got {:?}",
+            path.display(),
+            ids.dtype()
+        );
+    }
+    match ids.dims() {
+        [_] | [3, _] => Ok(ids),
+        dims => bail!(
+            "--position-ids {}: the ids must be shaped (S,) or (3, S) (M-RoPE), got {dims:?}",
+            path.display()
+        ),
     }
 }
 
 /// Builds the tables `args` describe and writes them to `args.out`.
 pub fn write(args: &RopeArgs) -> Result<()> {
-    let config = args.config();
+    let (config, layer) = args.resolve()?;
     check_extension(&args.out)?;
-    let rope = Rope::new(config.clone()).map_err(with_flags)?;
-    let end = args.offset as u128 + args.len as u128;
-    if end > MAX_POSITION as u128 {
-        bail!(
-            "--offset {} --len {}: the last position, {}, is past the last supported \
-             position 2^31 - 1 = {}",
-            args.offset,
-            args.len,
-            end - 1,
-            MAX_POSITION - 1
-        );
-    }
+    let rope = Rope::new(config.clone())
+        .and_then(|r| r.with_longrope_policy(args.longrope_policy))
+        .map_err(|e| match &args.config {
+            Some(path) => anyhow::anyhow!("--config {}: {e}", path.display()),
+            None => with_flags(e),
+        })?;
+    let ids = args.position_ids.as_deref().map(read_ids).transpose()?;
+    let (rows, positions) = match (&ids, args.len) {
+        (Some(ids), _) => {
+            let rows = *ids.dims().last().unwrap_or(&0);
+            if ids.rank() == 2 && config.mrope_section.is_none() {
+                bail!(
+                    "--position-ids: ids shaped (3, S) are M-RoPE's, and the rope has no \
+                     mrope_section"
+                );
+            }
+            (
+                rows,
+                format!(
+                    "ids from {}",
+                    args.position_ids
+                        .as_deref()
+                        .unwrap_or(Path::new(""))
+                        .display()
+                ),
+            )
+        }
+        (None, Some(len)) => {
+            let end = args.offset as u128 + len as u128;
+            if end > MAX_POSITION as u128 {
+                bail!(
+                    "--offset {} --len {len}: the last position, {}, is past the last supported \
+                     position 2^31 - 1 = {}",
+                    args.offset,
+                    end - 1,
+                    MAX_POSITION - 1
+                );
+            }
+            (len, format!("range {}..{end}", args.offset))
+        }
+        (None, None) => bail!("give --len or --position-ids"),
+    };
+    let what = if ids.is_some() {
+        "--position-ids"
+    } else {
+        "--len"
+    };
     output::check_free_space(
         &args.out,
         output::safetensors_bytes(
             &["cos", "sin"],
             args.dtype.into(),
-            (args.len, rope.half_dim()),
+            (rows, rope.half_dim()),
             &[],
         )?,
         &format!(
-            "--len {} (cos and sin, each {} rows x {} columns)",
-            args.len,
-            args.len,
+            "{what} {rows} (cos and sin, each {rows} rows x {} columns)",
             rope.half_dim()
         ),
     )?;
     let device = args.device.open()?;
-    let (cos, sin) = rope
-        .tables(args.offset, args.len, args.dtype.into(), &device)
-        .map_err(with_flags)?;
-    let metadata = [
+    let dtype: DType = args.dtype.into();
+    let (cos, sin) = match &ids {
+        Some(ids) => {
+            let ids = ids.to_device(&device)?;
+            let tables = if ids.rank() == 2 {
+                rope.tables_mrope(&ids, dtype)
+            } else {
+                rope.tables_for_ids(&ids, dtype)
+            };
+            tables.map_err(|e| anyhow::anyhow!("--position-ids: {e}"))?
+        }
+        None => rope
+            .tables(args.offset, rows, dtype, &device)
+            .map_err(with_flags)?,
+    };
+    let mut metadata = vec![
         ("config", serde_json::to_string(&config)?),
-        ("positions", format!("range {}..{end}", args.offset)),
+        ("positions", positions),
         ("attention_scaling", rope.attention_scaling().to_string()),
     ];
+    if let Some(layer) = layer {
+        metadata.push(("layer_type", layer));
+    }
+    if config.rope_type.name() == "longrope" {
+        metadata.push((
+            "longrope_policy",
+            format!("{:?}", args.longrope_policy).to_lowercase(),
+        ));
+    }
     output::write_safetensors(&args.out, &[("cos", &cos), ("sin", &sin)], &metadata)
 }
 

@@ -7,7 +7,10 @@ use std::path::Path;
 
 use candle_core::{DType, Device};
 use common::{assert_same, files_in, pe, pe_err, pe_ok, s};
-use pe_core::rope::{Dynamic, Linear, Llama3, Rope, RopeConfig, RopeType, Yarn};
+use pe_core::rope::{
+    Dynamic, Linear, Llama3, Longrope, LongropePolicy, Proportional, Rope, RopeConfig, RopeConfigs,
+    RopeType, Yarn,
+};
 
 /// The JSON header of the safetensors file `path`.
 fn header(path: &Path) -> serde_json::Value {
@@ -15,6 +18,17 @@ fn header(path: &Path) -> serde_json::Value {
     let len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
     serde_json::from_slice(&bytes[8..8 + len]).unwrap()
 }
+
+static LONGROPE_SHORT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let f: Vec<String> = (0..32)
+        .map(|i| (1.0 + i as f64 / 8.0).to_string())
+        .collect();
+    f.join(",")
+});
+static LONGROPE_LONG: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let f: Vec<String> = (0..32).map(|i| (1.0 + i as f64).to_string()).collect();
+    f.join(",")
+});
 
 /// Each rope type: its flags (common ones, then the type and its own) and the config they
 /// stand for.
@@ -102,7 +116,56 @@ fn variants() -> Vec<(&'static str, Vec<&'static str>, RopeConfig)> {
             ],
             RopeConfig {
                 partial_rotary_factor: 0.5,
-                ..plain.with_rope_type(yarn(16.0, 24.0, 2.0))
+                ..plain.clone().with_rope_type(yarn(16.0, 24.0, 2.0))
+            },
+        ),
+        (
+            "yarn-untruncated",
+            vec![
+                "yarn",
+                "--factor",
+                "32",
+                "--original-max-position-embeddings",
+                "4096",
+                "--truncate",
+                "false",
+            ],
+            plain.clone().with_rope_type(RopeType::Yarn(Yarn {
+                truncate: false,
+                ..Yarn::new(32.0, 4096)
+            })),
+        ),
+        (
+            // Past original_max_position_embeddings 2048: the long factors.
+            "longrope",
+            vec![
+                "--max-position-embeddings",
+                "65536",
+                "longrope",
+                "--short-factor",
+                LONGROPE_SHORT.as_str(),
+                "--long-factor",
+                LONGROPE_LONG.as_str(),
+                "--original-max-position-embeddings",
+                "2048",
+            ],
+            RopeConfig {
+                max_position_embeddings: Some(65536),
+                ..plain.clone().with_rope_type(RopeType::Longrope(Longrope {
+                    short_factor: (0..32).map(|i| 1.0 + i as f64 / 8.0).collect(),
+                    long_factor: (0..32).map(|i| 1.0 + i as f64).collect(),
+                    factor: None,
+                    original_max_position_embeddings: Some(2048),
+                    attention_factor: None,
+                }))
+            },
+        ),
+        (
+            "proportional",
+            vec!["--partial-rotary-factor", "0.25", "proportional"],
+            RopeConfig {
+                partial_rotary_factor: 0.25,
+                ..plain.with_rope_type(RopeType::Proportional(Proportional { factor: 1.0 }))
             },
         ),
     ]
@@ -400,4 +463,216 @@ fn rope_has_help_listing_its_flags() {
     }
     let top = String::from_utf8(pe_ok(&["--help"]).stdout).unwrap();
     assert!(top.contains("rope"), "{top}");
+}
+
+/// A config.json of pe-core's transformers fixtures, written into `dir`.
+fn fixture_config(dir: &Path, name: &str) -> std::path::PathBuf {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../pe-core/tests/fixtures/rope")
+        .join(format!("{name}.json"));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+    let path = dir.join(format!("{name}-config.json"));
+    std::fs::write(&path, json["config_input"].to_string()).unwrap();
+    path
+}
+
+/// `(cos, sin)` of a written file.
+fn written(out: &Path) -> (candle_core::Tensor, candle_core::Tensor) {
+    let mut t = candle_core::safetensors::load(out, &Device::Cpu).unwrap();
+    (t.remove("cos").unwrap(), t.remove("sin").unwrap())
+}
+
+#[test]
+fn config_files_write_each_layers_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = tempfile::tempdir().unwrap();
+    // Gemma 3 (one rope per layer type), by type and by layer.
+    let gemma = fixture_config(inputs.path(), "gemma3_v5");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&gemma).unwrap()).unwrap();
+    let configs = RopeConfigs::from_hf_config(&json).unwrap();
+    for (flags, layer_type) in [
+        (["--layer-type", "sliding_attention"], "sliding_attention"),
+        (["--layer", "5"], "full_attention"),
+    ] {
+        let out = dir.path().join(format!("{layer_type}.safetensors"));
+        let mut args = vec![
+            "rope",
+            "--config",
+            s(&gemma),
+            "--len",
+            "9",
+            "--offset",
+            "70000",
+        ];
+        args.extend(flags);
+        args.extend(["--out", s(&out)]);
+        pe_ok(&args);
+        let rope = Rope::new(configs.for_layer_type(layer_type).unwrap().clone()).unwrap();
+        let (cos, sin) = rope.tables(70000, 9, DType::F32, &Device::Cpu).unwrap();
+        let (wcos, wsin) = written(&out);
+        assert_same(&wcos, &cos, layer_type);
+        assert_same(&wsin, &sin, layer_type);
+        assert_eq!(header(&out)["__metadata__"]["layer_type"], layer_type);
+    }
+    // Phi-3 longrope: the frequencies of offset + len positions, and the attention factor.
+    let phi3 = fixture_config(inputs.path(), "phi3_longrope");
+    let config = RopeConfig::from_hf_config(
+        &serde_json::from_str(&std::fs::read_to_string(&phi3).unwrap()).unwrap(),
+    )
+    .unwrap();
+    for policy in ["transformers", "vllm"] {
+        for (offset, len) in [(4090usize, 6usize), (4090, 7)] {
+            let out = dir.path().join(format!("phi3-{policy}-{len}.safetensors"));
+            let (o, l) = (offset.to_string(), len.to_string());
+            pe_ok(&[
+                "rope",
+                "--config",
+                s(&phi3),
+                "--offset",
+                &o,
+                "--len",
+                &l,
+                "--longrope-policy",
+                policy,
+                "--out",
+                s(&out),
+            ]);
+            let policy_value = if policy == "vllm" {
+                LongropePolicy::Vllm
+            } else {
+                LongropePolicy::Transformers
+            };
+            let rope = Rope::new(config.clone())
+                .unwrap()
+                .with_longrope_policy(policy_value)
+                .unwrap();
+            let (cos, _) = rope.tables(offset, len, DType::F32, &Device::Cpu).unwrap();
+            assert_same(&written(&out).0, &cos, policy);
+            let meta = &header(&out)["__metadata__"];
+            let attention: f64 = meta["attention_scaling"].as_str().unwrap().parse().unwrap();
+            assert!((attention - 1.1902380714238083).abs() < 1e-12);
+            assert_eq!(meta["longrope_policy"], policy);
+        }
+    }
+}
+
+#[test]
+fn position_ids_write_mrope_and_plain_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let qwen = fixture_config(dir.path(), "qwen2_vl");
+    let config = RopeConfig::from_hf_config(
+        &serde_json::from_str(&std::fs::read_to_string(&qwen).unwrap()).unwrap(),
+    )
+    .unwrap();
+    let rope = Rope::new(config).unwrap();
+    let ids3 = candle_core::Tensor::new(
+        &[[0i64, 1, 2, 3, 4], [0, 1, 1, 2, 2], [0, 1, 2, 1, 131071]],
+        &Device::Cpu,
+    )
+    .unwrap();
+    let ids1 = ids3.get(2).unwrap();
+    for (name, ids) in [("mrope", &ids3), ("plain", &ids1)] {
+        let npy = dir.path().join(format!("{name}.npy"));
+        ids.write_npy(&npy).unwrap();
+        let out = dir.path().join(format!("{name}.safetensors"));
+        pe_ok(&[
+            "rope",
+            "--config",
+            s(&qwen),
+            "--position-ids",
+            s(&npy),
+            "--dtype",
+            "bf16",
+            "--out",
+            s(&out),
+        ]);
+        let (cos, sin) = if ids.rank() == 2 {
+            rope.tables_mrope(ids, DType::BF16).unwrap()
+        } else {
+            rope.tables_for_ids(ids, DType::BF16).unwrap()
+        };
+        assert_eq!(cos.dims(), &[5, 64]);
+        let (wcos, wsin) = written(&out);
+        assert_same(&wcos, &cos, name);
+        assert_same(&wsin, &sin, name);
+    }
+}
+
+#[test]
+fn config_errors_name_the_flag_and_leave_no_file() {
+    let inputs = tempfile::tempdir().unwrap();
+    let gemma = fixture_config(inputs.path(), "gemma3_legacy");
+    let llama = fixture_config(inputs.path(), "llama31");
+    let bad_json = inputs.path().join("bad.json");
+    std::fs::write(&bad_json, "{").unwrap();
+    let ids3 = inputs.path().join("ids3.npy");
+    candle_core::Tensor::new(&[[0i64, 1], [0, 1], [0, 1]], &Device::Cpu)
+        .unwrap()
+        .write_npy(&ids3)
+        .unwrap();
+    let ids_f32 = inputs.path().join("ids_f32.npy");
+    candle_core::Tensor::new(&[0f32, 1.0], &Device::Cpu)
+        .unwrap()
+        .write_npy(&ids_f32)
+        .unwrap();
+    let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
+        (
+            vec!["--config", s(&gemma), "--len", "4"],
+            vec!["--config", "--layer-type", "rope_local_base_freq"],
+        ),
+        (
+            vec!["--config", s(&gemma), "--len", "4", "--layer", "34"],
+            vec!["--layer 34", "layer_types"],
+        ),
+        (
+            vec![
+                "--config",
+                s(&gemma),
+                "--len",
+                "4",
+                "--layer-type",
+                "global",
+            ],
+            vec!["--layer-type global", "\"global\""],
+        ),
+        (
+            vec![
+                "--config",
+                s(&llama),
+                "--len",
+                "4",
+                "linear",
+                "--factor",
+                "2",
+            ],
+            vec!["--config", "linear"],
+        ),
+        (
+            vec!["--config", s(&bad_json), "--len", "4"],
+            vec!["--config", "JSON"],
+        ),
+        (
+            vec!["--config", s(&llama), "--position-ids", s(&ids3)],
+            vec!["--position-ids", "mrope_section"],
+        ),
+        (
+            vec!["--config", s(&llama), "--position-ids", s(&ids_f32)],
+            vec!["--position-ids", "int64"],
+        ),
+        (
+            vec!["--config", s(&llama), "--head-dim", "64", "--len", "4"],
+            vec!["--config", "--head-dim"],
+        ),
+        (vec!["--config", s(&llama)], vec!["--len"]),
+    ];
+    for (extra, expected) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("rope.safetensors");
+        let mut args = vec!["rope", "--out", s(&out)];
+        args.extend(extra.iter().copied());
+        pe_err(&args, &expected);
+        assert!(files_in(dir.path()).is_empty(), "{args:?}");
+    }
 }

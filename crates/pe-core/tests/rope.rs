@@ -7,14 +7,19 @@ mod common;
 use astro_float::BigFloat;
 use candle_core::{DType, Device, Tensor};
 use common::{to_f64, tolerance, Big};
-use pe_core::rope::{Dynamic, Linear, Llama3, Yarn};
+use pe_core::rope::RopeConfigs;
+use pe_core::rope::{Dynamic, Linear, Llama3, Longrope, Proportional, Yarn};
 use pe_core::{Backend, Rope, RopeCache, RopeConfig, RopeType, MAX_POSITION};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 /// `w_i` of every pair for a sequence of `seq_len` positions, exactly, from the formulas.
 fn oracle_frequencies(big: &mut Big, c: &RopeConfig, seq_len: usize) -> Vec<BigFloat> {
-    let dim = ((c.head_dim as f64) * c.partial_rotary_factor).floor();
+    let dim = match c.rope_type {
+        // proportional: the exponents and the table are the whole head's.
+        RopeType::Proportional(_) => c.head_dim as f64,
+        _ => ((c.head_dim as f64) * c.partial_rotary_factor).floor(),
+    };
     let theta = |big: &mut Big, base: &BigFloat, i: usize| {
         big.pow(base, &Big::ratio(2.0 * i as f64, dim).neg())
     };
@@ -31,7 +36,7 @@ fn oracle_frequencies(big: &mut Big, c: &RopeConfig, seq_len: usize) -> Vec<BigF
                 let l = (seq_len as f64).max(m);
                 // base * (factor l / m - (factor - 1))^(dim / (dim - 2))
                 let growth = Big::sub(
-                    &Big::div(&Big::num(factor * l), &Big::num(m)),
+                    &Big::div(&Big::mul(&Big::num(*factor), &Big::num(l)), &Big::num(m)),
                     &Big::num(factor - 1.0),
                 );
                 let grown = Big::mul(&base, &big.pow(&growth, &Big::ratio(dim, dim - 2.0)));
@@ -70,8 +75,14 @@ fn oracle_frequencies(big: &mut Big, c: &RopeConfig, seq_len: usize) -> Vec<BigF
                 let correction = |rot: f64| {
                     dim * (m / (rot * 2.0 * std::f64::consts::PI)).ln() / (2.0 * c.rope_theta.ln())
                 };
-                let low = correction(y.beta_fast).floor().max(0.0);
-                let mut high = correction(y.beta_slow).ceil().min(dim - 1.0);
+                let (low, high) = (correction(y.beta_fast), correction(y.beta_slow));
+                let (low, high) = if y.truncate {
+                    (low.floor(), high.ceil())
+                } else {
+                    (low, high)
+                };
+                let low = low.max(0.0);
+                let mut high = high.min(dim - 1.0);
                 if low == high {
                     high += 0.001;
                 }
@@ -89,6 +100,27 @@ fn oracle_frequencies(big: &mut Big, c: &RopeConfig, seq_len: usize) -> Vec<BigF
                     &interpolated,
                     &Big::mul(&w, &Big::sub(&Big::num(1.0), &ramp)),
                 )
+            }
+            RopeType::Longrope(l) => {
+                // transformers' rule: the long factors once the sequence outgrows L0.
+                let original = l
+                    .original_max_position_embeddings
+                    .or(c.max_position_embeddings)
+                    .unwrap();
+                let ext = if seq_len > original {
+                    &l.long_factor
+                } else {
+                    &l.short_factor
+                };
+                Big::div(&theta(big, &base, i), &Big::num(ext[i]))
+            }
+            RopeType::Proportional(Proportional { factor }) => {
+                let angles = (c.partial_rotary_factor * dim / 2.0).floor() as usize;
+                if i < angles {
+                    Big::div(&theta(big, &base, i), &Big::num(*factor))
+                } else {
+                    Big::num(0.0)
+                }
             }
         })
         .collect()
@@ -109,6 +141,20 @@ fn oracle_attention(c: &RopeConfig) -> f64 {
             (None, Some(ms), Some(all)) => get_mscale(y.factor, ms) / get_mscale(y.factor, all),
             _ => get_mscale(y.factor, 1.0),
         },
+        RopeType::Longrope(l) => {
+            let original = l
+                .original_max_position_embeddings
+                .or(c.max_position_embeddings)
+                .unwrap() as f64;
+            let f = l
+                .factor
+                .unwrap_or_else(|| c.max_position_embeddings.unwrap() as f64 / original);
+            match l.attention_factor {
+                Some(a) => a,
+                None if f <= 1.0 => 1.0,
+                None => (1.0 + f.ln() / original.ln()).sqrt(),
+            }
+        }
         _ => 1.0,
     }
 }
@@ -123,7 +169,7 @@ fn assert_tables(
     what: &str,
 ) -> anyhow::Result<()> {
     let dtype = cos.dtype();
-    let h = ((c.head_dim as f64 * c.partial_rotary_factor) as usize) / 2;
+    let h = c.rotary_dim() / 2;
     let m = oracle_attention(c);
     let mut big = Big::new();
     let freqs = oracle_frequencies(&mut big, c, seq_len);
@@ -166,7 +212,13 @@ fn random_config(rng: &mut StdRng) -> RopeConfig {
     ][rng.random_range(0..4)];
     let original = [2048, 4096, 8192][rng.random_range(0..3)];
     let factor = rng.random_range(1.5..40.0);
-    let rope_type = match rng.random_range(0..5) {
+    // phi-style partial rotary; the rotated width stays even.
+    let partial = rng.random_bool(0.2) && head_dim % 4 == 0 && head_dim >= 8;
+    let half = if partial { head_dim / 4 } else { head_dim / 2 };
+    let factors =
+        |rng: &mut StdRng| -> Vec<f64> { (0..half).map(|_| rng.random_range(1.0..64.0)).collect() };
+    let mut max = original;
+    let rope_type = match rng.random_range(0..7) {
         0 => RopeType::Default,
         1 => RopeType::Linear(Linear { factor }),
         2 => RopeType::Dynamic(Dynamic { factor }),
@@ -176,19 +228,146 @@ fn random_config(rng: &mut StdRng) -> RopeConfig {
             high_freq_factor: 4.0,
             original_max_position_embeddings: original,
         }),
-        _ => RopeType::Yarn(Yarn {
+        4 => RopeType::Yarn(Yarn {
             mscale: rng.random_bool(0.5).then_some(1.0),
             mscale_all_dim: rng.random_bool(0.5).then_some(0.707),
+            truncate: rng.random_bool(0.5),
             ..Yarn::new(factor, original)
+        }),
+        5 => {
+            max = original * 32;
+            RopeType::Longrope(Longrope {
+                short_factor: factors(rng),
+                long_factor: factors(rng),
+                factor: rng.random_bool(0.5).then_some(factor),
+                original_max_position_embeddings: Some(original),
+                attention_factor: rng.random_bool(0.2).then_some(1.25),
+            })
+        }
+        _ => RopeType::Proportional(Proportional {
+            factor: [1.0, factor][rng.random_range(0..2)],
         }),
     };
     let mut c = RopeConfig::new(head_dim, base).with_rope_type(rope_type);
-    c.max_position_embeddings = Some(original);
-    if rng.random_bool(0.2) && head_dim % 4 == 0 && head_dim >= 8 {
-        // phi-style partial rotary; the rotated width stays even.
+    c.max_position_embeddings = Some(max);
+    if let RopeType::Proportional(_) = c.rope_type {
+        c.partial_rotary_factor = [0.25, 0.5, 1.0][rng.random_range(0..3)];
+        if (c.partial_rotary_factor * head_dim as f64 / 2.0) < 1.0 {
+            c.partial_rotary_factor = 1.0;
+        }
+    } else if partial {
         c.partial_rotary_factor = 0.5;
     }
     c
+}
+
+/// M-RoPE tables from (3, batch, seq) ids, each slot against the oracle at the position of
+/// the row its section gives it; three equal rows give the 1-D tables bit for bit.
+fn mrope_matches_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+    let mut rng = StdRng::seed_from_u64(33);
+    for case in 0..24 {
+        let mut c = random_config(&mut rng);
+        let h = c.rotary_dim() / 2;
+        let interleaved = rng.random_bool(0.5);
+        // Three counts adding up to h (the interleaved rule only reads the last two).
+        let a = rng.random_range(0..=h);
+        let b = rng.random_range(0..=h - a);
+        let section = if interleaved {
+            let (s1, s2) = (a.min(h / 3), b.min(h / 3));
+            vec![h - s1 - s2, s1, s2]
+        } else {
+            vec![a, b, h - a - b]
+        };
+        c.mrope_section = Some(section.clone());
+        c.mrope_interleaved = interleaved;
+        let rope = Rope::new(c.clone())?.with_backend(backend);
+        let (batch, seq) = (rng.random_range(1..=2), rng.random_range(1..=6));
+        let ids: Vec<u32> = (0..3 * batch * seq)
+            .map(|_| match rng.random_range(0..3) {
+                0 => rng.random_range(0..5000),
+                1 => MAX_POSITION as u32 - 1 - rng.random_range(0..100),
+                _ => rng.random_range(0..MAX_POSITION as u32),
+            })
+            .collect();
+        let tensor = Tensor::from_vec(ids.clone(), (3, batch, seq), dev)?;
+        let dtype = [DType::F32, DType::F64, DType::BF16][rng.random_range(0..3)];
+        let (cos, sin) = rope.tables_mrope(&tensor, dtype)?;
+        assert_eq!(cos.dims(), &[batch, seq, h]);
+        let seq_len = *ids.iter().max().unwrap() as usize + 1;
+        let cos = cos
+            .to_dtype(DType::F64)?
+            .to_device(&Device::Cpu)?
+            .flatten_all()?
+            .to_vec1::<f64>()?;
+        let sin = sin
+            .to_dtype(DType::F64)?
+            .to_device(&Device::Cpu)?
+            .flatten_all()?
+            .to_vec1::<f64>()?;
+        let mut big = Big::new();
+        let freqs = oracle_frequencies(&mut big, &c, seq_len);
+        let m = oracle_attention(&c);
+        for r in 0..batch * seq {
+            for k in 0..h {
+                let axis = if interleaved {
+                    match k % 3 {
+                        1 if k < 3 * section[1] => 1,
+                        2 if k < 3 * section[2] => 2,
+                        _ => 0,
+                    }
+                } else if k < section[0] {
+                    0
+                } else if k < section[0] + section[1] {
+                    1
+                } else {
+                    2
+                };
+                let p = ids[axis * batch * seq + r] as f64;
+                let (s, co) = big.sin_cos(p, &freqs[k]);
+                for (name, got, exact) in [
+                    ("cos", cos[r * h + k], m * co),
+                    ("sin", sin[r * h + k], m * s),
+                ] {
+                    let tol = tolerance(dtype, exact) * m.max(1.0);
+                    assert!(
+                        (got - exact).abs() <= tol,
+                        "case {case}: {name}[row {r}, k {k}, axis {axis}, p {p}] = {got}, \
+                         exact {exact}: {c:?}"
+                    );
+                }
+            }
+        }
+        // Text only: the 1-D tables, bit for bit.
+        let row = tensor.get(0)?;
+        let text = Tensor::stack(&[&row, &row, &row], 0)?;
+        let (c3, s3) = rope.tables_mrope(&text, dtype)?;
+        let (c1, s1) = rope.tables_for_ids(&row, dtype)?;
+        let bits = |t: &Tensor| -> anyhow::Result<Vec<f64>> {
+            Ok(t.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?)
+        };
+        assert_eq!(bits(&c3)?, bits(&c1)?, "case {case}: text-only cos");
+        assert_eq!(bits(&s3)?, bits(&s1)?, "case {case}: text-only sin");
+    }
+    // Empty ids and wrong shapes.
+    let rope = Rope::new(RopeConfig {
+        mrope_section: Some(vec![2, 3, 3]),
+        ..RopeConfig::new(16, 10_000.0)
+    })?
+    .with_backend(backend);
+    let empty = Tensor::zeros((3, 2, 0), DType::U32, dev)?;
+    assert_eq!(rope.tables_mrope(&empty, DType::F32)?.0.dims(), &[2, 0, 8]);
+    for dims in [&[2usize, 4][..], &[4], &[3, 1, 1, 4]] {
+        let bad = Tensor::zeros(dims, DType::U32, dev)?;
+        let err = rope.tables_mrope(&bad, DType::F32).unwrap_err().to_string();
+        assert!(err.contains("position_ids"), "{dims:?}: {err}");
+    }
+    let plain = Rope::new(RopeConfig::new(16, 10_000.0))?;
+    let err = plain
+        .tables_mrope(&empty, DType::F32)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("mrope_section"), "{err}");
+    Ok(())
 }
 
 fn ranges_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
@@ -250,6 +429,14 @@ fn cache_serves_views(dev: &Device, backend: Backend) -> anyhow::Result<()> {
     for rope_type in [
         RopeType::Default,
         RopeType::Dynamic(Dynamic { factor: 2.0 }),
+        // Short factors up to 64 positions, long ones past: cached up to 64 only.
+        RopeType::Longrope(Longrope {
+            short_factor: vec![1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5],
+            long_factor: vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0],
+            factor: Some(4.0),
+            original_max_position_embeddings: Some(64),
+            attention_factor: None,
+        }),
     ] {
         let config = RopeConfig {
             max_position_embeddings: Some(64),
@@ -278,8 +465,8 @@ fn cache_serves_views(dev: &Device, backend: Backend) -> anyhow::Result<()> {
             cache.memory_bytes(),
             cache.rows(DType::F32, dev) * 2 * 8 * 4
         );
-        // Past 64 rows: cached for the default type; for dynamic NTK the frequencies change
-        // with the length, so the rows are generated, not cached.
+        // Past 64 rows: cached for the default type; for dynamic NTK and longrope the
+        // frequencies change with the length, so the rows are generated, not cached.
         let (cos, _) = cache.tables(100, 4, DType::F32, dev)?;
         let (want, _) = rope.tables(100, 4, DType::F32, dev)?;
         assert_eq!(cos.to_vec2::<f32>()?, want.to_vec2::<f32>()?);
@@ -377,6 +564,180 @@ fn hf_configs_parse() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The families' config forms: legacy names, top-level fields, per-layer types, nested text
+/// configs; and every refusal names its field.
+#[test]
+fn hf_families_parse() -> anyhow::Result<()> {
+    let parse = |json: &str| RopeConfig::from_hf_config(&serde_json::from_str(json).unwrap());
+    let lists = |n: usize| {
+        let l: Vec<String> = (0..n).map(|i| format!("{}.5", i + 1)).collect();
+        l.join(", ")
+    };
+    // Phi-3: legacy "su", L0 at the top level, factor from the lengths.
+    let phi3 = format!(
+        r#"{{"hidden_size": 3072, "num_attention_heads": 32, "max_position_embeddings": 131072,
+        "original_max_position_embeddings": 4096, "rope_scaling": {{"type": "su",
+        "short_factor": [{0}], "long_factor": [{0}]}}}}"#,
+        lists(48)
+    );
+    let c = parse(&phi3)?;
+    let RopeType::Longrope(l) = &c.rope_type else {
+        panic!("{c:?}")
+    };
+    assert_eq!(
+        (l.original_max_position_embeddings, l.factor),
+        (Some(4096), None)
+    );
+    let expected = (1.0 + 32f64.ln() / 4096f64.ln()).sqrt();
+    assert!((Rope::new(c.clone())?.attention_scaling() - expected).abs() < 1e-15);
+    // ... and "yarn" with factor lists is longrope too.
+    let c2 = parse(&phi3.replace("\"su\"", "\"yarn\""))?;
+    assert_eq!(c2, c);
+    // yarn without factor: max_position_embeddings / original_max_position_embeddings.
+    let c = parse(
+        r#"{"head_dim": 64, "max_position_embeddings": 131072,
+            "rope_parameters": {"rope_type": "yarn", "original_max_position_embeddings": 4096,
+            "truncate": false, "rope_theta": 150000}}"#,
+    )?;
+    let RopeType::Yarn(y) = &c.rope_type else {
+        panic!("{c:?}")
+    };
+    assert_eq!((y.factor, y.truncate), (32.0, false));
+    // DeepSeek: the rope channels only.
+    let c = parse(
+        r#"{"hidden_size": 7168, "num_attention_heads": 128, "qk_rope_head_dim": 64,
+            "qk_nope_head_dim": 128}"#,
+    )?;
+    assert_eq!(c.head_dim, 64);
+    // Qwen2-VL legacy mrope; Qwen3-VL inside text_config, interleaved.
+    let c = parse(
+        r#"{"head_dim": 128, "rope_theta": 1e6,
+            "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}}"#,
+    )?;
+    assert_eq!(
+        (
+            c.rope_type.name(),
+            c.mrope_section.clone(),
+            c.mrope_interleaved
+        ),
+        ("default", Some(vec![16, 24, 24]), false)
+    );
+    let c = parse(
+        r#"{"model_type": "qwen3_vl", "text_config": {"head_dim": 128, "rope_theta": 5e6,
+        "rope_scaling": {"rope_type": "default", "mrope_section": [24, 20, 20]}}}"#,
+    )?;
+    assert_eq!((c.rope_theta, c.mrope_interleaved), (5e6, true));
+    // gemma-3-4b-it's config.json: the text config leaves head_dim, rope_theta and
+    // rope_local_base_freq to transformers' defaults (256, 1e6, 1e4).
+    let gemma3 = RopeConfigs::from_hf_config(&serde_json::from_str(
+        r#"{"model_type": "gemma3", "text_config": {"hidden_size": 2560,
+            "model_type": "gemma3_text", "num_hidden_layers": 34, "sliding_window_pattern": 6,
+            "rope_scaling": {"factor": 8.0, "rope_type": "linear"}}}"#,
+    )?)?;
+    let full = gemma3.for_layer(5)?;
+    assert_eq!((full.head_dim, full.rope_theta), (256, 1e6));
+    assert_eq!(full.rope_type, RopeType::Linear(Linear { factor: 8.0 }));
+    let sliding = gemma3.for_layer(33)?;
+    assert_eq!((sliding.head_dim, sliding.rope_theta), (256, 1e4));
+    assert_eq!(sliding.rope_type, RopeType::Default);
+    assert!(gemma3.for_layer(34).is_err());
+    // NoPE layer types, layer_types, the index and type errors.
+    let configs = RopeConfigs::from_hf_config(&serde_json::from_str(
+        r#"{"head_dim": 64, "layer_types": ["a", "b", "a"],
+            "rope_parameters": {"a": {"rope_theta": 1e4}, "b": null}}"#,
+    )?)?;
+    assert_eq!(configs.for_layer(2)?.rope_theta, 1e4);
+    for (err, needles) in [
+        (
+            configs.for_layer(1).unwrap_err(),
+            &["rope_parameters.b", "no rotary"][..],
+        ),
+        (
+            configs.for_layer(3).unwrap_err(),
+            &["layer_types", "layer 3"],
+        ),
+        (
+            configs.for_layer_type("c").unwrap_err(),
+            &["rope_parameters", "\"c\""],
+        ),
+    ] {
+        for needle in needles {
+            assert!(err.to_string().contains(needle), "{err}");
+        }
+    }
+    // Refusals name the field and the value.
+    let contradicting_l0 = phi3
+        .replace(
+            "\"original_max_position_embeddings\": 4096,",
+            "\"original_max_position_embeddings\": 8192,",
+        )
+        .replace(
+            "\"su\",",
+            "\"su\", \"original_max_position_embeddings\": 4096,",
+        );
+    let refused: [(&str, &[&str]); 8] = [
+        (
+            &contradicting_l0,
+            &["rope_scaling.original_max_position_embeddings", "8192"],
+        ),
+        (
+            r#"{"head_dim": 64, "rope_scaling": {"type": "mrope"}}"#,
+            &["rope_scaling.mrope_section"],
+        ),
+        (
+            r#"{"head_dim": 64, "rope_scaling": {"rope_type": "ntk_alpha", "alpha": 2}}"#,
+            &["rope_scaling.rope_type", "ntk_alpha"],
+        ),
+        (
+            r#"{"head_dim": 64, "rope_scaling": {"rope_type": "longrope", "short_factor": [1]}}"#,
+            &["long_factor"],
+        ),
+        (
+            r#"{"head_dim": 64, "layer_types": ["full_attention"],
+                "rope_parameters": {"full_attention": {"rope_type": "default"}}}"#,
+            &["rope_parameters", "for_layer_type"],
+        ),
+        (
+            r#"{"model_type": "gemma4_text", "head_dim": 256}"#,
+            &["rope_parameters", "Gemma 4"],
+        ),
+        (
+            r#"{"model_type": "qwen3_vl", "text_config": {"head_dim": 128, "rope_theta": "x"}}"#,
+            &["text_config.rope_theta"],
+        ),
+        (
+            r#"{"head_dim": 64,
+                "rope_parameters": {"rope_type": "proportional", "factor": "two"}}"#,
+            &["rope_parameters.factor", "two"],
+        ),
+    ];
+    for (json, needles) in refused {
+        let err = parse(json).unwrap_err().to_string();
+        for needle in needles {
+            assert!(err.contains(needle), "{json}: {err}");
+        }
+    }
+    // Checked by Rope::new: factor lists of the wrong length, a section that does not add up.
+    let short = parse(&phi3.replacen(&lists(48), &lists(47), 1))?;
+    let err = Rope::new(short).unwrap_err().to_string();
+    assert!(err.contains("short_factor") && err.contains("47"), "{err}");
+    let bad_section = RopeConfig {
+        mrope_section: Some(vec![16, 24, 20]),
+        ..RopeConfig::new(128, 1e6)
+    };
+    let err = Rope::new(bad_section).unwrap_err().to_string();
+    assert!(err.contains("mrope_section"), "{err}");
+    let err = Rope::new(RopeConfig {
+        partial_rotary_factor: 0.01,
+        ..RopeConfig::new(64, 1e4)
+            .with_rope_type(RopeType::Proportional(Proportional { factor: 1.0 }))
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("partial_rotary_factor"), "{err}");
+    Ok(())
+}
+
 #[test]
 fn nonsense_parameters_are_errors() {
     let base = RopeConfig::new(64, 10_000.0);
@@ -446,4 +807,9 @@ fn nonsense_parameters_are_errors() {
     }
 }
 
-backend_tests!(ranges_match_oracle, ids_match_oracle, cache_serves_views);
+backend_tests!(
+    ranges_match_oracle,
+    ids_match_oracle,
+    mrope_matches_oracle,
+    cache_serves_views
+);

@@ -10,7 +10,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use candle_core::{DType, Device, Tensor};
-use pe_core::{Rope, RopeConfig};
+use pe_core::rope::{Dynamic, LongropePolicy, RopeConfigs};
+use pe_core::{Rope, RopeConfig, RopeType};
 
 /// A fixture: its JSON description and its tensors.
 struct Fixture {
@@ -36,70 +37,333 @@ impl Fixture {
     }
 }
 
-/// Frequencies, attention factor and tables of `name`'s one call equal transformers'.
-fn matches_transformers(name: &str) -> anyhow::Result<()> {
-    let fx = fixture(name)?;
-    let config = RopeConfig::from_hf_config(&fx.json["config_input"])?;
-    let rope = Rope::new(config)?;
-    let call = &fx.json["calls"][0];
-    let seq_len = call["seq_len"].as_u64().unwrap() as usize;
-    let tensor_name = |key: &str| call["tensors"][key].as_str().unwrap().to_string();
+/// What one call is checked with.
+struct Call<'a> {
+    fixture: &'a Fixture,
+    name: String,
+    call: &'a serde_json::Value,
+}
 
-    let theirs = fx.tensor(&tensor_name("inv_freq"))?;
-    let ours = rope.inv_freq(seq_len);
+impl Call<'_> {
+    fn tensor_name(&self, key: &str) -> String {
+        self.call["tensors"][key].as_str().unwrap().to_string()
+    }
+}
+
+/// Largest difference seen, for the report: `(frequency ulps, table error / tolerance)`.
+type Worst = (f64, f64);
+
+/// Frequencies, attention factor and tables of one call equal transformers', with the
+/// frequencies of a sequence of `freq_len` positions.
+fn check_call(rope: &Rope, c: &Call, freq_len: usize) -> anyhow::Result<Worst> {
+    let name = &c.name;
+    let theirs = c.fixture.tensor(&c.tensor_name("inv_freq"))?;
+    let ours = rope.inv_freq(freq_len);
     assert_eq!(ours.len(), theirs.len(), "{name}: frequency count");
+    let mut worst_ulps = 0f64;
     for (i, (o, t)) in ours.iter().zip(&theirs).enumerate() {
+        if *o == 0.0 || *t == 0.0 {
+            assert_eq!(o, t, "{name}: inv_freq[{i}] (a zero frequency)");
+            continue;
+        }
         // Two f32 roundings and a pow that is not always correctly rounded: 4 ulps of f32.
+        let ulps = ((o - t) / o).abs() / f32::EPSILON as f64;
+        worst_ulps = worst_ulps.max(ulps);
         assert!(
-            ((o - t) / o).abs() <= 4.0 * f32::EPSILON as f64,
-            "{name}: inv_freq[{i}] = {o:e}, transformers {t:e}"
+            ulps <= 4.0,
+            "{name}: inv_freq[{i}] = {o:e}, transformers {t:e} ({ulps} ulps)"
         );
     }
-    let attention = fx.json["attention_scaling"].as_f64().unwrap();
+    let attention = c.call["attention_scaling_after_call"].as_f64().unwrap();
     assert!(
         (rope.attention_scaling() - attention).abs() <= 1e-12,
         "{name}: attention scaling {} vs {attention}",
         rope.attention_scaling()
     );
 
-    // Tables at transformers' positions; theirs are (1, n, rotary_dim), both halves alike.
-    let positions: Vec<i64> = fx.tensors[&tensor_name("position_ids")]
-        .flatten_all()?
-        .to_vec1::<i64>()?;
-    let ids = Tensor::new(positions.as_slice(), &Device::Cpu)?;
-    let (cos, sin) = rope.tables_for_ids(&ids, DType::F64)?;
+    // Tables at transformers' positions: theirs are (1, n, rotary_dim) with both halves alike,
+    // or (1, n, rotary_dim / 2) (gpt-oss); M-RoPE ids are (3, 1, n).
+    let ids = &c.fixture.tensors[&c.tensor_name("position_ids")];
+    let mrope = ids.dims().len() == 3;
+    let (cos, sin) = if mrope {
+        rope.tables_mrope(ids, DType::F64)?
+    } else {
+        rope.tables_for_ids_with_len(ids, freq_len, DType::F64)?
+    };
     let half = rope.half_dim();
+    let rows: Vec<Vec<i64>> = if mrope {
+        ids.squeeze(1)?.to_vec2::<i64>()?
+    } else {
+        vec![ids.flatten_all()?.to_vec1::<i64>()?]
+    };
+    let n = rows[0].len();
+    let section = rope.config().mrope_section.clone();
+    // The position slot i of row r takes: M-RoPE's axis by the same rule, checked by value below.
+    let position = |r: usize, i: usize| -> i64 {
+        match &section {
+            None => rows[0][r],
+            Some(s) => rows[mrope_axis(s, rope.config().mrope_interleaved, i)][r],
+        }
+    };
+    let width = c.call["cos_shape"][2].as_u64().unwrap() as usize;
+    let duplicated = width == 2 * half;
+    assert!(duplicated || width == half, "{name}: width {width}");
+    let mut worst_table = 0f64;
     for (what, ours, theirs) in [
-        ("cos", cos, fx.tensor(&tensor_name("cos"))?),
-        ("sin", sin, fx.tensor(&tensor_name("sin"))?),
+        ("cos", cos, c.fixture.tensor(&c.tensor_name("cos"))?),
+        ("sin", sin, c.fixture.tensor(&c.tensor_name("sin"))?),
     ] {
-        let ours = ours.to_vec2::<f64>()?;
-        for (r, &p) in positions.iter().enumerate() {
-            for (i, &w) in ours[r].iter().enumerate() {
-                let t = theirs[r * 2 * half + i];
-                let tol = (4.0 * (p as f64 * inv_abs(&rope, i)).max(1.0) * f32::EPSILON as f64)
+        let ours = ours.flatten_all()?.to_vec1::<f64>()?;
+        assert_eq!(ours.len(), n * half, "{name}: {what} size");
+        for r in 0..n {
+            for i in 0..half {
+                let p = position(r, i);
+                let w = ours[r * half + i];
+                let t = theirs[r * width + i];
+                let tol = (4.0
+                    * (p as f64 * ours_freq(rope, freq_len, i)).max(1.0)
+                    * f32::EPSILON as f64)
                     * attention.max(1.0);
+                worst_table = worst_table.max((w - t).abs() / tol);
                 assert!(
                     (w - t).abs() <= tol,
                     "{name}: {what}[p={p}, i={i}] = {w}, transformers {t} (tolerance {tol:e})"
                 );
-                assert_eq!(t, theirs[r * 2 * half + half + i], "{name}: halves");
+                if duplicated {
+                    assert_eq!(t, theirs[r * width + half + i], "{name}: halves");
+                }
             }
         }
     }
-    Ok(())
+    Ok((worst_ulps, worst_table))
 }
 
-fn inv_abs(rope: &Rope, i: usize) -> f64 {
-    rope.inv_freq(0)[i].abs()
+fn ours_freq(rope: &Rope, seq_len: usize, i: usize) -> f64 {
+    rope.inv_freq(seq_len)[i].abs()
+}
+
+/// The row of M-RoPE ids that slot `k` takes, as the notes write it (independently of the
+/// library).
+fn mrope_axis(section: &[usize], interleaved: bool, k: usize) -> usize {
+    if interleaved {
+        if k % 3 == 1 && k < 3 * section[1] {
+            1
+        } else if k % 3 == 2 && k < 3 * section[2] {
+            2
+        } else {
+            0
+        }
+    } else if k < section[0] {
+        0
+    } else if k < section[0] + section[1] {
+        1
+    } else {
+        2
+    }
+}
+
+/// Every call of fixture `name`, each with the frequencies of its `seq_len` (or the length
+/// `freq_len` picks), returning the worst differences.
+fn matches_transformers_with(
+    name: &str,
+    policy: LongropePolicy,
+    freq_len: impl Fn(&serde_json::Value) -> usize,
+) -> anyhow::Result<Worst> {
+    let fx = fixture(name)?;
+    let configs = RopeConfigs::from_hf_config(&fx.json["config_input"])?;
+    let mut worst: Worst = (0.0, 0.0);
+    for call in fx.json["calls"].as_array().unwrap() {
+        let config = match call["layer_type"].as_str() {
+            Some(t) => configs.for_layer_type(t)?.clone(),
+            None => RopeConfig::from_hf_config(&fx.json["config_input"])?,
+        };
+        let rope = Rope::new(config)?.with_longrope_policy(policy)?;
+        let c = Call {
+            fixture: &fx,
+            name: format!("{name}/{}", call["name"].as_str().unwrap()),
+            call,
+        };
+        let w = check_call(&rope, &c, freq_len(call))?;
+        eprintln!(
+            "{}: max inv_freq difference {:.3} f32 ulps, max table error {:.3} of the \
+             tolerance, attention {}",
+            c.name,
+            w.0,
+            w.1,
+            rope.attention_scaling()
+        );
+        worst = (worst.0.max(w.0), worst.1.max(w.1));
+    }
+    Ok(worst)
+}
+
+fn matches_transformers(name: &str) -> anyhow::Result<Worst> {
+    matches_transformers_with(name, LongropePolicy::Transformers, |call| {
+        call["seq_len"].as_u64().unwrap() as usize
+    })
 }
 
 #[test]
 fn llama31() -> anyhow::Result<()> {
-    matches_transformers("llama31")
+    matches_transformers("llama31").map(drop)
 }
 
 #[test]
 fn qwen25_yarn() -> anyhow::Result<()> {
-    matches_transformers("qwen25_yarn")
+    matches_transformers("qwen25_yarn").map(drop)
+}
+
+#[test]
+fn deepseek_v3() -> anyhow::Result<()> {
+    let fx = fixture("deepseek_v3")?;
+    let c = RopeConfig::from_hf_config(&fx.json["config_input"])?;
+    assert_eq!((c.head_dim, c.rotary_dim()), (64, 64), "qk_rope_head_dim");
+    matches_transformers("deepseek_v3").map(drop)
+}
+
+#[test]
+fn gpt_oss() -> anyhow::Result<()> {
+    let fx = fixture("gpt_oss")?;
+    let RopeType::Yarn(y) = RopeConfig::from_hf_config(&fx.json["config_input"])?.rope_type else {
+        panic!("gpt-oss is yarn")
+    };
+    assert!(!y.truncate);
+    matches_transformers("gpt_oss").map(drop)
+}
+
+/// All four calls (short, the first long one, long, short again) with transformers' policy;
+/// with vLLM's, every call has the long frequencies.
+fn longrope(name: &str) -> anyhow::Result<()> {
+    matches_transformers(name)?;
+    let fx = fixture(name)?;
+    let config = RopeConfig::from_hf_config(&fx.json["config_input"])?;
+    assert_eq!(config.rope_type.name(), "longrope");
+    let vllm = Rope::new(config.clone())?.with_longrope_policy(LongropePolicy::Vllm)?;
+    let hf = Rope::new(config)?;
+    for len in [1, 4096, 4097, 131072] {
+        assert_eq!(vllm.inv_freq(len), hf.inv_freq(131072), "vllm at {len}");
+    }
+    assert_ne!(hf.inv_freq(4096), hf.inv_freq(4097));
+    assert_eq!(hf.fixed_up_to(), Some(4096));
+    Ok(())
+}
+
+#[test]
+fn phi3_longrope() -> anyhow::Result<()> {
+    longrope("phi3_longrope")
+}
+
+#[test]
+fn phi4_mini_longrope() -> anyhow::Result<()> {
+    let fx = fixture("phi4_mini_longrope")?;
+    let c = RopeConfig::from_hf_config(&fx.json["config_input"])?;
+    assert_eq!((c.head_dim, c.rotary_dim()), (128, 96));
+    longrope("phi4_mini_longrope")
+}
+
+/// Both Gemma 3 forms: the same configs per layer type and layer, and transformers' tables.
+#[test]
+fn gemma3() -> anyhow::Result<()> {
+    matches_transformers("gemma3_legacy")?;
+    matches_transformers("gemma3_v5")?;
+    let legacy = RopeConfigs::from_hf_config(&fixture("gemma3_legacy")?.json["config_input"])?;
+    let v5 = RopeConfigs::from_hf_config(&fixture("gemma3_v5")?.json["config_input"])?;
+    let fx = fixture("gemma3_v5")?;
+    let types = fx.json["layer_types"].as_array().unwrap();
+    for (i, t) in types.iter().enumerate() {
+        let t = t.as_str().unwrap();
+        assert_eq!(legacy.for_layer(i)?, v5.for_layer(i)?, "layer {i}");
+        assert_eq!(legacy.for_layer(i)?, legacy.for_layer_type(t)?, "layer {i}");
+    }
+    assert_eq!(legacy.layer_types(), v5.layer_types());
+    assert!(legacy.for_layer(types.len()).is_err());
+    for json in [
+        &fx.json["config_input"],
+        &fixture("gemma3_legacy")?.json["config_input"],
+    ] {
+        let err = RopeConfig::from_hf_config(json).unwrap_err().to_string();
+        assert!(err.contains("for_layer_type"), "{err}");
+    }
+    Ok(())
+}
+
+#[test]
+fn gemma4() -> anyhow::Result<()> {
+    let fx = fixture("gemma4")?;
+    let configs = RopeConfigs::from_hf_config(&fx.json["config_input"])?;
+    let full = configs.for_layer_type("full_attention")?;
+    assert_eq!(
+        (full.head_dim, full.rotary_dim()),
+        (512, 512),
+        "global_head_dim"
+    );
+    assert_eq!(configs.for_layer_type("sliding_attention")?.head_dim, 256);
+    assert_eq!(configs.for_layer(11)?, full);
+    matches_transformers("gemma4").map(drop)
+}
+
+#[test]
+fn qwen2_vl() -> anyhow::Result<()> {
+    mrope("qwen2_vl", false)
+}
+
+#[test]
+fn qwen3_vl() -> anyhow::Result<()> {
+    mrope("qwen3_vl", true)
+}
+
+/// Both calls (3-D ids, text only); text-only ids give the 1-D tables bit for bit.
+fn mrope(name: &str, interleaved: bool) -> anyhow::Result<()> {
+    matches_transformers(name)?;
+    let fx = fixture(name)?;
+    let config = RopeConfig::from_hf_config(&fx.json["config_input"])?;
+    assert_eq!(config.mrope_interleaved, interleaved);
+    let rope = Rope::new(config)?;
+    let text = fx.json["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "text")
+        .unwrap();
+    let ids = &fx.tensors[text["tensors"]["position_ids"].as_str().unwrap()];
+    for dtype in [DType::F32, DType::BF16, DType::F64] {
+        let (cos, sin) = rope.tables_mrope(ids, dtype)?;
+        let (cos1, sin1) = rope.tables_for_ids(&ids.get(0)?, dtype)?;
+        let bits = |t: &Tensor| -> anyhow::Result<Vec<f64>> {
+            Ok(t.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?)
+        };
+        assert_eq!(
+            bits(&cos)?,
+            bits(&cos1)?,
+            "{name}: text-only cos, {dtype:?}"
+        );
+        assert_eq!(
+            bits(&sin)?,
+            bits(&sin1)?,
+            "{name}: text-only sin, {dtype:?}"
+        );
+    }
+    Ok(())
+}
+
+/// Dynamic NTK: each call with the frequencies of the length transformers' module keeps
+/// (`Dynamic::next_cached_len`): the calls whose frequencies are their own length's (100,
+/// 6000, 9000, 100 again) and the one that keeps a longer one's (5000 after 9000).
+#[test]
+fn llama_dynamic() -> anyhow::Result<()> {
+    let fx = fixture("llama_dynamic")?;
+    let max = fx.json["max_position_embeddings"].as_u64().unwrap() as usize;
+    let mut cached = max;
+    for call in fx.json["calls"].as_array().unwrap() {
+        let seq_len = call["seq_len"].as_u64().unwrap() as usize;
+        cached = Dynamic::next_cached_len(max, cached, seq_len);
+        assert_eq!(
+            cached as u64,
+            call["max_seq_len_cached_after_call"].as_u64().unwrap()
+        );
+    }
+    matches_transformers_with("llama_dynamic", LongropePolicy::Transformers, |call| {
+        call["max_seq_len_cached_after_call"].as_u64().unwrap() as usize
+    })
+    .map(drop)
 }

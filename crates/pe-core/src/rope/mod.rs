@@ -2,9 +2,10 @@
 //! rope_thd}`, exact at every position below 2^31, for the rope types real checkpoints use,
 //! read from an HF `config.json`.
 //!
-//! - [`config`]: [`RopeConfig`], in the words of `config.json`, and how it is read;
+//! - [`config`]: [`RopeConfig`], in the words of `config.json`, and how it is read, and
+//!   [`RopeConfigs`], a model's ropes per layer (Gemma 3 and 4 have one per layer type);
 //! - [`types`]: each rope type's parameters and frequency formula ([`RopeType`]);
-//! - [`tables`]: [`Rope`], a checked config that builds the tables;
+//! - [`tables`]: [`Rope`], a checked config that builds the tables (M-RoPE's from 3-D ids too);
 //! - [`cache`]: [`RopeCache`], the tables kept per device and dtype, served as views.
 //!
 //! ```
@@ -30,6 +31,6 @@ pub mod tables;
 pub mod types;
 
 pub use cache::RopeCache;
-pub use config::{RopeConfig, DEFAULT_ROPE_THETA};
+pub use config::{RopeConfig, RopeConfigs, DEFAULT_ROPE_THETA};
 pub use tables::Rope;
-pub use types::{Dynamic, Linear, Llama3, RopeType, Yarn};
+pub use types::{Dynamic, Linear, Llama3, Longrope, LongropePolicy, Proportional, RopeType, Yarn};

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use candle_core::{DType, Device, Tensor, D};
 
 use super::config::RopeConfig;
-use super::types::{invalid, positive, Context};
+use super::types::{invalid, positive, Context, LongropePolicy};
 use crate::describe::freq::Plan;
 use crate::describe::positions::{self, Request};
 use crate::generate::{Backend, Generator};
@@ -31,6 +31,7 @@ use crate::{Error, Result, MAX_WIDTH};
 pub struct Rope {
     config: RopeConfig,
     backend: Backend,
+    longrope_policy: LongropePolicy,
     /// The generator of every sequence up to `fixed_up_to` positions.
     fixed: Arc<Generator>,
     fixed_up_to: Option<usize>,
@@ -58,17 +59,46 @@ impl Rope {
                 dim as f64,
             ));
         }
-        let ctx = context(&config, 0);
+        if let Some(section) = &config.mrope_section {
+            let sum: usize = section.iter().sum();
+            if section.len() != 3 || sum != dim / 2 {
+                return Err(Error::Config {
+                    field: "mrope_section".into(),
+                    message: format!(
+                        "{section:?} must be three counts (t, h, w) adding up to the {} \
+                         frequencies of a rotary dim of {dim}",
+                        dim / 2
+                    ),
+                });
+            }
+        }
+        Self::checked(config, Backend::Auto, LongropePolicy::default())
+    }
+
+    fn checked(config: RopeConfig, backend: Backend, policy: LongropePolicy) -> Result<Self> {
+        let ctx = context(&config, policy, 0);
         let formula = config.rope_type.formula();
         formula.check(&ctx)?;
         let fixed_up_to = formula.fixed_up_to(&ctx);
-        let fixed = Arc::new(generator(&config, Backend::Auto, 0)?);
+        let fixed = Arc::new(generator(&config, policy, backend, 0)?);
         Ok(Self {
             config,
-            backend: Backend::Auto,
+            backend,
+            longrope_policy: policy,
             fixed,
             fixed_up_to,
         })
+    }
+
+    /// The same rope with another rule for when longrope uses its long factors (see
+    /// [`LongropePolicy`]; transformers' by default). Only longrope reads it.
+    pub fn with_longrope_policy(self, policy: LongropePolicy) -> Result<Self> {
+        Self::checked(self.config, self.backend, policy)
+    }
+
+    /// The rule for when longrope uses its long factors.
+    pub fn longrope_policy(&self) -> LongropePolicy {
+        self.longrope_policy
     }
 
     /// The same rope built by another generator.
@@ -100,7 +130,8 @@ impl Rope {
         self.fixed_up_to
     }
 
-    /// The attention factor the tables include (YaRN's, as HF's tables do); 1 for most types.
+    /// The attention factor the tables include (YaRN's and longrope's, as HF's tables do); 1
+    /// for most types.
     pub fn attention_scaling(&self) -> f64 {
         self.fixed.plan().amplitude()
     }
@@ -108,7 +139,7 @@ impl Rope {
     /// The angular frequencies `w_i` for a sequence of `seq_len` positions, rounded to f64 (the
     /// tables use them to double-double precision).
     pub fn inv_freq(&self, seq_len: usize) -> Vec<f64> {
-        let ctx = context(&self.config, seq_len);
+        let ctx = context(&self.config, self.longrope_policy, seq_len);
         let w = self.config.rope_type.formula().frequencies(&ctx);
         w.into_iter().map(|w| w.to_f64()).collect()
     }
@@ -132,7 +163,96 @@ impl Rope {
         self.build(positions::ids(ids)?, dtype, ids.device())
     }
 
+    /// `(cos, sin)` for integer position ids of any shape with the frequencies of a sequence of
+    /// `seq_len` positions, whatever the ids: what a stateful caller needs when the frequencies
+    /// in use are those of an earlier, longer sequence (transformers' dynamic NTK keeps the
+    /// longest length seen, see [`Dynamic::next_cached_len`](super::Dynamic::next_cached_len)).
+    pub fn tables_for_ids_with_len(
+        &self,
+        ids: &Tensor,
+        seq_len: usize,
+        dtype: DType,
+    ) -> Result<(Tensor, Tensor)> {
+        self.build_for(positions::ids(ids)?, seq_len, dtype, ids.device())
+    }
+
+    /// M-RoPE's `(cos, sin)` (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) for position ids shaped
+    /// `(3, seq)` or `(3, batch, seq)` (rows: temporal, height, width), each shaped as the ids
+    /// without their first dim, plus `[rotary_dim / 2]`. Frequency slot `k` takes its angle from
+    /// the row `mrope_section` gives it: in contiguous blocks (`k` in the `s`-th section takes
+    /// row `s`), or interleaved (`mrope_interleaved`: row 1 if `k % 3 == 1` and
+    /// `k < 3 * section[1]`, row 2 if `k % 3 == 2` and `k < 3 * section[2]`, row 0 otherwise).
+    /// Each value is the one [`tables_for_ids`](Self::tables_for_ids) gives its row's
+    /// position, so three equal rows give the 1-D tables bit for bit.
+    ///
+    /// ```
+    /// use candle_core::{DType, Device, Tensor};
+    /// use pe_core::rope::{Rope, RopeConfig};
+    ///
+    /// let config = RopeConfig {
+    ///     mrope_section: Some(vec![16, 24, 24]),
+    ///     ..RopeConfig::new(128, 1e6)
+    /// };
+    /// let rope = Rope::new(config)?;
+    /// let ids = Tensor::new(&[[0i64, 1, 2], [0, 5, 5], [0, 7, 8]], &Device::Cpu)?;
+    /// let (cos, sin) = rope.tables_mrope(&ids, DType::F32)?;
+    /// assert_eq!(cos.dims(), &[3, 64]);
+    /// # Ok::<(), pe_core::Error>(())
+    /// ```
+    pub fn tables_mrope(&self, ids: &Tensor, dtype: DType) -> Result<(Tensor, Tensor)> {
+        let section = self
+            .config
+            .mrope_section
+            .as_ref()
+            .ok_or(Error::MissingParameter {
+                name: "mrope_section",
+                needed_by: "M-RoPE tables from (3, ...) position ids",
+            })?;
+        let dims = ids.dims();
+        if !(dims.len() == 2 || dims.len() == 3) || dims[0] != 3 {
+            return Err(Error::Config {
+                field: "position_ids".into(),
+                message: format!(
+                    "M-RoPE position ids must be shaped (3, seq) or (3, batch, seq), got {dims:?}"
+                ),
+            });
+        }
+        let h = self.half_dim();
+        // The frequencies are those of the whole call: one sequence reaching the largest id.
+        let end = positions::ids(ids)?.end;
+        let mut cos = Vec::with_capacity(3);
+        let mut sin = Vec::with_capacity(3);
+        for axis in 0..3 {
+            let request = positions::ids(&ids.get(axis)?)?;
+            let (c, s) = self.build_for(request, end, dtype, ids.device())?;
+            cos.push(c);
+            sin.push(s);
+        }
+        let columns: Vec<u32> = (0..h)
+            .map(|k| (mrope_axis(section, self.config.mrope_interleaved, k) * h + k) as u32)
+            .collect();
+        let columns = Tensor::new(columns.as_slice(), ids.device())?;
+        let gather = |parts: Vec<Tensor>| -> Result<Tensor> {
+            let all = Tensor::cat(&parts, D::Minus1)?;
+            let last = all.rank() - 1;
+            Ok(all.index_select(&columns, last)?.contiguous()?)
+        };
+        Ok((gather(cos)?, gather(sin)?))
+    }
+
     fn build(&self, request: Request, dtype: DType, device: &Device) -> Result<(Tensor, Tensor)> {
+        let end = request.end;
+        self.build_for(request, end, dtype, device)
+    }
+
+    /// The tables of `request` with the frequencies of a sequence of `end` positions.
+    fn build_for(
+        &self,
+        request: Request,
+        end: usize,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<(Tensor, Tensor)> {
         let h = self.half_dim();
         if request.n_rows() == 0 {
             // Fresh empty tables: a narrowed view of an empty one would point past its storage.
@@ -143,8 +263,8 @@ impl Rope {
             return Ok((empty.clone(), empty));
         }
         let table = match self.fixed_up_to {
-            Some(limit) if request.end > limit => {
-                generator(&self.config, self.backend, request.end)?
+            Some(limit) if end > limit => {
+                generator(&self.config, self.longrope_policy, self.backend, end)?
                     .table(&request, dtype, device)?
             }
             _ => self.fixed.table(&request, dtype, device)?,
@@ -155,18 +275,45 @@ impl Rope {
     }
 }
 
-fn context(config: &RopeConfig, seq_len: usize) -> Context {
+/// The row of M-RoPE's position ids that frequency slot `k` takes its angle from.
+fn mrope_axis(section: &[usize], interleaved: bool, k: usize) -> usize {
+    if interleaved {
+        match k % 3 {
+            1 if k < 3 * section[1] => 1,
+            2 if k < 3 * section[2] => 2,
+            _ => 0,
+        }
+    } else {
+        let mut start = 0;
+        for (s, &n) in section.iter().enumerate() {
+            if k < start + n {
+                return s % 3;
+            }
+            start += n;
+        }
+        0
+    }
+}
+
+fn context(config: &RopeConfig, longrope_policy: LongropePolicy, seq_len: usize) -> Context {
     Context {
         rope_theta: config.rope_theta,
         rotary_dim: config.rotary_dim(),
         max_position_embeddings: config.max_position_embeddings,
         seq_len,
+        partial_rotary_factor: config.partial_rotary_factor,
+        longrope_policy,
     }
 }
 
 /// The generator of `config`'s tables for a sequence of `seq_len` positions.
-fn generator(config: &RopeConfig, backend: Backend, seq_len: usize) -> Result<Generator> {
-    let ctx = context(config, seq_len);
+fn generator(
+    config: &RopeConfig,
+    policy: LongropePolicy,
+    backend: Backend,
+    seq_len: usize,
+) -> Result<Generator> {
+    let ctx = context(config, policy, seq_len);
     let formula = config.rope_type.formula();
     let plan = Plan::from_frequencies(&formula.frequencies(&ctx), formula.attention_factor(&ctx))?;
     Ok(Generator::new(plan, backend))

@@ -35,8 +35,12 @@ pub(crate) struct Context {
     pub rotary_dim: usize,
     /// The model's `max_position_embeddings`, if the config gives it.
     pub max_position_embeddings: Option<usize>,
-    /// The length of the sequence the tables serve (only dynamic NTK reads it).
+    /// The length of the sequence the tables serve (dynamic NTK and longrope read it).
     pub seq_len: usize,
+    /// `partial_rotary_factor` (proportional reads it; the others see it in `rotary_dim`).
+    pub partial_rotary_factor: f64,
+    /// When longrope uses its long factors.
+    pub longrope_policy: LongropePolicy,
 }
 
 impl Context {
@@ -95,6 +99,12 @@ pub enum RopeType {
     /// YaRN: interpolation and extrapolation blended by a ramp over the dimensions, and an
     /// attention factor on the tables.
     Yarn(Yarn),
+    /// LongRoPE (Phi-3, Phi-4-mini): each frequency divided by its own factor, short or long,
+    /// and an attention factor on the tables.
+    Longrope(Longrope),
+    /// Gemma 4's full-attention layers: the first `partial_rotary_factor * head_dim / 2`
+    /// frequencies of the whole head, the others zero (those channels are not rotated).
+    Proportional(Proportional),
 }
 
 impl RopeType {
@@ -106,6 +116,8 @@ impl RopeType {
             RopeType::Dynamic(_) => "dynamic",
             RopeType::Llama3(_) => "llama3",
             RopeType::Yarn(_) => "yarn",
+            RopeType::Longrope(_) => "longrope",
+            RopeType::Proportional(_) => "proportional",
         }
     }
 
@@ -116,6 +128,8 @@ impl RopeType {
             RopeType::Dynamic(t) => t,
             RopeType::Llama3(t) => t,
             RopeType::Yarn(t) => t,
+            RopeType::Longrope(t) => t,
+            RopeType::Proportional(t) => t,
         }
     }
 }
@@ -161,6 +175,38 @@ pub struct Dynamic {
     /// The scaling factor.
     #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
     pub factor: f64,
+}
+
+impl Dynamic {
+    /// transformers' rule for the length whose frequencies a dynamic-NTK module uses after a
+    /// call with `seq_len = max(position_ids) + 1`, when it used those of `cached` before
+    /// (starting at `max_position_embeddings`): it grows to `seq_len` when `seq_len > cached`,
+    /// resets to `max_position_embeddings` when `seq_len < max_position_embeddings` after
+    /// having grown, and stays otherwise (a shorter sequence past `max_position_embeddings`
+    /// keeps the frequencies of the longest one seen). pe-core's tables are a pure function of
+    /// the length: pass this length to
+    /// [`Rope::tables_for_ids_with_len`](super::Rope::tables_for_ids_with_len) to match
+    /// transformers call for call.
+    ///
+    /// ```
+    /// use pe_core::rope::Dynamic;
+    ///
+    /// let mut cached = 4096;
+    /// let calls = [(100, 4096), (6000, 6000), (9000, 9000), (5000, 9000), (100, 4096)];
+    /// for (seq_len, expected) in calls {
+    ///     cached = Dynamic::next_cached_len(4096, cached, seq_len);
+    ///     assert_eq!(cached, expected);
+    /// }
+    /// ```
+    pub fn next_cached_len(max_position_embeddings: usize, cached: usize, seq_len: usize) -> usize {
+        if seq_len > cached {
+            seq_len
+        } else if seq_len < max_position_embeddings && cached > max_position_embeddings {
+            max_position_embeddings
+        } else {
+            cached
+        }
+    }
 }
 
 impl Formula for Dynamic {
@@ -291,6 +337,18 @@ pub struct Yarn {
     #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
     #[serde(default)]
     pub mscale_all_dim: Option<f64>,
+    /// Whether the ramp's ends are rounded to whole dimensions (down and up). Default true;
+    /// gpt-oss sets false.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, default_value_t = true, action = clap::ArgAction::Set)
+    )]
+    #[serde(default = "default_truncate")]
+    pub truncate: bool,
+}
+
+fn default_truncate() -> bool {
+    true
 }
 
 fn default_beta_fast() -> f64 {
@@ -313,6 +371,7 @@ impl Yarn {
             attention_factor: None,
             mscale: None,
             mscale_all_dim: None,
+            truncate: true,
         }
     }
 
@@ -355,8 +414,16 @@ impl Formula for Yarn {
         // HF computes it: the ramp's ends are rounded to whole dimensions anyway).
         let correction_dim =
             |rotations: f64| dim * (original / (rotations * 2.0 * PI)).ln() / (2.0 * base.ln());
-        let low = correction_dim(self.beta_fast).floor().max(0.0);
-        let high = correction_dim(self.beta_slow).ceil().min(dim - 1.0);
+        let (low, high) = (
+            correction_dim(self.beta_fast),
+            correction_dim(self.beta_slow),
+        );
+        let (low, high) = if self.truncate {
+            (low.floor(), high.ceil())
+        } else {
+            (low, high)
+        };
+        let (low, high) = (low.max(0.0), high.min(dim - 1.0));
         let high = if low == high { high + 0.001 } else { high };
         ctx.default_frequencies(Dd::new(base))
             .into_iter()
@@ -389,6 +456,237 @@ impl Formula for Yarn {
             (None, Some(ms), Some(all)) => m(self.factor, ms) / m(self.factor, all),
             _ => m(self.factor, 1.0),
         }
+    }
+}
+
+/// When [`RopeType::Longrope`] switches from its short factors to its long ones: a
+/// [`Rope`](super::Rope) option, set with
+/// [`Rope::with_longrope_policy`](super::Rope::with_longrope_policy).
+///
+/// ```
+/// use pe_core::rope::LongropePolicy;
+///
+/// assert_eq!(LongropePolicy::default(), LongropePolicy::Transformers);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum LongropePolicy {
+    /// transformers' rule, per call: the long factors when the sequence the tables serve is
+    /// longer than `original_max_position_embeddings` (in transformers, when
+    /// `max(position_ids) + 1 > original_max_position_embeddings`), the short ones otherwise,
+    /// for every position of the call. The default: this crate matches transformers' outputs.
+    #[default]
+    Transformers,
+    /// vLLM's rule, per deployment: the long factors for every sequence whenever
+    /// `max_position_embeddings > original_max_position_embeddings` (vLLM compares its
+    /// `max_model_len`; set `max_position_embeddings` to it), so that a sequence crossing the
+    /// original length never invalidates its cached keys.
+    Vllm,
+}
+
+/// LongRoPE (HF `longrope`; legacy Phi-3 `su`, and `yarn` with factor lists):
+/// `w_i = rope_theta^(-2i/rotary_dim) / ext_i`, `ext` the short or the long factors (see
+/// [`LongropePolicy`]), and cos and sin scaled by `sqrt(1 + ln f / ln L0)` (`f = factor`, or
+/// `max_position_embeddings / L0` when absent; `L0 = original_max_position_embeddings`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct Longrope {
+    /// One divisor per frequency for sequences up to the original length.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_delimiter = ',', required = true, num_args = 1..)
+    )]
+    pub short_factor: Vec<f64>,
+    /// One divisor per frequency for longer sequences.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_delimiter = ',', required = true, num_args = 1..)
+    )]
+    pub long_factor: Vec<f64>,
+    /// The context extension factor of the attention factor; `max_position_embeddings /
+    /// original_max_position_embeddings` when absent.
+    #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
+    #[serde(default)]
+    pub factor: Option<f64>,
+    /// The context length the model was trained on; `max_position_embeddings` when absent.
+    #[cfg_attr(feature = "clap", arg(long, allow_negative_numbers = true))]
+    #[serde(default)]
+    pub original_max_position_embeddings: Option<usize>,
+    /// The factor on cos and sin; when absent, `sqrt(1 + ln factor / ln original)` (1 when
+    /// `factor <= 1`).
+    #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
+    #[serde(default)]
+    pub attention_factor: Option<f64>,
+}
+
+impl Longrope {
+    fn original(&self, ctx: &Context) -> Result<usize> {
+        match self.original_max_position_embeddings {
+            Some(n) => at_least_one("original_max_position_embeddings", n).map(|_| n),
+            None => ctx.max_position_embeddings(
+                "rope_type longrope without original_max_position_embeddings uses it",
+            ),
+        }
+    }
+
+    fn factor(&self, ctx: &Context) -> Result<f64> {
+        match self.factor {
+            Some(f) => Ok(f),
+            None => {
+                let max = ctx.max_position_embeddings(
+                    "rope_type longrope without factor takes max_position_embeddings / \
+                     original_max_position_embeddings",
+                )?;
+                Ok(max as f64 / self.original(ctx)? as f64)
+            }
+        }
+    }
+
+    /// Whether the long factors apply to a sequence of `ctx.seq_len` positions.
+    fn long(&self, ctx: &Context) -> bool {
+        let original = self.original(ctx).unwrap_or(usize::MAX);
+        match ctx.longrope_policy {
+            LongropePolicy::Transformers => ctx.seq_len > original,
+            LongropePolicy::Vllm => ctx.max_position_embeddings.unwrap_or(0) > original,
+        }
+    }
+}
+
+impl Formula for Longrope {
+    fn check(&self, ctx: &Context) -> Result<()> {
+        self.original(ctx)?;
+        positive("factor", self.factor(ctx)?)?;
+        if let Some(a) = self.attention_factor {
+            positive("attention_factor", a)?;
+        }
+        if ctx.longrope_policy == LongropePolicy::Vllm {
+            ctx.max_position_embeddings(
+                "the vllm longrope policy compares it with original_max_position_embeddings",
+            )?;
+        }
+        let n = ctx.rotary_dim / 2;
+        for (name, list) in [
+            ("short_factor", &self.short_factor),
+            ("long_factor", &self.long_factor),
+        ] {
+            if list.len() != n {
+                return Err(Error::Config {
+                    field: name.into(),
+                    message: format!(
+                        "has {} numbers; a rotary dim of {} needs one per frequency, {n}",
+                        list.len(),
+                        ctx.rotary_dim
+                    ),
+                });
+            }
+            if let Some((i, v)) = list
+                .iter()
+                .enumerate()
+                .find(|(_, v)| !(v.is_finite() && **v > 0.0))
+            {
+                return Err(Error::Config {
+                    field: format!("{name}[{i}]"),
+                    message: format!("must be finite and > 0, got {v}"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn frequencies(&self, ctx: &Context) -> Vec<Dd> {
+        let ext = if self.long(ctx) {
+            &self.long_factor
+        } else {
+            &self.short_factor
+        };
+        ctx.default_frequencies(Dd::new(ctx.rope_theta))
+            .into_iter()
+            .zip(ext)
+            .map(|(w, &e)| w / e)
+            .collect()
+    }
+
+    fn attention_factor(&self, ctx: &Context) -> f64 {
+        if let Some(a) = self.attention_factor {
+            return a;
+        }
+        let (Ok(f), Ok(original)) = (self.factor(ctx), self.original(ctx)) else {
+            return 1.0;
+        };
+        if f <= 1.0 {
+            1.0
+        } else {
+            (1.0 + f.ln() / (original as f64).ln()).sqrt()
+        }
+    }
+
+    fn fixed_up_to(&self, ctx: &Context) -> Option<usize> {
+        match ctx.longrope_policy {
+            LongropePolicy::Transformers => self.original(ctx).ok(),
+            LongropePolicy::Vllm => None,
+        }
+    }
+}
+
+/// Gemma 4's rope for full-attention layers (HF `proportional`): for the
+/// `rope_angles = floor(partial_rotary_factor * head_dim / 2)` first pairs,
+/// `w_i = rope_theta^(-2i/head_dim) / factor` (the exponents of the whole head), and `w_i = 0`
+/// for the others.
+///
+/// The tables are `head_dim / 2` wide, as transformers' are: the pairs past `rope_angles` have
+/// cos 1 and sin 0, so `candle_nn::rotary_emb::rope` on the whole head rotates exactly the
+/// channels transformers rotates (`0..rope_angles` and `head_dim/2 .. head_dim/2 + rope_angles`)
+/// and passes the others through unchanged.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct Proportional {
+    /// Every non-zero frequency is divided by this. Default 1.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, allow_hyphen_values = true, default_value_t = 1.0)
+    )]
+    #[serde(default = "default_factor")]
+    pub factor: f64,
+}
+
+fn default_factor() -> f64 {
+    1.0
+}
+
+impl Proportional {
+    /// The number of rotated pairs of a head of `head_dim` (`ctx.rotary_dim` is the head here).
+    fn rope_angles(ctx: &Context) -> usize {
+        (ctx.partial_rotary_factor * ctx.rotary_dim as f64 / 2.0).floor() as usize
+    }
+}
+
+impl Formula for Proportional {
+    fn check(&self, ctx: &Context) -> Result<()> {
+        positive("factor", self.factor)?;
+        if Self::rope_angles(ctx) == 0 {
+            return Err(invalid(
+                "partial_rotary_factor",
+                "large enough that partial_rotary_factor * head_dim / 2 >= 1",
+                ctx.partial_rotary_factor,
+            ));
+        }
+        Ok(())
+    }
+
+    fn frequencies(&self, ctx: &Context) -> Vec<Dd> {
+        let angles = Self::rope_angles(ctx);
+        ctx.default_frequencies(Dd::new(ctx.rope_theta))
+            .into_iter()
+            .enumerate()
+            .map(|(i, w)| {
+                if i < angles {
+                    w / self.factor
+                } else {
+                    Dd::ZERO
+                }
+            })
+            .collect()
     }
 }
 
