@@ -29,9 +29,12 @@
 //! # Ok::<(), candle_core::Error>(())
 //! ```
 
+use std::sync::{Arc, Mutex};
+
 use candle_core::{bail, DType, Result, Tensor, D};
 use candle_nn::rotary_emb::{rope, rope_i};
-use pe_core::{Backend, Rope, RopeCache, RopeConfig, MAX_POSITION};
+use pe_core::rope::Dynamic;
+use pe_core::{Backend, Rope, RopeCache, RopeConfig, RopeType, MAX_POSITION};
 
 /// Rotary position embedding for queries and keys.
 ///
@@ -42,6 +45,9 @@ use pe_core::{Backend, Rope, RopeCache, RopeConfig, MAX_POSITION};
 pub struct RotaryEmbedding {
     cache: RopeCache,
     interleaved: bool,
+    /// Dynamic NTK only: the longest sequence whose frequencies are in use, shared by clones
+    /// (transformers' `max_seq_len_cached`).
+    dynamic: Option<Arc<Mutex<usize>>>,
 }
 
 /// The layout of q and k, read from their rank.
@@ -75,11 +81,40 @@ enum Path {
 impl RotaryEmbedding {
     /// The rotary embedding of `config`, rotating the two halves of each head (HF Llama's
     /// `rotate_half`, candle's `rope`).
+    ///
+    /// With dynamic NTK the embedding keeps transformers' state: the frequencies are those of
+    /// the longest sequence seen (`max(position) + 1`), grown when a longer one comes, and reset
+    /// to the original ones when a sequence shorter than `max_position_embeddings` comes. Clones
+    /// share that state, as every layer shares transformers' rotary module.
     pub fn new(config: RopeConfig) -> Result<Self> {
+        let dynamic = match (&config.rope_type, config.max_position_embeddings) {
+            (RopeType::Dynamic(_), Some(max)) => Some(Arc::new(Mutex::new(max))),
+            _ => None,
+        };
         Ok(Self {
             cache: RopeCache::new(Rope::new(config)?),
             interleaved: false,
+            dynamic,
         })
+    }
+
+    /// Dynamic NTK only: the sequence length whose frequencies are in use (transformers'
+    /// `max_seq_len_cached`); `None` for the other rope types.
+    pub fn dynamic_len(&self) -> Option<usize> {
+        self.dynamic
+            .as_ref()
+            .map(|state| *state.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// For dynamic NTK, updates the state with a call reaching `seq_len` positions and returns
+    /// the length whose frequencies this call uses when it is past the original context (the
+    /// cached tables serve the rest).
+    fn dynamic_update(&self, seq_len: usize) -> Option<usize> {
+        let state = self.dynamic.as_ref()?;
+        let max = self.rope().config().max_position_embeddings?;
+        let mut cached = state.lock().unwrap_or_else(|e| e.into_inner());
+        *cached = Dynamic::next_cached_len(max, *cached, seq_len);
+        (*cached > max).then_some(*cached)
     }
 
     /// The same embedding rotating adjacent pairs `(2i, 2i + 1)` instead (GPT-J, DeepSeek's
@@ -97,8 +132,10 @@ impl RotaryEmbedding {
     /// The same embedding with tables built by `backend` (a new, unshared cache).
     pub fn with_backend(self, backend: Backend) -> Self {
         let rope = self.cache.rope().clone().with_backend(backend);
+        let dynamic = self.dynamic_len().map(|len| Arc::new(Mutex::new(len)));
         Self {
             cache: RopeCache::new(rope),
+            dynamic,
             ..self
         }
     }
@@ -124,9 +161,14 @@ impl RotaryEmbedding {
                 "offset + len = {offset} + {seq} is past the supported positions 0 ..= 2147483647 (2^31 - 1)"
             )
         }
-        let (cos, sin) = self
-            .cache
-            .tables(offset, seq, table_dtype(q.dtype()), q.device())?;
+        let dtype = table_dtype(q.dtype());
+        let (cos, sin) = match self.dynamic_update(offset + seq) {
+            Some(len) if seq > 0 => {
+                let ids = Tensor::arange(offset as i64, (offset + seq) as i64, q.device())?;
+                self.rope().tables_for_ids_with_len(&ids, len, dtype)?
+            }
+            _ => self.cache.tables(offset, seq, dtype, q.device())?,
+        };
         self.rotate_both(q, k, layout, &cos, &sin, Path::Fused)
     }
 
@@ -198,15 +240,30 @@ impl RotaryEmbedding {
                 "positions must be an integer tensor (u8, u32, i16, i32 or i64), got dtype {dtype:?}"
             ),
         }
-        let (cos, sin) = self
-            .cache
-            .tables_for_ids(positions, table_dtype(q.dtype()))
-            .map_err(|err| match err {
-                pe_core::Error::PositionOutOfRange { value, .. } => candle_core::Error::Msg(
-                    format!("positions: {value} is outside the supported positions 0 ..= 2147483647 (2^31 - 1)"),
-                ),
-                err => err.into(),
-            })?;
+        let dtype = table_dtype(q.dtype());
+        let reach = match positions.elem_count() {
+            0 => 0,
+            _ => {
+                positions
+                    .to_dtype(DType::I64)?
+                    .max_all()?
+                    .to_scalar::<i64>()?
+                    .max(-1)
+                    + 1
+            }
+        };
+        // An id past 2^31 is refused below, before it can grow the state.
+        let within = reach as u64 <= MAX_POSITION;
+        let tables = match self.dynamic_update(reach as usize).filter(|_| within) {
+            Some(len) => self.rope().tables_for_ids_with_len(positions, len, dtype),
+            None => self.cache.tables_for_ids(positions, dtype),
+        };
+        let (cos, sin) = tables.map_err(|err| match err {
+            pe_core::Error::PositionOutOfRange { value, .. } => candle_core::Error::Msg(format!(
+                "positions: {value} is outside the supported positions 0 ..= 2147483647 (2^31 - 1)"
+            )),
+            err => err.into(),
+        })?;
         Ok((cos.to_device(q.device())?, sin.to_device(q.device())?))
     }
 

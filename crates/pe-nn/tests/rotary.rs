@@ -494,3 +494,55 @@ fn strided_inputs_equal_contiguous_ones() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// Dynamic NTK keeps transformers' state: the frequencies of the longest sequence seen, reset
+/// by a sequence shorter than max_position_embeddings (the calls of the llama_dynamic fixture).
+#[test]
+fn dynamic_ntk_grows_and_resets_like_transformers() -> anyhow::Result<()> {
+    use pe_core::rope::Dynamic;
+    let dev = Device::Cpu;
+    let config = RopeConfig {
+        max_position_embeddings: Some(4096),
+        ..RopeConfig::new(64, 10_000.0).with_rope_type(RopeType::Dynamic(Dynamic { factor: 2.0 }))
+    };
+    let rotary = RotaryEmbedding::new(config)?;
+    let layer = rotary.clone(); // layers share the state
+    assert_eq!(rotary.dynamic_len(), Some(4096));
+    let q = Tensor::randn(0f32, 1.0, (2, 2, 64), &dev)?;
+    for (reach, expected) in [
+        (100, 4096),
+        (6000, 6000),
+        (9000, 9000),
+        (5000, 9000),
+        (100, 4096),
+    ] {
+        let positions = Tensor::new(&[0u32, reach - 1], &dev)?;
+        let (got, _) = layer.apply_at(&q, &q, &positions)?;
+        assert_eq!(
+            rotary.dynamic_len(),
+            Some(expected as usize),
+            "after {reach}"
+        );
+        let (cos, sin) =
+            rotary
+                .rope()
+                .tables_for_ids_with_len(&positions, expected as usize, DType::F32)?;
+        // Token t (heads, d) turned by row t: as (1, heads, 1, d) with a one-row table.
+        let want = (0..2)
+            .map(|t| {
+                let x = q.get(t)?.unsqueeze(0)?.unsqueeze(2)?.contiguous()?;
+                let (c, s) = (cos.narrow(0, t, 1)?, sin.narrow(0, t, 1)?);
+                rope_slow(&x, &c, &s)?.squeeze(2)?.squeeze(0)
+            })
+            .collect::<candle_core::Result<Vec<_>>>()?;
+        let want = Tensor::stack(&want, 0)?;
+        assert!(max_diff(&got, &want)? <= 1e-6, "reach {reach}");
+    }
+    // apply (consecutive positions) follows the same rule.
+    let q = Tensor::randn(0f32, 1.0, (1, 2, 3, 64), &dev)?;
+    rotary.apply(&q, &q, 7000)?;
+    assert_eq!(rotary.dynamic_len(), Some(7003));
+    rotary.apply(&q, &q, 0)?;
+    assert_eq!(rotary.dynamic_len(), Some(4096));
+    Ok(())
+}
