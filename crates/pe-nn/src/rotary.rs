@@ -201,6 +201,37 @@ impl RotaryEmbedding {
         self.apply_at(q, k, positions)
     }
 
+    /// `q` and `k` of `(batch, heads, seq, head_dim)` rotated by M-RoPE (Qwen2-VL, Qwen2.5-VL,
+    /// Qwen3-VL; the config's `mrope_section`) at position ids `(3, batch, seq)`, rows
+    /// temporal, height and width ([`Rope::tables_mrope`]). Text-only ids (three equal rows)
+    /// rotate as [`apply_at`](Self::apply_at) does.
+    pub fn apply_mrope(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        position_ids: &Tensor,
+    ) -> Result<(Tensor, Tensor)> {
+        let layout = self.check_pair(q, k)?;
+        let Layout::Bhsd { batch, seq } = layout else {
+            bail!(
+                "apply_mrope takes q of shape (batch, heads, seq, head_dim), got {:?}",
+                q.dims()
+            )
+        };
+        if position_ids.dims() != [3, batch, seq] {
+            bail!(
+                "position_ids must have shape (3, batch, seq) = [3, {batch}, {seq}] for q {:?}, got {:?}",
+                q.dims(),
+                position_ids.dims()
+            )
+        }
+        let (cos, sin) = self
+            .rope()
+            .tables_mrope(position_ids, table_dtype(q.dtype()))?;
+        let (cos, sin) = (cos.to_device(q.device())?, sin.to_device(q.device())?);
+        self.rotate_both(q, k, layout, &cos, &sin, Path::Fused)
+    }
+
     /// [`apply_at`](Self::apply_at) computed with plain candle ops (broadcast multiplies, no
     /// custom kernel), from the same tables and in the same dtype: the reference the fused
     /// path is held to, bit for bit on the CPU.

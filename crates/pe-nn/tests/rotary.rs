@@ -546,3 +546,41 @@ fn dynamic_ntk_grows_and_resets_like_transformers() -> anyhow::Result<()> {
     assert_eq!(rotary.dynamic_len(), Some(4096));
     Ok(())
 }
+
+/// M-RoPE: text-only ids rotate as apply_at does, and 3-D ids as the M-RoPE tables say.
+#[test]
+fn mrope_rotates_by_section() -> anyhow::Result<()> {
+    let dev = Device::Cpu;
+    let json = r#"{"hidden_size": 256, "num_attention_heads": 2, "rope_theta": 1000000.0,
+        "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}}"#;
+    let config: RopeConfig = serde_json::from_str(json)?;
+    let rotary = RotaryEmbedding::new(config)?;
+    let q = Tensor::randn(0f32, 1.0, (2, 2, 3, 128), &dev)?;
+    let k = Tensor::randn(0f32, 1.0, (2, 1, 3, 128), &dev)?;
+    let text = Tensor::new(&[[5u32, 6, 7], [0, 1, 2]], &dev)?;
+    let ids = Tensor::stack(&[&text, &text, &text], 0)?;
+    let (a, b) = rotary.apply_mrope(&q, &k, &ids)?;
+    let (c, d) = rotary.apply_at(&q, &k, &text)?;
+    assert_eq!((max_diff(&a, &c)?, max_diff(&b, &d)?), (0.0, 0.0));
+    // Image patches: the height and width rows differ.
+    let hw = Tensor::new(
+        &[
+            [[5u32, 5, 5], [0, 0, 0]],
+            [[5, 6, 6], [0, 0, 1]],
+            [[5, 5, 6], [0, 1, 1]],
+        ],
+        &dev,
+    )?;
+    let (got, _) = rotary.apply_mrope(&q, &k, &hw)?;
+    let (cos, sin) = rotary.rope().tables_mrope(&hw, DType::F32)?;
+    let want = (0..2)
+        .map(|b| rope_slow(&q.narrow(0, b, 1)?, &cos.get(b)?, &sin.get(b)?))
+        .collect::<candle_core::Result<Vec<_>>>()?;
+    assert!(max_diff(&got, &Tensor::cat(&want, 0)?)? <= 1e-6);
+    let err = rotary.apply_mrope(&q, &k, &text).unwrap_err().to_string();
+    assert!(
+        err.contains("position_ids") && err.contains("[3, 2, 3]"),
+        "{err}"
+    );
+    Ok(())
+}
