@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates the committed test fixtures from the real Python reference implementations (Hugging Face transformers
-# on PyTorch), so the Rust tests can compare against them without Python in CI.
+# and diffusers on PyTorch), so the Rust tests can compare against them without Python in CI.
 #
 #   bash scripts/make-fixtures.sh           # run every generator, scripts/fixtures/<name>.py
 #   bash scripts/make-fixtures.sh rope      # run only scripts/fixtures/rope.py (several names may be given)
@@ -17,6 +17,9 @@
 #             random checkpoints saved by transformers (Llama 3.1, Qwen2.5 YaRN, Phi-3 / Phi-4-mini longrope, Mistral
 #             sliding window, M2M100) and the logits / encoder states transformers computes with them (prefill,
 #             cached greedy decode, left-padded batch, far positions).
+#   grids ->  crates/pe-core/tests/fixtures/grids/<case>.json + <case>.safetensors: diffusers' FLUX.1 / FLUX.2 /
+#             Qwen-Image multi-axis rotary tables and 2D / 3D sin-cos grid embeddings, and transformers' BLOOM and
+#             MPT ALiBi slopes and biases (non-power-of-two head counts included).
 #
 # Nothing is downloaded except the pinned packages: configs are written in the generators, and the Hub is switched
 # off (HF_HUB_OFFLINE). Outputs are deterministic, so regenerating with unchanged pins leaves `git status` clean.
