@@ -12,7 +12,9 @@
 //! - **Front doors**: [`SinusoidalEncoding`] (tables for ranges, ids, padding-aware ids,
 //!   timesteps), [`PeCache`] (a shared growing table served as views, and
 //!   [`embed`](PeCache::embed), the fused `scale * embedding + encoding`), [`Rope`] and
-//!   [`RopeCache`] (cos and sin tables).
+//!   [`RopeCache`] (cos and sin tables), [`rope::AxesRope`] (multi-axis rotary tables, FLUX),
+//!   [`SincosGrid`] (2-D sin-cos patch grids, DiT / PixArt / MAE) and [`Alibi`] (ALiBi slopes
+//!   and biases).
 //!
 //! Every value is within 1e-6 of the exact real-number value in f32 (1e-9 in f64, within one
 //! unit in the last place in f16 and bf16) at any position below 2^31, and depends only on what
@@ -43,11 +45,14 @@
 pub mod describe;
 mod generate;
 
+pub mod alibi;
 pub mod cache;
 pub mod embed;
 pub mod encoding;
+pub mod grid;
 pub mod rope;
 
+pub use alibi::{Alibi, DEFAULT_ALIBI_BIAS_MAX};
 pub use cache::{PeCache, DEFAULT_CACHE_ROWS};
 pub use describe::error::{Error, Result};
 pub use describe::freq::{Column, MAX_ANGLE, MAX_POSITION, MAX_WIDTH};
@@ -56,4 +61,5 @@ pub use describe::spec::{Frequencies, Layout, OddWidth, PeSpec, Preset, DEFAULT_
 pub use embed::TokenPositions;
 pub use encoding::SinusoidalEncoding;
 pub use generate::Backend;
+pub use grid::{SincosGrid, DEFAULT_BASE_SIZE};
 pub use rope::{Rope, RopeCache, RopeConfig, RopeType};

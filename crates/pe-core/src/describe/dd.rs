@@ -16,7 +16,7 @@ pub(crate) struct Dd {
 }
 
 /// ln 2 to double-double precision.
-const LN2: Dd = Dd {
+pub(crate) const LN2: Dd = Dd {
     hi: std::f64::consts::LN_2,
     lo: 2.319_046_813_846_299_6e-17,
 };

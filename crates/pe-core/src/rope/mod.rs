@@ -25,11 +25,13 @@
 //! # Ok::<(), pe_core::Error>(())
 //! ```
 
+pub mod axes;
 pub mod cache;
 pub mod config;
 pub mod tables;
 pub mod types;
 
+pub use axes::AxesRope;
 pub use cache::RopeCache;
 pub use config::{RopeConfig, RopeConfigs, DEFAULT_ROPE_THETA};
 pub use tables::Rope;

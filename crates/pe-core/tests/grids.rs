@@ -1,0 +1,248 @@
+//! Multi-axis rotary tables, sin-cos grids and ALiBi against the real code (fixtures written by
+//! `scripts/fixtures/grids.py` with diffusers 0.42.1 and transformers 5.23.0), and against the
+//! exact values.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use candle_core::{DType, Device, Tensor};
+use common::{tolerance, Big};
+use pe_core::rope::AxesRope;
+use pe_core::{Alibi, SincosGrid};
+
+fn fixture(name: &str) -> anyhow::Result<(serde_json::Value, HashMap<String, Tensor>)> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/grids");
+    let json = serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}.json")))?)?;
+    let tensors =
+        candle_core::safetensors::load(dir.join(format!("{name}.safetensors")), &Device::Cpu)?;
+    Ok((json, tensors))
+}
+
+fn values(t: &Tensor) -> anyhow::Result<Vec<f64>> {
+    Ok(t.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?)
+}
+
+/// FLUX.1 and FLUX.2: diffusers' tables hold each of our values twice (columns 2k, 2k + 1),
+/// computed in f64 from the ids and rounded to f32, so they agree within f32's rounding.
+#[test]
+fn flux_pos_embed() -> anyhow::Result<()> {
+    for name in ["flux", "flux2"] {
+        let (json, t) = fixture(name)?;
+        let init = &json["calls"][0]["module_init"];
+        let axes: Vec<usize> = serde_json::from_value(init["axes_dim"].clone())?;
+        let theta = init["theta"].as_f64().unwrap();
+        let rope = AxesRope::new(&axes, theta)?;
+        let ids = &t["main.ids"];
+        for dtype in [DType::F32, DType::F64] {
+            let (cos, sin) = rope.tables(ids, dtype)?;
+            assert_eq!(cos.dims(), &[ids.dim(0)?, rope.half_dim()]);
+            for (what, ours, theirs) in [
+                ("cos", values(&cos)?, values(&t["main.freqs_cos"])?),
+                ("sin", values(&sin)?, values(&t["main.freqs_sin"])?),
+            ] {
+                let h = rope.half_dim();
+                for (i, &o) in ours.iter().enumerate() {
+                    let (r, k) = (i / h, i % h);
+                    for col in [2 * k, 2 * k + 1] {
+                        let d = theirs[r * 2 * h + col];
+                        assert!(
+                            (o - d).abs() <= 1.2e-7,
+                            "{name} {what} {dtype:?} row {r} slot {k}: {o} vs diffusers {d}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every slot of every axis against the exact values, at ids up to 2^31 - 1.
+#[test]
+fn axes_rope_is_exact_at_large_ids() -> anyhow::Result<()> {
+    let axes = [16usize, 56, 56];
+    let rope = AxesRope::new(&axes, 10_000.0)?;
+    let top = (1u32 << 31) - 1;
+    let ids = Tensor::new(&[[top, 0, 7], [123_456, top - 5, 1 << 30]], &Device::Cpu)?;
+    let mut big = Big::new();
+    for dtype in [DType::F64, DType::F32, DType::F16, DType::BF16] {
+        let (cos, sin) = rope.tables(&ids, dtype)?;
+        let (cos, sin) = (values(&cos)?, values(&sin)?);
+        let host = ids.to_vec2::<u32>()?;
+        let mut slot = 0;
+        for (a, &d) in axes.iter().enumerate() {
+            for k in 0..d / 2 {
+                let w = big.pow(
+                    &Big::num(10_000.0),
+                    &Big::ratio(2.0 * k as f64, d as f64).neg(),
+                );
+                for (r, row) in host.iter().enumerate() {
+                    let (s, c) = big.sin_cos(row[a] as f64, &w);
+                    let i = r * rope.half_dim() + slot;
+                    assert!(
+                        (cos[i] - c).abs() <= tolerance(dtype, c),
+                        "{dtype:?} axis {a} k {k}"
+                    );
+                    assert!(
+                        (sin[i] - s).abs() <= tolerance(dtype, s),
+                        "{dtype:?} axis {a} k {k}"
+                    );
+                }
+                slot += 1;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn axes_rope_refuses_bad_axes_and_ids() -> anyhow::Result<()> {
+    for axes in [&[16usize, 7][..], &[0, 8], &[]] {
+        let err = AxesRope::new(axes, 10_000.0).unwrap_err().to_string();
+        assert!(err.contains("axes_dim"), "{axes:?}: {err}");
+    }
+    let rope = AxesRope::new(&[4, 4], 10_000.0)?;
+    let ids = Tensor::zeros((5, 3), DType::U32, &Device::Cpu)?;
+    let err = rope.tables(&ids, DType::F32).unwrap_err().to_string();
+    assert!(err.contains("ids") && err.contains("[5, 3]"), "{err}");
+    let (cos, _) = rope.tables(
+        &Tensor::zeros((2, 0, 2), DType::U32, &Device::Cpu)?,
+        DType::F32,
+    )?;
+    assert_eq!(cos.dims(), &[2, 0, 4]);
+    Ok(())
+}
+
+/// diffusers' `get_2d_sincos_pos_embed`, every case. It rounds the positions to f32 before its
+/// f64 arithmetic; where that rounding is inexact (`rect_interp`) the tables differ by it.
+#[test]
+fn sincos_grids_match_diffusers() -> anyhow::Result<()> {
+    let (json, t) = fixture("sincos_2d")?;
+    for call in json["calls"].as_array().unwrap() {
+        let name = call["name"].as_str().unwrap();
+        let args = &call["args"];
+        let embed_dim = args["embed_dim"].as_u64().unwrap() as usize;
+        let (h, w) = match &args["grid_size"] {
+            serde_json::Value::Array(hw) => (hw[0].as_u64().unwrap(), hw[1].as_u64().unwrap()),
+            n => (n.as_u64().unwrap(), n.as_u64().unwrap()),
+        };
+        let mut grid = SincosGrid::new(embed_dim)?
+            .with_base_size(args["base_size"].as_f64().unwrap_or(16.0))
+            .with_interpolation_scale(args["interpolation_scale"].as_f64().unwrap_or(1.0));
+        if args["cls_token"].as_bool() == Some(true) {
+            grid = grid.with_extra_tokens(args["extra_tokens"].as_u64().unwrap_or(0) as usize);
+        }
+        let ours = grid.table(h as usize, w as usize, DType::F64, &Device::Cpu)?;
+        let theirs = &t[call["tensors"]["pos_embed"].as_str().unwrap()];
+        assert_eq!(ours.dims(), theirs.dims(), "{name}");
+        // diffusers' positions are f32: off by up to half an f32 ulp of the largest (and the
+        // frequencies are at most 1), nothing where the scale is a power of two.
+        let largest = (h.max(w) - 1) as f64 * 16f64.max(args["base_size"].as_f64().unwrap_or(16.0));
+        let tol = largest * f32::EPSILON as f64 / 2.0 + 1e-12;
+        let diff = (ours - theirs.to_dtype(DType::F64)?)?
+            .abs()?
+            .max_all()?
+            .to_scalar::<f64>()?;
+        assert!(diff <= tol, "{name}: differs from diffusers by {diff:e}");
+    }
+    for (bad, needle) in [(6usize, "embed_dim"), (0, "embed_dim")] {
+        assert!(SincosGrid::new(bad)
+            .unwrap_err()
+            .to_string()
+            .contains(needle));
+    }
+    let grid = SincosGrid::new(8)?;
+    for (h, w, needle) in [(0, 4, "grid height"), (4, 0, "grid width")] {
+        let err = grid
+            .table(h, w, DType::F32, &Device::Cpu)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(needle), "{err}");
+    }
+    let err = grid
+        .with_interpolation_scale(0.0)
+        .table(2, 2, DType::F32, &Device::Cpu)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("interpolation_scale"), "{err}");
+    Ok(())
+}
+
+/// ALiBi slopes: MPT's are the exact powers of two rounded to f32, and so are ours; BLOOM's
+/// f32 `pow` is one f32 step off for some heads. Biases: MPT's causal form exactly, BLOOM's
+/// padding-aware form within BLOOM's slope rounding.
+#[test]
+fn alibi_matches_mpt_and_bloom() -> anyhow::Result<()> {
+    let dev = Device::Cpu;
+    let (mpt, t) = fixture("alibi_mpt")?;
+    for call in mpt["calls"].as_array().unwrap() {
+        let heads = call["num_heads"].as_u64().unwrap() as usize;
+        let alibi = Alibi::new(heads)?;
+        let name = call["name"].as_str().unwrap();
+        let slopes = &t[&format!("{name}.slopes")];
+        assert_eq!(
+            alibi.slopes_tensor(DType::F32, &dev)?.to_vec1::<f32>()?,
+            slopes
+                .to_dtype(DType::F32)?
+                .flatten_all()?
+                .to_vec1::<f32>()?,
+            "{heads} heads"
+        );
+        let bias = &t[&format!("{name}.bias")];
+        let keys = bias.dim(2)?;
+        let ours = values(&alibi.causal_bias(keys, DType::F32, &dev)?)?;
+        for (o, m) in ours.iter().zip(values(bias)?) {
+            assert!(
+                (o - m).abs() <= m.abs() * f32::EPSILON as f64,
+                "{heads}: {o} vs {m}"
+            );
+        }
+    }
+    let (bloom, t) = fixture("alibi_bloom")?;
+    let mask: Vec<Vec<f64>> = serde_json::from_value(bloom["attention_mask"].clone())?;
+    for call in bloom["calls"].as_array().unwrap() {
+        let heads = call["num_heads"].as_u64().unwrap() as usize;
+        let name = call["name"].as_str().unwrap();
+        let alibi = Alibi::new(heads)?;
+        let theirs = values(&t[&format!("{name}.slopes")])?;
+        for (h, (&o, b)) in alibi.slopes().iter().zip(&theirs).enumerate() {
+            // BLOOM raises an f32-rounded base to the power k: up to k f32 steps off.
+            let k = (h + 1) as f64;
+            assert!(
+                (o - b).abs() <= o * k * f32::EPSILON as f64,
+                "{heads} heads, head {h}: {o} vs BLOOM's {b}"
+            );
+        }
+        // BLOOM: (batch * heads, 1, L) = slope * (cumsum(mask) - 1) * mask.
+        let bias = values(&t[&format!("{name}.alibi_f32")])?;
+        let len = mask[0].len();
+        for (b, row) in mask.iter().enumerate() {
+            let mut seen = 0.0;
+            for (j, &m) in row.iter().enumerate() {
+                seen += m;
+                for (h, &slope) in alibi.slopes().iter().enumerate() {
+                    let want = slope * (seen - 1.0) * m;
+                    let got = bias[(b * heads + h) * len + j];
+                    let k = (h + 2) as f64;
+                    assert!((got - want).abs() <= want.abs() * k * f32::EPSILON as f64);
+                }
+            }
+        }
+    }
+    // The symmetric encoder form, and the errors.
+    let (slopes, distance) = Alibi::new(2)?.symmetric_factors(3, 1, 4, DType::F32, &dev)?;
+    let bias = slopes.broadcast_mul(&distance)?;
+    assert_eq!(bias.dims(), &[2, 3, 4]);
+    assert_eq!(
+        bias.get(0)?.get(0)?.to_vec1::<f32>()?,
+        [-0.0625, 0.0, -0.0625, -0.125]
+    );
+    assert!(Alibi::new(0).unwrap_err().to_string().contains("heads"));
+    assert!(Alibi::with_max_bias(8, f64::NAN)
+        .unwrap_err()
+        .to_string()
+        .contains("alibi_bias_max"));
+    Ok(())
+}
