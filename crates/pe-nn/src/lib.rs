@@ -2,7 +2,9 @@
 //! `sqrt(d)` (or any) scale, and an exact sinusoidal positional encoding from pe-core, built
 //! from a `candle_nn::VarBuilder` like any candle-nn layer; and [`RotaryEmbedding`], which
 //! rotates queries and keys with exact rotary tables, in `(batch, heads, seq, head_dim)` or
-//! `(tokens, heads, head_dim)`, at consecutive or per-token positions.
+//! `(tokens, heads, head_dim)`, at consecutive or per-token positions; [`GridEmbedding`], a
+//! fixed 2-D sin-cos grid added to patch embeddings; and [`AlibiBias`], ALiBi added to
+//! attention scores.
 //!
 //! ```
 //! use candle_core::{DType, Device, Module, Tensor};
@@ -22,11 +24,15 @@
 
 #![warn(missing_docs)]
 
+pub mod alibi;
 pub mod config;
 pub mod embedding;
+pub mod grid;
 pub mod rotary;
 
+pub use alibi::AlibiBias;
 pub use config::{EmbeddingScale, PositionMode, SinusoidalEmbeddingConfig, StoredTable};
 pub use embedding::{sinusoidal_embedding, SinusoidalEmbedding};
+pub use grid::GridEmbedding;
 pub use pe_core::{Backend, Preset, RopeConfig, RopeType};
 pub use rotary::RotaryEmbedding;
