@@ -39,11 +39,10 @@ fn alibi_bias_is_slope_times_distance() -> anyhow::Result<()> {
         symmetric.flatten_all()?.to_vec1::<f32>()?,
     );
     for b in 0..2 {
-        for h in 0..heads {
+        for (h, &m) in slopes.iter().enumerate() {
             for i in 0..queries {
                 for j in 0..keys {
                     let at = ((b * heads + h) * queries + i) * keys + j;
-                    let m = slopes[h];
                     let want_c = s[at] as f64 + m * (j as f64 - (keys - 1) as f64);
                     let want_y = s[at] as f64 - m * ((i + 4) as f64 - j as f64).abs();
                     assert!((c[at] as f64 - want_c).abs() <= 1e-6, "causal {h} {i} {j}");
