@@ -21,11 +21,11 @@ fn linear(
     let vb = vb.pp(name);
     let weight = vb
         .get((out_dim, in_dim), "weight")
-        .with_context(|| format!("tensor {}.weight", vb.prefix()))?;
+        .with_context(|| format!("loading tensor {}.weight", vb.prefix()))?;
     let bias = match bias {
         true => Some(
             vb.get(out_dim, "bias")
-                .with_context(|| format!("tensor {}.bias", vb.prefix()))?,
+                .with_context(|| format!("loading tensor {}.bias", vb.prefix()))?,
         ),
         false => None,
     };
@@ -36,7 +36,7 @@ fn rms_norm(size: usize, eps: f64, vb: &VarBuilder, name: &str) -> Result<RmsNor
     let vb = vb.pp(name);
     let weight = vb
         .get(size, "weight")
-        .with_context(|| format!("tensor {}.weight", vb.prefix()))?;
+        .with_context(|| format!("loading tensor {}.weight", vb.prefix()))?;
     Ok(RmsNorm::new(weight, eps))
 }
 
@@ -227,7 +227,7 @@ impl LlamaFamily {
         let embed_weight = model
             .pp("embed_tokens")
             .get((cfg.vocab_size, cfg.hidden_size), "weight")
-            .context("tensor model.embed_tokens.weight")?;
+            .context("loading tensor model.embed_tokens.weight")?;
         let embed = Embedding::new(embed_weight.clone(), cfg.hidden_size);
         let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
         for i in 0..cfg.num_hidden_layers {
