@@ -397,7 +397,9 @@ impl RotaryEmbedding {
             return Ok(turned);
         }
         let passed = x.narrow(D::Minus1, rotary_dim, head_dim - rotary_dim)?;
-        Tensor::cat(&[&turned, &passed], D::Minus1)
+        // candle concatenates along the last axis through a transposed view: make it a plain
+        // tensor, which matmul and the attention kernels expect.
+        Tensor::cat(&[&turned, &passed], D::Minus1)?.contiguous()
     }
 
     /// candle-nn's kernels. A `(tokens, heads, d)` input is `(tokens, heads, 1, d)` with

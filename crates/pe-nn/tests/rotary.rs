@@ -248,6 +248,7 @@ fn interleaved_and_partial_match_the_f64_rotation() -> anyhow::Result<()> {
             let q = Tensor::randn(0f32, 1.0, (5, 3, d), &dev)?;
             let ids = [0u32, 1, 9, 4096, 100_000];
             let (got, _) = rotary.apply_at(&q, &q, &Tensor::new(&ids, &dev)?)?;
+            assert!(got.is_contiguous(), "a plain tensor for matmul");
             let exact = reference(&rotary, &q, &ids)?;
             let what = format!("d={d} r={r} interleaved={interleaved}");
             assert!(max_diff(&got, &exact)? <= 2e-6, "{what}");

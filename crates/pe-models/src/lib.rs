@@ -1,0 +1,41 @@
+//! Reference decoders built only from candle-nn layers and candle-pe's exact rotary
+//! embeddings ([`pe_nn::RotaryEmbedding`]), checked against transformers 5.23's outputs
+//! (`tests/transformers.rs`, the fixtures in `tests/fixtures/models`).
+//!
+//! [`LlamaFamily`] reads an HF `config.json` with `model_type` `llama`, `qwen2`, `phi3` or
+//! `mistral` ([`LlamaConfig`]) and the weights under HF's tensor names from a
+//! [`candle_nn::VarBuilder`]; its [`forward`](LlamaFamily::forward) takes `input_ids`,
+//! `position_ids` and an optional `attention_mask`, as transformers' does, and appends to a
+//! KV cache.
+//!
+//! ```
+//! use candle_core::{DType, Device, Tensor};
+//! use pe_models::LlamaFamily;
+//!
+//! let dev = Device::Cpu;
+//! let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/models/llama31");
+//! let mut model = LlamaFamily::from_dir(dir, DType::F32, &dev)?;
+//!
+//! // Prefill two left-padded prompts: positions count real tokens only (pads at 0).
+//! let ids = Tensor::new(&[[5u32, 6, 7, 8], [0, 0, 9, 10]], &dev)?;
+//! let mask = Tensor::new(&[[1u32, 1, 1, 1], [0, 0, 1, 1]], &dev)?;
+//! let pos = Tensor::new(&[[0u32, 1, 2, 3], [0, 0, 0, 1]], &dev)?;
+//! let logits = model.forward(&ids, &pos, Some(&mask))?; // (2, 4, vocab)
+//!
+//! // One greedy step with the KV cache: the mask grows by a column of ones.
+//! let next = logits.narrow(1, 3, 1)?.argmax(2)?; // (2, 1)
+//! let mask = Tensor::cat(&[&mask, &Tensor::ones((2, 1), DType::U32, &dev)?], 1)?;
+//! let pos = Tensor::new(&[[4u32], [2]], &dev)?;
+//! let step = model.forward(&next, &pos, Some(&mask))?;
+//! assert_eq!(step.dims(), &[2, 1, model.config().vocab_size]);
+//! model.clear_cache();
+//! # Ok::<(), anyhow::Error>(())
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod llama;
+
+pub use config::{LlamaConfig, ModelType};
+pub use llama::LlamaFamily;

@@ -1,0 +1,369 @@
+//! [`LlamaFamily`]: a Llama / Qwen2 / Phi-3 / Mistral decoder from candle-nn layers and
+//! [`pe_nn::RotaryEmbedding`].
+
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use candle_core::{DType, Device, Module, Tensor, D};
+use candle_nn::{Embedding, Linear, RmsNorm, VarBuilder};
+use pe_nn::RotaryEmbedding;
+
+use crate::config::{LlamaConfig, ModelType};
+
+/// A linear layer, its tensor named in errors.
+fn linear(
+    in_dim: usize,
+    out_dim: usize,
+    bias: bool,
+    vb: &VarBuilder,
+    name: &str,
+) -> Result<Linear> {
+    let vb = vb.pp(name);
+    let weight = vb
+        .get((out_dim, in_dim), "weight")
+        .with_context(|| format!("loading tensor {}.weight", vb.prefix()))?;
+    let bias = match bias {
+        true => Some(
+            vb.get(out_dim, "bias")
+                .with_context(|| format!("loading tensor {}.bias", vb.prefix()))?,
+        ),
+        false => None,
+    };
+    Ok(Linear::new(weight, bias))
+}
+
+fn rms_norm(size: usize, eps: f64, vb: &VarBuilder, name: &str) -> Result<RmsNorm> {
+    let vb = vb.pp(name);
+    let weight = vb
+        .get(size, "weight")
+        .with_context(|| format!("loading tensor {}.weight", vb.prefix()))?;
+    Ok(RmsNorm::new(weight, eps))
+}
+
+/// q, k and v: three projections, or Phi-3's fused `qkv_proj` (q | k | v rows).
+#[derive(Clone, Debug)]
+enum Qkv {
+    Separate { q: Linear, k: Linear, v: Linear },
+    Fused(Linear),
+}
+
+#[derive(Clone, Debug)]
+struct Attention {
+    qkv: Qkv,
+    o: Linear,
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    rotary: RotaryEmbedding,
+    /// Keys (rotated) and values of the tokens seen, `(batch, kv_heads, len, head_dim)`.
+    cache: Option<(Tensor, Tensor)>,
+}
+
+impl Attention {
+    fn new(cfg: &LlamaConfig, rotary: RotaryEmbedding, vb: &VarBuilder) -> Result<Self> {
+        let (h, kvh, d) = (
+            cfg.num_attention_heads,
+            cfg.num_key_value_heads,
+            cfg.head_dim,
+        );
+        let hidden = cfg.hidden_size;
+        let qkv = match cfg.model_type {
+            ModelType::Phi3 => {
+                Qkv::Fused(linear(hidden, (h + 2 * kvh) * d, false, vb, "qkv_proj")?)
+            }
+            _ => Qkv::Separate {
+                q: linear(hidden, h * d, cfg.qkv_bias, vb, "q_proj")?,
+                k: linear(hidden, kvh * d, cfg.qkv_bias, vb, "k_proj")?,
+                v: linear(hidden, kvh * d, cfg.qkv_bias, vb, "v_proj")?,
+            },
+        };
+        Ok(Self {
+            qkv,
+            o: linear(h * d, hidden, cfg.o_bias, vb, "o_proj")?,
+            heads: h,
+            kv_heads: kvh,
+            head_dim: d,
+            rotary,
+            cache: None,
+        })
+    }
+
+    /// `x` `(batch, seq, hidden)`, `positions` `(batch, seq)`, `mask` `(batch, 1, seq, total)`
+    /// (true where a query may see a key).
+    fn forward(&mut self, x: &Tensor, positions: &Tensor, mask: &Tensor) -> Result<Tensor> {
+        let (b, s, _) = x.dims3()?;
+        let (h, kvh, d) = (self.heads, self.kv_heads, self.head_dim);
+        let (q, k, v) = match &self.qkv {
+            Qkv::Separate { q, k, v } => (q.forward(x)?, k.forward(x)?, v.forward(x)?),
+            Qkv::Fused(qkv) => {
+                let qkv = qkv.forward(x)?;
+                (
+                    qkv.narrow(D::Minus1, 0, h * d)?,
+                    qkv.narrow(D::Minus1, h * d, kvh * d)?,
+                    qkv.narrow(D::Minus1, (h + kvh) * d, kvh * d)?,
+                )
+            }
+        };
+        let split = |t: Tensor, heads: usize| -> Result<Tensor> {
+            Ok(t.reshape((b, s, heads, d))?.transpose(1, 2)?.contiguous()?)
+        };
+        let (q, k, v) = (split(q, h)?, split(k, kvh)?, split(v, kvh)?);
+        let (q, k) = self.rotary.apply_at(&q, &k, positions)?;
+        // Partial rotary returns a concatenated view: matmul wants contiguous rows.
+        let (q, k) = (q.contiguous()?, k.contiguous()?);
+        let (k, v) = match &self.cache {
+            Some((pk, pv)) => (Tensor::cat(&[pk, &k], 2)?, Tensor::cat(&[pv, &v], 2)?),
+            None => (k, v),
+        };
+        self.cache = Some((k.clone(), v.clone()));
+        let (k, v) = (repeat_kv(&k, h / kvh)?, repeat_kv(&v, h / kvh)?);
+        let scale = 1.0 / (d as f64).sqrt();
+        let scores = (q.matmul(&k.t()?.contiguous()?)? * scale)?.to_dtype(DType::F32)?;
+        let floor = Tensor::new(f32::MIN, scores.device())?.broadcast_as(scores.shape())?;
+        let scores = mask
+            .broadcast_as(scores.shape())?
+            .where_cond(&scores, &floor)?;
+        let probs = candle_nn::ops::softmax_last_dim(&scores)?.to_dtype(v.dtype())?;
+        let out = probs.matmul(&v)?.transpose(1, 2)?.reshape((b, s, h * d))?;
+        Ok(self.o.forward(&out)?)
+    }
+}
+
+/// `(batch, kv_heads, len, d)` -> `(batch, kv_heads * n_rep, len, d)`, each kv head repeated for
+/// the query heads of its group.
+fn repeat_kv(x: &Tensor, n_rep: usize) -> Result<Tensor> {
+    if n_rep == 1 {
+        return Ok(x.clone());
+    }
+    let (b, kvh, len, d) = x.dims4()?;
+    Ok(x.unsqueeze(2)?
+        .broadcast_as((b, kvh, n_rep, len, d))?
+        .reshape((b, kvh * n_rep, len, d))?)
+}
+
+/// The SwiGLU MLP: `down(silu(gate(x)) * up(x))`; Phi-3 fuses gate and up (gate rows first).
+#[derive(Clone, Debug)]
+enum Mlp {
+    Separate {
+        gate: Linear,
+        up: Linear,
+        down: Linear,
+    },
+    Fused {
+        gate_up: Linear,
+        down: Linear,
+        inter: usize,
+    },
+}
+
+impl Mlp {
+    fn new(cfg: &LlamaConfig, vb: &VarBuilder) -> Result<Self> {
+        let (hidden, inter, bias) = (cfg.hidden_size, cfg.intermediate_size, cfg.mlp_bias);
+        Ok(match cfg.model_type {
+            ModelType::Phi3 => Mlp::Fused {
+                gate_up: linear(hidden, 2 * inter, false, vb, "gate_up_proj")?,
+                down: linear(inter, hidden, false, vb, "down_proj")?,
+                inter,
+            },
+            _ => Mlp::Separate {
+                gate: linear(hidden, inter, bias, vb, "gate_proj")?,
+                up: linear(hidden, inter, bias, vb, "up_proj")?,
+                down: linear(inter, hidden, bias, vb, "down_proj")?,
+            },
+        })
+    }
+
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(match self {
+            Mlp::Separate { gate, up, down } => {
+                down.forward(&(candle_nn::ops::silu(&gate.forward(x)?)? * up.forward(x)?)?)?
+            }
+            Mlp::Fused {
+                gate_up,
+                down,
+                inter,
+            } => {
+                let gu = gate_up.forward(x)?;
+                let gate = gu.narrow(D::Minus1, 0, *inter)?;
+                let up = gu.narrow(D::Minus1, *inter, *inter)?;
+                down.forward(&(candle_nn::ops::silu(&gate)? * up)?)?
+            }
+        })
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Layer {
+    input_norm: RmsNorm,
+    attn: Attention,
+    post_norm: RmsNorm,
+    mlp: Mlp,
+}
+
+/// A Llama-family decoder (`model_type` `llama`, `qwen2`, `phi3`, `mistral`) with a KV cache:
+/// RMSNorm, grouped-query attention with exact rotary embeddings at per-token positions
+/// ([`RotaryEmbedding::apply_at`]), a causal + padding mask (and Mistral's or Phi-3's sliding
+/// window), a SwiGLU MLP, and the output projection (`lm_head.weight`, or the token embedding
+/// when `tie_word_embeddings`).
+#[derive(Clone, Debug)]
+pub struct LlamaFamily {
+    config: LlamaConfig,
+    embed: Embedding,
+    layers: Vec<Layer>,
+    norm: RmsNorm,
+    lm_head: Linear,
+    rotary: RotaryEmbedding,
+    /// Tokens in the KV cache.
+    cached: usize,
+}
+
+impl LlamaFamily {
+    /// The decoder of `config`, its weights read from `vb` under HF's names (`model.embed_tokens`,
+    /// `model.layers.N...`, `model.norm`, `lm_head`). A missing tensor is an error naming it.
+    pub fn new(config: &LlamaConfig, vb: VarBuilder) -> Result<Self> {
+        let cfg = config;
+        let rotary = RotaryEmbedding::new(cfg.rope.clone())?;
+        let model = vb.pp("model");
+        let embed_weight = model
+            .pp("embed_tokens")
+            .get((cfg.vocab_size, cfg.hidden_size), "weight")
+            .context("loading tensor model.embed_tokens.weight")?;
+        let embed = Embedding::new(embed_weight.clone(), cfg.hidden_size);
+        let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
+        for i in 0..cfg.num_hidden_layers {
+            let vb = model.pp(format!("layers.{i}"));
+            layers.push(Layer {
+                input_norm: rms_norm(cfg.hidden_size, cfg.rms_norm_eps, &vb, "input_layernorm")?,
+                attn: Attention::new(cfg, rotary.clone(), &vb.pp("self_attn"))?,
+                post_norm: rms_norm(
+                    cfg.hidden_size,
+                    cfg.rms_norm_eps,
+                    &vb,
+                    "post_attention_layernorm",
+                )?,
+                mlp: Mlp::new(cfg, &vb.pp("mlp"))?,
+            });
+        }
+        let norm = rms_norm(cfg.hidden_size, cfg.rms_norm_eps, &model, "norm")?;
+        let lm_head = match cfg.tie_word_embeddings {
+            true => Linear::new(embed_weight, None),
+            false => linear(cfg.hidden_size, cfg.vocab_size, false, &vb, "lm_head")?,
+        };
+        Ok(Self {
+            config: cfg.clone(),
+            embed,
+            layers,
+            norm,
+            lm_head,
+            rotary,
+            cached: 0,
+        })
+    }
+
+    /// The model in `dir` (`config.json` and `model.safetensors`), with weights in `dtype`.
+    pub fn from_dir(dir: impl AsRef<Path>, dtype: DType, device: &Device) -> Result<Self> {
+        let dir = dir.as_ref();
+        let config = LlamaConfig::from_file(dir.join("config.json"))?;
+        let weights = dir.join("model.safetensors");
+        // SAFETY: the file is mapped read-only and must not change while the model lives, as
+        // for every mmaped candle checkpoint.
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], dtype, device) }
+            .with_context(|| format!("cannot read {}", weights.display()))?;
+        Self::new(&config, vb)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LlamaConfig {
+        &self.config
+    }
+
+    /// The rotary embedding every layer shares.
+    pub fn rotary(&self) -> &RotaryEmbedding {
+        &self.rotary
+    }
+
+    /// Tokens in the KV cache.
+    pub fn cached_len(&self) -> usize {
+        self.cached
+    }
+
+    /// Empties the KV cache (the next forward starts a new sequence).
+    pub fn clear_cache(&mut self) {
+        for layer in &mut self.layers {
+            layer.attn.cache = None;
+        }
+        self.cached = 0;
+    }
+
+    /// The logits `(batch, seq, vocab)` of `input_ids` `(batch, seq)` at `position_ids`
+    /// `(batch, seq)` (any integer dtype pe-nn takes: u32, i64, ...), appended to the KV cache.
+    ///
+    /// `attention_mask` `(batch, cached_len + seq)`, 1 for real tokens and 0 for padding, covers
+    /// the cached tokens and the new ones (as transformers' `attention_mask` in `generate`);
+    /// `None` is all ones. A query at cache index `i` sees keys `j <= i` whose mask is 1, and
+    /// with a sliding window `w` only those with `j > i - w`.
+    pub fn forward(
+        &mut self,
+        input_ids: &Tensor,
+        position_ids: &Tensor,
+        attention_mask: Option<&Tensor>,
+    ) -> Result<Tensor> {
+        let (b, s) = input_ids
+            .dims2()
+            .context("input_ids must be (batch, seq)")?;
+        if position_ids.dims() != [b, s] {
+            bail!(
+                "position_ids must have the shape of input_ids {:?}, got {:?}",
+                input_ids.dims(),
+                position_ids.dims()
+            )
+        }
+        let total = self.cached + s;
+        let mask = self.mask(b, s, attention_mask, input_ids.device())?;
+        let mut x = self.embed.forward(input_ids)?;
+        for layer in &mut self.layers {
+            let h = layer
+                .attn
+                .forward(&layer.input_norm.forward(&x)?, position_ids, &mask)?;
+            let x1 = (x + h)?;
+            x = (&x1 + layer.mlp.forward(&layer.post_norm.forward(&x1)?)?)?;
+        }
+        self.cached = total;
+        Ok(self.lm_head.forward(&self.norm.forward(&x)?)?)
+    }
+
+    /// The boolean mask `(batch, 1, seq, cached + seq)` as u8.
+    fn mask(
+        &self,
+        b: usize,
+        s: usize,
+        attention_mask: Option<&Tensor>,
+        device: &Device,
+    ) -> Result<Tensor> {
+        let (past, total) = (self.cached, self.cached + s);
+        let padding: Vec<Vec<u32>> = match attention_mask {
+            Some(m) => {
+                if m.dims() != [b, total] {
+                    bail!(
+                        "attention_mask must be (batch, cached + seq) = [{b}, {total}] ({past} cached tokens), got {:?}",
+                        m.dims()
+                    )
+                }
+                m.to_dtype(DType::U32)?.to_vec2()?
+            }
+            None => vec![vec![1; total]; b],
+        };
+        let window = self.config.sliding_window;
+        let mut data = Vec::with_capacity(b * s * total);
+        for row in &padding {
+            for t in 0..s {
+                let i = past + t;
+                for (j, &keep) in row.iter().enumerate() {
+                    let in_window = window.is_none_or(|w| j + w > i);
+                    data.push(u8::from(keep != 0 && j <= i && in_window));
+                }
+            }
+        }
+        Ok(Tensor::from_vec(data, (b, 1, s, total), device)?)
+    }
+}

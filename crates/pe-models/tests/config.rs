@@ -1,0 +1,177 @@
+//! The config reader's and the weight loader's errors, and a tiny random model built from a
+//! `VarMap` (cache and padding consistency, independent of the fixtures).
+
+use anyhow::Result;
+use candle_core::{DType, Device, IndexOp, Tensor};
+use candle_nn::{VarBuilder, VarMap};
+use pe_models::{LlamaConfig, LlamaFamily, ModelType};
+use serde_json::{json, Value};
+
+fn tiny(model_type: &str) -> Value {
+    json!({
+        "model_type": model_type, "vocab_size": 32, "hidden_size": 32,
+        "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+        "max_position_embeddings": 256
+    })
+}
+
+/// A model on `varmap` with random weights (a `VarMap` creates zeros: build once to create
+/// the variables, fill them, build again to read them).
+fn random_model(cfg: &LlamaConfig, varmap: &VarMap) -> Result<LlamaFamily> {
+    let dev = Device::Cpu;
+    LlamaFamily::new(cfg, VarBuilder::from_varmap(varmap, DType::F32, &dev))?;
+    for var in varmap.all_vars() {
+        var.set(&Tensor::randn(0f32, 0.5, var.shape(), &dev)?)?;
+    }
+    LlamaFamily::new(cfg, VarBuilder::from_varmap(varmap, DType::F32, &dev))
+}
+
+fn err_of(json: &Value) -> String {
+    format!(
+        "{:#}",
+        LlamaConfig::from_json(json, "cfg.json").unwrap_err()
+    )
+}
+
+#[test]
+fn unsupported_model_type_names_the_file_and_field() {
+    let msg = err_of(&tiny("gpt2"));
+    assert!(
+        msg.contains("cfg.json") && msg.contains("model_type") && msg.contains("gpt2"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn missing_fields_are_named() {
+    for field in [
+        "model_type",
+        "vocab_size",
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "rms_norm_eps",
+    ] {
+        let mut json = tiny("llama");
+        json.as_object_mut().unwrap().remove(field);
+        let msg = err_of(&json);
+        assert!(
+            msg.contains("cfg.json") && msg.contains(&format!("missing field {field}")),
+            "{field}: {msg}"
+        );
+    }
+    let mut json = tiny("llama");
+    json["num_key_value_heads"] = json!(3);
+    assert!(err_of(&json).contains("num_key_value_heads"));
+    json["num_key_value_heads"] = json!("two");
+    assert!(err_of(&json).contains("field num_key_value_heads"));
+    let mut json = tiny("llama");
+    json["hidden_act"] = json!("gelu");
+    assert!(err_of(&json).contains("hidden_act"));
+    let mut json = tiny("qwen2");
+    json["use_sliding_window"] = json!(true);
+    assert!(err_of(&json).contains("use_sliding_window"));
+}
+
+#[test]
+fn from_file_names_the_file() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("config.json");
+    let mut json = tiny("mistral");
+    json.as_object_mut().unwrap().remove("rms_norm_eps");
+    std::fs::write(&path, json.to_string())?;
+    let msg = format!("{:#}", LlamaConfig::from_file(&path).unwrap_err());
+    assert!(
+        msg.contains(&path.display().to_string()) && msg.contains("rms_norm_eps"),
+        "{msg}"
+    );
+    Ok(())
+}
+
+#[test]
+fn reads_each_family() -> Result<()> {
+    let cfg = LlamaConfig::from_json(&tiny("qwen2"), "q")?;
+    assert_eq!(cfg.model_type, ModelType::Qwen2);
+    assert!(cfg.qkv_bias && !cfg.o_bias && !cfg.tie_word_embeddings);
+    assert_eq!((cfg.head_dim, cfg.num_key_value_heads), (8, 2));
+    let mut json = tiny("mistral");
+    json["sliding_window"] = json!(4);
+    assert_eq!(LlamaConfig::from_json(&json, "m")?.sliding_window, Some(4));
+    let mut json = tiny("llama");
+    json["sliding_window"] = json!(4); // not a Llama field: ignored
+    assert_eq!(LlamaConfig::from_json(&json, "l")?.sliding_window, None);
+    Ok(())
+}
+
+#[test]
+fn a_missing_tensor_is_named() -> Result<()> {
+    let dev = Device::Cpu;
+    let cfg = LlamaConfig::from_json(&tiny("llama"), "l")?;
+    // Every tensor but one layer's k_proj, from a model built on a VarMap.
+    let varmap = VarMap::new();
+    random_model(&cfg, &varmap)?;
+    let mut tensors = std::collections::HashMap::new();
+    for (name, var) in varmap.data().lock().unwrap().iter() {
+        tensors.insert(name.clone(), var.as_tensor().clone());
+    }
+    let missing = "model.layers.1.self_attn.k_proj.weight";
+    assert!(tensors.remove(missing).is_some());
+    let vb = VarBuilder::from_tensors(tensors, DType::F32, &dev);
+    let msg = format!("{:#}", LlamaFamily::new(&cfg, vb).unwrap_err());
+    assert!(msg.contains(missing), "{msg}");
+    Ok(())
+}
+
+/// A random Mistral (window 3) with tied embeddings: the cached decode reproduces the full
+/// forward, and a left-padded row reproduces the unpadded sequence.
+#[test]
+fn cache_and_padding_agree_with_full_forwards() -> Result<()> {
+    let dev = Device::Cpu;
+    let mut json = tiny("mistral");
+    json["sliding_window"] = json!(3);
+    json["tie_word_embeddings"] = json!(true);
+    let cfg = LlamaConfig::from_json(&json, "m")?;
+    let varmap = VarMap::new();
+    let mut model = random_model(&cfg, &varmap)?;
+    let ids = Tensor::new(&[[3u32, 7, 1, 9, 4, 12, 30]], &dev)?;
+    let pos = Tensor::arange(0u32, 7, &dev)?.unsqueeze(0)?;
+    let windowed = model.forward(&ids, &pos, None)?;
+    let spread = windowed.flatten_all()?.var(0)?.to_scalar::<f32>()?;
+    assert!(spread > 1e-2, "random logits expected, variance {spread}");
+    model.clear_cache();
+    let _ = model.forward(&ids.i((.., ..4))?, &pos.i((.., ..4))?, None)?;
+    for s in 4..7 {
+        let step = model.forward(&ids.i((.., s..s + 1))?, &pos.i((.., s..s + 1))?, None)?;
+        let diff = (step - windowed.i((.., s..s + 1, ..))?)?.abs()?.max_all()?;
+        assert!(diff.to_scalar::<f32>()? < 1e-5, "step {s}: {diff}");
+    }
+    assert_eq!(model.cached_len(), 7);
+
+    // The same 7 tokens after 2 pads (positions count real tokens; the window counts cache
+    // slots, as transformers' does, so the padded row's window also spans the pads: compare
+    // the unwindowed model).
+    let mut cfg = cfg;
+    cfg.sliding_window = None;
+    let mut model = LlamaFamily::new(&cfg, VarBuilder::from_varmap(&varmap, DType::F32, &dev))?;
+    let unwindowed = model.forward(&ids, &pos, None)?;
+    let first = (unwindowed.i((.., ..3, ..))? - windowed.i((.., ..3, ..))?)?
+        .abs()?
+        .max_all()?;
+    let rest = (unwindowed.i((.., 3.., ..))? - windowed.i((.., 3.., ..))?)?
+        .abs()?
+        .max_all()?;
+    assert!(
+        first.to_scalar::<f32>()? < 1e-6 && rest.to_scalar::<f32>()? > 1e-3,
+        "{first} {rest}"
+    );
+    model.clear_cache();
+    let padded = Tensor::cat(&[&Tensor::zeros((1, 2), DType::U32, &dev)?, &ids], 1)?;
+    let ppos = Tensor::cat(&[&Tensor::zeros((1, 2), DType::U32, &dev)?, &pos], 1)?;
+    let mask = Tensor::new(&[[0u32, 0, 1, 1, 1, 1, 1, 1, 1]], &dev)?;
+    let out = model.forward(&padded, &ppos, Some(&mask))?;
+    let diff = (out.i((.., 2.., ..))? - unwindowed)?.abs()?.max_all()?;
+    assert!(diff.to_scalar::<f32>()? < 1e-5, "{diff}");
+    Ok(())
+}
