@@ -17,6 +17,7 @@
 mod atomic;
 mod canvas;
 mod device;
+mod families;
 mod options;
 mod output;
 mod plot;
@@ -53,6 +54,12 @@ enum Command {
     Plot(PlotArgs),
     /// Write rotary (RoPE) cos and sin tables, each (len, head_dim/2), to a .safetensors file.
     Rope(rope::RopeArgs),
+    /// Write multi-axis rotary (FLUX) cos and sin tables for int64 ids (n, axes) to .safetensors.
+    RopeNd(families::RopeNdArgs),
+    /// Write a 2-D sin-cos patch grid (DiT, PixArt, MAE), (H*W, D), to .npy, .safetensors or .csv.
+    Grid(families::GridArgs),
+    /// Write ALiBi slopes (H,), or with --len the (H, N) causal bias, to .npy or .safetensors.
+    Alibi(families::AlibiArgs),
 }
 
 /// The positions of a table: a range, explicit integer ids or fractional timesteps.
@@ -171,6 +178,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             plot::draw(&request)
         }
         Command::Rope(args) => rope::write(&args),
+        Command::RopeNd(args) => families::rope_nd(&args),
+        Command::Grid(args) => families::grid(&args),
+        Command::Alibi(args) => families::alibi(&args),
     }
 }
 

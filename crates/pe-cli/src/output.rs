@@ -67,7 +67,7 @@ pub fn table_bytes(
 ) -> Result<u128> {
     let data = rows as u128 * width as u128 * dtype.size_in_bytes() as u128;
     Ok(match format {
-        Format::Npy => npy_header(dtype, rows, width).len() as u128 + data,
+        Format::Npy => npy_header(dtype, &[rows, width]).len() as u128 + data,
         Format::Safetensors => safetensors_bytes(&["pe"], dtype, (rows, width), metadata)?,
         // `position`, `,c` per column and a newline; each row, the position, `,v` per value and
         // a newline.
@@ -154,7 +154,7 @@ impl TableWriter {
     ) -> Result<Self> {
         format.check_dtype(dtype, path)?;
         let header = match format {
-            Format::Npy => npy_header(dtype, rows, width),
+            Format::Npy => npy_header(dtype, &[rows, width]),
             Format::Safetensors => safetensors_header(&[("pe", dtype, &[rows, width])], metadata)?,
             Format::Csv => {
                 let mut line = String::from("position");
@@ -281,14 +281,20 @@ fn csv_rows<T: Copy, F: Copy + Display + LowerExp + Into<f64>>(
 }
 
 /// numpy format 1.0: magic, header length, a dict padded with spaces to a multiple of 64.
-fn npy_header(dtype: DType, rows: usize, width: usize) -> Vec<u8> {
+fn npy_header(dtype: DType, shape: &[usize]) -> Vec<u8> {
     let descr = match dtype {
         DType::F16 => "<f2",
         DType::F64 => "<f8",
         _ => "<f4",
     };
-    let mut dict =
-        format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': ({rows}, {width}), }}");
+    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
+    // A 1-tuple needs its comma: (n,).
+    let dims = if dims.len() == 1 {
+        format!("{},", dims[0])
+    } else {
+        dims.join(", ")
+    };
+    let mut dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': ({dims}), }}");
     // magic (6) + version (2) + length (2) + dict + '\n' is a multiple of 64.
     while (10 + dict.len() + 1) % 64 != 0 {
         dict.push(' ');
@@ -346,6 +352,18 @@ fn safetensors_header(
     let mut out = (json.len() as u64).to_le_bytes().to_vec();
     out.extend_from_slice(json.as_bytes());
     Ok(out)
+}
+
+/// Writes `tensor` (any shape, f32/f16/f64) to the `.npy` file `path`, atomically.
+pub fn write_npy(path: &Path, tensor: &Tensor) -> Result<()> {
+    Format::Npy.check_dtype(tensor.dtype(), path)?;
+    let mut file = AtomicFile::create(path)?;
+    let context = || format!("cannot write {}", path.display());
+    file.write_all(&npy_header(tensor.dtype(), tensor.dims()))
+        .with_context(context)?;
+    let flat = tensor.flatten_all()?.to_device(&Device::Cpu)?;
+    file.write_all(&le_bytes_of(&flat)?).with_context(context)?;
+    file.commit()
 }
 
 /// Writes `tensors` (named, any shape, f32/f16/bf16/f64, on any device) to the `.safetensors`

@@ -1,0 +1,224 @@
+//! `pe rope-nd`, `pe grid` and `pe alibi`: multi-axis rotary tables (FLUX), 2-D sin-cos patch
+//! grids (DiT, PixArt, MAE) and ALiBi slopes or biases (MPT, BLOOM), from pe-core, written to a
+//! file. Every failure names its flag and leaves no file.
+//!
+//! ```text
+//! pe rope-nd --axes-dim 16,56,56 --theta 10000 --ids ids.npy --out flux.safetensors
+//! pe grid --dim 1152 --grid 64,64 --base-size 32 --out pixart.npy
+//! pe alibi --heads 32 --len 2048 --out mpt.npy
+//! ```
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use candle_core::{DType, Device, Tensor};
+use clap::Args;
+use pe_core::rope::AxesRope;
+use pe_core::{Alibi, SincosGrid, DEFAULT_ALIBI_BIAS_MAX, DEFAULT_BASE_SIZE};
+
+use crate::device::DtypeArg;
+use crate::output::{self, Format, TableWriter};
+use crate::positions::{List, Positions};
+
+/// Arguments of `pe rope-nd`.
+#[derive(Debug, Args)]
+pub struct RopeNdArgs {
+    /// Rotated features of each axis, comma-separated (even, nonzero), e.g. 16,56,56 (FLUX.1).
+    #[arg(long, value_name = "D1,D2,..", allow_hyphen_values = true)]
+    pub axes_dim: List<i64>,
+    /// Base of the frequencies of every axis.
+    #[arg(
+        long,
+        value_name = "THETA",
+        allow_hyphen_values = true,
+        default_value_t = 10_000.0
+    )]
+    pub theta: f64,
+    /// Integer ids, .npy of int64 shaped (n, axes): one column per axis.
+    #[arg(long, value_name = "PATH")]
+    pub ids: PathBuf,
+    /// Element type of the tables.
+    #[arg(long, value_enum, default_value_t = DtypeArg::F32)]
+    pub dtype: DtypeArg,
+    /// Output file (.safetensors, with tensors `cos` and `sin`, each (n, sum / 2)).
+    #[arg(long, value_name = "PATH")]
+    pub out: PathBuf,
+}
+
+/// Arguments of `pe grid`.
+#[derive(Debug, Args)]
+pub struct GridArgs {
+    /// Width of each row (embed_dim), a multiple of 4.
+    #[arg(long, value_name = "D", allow_negative_numbers = true)]
+    pub dim: usize,
+    /// Patches per side: H,W (or one number for a square grid).
+    #[arg(long, value_name = "H,W", allow_hyphen_values = true)]
+    pub grid: List<i64>,
+    /// The grid size positions are scaled to (diffusers' base_size).
+    #[arg(long, value_name = "B", allow_hyphen_values = true, default_value_t = DEFAULT_BASE_SIZE)]
+    pub base_size: f64,
+    /// Positions are divided by this (diffusers' interpolation_scale).
+    #[arg(
+        long,
+        value_name = "S",
+        allow_hyphen_values = true,
+        default_value_t = 1.0
+    )]
+    pub interpolation_scale: f64,
+    /// One all-zero row first (MAE's class token).
+    #[arg(long)]
+    pub cls_token: bool,
+    /// Element type of the table.
+    #[arg(long, value_enum, default_value_t = DtypeArg::F32)]
+    pub dtype: DtypeArg,
+    /// Output file: .npy, .safetensors (one tensor named `pe`) or .csv; (H*W, D).
+    #[arg(long, value_name = "PATH")]
+    pub out: PathBuf,
+}
+
+/// Arguments of `pe alibi`.
+#[derive(Debug, Args)]
+pub struct AlibiArgs {
+    /// Number of attention heads.
+    #[arg(long, value_name = "H", allow_negative_numbers = true)]
+    pub heads: usize,
+    /// MPT's alibi_bias_max.
+    #[arg(long, value_name = "B", allow_hyphen_values = true, default_value_t = DEFAULT_ALIBI_BIAS_MAX)]
+    pub max_bias: f64,
+    /// Keys of the causal bias: writes (H, N) instead of the slopes (H,).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub len: Option<usize>,
+    /// Element type.
+    #[arg(long, value_enum, default_value_t = DtypeArg::F32)]
+    pub dtype: DtypeArg,
+    /// Output file: .npy or .safetensors (one tensor named `slopes` or `bias`).
+    #[arg(long, value_name = "PATH")]
+    pub out: PathBuf,
+}
+
+/// `pe rope-nd`.
+pub fn rope_nd(args: &RopeNdArgs) -> Result<()> {
+    if Format::from_path(&args.out)? != Format::Safetensors {
+        bail!(
+            "--out {}: pe rope-nd writes .safetensors (cos and sin)",
+            args.out.display()
+        );
+    }
+    let axes: Vec<usize> = args
+        .axes_dim
+        .0
+        .iter()
+        .map(|&d| usize::try_from(d).map_err(|_| anyhow::anyhow!("--axes-dim: {d} is negative")))
+        .collect::<Result<_>>()?;
+    let rope = AxesRope::new(&axes, args.theta).with_context(|| flag_of_axes(args))?;
+    let ids = Tensor::read_npy(&args.ids)
+        .with_context(|| format!("--ids {}: cannot read it as .npy", args.ids.display()))?;
+    if ids.dtype() != DType::I64 {
+        bail!(
+            "--ids {}: the ids must be int64, got {:?}",
+            args.ids.display(),
+            ids.dtype()
+        );
+    }
+    let (cos, sin) = rope
+        .tables(&ids, args.dtype.into())
+        .with_context(|| format!("--ids {}", args.ids.display()))?;
+    let metadata = [
+        ("axes_dim", format!("{axes:?}")),
+        ("theta", args.theta.to_string()),
+    ];
+    output::write_safetensors(&args.out, &[("cos", &cos), ("sin", &sin)], &metadata)
+}
+
+/// The flags a pe-core error about the rope's axes comes from.
+fn flag_of_axes(args: &RopeNdArgs) -> String {
+    format!("--axes-dim {:?} --theta {}", args.axes_dim.0, args.theta)
+}
+
+/// `pe grid`.
+pub fn grid(args: &GridArgs) -> Result<()> {
+    let format = Format::from_path(&args.out)?;
+    let dtype: DType = args.dtype.into();
+    format.check_dtype(dtype, &args.out)?;
+    let (h, w) = match args.grid.0.as_slice() {
+        [n] => (*n, *n),
+        [h, w] => (*h, *w),
+        other => bail!(
+            "--grid: give H,W or one number, got {} numbers",
+            other.len()
+        ),
+    };
+    let side = |v: i64| usize::try_from(v).map_err(|_| anyhow::anyhow!("--grid: {v} is negative"));
+    let (h, w) = (side(h)?, side(w)?);
+    let grid = SincosGrid::new(args.dim)
+        .context("--dim")?
+        .with_base_size(args.base_size)
+        .with_interpolation_scale(args.interpolation_scale)
+        .with_extra_tokens(usize::from(args.cls_token));
+    let table = grid.table(h, w, dtype, &Device::Cpu).map_err(|e| {
+        let flag = match &e {
+            pe_core::Error::InvalidParameter { name, .. } if name.starts_with("grid") => "--grid",
+            pe_core::Error::InvalidParameter {
+                name: "base_size", ..
+            } => "--base-size",
+            pe_core::Error::InvalidParameter {
+                name: "interpolation_scale",
+                ..
+            } => "--interpolation-scale",
+            _ => "--dim",
+        };
+        anyhow::anyhow!("{flag}: {e}")
+    })?;
+    let (rows, width) = table.dims2()?;
+    let metadata = [
+        ("grid", format!("{h}x{w}")),
+        ("base_size", args.base_size.to_string()),
+        ("interpolation_scale", args.interpolation_scale.to_string()),
+        ("cls_token", args.cls_token.to_string()),
+    ];
+    let mut writer = TableWriter::create(&args.out, format, dtype, (rows, width), &metadata)?;
+    writer.write_rows(
+        &table,
+        &Positions::Range {
+            offset: 0,
+            len: rows,
+        },
+    )?;
+    writer.finish()
+}
+
+/// `pe alibi`.
+pub fn alibi(args: &AlibiArgs) -> Result<()> {
+    let format = Format::from_path(&args.out)?;
+    if format == Format::Csv {
+        bail!(
+            "--out {}: pe alibi writes .npy or .safetensors",
+            args.out.display()
+        );
+    }
+    let dtype: DType = args.dtype.into();
+    format.check_dtype(dtype, &args.out)?;
+    let alibi = Alibi::with_max_bias(args.heads, args.max_bias).map_err(|e| {
+        let flag = match &e {
+            pe_core::Error::InvalidParameter { name: "heads", .. } => "--heads",
+            _ => "--max-bias",
+        };
+        anyhow::anyhow!("{flag}: {e}")
+    })?;
+    let (name, tensor) = match args.len {
+        None => ("slopes", alibi.slopes_tensor(dtype, &Device::Cpu)?),
+        Some(len) => {
+            let bias = alibi
+                .causal_bias(len, dtype, &Device::Cpu)
+                .with_context(|| format!("--len {len}"))?;
+            ("bias", bias.squeeze(1)?)
+        }
+    };
+    match format {
+        Format::Npy => output::write_npy(&args.out, &tensor),
+        _ => {
+            let metadata = [("max_bias", args.max_bias.to_string())];
+            output::write_safetensors(&args.out, &[(name, &tensor)], &metadata)
+        }
+    }
+}

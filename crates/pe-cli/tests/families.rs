@@ -1,0 +1,188 @@
+//! `pe rope-nd`, `pe grid` and `pe alibi` write exactly pe-core's tables, and refuse bad input
+//! by naming the flag, leaving no file behind.
+
+mod common;
+
+use candle_core::{DType, Device, Tensor};
+use common::{assert_same, files_in, pe_err, pe_ok, s};
+use pe_core::rope::AxesRope;
+use pe_core::{Alibi, SincosGrid};
+
+#[test]
+fn rope_nd_writes_the_axes_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids_path = dir.path().join("ids.npy");
+    let ids = Tensor::new(&[[0i64, 0, 0], [0, 3, 4], [7, 4095, 1 << 20]], &Device::Cpu).unwrap();
+    ids.write_npy(&ids_path).unwrap();
+    let out = dir.path().join("flux.safetensors");
+    pe_ok(&[
+        "rope-nd",
+        "--axes-dim",
+        "16,56,56",
+        "--ids",
+        s(&ids_path),
+        "--out",
+        s(&out),
+    ]);
+    let tensors = candle_core::safetensors::load(&out, &Device::Cpu).unwrap();
+    let (cos, sin) = AxesRope::new(&[16, 56, 56], 10_000.0)
+        .unwrap()
+        .tables(&ids, DType::F32)
+        .unwrap();
+    assert_same(&tensors["cos"], &cos, "cos");
+    assert_same(&tensors["sin"], &sin, "sin");
+}
+
+#[test]
+fn grid_writes_the_sincos_grid() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["g.npy", "g.safetensors", "g.csv"] {
+        let out = dir.path().join(name);
+        pe_ok(&[
+            "grid",
+            "--dim",
+            "32",
+            "--grid",
+            "3,5",
+            "--base-size",
+            "8",
+            "--interpolation-scale",
+            "2",
+            "--cls-token",
+            "--out",
+            s(&out),
+        ]);
+    }
+    let want = SincosGrid::new(32)
+        .unwrap()
+        .with_base_size(8.0)
+        .with_interpolation_scale(2.0)
+        .with_extra_tokens(1)
+        .table(3, 5, DType::F32, &Device::Cpu)
+        .unwrap();
+    let npy = Tensor::read_npy(dir.path().join("g.npy")).unwrap();
+    assert_same(&npy, &want, "npy");
+    let st =
+        candle_core::safetensors::load(dir.path().join("g.safetensors"), &Device::Cpu).unwrap();
+    assert_same(&st["pe"], &want, "safetensors");
+    assert_eq!(npy.dims(), &[16, 32]);
+}
+
+#[test]
+fn alibi_writes_slopes_or_the_causal_bias() {
+    let dir = tempfile::tempdir().unwrap();
+    let slopes = dir.path().join("slopes.npy");
+    pe_ok(&["alibi", "--heads", "12", "--out", s(&slopes)]);
+    let got = Tensor::read_npy(&slopes).unwrap();
+    let alibi = Alibi::new(12).unwrap();
+    assert_same(
+        &got,
+        &alibi.slopes_tensor(DType::F32, &Device::Cpu).unwrap(),
+        "slopes",
+    );
+    let bias = dir.path().join("bias.safetensors");
+    pe_ok(&[
+        "alibi",
+        "--heads",
+        "12",
+        "--len",
+        "9",
+        "--max-bias",
+        "8",
+        "--out",
+        s(&bias),
+    ]);
+    let st = candle_core::safetensors::load(&bias, &Device::Cpu).unwrap();
+    let want = alibi
+        .causal_bias(9, DType::F32, &Device::Cpu)
+        .unwrap()
+        .squeeze(1)
+        .unwrap();
+    assert_same(&st["bias"], &want, "bias");
+}
+
+#[test]
+fn bad_input_names_the_flag_and_leaves_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids_path = dir.path().join("ids.npy");
+    Tensor::new(&[[0i64, 1]], &Device::Cpu)
+        .unwrap()
+        .write_npy(&ids_path)
+        .unwrap();
+    let out = |name: &str| dir.path().join(name);
+    let cases: Vec<(Vec<String>, Vec<&str>)> = vec![
+        (
+            vec!["rope-nd".into(), "--axes-dim".into(), "16,7".into()],
+            vec!["--axes-dim", "7"],
+        ),
+        (
+            vec!["rope-nd".into(), "--axes-dim".into(), "16,0".into()],
+            vec!["--axes-dim", "0"],
+        ),
+        (
+            vec!["rope-nd".into(), "--axes-dim".into(), "16,56,56".into()],
+            vec!["--ids", "[1, 2]"],
+        ),
+        (
+            vec![
+                "grid".into(),
+                "--dim".into(),
+                "30".into(),
+                "--grid".into(),
+                "4,4".into(),
+            ],
+            vec!["--dim", "30"],
+        ),
+        (
+            vec![
+                "grid".into(),
+                "--dim".into(),
+                "32".into(),
+                "--grid".into(),
+                "0,4".into(),
+            ],
+            vec!["--grid", "0"],
+        ),
+        (
+            vec![
+                "grid".into(),
+                "--dim".into(),
+                "32".into(),
+                "--grid".into(),
+                "4,4".into(),
+                "--interpolation-scale".into(),
+                "-1".into(),
+            ],
+            vec!["--interpolation-scale", "-1"],
+        ),
+        (
+            vec!["alibi".into(), "--heads".into(), "0".into()],
+            vec!["--heads", "0"],
+        ),
+        (
+            vec![
+                "alibi".into(),
+                "--heads".into(),
+                "8".into(),
+                "--max-bias".into(),
+                "nan".into(),
+            ],
+            vec!["--max-bias", "NaN"],
+        ),
+    ];
+    for (mut args, needles) in cases {
+        let file = match args[0].as_str() {
+            "rope-nd" => {
+                args.extend(["--ids".into(), s(&ids_path).into()]);
+                out("x.safetensors")
+            }
+            "grid" => out("x.npy"),
+            _ => out("x.npy"),
+        };
+        args.extend(["--out".into(), s(&file).into()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        pe_err(&args, &needles);
+        assert!(!file.exists(), "{args:?} left {}", file.display());
+    }
+    assert_eq!(files_in(dir.path()).len(), 1, "only the ids");
+}
