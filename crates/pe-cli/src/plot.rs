@@ -290,6 +290,54 @@ const PALETTE: [RGBColor; 6] = [
     RGBColor(86, 180, 233),
 ];
 
+/// An `h x w` image of `values[y][x]` (row 0 at the top, as patches are laid out), with a
+/// colorbar, written to the PNG `out`.
+pub fn draw_image(
+    values: &[Vec<f64>],
+    title: &str,
+    label: &str,
+    size: (u32, u32),
+    out: &std::path::Path,
+) -> Result<()> {
+    let canvas = Canvas::new(size)?;
+    let (h, w) = (values.len(), values.first().map_or(0, Vec::len));
+    let (lo, hi) = values
+        .iter()
+        .flatten()
+        .fold((f64::MAX, f64::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+    let pixels = canvas.render(|root| {
+        let bar_width = canvas.px(125.0);
+        let (main, bar) = root.split_horizontally(canvas.width() as i32 - bar_width);
+        let mut chart = ChartBuilder::on(&main)
+            .caption(title, canvas.font(22.0))
+            .margin(canvas.px(16.0))
+            .x_label_area_size(canvas.px(55.0))
+            .y_label_area_size(canvas.px(80.0))
+            .build_cartesian_2d(0f64..w as f64, 0f64..h as f64)?;
+        let (xs, ys) = chart.plotting_area().get_pixel_range();
+        // paint_cells puts row 0 at the bottom: patch row y is drawn from the top.
+        paint_cells(
+            root,
+            (&xs, &ys),
+            (w, h),
+            |c, r| values[h - 1 - r][c],
+            (lo, hi),
+        )?;
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_label_formatter(&tick)
+            .y_label_formatter(&|v| tick(&(h as f64 - v)))
+            .x_desc("patch column x")
+            .y_desc("patch row y")
+            .label_style(canvas.font(15.0))
+            .axis_desc_style(canvas.font(17.0))
+            .draw()?;
+        colorbar(&canvas, &bar, ys, (lo, hi), label)
+    })?;
+    canvas.save_png(&pixels, out)
+}
+
 /// Colours every pixel of the plot area `xs` x `ys` (absolute pixels) with the value of the
 /// cell under it in a `cols` x `rows` grid; row 0 is at the bottom.
 fn paint_cells(

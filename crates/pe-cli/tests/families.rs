@@ -186,3 +186,88 @@ fn bad_input_names_the_flag_and_leaves_no_file() {
     }
     assert_eq!(files_in(dir.path()).len(), 1, "only the ids");
 }
+
+#[test]
+fn grid_draws_a_png() {
+    let dir = tempfile::tempdir().unwrap();
+    for (extra, name) in [
+        (vec![], "sim.png"),
+        (vec!["--patch", "0,1"], "corner.png"),
+        (vec!["--channel", "5"], "ch.png"),
+    ] {
+        let out = dir.path().join(name);
+        let mut args = vec!["grid", "--dim", "32", "--grid", "4,6", "--out", s(&out)];
+        args.extend(extra);
+        pe_ok(&args);
+        let decoder =
+            png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&out).unwrap()));
+        let mut reader = decoder.read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        let pixels = &buf[..info.buffer_size()];
+        let distinct: std::collections::HashSet<&[u8]> = pixels.chunks(3).collect();
+        assert!(distinct.len() > 20, "{name}: {} colours", distinct.len());
+    }
+    for (extra, needles) in [
+        (vec!["--patch", "4,0"], vec!["--patch 4,0", "outside"]),
+        (vec!["--channel", "32"], vec!["--channel 32"]),
+    ] {
+        let out = dir.path().join("bad.png");
+        let mut args = vec!["grid", "--dim", "32", "--grid", "4,6", "--out", s(&out)];
+        args.extend(extra);
+        pe_err(&args, &needles);
+        assert!(!out.exists());
+    }
+}
+
+#[test]
+fn a_grid_too_large_for_the_disk_or_memory_is_refused_up_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("huge.npy");
+    pe_err(
+        &[
+            "grid",
+            "--dim",
+            "1152",
+            "--grid",
+            "1048576,1048576",
+            "--out",
+            s(&out),
+        ],
+        &["--grid 1048576,1048576"],
+    );
+    assert!(files_in(dir.path()).is_empty());
+    let png = dir.path().join("huge.png");
+    pe_err(
+        &[
+            "grid",
+            "--dim",
+            "1152",
+            "--grid",
+            "1048576,1048576",
+            "--out",
+            s(&png),
+        ],
+        &["bytes"],
+    );
+    assert!(files_in(dir.path()).is_empty());
+}
+
+#[test]
+fn an_alibi_bias_too_large_is_refused_up_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("bias.npy");
+    pe_err(
+        &[
+            "alibi",
+            "--heads",
+            "64",
+            "--len",
+            "2147483647",
+            "--out",
+            s(&out),
+        ],
+        &["--len 2147483647", "bytes"],
+    );
+    assert!(files_in(dir.path()).is_empty());
+}

@@ -25,7 +25,7 @@
 use candle_core::{DType, Device, Tensor};
 
 use crate::describe::dd::{Dd, LN2};
-use crate::generate::check_dtype;
+use crate::generate::{check_dtype, check_size};
 use crate::{Error, Result, MAX_POSITION};
 
 /// MPT's and the paper's `alibi_bias_max`.
@@ -97,6 +97,8 @@ impl Alibi {
     pub fn causal_bias(&self, keys: usize, dtype: DType, device: &Device) -> Result<Tensor> {
         check_dtype(dtype)?;
         check_len("keys", keys)?;
+        // Built in f64 on the host first: 8 bytes a value besides the output.
+        check_size(self.heads(), keys, dtype, device, 8 * keys as u128)?;
         let values: Vec<f64> = self
             .slopes
             .iter()
@@ -121,6 +123,7 @@ impl Alibi {
         check_dtype(dtype)?;
         check_len("queries", query_offset.saturating_add(queries))?;
         check_len("keys", keys)?;
+        check_size(queries, keys, dtype, device, 8 * keys as u128)?;
         let slopes: Vec<f64> = self.slopes.iter().map(|m| -m).collect();
         let slopes = Tensor::from_vec(slopes, (self.heads(), 1, 1), device)?.to_dtype(dtype)?;
         let distance: Vec<f64> = (query_offset..query_offset + queries)

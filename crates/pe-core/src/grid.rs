@@ -123,6 +123,9 @@ impl SincosGrid {
                 });
             }
         }
+        let rows = self.extra_tokens as u128 + height as u128 * width as u128;
+        let rows = usize::try_from(rows).unwrap_or(usize::MAX);
+        crate::generate::check_size(rows, self.width, dtype, device, 8)?;
         let axis = |n: usize| -> Result<Tensor> {
             let scale = self.base_size / n as f64 / self.interpolation_scale;
             let positions: Vec<f64> = (0..n).map(|i| i as f64 * scale).collect();
