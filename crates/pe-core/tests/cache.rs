@@ -242,3 +242,61 @@ backend_tests!(
     one_table_per_dtype,
     ids_and_padding_aware_match_uncached
 );
+
+/// The generic generator too: a row's bits depend only on its position, whether it comes in a
+/// long range (anchor blocks), a short one or sparse ids (gathered per row), dense ids (blocks,
+/// then a gather), or timesteps mixing integers with fractions.
+#[test]
+fn generic_values_do_not_depend_on_the_request() -> anyhow::Result<()> {
+    use rand::{Rng, SeedableRng};
+    let dev = Device::Cpu;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(77);
+    for spec in [
+        PeSpec::vaswani(63),
+        PeSpec::marian(256),
+        PeSpec::fairseq(96),
+    ] {
+        for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64] {
+            let pe = SinusoidalEncoding::new(spec)?.with_backend(Backend::Generic);
+            let whole = pe.range(0, 2048, dtype, &dev)?;
+            for step in 0..12 {
+                let offset = rng.random_range(0..1900);
+                let len = rng.random_range(0..=(2048 - offset).min(400));
+                let want = whole.narrow(0, offset, len)?;
+                let what = format!("{spec:?} {dtype:?} step {step}: rows {offset}..+{len}");
+                assert_same_bits(&pe.range(offset, len, dtype, &dev)?, &want, &what)?;
+                for (n, span) in [(rng.random_range(0..20), 2048), (300, 320)] {
+                    let base = rng.random_range(0..2048 - span + 1);
+                    let ids: Vec<u32> = (0..n)
+                        .map(|_| (base + rng.random_range(0..span)) as u32)
+                        .collect();
+                    let ids = Tensor::new(ids.as_slice(), &dev)?;
+                    let want = whole.index_select(&ids, 0)?;
+                    assert_same_bits(&pe.ids(&ids, dtype)?, &want, &what)?;
+                }
+                let steps: Vec<f64> = (0..40)
+                    .map(|i| {
+                        let p = rng.random_range(0..2048) as f64;
+                        if i % 3 == 0 {
+                            p + 0.25
+                        } else {
+                            p
+                        }
+                    })
+                    .collect();
+                let got = pe.timesteps(&Tensor::new(steps.as_slice(), &dev)?, dtype)?;
+                for (r, &p) in steps.iter().enumerate() {
+                    if p.fract() == 0.0 {
+                        let what = format!("{what}: timestep {p}");
+                        assert_same_bits(
+                            &got.narrow(0, r, 1)?,
+                            &whole.narrow(0, p as usize, 1)?,
+                            &what,
+                        )?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -79,8 +79,8 @@ impl Generator {
         self.plan.check_angles(request.largest)?;
         let (rows, width) = (request.n_rows(), self.plan.columns().width);
         let use_cpu = self.uses_cpu(device)?;
-        // The generic path holds about eight f64 intermediates of (rows, d / 2).
-        let working_set = if use_cpu { 0 } else { 4 * 8 * width as u128 };
+        // The generic path holds up to three full-size intermediates in f32 or f64 per row.
+        let working_set = if use_cpu { 0 } else { 3 * 8 * width as u128 };
         check_size(rows, width, dtype, device, working_set)?;
         let table = if rows == 0 {
             Tensor::zeros((0, width), dtype, device)?
