@@ -17,7 +17,7 @@
 
 use std::sync::Arc;
 
-use candle_core::{DType, Device, Tensor, D};
+use candle_core::{DType, Device, Tensor};
 
 use super::config::RopeConfig;
 use super::types::{invalid, positive, Context};
@@ -142,16 +142,12 @@ impl Rope {
             let empty = Tensor::zeros(shape, dtype, device)?;
             return Ok((empty.clone(), empty));
         }
-        let table = match self.fixed_up_to {
+        match self.fixed_up_to {
             Some(limit) if request.end > limit => {
-                generator(&self.config, self.backend, request.end)?
-                    .table(&request, dtype, device)?
+                generator(&self.config, self.backend, request.end)?.halves(&request, dtype, device)
             }
-            _ => self.fixed.table(&request, dtype, device)?,
-        };
-        let cos = table.narrow(D::Minus1, 0, h)?.contiguous()?;
-        let sin = table.narrow(D::Minus1, h, h)?.contiguous()?;
-        Ok((cos, sin))
+            _ => self.fixed.halves(&request, dtype, device),
+        }
     }
 }
 
