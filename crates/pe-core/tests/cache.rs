@@ -300,3 +300,34 @@ fn generic_values_do_not_depend_on_the_request() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// `range_owned` and `tables_owned` copy just the rows: storage of their own, no larger.
+#[test]
+fn owned_rows_copy_only_those_rows() -> anyhow::Result<()> {
+    use pe_core::{Rope, RopeCache, RopeConfig};
+    let dev = Device::Cpu;
+    let storage_len = |t: &Tensor| -> anyhow::Result<usize> {
+        let (storage, layout) = t.storage_and_layout();
+        anyhow::ensure!(
+            layout.start_offset() == 0,
+            "starts at {}",
+            layout.start_offset()
+        );
+        match &*storage {
+            Storage::Cpu(cpu) => Ok(cpu.as_slice::<f32>()?.len()),
+            _ => anyhow::bail!("not a CPU tensor"),
+        }
+    };
+    let cache = cache(PeSpec::vaswani(8), Backend::Cpu);
+    let view = cache.range(40, 10, DType::F32, &dev)?;
+    let owned = cache.range_owned(40, 10, DType::F32, &dev)?;
+    assert_eq!(storage_len(&owned)?, 80);
+    assert_same_bits(&owned, &view, "range_owned")?;
+    let rope = RopeCache::new(Rope::new(RopeConfig::new(16, 10_000.0))?);
+    let (cos, sin) = rope.tables(100, 7, DType::F32, &dev)?;
+    let (own_cos, own_sin) = rope.tables_owned(100, 7, DType::F32, &dev)?;
+    assert_eq!((storage_len(&own_cos)?, storage_len(&own_sin)?), (56, 56));
+    assert_same_bits(&own_cos, &cos, "tables_owned cos")?;
+    assert_same_bits(&own_sin, &sin, "tables_owned sin")?;
+    Ok(())
+}
