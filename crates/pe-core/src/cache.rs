@@ -79,6 +79,15 @@ impl RowCache {
         if len == 0 || end > self.limit {
             return build(offset, len);
         }
+        // The common case (decoding) takes views under the read lock, cloning no table list.
+        if let Some(tables) = self.read().get(&(device.location(), dtype)) {
+            if tables[0].dim(0)? >= end {
+                return tables
+                    .iter()
+                    .map(|t| Ok(t.narrow(0, offset, len)?))
+                    .collect();
+            }
+        }
         self.grown(end, dtype, device, build)?
             .iter()
             .map(|t| Ok(t.narrow(0, offset, len)?))

@@ -484,45 +484,48 @@ impl<A: Acc> SinCos<A> {
     }
 }
 
-/// Writes the row at `anchor + j` from the anchor and the offset `j`, in the plan's layout.
+/// Writes the row at `anchor + j` from the anchor and the offset `j`, in the plan's layout:
+/// `sin = sa co + ca so`, `cos = ca co - sa so` per frequency, in indexed loops over slices of
+/// one length, which the compiler vectorises.
 fn encode_row<A: Acc>(cols: &Columns, anchor: &SinCos<A>, offset: &SinCos<A>, row: &mut [A]) {
-    let mut values = anchor
-        .sin
-        .iter()
-        .zip(&anchor.cos)
-        .zip(offset.sin.iter().zip(&offset.cos))
-        .map(|((&sa, &ca), (&so, &co))| (sa * co + ca * so, ca * co - sa * so));
-    let n_cos = cols.n_cos;
+    let n = cols.n_cos;
+    let (sa, ca) = (&anchor.sin[..n], &anchor.cos[..n]);
+    let (so, co) = (&offset.sin[..n], &offset.cos[..n]);
     let last_sin = match cols.layout {
         Layout::Interleaved => {
-            for (pair, (s, c)) in row[..2 * n_cos].chunks_exact_mut(2).zip(&mut values) {
-                pair[0] = s;
-                pair[1] = c;
+            let pairs = &mut row[..2 * n];
+            for (i, pair) in pairs.chunks_exact_mut(2).enumerate() {
+                pair[0] = sa[i] * co[i] + ca[i] * so[i];
+                pair[1] = ca[i] * co[i] - sa[i] * so[i];
             }
-            2 * n_cos
+            2 * n
         }
         Layout::SinCos | Layout::CosSin => {
             let sin_first = cols.layout == Layout::SinCos;
-            let (first, second) = row.split_at_mut(if sin_first { cols.n_sin } else { n_cos });
+            let (first, second) = row.split_at_mut(if sin_first { cols.n_sin } else { n });
             let (sins, coss) = if sin_first {
                 (first, second)
             } else {
                 (second, first)
             };
-            for ((ds, dc), (s, c)) in sins.iter_mut().zip(&mut coss[..n_cos]).zip(&mut values) {
-                *ds = s;
-                *dc = c;
+            let (sins, coss) = (&mut sins[..n], &mut coss[..n]);
+            for i in 0..n {
+                sins[i] = sa[i] * co[i] + ca[i] * so[i];
+            }
+            for i in 0..n {
+                coss[i] = ca[i] * co[i] - sa[i] * so[i];
             }
             if sin_first {
-                n_cos
+                n
             } else {
-                2 * n_cos
+                2 * n
             }
         }
     };
     // An odd split width ends with a sine that has no cosine.
-    if let Some((s, _)) = values.next() {
-        row[last_sin] = s;
+    if cols.n_sin > n {
+        let (a, o) = (anchor, offset);
+        row[last_sin] = a.sin[n] * o.cos[n] + a.cos[n] * o.sin[n];
     }
     if cols.zero_last {
         row[cols.width - 1] = A::from_f64(0.0);

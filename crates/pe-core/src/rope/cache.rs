@@ -72,7 +72,8 @@ impl RopeCache {
             let (cos, sin) = self.rope.tables(start, len, dtype, device)?;
             Ok(vec![cos, sin])
         })?;
-        Ok((rows[0].clone(), rows[1].clone()))
+        let [cos, sin]: [Tensor; 2] = rows.try_into().expect("a cos and a sin table");
+        Ok((cos, sin))
     }
 
     /// `(cos, sin)` for positions `offset .. offset + len` as tensors of their own, each
