@@ -8,7 +8,8 @@
 //!
 //! Cases that are compared are measured together, interleaved round robin (A B C A B C ...)
 //! after one warm-up run each, and reported as medians, so that a change in the machine's load
-//! hits all of them alike. Ratios are what to compare across machines. The references are
+//! hits all of them alike; ratios are medians of the per-round ratios. Ratios are what to
+//! compare across machines. The references are
 //! thread-matched: the fresh-memory write floor and the parallel copy use the same thread pool
 //! as the generators; the embedding block is also measured on one thread against candle's
 //! (single-threaded) `Embedding`. The naive baselines are candle-transformers' own
@@ -50,9 +51,38 @@ fn case<'a, T: 'static>(name: &'a str, mut f: impl FnMut() -> Result<T> + 'a) ->
     (name, Box::new(move || Ok(Box::new(f()?) as Box<dyn Any>)))
 }
 
-/// Median wall time in milliseconds of each case, over `rounds` rounds that run every case once
-/// in turn (A B C A B C ...), after one warm-up run of each.
-fn interleaved(rounds: usize, mut cases: Vec<Case<'_>>) -> Result<Vec<f64>> {
+/// The times of interleaved cases, in milliseconds: `times[case][round]`.
+struct Measured {
+    times: Vec<Vec<f64>>,
+}
+
+impl Measured {
+    /// The median time of each case.
+    fn medians(&self) -> Vec<f64> {
+        self.times.iter().map(|t| median(t.clone())).collect()
+    }
+
+    /// The median over rounds of `case a / case b` (each round's pair ran back to back, so a
+    /// change of load between rounds cancels out).
+    fn ratio(&self, a: usize, b: usize) -> f64 {
+        median(
+            self.times[a]
+                .iter()
+                .zip(&self.times[b])
+                .map(|(x, y)| x / y)
+                .collect(),
+        )
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Runs `rounds` rounds that run every case once in turn (A B C A B C ...), after one warm-up
+/// run of each; prints each case's median, min and max to stderr.
+fn interleaved(rounds: usize, mut cases: Vec<Case<'_>>) -> Result<Measured> {
     for (_, f) in cases.iter_mut() {
         drop(f()?);
     }
@@ -65,21 +95,16 @@ fn interleaved(rounds: usize, mut cases: Vec<Case<'_>>) -> Result<Vec<f64>> {
             drop(out);
         }
     }
-    let medians = times
-        .into_iter()
-        .zip(&cases)
-        .map(|(mut t, (name, _))| {
-            t.sort_by(f64::total_cmp);
-            let median = t[rounds / 2];
-            eprintln!(
-                "  {name}: median {median:.4} ms (min {:.4}, max {:.4})",
-                t[0],
-                t[rounds - 1]
-            );
-            median
-        })
-        .collect();
-    Ok(medians)
+    for (t, (name, _)) in times.iter().zip(&cases) {
+        let (min, max) = t
+            .iter()
+            .fold((f64::MAX, 0f64), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+        eprintln!(
+            "  {name}: median {:.4} ms (min {min:.4}, max {max:.4})",
+            median(t.clone())
+        );
+    }
+    Ok(Measured { times })
 }
 
 /// `n` f32 written to fresh memory by the rayon pool, in chunks of 64 Ki values: what filling a
@@ -169,8 +194,8 @@ fn main() -> Result<()> {
     eprintln!("tables 65,536 x 1,024 f32:");
     let source = pe.range(0, LEN, DType::F32, &dev)?;
     let host = source.flatten_all()?.to_vec1::<f32>()?;
-    let t = interleaved(
-        7,
+    let tab = interleaved(
+        11,
         vec![
             case("floor (fresh write)", || Ok(fresh_write(LEN * WIDTH))),
             case("generate (CPU)", || {
@@ -189,7 +214,7 @@ fn main() -> Result<()> {
     )?;
     drop(host);
     let [floor_ms, generate_ms, generic_ms, naive_whisper_ms, naive_marian_ms, copy_ms, par_copy_ms] =
-        t[..]
+        tab.medians()[..]
     else {
         unreachable!()
     };
@@ -211,7 +236,7 @@ fn main() -> Result<()> {
     let cache = PeCache::new(pe.clone());
     let scale = (WIDTH as f64).sqrt();
     let one = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
-    let t = interleaved(
+    let emb = interleaved(
         9,
         vec![
             case("fused block", || Ok(block.forward(&ids)?)),
@@ -228,14 +253,16 @@ fn main() -> Result<()> {
             }),
         ],
     )?;
-    let [fused_embed_ms, plain_embed_ms, unfused_embed_ms, fused_1t_ms, plain_1t_ms] = t[..] else {
+    let [fused_embed_ms, plain_embed_ms, unfused_embed_ms, fused_1t_ms, plain_1t_ms] =
+        emb.medians()[..]
+    else {
         unreachable!()
     };
 
     // Decoding one token at position 1,000,000; materialising 4,096 cached rows.
     eprintln!("decode and materialise:");
     cache.range(0, DECODE_AT + 1, DType::F32, &dev)?;
-    let t = interleaved(
+    let dec = interleaved(
         2001,
         vec![
             case("cached view", || {
@@ -246,10 +273,10 @@ fn main() -> Result<()> {
             }),
         ],
     )?;
-    let [decode_cached_ms, decode_generate_ms] = t[..] else {
+    let [decode_cached_ms, decode_generate_ms] = dec.medians()[..] else {
         unreachable!()
     };
-    let t = interleaved(
+    let own = interleaved(
         21,
         vec![
             case("range_owned 4,096 rows", || {
@@ -260,7 +287,7 @@ fn main() -> Result<()> {
             }),
         ],
     )?;
-    let [owned_rows_ms, generate_rows_ms] = t[..] else {
+    let [owned_rows_ms, generate_rows_ms] = own.medians()[..] else {
         unreachable!()
     };
     cache.clear();
@@ -269,7 +296,7 @@ fn main() -> Result<()> {
     eprintln!("rotary tables 131,072 x 64 (x2) f32:");
     let rope = Rope::new(RopeConfig::new(HEAD_DIM, f64::from(ROPE_THETA)))?;
     let h = HEAD_DIM / 2;
-    let t = interleaved(
+    let rop = interleaved(
         9,
         vec![
             case("floor (fresh write of cos and sin)", || {
@@ -283,7 +310,7 @@ fn main() -> Result<()> {
             }),
         ],
     )?;
-    let [rope_floor_ms, rope_generate_ms, naive_llama_ms] = t[..] else {
+    let [rope_floor_ms, rope_generate_ms, naive_llama_ms] = rop.medians()[..] else {
         unreachable!()
     };
     let rope_cache = RopeCache::new(rope.clone());
@@ -293,7 +320,8 @@ fn main() -> Result<()> {
         vec![case("cached views", || {
             Ok(rope_cache.tables(ROPE_LEN - 1, 1, DType::F32, &dev)?)
         })],
-    )?[0]
+    )?
+    .medians()[0]
         * 1e3;
     drop(rope_cache);
 
@@ -305,7 +333,7 @@ fn main() -> Result<()> {
     let q = Tensor::randn(0f32, 1.0, (1, 32, 1, HEAD_DIM), &dev)?;
     let k = Tensor::randn(0f32, 1.0, (1, 8, 1, HEAD_DIM), &dev)?;
     let at = 4096;
-    let t = interleaved(
+    let app = interleaved(
         2001,
         vec![
             case("RotaryEmbedding::apply", || Ok(rotary.apply(&q, &k, at)?)),
@@ -318,7 +346,7 @@ fn main() -> Result<()> {
             }),
         ],
     )?;
-    let (rope_apply_us, candle_rope_us) = (t[0] * 1e3, t[1] * 1e3);
+    let (rope_apply_us, candle_rope_us) = (app.medians()[0] * 1e3, app.medians()[1] * 1e3);
     let load_after = load();
 
     // Errors: at positions up to 1,000,000 against an independent f64 evaluation, and of the
@@ -354,23 +382,23 @@ fn main() -> Result<()> {
         ("generate_ms", generate_ms),
         ("copy_ms", copy_ms),
         ("naive_ms", naive_whisper_ms),
-        ("generate_over_copy", generate_ms / copy_ms),
-        ("naive_over_generate", naive_whisper_ms / generate_ms),
+        ("generate_over_copy", tab.ratio(1, 5)),
+        ("naive_over_generate", tab.ratio(3, 1)),
         ("floor_ms", floor_ms),
-        ("generate_over_floor", generate_ms / floor_ms),
+        ("generate_over_floor", tab.ratio(1, 0)),
         ("par_copy_ms", par_copy_ms),
-        ("copy_over_par_copy", copy_ms / par_copy_ms),
+        ("copy_over_par_copy", tab.ratio(5, 6)),
         ("generic_ms", generic_ms),
         ("naive_whisper_ms", naive_whisper_ms),
         ("naive_marian_ms", naive_marian_ms),
-        ("generic_over_naive", generic_ms / naive_whisper_ms),
+        ("generic_over_naive", tab.ratio(2, 3)),
         ("fused_embed_ms", fused_embed_ms),
         ("plain_embed_ms", plain_embed_ms),
         ("unfused_embed_ms", unfused_embed_ms),
-        ("fused_over_plain", fused_embed_ms / plain_embed_ms),
+        ("fused_over_plain", emb.ratio(0, 1)),
         ("fused_1t_ms", fused_1t_ms),
         ("plain_1t_ms", plain_1t_ms),
-        ("fused_over_plain_1t", fused_1t_ms / plain_1t_ms),
+        ("fused_over_plain_1t", emb.ratio(3, 4)),
         ("decode_cached_us", decode_cached_ms * 1e3),
         ("decode_generate_us", decode_generate_ms * 1e3),
         ("range_owned_4096_ms", owned_rows_ms),
@@ -382,14 +410,14 @@ fn main() -> Result<()> {
         ("max_abs_err_marian", err_marian),
         ("rope_generate_ms", rope_generate_ms),
         ("rope_floor_ms", rope_floor_ms),
-        ("rope_over_floor", rope_generate_ms / rope_floor_ms),
+        ("rope_over_floor", rop.ratio(1, 0)),
         ("naive_llama_rope_ms", naive_llama_ms),
         ("max_abs_err_rope", err_rope),
         ("max_abs_err_llama_rope", err_llama),
         ("rope_cached_us", rope_cached_us),
         ("rope_apply_us", rope_apply_us),
         ("candle_rope_us", candle_rope_us),
-        ("rope_apply_over_candle", rope_apply_us / candle_rope_us),
+        ("rope_apply_over_candle", app.ratio(0, 1)),
     ];
 
     println!(
@@ -408,25 +436,25 @@ fn main() -> Result<()> {
         "table 65,536 x 1,024: generate vs fresh-write floor (same threads)",
         ms(generate_ms),
         ms(floor_ms),
-        x(generate_ms / floor_ms),
+        x(tab.ratio(1, 0)),
     );
     row(
         "table 65,536 x 1,024: generate vs `Tensor::copy`",
         ms(generate_ms),
         ms(copy_ms),
-        x(generate_ms / copy_ms),
+        x(tab.ratio(1, 5)),
     );
     row(
         "table 65,536 x 1,024: `Tensor::copy` vs a parallel copy",
         ms(copy_ms),
         ms(par_copy_ms),
-        x(copy_ms / par_copy_ms),
+        x(tab.ratio(5, 6)),
     );
     row(
         "table 65,536 x 1,024: generic (candle ops) vs whisper's `sinusoids`",
         ms(generic_ms),
         ms(naive_whisper_ms),
-        x(generic_ms / naive_whisper_ms),
+        x(tab.ratio(2, 3)),
     );
     row(
         "table 65,536 x 1,024: Marian's table (candle-transformers)",
@@ -438,19 +466,19 @@ fn main() -> Result<()> {
         "embed 8 x 4,096, d 1,024: fused block vs bare `Embedding`",
         ms(fused_embed_ms),
         ms(plain_embed_ms),
-        x(fused_embed_ms / plain_embed_ms),
+        x(emb.ratio(0, 1)),
     );
     row(
         "embed, 1 thread: fused block vs bare `Embedding`",
         ms(fused_1t_ms),
         ms(plain_1t_ms),
-        x(fused_1t_ms / plain_1t_ms),
+        x(emb.ratio(3, 4)),
     );
     row(
         "embed: fused vs unfused candle ops",
         ms(fused_embed_ms),
         ms(unfused_embed_ms),
-        x(fused_embed_ms / unfused_embed_ms),
+        x(emb.ratio(0, 2)),
     );
     row(
         "decode 1 token at 1,000,000, d 1,024: cached view vs generated",
@@ -462,13 +490,13 @@ fn main() -> Result<()> {
         "4,096 cached rows: `range_owned` vs generated",
         ms(owned_rows_ms),
         ms(generate_rows_ms),
-        x(owned_rows_ms / generate_rows_ms),
+        x(own.ratio(0, 1)),
     );
     row(
         "rotary cos+sin 131,072 x 64: tables vs fresh-write floor",
         ms(rope_generate_ms),
         ms(rope_floor_ms),
-        x(rope_generate_ms / rope_floor_ms),
+        x(rop.ratio(1, 0)),
     );
     row(
         "rotary cos+sin 131,072 x 64: llama.rs rope setup",
@@ -486,7 +514,7 @@ fn main() -> Result<()> {
         "rope apply, decode (q 32, k 8 heads, 128): vs candle-nn `rope`",
         us(rope_apply_us),
         us(candle_rope_us),
-        x(rope_apply_us / candle_rope_us),
+        x(app.ratio(0, 1)),
     );
     row(
         "max abs error, positions up to 1,000,000",
