@@ -97,29 +97,44 @@ impl Generator {
 
 impl Generator {
     /// `(cos, sin)` of a cos|sin plan (the rotary tables) for `request` on `device`, each
-    /// shaped `request.lead + [width / 2]` and contiguous: written directly, in one parallel
-    /// pass, by the CPU generator; the two halves of the generic table elsewhere.
+    /// shaped `request.lead + [width / 2]` and contiguous, written directly: by the CPU
+    /// generator in one parallel pass, by the generic one as two half-width tables (no combined
+    /// table, no copies). The bits are those of the two halves of [`Self::table`].
     pub fn halves(
         &self,
         request: &Request,
         dtype: DType,
         device: &Device,
     ) -> Result<(Tensor, Tensor)> {
-        let cols = self.plan.columns();
+        let cols = *self.plan.columns();
         debug_assert!(cols.layout == crate::Layout::CosSin && cols.n_sin == cols.n_cos);
         let h = cols.width / 2;
-        let (cos, sin) = if self.uses_cpu(device)? && request.n_rows() > 0 {
-            check_dtype(dtype)?;
-            self.plan.check_angles(request.largest)?;
-            check_size(request.n_rows(), cols.width, dtype, device, 0)?;
+        check_dtype(dtype)?;
+        self.plan.check_angles(request.largest)?;
+        let (rows, use_cpu) = (request.n_rows(), self.uses_cpu(device)?);
+        let working_set = if use_cpu {
+            0
+        } else {
+            3 * 8 * cols.width as u128
+        };
+        check_size(rows, cols.width, dtype, device, working_set)?;
+        let (cos, sin) = if rows == 0 {
+            let empty = Tensor::zeros((0, h), dtype, device)?;
+            (empty.clone(), empty)
+        } else if use_cpu {
             cpu::halves(self, request, dtype)?
         } else {
-            let table = self.table(request, dtype, device)?;
-            let table = table.reshape((request.n_rows(), cols.width))?;
-            (
-                table.narrow(1, 0, h)?.contiguous()?,
-                table.narrow(1, h, h)?.contiguous()?,
-            )
+            // A cos|sin layout of width h with h cosines is all cosines; with none, all sines.
+            let half = |n_cos: usize| {
+                let columns = crate::describe::freq::Columns {
+                    width: h,
+                    n_sin: h,
+                    n_cos,
+                    ..cols
+                };
+                generic::table(&self.plan.with_columns(columns), request, dtype, device)
+            };
+            (half(h)?, half(0)?)
         };
         let mut shape = request.lead.clone();
         shape.push(h);
@@ -190,32 +205,36 @@ mod tests {
     use candle_core::D;
 
     /// The rotary halves written directly are the bits of the two halves of the combined table
-    /// (their plain twin), for ranges and ids, every dtype, with the attention factor.
+    /// (their plain twin), on both generators, for ranges and ids, every dtype, with the
+    /// attention factor.
     #[test]
     fn halves_are_the_halves_of_the_table() -> Result<()> {
         let w: Vec<Dd> = (0..24).map(|i| Dd::from(0.9f64.powi(i) * 1.3)).collect();
-        let generator = Generator::new(Plan::from_frequencies(&w, 1.1)?, Backend::Cpu);
+        let plan = Plan::from_frequencies(&w, 1.1)?;
         let dev = Device::Cpu;
-        let ids = Tensor::new(&[[5u32, 900, 64], [63, 0, 4096]], &dev)?;
-        for request in [
-            positions::range(0, 1000)?,
-            positions::range(77, 3)?,
-            positions::range(1 << 30, 200)?,
-            positions::ids(&ids)?,
-        ] {
-            for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64] {
-                let (cos, sin) = generator.halves(&request, dtype, &dev)?;
-                let table = generator.table(&request, dtype, &dev)?;
-                let want_cos = table.narrow(D::Minus1, 0, 24)?;
-                let want_sin = table.narrow(D::Minus1, 24, 24)?;
-                for (got, want) in [(cos, want_cos), (sin, want_sin)] {
-                    assert_eq!(got.dims(), want.dims());
-                    let got = got.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?;
-                    let want = want.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?;
-                    assert!(got
-                        .iter()
-                        .zip(&want)
-                        .all(|(a, b)| a.to_bits() == b.to_bits()));
+        for backend in [Backend::Cpu, Backend::Generic] {
+            let generator = Generator::new(plan.clone(), backend);
+            let ids = Tensor::new(&[[5u32, 900, 64], [63, 0, 4096]], &dev)?;
+            for request in [
+                positions::range(0, 1000)?,
+                positions::range(77, 3)?,
+                positions::range(1 << 30, 200)?,
+                positions::ids(&ids)?,
+            ] {
+                for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64] {
+                    let (cos, sin) = generator.halves(&request, dtype, &dev)?;
+                    let table = generator.table(&request, dtype, &dev)?;
+                    let want_cos = table.narrow(D::Minus1, 0, 24)?;
+                    let want_sin = table.narrow(D::Minus1, 24, 24)?;
+                    for (got, want) in [(cos, want_cos), (sin, want_sin)] {
+                        assert_eq!(got.dims(), want.dims());
+                        let got = got.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?;
+                        let want = want.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?;
+                        assert!(got
+                            .iter()
+                            .zip(&want)
+                            .all(|(a, b)| a.to_bits() == b.to_bits()));
+                    }
                 }
             }
         }
