@@ -5,6 +5,7 @@
 //! ```text
 //! cargo bench                          # everything (about ten minutes on 2 cores)
 //! cargo bench -- cpu_decode            # one group
+//! cargo bench -- cpu_generic           # the candle-op generator (what runs on CUDA)
 //! cargo bench -- --test                # each case once, small sizes only (what CI runs)
 //! ```
 
@@ -15,7 +16,7 @@ use candle_core::{DType, Device, Module, Tensor};
 mod baseline;
 
 use baseline::naive_f32_table;
-use candle_pe::core::{PeCache, PeSpec, Rope, RopeCache, RopeConfig, SinusoidalEncoding};
+use candle_pe::core::{Backend, PeCache, PeSpec, Rope, RopeCache, RopeConfig, SinusoidalEncoding};
 use candle_pe::nn::{
     EmbeddingScale, PositionMode, Preset, RotaryEmbedding, SinusoidalEmbedding,
     SinusoidalEmbeddingConfig,
@@ -88,16 +89,11 @@ fn table(c: &mut Criterion, dev: &Device) {
                 group.bench_function(BenchmarkId::new("generate", &case), |b| {
                     b.iter_custom(|n| timed(dev, n, || pe.range(0, len, dtype, dev).unwrap()))
                 });
-                group.bench_function(BenchmarkId::new("cached_view", &case), |b| {
-                    b.iter_custom(|n| timed(dev, n, || cache.range(0, len, dtype, dev).unwrap()))
-                });
-                // Row slices of a row-major table are already contiguous, so `contiguous()` is
-                // free; `copy` measures what materialising the slice costs.
-                group.bench_function(BenchmarkId::new("cached_copy", &case), |b| {
+                // What materialising cached rows costs: `range_owned` copies just the rows
+                // (`Tensor::copy` of the view would copy the whole cached table).
+                group.bench_function(BenchmarkId::new("cached_owned", &case), |b| {
                     b.iter_custom(|n| {
-                        timed(dev, n, || {
-                            cache.range(0, len, dtype, dev).unwrap().copy().unwrap()
-                        })
+                        timed(dev, n, || cache.range_owned(0, len, dtype, dev).unwrap())
                     })
                 });
                 let source = pe.range(0, len, dtype, dev).unwrap();
@@ -130,23 +126,110 @@ fn decode(c: &mut Criterion, dev: &Device) {
         .measurement_time(Duration::from_secs(1));
     for d in [1024, 4096] {
         let pe = SinusoidalEncoding::new(PeSpec::fairseq(d)).unwrap();
-        let cache = PeCache::new(pe.clone());
         for &offset in offsets {
             group.throughput(Throughput::Bytes((d * 4) as u64));
             let case = format!("offset{offset}/d{d}");
             group.bench_function(BenchmarkId::new("generate", &case), |b| {
                 b.iter_custom(|n| timed(dev, n, || pe.range(offset, 1, DType::F32, dev).unwrap()))
             });
-            if (offset + 1) * d * 4 <= MAX_CACHE_BYTES {
-                cache.range(0, offset + 1, DType::F32, dev).unwrap();
-                group.bench_function(BenchmarkId::new("cached_view", &case), |b| {
-                    b.iter_custom(|n| {
-                        timed(dev, n, || cache.range(offset, 1, DType::F32, dev).unwrap())
-                    })
-                });
-            }
         }
     }
+    group.finish();
+}
+
+/// Zero-copy views of cached tables: no bytes are moved, so no throughput is reported.
+fn views(c: &mut Criterion, dev: &Device) {
+    let offsets: &[usize] = if quick() {
+        &[0, 4096]
+    } else {
+        &[0, 4096, 1_000_000]
+    };
+    let mut group = c.benchmark_group(format!("{}_view", prefix(dev)));
+    group
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(1));
+    for d in [1024, 4096] {
+        let cache = PeCache::new(SinusoidalEncoding::new(PeSpec::fairseq(d)).unwrap());
+        for &offset in offsets {
+            if (offset + 1) * d * 4 > MAX_CACHE_BYTES {
+                continue;
+            }
+            cache.range(0, offset + 1, DType::F32, dev).unwrap();
+            let case = format!("offset{offset}/d{d}");
+            group.bench_function(BenchmarkId::new("decode_row", &case), |b| {
+                b.iter_custom(|n| {
+                    timed(dev, n, || cache.range(offset, 1, DType::F32, dev).unwrap())
+                })
+            });
+        }
+        let len = if quick() { 1024 } else { 65_536 };
+        cache.range(0, len, DType::F32, dev).unwrap();
+        group.bench_function(BenchmarkId::new("range", format!("{len}x{d}")), |b| {
+            b.iter_custom(|n| timed(dev, n, || cache.range(0, len, DType::F32, dev).unwrap()))
+        });
+        cache.clear();
+    }
+    let rope = RopeCache::new(Rope::new(RopeConfig::new(128, 500_000.0)).unwrap());
+    let len = if quick() { 1024 } else { 131_072 };
+    rope.tables(0, len, DType::F32, dev).unwrap();
+    group.bench_function(BenchmarkId::new("rope_tables", len), |b| {
+        b.iter_custom(|n| timed(dev, n, || rope.tables(0, len, DType::F32, dev).unwrap()))
+    });
+    group.bench_function(BenchmarkId::new("rope_decode_step", len), |b| {
+        b.iter_custom(|n| timed(dev, n, || rope.tables(len - 1, 1, DType::F32, dev).unwrap()))
+    });
+    group.finish();
+}
+
+/// The device-generic generator (candle ops: what runs on CUDA) forced on this device.
+fn generic(c: &mut Criterion, dev: &Device) {
+    let lens: &[usize] = if quick() {
+        &[128, 1024]
+    } else {
+        &[1024, 8192, 65_536]
+    };
+    let d = if quick() { 512 } else { 1024 };
+    let mut group = c.benchmark_group(format!("{}_generic", prefix(dev)));
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    let pe = SinusoidalEncoding::new(PeSpec::fairseq(d))
+        .unwrap()
+        .with_backend(Backend::Generic);
+    for &len in lens {
+        for dtype in [DType::F32, DType::BF16] {
+            group.throughput(Throughput::Bytes((len * d * dtype.size_in_bytes()) as u64));
+            let case = format!("{dtype:?}/{len}x{d}").to_lowercase();
+            group.bench_function(BenchmarkId::new("range", &case), |b| {
+                b.iter_custom(|n| timed(dev, n, || pe.range(0, len, dtype, dev).unwrap()))
+            });
+        }
+        let ids: Vec<u32> = (0..len as u32).map(|i| (i * 7) % len as u32).collect();
+        let ids = Tensor::new(ids.as_slice(), dev).unwrap();
+        group.throughput(Throughput::Bytes((len * d * 4) as u64));
+        group.bench_function(BenchmarkId::new("ids", format!("f32/{len}x{d}")), |b| {
+            b.iter_custom(|n| timed(dev, n, || pe.ids(&ids, DType::F32).unwrap()))
+        });
+        if d == 1024 && len == 65_536 {
+            group.bench_function(
+                BenchmarkId::new("naive_whisper", format!("f32/{len}x{d}")),
+                |b| {
+                    b.iter_custom(|n| {
+                        timed(dev, n, || baseline::whisper_sinusoids(len, d, dev).unwrap())
+                    })
+                },
+            );
+        }
+    }
+    let rope = Rope::new(RopeConfig::new(128, 500_000.0))
+        .unwrap()
+        .with_backend(Backend::Generic);
+    let len = if quick() { 1024 } else { 131_072 };
+    group.throughput(Throughput::Bytes((len * 128 * 4) as u64));
+    group.bench_function(BenchmarkId::new("rope_tables", len), |b| {
+        b.iter_custom(|n| timed(dev, n, || rope.tables(0, len, DType::F32, dev).unwrap()))
+    });
     group.finish();
 }
 
@@ -268,8 +351,12 @@ fn rope(c: &mut Criterion, dev: &Device) {
         group.bench_function(BenchmarkId::new("tables_generate", len), |b| {
             b.iter_custom(|n| timed(dev, n, || rope.tables(0, len, DType::F32, dev).unwrap()))
         });
-        group.bench_function(BenchmarkId::new("tables_cached", len), |b| {
-            b.iter_custom(|n| timed(dev, n, || cache.tables(0, len, DType::F32, dev).unwrap()))
+        group.bench_function(BenchmarkId::new("tables_owned", len), |b| {
+            b.iter_custom(|n| {
+                timed(dev, n, || {
+                    cache.tables_owned(0, len, DType::F32, dev).unwrap()
+                })
+            })
         });
     }
     // Applying to q (32 heads) and k (8 heads): one decode step and a 2048-token prefill.
@@ -295,6 +382,8 @@ fn main() {
     let mut c = Criterion::default().configure_from_args();
     table(&mut c, &dev);
     decode(&mut c, &dev);
+    views(&mut c, &dev);
+    generic(&mut c, &dev);
     embed(&mut c, &dev);
     ids(&mut c, &dev);
     rope(&mut c, &dev);

@@ -1,23 +1,38 @@
-//! The quick performance report: the headline cases of the benchmarks, measured in one run
-//! (medians over repeated runs, after a warm-up), printed as a markdown table.
+//! The quick performance report: the headline cases of the benchmarks, measured in one run and
+//! printed as a markdown table, with the machine and its load.
 //!
 //! ```text
 //! cargo run --release --example bench_report                  # markdown on stdout
 //! cargo run --release --example bench_report -- --json r.json # and the numbers as JSON
 //! ```
 //!
-//! Ratios are what to compare across machines: every number here comes from the same run.
+//! Cases that are compared are measured together, interleaved round robin (A B C A B C ...)
+//! after one warm-up run each, and reported as medians, so that a change in the machine's load
+//! hits all of them alike; ratios are medians of the per-round ratios. Ratios are what to
+//! compare across machines. The references are
+//! thread-matched: the fresh-memory write floor and the parallel copy use the same thread pool
+//! as the generators; the embedding block is also measured on one thread against candle's
+//! (single-threaded) `Embedding`. The naive baselines are candle-transformers' own
+//! constructions (whisper's `sinusoids`, the Marian table, llama.rs's rope setup), with their
+//! errors over the whole table against the f64 tables of this crate (which the tests hold to
+//! 1e-9 of a 256-bit oracle).
 
+use std::any::Any;
+use std::mem::MaybeUninit;
 use std::time::Instant;
 
 use anyhow::{bail, Result};
 use candle_core::{DType, Device, Module, Tensor};
+use rayon::prelude::*;
 #[path = "../benches/baseline/mod.rs"]
 mod baseline;
 
-use baseline::naive_f32_table;
+use baseline::{marian_table, naive_llama_rope, whisper_sinusoids};
+use candle_pe::core::Backend;
 use candle_pe::core::{PeCache, PeSpec, Rope, RopeCache, RopeConfig, SinusoidalEncoding};
-use candle_pe::nn::{EmbeddingScale, SinusoidalEmbedding, SinusoidalEmbeddingConfig};
+use candle_pe::nn::{
+    EmbeddingScale, RotaryEmbedding, SinusoidalEmbedding, SinusoidalEmbeddingConfig,
+};
 
 const LEN: usize = 65_536;
 const WIDTH: usize = 1024;
@@ -25,21 +40,85 @@ const BATCH: usize = 8;
 const SEQ: usize = 4096;
 const VOCAB: usize = 32_000;
 const DECODE_AT: usize = 1_000_000;
+const ROPE_LEN: usize = 131_072;
+const HEAD_DIM: usize = 128;
+const ROPE_THETA: f32 = 500_000.0;
 
-/// Median wall time of `f` in milliseconds over `runs` runs, after one warm-up run.
-fn median_ms<T>(runs: usize, mut f: impl FnMut() -> Result<T>) -> Result<f64> {
-    drop(f()?);
-    let mut times: Vec<f64> = (0..runs)
-        .map(|_| {
+/// One measured case: runs once and returns what it built (dropped after the clock stops).
+type Case<'a> = (&'a str, Box<dyn FnMut() -> Result<Box<dyn Any>> + 'a>);
+
+fn case<'a, T: 'static>(name: &'a str, mut f: impl FnMut() -> Result<T> + 'a) -> Case<'a> {
+    (name, Box::new(move || Ok(Box::new(f()?) as Box<dyn Any>)))
+}
+
+/// The times of interleaved cases, in milliseconds: `times[case][round]`.
+struct Measured {
+    times: Vec<Vec<f64>>,
+}
+
+impl Measured {
+    /// The median time of each case.
+    fn medians(&self) -> Vec<f64> {
+        self.times.iter().map(|t| median(t.clone())).collect()
+    }
+
+    /// The median over rounds of `case a / case b` (each round's pair ran back to back, so a
+    /// change of load between rounds cancels out).
+    fn ratio(&self, a: usize, b: usize) -> f64 {
+        median(
+            self.times[a]
+                .iter()
+                .zip(&self.times[b])
+                .map(|(x, y)| x / y)
+                .collect(),
+        )
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Runs `rounds` rounds that run every case once in turn (A B C A B C ...), after one warm-up
+/// run of each; prints each case's median, min and max to stderr.
+fn interleaved(rounds: usize, mut cases: Vec<Case<'_>>) -> Result<Measured> {
+    for (_, f) in cases.iter_mut() {
+        drop(f()?);
+    }
+    let mut times = vec![Vec::with_capacity(rounds); cases.len()];
+    for _ in 0..rounds {
+        for (i, (_, f)) in cases.iter_mut().enumerate() {
             let start = Instant::now();
             let out = f()?;
-            let ms = start.elapsed().as_secs_f64() * 1e3;
+            times[i].push(start.elapsed().as_secs_f64() * 1e3);
             drop(out);
-            Ok(ms)
-        })
-        .collect::<Result<_>>()?;
-    times.sort_by(f64::total_cmp);
-    Ok(times[runs / 2])
+        }
+    }
+    for (t, (name, _)) in times.iter().zip(&cases) {
+        let (min, max) = t
+            .iter()
+            .fold((f64::MAX, 0f64), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+        eprintln!(
+            "  {name}: median {:.4} ms (min {min:.4}, max {max:.4})",
+            median(t.clone())
+        );
+    }
+    Ok(Measured { times })
+}
+
+/// `n` f32 written to fresh memory by the rayon pool, in chunks of 64 Ki values: what filling a
+/// new table costs at least.
+fn fresh_write(n: usize) -> Box<[MaybeUninit<f32>]> {
+    let mut out = Box::<[f32]>::new_uninit_slice(n);
+    out.par_chunks_mut(1 << 16)
+        .for_each(|chunk| chunk.fill(MaybeUninit::new(1.0)));
+    out
+}
+
+/// A copy of `src` into fresh memory by the rayon pool.
+fn parallel_copy(src: &[f32]) -> Vec<f32> {
+    src.par_iter().copied().collect()
 }
 
 /// The exact rows `first .. first + rows` in f64: `sin(p w)` with `p w` kept exact by a fused
@@ -81,7 +160,20 @@ fn machine() -> String {
         })
         .unwrap_or_else(|| "unknown CPU".into());
     let threads = std::thread::available_parallelism().map_or(0, |n| n.get());
-    format!("{model}, {threads} threads")
+    format!(
+        "{model}, {threads} threads, rayon pool of {}",
+        rayon::current_num_threads()
+    )
+}
+
+/// The 1, 5 and 15 minute load averages.
+fn load() -> String {
+    let loadavg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    loadavg
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn main() -> Result<()> {
@@ -94,23 +186,46 @@ fn main() -> Result<()> {
     let dev = Device::Cpu;
     let spec = PeSpec::fairseq(WIDTH);
     let pe = SinusoidalEncoding::new(spec)?;
-    eprintln!("measuring on {} ...", machine());
+    let generic = pe.clone().with_backend(Backend::Generic);
+    let load_before = load();
+    eprintln!("measuring on {} (load {load_before}) ...", machine());
 
-    // Tables: 65,536 x 1,024 f32.
-    let generate_ms = median_ms(9, || Ok(pe.range(0, LEN, DType::F32, &dev)?))?;
+    // Tables: 65,536 x 1,024 f32 (256 MiB), against the write floor, copies, the naive ops.
+    eprintln!("tables 65,536 x 1,024 f32:");
     let source = pe.range(0, LEN, DType::F32, &dev)?;
-    let copy_ms = median_ms(9, || Ok(source.copy()?))?;
-    let naive_ms = median_ms(3, || Ok(naive_f32_table(&pe, 0, LEN, &dev)?))?;
+    let host = source.flatten_all()?.to_vec1::<f32>()?;
+    let tab = interleaved(
+        11,
+        vec![
+            case("floor (fresh write)", || Ok(fresh_write(LEN * WIDTH))),
+            case("generate (CPU)", || {
+                Ok(pe.range(0, LEN, DType::F32, &dev)?)
+            }),
+            case("generate (generic)", || {
+                Ok(generic.range(0, LEN, DType::F32, &dev)?)
+            }),
+            case("whisper sinusoids", || {
+                Ok(whisper_sinusoids(LEN, WIDTH, &dev)?)
+            }),
+            case("marian table", || Ok(marian_table(WIDTH, LEN, &dev)?)),
+            case("Tensor::copy", || Ok(source.copy()?)),
+            case("parallel copy", || Ok(parallel_copy(&host))),
+        ],
+    )?;
+    drop(host);
+    let [floor_ms, generate_ms, generic_ms, naive_whisper_ms, naive_marian_ms, copy_ms, par_copy_ms] =
+        tab.medians()[..]
+    else {
+        unreachable!()
+    };
 
-    // Embedding block: batch 8 x seq 4096, d 1024, vocab 32000.
+    // Embedding block: batch 8 x seq 4096, d 1024, vocab 32000; all threads and one.
+    eprintln!("embedding 8 x 4,096, d 1,024:");
     let weights = Tensor::randn(0f32, 1.0, (VOCAB, WIDTH), &dev)?;
     let cfg = SinusoidalEmbeddingConfig {
         scale: EmbeddingScale::SqrtD,
-        ..SinusoidalEmbeddingConfig::for_preset(candle_pe::core::Preset::Fairseq)
-    };
-    let cfg = SinusoidalEmbeddingConfig {
         positions: candle_pe::nn::PositionMode::Plain,
-        ..cfg
+        ..SinusoidalEmbeddingConfig::for_preset(candle_pe::core::Preset::Fairseq)
     };
     let plain = candle_nn::Embedding::new(weights.clone(), WIDTH);
     let block = SinusoidalEmbedding::new(plain.clone(), &cfg)?;
@@ -118,81 +233,316 @@ fn main() -> Result<()> {
         .map(|i| ((i * 7919) % VOCAB) as u32)
         .collect();
     let ids = Tensor::from_vec(ids, (BATCH, SEQ), &dev)?;
-    let fused_embed_ms = median_ms(9, || Ok(block.forward(&ids)?))?;
-    let plain_embed_ms = median_ms(9, || Ok(plain.forward(&ids)?))?;
     let cache = PeCache::new(pe.clone());
     let scale = (WIDTH as f64).sqrt();
-    let unfused_embed_ms = median_ms(9, || {
-        let x = plain.forward(&ids)?.affine(scale, 0.0)?;
-        Ok(x.broadcast_add(&cache.range(0, SEQ, DType::F32, &dev)?)?)
-    })?;
+    let one = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
+    let emb = interleaved(
+        9,
+        vec![
+            case("fused block", || Ok(block.forward(&ids)?)),
+            case("bare Embedding", || Ok(plain.forward(&ids)?)),
+            case("unfused ops", || {
+                let x = plain.forward(&ids)?.affine(scale, 0.0)?;
+                Ok(x.broadcast_add(&cache.range(0, SEQ, DType::F32, &dev)?)?)
+            }),
+            case("fused block, 1 thread", || {
+                one.install(|| Ok(block.forward(&ids)?))
+            }),
+            case("bare Embedding, 1 thread", || {
+                one.install(|| Ok(plain.forward(&ids)?))
+            }),
+        ],
+    )?;
+    let [fused_embed_ms, plain_embed_ms, unfused_embed_ms, fused_1t_ms, plain_1t_ms] =
+        emb.medians()[..]
+    else {
+        unreachable!()
+    };
 
-    // Decoding one token at position 1,000,000.
-    cache.range(DECODE_AT, 1, DType::F32, &dev)?;
-    let decode_cached_us =
-        median_ms(2001, || Ok(cache.range(DECODE_AT, 1, DType::F32, &dev)?))? * 1e3;
-    let decode_generate_us =
-        median_ms(2001, || Ok(pe.range(DECODE_AT, 1, DType::F32, &dev)?))? * 1e3;
+    // Decoding one token at position 1,000,000; materialising 4,096 cached rows.
+    eprintln!("decode and materialise:");
+    cache.range(0, DECODE_AT + 1, DType::F32, &dev)?;
+    let dec = interleaved(
+        2001,
+        vec![
+            case("cached view", || {
+                Ok(cache.range(DECODE_AT, 1, DType::F32, &dev)?)
+            }),
+            case("generated row", || {
+                Ok(pe.range(DECODE_AT, 1, DType::F32, &dev)?)
+            }),
+        ],
+    )?;
+    let [decode_cached_ms, decode_generate_ms] = dec.medians()[..] else {
+        unreachable!()
+    };
+    let own = interleaved(
+        21,
+        vec![
+            case("range_owned 4,096 rows", || {
+                Ok(cache.range_owned(DECODE_AT - SEQ, SEQ, DType::F32, &dev)?)
+            }),
+            case("generate 4,096 rows", || {
+                Ok(pe.range(DECODE_AT - SEQ, SEQ, DType::F32, &dev)?)
+            }),
+        ],
+    )?;
+    let [owned_rows_ms, generate_rows_ms] = own.medians()[..] else {
+        unreachable!()
+    };
+    cache.clear();
 
-    // Rotary tables: 131,072 positions, head_dim 128, f32.
-    let rope = Rope::new(RopeConfig::new(128, 500_000.0))?;
-    let rope_generate_ms = median_ms(5, || Ok(rope.tables(0, 131_072, DType::F32, &dev)?))?;
+    // Rotary tables: 131,072 positions, head_dim 128 (cos and sin each 131,072 x 64), f32.
+    eprintln!("rotary tables 131,072 x 64 (x2) f32:");
+    let rope = Rope::new(RopeConfig::new(HEAD_DIM, f64::from(ROPE_THETA)))?;
+    let h = HEAD_DIM / 2;
+    let rop = interleaved(
+        9,
+        vec![
+            case("floor (fresh write of cos and sin)", || {
+                Ok((fresh_write(ROPE_LEN * h), fresh_write(ROPE_LEN * h)))
+            }),
+            case("tables (CPU)", || {
+                Ok(rope.tables(0, ROPE_LEN, DType::F32, &dev)?)
+            }),
+            case("llama.rs rope setup", || {
+                Ok(naive_llama_rope(HEAD_DIM, ROPE_THETA, ROPE_LEN, &dev)?)
+            }),
+        ],
+    )?;
+    let [rope_floor_ms, rope_generate_ms, naive_llama_ms] = rop.medians()[..] else {
+        unreachable!()
+    };
     let rope_cache = RopeCache::new(rope.clone());
-    rope_cache.tables(0, 131_072, DType::F32, &dev)?;
-    let rope_cached_us = median_ms(2001, || {
-        Ok(rope_cache.tables(131_071, 1, DType::F32, &dev)?)
-    })? * 1e3;
+    rope_cache.tables(0, ROPE_LEN, DType::F32, &dev)?;
+    let rope_cached_us = interleaved(
+        2001,
+        vec![case("cached views", || {
+            Ok(rope_cache.tables(ROPE_LEN - 1, 1, DType::F32, &dev)?)
+        })],
+    )?
+    .medians()[0]
+        * 1e3;
+    drop(rope_cache);
 
-    // Exactness at positions up to 1,000,000.
+    // Applying rope at a decode step: q 32 heads, k 8 heads, head_dim 128, at position 4,096,
+    // against candle-nn's `rope` on views of a llama.rs-style cache.
+    eprintln!("rope apply, decode step:");
+    let rotary = RotaryEmbedding::new(RopeConfig::new(HEAD_DIM, f64::from(ROPE_THETA)))?;
+    let (llama_cos, llama_sin) = naive_llama_rope(HEAD_DIM, ROPE_THETA, 8192, &dev)?;
+    let q = Tensor::randn(0f32, 1.0, (1, 32, 1, HEAD_DIM), &dev)?;
+    let k = Tensor::randn(0f32, 1.0, (1, 8, 1, HEAD_DIM), &dev)?;
+    let at = 4096;
+    let app = interleaved(
+        2001,
+        vec![
+            case("RotaryEmbedding::apply", || Ok(rotary.apply(&q, &k, at)?)),
+            case("candle-nn rope (llama.rs)", || {
+                let cos = llama_cos.narrow(0, at, 1)?;
+                let sin = llama_sin.narrow(0, at, 1)?;
+                let q = candle_nn::rotary_emb::rope(&q, &cos, &sin)?;
+                let k = candle_nn::rotary_emb::rope(&k, &cos, &sin)?;
+                Ok((q, k))
+            }),
+        ],
+    )?;
+    let (rope_apply_us, candle_rope_us) = (app.medians()[0] * 1e3, app.medians()[1] * 1e3);
+    let load_after = load();
+
+    // Errors: at positions up to 1,000,000 against an independent f64 evaluation, and of the
+    // naive constructions over their whole tables against this crate's f64 tables.
+    eprintln!("errors ...");
     let rows = 256;
     let exact = exact_rows(&spec, DECODE_AT + 1 - rows, rows)?;
     let ours = pe.range(DECODE_AT + 1 - rows, rows, DType::F32, &dev)?;
-    let naive = naive_f32_table(&pe, DECODE_AT + 1 - rows, rows, &dev)?;
+    let naive = baseline::naive_f32_table(&pe, DECODE_AT + 1 - rows, rows, &dev)?;
     let max_abs_err_generate = max_abs_diff(&ours, &exact)?;
     let max_abs_err_naive = max_abs_diff(&naive, &exact)?;
+    let whisper_exact = SinusoidalEncoding::new(PeSpec::whisper(WIDTH))?;
+    let err_whisper = max_abs_diff(
+        &whisper_sinusoids(LEN, WIDTH, &dev)?,
+        &whisper_exact.range(0, LEN, DType::F64, &dev)?,
+    )?;
+    let marian_exact = SinusoidalEncoding::new(PeSpec::marian(WIDTH))?;
+    let err_marian = max_abs_diff(
+        &marian_table(WIDTH, LEN, &dev)?,
+        &marian_exact.range(0, LEN, DType::F64, &dev)?,
+    )?;
+    let err_generic = max_abs_diff(
+        &generic.range(0, LEN, DType::F32, &dev)?,
+        &pe.range(0, LEN, DType::F64, &dev)?,
+    )?;
+    let (cos, sin) = naive_llama_rope(HEAD_DIM, ROPE_THETA, ROPE_LEN, &dev)?;
+    let (exact_cos, exact_sin) = rope.tables(0, ROPE_LEN, DType::F64, &dev)?;
+    let err_llama = max_abs_diff(&cos, &exact_cos)?.max(max_abs_diff(&sin, &exact_sin)?);
+    let (cos, sin) = rope.tables(0, ROPE_LEN, DType::F32, &dev)?;
+    let err_rope = max_abs_diff(&cos, &exact_cos)?.max(max_abs_diff(&sin, &exact_sin)?);
 
     let report = [
         ("generate_ms", generate_ms),
         ("copy_ms", copy_ms),
-        ("naive_ms", naive_ms),
-        ("generate_over_copy", generate_ms / copy_ms),
-        ("naive_over_generate", naive_ms / generate_ms),
+        ("naive_ms", naive_whisper_ms),
+        ("generate_over_copy", tab.ratio(1, 5)),
+        ("naive_over_generate", tab.ratio(3, 1)),
+        ("floor_ms", floor_ms),
+        ("generate_over_floor", tab.ratio(1, 0)),
+        ("par_copy_ms", par_copy_ms),
+        ("copy_over_par_copy", tab.ratio(5, 6)),
+        ("generic_ms", generic_ms),
+        ("naive_whisper_ms", naive_whisper_ms),
+        ("naive_marian_ms", naive_marian_ms),
+        ("generic_over_naive", tab.ratio(2, 3)),
         ("fused_embed_ms", fused_embed_ms),
         ("plain_embed_ms", plain_embed_ms),
         ("unfused_embed_ms", unfused_embed_ms),
-        ("fused_over_plain", fused_embed_ms / plain_embed_ms),
-        ("decode_cached_us", decode_cached_us),
-        ("decode_generate_us", decode_generate_us),
+        ("fused_over_plain", emb.ratio(0, 1)),
+        ("fused_1t_ms", fused_1t_ms),
+        ("plain_1t_ms", plain_1t_ms),
+        ("fused_over_plain_1t", emb.ratio(3, 4)),
+        ("decode_cached_us", decode_cached_ms * 1e3),
+        ("decode_generate_us", decode_generate_ms * 1e3),
+        ("range_owned_4096_ms", owned_rows_ms),
+        ("generate_4096_ms", generate_rows_ms),
         ("max_abs_err_generate", max_abs_err_generate),
         ("max_abs_err_naive", max_abs_err_naive),
+        ("max_abs_err_generic", err_generic),
+        ("max_abs_err_whisper", err_whisper),
+        ("max_abs_err_marian", err_marian),
         ("rope_generate_ms", rope_generate_ms),
+        ("rope_floor_ms", rope_floor_ms),
+        ("rope_over_floor", rop.ratio(1, 0)),
+        ("naive_llama_rope_ms", naive_llama_ms),
+        ("max_abs_err_rope", err_rope),
+        ("max_abs_err_llama_rope", err_llama),
         ("rope_cached_us", rope_cached_us),
+        ("rope_apply_us", rope_apply_us),
+        ("candle_rope_us", candle_rope_us),
+        ("rope_apply_over_candle", app.ratio(0, 1)),
     ];
 
-    println!("Measured on {} (fairseq preset, f32, CPU).\n", machine());
+    println!(
+        "Measured on {} (load average {load_before} before, {load_after} after; f32, CPU).\n",
+        machine()
+    );
     println!("| case | candle-pe | reference | ratio |");
     println!("|---|---:|---:|---:|");
-    println!("| table 65,536 x 1,024: generate vs `Tensor::copy` | {generate_ms:.1} ms | {copy_ms:.1} ms | {:.2} |", generate_ms / copy_ms);
-    println!("| table 65,536 x 1,024: naive candle ops vs generate | {generate_ms:.1} ms | {naive_ms:.1} ms | {:.1}x faster |", naive_ms / generate_ms);
-    println!("| embed 8 x 4,096, d 1,024: fused block vs bare `Embedding` | {fused_embed_ms:.1} ms | {plain_embed_ms:.1} ms | {:.2} |", fused_embed_ms / plain_embed_ms);
-    println!("| embed 8 x 4,096, d 1,024: fused vs unfused candle ops | {fused_embed_ms:.1} ms | {unfused_embed_ms:.1} ms | {:.2} |", fused_embed_ms / unfused_embed_ms);
-    println!(
-        "| decode 1 token at 1,000,000, d 1,024: cached view | {decode_cached_us:.2} us | | |"
+    let row = |case: &str, ours: String, reference: String, ratio: String| {
+        println!("| {case} | {ours} | {reference} | {ratio} |");
+    };
+    let ms = |v: f64| format!("{v:.1} ms");
+    let us = |v: f64| format!("{v:.2} us");
+    let x = |v: f64| format!("{v:.2}");
+    row(
+        "table 65,536 x 1,024: generate vs fresh-write floor (same threads)",
+        ms(generate_ms),
+        ms(floor_ms),
+        x(tab.ratio(1, 0)),
     );
-    println!(
-        "| decode 1 token at 1,000,000, d 1,024: generated | {decode_generate_us:.2} us | | |"
+    row(
+        "table 65,536 x 1,024: generate vs `Tensor::copy`",
+        ms(generate_ms),
+        ms(copy_ms),
+        x(tab.ratio(1, 5)),
     );
-    println!("| max abs error, positions up to 1,000,000 | {max_abs_err_generate:.1e} | {max_abs_err_naive:.1e} (naive) | |");
-    println!(
-        "| rotary cos+sin 131,072 x 64 (head_dim 128): generate | {rope_generate_ms:.1} ms | | |"
+    row(
+        "table 65,536 x 1,024: `Tensor::copy` vs a parallel copy",
+        ms(copy_ms),
+        ms(par_copy_ms),
+        x(tab.ratio(5, 6)),
     );
-    println!("| rotary decode step at 131,071: cached views | {rope_cached_us:.2} us | | |");
+    row(
+        "table 65,536 x 1,024: generic (candle ops) vs whisper's `sinusoids`",
+        ms(generic_ms),
+        ms(naive_whisper_ms),
+        x(tab.ratio(2, 3)),
+    );
+    row(
+        "table 65,536 x 1,024: Marian's table (candle-transformers)",
+        String::new(),
+        ms(naive_marian_ms),
+        String::new(),
+    );
+    row(
+        "embed 8 x 4,096, d 1,024: fused block vs bare `Embedding`",
+        ms(fused_embed_ms),
+        ms(plain_embed_ms),
+        x(emb.ratio(0, 1)),
+    );
+    row(
+        "embed, 1 thread: fused block vs bare `Embedding`",
+        ms(fused_1t_ms),
+        ms(plain_1t_ms),
+        x(emb.ratio(3, 4)),
+    );
+    row(
+        "embed: fused vs unfused candle ops",
+        ms(fused_embed_ms),
+        ms(unfused_embed_ms),
+        x(emb.ratio(0, 2)),
+    );
+    row(
+        "decode 1 token at 1,000,000, d 1,024: cached view vs generated",
+        us(decode_cached_ms * 1e3),
+        us(decode_generate_ms * 1e3),
+        String::new(),
+    );
+    row(
+        "4,096 cached rows: `range_owned` vs generated",
+        ms(owned_rows_ms),
+        ms(generate_rows_ms),
+        x(own.ratio(0, 1)),
+    );
+    row(
+        "rotary cos+sin 131,072 x 64: tables vs fresh-write floor",
+        ms(rope_generate_ms),
+        ms(rope_floor_ms),
+        x(rop.ratio(1, 0)),
+    );
+    row(
+        "rotary cos+sin 131,072 x 64: llama.rs rope setup",
+        String::new(),
+        ms(naive_llama_ms),
+        String::new(),
+    );
+    row(
+        "rotary decode step at 131,071: cached views",
+        us(rope_cached_us),
+        String::new(),
+        String::new(),
+    );
+    row(
+        "rope apply, decode (q 32, k 8 heads, 128): vs candle-nn `rope`",
+        us(rope_apply_us),
+        us(candle_rope_us),
+        x(app.ratio(0, 1)),
+    );
+    row(
+        "max abs error, positions up to 1,000,000",
+        format!("{max_abs_err_generate:.1e}"),
+        format!("{max_abs_err_naive:.1e} (naive)"),
+        String::new(),
+    );
+    row(
+        "max abs error, 65,536 x 1,024: generic vs whisper, Marian",
+        format!("{err_generic:.1e}"),
+        format!("{err_whisper:.1e}, {err_marian:.1e}"),
+        String::new(),
+    );
+    row(
+        "max abs error, rotary 131,072 x 64: tables vs llama.rs",
+        format!("{err_rope:.1e}"),
+        format!("{err_llama:.1e}"),
+        String::new(),
+    );
 
     if let Some(path) = json_path {
-        let map: serde_json::Map<String, serde_json::Value> = report
+        let mut map: serde_json::Map<String, serde_json::Value> = report
             .iter()
             .map(|(k, v)| (k.to_string(), serde_json::json!(v)))
             .collect();
+        map.insert("machine".into(), machine().into());
+        map.insert("load_before".into(), load_before.into());
+        map.insert("load_after".into(), load_after.into());
         std::fs::write(&path, serde_json::to_string_pretty(&map)?)?;
         eprintln!("wrote {path}");
     }

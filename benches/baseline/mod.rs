@@ -64,3 +64,36 @@ pub fn naive_llama_rope(
         .matmul(&theta)?;
     Ok((idx_theta.cos()?, idx_theta.sin()?))
 }
+
+/// OpenAI Whisper's encoder table as candle-transformers' `whisper::model::sinusoids` builds it:
+/// f32 inverse timescales, an f32 copy of the positions, a broadcast product, `sin`, `cos`, `cat`.
+pub fn whisper_sinusoids(length: usize, channels: usize, device: &Device) -> Result<Tensor> {
+    let max_timescale = 10000f32;
+    let log_timescale_increment = max_timescale.ln() / (channels / 2 - 1) as f32;
+    let inv_timescales: Vec<_> = (0..channels / 2)
+        .map(|i| (i as f32 * (-log_timescale_increment)).exp())
+        .collect();
+    let inv_timescales = Tensor::new(inv_timescales.as_slice(), device)?.unsqueeze(0)?;
+    let arange = Tensor::arange(0, length as u32, device)?
+        .to_dtype(DType::F32)?
+        .unsqueeze(1)?;
+    let sh = (length, channels / 2);
+    let scaled_time = (arange.broadcast_as(sh)? * inv_timescales.broadcast_as(sh)?)?;
+    Tensor::cat(&[scaled_time.sin()?, scaled_time.cos()?], 1)
+}
+
+/// The Marian table as candle-transformers' `marian::SinusoidalPositionalEmbedding` builds it:
+/// f32 inverse frequencies, an f32 copy of the positions, a matmul, `sin`, `cos`, `cat`.
+pub fn marian_table(dim: usize, max_positions: usize, device: &Device) -> Result<Tensor> {
+    let inv_freq: Vec<_> = (0..dim)
+        .step_by(2)
+        .map(|i| 1f32 / 10000f32.powf(i as f32 / dim as f32))
+        .collect();
+    let inv_freq_len = inv_freq.len();
+    let inv_freq = Tensor::from_vec(inv_freq, (1, inv_freq_len), device)?;
+    let t = Tensor::arange(0u32, max_positions as u32, device)?
+        .to_dtype(DType::F32)?
+        .reshape((max_positions, 1))?;
+    let freqs = t.matmul(&inv_freq)?;
+    Tensor::cat(&[freqs.sin()?, freqs.cos()?], 1)
+}

@@ -5,7 +5,9 @@
 //! current size more, so growth is amortised) and appends them; rows already there are never
 //! recomputed. Ranges are served as zero-copy `narrow` views of the table, ids by
 //! `index_select`. A request that reaches past the limit is generated instead, so that a decoder
-//! at position 10^9 does not hold 10^9 rows. Since every row's bits depend only on its position,
+//! at position 10^9 does not hold 10^9 rows. [`PeCache::range_owned`] copies out just the rows
+//! (never `Tensor::copy` a view: candle copies a view's whole storage, the whole table).
+//! Since every row's bits depend only on its position,
 //! a cached row, a generated row and a row of a fresh table are the same. Clones share the
 //! tables.
 //!
@@ -76,6 +78,15 @@ impl RowCache {
         let end = offset + len;
         if len == 0 || end > self.limit {
             return build(offset, len);
+        }
+        // The common case (decoding) takes views under the read lock, cloning no table list.
+        if let Some(tables) = self.read().get(&(device.location(), dtype)) {
+            if tables[0].dim(0)? >= end {
+                return tables
+                    .iter()
+                    .map(|t| Ok(t.narrow(0, offset, len)?))
+                    .collect();
+            }
         }
         self.grown(end, dtype, device, build)?
             .iter()
@@ -214,7 +225,8 @@ impl PeCache {
     }
 
     /// Rows `offset .. offset + len`, shape `(len, d)`: a view of the cached table within the
-    /// limit, generated past it.
+    /// limit, generated past it. A view keeps the whole table alive, and `Tensor::copy` of it
+    /// copies the whole table; [`Self::range_owned`] copies just the rows.
     pub fn range(
         &self,
         offset: usize,
@@ -227,6 +239,36 @@ impl PeCache {
             Ok(vec![self.encoding.range(start, len, dtype, device)?])
         })?;
         Ok(rows[0].clone())
+    }
+
+    /// Rows `offset .. offset + len` as a tensor of their own, shape `(len, d)`: only these rows
+    /// are copied out of the cached table (generated past the limit). For rows that must not
+    /// keep the whole table alive, or that are handed on to be written. Do not call
+    /// `Tensor::copy` on a [`Self::range`] view for this: candle copies a view's whole storage,
+    /// here the whole cached table.
+    ///
+    /// ```
+    /// use candle_core::{DType, Device};
+    /// use pe_core::{PeCache, PeSpec, SinusoidalEncoding};
+    ///
+    /// let cache = PeCache::new(SinusoidalEncoding::new(PeSpec::marian(512))?);
+    /// cache.range(0, 4096, DType::F32, &Device::Cpu)?;
+    /// let rows = cache.range_owned(100, 8, DType::F32, &Device::Cpu)?; // copies 8 rows
+    /// assert_eq!(rows.dims(), &[8, 512]);
+    /// # Ok::<(), pe_core::Error>(())
+    /// ```
+    pub fn range_owned(
+        &self,
+        offset: usize,
+        len: usize,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Tensor> {
+        let rows = self.range(offset, len, dtype, device)?;
+        if len == 0 || offset + len > self.limit() {
+            return Ok(rows);
+        }
+        Ok(rows.force_contiguous()?)
     }
 
     /// The rows for integer position ids of any shape, shape `ids.dims() + [d]`: gathered from

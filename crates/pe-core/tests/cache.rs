@@ -242,3 +242,92 @@ backend_tests!(
     one_table_per_dtype,
     ids_and_padding_aware_match_uncached
 );
+
+/// The generic generator too: a row's bits depend only on its position, whether it comes in a
+/// long range (anchor blocks), a short one or sparse ids (gathered per row), dense ids (blocks,
+/// then a gather), or timesteps mixing integers with fractions.
+#[test]
+fn generic_values_do_not_depend_on_the_request() -> anyhow::Result<()> {
+    use rand::{Rng, SeedableRng};
+    let dev = Device::Cpu;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(77);
+    for spec in [
+        PeSpec::vaswani(63),
+        PeSpec::marian(256),
+        PeSpec::fairseq(96),
+    ] {
+        for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64] {
+            let pe = SinusoidalEncoding::new(spec)?.with_backend(Backend::Generic);
+            let whole = pe.range(0, 2048, dtype, &dev)?;
+            for step in 0..12 {
+                let offset = rng.random_range(0..1900);
+                let len = rng.random_range(0..=(2048 - offset).min(400));
+                let want = whole.narrow(0, offset, len)?;
+                let what = format!("{spec:?} {dtype:?} step {step}: rows {offset}..+{len}");
+                assert_same_bits(&pe.range(offset, len, dtype, &dev)?, &want, &what)?;
+                for (n, span) in [(rng.random_range(0..20), 2048), (300, 320)] {
+                    let base = rng.random_range(0..2048 - span + 1);
+                    let ids: Vec<u32> = (0..n)
+                        .map(|_| (base + rng.random_range(0..span)) as u32)
+                        .collect();
+                    let ids = Tensor::new(ids.as_slice(), &dev)?;
+                    let want = whole.index_select(&ids, 0)?;
+                    assert_same_bits(&pe.ids(&ids, dtype)?, &want, &what)?;
+                }
+                let steps: Vec<f64> = (0..40)
+                    .map(|i| {
+                        let p = rng.random_range(0..2048) as f64;
+                        if i % 3 == 0 {
+                            p + 0.25
+                        } else {
+                            p
+                        }
+                    })
+                    .collect();
+                let got = pe.timesteps(&Tensor::new(steps.as_slice(), &dev)?, dtype)?;
+                for (r, &p) in steps.iter().enumerate() {
+                    if p.fract() == 0.0 {
+                        let what = format!("{what}: timestep {p}");
+                        assert_same_bits(
+                            &got.narrow(0, r, 1)?,
+                            &whole.narrow(0, p as usize, 1)?,
+                            &what,
+                        )?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `range_owned` and `tables_owned` copy just the rows: storage of their own, no larger.
+#[test]
+fn owned_rows_copy_only_those_rows() -> anyhow::Result<()> {
+    use pe_core::{Rope, RopeCache, RopeConfig};
+    let dev = Device::Cpu;
+    let storage_len = |t: &Tensor| -> anyhow::Result<usize> {
+        let (storage, layout) = t.storage_and_layout();
+        anyhow::ensure!(
+            layout.start_offset() == 0,
+            "starts at {}",
+            layout.start_offset()
+        );
+        match &*storage {
+            Storage::Cpu(cpu) => Ok(cpu.as_slice::<f32>()?.len()),
+            _ => anyhow::bail!("not a CPU tensor"),
+        }
+    };
+    let cache = cache(PeSpec::vaswani(8), Backend::Cpu);
+    let view = cache.range(40, 10, DType::F32, &dev)?;
+    let owned = cache.range_owned(40, 10, DType::F32, &dev)?;
+    assert_eq!(storage_len(&owned)?, 80);
+    assert_same_bits(&owned, &view, "range_owned")?;
+    let rope = RopeCache::new(Rope::new(RopeConfig::new(16, 10_000.0))?);
+    let (cos, sin) = rope.tables(100, 7, DType::F32, &dev)?;
+    let (own_cos, own_sin) = rope.tables_owned(100, 7, DType::F32, &dev)?;
+    assert_eq!((storage_len(&own_cos)?, storage_len(&own_sin)?), (56, 56));
+    assert_same_bits(&own_cos, &cos, "tables_owned cos")?;
+    assert_same_bits(&own_sin, &sin, "tables_owned sin")?;
+    Ok(())
+}

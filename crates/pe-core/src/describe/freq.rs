@@ -235,6 +235,15 @@ impl Plan {
         })
     }
 
+    /// The same plan with other columns (the halves of a cos|sin plan, for the generic
+    /// generator).
+    pub fn with_columns(&self, columns: Columns) -> Self {
+        Self {
+            columns,
+            ..self.clone()
+        }
+    }
+
     /// The angular frequency of each sin/cos pair.
     pub fn frequencies(&self) -> &[Frequency] {
         &self.frequencies

@@ -166,28 +166,68 @@ impl Element for bf16 {
     }
 }
 
-/// Encodes every row of `out` (rows of `out_width` elements, in parallel) and passes it to
-/// `finish(row, encoding, out_row)`, which must write the output row. Rows at position
-/// `zero_at` are encoded as zeros. `out` holds exactly one output row per position.
-fn fill_rows<A: Acc, O: Send>(
+/// Output rows that split into disjoint parts, one per parallel task.
+pub(crate) trait OutRows: Send + Sized {
+    /// The first `rows` rows and the rest.
+    fn split_rows(self, rows: usize) -> (Self, Self);
+}
+
+/// Rows of `width` elements, one after the other in one slice.
+pub(crate) struct Slab<'a, O> {
+    data: &'a mut [O],
+    width: usize,
+}
+
+impl<'a, O> Slab<'a, O> {
+    fn new(data: &'a mut [O], width: usize) -> Self {
+        Self { data, width }
+    }
+
+    /// Row `i`.
+    fn row(&mut self, i: usize) -> &mut [O] {
+        &mut self.data[i * self.width..][..self.width]
+    }
+}
+
+impl<O: Send> OutRows for Slab<'_, O> {
+    fn split_rows(self, rows: usize) -> (Self, Self) {
+        let width = self.width;
+        let (a, b) = self.data.split_at_mut((rows * width).min(self.data.len()));
+        (Self::new(a, width), Self::new(b, width))
+    }
+}
+
+/// Two outputs filled row by row together (rotary cos and sin).
+impl<A: OutRows, B: OutRows> OutRows for (A, B) {
+    fn split_rows(self, rows: usize) -> (Self, Self) {
+        let (a0, a1) = self.0.split_rows(rows);
+        let (b0, b1) = self.1.split_rows(rows);
+        ((a0, b0), (a1, b1))
+    }
+}
+
+/// Encodes `rows` rows (in parallel) and passes each to `finish(row, encoding, out, i)`, which
+/// must write row `i` of `out`, the task's part of the output (the row's index in the whole
+/// output is `row`). Rows at position `zero_at` are encoded as zeros.
+fn fill_rows<A: Acc, S: OutRows>(
     generator: &Generator,
     positions: RowPositions<'_>,
     zero_at: Option<u32>,
-    out: &mut [O],
-    out_width: usize,
-    finish: impl Fn(usize, &[A], &mut [O]) + Sync,
+    rows: usize,
+    out: S,
+    finish: impl Fn(usize, &[A], &mut S, usize) + Sync,
 ) {
-    if out_width == 0 || out.is_empty() {
+    if rows == 0 {
         return;
     }
     let plan = generator.plan();
     let offsets = A::offsets(generator.offsets());
     let zero_at = zero_at.map(f64::from);
-    // Rows first..first + chunk: one anchor at a time, reused while the positions stay in its span.
-    let task = |first: usize, chunk: &mut [O]| {
+    // Rows first..first + n: one anchor at a time, reused while the positions stay in its span.
+    let task = |first: usize, n: usize, mut chunk: S| {
         let mut anchor: Option<(f64, SinCos<A>)> = None;
         let mut encoded = vec![A::from_f64(0.0); plan.columns().width];
-        for (i, dst) in chunk.chunks_exact_mut(out_width).enumerate() {
+        for i in 0..n {
             let p = positions.at(first + i);
             if Some(p) == zero_at {
                 encoded.fill(A::from_f64(0.0));
@@ -199,27 +239,37 @@ fn fill_rows<A: Acc, O: Send>(
                 };
                 encode_row(plan.columns(), values, &offsets[j], &mut encoded);
             }
-            finish(first + i, &encoded, dst);
+            finish(first + i, &encoded, &mut chunk, i);
         }
     };
     // A range's tasks start on anchors, so each task computes one anchor row.
     let head_rows = match positions {
         RowPositions::Range { start } => (ANCHOR_SPAN - start as usize % ANCHOR_SPAN) % ANCHOR_SPAN,
         RowPositions::Values(_) => 0,
-    };
-    let (head, tail) = out.split_at_mut((head_rows * out_width).min(out.len()));
+    }
+    .min(rows);
+    let (head, mut tail) = out.split_rows(head_rows);
     // A request of one task runs here: handing it to the pool would cost more than the work.
-    if tail.len() <= ANCHOR_SPAN * out_width {
-        task(0, head);
-        task(head_rows, tail);
+    if rows - head_rows <= ANCHOR_SPAN {
+        task(0, head_rows, head);
+        task(head_rows, rows - head_rows, tail);
         return;
     }
+    let mut chunks = Vec::with_capacity((rows - head_rows).div_ceil(ANCHOR_SPAN));
+    let mut first = head_rows;
+    while first < rows {
+        let n = ANCHOR_SPAN.min(rows - first);
+        let (chunk, rest) = tail.split_rows(n);
+        chunks.push((first, n, chunk));
+        tail = rest;
+        first += n;
+    }
     rayon::join(
-        || task(0, head),
+        || task(0, head_rows, head),
         || {
-            tail.par_chunks_mut(ANCHOR_SPAN * out_width)
-                .enumerate()
-                .for_each(|(t, chunk)| task(head_rows + t * ANCHOR_SPAN, chunk))
+            chunks
+                .into_par_iter()
+                .for_each(|(first, n, chunk)| task(first, n, chunk))
         },
     );
 }
@@ -244,6 +294,71 @@ pub(crate) fn table(generator: &Generator, request: &Request, dtype: DType) -> R
     }
 }
 
+/// The two halves of a cos|sin plan's table (the rotary tables) for `request` on the CPU,
+/// `(cos, sin)`, each `(rows, width / 2)`: both written directly, in the same parallel pass,
+/// with no combined table and no copy.
+pub(crate) fn halves(
+    generator: &Generator,
+    request: &Request,
+    dtype: DType,
+) -> Result<(Tensor, Tensor)> {
+    let values;
+    let positions = match &request.rows {
+        Rows::Range { start, .. } => RowPositions::Range { start: *start },
+        Rows::Values(tensor) => {
+            values = tensor.to_vec1::<f64>()?;
+            RowPositions::Values(&values)
+        }
+    };
+    let rows = request.n_rows();
+    match dtype {
+        DType::F32 => halves_of::<f32>(generator, positions, rows, request.zero_at),
+        DType::F64 => halves_of::<f64>(generator, positions, rows, request.zero_at),
+        DType::F16 => halves_of::<f16>(generator, positions, rows, request.zero_at),
+        DType::BF16 => halves_of::<bf16>(generator, positions, rows, request.zero_at),
+        other => Err(Error::UnsupportedDtype(other)),
+    }
+}
+
+fn halves_of<T: Element>(
+    generator: &Generator,
+    positions: RowPositions<'_>,
+    rows: usize,
+    zero_at: Option<u32>,
+) -> Result<(Tensor, Tensor)> {
+    let h = generator.plan().columns().width / 2;
+    let mut cos = uninit_vec::<T>(rows, h)?;
+    let mut sin = uninit_vec::<T>(rows, h)?;
+    let out = (
+        Slab::new(cos.spare_capacity_mut(), h),
+        Slab::new(sin.spare_capacity_mut(), h),
+    );
+    fill_rows(
+        generator,
+        positions,
+        zero_at,
+        rows,
+        out,
+        |_, encoded, out, i| {
+            let (c, s) = encoded.split_at(h);
+            for (d, &v) in out.0.row(i).iter_mut().zip(c) {
+                d.write(T::from_acc(v));
+            }
+            for (d, &v) in out.1.row(i).iter_mut().zip(s) {
+                d.write(T::from_acc(v));
+            }
+        },
+    );
+    // SAFETY: `fill_rows` gave every row of both spare capacities to the closure above, which
+    // wrote each of the `h` elements of both.
+    unsafe {
+        cos.set_len(rows * h);
+        sin.set_len(rows * h);
+    }
+    let cos = Tensor::from_vec(cos, (rows, h), &Device::Cpu)?;
+    Ok((cos, Tensor::from_vec(sin, (rows, h), &Device::Cpu)?))
+}
+
 fn rows_of<T: Element>(
     generator: &Generator,
     positions: RowPositions<'_>,
@@ -256,10 +371,10 @@ fn rows_of<T: Element>(
         generator,
         positions,
         zero_at,
-        out.spare_capacity_mut(),
-        width,
-        |_, encoded, dst| {
-            for (d, &v) in dst.iter_mut().zip(encoded) {
+        rows,
+        Slab::new(out.spare_capacity_mut(), width),
+        |_, encoded, out, i| {
+            for (d, &v) in out.row(i).iter_mut().zip(encoded) {
                 d.write(T::from_acc(v));
             }
         },
@@ -312,11 +427,11 @@ fn embed_rows<T: Element>(
         generator,
         RowPositions::Values(positions),
         zero_at,
-        out.spare_capacity_mut(),
-        d,
-        |r, encoded, dst| {
+        tokens.len(),
+        Slab::new(out.spare_capacity_mut(), d),
+        |r, encoded, out, i| {
             let row = &weights[tokens[r] * d..][..d];
-            for ((o, &x), &pe) in dst.iter_mut().zip(row).zip(encoded) {
+            for ((o, &x), &pe) in out.row(i).iter_mut().zip(row).zip(encoded) {
                 o.write(T::from_acc(scale * x.to_acc() + pe));
             }
         },
@@ -369,45 +484,48 @@ impl<A: Acc> SinCos<A> {
     }
 }
 
-/// Writes the row at `anchor + j` from the anchor and the offset `j`, in the plan's layout.
+/// Writes the row at `anchor + j` from the anchor and the offset `j`, in the plan's layout:
+/// `sin = sa co + ca so`, `cos = ca co - sa so` per frequency, in indexed loops over slices of
+/// one length, which the compiler vectorises.
 fn encode_row<A: Acc>(cols: &Columns, anchor: &SinCos<A>, offset: &SinCos<A>, row: &mut [A]) {
-    let mut values = anchor
-        .sin
-        .iter()
-        .zip(&anchor.cos)
-        .zip(offset.sin.iter().zip(&offset.cos))
-        .map(|((&sa, &ca), (&so, &co))| (sa * co + ca * so, ca * co - sa * so));
-    let n_cos = cols.n_cos;
+    let n = cols.n_cos;
+    let (sa, ca) = (&anchor.sin[..n], &anchor.cos[..n]);
+    let (so, co) = (&offset.sin[..n], &offset.cos[..n]);
     let last_sin = match cols.layout {
         Layout::Interleaved => {
-            for (pair, (s, c)) in row[..2 * n_cos].chunks_exact_mut(2).zip(&mut values) {
-                pair[0] = s;
-                pair[1] = c;
+            let pairs = &mut row[..2 * n];
+            for (i, pair) in pairs.chunks_exact_mut(2).enumerate() {
+                pair[0] = sa[i] * co[i] + ca[i] * so[i];
+                pair[1] = ca[i] * co[i] - sa[i] * so[i];
             }
-            2 * n_cos
+            2 * n
         }
         Layout::SinCos | Layout::CosSin => {
             let sin_first = cols.layout == Layout::SinCos;
-            let (first, second) = row.split_at_mut(if sin_first { cols.n_sin } else { n_cos });
+            let (first, second) = row.split_at_mut(if sin_first { cols.n_sin } else { n });
             let (sins, coss) = if sin_first {
                 (first, second)
             } else {
                 (second, first)
             };
-            for ((ds, dc), (s, c)) in sins.iter_mut().zip(&mut coss[..n_cos]).zip(&mut values) {
-                *ds = s;
-                *dc = c;
+            let (sins, coss) = (&mut sins[..n], &mut coss[..n]);
+            for i in 0..n {
+                sins[i] = sa[i] * co[i] + ca[i] * so[i];
+            }
+            for i in 0..n {
+                coss[i] = ca[i] * co[i] - sa[i] * so[i];
             }
             if sin_first {
-                n_cos
+                n
             } else {
-                2 * n_cos
+                2 * n
             }
         }
     };
     // An odd split width ends with a sine that has no cosine.
-    if let Some((s, _)) = values.next() {
-        row[last_sin] = s;
+    if cols.n_sin > n {
+        let (a, o) = (anchor, offset);
+        row[last_sin] = a.sin[n] * o.cos[n] + a.cos[n] * o.sin[n];
     }
     if cols.zero_last {
         row[cols.width - 1] = A::from_f64(0.0);

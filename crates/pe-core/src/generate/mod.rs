@@ -79,8 +79,8 @@ impl Generator {
         self.plan.check_angles(request.largest)?;
         let (rows, width) = (request.n_rows(), self.plan.columns().width);
         let use_cpu = self.uses_cpu(device)?;
-        // The generic path holds about eight f64 intermediates of (rows, d / 2).
-        let working_set = if use_cpu { 0 } else { 4 * 8 * width as u128 };
+        // The generic path holds up to three full-size intermediates in f32 or f64 per row.
+        let working_set = if use_cpu { 0 } else { 3 * 8 * width as u128 };
         check_size(rows, width, dtype, device, working_set)?;
         let table = if rows == 0 {
             Tensor::zeros((0, width), dtype, device)?
@@ -92,6 +92,53 @@ impl Generator {
         let mut shape = request.lead.clone();
         shape.push(width);
         Ok(table.reshape(shape)?)
+    }
+}
+
+impl Generator {
+    /// `(cos, sin)` of a cos|sin plan (the rotary tables) for `request` on `device`, each
+    /// shaped `request.lead + [width / 2]` and contiguous, written directly: by the CPU
+    /// generator in one parallel pass, by the generic one as two half-width tables (no combined
+    /// table, no copies). The bits are those of the two halves of [`Self::table`].
+    pub fn halves(
+        &self,
+        request: &Request,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<(Tensor, Tensor)> {
+        let cols = *self.plan.columns();
+        debug_assert!(cols.layout == crate::Layout::CosSin && cols.n_sin == cols.n_cos);
+        let h = cols.width / 2;
+        check_dtype(dtype)?;
+        self.plan.check_angles(request.largest)?;
+        let (rows, use_cpu) = (request.n_rows(), self.uses_cpu(device)?);
+        let working_set = if use_cpu {
+            0
+        } else {
+            3 * 8 * cols.width as u128
+        };
+        check_size(rows, cols.width, dtype, device, working_set)?;
+        let (cos, sin) = if rows == 0 {
+            let empty = Tensor::zeros((0, h), dtype, device)?;
+            (empty.clone(), empty)
+        } else if use_cpu {
+            cpu::halves(self, request, dtype)?
+        } else {
+            // A cos|sin layout of width h with h cosines is all cosines; with none, all sines.
+            let half = |n_cos: usize| {
+                let columns = crate::describe::freq::Columns {
+                    width: h,
+                    n_sin: h,
+                    n_cos,
+                    ..cols
+                };
+                generic::table(&self.plan.with_columns(columns), request, dtype, device)
+            };
+            (half(h)?, half(0)?)
+        };
+        let mut shape = request.lead.clone();
+        shape.push(h);
+        Ok((cos.reshape(shape.clone())?, sin.reshape(shape)?))
     }
 }
 
@@ -148,4 +195,49 @@ fn available_memory() -> Option<u128> {
     let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u128 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::describe::dd::Dd;
+    use crate::describe::positions;
+    use candle_core::D;
+
+    /// The rotary halves written directly are the bits of the two halves of the combined table
+    /// (their plain twin), on both generators, for ranges and ids, every dtype, with the
+    /// attention factor.
+    #[test]
+    fn halves_are_the_halves_of_the_table() -> Result<()> {
+        let w: Vec<Dd> = (0..24).map(|i| Dd::from(0.9f64.powi(i) * 1.3)).collect();
+        let plan = Plan::from_frequencies(&w, 1.1)?;
+        let dev = Device::Cpu;
+        for backend in [Backend::Cpu, Backend::Generic] {
+            let generator = Generator::new(plan.clone(), backend);
+            let ids = Tensor::new(&[[5u32, 900, 64], [63, 0, 4096]], &dev)?;
+            for request in [
+                positions::range(0, 1000)?,
+                positions::range(77, 3)?,
+                positions::range(1 << 30, 200)?,
+                positions::ids(&ids)?,
+            ] {
+                for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64] {
+                    let (cos, sin) = generator.halves(&request, dtype, &dev)?;
+                    let table = generator.table(&request, dtype, &dev)?;
+                    let want_cos = table.narrow(D::Minus1, 0, 24)?;
+                    let want_sin = table.narrow(D::Minus1, 24, 24)?;
+                    for (got, want) in [(cos, want_cos), (sin, want_sin)] {
+                        assert_eq!(got.dims(), want.dims());
+                        let got = got.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?;
+                        let want = want.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?;
+                        assert!(got
+                            .iter()
+                            .zip(&want)
+                            .all(|(a, b)| a.to_bits() == b.to_bits()));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
 }

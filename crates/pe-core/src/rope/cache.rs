@@ -58,7 +58,8 @@ impl RopeCache {
     }
 
     /// `(cos, sin)` for positions `offset .. offset + len`, each `(len, rotary_dim / 2)` and
-    /// contiguous: views of the cached tables within the limit, generated past it.
+    /// contiguous: views of the cached tables within the limit, generated past it
+    /// ([`Self::tables_owned`] copies just the rows out).
     pub fn tables(
         &self,
         offset: usize,
@@ -70,7 +71,26 @@ impl RopeCache {
         let rows = self.tables.rows(offset, len, dtype, device, |start, len| {
             self.rope.tables(start, len, dtype, device).map(both)
         })?;
-        Ok((rows[0].clone(), rows[1].clone()))
+        let [cos, sin]: [Tensor; 2] = rows.try_into().expect("a cos and a sin table");
+        Ok((cos, sin))
+    }
+
+    /// `(cos, sin)` for positions `offset .. offset + len` as tensors of their own, each
+    /// `(len, rotary_dim / 2)`: only these rows are copied out of the cached tables (generated
+    /// past the limit). `Tensor::copy` of a [`Self::tables`] view would copy the whole cached
+    /// table: candle copies a view's whole storage.
+    pub fn tables_owned(
+        &self,
+        offset: usize,
+        len: usize,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<(Tensor, Tensor)> {
+        let (cos, sin) = self.tables(offset, len, dtype, device)?;
+        if len == 0 || offset + len > self.limit() {
+            return Ok((cos, sin));
+        }
+        Ok((cos.force_contiguous()?, sin.force_contiguous()?))
     }
 
     /// `(cos, sin)` for integer position ids of any shape, each `ids.dims() + [rotary_dim / 2]`:

@@ -262,16 +262,13 @@ impl Rope {
             let empty = Tensor::zeros(shape, dtype, device)?;
             return Ok((empty.clone(), empty));
         }
-        let table = match self.fixed_up_to {
+        match self.fixed_up_to {
             Some(limit) if end > limit => {
                 generator(&self.config, self.longrope_policy, self.backend, end)?
-                    .table(&request, dtype, device)?
+                    .halves(&request, dtype, device)
             }
-            _ => self.fixed.table(&request, dtype, device)?,
-        };
-        let cos = table.narrow(D::Minus1, 0, h)?.contiguous()?;
-        let sin = table.narrow(D::Minus1, h, h)?.contiguous()?;
-        Ok((cos, sin))
+            _ => self.fixed.halves(&request, dtype, device),
+        }
     }
 }
 
