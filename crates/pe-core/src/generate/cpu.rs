@@ -274,17 +274,32 @@ fn fill_rows<A: Acc, S: OutRows>(
     );
 }
 
+/// The rows of a request as the CPU generator reads them: a range, or positions on the host.
+enum HostRows {
+    Range(u32),
+    Values(Vec<f64>),
+}
+
+impl HostRows {
+    fn of(request: &Request) -> Result<Self> {
+        Ok(match &request.rows {
+            Rows::Range { start, .. } => HostRows::Range(*start),
+            Rows::Values(tensor) => HostRows::Values(tensor.to_vec1::<f64>()?),
+        })
+    }
+
+    fn positions(&self) -> RowPositions<'_> {
+        match self {
+            HostRows::Range(start) => RowPositions::Range { start: *start },
+            HostRows::Values(values) => RowPositions::Values(values),
+        }
+    }
+}
+
 /// Builds the table for `request` on the CPU, shaped `(rows, width)`.
 pub(crate) fn table(generator: &Generator, request: &Request, dtype: DType) -> Result<Tensor> {
-    let values;
-    let positions = match &request.rows {
-        Rows::Range { start, .. } => RowPositions::Range { start: *start },
-        Rows::Values(tensor) => {
-            values = tensor.to_vec1::<f64>()?;
-            RowPositions::Values(&values)
-        }
-    };
-    let rows = request.n_rows();
+    let host = HostRows::of(request)?;
+    let (positions, rows) = (host.positions(), request.n_rows());
     match dtype {
         DType::F32 => rows_of::<f32>(generator, positions, rows, request.zero_at),
         DType::F64 => rows_of::<f64>(generator, positions, rows, request.zero_at),
@@ -302,15 +317,8 @@ pub(crate) fn halves(
     request: &Request,
     dtype: DType,
 ) -> Result<(Tensor, Tensor)> {
-    let values;
-    let positions = match &request.rows {
-        Rows::Range { start, .. } => RowPositions::Range { start: *start },
-        Rows::Values(tensor) => {
-            values = tensor.to_vec1::<f64>()?;
-            RowPositions::Values(&values)
-        }
-    };
-    let rows = request.n_rows();
+    let host = HostRows::of(request)?;
+    let (positions, rows) = (host.positions(), request.n_rows());
     match dtype {
         DType::F32 => halves_of::<f32>(generator, positions, rows, request.zero_at),
         DType::F64 => halves_of::<f64>(generator, positions, rows, request.zero_at),
