@@ -61,5 +61,5 @@ pub use describe::spec::{Frequencies, Layout, OddWidth, PeSpec, Preset, DEFAULT_
 pub use embed::TokenPositions;
 pub use encoding::SinusoidalEncoding;
 pub use generate::Backend;
-pub use grid::{SincosGrid, DEFAULT_BASE_SIZE};
+pub use grid::{SincosGrid, SincosGrid3d, DEFAULT_BASE_SIZE};
 pub use rope::{Rope, RopeCache, RopeConfig, RopeType};

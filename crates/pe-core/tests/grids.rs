@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use candle_core::{DType, Device, Tensor};
 use common::{tolerance, Big};
 use pe_core::rope::AxesRope;
-use pe_core::{Alibi, SincosGrid};
+use pe_core::{Alibi, SincosGrid, SincosGrid3d};
 
 fn fixture(name: &str) -> anyhow::Result<(serde_json::Value, HashMap<String, Tensor>)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/grids");
@@ -167,6 +167,45 @@ fn sincos_grids_match_diffusers() -> anyhow::Result<()> {
         .unwrap_err()
         .to_string();
     assert!(err.contains("interpolation_scale"), "{err}");
+    Ok(())
+}
+
+/// diffusers' `get_3d_sincos_pos_embed` (CogVideoX): `spatial_size` is (width, height) there.
+/// Its f32 positions are exact in these cases but CogVideoX's (1 / 1.875 is not dyadic).
+#[test]
+fn sincos_3d_grids_match_diffusers() -> anyhow::Result<()> {
+    let (json, t) = fixture("sincos_3d")?;
+    for call in json["calls"].as_array().unwrap() {
+        let name = call["name"].as_str().unwrap();
+        let args = &call["args"];
+        let (w, h) = match &args["spatial_size"] {
+            serde_json::Value::Array(wh) => (wh[0].as_u64().unwrap(), wh[1].as_u64().unwrap()),
+            n => (n.as_u64().unwrap(), n.as_u64().unwrap()),
+        };
+        let frames = args["temporal_size"].as_u64().unwrap() as usize;
+        let spatial = args["spatial_interpolation_scale"].as_f64().unwrap_or(1.0);
+        let temporal = args["temporal_interpolation_scale"].as_f64().unwrap_or(1.0);
+        let grid = SincosGrid3d::new(args["embed_dim"].as_u64().unwrap() as usize)?
+            .with_spatial_interpolation_scale(spatial)
+            .with_temporal_interpolation_scale(temporal);
+        let ours = grid.table(frames, h as usize, w as usize, DType::F64, &Device::Cpu)?;
+        let theirs = &t[call["tensors"]["pos_embed"].as_str().unwrap()];
+        assert_eq!(ours.dims(), theirs.dims(), "{name}");
+        let largest = (frames.max(h.max(w) as usize) as f64) / spatial.min(temporal);
+        let tol = largest * f32::EPSILON as f64 + 1e-12;
+        let diff = (ours - theirs.to_dtype(DType::F64)?)?
+            .abs()?
+            .max_all()?
+            .to_scalar::<f64>()?;
+        assert!(diff <= tol, "{name}: differs from diffusers by {diff:e}");
+    }
+    let err = SincosGrid3d::new(24).unwrap_err().to_string();
+    assert!(err.contains("embed_dim"), "{err}");
+    let err = SincosGrid3d::new(32)?
+        .table(0, 2, 2, DType::F32, &Device::Cpu)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("frames"), "{err}");
     Ok(())
 }
 

@@ -3,8 +3,8 @@
 //! from a `candle_nn::VarBuilder` like any candle-nn layer; and [`RotaryEmbedding`], which
 //! rotates queries and keys with exact rotary tables, in `(batch, heads, seq, head_dim)` or
 //! `(tokens, heads, head_dim)`, at consecutive or per-token positions; [`GridEmbedding`], a
-//! fixed 2-D sin-cos grid added to patch embeddings; and [`AlibiBias`], ALiBi added to
-//! attention scores.
+//! fixed 2-D sin-cos grid added to patch embeddings; [`AxesRotaryEmbedding`], multi-axis
+//! rotary embeddings (FLUX); and [`AlibiBias`], ALiBi added to attention scores.
 //!
 //! ```
 //! use candle_core::{DType, Device, Module, Tensor};
@@ -25,12 +25,14 @@
 #![warn(missing_docs)]
 
 pub mod alibi;
+pub mod axes;
 pub mod config;
 pub mod embedding;
 pub mod grid;
 pub mod rotary;
 
 pub use alibi::AlibiBias;
+pub use axes::AxesRotaryEmbedding;
 pub use config::{EmbeddingScale, PositionMode, SinusoidalEmbeddingConfig, StoredTable};
 pub use embedding::{sinusoidal_embedding, SinusoidalEmbedding};
 pub use grid::GridEmbedding;

@@ -64,3 +64,41 @@ fn alibi_bias_is_slope_times_distance() -> anyhow::Result<()> {
     assert!(AlibiBias::new(0).is_err());
     Ok(())
 }
+
+#[test]
+fn axes_rotary_turns_adjacent_pairs_by_slot() -> anyhow::Result<()> {
+    use candle_nn::rotary_emb::rope_i_slow;
+    use pe_core::rope::AxesRope;
+    use pe_nn::AxesRotaryEmbedding;
+    let dev = Device::Cpu;
+    let rotary = AxesRotaryEmbedding::new(&[4, 6, 6], 10_000.0)?;
+    let ids = Tensor::new(&[[0u32, 0, 0], [1, 2, 3], [5, 4096, 70_000]], &dev)?;
+    let q = Tensor::randn(0f32, 1.0, (2, 3, 3, 16), &dev)?;
+    let k = Tensor::randn(0f32, 1.0, (2, 1, 3, 16), &dev)?;
+    let (rq, rk) = rotary.apply(&q, &k, &ids)?;
+    let (cos, sin) = AxesRope::new(&[4, 6, 6], 10_000.0)?.tables(&ids, DType::F32)?;
+    for (got, x) in [(rq, q.clone()), (rk, k.clone())] {
+        let want = rope_i_slow(&x, &cos, &sin)?;
+        let diff = (got - want)?.abs()?.max_all()?.to_scalar::<f32>()?;
+        assert!(diff <= 1e-6, "{diff}");
+    }
+    // Per-batch ids, and bf16 rounded once from the f32 rotation.
+    let batched = Tensor::stack(&[&ids, &ids], 0)?;
+    let qb = q.to_dtype(DType::BF16)?;
+    let (bq, _) = rotary.apply(&qb, &k.to_dtype(DType::BF16)?, &batched)?;
+    let once = rotary.apply(&qb.to_dtype(DType::F32)?, &k, &ids)?.0;
+    let (bq, once) = (
+        bq.to_dtype(DType::F32)?,
+        once.to_dtype(DType::BF16)?.to_dtype(DType::F32)?,
+    );
+    assert_eq!(
+        bq.flatten_all()?.to_vec1::<f32>()?,
+        once.flatten_all()?.to_vec1::<f32>()?
+    );
+    let err = rotary
+        .apply(&q, &k, &ids.narrow(0, 0, 2)?)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("ids must have shape"), "{err}");
+    Ok(())
+}

@@ -1,0 +1,78 @@
+//! [`AxesRotaryEmbedding`]: multi-axis rotary embeddings (FLUX.1, FLUX.2, HunyuanVideo, Wan)
+//! applied to queries and keys: pe-core's exact [`AxesRope`] tables, adjacent pairs `(2k,
+//! 2k + 1)` turned by slot `k` (FLUX's layout, candle's `rope_i`), computed in f32 (f64 for f64
+//! inputs) and rounded once to the input dtype.
+//!
+//! ```
+//! use candle_core::{DType, Device, Tensor};
+//! use pe_nn::AxesRotaryEmbedding;
+//!
+//! let dev = Device::Cpu;
+//! let rotary = AxesRotaryEmbedding::new(&[16, 56, 56], 10_000.0)?;
+//! // Two text tokens and a 2 x 2 latent grid: ids (t, h, w), q and k (batch, heads, n, 128).
+//! let ids = Tensor::new(&[[0u32, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 1], [0, 1, 0], [0, 1, 1]], &dev)?;
+//! let q = Tensor::randn(0f32, 1.0, (1, 4, 6, 128), &dev)?.to_dtype(DType::BF16)?;
+//! let (q, k) = rotary.apply(&q, &q, &ids)?;
+//! assert_eq!((q.dims(), k.dtype()), (&[1, 4, 6, 128][..], DType::BF16));
+//! # Ok::<(), candle_core::Error>(())
+//! ```
+
+use candle_core::{bail, DType, Result, Tensor};
+use candle_nn::rotary_emb::rope_i;
+use pe_core::rope::AxesRope;
+
+/// Multi-axis rotary embedding for `(batch, heads, n, sum(axes_dim))` queries and keys.
+#[derive(Clone, Debug)]
+pub struct AxesRotaryEmbedding {
+    rope: AxesRope,
+}
+
+impl AxesRotaryEmbedding {
+    /// The embedding of axes of `axes_dim` rotated features each, base `theta`.
+    pub fn new(axes_dim: &[usize], theta: f64) -> Result<Self> {
+        Ok(Self {
+            rope: AxesRope::new(axes_dim, theta)?,
+        })
+    }
+
+    /// The tables' source (pe-core).
+    pub fn rope(&self) -> &AxesRope {
+        &self.rope
+    }
+
+    /// `q` and `k` (`(batch, heads, n, d)`, `d = sum(axes_dim)`) rotated at integer `ids`
+    /// shaped `(n, axes)` (every batch alike) or `(batch, n, axes)`.
+    pub fn apply(&self, q: &Tensor, k: &Tensor, ids: &Tensor) -> Result<(Tensor, Tensor)> {
+        let d = 2 * self.rope.half_dim();
+        let (batch, n) = match (q.dims(), k.dims()) {
+            ([b, _, n, qd], [kb, _, kn, kd]) if *qd == d && kd == qd && kb == b && kn == n => {
+                (*b, *n)
+            }
+            _ => bail!(
+                "q and k must have shape (batch, heads, n, {d}) with the same batch and n, got {:?} and {:?}",
+                q.dims(),
+                k.dims()
+            ),
+        };
+        let axes = self.rope.axes_dim().len();
+        if ids.dims() != [n, axes] && ids.dims() != [batch, n, axes] {
+            bail!(
+                "ids must have shape (n, axes) = [{n}, {axes}] or (batch, n, axes) = [{batch}, {n}, {axes}], got {:?}",
+                ids.dims()
+            )
+        }
+        let dtype = match q.dtype() {
+            DType::F64 => DType::F64,
+            _ => DType::F32,
+        };
+        let (cos, sin) = self.rope.tables(ids, dtype)?;
+        let (cos, sin) = (cos.to_device(q.device())?, sin.to_device(q.device())?);
+        let rotate = |x: &Tensor| -> Result<Tensor> {
+            if x.elem_count() == 0 {
+                return Ok(x.clone());
+            }
+            rope_i(&x.to_dtype(dtype)?.contiguous()?, &cos, &sin)?.to_dtype(x.dtype())
+        };
+        Ok((rotate(q)?, rotate(k)?))
+    }
+}
