@@ -27,6 +27,7 @@
 
 use candle_core::{DType, Device, Tensor};
 
+use crate::generate::check_size;
 use crate::{Error, Frequencies, Layout, OddWidth, PeSpec, Result, SinusoidalEncoding};
 
 /// diffusers' default `base_size`.
@@ -53,20 +54,12 @@ impl SincosGrid {
                 value: width as f64,
             });
         }
-        let spec = PeSpec {
-            width: width / 2,
-            base: 10_000.0,
-            scale: 1.0,
-            frequencies: Frequencies::HalfShift { shift: 0.0 },
-            layout: Layout::SinCos,
-            odd_width: OddWidth::Reject,
-        };
         Ok(Self {
             width,
             base_size: DEFAULT_BASE_SIZE,
             interpolation_scale: 1.0,
             extra_tokens: 0,
-            axis: SinusoidalEncoding::new(spec)?,
+            axis: axis_encoding(width / 2)?,
         })
     }
 
@@ -102,46 +95,24 @@ impl SincosGrid {
         dtype: DType,
         device: &Device,
     ) -> Result<Tensor> {
-        for (name, value, ok) in [
-            ("base_size", self.base_size, self.base_size > 0.0),
-            (
-                "interpolation_scale",
-                self.interpolation_scale,
-                self.interpolation_scale > 0.0,
-            ),
-        ] {
-            if !(value.is_finite() && ok) {
-                return Err(Error::InvalidParameter {
-                    name,
-                    expected: "finite and > 0",
-                    value,
-                });
-            }
-        }
-        for (name, value) in [("grid height", height), ("grid width", width)] {
-            if value == 0 || value > 1 << 20 {
-                return Err(Error::InvalidParameter {
-                    name,
-                    expected: "in 1 ..= 1048576",
-                    value: value as f64,
-                });
-            }
-        }
+        check_scales(&[
+            ("base_size", self.base_size),
+            ("interpolation_scale", self.interpolation_scale),
+        ])?;
+        check_sides(&[("grid height", height), ("grid width", width)])?;
         let rows = self.extra_tokens as u128 + height as u128 * width as u128;
         let rows = usize::try_from(rows).unwrap_or(usize::MAX);
-        crate::generate::check_size(rows, self.width, dtype, device, 8)?;
-        let axis = |n: usize| -> Result<Tensor> {
+        check_size(rows, self.width, dtype, device, 8)?;
+        let positions = |n: usize| {
             let scale = self.base_size / n as f64 / self.interpolation_scale;
-            let positions: Vec<f64> = (0..n).map(|i| i as f64 * scale).collect();
-            let positions = Tensor::new(positions, device)?;
-            self.axis.timesteps(&positions, dtype)
+            move |i: usize| i as f64 * scale
         };
-        let (cols, rows) = (axis(width)?, axis(height)?);
+        let patches = height * width;
         // Row y * width + x: the encoding of x, then that of y.
-        let xs: Vec<u32> = (0..height * width).map(|r| (r % width) as u32).collect();
-        let ys: Vec<u32> = (0..height * width).map(|r| (r / width) as u32).collect();
-        let xs = cols.index_select(&Tensor::new(xs, device)?, 0)?;
-        let ys = rows.index_select(&Tensor::new(ys, device)?, 0)?;
+        let x = (0..patches).map(|r| (r % width) as u32);
+        let y = (0..patches).map(|r| (r / width) as u32);
+        let xs = axis_rows(&self.axis, width, positions(width), x, dtype, device)?;
+        let ys = axis_rows(&self.axis, height, positions(height), y, dtype, device)?;
         let table = Tensor::cat(&[&xs, &ys], 1)?;
         if self.extra_tokens == 0 {
             return Ok(table);
@@ -184,22 +155,12 @@ impl SincosGrid3d {
                 value: width as f64,
             });
         }
-        let axis = |n: usize| {
-            SinusoidalEncoding::new(PeSpec {
-                width: n,
-                base: 10_000.0,
-                scale: 1.0,
-                frequencies: Frequencies::HalfShift { shift: 0.0 },
-                layout: Layout::SinCos,
-                odd_width: OddWidth::Reject,
-            })
-        };
         Ok(Self {
             width,
             spatial_interpolation_scale: 1.0,
             temporal_interpolation_scale: 1.0,
-            time: axis(width / 4)?,
-            space: axis(3 * width / 8)?,
+            time: axis_encoding(width / 4)?,
+            space: axis_encoding(3 * width / 8)?,
         })
     }
 
@@ -224,70 +185,83 @@ impl SincosGrid3d {
         dtype: DType,
         device: &Device,
     ) -> Result<Tensor> {
-        for (name, value) in [
-            (
-                "spatial_interpolation_scale",
-                self.spatial_interpolation_scale,
-            ),
-            (
-                "temporal_interpolation_scale",
-                self.temporal_interpolation_scale,
-            ),
-        ] {
-            if !(value.is_finite() && value > 0.0) {
-                return Err(Error::InvalidParameter {
-                    name,
-                    expected: "finite and > 0",
-                    value,
-                });
-            }
-        }
-        for (name, value) in [
+        let (spatial, temporal) = (
+            self.spatial_interpolation_scale,
+            self.temporal_interpolation_scale,
+        );
+        check_scales(&[
+            ("spatial_interpolation_scale", spatial),
+            ("temporal_interpolation_scale", temporal),
+        ])?;
+        check_sides(&[
             ("frames", frames),
             ("grid height", height),
             ("grid width", width),
-        ] {
-            if value == 0 || value > 1 << 20 {
-                return Err(Error::InvalidParameter {
-                    name,
-                    expected: "in 1 ..= 1048576",
-                    value: value as f64,
-                });
-            }
-        }
+        ])?;
         let rows = frames as u128 * height as u128 * width as u128;
         let rows = usize::try_from(rows).unwrap_or(usize::MAX);
-        crate::generate::check_size(rows, self.width, dtype, device, 8)?;
-        let axis = |encoding: &SinusoidalEncoding, n: usize, scale: f64| -> Result<Tensor> {
-            let positions: Vec<f64> = (0..n).map(|i| i as f64 / scale).collect();
-            encoding.timesteps(&Tensor::new(positions, device)?, dtype)
-        };
-        let spatial = self.spatial_interpolation_scale;
-        let (t, xs, ys) = (
-            axis(&self.time, frames, self.temporal_interpolation_scale)?,
-            axis(&self.space, width, spatial)?,
-            axis(&self.space, height, spatial)?,
-        );
+        check_size(rows, self.width, dtype, device, 8)?;
         let patches = height * width;
-        let gather = |table: &Tensor, index: Vec<u32>| -> Result<Tensor> {
-            Ok(table.index_select(&Tensor::new(index, device)?, 0)?)
-        };
-        let t = gather(
-            &t,
-            (0..frames * patches)
-                .map(|r| (r / patches) as u32)
-                .collect(),
-        )?;
-        let x = gather(
-            &xs,
-            (0..frames * patches).map(|r| (r % width) as u32).collect(),
-        )?;
-        let y = gather(
-            &ys,
-            (0..frames * patches)
-                .map(|r| (r % patches / width) as u32)
-                .collect(),
-        )?;
+        let rows = frames * patches;
+        let over = |scale: f64| move |i: usize| i as f64 / scale;
+        let t = (0..rows).map(|r| (r / patches) as u32);
+        let x = (0..rows).map(|r| (r % width) as u32);
+        let y = (0..rows).map(|r| (r % patches / width) as u32);
+        let t = axis_rows(&self.time, frames, over(temporal), t, dtype, device)?;
+        let x = axis_rows(&self.space, width, over(spatial), x, dtype, device)?;
+        let y = axis_rows(&self.space, height, over(spatial), y, dtype, device)?;
         Ok(Tensor::cat(&[&t, &x, &y], 1)?.reshape((frames, patches, self.width))?)
+    }
+}
+
+/// The 1-D encoding of `n` columns every grid axis uses: all sines, then all cosines, of
+/// `p w_k`, `w_k = 10000^(-k / (n / 2))`.
+fn axis_encoding(n: usize) -> Result<SinusoidalEncoding> {
+    SinusoidalEncoding::new(PeSpec {
+        width: n,
+        base: 10_000.0,
+        scale: 1.0,
+        frequencies: Frequencies::HalfShift { shift: 0.0 },
+        layout: Layout::SinCos,
+        odd_width: OddWidth::Reject,
+    })
+}
+
+/// The encodings of the positions `position(i)`, `i < n`, gathered at `index`.
+fn axis_rows(
+    encoding: &SinusoidalEncoding,
+    n: usize,
+    position: impl Fn(usize) -> f64,
+    index: impl Iterator<Item = u32>,
+    dtype: DType,
+    device: &Device,
+) -> Result<Tensor> {
+    let positions = Tensor::new((0..n).map(position).collect::<Vec<f64>>(), device)?;
+    let table = encoding.timesteps(&positions, dtype)?;
+    let index = Tensor::new(index.collect::<Vec<u32>>(), device)?;
+    Ok(table.index_select(&index, 0)?)
+}
+
+/// Fails unless every scale is finite and positive, naming the first that is not.
+fn check_scales(scales: &[(&'static str, f64)]) -> Result<()> {
+    match scales.iter().find(|(_, v)| !(v.is_finite() && *v > 0.0)) {
+        Some(&(name, value)) => Err(Error::InvalidParameter {
+            name,
+            expected: "finite and > 0",
+            value,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Fails unless every side of the grid is in `1 ..= 2^20`, naming the first that is not.
+fn check_sides(sides: &[(&'static str, usize)]) -> Result<()> {
+    match sides.iter().find(|(_, v)| *v == 0 || *v > 1 << 20) {
+        Some(&(name, value)) => Err(Error::InvalidParameter {
+            name,
+            expected: "in 1 ..= 1048576",
+            value: value as f64,
+        }),
+        None => Ok(()),
     }
 }
