@@ -94,6 +94,24 @@ impl RowCache {
             .collect()
     }
 
+    /// [`Self::rows`], each copied into a tensor of its own where it is a view of the cache
+    /// (candle copies a view's whole storage on `Tensor::copy`).
+    pub fn rows_owned(
+        &self,
+        offset: usize,
+        len: usize,
+        dtype: DType,
+        device: &Device,
+        build: impl Fn(usize, usize) -> Result<Vec<Tensor>>,
+    ) -> Result<Vec<Tensor>> {
+        let cached = len > 0 && offset + len <= self.limit;
+        let rows = self.rows(offset, len, dtype, device, build)?;
+        if !cached {
+            return Ok(rows);
+        }
+        rows.iter().map(|t| Ok(t.force_contiguous()?)).collect()
+    }
+
     /// The rows at integer position `ids` (any shape) of each table, each shaped
     /// `ids.dims() + [width]`: gathered from the cached tables when every id is within the
     /// limit, `generate()` otherwise.
@@ -235,9 +253,9 @@ impl PeCache {
         device: &Device,
     ) -> Result<Tensor> {
         positions::range(offset, len)?;
-        let rows = self.tables.rows(offset, len, dtype, device, |start, len| {
-            Ok(vec![self.encoding.range(start, len, dtype, device)?])
-        })?;
+        let rows = self
+            .tables
+            .rows(offset, len, dtype, device, self.build(dtype, device))?;
         Ok(rows[0].clone())
     }
 
@@ -264,23 +282,20 @@ impl PeCache {
         dtype: DType,
         device: &Device,
     ) -> Result<Tensor> {
-        let rows = self.range(offset, len, dtype, device)?;
-        if len == 0 || offset + len > self.limit() {
-            return Ok(rows);
-        }
-        Ok(rows.force_contiguous()?)
+        positions::range(offset, len)?;
+        let rows = self
+            .tables
+            .rows_owned(offset, len, dtype, device, self.build(dtype, device))?;
+        Ok(rows[0].clone())
     }
 
     /// The rows for integer position ids of any shape, shape `ids.dims() + [d]`: gathered from
     /// the cached table when every id is within the limit, generated otherwise.
     pub fn ids(&self, ids: &Tensor, dtype: DType) -> Result<Tensor> {
         let device = ids.device();
-        let rows = self.tables.ids(
-            ids,
-            dtype,
-            |start, len| Ok(vec![self.encoding.range(start, len, dtype, device)?]),
-            || Ok(vec![self.encoding.ids(ids, dtype)?]),
-        )?;
+        let rows = self.tables.ids(ids, dtype, self.build(dtype, device), || {
+            Ok(vec![self.encoding.ids(ids, dtype)?])
+        })?;
         Ok(rows[0].clone())
     }
 
@@ -316,6 +331,15 @@ impl PeCache {
     /// Rows cached for `dtype` on `device`.
     pub fn rows(&self, dtype: DType, device: &Device) -> usize {
         self.tables.cached_rows(dtype, device)
+    }
+
+    /// How the cache makes rows `start .. start + len` of its table.
+    fn build<'a>(
+        &'a self,
+        dtype: DType,
+        device: &'a Device,
+    ) -> impl Fn(usize, usize) -> Result<Vec<Tensor>> + 'a {
+        move |start, len| Ok(vec![self.encoding.range(start, len, dtype, device)?])
     }
 
     /// Bytes held by all cached tables.

@@ -68,9 +68,9 @@ impl RopeCache {
         device: &Device,
     ) -> Result<(Tensor, Tensor)> {
         positions::range(offset, len)?;
-        let rows = self.tables.rows(offset, len, dtype, device, |start, len| {
-            self.rope.tables(start, len, dtype, device).map(both)
-        })?;
+        let rows = self
+            .tables
+            .rows(offset, len, dtype, device, self.build(dtype, device))?;
         let [cos, sin]: [Tensor; 2] = rows.try_into().expect("a cos and a sin table");
         Ok((cos, sin))
     }
@@ -86,24 +86,30 @@ impl RopeCache {
         dtype: DType,
         device: &Device,
     ) -> Result<(Tensor, Tensor)> {
-        let (cos, sin) = self.tables(offset, len, dtype, device)?;
-        if len == 0 || offset + len > self.limit() {
-            return Ok((cos, sin));
-        }
-        Ok((cos.force_contiguous()?, sin.force_contiguous()?))
+        positions::range(offset, len)?;
+        let rows = self
+            .tables
+            .rows_owned(offset, len, dtype, device, self.build(dtype, device))?;
+        Ok((rows[0].clone(), rows[1].clone()))
     }
 
     /// `(cos, sin)` for integer position ids of any shape, each `ids.dims() + [rotary_dim / 2]`:
     /// gathered from the cached tables when every id is within the limit, generated otherwise.
     pub fn tables_for_ids(&self, ids: &Tensor, dtype: DType) -> Result<(Tensor, Tensor)> {
         let device = ids.device();
-        let rows = self.tables.ids(
-            ids,
-            dtype,
-            |start, len| self.rope.tables(start, len, dtype, device).map(both),
-            || self.rope.tables_for_ids(ids, dtype).map(both),
-        )?;
+        let rows = self.tables.ids(ids, dtype, self.build(dtype, device), || {
+            self.rope.tables_for_ids(ids, dtype).map(both)
+        })?;
         Ok((rows[0].clone(), rows[1].clone()))
+    }
+
+    /// How the cache makes rows `start .. start + len` of its cos and sin tables.
+    fn build<'a>(
+        &'a self,
+        dtype: DType,
+        device: &'a Device,
+    ) -> impl Fn(usize, usize) -> Result<Vec<Tensor>> + 'a {
+        move |start, len| self.rope.tables(start, len, dtype, device).map(both)
     }
 
     /// Rows cached for `dtype` on `device`.
