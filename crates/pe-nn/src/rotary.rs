@@ -272,20 +272,20 @@ impl RotaryEmbedding {
             ),
         }
         let dtype = table_dtype(q.dtype());
-        let reach = match positions.elem_count() {
-            0 => 0,
+        // Dynamic NTK only: the sequence this call reaches, max(position) + 1 (an id past 2^31
+        // is refused below, before it can grow the state).
+        let reach = match (&self.dynamic, positions.elem_count()) {
+            (None, _) | (_, 0) => None,
             _ => {
-                positions
+                let max = positions
                     .to_dtype(DType::I64)?
                     .max_all()?
-                    .to_scalar::<i64>()?
-                    .max(-1)
-                    + 1
+                    .to_scalar::<i64>()?;
+                let reach = max.max(-1) + 1;
+                (reach as u64 <= MAX_POSITION).then_some(reach as usize)
             }
         };
-        // An id past 2^31 is refused below, before it can grow the state.
-        let within = reach as u64 <= MAX_POSITION;
-        let tables = match self.dynamic_update(reach as usize).filter(|_| within) {
+        let tables = match reach.and_then(|reach| self.dynamic_update(reach)) {
             Some(len) => self.rope().tables_for_ids_with_len(positions, len, dtype),
             None => self.cache.tables_for_ids(positions, dtype),
         };
