@@ -35,6 +35,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+mod layers;
 pub mod llama;
 
 pub use config::{LlamaConfig, ModelType};

@@ -9,36 +9,7 @@ use candle_nn::{Embedding, Linear, RmsNorm, VarBuilder};
 use pe_nn::RotaryEmbedding;
 
 use crate::config::{LlamaConfig, ModelType};
-
-/// A linear layer, its tensor named in errors.
-fn linear(
-    in_dim: usize,
-    out_dim: usize,
-    bias: bool,
-    vb: &VarBuilder,
-    name: &str,
-) -> Result<Linear> {
-    let vb = vb.pp(name);
-    let weight = vb
-        .get((out_dim, in_dim), "weight")
-        .with_context(|| format!("loading tensor {}.weight", vb.prefix()))?;
-    let bias = match bias {
-        true => Some(
-            vb.get(out_dim, "bias")
-                .with_context(|| format!("loading tensor {}.bias", vb.prefix()))?,
-        ),
-        false => None,
-    };
-    Ok(Linear::new(weight, bias))
-}
-
-fn rms_norm(size: usize, eps: f64, vb: &VarBuilder, name: &str) -> Result<RmsNorm> {
-    let vb = vb.pp(name);
-    let weight = vb
-        .get(size, "weight")
-        .with_context(|| format!("loading tensor {}.weight", vb.prefix()))?;
-    Ok(RmsNorm::new(weight, eps))
-}
+use crate::layers::{checkpoint, linear, masked_softmax, rms_norm};
 
 /// q, k and v: three projections, or Phi-3's fused `qkv_proj` (q | k | v rows).
 #[derive(Clone, Debug)]
@@ -118,12 +89,8 @@ impl Attention {
         self.cache = Some((k.clone(), v.clone()));
         let (k, v) = (repeat_kv(&k, h / kvh)?, repeat_kv(&v, h / kvh)?);
         let scale = 1.0 / (d as f64).sqrt();
-        let scores = (q.matmul(&k.t()?.contiguous()?)? * scale)?.to_dtype(DType::F32)?;
-        let floor = Tensor::new(f32::MIN, scores.device())?.broadcast_as(scores.shape())?;
-        let scores = mask
-            .broadcast_as(scores.shape())?
-            .where_cond(&scores, &floor)?;
-        let probs = candle_nn::ops::softmax_last_dim(&scores)?.to_dtype(v.dtype())?;
+        let scores = (q.matmul(&k.t()?.contiguous()?)? * scale)?;
+        let probs = masked_softmax(&scores, mask, v.dtype())?;
         let out = probs.matmul(&v)?.transpose(1, 2)?.reshape((b, s, h * d))?;
         Ok(self.o.forward(&out)?)
     }
@@ -264,12 +231,7 @@ impl LlamaFamily {
     pub fn from_dir(dir: impl AsRef<Path>, dtype: DType, device: &Device) -> Result<Self> {
         let dir = dir.as_ref();
         let config = LlamaConfig::from_file(dir.join("config.json"))?;
-        let weights = dir.join("model.safetensors");
-        // SAFETY: the file is mapped read-only and must not change while the model lives, as
-        // for every mmaped candle checkpoint.
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], dtype, device) }
-            .with_context(|| format!("cannot read {}", weights.display()))?;
-        Self::new(&config, vb)
+        Self::new(&config, checkpoint(dir, dtype, device)?)
     }
 
     /// The configuration.
