@@ -1,9 +1,27 @@
-//! [`LlamaConfig`]: the fields of an HF `config.json` a [`LlamaFamily`](crate::LlamaFamily)
-//! decoder reads, for `model_type` `llama`, `qwen2`, `phi3` and `mistral`.
+//! The fields of an HF `config.json` the models read: [`LlamaConfig`] for a
+//! [`LlamaFamily`](crate::LlamaFamily) decoder (`model_type` `llama`, `qwen2`, `phi3`,
+//! `mistral`), [`M2M100Config`] for an [`M2M100Encoder`](crate::M2M100Encoder) (`m2m_100`:
+//! M2M100 and NLLB). Errors name the file and the field.
+//!
+//! ```
+//! use pe_models::M2M100Config;
+//!
+//! let json = serde_json::json!({
+//!     "model_type": "m2m_100", "vocab_size": 128, "d_model": 64, "encoder_layers": 2,
+//!     "encoder_attention_heads": 4, "encoder_ffn_dim": 128
+//! });
+//! let cfg = M2M100Config::from_json(&json, "config.json")?;
+//! assert_eq!((cfg.pad_token_id, cfg.scale_embedding), (1, true)); // transformers' defaults
+//!
+//! let err = M2M100Config::from_json(&serde_json::json!({"model_type": "llama"}), "config.json");
+//! assert!(err.unwrap_err().to_string().contains("model_type"));
+//! # Ok::<(), anyhow::Error>(())
+//! ```
 
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
+use candle_nn::Activation;
 use pe_core::RopeConfig;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -73,20 +91,12 @@ pub struct LlamaConfig {
 impl LlamaConfig {
     /// Reads `path` (an HF `config.json`); errors name the file and the field.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self> {
-        let path = path.as_ref();
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        let json: Value = serde_json::from_str(&text)
-            .with_context(|| format!("{}: not valid JSON", path.display()))?;
-        Self::from_json(&json, &path.display().to_string())
+        read_config(path.as_ref(), Self::from_json)
     }
 
     /// Reads a parsed `config.json`; `source` (a file name) starts every error message.
     pub fn from_json(json: &Value, source: &str) -> Result<Self> {
-        let root = json
-            .as_object()
-            .ok_or_else(|| anyhow!("{source}: the config must be a JSON object"))?;
-        let model_type: String = required(root, source, "model_type")?;
+        let (root, model_type) = object_and_type(json, source)?;
         let model_type = match model_type.as_str() {
             "llama" => ModelType::Llama,
             "qwen2" => ModelType::Qwen2,
@@ -155,6 +165,90 @@ impl LlamaConfig {
             rope,
         })
     }
+}
+
+/// An M2M100 / NLLB encoder's configuration (`model_type` `m2m_100`), read from an HF
+/// `config.json`; absent optional fields take transformers' defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct M2M100Config {
+    /// Vocabulary size (rows of `model.shared`).
+    pub vocab_size: usize,
+    /// Model width.
+    pub d_model: usize,
+    /// Encoder layers.
+    pub encoder_layers: usize,
+    /// Attention heads of each encoder layer; divides `d_model`.
+    pub encoder_attention_heads: usize,
+    /// Width of the encoder's feed-forward layers.
+    pub encoder_ffn_dim: usize,
+    /// The feed-forward activation (`activation_function`: `relu`, `gelu`, `gelu_new`,
+    /// `gelu_pytorch_tanh`, `silu` or `swish`; default `relu`).
+    pub activation_function: Activation,
+    /// Whether token embeddings are multiplied by `sqrt(d_model)` (default true).
+    pub scale_embedding: bool,
+    /// The padding token (default 1): it gets no position, and real tokens count from
+    /// `pad_token_id + 1`.
+    pub pad_token_id: u32,
+    /// The context the model was trained for (default 1024); transformers' table has
+    /// `max_position_embeddings + 2` rows and grows past them, as the exact table here does.
+    pub max_position_embeddings: usize,
+}
+
+impl M2M100Config {
+    /// Reads `path` (an HF `config.json`); errors name the file and the field.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self> {
+        read_config(path.as_ref(), Self::from_json)
+    }
+
+    /// Reads a parsed `config.json`; `source` (a file name) starts every error message.
+    pub fn from_json(json: &Value, source: &str) -> Result<Self> {
+        let (root, model_type) = object_and_type(json, source)?;
+        if model_type != "m2m_100" {
+            bail!("{source}: field model_type: unsupported model type {model_type:?} (supported: m2m_100, as M2M100 and NLLB use)")
+        }
+        let d_model: usize = required(root, source, "d_model")?;
+        let heads: usize = required(root, source, "encoder_attention_heads")?;
+        if heads == 0 || !d_model.is_multiple_of(heads) {
+            bail!("{source}: field encoder_attention_heads: {heads} must divide d_model {d_model}")
+        }
+        let act = optional::<String>(root, source, "activation_function")?;
+        let activation_function = match act.as_deref().unwrap_or("relu") {
+            "relu" => Activation::Relu,
+            "gelu" => Activation::Gelu,
+            "gelu_new" | "gelu_pytorch_tanh" => Activation::GeluPytorchTanh,
+            "silu" | "swish" => Activation::Silu,
+            other => bail!("{source}: field activation_function: unsupported activation {other:?} (supported: relu, gelu, gelu_new, gelu_pytorch_tanh, silu, swish)"),
+        };
+        Ok(Self {
+            vocab_size: required(root, source, "vocab_size")?,
+            d_model,
+            encoder_layers: required(root, source, "encoder_layers")?,
+            encoder_attention_heads: heads,
+            encoder_ffn_dim: required(root, source, "encoder_ffn_dim")?,
+            activation_function,
+            scale_embedding: optional(root, source, "scale_embedding")?.unwrap_or(true),
+            pad_token_id: optional(root, source, "pad_token_id")?.unwrap_or(1),
+            max_position_embeddings: optional(root, source, "max_position_embeddings")?
+                .unwrap_or(1024),
+        })
+    }
+}
+
+/// The config in the file `path`, parsed by `from_json`; errors name the file.
+fn read_config<T>(path: &Path, from_json: impl Fn(&Value, &str) -> Result<T>) -> Result<T> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let json: Value = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not valid JSON", path.display()))?;
+    from_json(&json, &path.display().to_string())
+}
+
+/// The config's fields and its `model_type`.
+fn object_and_type<'a>(json: &'a Value, source: &str) -> Result<(&'a Map<String, Value>, String)> {
+    let root = json
+        .as_object()
+        .ok_or_else(|| anyhow!("{source}: the config must be a JSON object"))?;
+    Ok((root, required(root, source, "model_type")?))
 }
 
 /// A field that must be present (and not null).

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use candle_core::{DType, Device, Tensor};
-use candle_nn::{Linear, RmsNorm, VarBuilder};
+use candle_nn::{LayerNorm, Linear, RmsNorm, VarBuilder};
 
 /// The weights of `dir/model.safetensors`, memory-mapped, in `dtype`.
 pub(crate) fn checkpoint(dir: &Path, dtype: DType, device: &Device) -> Result<VarBuilder<'static>> {
@@ -50,6 +50,13 @@ pub(crate) fn linear(
 pub(crate) fn rms_norm(size: usize, eps: f64, vb: &VarBuilder, name: &str) -> Result<RmsNorm> {
     let vb = vb.pp(name);
     Ok(RmsNorm::new(tensor(&vb, size, "weight")?, eps))
+}
+
+/// The LayerNorm `name` (`name.weight` and `name.bias`).
+pub(crate) fn layer_norm(size: usize, eps: f64, vb: &VarBuilder, name: &str) -> Result<LayerNorm> {
+    let vb = vb.pp(name);
+    let weight = tensor(&vb, size, "weight")?;
+    Ok(LayerNorm::new(weight, tensor(&vb, size, "bias")?, eps))
 }
 
 /// `softmax(scores)` over the last dimension in f32, keys where `mask` (u8, broadcastable to

@@ -1,12 +1,19 @@
-//! Reference decoders built only from candle-nn layers and candle-pe's exact rotary
-//! embeddings ([`pe_nn::RotaryEmbedding`]), checked against transformers 5.23's outputs
-//! (`tests/transformers.rs`, the fixtures in `tests/fixtures/models`).
+//! Reference models built only from candle-nn layers and candle-pe's exact positional
+//! encodings, checked against transformers 5.23's outputs (`tests/transformers.rs`,
+//! `tests/m2m100.rs`, the fixtures in `tests/fixtures/models`): decoders with rotary
+//! embeddings ([`pe_nn::RotaryEmbedding`]) and an encoder with sinusoidal ones
+//! ([`pe_nn::SinusoidalEmbedding`]).
 //!
 //! [`LlamaFamily`] reads an HF `config.json` with `model_type` `llama`, `qwen2`, `phi3` or
 //! `mistral` ([`LlamaConfig`]) and the weights under HF's tensor names from a
 //! [`candle_nn::VarBuilder`]; its [`forward`](LlamaFamily::forward) takes `input_ids`,
 //! `position_ids` and an optional `attention_mask`, as transformers' does, and appends to a
 //! KV cache.
+//!
+//! [`M2M100Encoder`] reads an M2M100 / NLLB `config.json` (`model_type` `m2m_100`,
+//! [`M2M100Config`]) and the encoder's weights; its [`forward`](M2M100Encoder::forward) takes
+//! `input_ids` and an optional `attention_mask` and returns `last_hidden_state`, with fairseq's
+//! padding-aware positions (see its module's example).
 //!
 //! ```
 //! use candle_core::{DType, Device, Tensor};
@@ -37,6 +44,8 @@
 pub mod config;
 mod layers;
 pub mod llama;
+pub mod m2m100;
 
-pub use config::{LlamaConfig, ModelType};
+pub use config::{LlamaConfig, M2M100Config, ModelType};
 pub use llama::LlamaFamily;
+pub use m2m100::M2M100Encoder;
