@@ -26,8 +26,10 @@ struct Attention {
     kv_heads: usize,
     head_dim: usize,
     rotary: RotaryEmbedding,
-    /// Keys (rotated) and values of the tokens seen, `(batch, kv_heads, len, head_dim)`.
+    /// Keys (rotated) and values of the tokens seen, `(batch, kv_heads, len, head_dim)`: the
+    /// last `window` of them with a sliding window.
     cache: Option<(Tensor, Tensor)>,
+    window: Option<usize>,
 }
 
 impl Attention {
@@ -56,6 +58,7 @@ impl Attention {
             head_dim: d,
             rotary,
             cache: None,
+            window: cfg.sliding_window,
         })
     }
 
@@ -86,13 +89,31 @@ impl Attention {
             Some((pk, pv)) => (Tensor::cat(&[pk, &k], 2)?, Tensor::cat(&[pv, &v], 2)?),
             None => (k, v),
         };
-        self.cache = Some((k.clone(), v.clone()));
+        self.cache = Some((self.keep(&k)?, self.keep(&v)?));
         let (k, v) = (repeat_kv(&k, h / kvh)?, repeat_kv(&v, h / kvh)?);
         let scale = 1.0 / (d as f64).sqrt();
         let scores = (q.matmul(&k.t()?.contiguous()?)? * scale)?;
         let probs = masked_softmax(&scores, mask, v.dtype())?;
         let out = probs.matmul(&v)?.transpose(1, 2)?.reshape((b, s, h * d))?;
         Ok(self.o.forward(&out)?)
+    }
+
+    /// What the cache keeps of `t` `(batch, kv_heads, len, d)`: all of it, or with a sliding
+    /// window `w` the last `w` tokens (no later query sees further back), copied out so the
+    /// longer tensor is freed.
+    fn keep(&self, t: &Tensor) -> Result<Tensor> {
+        let len = t.dim(2)?;
+        Ok(match self.window {
+            Some(w) if len > w => t.narrow(2, len - w, w)?.force_contiguous()?,
+            _ => t.clone(),
+        })
+    }
+
+    /// Keys and values held per head.
+    fn held(&self) -> usize {
+        self.cache
+            .as_ref()
+            .map_or(0, |(k, _)| k.dim(2).unwrap_or(0))
     }
 }
 
@@ -167,7 +188,8 @@ struct Layer {
     mlp: Mlp,
 }
 
-/// A Llama-family decoder (`model_type` `llama`, `qwen2`, `phi3`, `mistral`) with a KV cache:
+/// A Llama-family decoder (`model_type` `llama`, `qwen2`, `phi3`, `mistral`) with a KV cache
+/// (bounded by the sliding window when there is one):
 /// RMSNorm, grouped-query attention with exact rotary embeddings at per-token positions
 /// ([`RotaryEmbedding::apply_at`]), a causal + padding mask (and Mistral's or Phi-3's sliding
 /// window), a SwiGLU MLP, and the output projection (`lm_head.weight`, or the token embedding
@@ -180,7 +202,7 @@ pub struct LlamaFamily {
     norm: RmsNorm,
     lm_head: Linear,
     rotary: RotaryEmbedding,
-    /// Tokens in the KV cache.
+    /// Tokens seen since the cache was last cleared.
     cached: usize,
 }
 
@@ -244,9 +266,15 @@ impl LlamaFamily {
         &self.rotary
     }
 
-    /// Tokens in the KV cache.
+    /// Tokens seen since the cache was last cleared: the next `attention_mask` covers them.
     pub fn cached_len(&self) -> usize {
         self.cached
+    }
+
+    /// Keys and values the KV cache holds per layer and head: [`Self::cached_len`], or with a
+    /// sliding window `w` at most `w` (the older ones are dropped, as no query sees them).
+    pub fn kv_len(&self) -> usize {
+        self.layers.first().map_or(0, |layer| layer.attn.held())
     }
 
     /// Empties the KV cache (the next forward starts a new sequence).
@@ -263,7 +291,8 @@ impl LlamaFamily {
     /// `attention_mask` `(batch, cached_len + seq)`, 1 for real tokens and 0 for padding, covers
     /// the cached tokens and the new ones (as transformers' `attention_mask` in `generate`);
     /// `None` is all ones. A query at cache index `i` sees keys `j <= i` whose mask is 1, and
-    /// with a sliding window `w` only those with `j > i - w`.
+    /// with a sliding window `w` only those with `j > i - w` (the cache then keeps the last `w`
+    /// keys and values: [`Self::kv_len`]).
     pub fn forward(
         &mut self,
         input_ids: &Tensor,
@@ -294,7 +323,7 @@ impl LlamaFamily {
         Ok(self.lm_head.forward(&self.norm.forward(&x)?)?)
     }
 
-    /// The boolean mask `(batch, 1, seq, cached + seq)` as u8.
+    /// The boolean mask `(batch, 1, seq, kv_len + seq)` as u8: the keys held and the new ones.
     fn mask(
         &self,
         b: usize,
@@ -303,6 +332,8 @@ impl LlamaFamily {
         device: &Device,
     ) -> Result<Tensor> {
         let (past, total) = (self.cached, self.cached + s);
+        // The keys held start at token `first`.
+        let first = past - self.kv_len();
         let padding: Vec<Vec<u32>> = match attention_mask {
             Some(m) => {
                 if m.dims() != [b, total] {
@@ -316,16 +347,16 @@ impl LlamaFamily {
             None => vec![vec![1; total]; b],
         };
         let window = self.config.sliding_window;
-        let mut data = Vec::with_capacity(b * s * total);
+        let mut data = Vec::with_capacity(b * s * (total - first));
         for row in &padding {
             for t in 0..s {
                 let i = past + t;
-                for (j, &keep) in row.iter().enumerate() {
+                for (j, &keep) in row.iter().enumerate().skip(first) {
                     let in_window = window.is_none_or(|w| j + w > i);
                     data.push(u8::from(keep != 0 && j <= i && in_window));
                 }
             }
         }
-        Ok(Tensor::from_vec(data, (b, 1, s, total), device)?)
+        Ok(Tensor::from_vec(data, (b, 1, s, total - first), device)?)
     }
 }

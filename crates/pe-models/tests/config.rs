@@ -175,3 +175,78 @@ fn cache_and_padding_agree_with_full_forwards() -> Result<()> {
     assert!(diff.to_scalar::<f32>()? < 1e-5, "{diff}");
     Ok(())
 }
+
+/// With a sliding window the KV cache holds at most `window` keys and values however long the
+/// decode runs, and still gives the logits of one full forward: a left-padded batch, a prefill
+/// longer than the window, then single cached steps and a two-token chunk. Without a window
+/// it holds every token.
+#[test]
+fn sliding_window_bounds_the_kv_cache() -> Result<()> {
+    let dev = Device::Cpu;
+    let window = 4;
+    let mut json = tiny("mistral");
+    json["sliding_window"] = json!(window);
+    let cfg = LlamaConfig::from_json(&json, "m")?;
+    let varmap = VarMap::new();
+    let mut model = random_model(&cfg, &varmap)?;
+    let (prompt, len) = (6, 30);
+    let ids = Tensor::rand(0f32, 32.0, (2, len), &dev)?.to_dtype(DType::U32)?;
+    // Row 1 has 2 pads: its positions count real tokens only.
+    let mut mask = vec![vec![1u32; len]; 2];
+    mask[1][..2].fill(0);
+    let pos: Vec<Vec<u32>> = mask
+        .iter()
+        .map(|row| {
+            let mut seen = 0;
+            row.iter()
+                .map(|&m| {
+                    seen += m;
+                    seen.saturating_sub(1)
+                })
+                .collect()
+        })
+        .collect();
+    let (mask, pos) = (Tensor::new(mask, &dev)?, Tensor::new(pos, &dev)?);
+    let full = model.forward(&ids, &pos, Some(&mask))?;
+    assert_eq!((model.cached_len(), model.kv_len()), (len, window));
+
+    model.clear_cache();
+    assert_eq!((model.cached_len(), model.kv_len()), (0, 0));
+    let mut steps = vec![model.forward(
+        &ids.i((.., ..prompt))?,
+        &pos.i((.., ..prompt))?,
+        Some(&mask.i((.., ..prompt))?),
+    )?];
+    let mut at = prompt;
+    while at < len {
+        let n = if at == 20 { 2 } else { 1 };
+        let span = at..at + n;
+        steps.push(model.forward(
+            &ids.i((.., span.clone()))?,
+            &pos.i((.., span))?,
+            Some(&mask.i((.., ..at + n))?),
+        )?);
+        at += n;
+        assert_eq!((model.cached_len(), model.kv_len()), (at, window));
+    }
+    // Pad queries see no key (their softmax is uniform over whatever keys are there): compare
+    // the real tokens.
+    let cached = Tensor::cat(&steps, 1)?;
+    for (row, from) in [(0, 0), (1, 2)] {
+        let diff = (cached.i((row, from..))? - full.i((row, from..))?)?
+            .abs()?
+            .max_all()?
+            .to_scalar::<f32>()?;
+        assert!(
+            diff < 1e-5,
+            "row {row}: cached decode vs full forward: {diff}"
+        );
+    }
+
+    let mut cfg = cfg;
+    cfg.sliding_window = None;
+    let mut model = LlamaFamily::new(&cfg, VarBuilder::from_varmap(&varmap, DType::F32, &dev))?;
+    model.forward(&ids, &pos, Some(&mask))?;
+    assert_eq!((model.cached_len(), model.kv_len()), (len, len));
+    Ok(())
+}
