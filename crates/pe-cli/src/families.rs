@@ -45,9 +45,10 @@ pub struct RopeNdArgs {
     pub out: PathBuf,
 }
 
-/// Arguments of `pe grid`.
+/// The grid flags of `pe grid` and `pe plot grid`: the width, the grid and diffusers' position
+/// scaling.
 #[derive(Debug, Args)]
-pub struct GridArgs {
+pub struct GridSpecArgs {
     /// Width of each row (embed_dim), a multiple of 4.
     #[arg(long, value_name = "D", allow_negative_numbers = true)]
     pub dim: usize,
@@ -65,21 +66,64 @@ pub struct GridArgs {
         default_value_t = 1.0
     )]
     pub interpolation_scale: f64,
+}
+
+impl GridSpecArgs {
+    /// `--grid` as (rows, columns).
+    pub fn shape(&self) -> Result<(usize, usize)> {
+        let (h, w) = match self.grid.0.as_slice() {
+            [n] => (*n, *n),
+            [h, w] => (*h, *w),
+            other => bail!(
+                "--grid: give H,W or one number, got {} numbers",
+                other.len()
+            ),
+        };
+        let side =
+            |v: i64| usize::try_from(v).map_err(|_| anyhow::anyhow!("--grid: {v} is negative"));
+        Ok((side(h)?, side(w)?))
+    }
+
+    /// The `(extra + h * w, dim)` table of the grid `(h, w)` with `extra` zero rows first, each
+    /// pe-core error prefixed with the flag at fault.
+    pub fn table(&self, (h, w): (usize, usize), extra: usize, dtype: DType) -> Result<Tensor> {
+        let grid = SincosGrid::new(self.dim)
+            .context("--dim")?
+            .with_base_size(self.base_size)
+            .with_interpolation_scale(self.interpolation_scale)
+            .with_extra_tokens(extra);
+        grid.table(h, w, dtype, &Device::Cpu).map_err(|e| {
+            let flag = match &e {
+                pe_core::Error::InvalidParameter { name, .. } if name.starts_with("grid") => {
+                    "--grid"
+                }
+                pe_core::Error::InvalidParameter {
+                    name: "base_size", ..
+                } => "--base-size",
+                pe_core::Error::InvalidParameter {
+                    name: "interpolation_scale",
+                    ..
+                } => "--interpolation-scale",
+                _ => "--dim",
+            };
+            anyhow::anyhow!("{flag}: {e}")
+        })
+    }
+}
+
+/// Arguments of `pe grid`.
+#[derive(Debug, Args)]
+pub struct GridArgs {
+    #[command(flatten)]
+    pub spec: GridSpecArgs,
     /// One all-zero row first (MAE's class token).
     #[arg(long)]
     pub cls_token: bool,
     /// Element type of the table.
     #[arg(long, value_enum, default_value_t = DtypeArg::F32)]
     pub dtype: DtypeArg,
-    /// With a .png output: the patch Y,X every patch's similarity is drawn against (default:
-    /// the centre).
-    #[arg(long, value_name = "Y,X", conflicts_with = "channel")]
-    pub patch: Option<List<i64>>,
-    /// With a .png output: draw column K of the embedding over the grid instead.
-    #[arg(long, value_name = "K")]
-    pub channel: Option<usize>,
-    /// Output file: .npy, .safetensors (one tensor named `pe`) or .csv for the (H*W, D) table;
-    /// .png to draw the grid (the cosine similarity of every patch to --patch, or --channel).
+    /// Output file: .npy, .safetensors (one tensor named `pe`) or .csv for the (H*W, D) table
+    /// (`pe plot grid` draws it).
     #[arg(long, value_name = "PATH")]
     pub out: PathBuf,
 }
@@ -145,64 +189,36 @@ fn flag_of_axes(args: &RopeNdArgs) -> String {
 
 /// `pe grid`.
 pub fn grid(args: &GridArgs) -> Result<()> {
-    let png = args
+    if args
         .out
         .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("png"));
-    let format = if png {
-        Format::Npy
-    } else {
-        Format::from_path(&args.out)?
-    };
-    let dtype: DType = if png { DType::F64 } else { args.dtype.into() };
-    format.check_dtype(dtype, &args.out)?;
-    let (h, w) = match args.grid.0.as_slice() {
-        [n] => (*n, *n),
-        [h, w] => (*h, *w),
-        other => bail!(
-            "--grid: give H,W or one number, got {} numbers",
-            other.len()
-        ),
-    };
-    let side = |v: i64| usize::try_from(v).map_err(|_| anyhow::anyhow!("--grid: {v} is negative"));
-    let (h, w) = (side(h)?, side(w)?);
-    if !png {
-        let rows = usize::from(args.cls_token) as u128 + h as u128 * w as u128;
-        let rows = usize::try_from(rows).unwrap_or(usize::MAX);
-        let bytes = output::table_bytes(format, dtype, (rows, args.dim), &[])?;
-        output::check_free_space(&args.out, bytes, &format!("--grid {h},{w}"))?;
-    }
-    let grid = SincosGrid::new(args.dim)
-        .context("--dim")?
-        .with_base_size(args.base_size)
-        .with_interpolation_scale(args.interpolation_scale)
-        .with_extra_tokens(usize::from(args.cls_token));
-    let table = grid.table(h, w, dtype, &Device::Cpu).map_err(|e| {
-        let flag = match &e {
-            pe_core::Error::InvalidParameter { name, .. } if name.starts_with("grid") => "--grid",
-            pe_core::Error::InvalidParameter {
-                name: "base_size", ..
-            } => "--base-size",
-            pe_core::Error::InvalidParameter {
-                name: "interpolation_scale",
-                ..
-            } => "--interpolation-scale",
-            _ => "--dim",
-        };
-        anyhow::anyhow!("{flag}: {e}")
-    })?;
-    if png {
-        return draw(
-            args,
-            &table.narrow(0, usize::from(args.cls_token), h * w)?,
-            (h, w),
+        .is_some_and(|e| e.eq_ignore_ascii_case("png"))
+    {
+        bail!(
+            "--out {}: pe grid writes tables (.npy, .safetensors, .csv); draw the grid with \
+             `pe plot grid`",
+            args.out.display()
         );
     }
+    let format = Format::from_path(&args.out)?;
+    let dtype: DType = args.dtype.into();
+    format.check_dtype(dtype, &args.out)?;
+    let (h, w) = args.spec.shape()?;
+    let rows = usize::from(args.cls_token) as u128 + h as u128 * w as u128;
+    let rows = usize::try_from(rows).unwrap_or(usize::MAX);
+    let bytes = output::table_bytes(format, dtype, (rows, args.spec.dim), &[])?;
+    output::check_free_space(&args.out, bytes, &format!("--grid {h},{w}"))?;
+    let table = args
+        .spec
+        .table((h, w), usize::from(args.cls_token), dtype)?;
     let (rows, width) = table.dims2()?;
     let metadata = [
         ("grid", format!("{h}x{w}")),
-        ("base_size", args.base_size.to_string()),
-        ("interpolation_scale", args.interpolation_scale.to_string()),
+        ("base_size", args.spec.base_size.to_string()),
+        (
+            "interpolation_scale",
+            args.spec.interpolation_scale.to_string(),
+        ),
         ("cls_token", args.cls_token.to_string()),
     ];
     let mut writer = TableWriter::create(&args.out, format, dtype, (rows, width), &metadata)?;
@@ -214,49 +230,6 @@ pub fn grid(args: &GridArgs) -> Result<()> {
         },
     )?;
     writer.finish()
-}
-
-/// Draws the grid `table` (`(h * w, d)`, f64) as an image of the similarity of every patch to
-/// `--patch`, or of `--channel`.
-fn draw(args: &GridArgs, table: &Tensor, (h, w): (usize, usize)) -> Result<()> {
-    let table = table.to_vec2::<f64>()?;
-    let (values, title, label) = match args.channel {
-        Some(k) if k >= args.dim => bail!("--channel {k}: the embedding has {} columns", args.dim),
-        Some(k) => {
-            let title = format!("sin-cos grid {h}x{w}, d = {}: column {k}", args.dim);
-            (
-                table.iter().map(|row| row[k]).collect::<Vec<_>>(),
-                title,
-                "value",
-            )
-        }
-        None => {
-            let (y, x) = match args.patch.as_ref().map(|p| p.0.as_slice()) {
-                None => ((h / 2) as i64, (w / 2) as i64),
-                Some([y, x]) => (*y, *x),
-                Some(other) => bail!("--patch: give Y,X, got {} numbers", other.len()),
-            };
-            if y < 0 || x < 0 || y as usize >= h || x as usize >= w {
-                bail!("--patch {y},{x}: outside the {h}x{w} grid");
-            }
-            let anchor = &table[y as usize * w + x as usize];
-            let norm = |v: &[f64]| v.iter().map(|a| a * a).sum::<f64>().sqrt();
-            let cosine = |v: &[f64]| {
-                v.iter().zip(anchor).map(|(a, b)| a * b).sum::<f64>() / (norm(v) * norm(anchor))
-            };
-            let title = format!(
-                "sin-cos grid {h}x{w}, d = {}: similarity to patch ({y}, {x})",
-                args.dim
-            );
-            (
-                table.iter().map(|row| cosine(row)).collect(),
-                title,
-                "cosine similarity",
-            )
-        }
-    };
-    let image: Vec<Vec<f64>> = values.chunks(w).map(<[f64]>::to_vec).collect();
-    crate::plot::draw_image(&image, &title, label, (1000, 800), &args.out)
 }
 
 /// `pe alibi`.

@@ -188,15 +188,25 @@ fn bad_input_names_the_flag_and_leaves_no_file() {
 }
 
 #[test]
-fn grid_draws_a_png() {
+fn plot_grid_draws_the_similarity_or_a_channel_pair() {
     let dir = tempfile::tempdir().unwrap();
     for (extra, name) in [
         (vec![], "sim.png"),
         (vec!["--patch", "0,1"], "corner.png"),
-        (vec!["--channel", "5"], "ch.png"),
+        (vec!["--pair", "5"], "pair.png"),
+        (vec!["--pair", "15", "--base-size", "4"], "row_pair.png"),
     ] {
         let out = dir.path().join(name);
-        let mut args = vec!["grid", "--dim", "32", "--grid", "4,6", "--out", s(&out)];
+        let mut args = vec![
+            "plot",
+            "grid",
+            "--dim",
+            "32",
+            "--grid",
+            "4,6",
+            "--out",
+            s(&out),
+        ];
         args.extend(extra);
         pe_ok(&args);
         let decoder =
@@ -204,20 +214,69 @@ fn grid_draws_a_png() {
         let mut reader = decoder.read_info().unwrap();
         let mut buf = vec![0; reader.output_buffer_size().unwrap()];
         let info = reader.next_frame(&mut buf).unwrap();
+        assert_eq!((info.width, info.height), (1000, 700), "{name}");
         let pixels = &buf[..info.buffer_size()];
         let distinct: std::collections::HashSet<&[u8]> = pixels.chunks(3).collect();
         assert!(distinct.len() > 20, "{name}: {} colours", distinct.len());
     }
+    let out = dir.path().join("bad.png");
     for (extra, needles) in [
         (vec!["--patch", "4,0"], vec!["--patch 4,0", "outside"]),
-        (vec!["--channel", "32"], vec!["--channel 32"]),
+        (vec!["--patch", "-1,0"], vec!["--patch -1,0", "outside"]),
+        (vec!["--patch", "1"], vec!["--patch", "Y,X"]),
+        (vec!["--pair", "16"], vec!["--pair 16", "16 channel pairs"]),
+        (
+            vec!["--pair", "1", "--patch", "1,1"],
+            vec!["--pair", "--patch"],
+        ),
+        (vec!["--dim", "30"], vec!["--dim", "30"]),
+        (vec!["--width", "10"], vec!["--width 10"]),
+        (vec!["--len", "10"], vec!["--len"]),
     ] {
-        let out = dir.path().join("bad.png");
-        let mut args = vec!["grid", "--dim", "32", "--grid", "4,6", "--out", s(&out)];
+        let mut args = vec!["plot", "grid", "--grid", "4,6", "--out", s(&out)];
+        if !extra.contains(&"--dim") {
+            args.extend(["--dim", "32"]);
+        }
         args.extend(extra);
         pe_err(&args, &needles);
         assert!(!out.exists());
     }
+    let jpg = dir.path().join("g.jpg");
+    pe_err(
+        &[
+            "plot",
+            "grid",
+            "--dim",
+            "32",
+            "--grid",
+            "4,6",
+            "--out",
+            s(&jpg),
+        ],
+        &["g.jpg", "PNG"],
+    );
+    // The table command writes tables only, and says which command draws.
+    pe_err(
+        &["grid", "--dim", "32", "--grid", "4,6", "--out", s(&out)],
+        &["bad.png", "pe plot grid"],
+    );
+    // A table's flags and the grid subcommand do not mix.
+    pe_err(
+        &[
+            "plot",
+            "--preset",
+            "vaswani",
+            "grid",
+            "--dim",
+            "32",
+            "--grid",
+            "4",
+            "--out",
+            s(&out),
+        ],
+        &["grid", "--preset"],
+    );
+    assert_eq!(files_in(dir.path()).len(), 4);
 }
 
 #[test]
@@ -240,6 +299,7 @@ fn a_grid_too_large_for_the_disk_or_memory_is_refused_up_front() {
     let png = dir.path().join("huge.png");
     pe_err(
         &[
+            "plot",
             "grid",
             "--dim",
             "1152",
