@@ -1,9 +1,10 @@
-//! `pe rope-nd`, `pe grid` and `pe alibi`: multi-axis rotary tables (FLUX), 2-D sin-cos patch
-//! grids (DiT, PixArt, MAE) and ALiBi slopes or biases (MPT, BLOOM), from pe-core, written to a
-//! file. Every failure names its flag and leaves no file.
+//! `pe rope-nd`, `pe grid` and `pe alibi`: multi-axis rotary tables (FLUX, Pixtral), 2-D
+//! sin-cos patch grids (DiT, PixArt, MAE) and ALiBi slopes or biases (MPT, BLOOM), from pe-core,
+//! written to a file. Every failure names its flag and leaves no file.
 //!
 //! ```text
 //! pe rope-nd --axes-dim 16,56,56 --theta 10000 --ids ids.npy --out flux.safetensors
+//! pe rope-nd --split-spectrum 64 --theta 10000 --grid 64,64 --out pixtral.safetensors
 //! pe grid --dim 1152 --grid 64,64 --base-size 32 --out pixart.npy
 //! pe alibi --heads 32 --len 2048 --out mpt.npy
 //! ```
@@ -13,7 +14,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
 use clap::Args;
-use pe_core::rope::AxesRope;
+use pe_core::rope::{patch_ids, AxesRope};
 use pe_core::{Alibi, SincosGrid, DEFAULT_ALIBI_BIAS_MAX, DEFAULT_BASE_SIZE};
 
 use crate::device::DtypeArg;
@@ -22,10 +23,21 @@ use crate::positions::{List, Positions};
 
 /// Arguments of `pe rope-nd`.
 #[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("axes").required(true))]
+#[command(group = clap::ArgGroup::new("positions").required(true))]
 pub struct RopeNdArgs {
     /// Rotated features of each axis, comma-separated (even, nonzero), e.g. 16,56,56 (FLUX.1).
-    #[arg(long, value_name = "D1,D2,..", allow_hyphen_values = true)]
-    pub axes_dim: List<i64>,
+    #[arg(
+        long,
+        value_name = "D1,D2,..",
+        allow_hyphen_values = true,
+        group = "axes"
+    )]
+    pub axes_dim: Option<List<i64>>,
+    /// Or one spectrum of D/2 frequencies dealt out in turn to the ids' columns (Pixtral's
+    /// vision tower, head_dim D): the row id turns the even frequencies, the column id the odd.
+    #[arg(long, value_name = "D", allow_negative_numbers = true, group = "axes")]
+    pub split_spectrum: Option<usize>,
     /// Base of the frequencies of every axis.
     #[arg(
         long,
@@ -35,8 +47,16 @@ pub struct RopeNdArgs {
     )]
     pub theta: f64,
     /// Integer ids, .npy of int64 shaped (n, axes): one column per axis.
-    #[arg(long, value_name = "PATH")]
-    pub ids: PathBuf,
+    #[arg(long, value_name = "PATH", group = "positions")]
+    pub ids: Option<PathBuf>,
+    /// Or the ids (row, column) of every patch of an H,W grid, row-major.
+    #[arg(
+        long,
+        value_name = "H,W",
+        allow_hyphen_values = true,
+        group = "positions"
+    )]
+    pub grid: Option<List<i64>>,
     /// Element type of the tables.
     #[arg(long, value_enum, default_value_t = DtypeArg::F32)]
     pub dtype: DtypeArg,
@@ -71,17 +91,7 @@ pub struct GridSpecArgs {
 impl GridSpecArgs {
     /// `--grid` as (rows, columns).
     pub fn shape(&self) -> Result<(usize, usize)> {
-        let (h, w) = match self.grid.0.as_slice() {
-            [n] => (*n, *n),
-            [h, w] => (*h, *w),
-            other => bail!(
-                "--grid: give H,W or one number, got {} numbers",
-                other.len()
-            ),
-        };
-        let side =
-            |v: i64| usize::try_from(v).map_err(|_| anyhow::anyhow!("--grid: {v} is negative"));
-        Ok((side(h)?, side(w)?))
+        grid_shape(&self.grid)
     }
 
     /// The `(extra + h * w, dim)` table of the grid `(h, w)` with `extra` zero rows first, each
@@ -156,35 +166,82 @@ pub fn rope_nd(args: &RopeNdArgs) -> Result<()> {
             args.out.display()
         );
     }
-    let axes: Vec<usize> = args
-        .axes_dim
-        .0
-        .iter()
-        .map(|&d| usize::try_from(d).map_err(|_| anyhow::anyhow!("--axes-dim: {d} is negative")))
-        .collect::<Result<_>>()?;
-    let rope = AxesRope::new(&axes, args.theta).with_context(|| flag_of_axes(args))?;
-    let ids = Tensor::read_npy(&args.ids)
-        .with_context(|| format!("--ids {}: cannot read it as .npy", args.ids.display()))?;
-    if ids.dtype() != DType::I64 {
-        bail!(
-            "--ids {}: the ids must be int64, got {:?}",
-            args.ids.display(),
-            ids.dtype()
-        );
-    }
+    let ids = match (&args.ids, &args.grid) {
+        (Some(path), _) => {
+            let ids = Tensor::read_npy(path)
+                .with_context(|| format!("--ids {}: cannot read it as .npy", path.display()))?;
+            if ids.dtype() != DType::I64 {
+                bail!(
+                    "--ids {}: the ids must be int64, got {:?}",
+                    path.display(),
+                    ids.dtype()
+                );
+            }
+            ids
+        }
+        (None, Some(grid)) => patch_ids_of(grid)?,
+        (None, None) => bail!("give --ids or --grid"),
+    };
+    let ids_flag = match &args.ids {
+        Some(path) => format!("--ids {}", path.display()),
+        None => format!("--grid {}", list_text(args.grid.as_ref())),
+    };
+    let (rope, axes_meta) = match (&args.axes_dim, args.split_spectrum) {
+        (Some(List(dims)), _) => {
+            let axes: Vec<usize> = dims
+                .iter()
+                .map(|&d| {
+                    usize::try_from(d).map_err(|_| anyhow::anyhow!("--axes-dim: {d} is negative"))
+                })
+                .collect::<Result<_>>()?;
+            let rope = AxesRope::new(&axes, args.theta)
+                .with_context(|| format!("--axes-dim {dims:?} --theta {}", args.theta))?;
+            (rope, ("axes_dim", format!("{axes:?}")))
+        }
+        (None, Some(d)) => {
+            let axes = ids.dims().last().copied().unwrap_or(0);
+            let rope = AxesRope::split_spectrum(d, axes, args.theta).with_context(|| {
+                format!(
+                    "--split-spectrum {d} --theta {} over the {axes} columns of {ids_flag}",
+                    args.theta
+                )
+            })?;
+            (rope, ("split_spectrum", d.to_string()))
+        }
+        (None, None) => bail!("give --axes-dim or --split-spectrum"),
+    };
     let (cos, sin) = rope
         .tables(&ids, args.dtype.into())
-        .with_context(|| format!("--ids {}", args.ids.display()))?;
-    let metadata = [
-        ("axes_dim", format!("{axes:?}")),
-        ("theta", args.theta.to_string()),
-    ];
+        .with_context(|| ids_flag.clone())?;
+    let metadata = [axes_meta, ("theta", args.theta.to_string())];
     output::write_safetensors(&args.out, &[("cos", &cos), ("sin", &sin)], &metadata)
 }
 
-/// The flags a pe-core error about the rope's axes comes from.
-fn flag_of_axes(args: &RopeNdArgs) -> String {
-    format!("--axes-dim {:?} --theta {}", args.axes_dim.0, args.theta)
+/// `--grid H,W` of `pe rope-nd`: the patch ids (row, column), int64 `(H * W, 2)`.
+fn patch_ids_of(grid: &List<i64>) -> Result<Tensor> {
+    let (h, w) = grid_shape(grid)?;
+    let ids = patch_ids(h, w, &Device::Cpu).with_context(|| format!("--grid {h},{w}"))?;
+    Ok(ids.to_dtype(DType::I64)?)
+}
+
+/// A comma-separated list as typed, for messages.
+fn list_text(list: Option<&List<i64>>) -> String {
+    list.map(|l| l.0.iter().map(i64::to_string).collect::<Vec<_>>().join(","))
+        .unwrap_or_default()
+}
+
+/// `--grid` as (rows, columns): H,W, or one number for a square grid.
+fn grid_shape(grid: &List<i64>) -> Result<(usize, usize)> {
+    let (h, w) = match grid.0.as_slice() {
+        [n] => (*n, *n),
+        [h, w] => (*h, *w),
+        other => bail!(
+            "--grid: give H,W or one number, got {} numbers",
+            other.len()
+        ),
+    };
+    let side = |v: i64| usize::try_from(v).map_err(|_| anyhow::anyhow!("--grid: {v} is negative"));
+    Ok((side(h)?, side(w)?))
 }
 
 /// `pe grid`.

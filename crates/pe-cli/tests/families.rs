@@ -5,7 +5,7 @@ mod common;
 
 use candle_core::{DType, Device, Tensor};
 use common::{assert_same, files_in, pe_err, pe_ok, s};
-use pe_core::rope::AxesRope;
+use pe_core::rope::{patch_ids, AxesRope};
 use pe_core::{Alibi, SincosGrid};
 
 #[test]
@@ -31,6 +31,54 @@ fn rope_nd_writes_the_axes_tables() {
         .unwrap();
     assert_same(&tensors["cos"], &cos, "cos");
     assert_same(&tensors["sin"], &sin, "sin");
+}
+
+#[test]
+fn rope_nd_writes_pixtral_tables_for_a_patch_grid() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("pixtral.safetensors");
+    pe_ok(&[
+        "rope-nd",
+        "--split-spectrum",
+        "64",
+        "--grid",
+        "3,5",
+        "--out",
+        s(&out),
+    ]);
+    let tensors = candle_core::safetensors::load(&out, &Device::Cpu).unwrap();
+    let ids = patch_ids(3, 5, &Device::Cpu).unwrap();
+    let (cos, sin) = AxesRope::split_spectrum(64, 2, 10_000.0)
+        .unwrap()
+        .tables(&ids, DType::F32)
+        .unwrap();
+    assert_same(&tensors["cos"], &cos, "cos");
+    assert_same(&tensors["sin"], &sin, "sin");
+    for (extra, needles) in [
+        (
+            vec!["--split-spectrum", "62", "--grid", "3,5"],
+            vec!["--split-spectrum 62", "head_dim"],
+        ),
+        (
+            vec!["--axes-dim", "16,56,56", "--grid", "3,5"],
+            vec!["--grid 3,5", "[15, 2]"],
+        ),
+        (
+            vec!["--split-spectrum", "64", "--grid", "3,-5"],
+            vec!["--grid", "-5"],
+        ),
+        (
+            vec!["--split-spectrum", "64", "--axes-dim", "8"],
+            vec!["--axes-dim", "--split-spectrum"],
+        ),
+        (vec!["--grid", "3"], vec!["--axes-dim", "--split-spectrum"]),
+    ] {
+        let bad = dir.path().join("bad.safetensors");
+        let mut args = vec!["rope-nd", "--out", s(&bad)];
+        args.extend(extra);
+        pe_err(&args, &needles);
+        assert!(!bad.exists());
+    }
 }
 
 #[test]

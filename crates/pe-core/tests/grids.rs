@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use candle_core::{DType, Device, Tensor};
 use common::{tolerance, Big};
-use pe_core::rope::AxesRope;
+use pe_core::rope::{patch_ids, AxesRope};
 use pe_core::{Alibi, SincosGrid, SincosGrid3d};
 
 fn fixture(name: &str) -> anyhow::Result<(serde_json::Value, HashMap<String, Tensor>)> {
@@ -112,6 +112,181 @@ fn axes_rope_refuses_bad_axes_and_ids() -> anyhow::Result<()> {
         DType::F32,
     )?;
     assert_eq!(cos.dims(), &[2, 0, 4]);
+    Ok(())
+}
+
+/// How far a value transformers computes in f32 may be from ours, at an exact angle `angle` with
+/// base `theta`. transformers computes `inv_freq` in f32 (the exponent `2i / d` rounded, which
+/// moves the frequency by up to `ln(theta) u` relatively, then `pow` and the reciprocal, about
+/// `u` each, with `u = 2^-24`), the angle `id * inv_freq` (`u` more), then f32 cos and sin
+/// (within an f32 ulp, `2u`). So its value is off by up to `|angle| (ln(theta) + 4) u + 2u`;
+/// ours are within half an f32 ulp (`u`) of the exact values.
+fn f32_reference_bound(angle: f64, theta: f64) -> f64 {
+    let u = 2f64.powi(-24);
+    angle.abs() * (theta.ln() + 4.0) * u + 3.0 * u
+}
+
+/// Pixtral's vision tower: transformers' `PixtralVisionRotaryEmbedding` returns `[t, t]`, each
+/// `t` our table, within [`f32_reference_bound`]; the test prints how much of it the worst
+/// value uses.
+#[test]
+fn pixtral_vision_rope() -> anyhow::Result<()> {
+    let (json, t) = fixture("pixtral")?;
+    let ids = &t["ids"];
+    let host = ids.to_vec2::<i64>()?;
+    for call in json["calls"].as_array().unwrap() {
+        let name = call["name"].as_str().unwrap();
+        let config = &call["config"];
+        let head_dim = config["head_dim"].as_u64().unwrap() as usize;
+        let theta = config["rope_parameters"]["rope_theta"].as_f64().unwrap();
+        let rope = AxesRope::split_spectrum(head_dim, 2, theta)?;
+        let (h, q) = (head_dim / 2, head_dim / 4);
+        let grid_rows = json["rows"]["grid_rows"][1].as_u64().unwrap() as usize;
+        let (mut worst, mut largest, mut in_grid): (f64, f64, f64) = (0.0, 0.0, 0.0);
+        for dtype in [DType::F32, DType::F64] {
+            let (cos, sin) = rope.tables(ids, dtype)?;
+            assert_eq!(cos.dims(), &[host.len(), h]);
+            for (what, ours, theirs) in [
+                ("cos", values(&cos)?, values(&t[&format!("{name}.cos")])?),
+                ("sin", values(&sin)?, values(&t[&format!("{name}.sin")])?),
+            ] {
+                for (r, ids) in host.iter().enumerate() {
+                    for j in 0..h {
+                        // Slot j < d/4: the row id, frequency 2j; else the column id, 2(j - q) + 1.
+                        let (id, i) = if j < q {
+                            (ids[0], 2 * j)
+                        } else {
+                            (ids[1], 2 * (j - q) + 1)
+                        };
+                        let angle = id as f64 * theta.powf(-2.0 * i as f64 / head_dim as f64);
+                        let bound = f32_reference_bound(angle, theta);
+                        let o = ours[r * h + j];
+                        for d in [theirs[r * 2 * h + j], theirs[r * 2 * h + h + j]] {
+                            assert!(
+                                (o - d).abs() <= bound,
+                                "{name} {what} {dtype:?} ids {ids:?} slot {j}: {o} vs transformers {d}"
+                            );
+                            worst = worst.max((o - d).abs() / bound);
+                            largest = largest.max((o - d).abs());
+                            if r < grid_rows {
+                                in_grid = in_grid.max((o - d).abs());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        println!(
+            "{name}: largest difference {largest:.2e} ({in_grid:.2e} in the small grid), the worst \
+             value uses {worst:.3} of its bound"
+        );
+    }
+    Ok(())
+}
+
+/// Llama 4's vision encoder needs no rope of its own: transformers' `Llama4VisionRotaryEmbedding`
+/// is two FLUX-style axes of `head_dim / 2` features at ids `(column + 1, row + 1)`, the class
+/// token at `(0, 0)`, within [`f32_reference_bound`].
+#[test]
+fn llama4_vision_rope_is_two_axes() -> anyhow::Result<()> {
+    let (json, t) = fixture("llama4_vision")?;
+    let config = &json["calls"][0]["config"];
+    let head_dim = (config["hidden_size"].as_u64().unwrap()
+        / config["num_attention_heads"].as_u64().unwrap()) as usize;
+    let theta = config["rope_parameters"]["rope_theta"].as_f64().unwrap();
+    let rope = AxesRope::new(&[head_dim / 2, head_dim / 2], theta)?;
+    let ids = &t["ids"];
+    let host = ids.to_vec2::<i64>()?;
+    let (cos, sin) = rope.tables(ids, DType::F32)?;
+    let q = head_dim / 4;
+    let mut largest: f64 = 0.0;
+    for (what, ours, theirs) in [
+        ("cos", values(&cos)?, values(&t["cos"])?),
+        ("sin", values(&sin)?, values(&t["sin"])?),
+    ] {
+        assert_eq!(ours.len(), theirs.len());
+        for (i, (o, d)) in ours.iter().zip(&theirs).enumerate() {
+            let (r, j) = (i / (2 * q), i % (2 * q));
+            let id = host[r][j / q] as f64;
+            let angle = id * theta.powf(-2.0 * (j % q) as f64 / (head_dim / 2) as f64);
+            assert!(
+                (o - d).abs() <= f32_reference_bound(angle, theta),
+                "{what} row {r} slot {j}: {o} vs transformers {d}"
+            );
+            largest = largest.max((o - d).abs());
+        }
+    }
+    println!("llama4_vision: largest difference {largest:.2e}");
+    Ok(())
+}
+
+/// The split spectrum against the exact values at ids up to 2^31 - 1, in every dtype; with one
+/// axis it is the plain 1-D table, bit for bit.
+#[test]
+fn split_spectrum_is_exact_at_large_ids() -> anyhow::Result<()> {
+    let (head_dim, axes, theta) = (48usize, 3usize, 10_000.0);
+    let rope = AxesRope::split_spectrum(head_dim, axes, theta)?;
+    assert_eq!(rope.axes_dim(), &[16, 16, 16]);
+    let top = (1u32 << 31) - 1;
+    let ids = Tensor::new(&[[top, 0, 7], [123_456, top - 5, 1 << 30]], &Device::Cpu)?;
+    let host = ids.to_vec2::<u32>()?;
+    let mut big = Big::new();
+    for dtype in [DType::F64, DType::F32, DType::F16, DType::BF16] {
+        let (cos, sin) = rope.tables(&ids, dtype)?;
+        let (cos, sin) = (values(&cos)?, values(&sin)?);
+        let per_axis = head_dim / 2 / axes;
+        for slot in 0..head_dim / 2 {
+            let (a, j) = (slot / per_axis, slot % per_axis);
+            let i = a + axes * j;
+            let w = big.pow(
+                &Big::num(theta),
+                &Big::ratio(2.0 * i as f64, head_dim as f64).neg(),
+            );
+            for (r, row) in host.iter().enumerate() {
+                let (s, c) = big.sin_cos(row[a] as f64, &w);
+                let at = r * head_dim / 2 + slot;
+                assert!(
+                    (cos[at] - c).abs() <= tolerance(dtype, c),
+                    "{dtype:?} slot {slot}"
+                );
+                assert!(
+                    (sin[at] - s).abs() <= tolerance(dtype, s),
+                    "{dtype:?} slot {slot}"
+                );
+            }
+        }
+    }
+    let column = ids.narrow(1, 0, 1)?;
+    let one = AxesRope::split_spectrum(64, 1, theta)?.tables(&column, DType::F32)?;
+    let plain = AxesRope::new(&[64], theta)?.tables(&column, DType::F32)?;
+    assert_eq!(values(&one.0)?, values(&plain.0)?);
+    assert_eq!(values(&one.1)?, values(&plain.1)?);
+    Ok(())
+}
+
+#[test]
+fn patch_ids_are_row_major_and_split_spectrum_checks_its_width() -> anyhow::Result<()> {
+    let ids = patch_ids(2, 3, &Device::Cpu)?;
+    assert_eq!(
+        ids.to_vec2::<u32>()?,
+        [[0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [1, 2]]
+    );
+    assert_eq!(patch_ids(0, 3, &Device::Cpu)?.dims(), &[0, 2]);
+    let err = patch_ids(1 << 32, 1, &Device::Cpu).unwrap_err().to_string();
+    assert!(err.contains("grid height 4294967296"), "{err}");
+    let err = patch_ids(1 << 30, 1 << 30, &Device::Cpu)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("bytes"), "{err}");
+    for (head_dim, axes, name) in [(30, 2, "head_dim"), (0, 2, "head_dim"), (64, 0, "axes")] {
+        let err = AxesRope::split_spectrum(head_dim, axes, 10_000.0)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(name), "{head_dim} {axes}: {err}");
+    }
+    let rope = AxesRope::split_spectrum(16, 2, 10_000.0)?;
+    let (cos, _) = rope.tables(&patch_ids(0, 0, &Device::Cpu)?, DType::F32)?;
+    assert_eq!(cos.dims(), &[0, 8]);
     Ok(())
 }
 

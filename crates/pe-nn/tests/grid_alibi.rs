@@ -102,3 +102,23 @@ fn axes_rotary_turns_adjacent_pairs_by_slot() -> anyhow::Result<()> {
     assert!(err.contains("ids must have shape"), "{err}");
     Ok(())
 }
+
+#[test]
+fn split_spectrum_rotary_turns_the_halves() -> anyhow::Result<()> {
+    use candle_nn::rotary_emb::rope_slow;
+    use pe_core::rope::{patch_ids, AxesRope};
+    use pe_nn::AxesRotaryEmbedding;
+    let dev = Device::Cpu;
+    let rotary = AxesRotaryEmbedding::split_spectrum(16, 2, 10_000.0)?;
+    let ids = patch_ids(2, 3, &dev)?;
+    let q = Tensor::randn(0f32, 1.0, (2, 3, 6, 16), &dev)?;
+    let k = Tensor::randn(0f32, 1.0, (2, 1, 6, 16), &dev)?;
+    let (rq, rk) = rotary.apply(&q, &k, &ids)?;
+    let (cos, sin) = AxesRope::split_spectrum(16, 2, 10_000.0)?.tables(&ids, DType::F32)?;
+    for (got, x) in [(rq, q), (rk, k)] {
+        let want = rope_slow(&x, &cos, &sin)?;
+        let diff = (got - want)?.abs()?.max_all()?.to_scalar::<f32>()?;
+        assert!(diff <= 1e-6, "{diff}");
+    }
+    Ok(())
+}
