@@ -46,7 +46,8 @@ pub struct RopeNdArgs {
         default_value_t = 10_000.0
     )]
     pub theta: f64,
-    /// Integer ids, .npy of int64 shaped (n, axes): one column per axis.
+    /// Integer ids, .npy of int64 shaped (n, axes): one column per axis (negative ids too,
+    /// |id| < 2^31).
     #[arg(long, value_name = "PATH", group = "positions")]
     pub ids: Option<PathBuf>,
     /// Or the ids (row, column) of every patch of an H,W grid, row-major.

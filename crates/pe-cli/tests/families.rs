@@ -12,7 +12,12 @@ use pe_core::{Alibi, SincosGrid};
 fn rope_nd_writes_the_axes_tables() {
     let dir = tempfile::tempdir().unwrap();
     let ids_path = dir.path().join("ids.npy");
-    let ids = Tensor::new(&[[0i64, 0, 0], [0, 3, 4], [7, 4095, 1 << 20]], &Device::Cpu).unwrap();
+    // Qwen-Image's centred ids are negative.
+    let ids = Tensor::new(
+        &[[0i64, 0, 0], [0, -3, 4], [7, 4095, -(1 << 20)]],
+        &Device::Cpu,
+    )
+    .unwrap();
     ids.write_npy(&ids_path).unwrap();
     let out = dir.path().join("flux.safetensors");
     pe_ok(&[
@@ -157,6 +162,11 @@ fn bad_input_names_the_flag_and_leaves_no_file() {
         .unwrap()
         .write_npy(&ids_path)
         .unwrap();
+    let far_path = dir.path().join("far.npy");
+    Tensor::new(&[[0i64, -(1 << 31)]], &Device::Cpu)
+        .unwrap()
+        .write_npy(&far_path)
+        .unwrap();
     let out = |name: &str| dir.path().join(name);
     let cases: Vec<(Vec<String>, Vec<&str>)> = vec![
         (
@@ -166,6 +176,16 @@ fn bad_input_names_the_flag_and_leaves_no_file() {
         (
             vec!["rope-nd".into(), "--axes-dim".into(), "16,0".into()],
             vec!["--axes-dim", "0"],
+        ),
+        (
+            vec![
+                "rope-nd".into(),
+                "--axes-dim".into(),
+                "4,4".into(),
+                "--ids".into(),
+                s(&far_path).into(),
+            ],
+            vec!["--ids", "axis id -2147483648"],
         ),
         (
             vec!["rope-nd".into(), "--axes-dim".into(), "16,56,56".into()],
@@ -221,7 +241,9 @@ fn bad_input_names_the_flag_and_leaves_no_file() {
     for (mut args, needles) in cases {
         let file = match args[0].as_str() {
             "rope-nd" => {
-                args.extend(["--ids".into(), s(&ids_path).into()]);
+                if !args.iter().any(|a| a == "--ids") {
+                    args.extend(["--ids".into(), s(&ids_path).into()]);
+                }
                 out("x.safetensors")
             }
             "grid" => out("x.npy"),
@@ -232,7 +254,7 @@ fn bad_input_names_the_flag_and_leaves_no_file() {
         pe_err(&args, &needles);
         assert!(!file.exists(), "{args:?} left {}", file.display());
     }
-    assert_eq!(files_in(dir.path()).len(), 1, "only the ids");
+    assert_eq!(files_in(dir.path()).len(), 2, "only the ids");
 }
 
 #[test]

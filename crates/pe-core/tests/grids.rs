@@ -97,6 +97,115 @@ fn axes_rope_is_exact_at_large_ids() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Negative ids (Qwen-Image centres its height and width ids) against the exact values, down to
+/// -(2^31 - 1), in every dtype and id dtype; `-p` gives `p`'s cos and the negated sin, bit for bit.
+#[test]
+fn axes_rope_is_exact_at_negative_ids() -> anyhow::Result<()> {
+    let axes = [16usize, 56, 56];
+    let rope = AxesRope::new(&axes, 10_000.0)?;
+    let top = (1i64 << 31) - 1;
+    let rows = [[0i64, -1, -3], [-top, top, -123_456], [7, -(1 << 30), 5]];
+    let mut big = Big::new();
+    for dtype in [DType::F64, DType::F32, DType::F16, DType::BF16] {
+        let (cos, sin) = rope.tables(&Tensor::new(&rows, &Device::Cpu)?, dtype)?;
+        let (cos, sin) = (values(&cos)?, values(&sin)?);
+        let mut slot = 0;
+        for (a, &d) in axes.iter().enumerate() {
+            for k in 0..d / 2 {
+                let w = big.pow(
+                    &Big::num(10_000.0),
+                    &Big::ratio(2.0 * k as f64, d as f64).neg(),
+                );
+                for (r, row) in rows.iter().enumerate() {
+                    let (s, c) = big.sin_cos(row[a] as f64, &w);
+                    let i = r * rope.half_dim() + slot;
+                    let id = row[a];
+                    assert!(
+                        (cos[i] - c).abs() <= tolerance(dtype, c),
+                        "{dtype:?} id {id} k {k}"
+                    );
+                    assert!(
+                        (sin[i] - s).abs() <= tolerance(dtype, s),
+                        "{dtype:?} id {id} k {k}"
+                    );
+                }
+                slot += 1;
+            }
+        }
+    }
+    let small = [[3i32, -5, 0], [-1_000_000, 9, 2]];
+    let ids = Tensor::new(&small, &Device::Cpu)?;
+    let (cos, sin) = rope.tables(&ids, DType::F32)?;
+    let (pcos, psin) = rope.tables(&ids.abs()?, DType::F32)?;
+    let signs = Tensor::new(&[[1f32, -1., 1.], [-1., 1., 1.]], &Device::Cpu)?;
+    let columns: Vec<u32> = axes
+        .iter()
+        .enumerate()
+        .flat_map(|(a, &d)| std::iter::repeat_n(a as u32, d / 2))
+        .collect();
+    let signs = signs.index_select(&Tensor::new(columns.as_slice(), &Device::Cpu)?, 1)?;
+    assert_eq!(values(&cos)?, values(&pcos)?);
+    assert_eq!(values(&sin)?, values(&(psin * signs)?)?);
+    Ok(())
+}
+
+/// Qwen-Image (diffusers' `QwenEmbedRope`): centred video ids (`scale_rope`, negative height
+/// and width ids) and plain ones, and the text rows, whose three ids are one position. diffusers
+/// computes in f32, so the tables agree within [`f32_reference_bound`].
+#[test]
+fn qwen_image_rope_with_centred_ids() -> anyhow::Result<()> {
+    let (json, t) = fixture("qwen_image")?;
+    for call in json["calls"].as_array().unwrap() {
+        let name = call["name"].as_str().unwrap();
+        let init = &call["module_init"];
+        let axes: Vec<usize> = serde_json::from_value(init["axes_dim"].clone())?;
+        let theta = init["theta"].as_f64().unwrap();
+        let rope = AxesRope::new(&axes, theta)?;
+        let video = t[&format!("{name}.video_positions")].clone();
+        let text = t[&format!("{name}.text_positions")].unsqueeze(1)?;
+        let text = Tensor::cat(&[&text, &text, &text], 1)?;
+        let negative = video.flatten_all()?.min(0)?.to_scalar::<i64>()? < 0;
+        assert_eq!(
+            negative,
+            name == "scaled",
+            "{name}: centred ids are negative"
+        );
+        for (rows, ids) in [("vid", video), ("txt", text)] {
+            let (cos, sin) = rope.tables(&ids, DType::F32)?;
+            let host = ids.to_vec2::<i64>()?;
+            for (what, ours, theirs) in [
+                (
+                    "cos",
+                    values(&cos)?,
+                    values(&t[&format!("{name}.{rows}_cos")])?,
+                ),
+                (
+                    "sin",
+                    values(&sin)?,
+                    values(&t[&format!("{name}.{rows}_sin")])?,
+                ),
+            ] {
+                assert_eq!(ours.len(), theirs.len(), "{name} {rows}");
+                let h = rope.half_dim();
+                for (i, (o, d)) in ours.iter().zip(&theirs).enumerate() {
+                    let (r, mut k) = (i / h, i % h);
+                    let mut a = 0;
+                    while k >= axes[a] / 2 {
+                        k -= axes[a] / 2;
+                        a += 1;
+                    }
+                    let angle = host[r][a] as f64 * theta.powf(-2.0 * k as f64 / axes[a] as f64);
+                    assert!(
+                        (o - d).abs() <= f32_reference_bound(angle, theta),
+                        "{name} {rows} {what} row {r} axis {a} k {k}: {o} vs diffusers {d}"
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 #[test]
 fn axes_rope_refuses_bad_axes_and_ids() -> anyhow::Result<()> {
     for axes in [&[16usize, 7][..], &[0, 8], &[]] {
@@ -107,6 +216,19 @@ fn axes_rope_refuses_bad_axes_and_ids() -> anyhow::Result<()> {
     let ids = Tensor::zeros((5, 3), DType::U32, &Device::Cpu)?;
     let err = rope.tables(&ids, DType::F32).unwrap_err().to_string();
     assert!(err.contains("ids") && err.contains("[5, 3]"), "{err}");
+    for (bad, value) in [(-(1i64 << 31), "-2147483648"), (1 << 31, "2147483648")] {
+        let ids = Tensor::new(&[[0i64, 1], [bad, 2]], &Device::Cpu)?;
+        let err = rope.tables(&ids, DType::F32).unwrap_err().to_string();
+        assert!(err.contains("axis id") && err.contains(value), "{err}");
+    }
+    let err = rope
+        .tables(
+            &Tensor::zeros((1, 2), DType::F32, &Device::Cpu)?,
+            DType::F32,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("integer"), "{err}");
     let (cos, _) = rope.tables(
         &Tensor::zeros((2, 0, 2), DType::U32, &Device::Cpu)?,
         DType::F32,

@@ -61,7 +61,8 @@ impl AxesRotaryEmbedding {
     }
 
     /// `q` and `k` (`(batch, heads, n, d)`, `d = sum(axes_dim)`) rotated at integer `ids`
-    /// shaped `(n, axes)` (every batch alike) or `(batch, n, axes)`.
+    /// shaped `(n, axes)` (every batch alike) or `(batch, n, axes)`; ids may be negative
+    /// (Qwen-Image's centred ids), `|id| < 2^31`.
     pub fn apply(&self, q: &Tensor, k: &Tensor, ids: &Tensor) -> Result<(Tensor, Tensor)> {
         let d = 2 * self.rope.half_dim();
         let (batch, n) = match (q.dims(), k.dims()) {

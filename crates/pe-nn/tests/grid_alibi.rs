@@ -72,7 +72,8 @@ fn axes_rotary_turns_adjacent_pairs_by_slot() -> anyhow::Result<()> {
     use pe_nn::AxesRotaryEmbedding;
     let dev = Device::Cpu;
     let rotary = AxesRotaryEmbedding::new(&[4, 6, 6], 10_000.0)?;
-    let ids = Tensor::new(&[[0u32, 0, 0], [1, 2, 3], [5, 4096, 70_000]], &dev)?;
+    // Negative ids too (Qwen-Image's centred height and width).
+    let ids = Tensor::new(&[[0i64, 0, 0], [1, -2, 3], [5, 4096, -70_000]], &dev)?;
     let q = Tensor::randn(0f32, 1.0, (2, 3, 3, 16), &dev)?;
     let k = Tensor::randn(0f32, 1.0, (2, 1, 3, 16), &dev)?;
     let (rq, rk) = rotary.apply(&q, &k, &ids)?;

@@ -18,8 +18,10 @@
 //! `(column + 1, row + 1)`, its class token at `(0, 0)`.
 //!
 //! The tables are cos and sin `(.., d / 2)`, `d` the features turned (`sum(axes_dim)`, or
-//! `head_dim`): axis 0's slots first, then axis 1's, in the order of the ids' columns. Each axis is an exact 1-D rotary table, so the values are
-//! exact at every id below 2^31.
+//! `head_dim`): axis 0's slots first, then axis 1's, in the order of the ids' columns. Each
+//! axis is an exact 1-D rotary table, so the values are exact at every id with `|id| < 2^31`.
+//! Ids may be negative (Qwen-Image centres its height and width ids): `-p` has `p`'s cos and
+//! the negated sin, bit for bit.
 //!
 //! ```
 //! use candle_core::{DType, Device, Tensor};
@@ -127,7 +129,8 @@ impl AxesRope {
     }
 
     /// `(cos, sin)` for integer ids shaped `(n, axes)` or `(batch, n, axes)`, each shaped as the
-    /// ids without their last dim, plus `[sum(axes_dim) / 2]`.
+    /// ids without their last dim, plus `[sum(axes_dim) / 2]`. Ids may be negative; an id with
+    /// `|id| >= 2^31` is an error naming it.
     pub fn tables(&self, ids: &Tensor, dtype: DType) -> Result<(Tensor, Tensor)> {
         let axes = self.axes.len();
         match ids.dims() {
@@ -149,13 +152,23 @@ impl AxesRope {
             let empty = Tensor::zeros(shape, dtype, ids.device())?;
             return Ok((empty.clone(), empty));
         }
+        let signed = magnitudes_and_signs(ids)?;
+        let column = |t: &Tensor, a: usize| -> Result<Tensor> {
+            Ok(t.narrow(D::Minus1, a, 1)?
+                .squeeze(D::Minus1)?
+                .contiguous()?)
+        };
         let (mut cos, mut sin) = (Vec::with_capacity(axes), Vec::with_capacity(axes));
         for (a, rope) in self.axes.iter().enumerate() {
-            let column = ids
-                .narrow(D::Minus1, a, 1)?
-                .squeeze(D::Minus1)?
-                .contiguous()?;
-            let (c, s) = rope.tables_for_ids(&column, dtype)?;
+            let (c, s) = match &signed {
+                None => rope.tables_for_ids(&column(ids, a)?, dtype)?,
+                Some((magnitudes, signs)) => {
+                    // cos(-x) = cos(x), sin(-x) = -sin(x): the exact tables of |id|, signed.
+                    let (c, s) = rope.tables_for_ids(&column(magnitudes, a)?, dtype)?;
+                    let sign = column(signs, a)?.to_dtype(dtype)?.unsqueeze(D::Minus1)?;
+                    (c, s.broadcast_mul(&sign)?)
+                }
+            };
             cos.push(c);
             sin.push(s);
         }
@@ -171,6 +184,37 @@ impl AxesRope {
         };
         Ok((keep(cos)?, keep(sin)?))
     }
+}
+
+/// When some id is negative, the ids' magnitudes (i64) and signs (1 or -1, f64), shaped as the
+/// ids; `None` when every id is `>= 0`. Fails unless the ids are integers with `|id| < 2^31`.
+fn magnitudes_and_signs(ids: &Tensor) -> Result<Option<(Tensor, Tensor)>> {
+    match ids.dtype() {
+        DType::U8 | DType::U32 | DType::I16 | DType::I32 | DType::I64 => {}
+        dtype => {
+            return Err(Error::NotInteger {
+                name: "position ids",
+                dtype,
+            })
+        }
+    }
+    let values = ids.to_dtype(DType::F64)?;
+    let flat = values.flatten_all()?;
+    let min = flat.min_all()?.to_scalar::<f64>()?;
+    let max = flat.max_all()?.to_scalar::<f64>()?;
+    for value in [min, max] {
+        if value.abs() >= crate::MAX_POSITION as f64 {
+            return Err(Error::IdOutOfRange {
+                value: value as i128,
+            });
+        }
+    }
+    if min >= 0.0 {
+        return Ok(None);
+    }
+    let magnitudes = values.abs()?.to_dtype(DType::I64)?;
+    let signs = values.ge(0f64)?.to_dtype(DType::F64)?.affine(2.0, -1.0)?;
+    Ok(Some((magnitudes, signs)))
 }
 
 /// The ids `(row, column)` of a grid of `height x width` patches, row-major, as u32
