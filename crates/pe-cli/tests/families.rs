@@ -260,6 +260,18 @@ fn bad_input_names_the_flag_and_leaves_no_file() {
 #[test]
 fn plot_grid_draws_the_similarity_or_a_channel_pair() {
     let dir = tempfile::tempdir().unwrap();
+    // `pe plot grid` on a 4 x 6 grid (width 32 unless `extra` gives one), written to `out`.
+    let plot = |out: &std::path::Path, extra: &[&str]| -> Vec<String> {
+        let mut args = vec!["plot", "grid", "--grid", "4,6", "--out", s(out)];
+        if !extra.contains(&"--dim") {
+            args.extend(["--dim", "32"]);
+        }
+        args.extend(extra);
+        args.into_iter().map(String::from).collect()
+    };
+    fn strs(args: &[String]) -> Vec<&str> {
+        args.iter().map(String::as_str).collect()
+    }
     for (extra, name) in [
         (vec![], "sim.png"),
         (vec!["--patch", "0,1"], "corner.png"),
@@ -267,18 +279,7 @@ fn plot_grid_draws_the_similarity_or_a_channel_pair() {
         (vec!["--pair", "15", "--base-size", "4"], "row_pair.png"),
     ] {
         let out = dir.path().join(name);
-        let mut args = vec![
-            "plot",
-            "grid",
-            "--dim",
-            "32",
-            "--grid",
-            "4,6",
-            "--out",
-            s(&out),
-        ];
-        args.extend(extra);
-        pe_ok(&args);
+        pe_ok(&strs(&plot(&out, &extra)));
         let decoder =
             png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&out).unwrap()));
         let mut reader = decoder.read_info().unwrap();
@@ -303,49 +304,19 @@ fn plot_grid_draws_the_similarity_or_a_channel_pair() {
         (vec!["--width", "10"], vec!["--width 10"]),
         (vec!["--len", "10"], vec!["--len"]),
     ] {
-        let mut args = vec!["plot", "grid", "--grid", "4,6", "--out", s(&out)];
-        if !extra.contains(&"--dim") {
-            args.extend(["--dim", "32"]);
-        }
-        args.extend(extra);
-        pe_err(&args, &needles);
+        pe_err(&strs(&plot(&out, &extra)), &needles);
         assert!(!out.exists());
     }
     let jpg = dir.path().join("g.jpg");
-    pe_err(
-        &[
-            "plot",
-            "grid",
-            "--dim",
-            "32",
-            "--grid",
-            "4,6",
-            "--out",
-            s(&jpg),
-        ],
-        &["g.jpg", "PNG"],
-    );
+    pe_err(&strs(&plot(&jpg, &[])), &["g.jpg", "PNG"]);
     // The table command writes tables only, and says which command draws.
-    pe_err(
-        &["grid", "--dim", "32", "--grid", "4,6", "--out", s(&out)],
-        &["bad.png", "pe plot grid"],
-    );
+    let mut table = plot(&out, &[]);
+    table.remove(0);
+    pe_err(&strs(&table), &["bad.png", "pe plot grid"]);
     // A table's flags and the grid subcommand do not mix.
-    pe_err(
-        &[
-            "plot",
-            "--preset",
-            "vaswani",
-            "grid",
-            "--dim",
-            "32",
-            "--grid",
-            "4",
-            "--out",
-            s(&out),
-        ],
-        &["grid", "--preset"],
-    );
+    let mut mixed = plot(&out, &[]);
+    mixed.splice(1..1, ["--preset".to_string(), "vaswani".to_string()]);
+    pe_err(&strs(&mixed), &["grid", "--preset"]);
     assert_eq!(files_in(dir.path()).len(), 4);
 }
 

@@ -59,6 +59,48 @@ fn flux_pos_embed() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Asserts that `rope`'s tables at `ids` (`(n, axes)`) are within [`tolerance`] of the exact
+/// values in every dtype; `slots[j]` is column `j`'s axis and the exponent `(num, den)` of its
+/// frequency `theta^(-num / den)`.
+fn assert_exact(
+    rope: &AxesRope,
+    ids: &Tensor,
+    theta: f64,
+    slots: &[(usize, f64, f64)],
+) -> anyhow::Result<()> {
+    let host = ids.to_dtype(DType::I64)?.to_vec2::<i64>()?;
+    let mut big = Big::new();
+    for dtype in [DType::F64, DType::F32, DType::F16, DType::BF16] {
+        let (cos, sin) = rope.tables(ids, dtype)?;
+        let (cos, sin) = (values(&cos)?, values(&sin)?);
+        for (j, &(a, num, den)) in slots.iter().enumerate() {
+            let w = big.pow(&Big::num(theta), &Big::ratio(num, den).neg());
+            for (r, row) in host.iter().enumerate() {
+                let (s, c) = big.sin_cos(row[a] as f64, &w);
+                let i = r * slots.len() + j;
+                let id = row[a];
+                assert!(
+                    (cos[i] - c).abs() <= tolerance(dtype, c),
+                    "{dtype:?} id {id} slot {j}"
+                );
+                assert!(
+                    (sin[i] - s).abs() <= tolerance(dtype, s),
+                    "{dtype:?} id {id} slot {j}"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The slots of [`AxesRope::new`]`(axes, ..)`: axis by axis, frequencies `theta^(-2k / d)`.
+fn axes_slots(axes: &[usize]) -> Vec<(usize, f64, f64)> {
+    axes.iter()
+        .enumerate()
+        .flat_map(|(a, &d)| (0..d / 2).map(move |k| (a, 2.0 * k as f64, d as f64)))
+        .collect()
+}
+
 /// Every slot of every axis against the exact values, at ids up to 2^31 - 1.
 #[test]
 fn axes_rope_is_exact_at_large_ids() -> anyhow::Result<()> {
@@ -66,73 +108,19 @@ fn axes_rope_is_exact_at_large_ids() -> anyhow::Result<()> {
     let rope = AxesRope::new(&axes, 10_000.0)?;
     let top = (1u32 << 31) - 1;
     let ids = Tensor::new(&[[top, 0, 7], [123_456, top - 5, 1 << 30]], &Device::Cpu)?;
-    let mut big = Big::new();
-    for dtype in [DType::F64, DType::F32, DType::F16, DType::BF16] {
-        let (cos, sin) = rope.tables(&ids, dtype)?;
-        let (cos, sin) = (values(&cos)?, values(&sin)?);
-        let host = ids.to_vec2::<u32>()?;
-        let mut slot = 0;
-        for (a, &d) in axes.iter().enumerate() {
-            for k in 0..d / 2 {
-                let w = big.pow(
-                    &Big::num(10_000.0),
-                    &Big::ratio(2.0 * k as f64, d as f64).neg(),
-                );
-                for (r, row) in host.iter().enumerate() {
-                    let (s, c) = big.sin_cos(row[a] as f64, &w);
-                    let i = r * rope.half_dim() + slot;
-                    assert!(
-                        (cos[i] - c).abs() <= tolerance(dtype, c),
-                        "{dtype:?} axis {a} k {k}"
-                    );
-                    assert!(
-                        (sin[i] - s).abs() <= tolerance(dtype, s),
-                        "{dtype:?} axis {a} k {k}"
-                    );
-                }
-                slot += 1;
-            }
-        }
-    }
-    Ok(())
+    assert_exact(&rope, &ids, 10_000.0, &axes_slots(&axes))
 }
 
 /// Negative ids (Qwen-Image centres its height and width ids) against the exact values, down to
-/// -(2^31 - 1), in every dtype and id dtype; `-p` gives `p`'s cos and the negated sin, bit for bit.
+/// -(2^31 - 1), in every dtype; `-p` gives `p`'s cos and the negated sin, bit for bit.
 #[test]
 fn axes_rope_is_exact_at_negative_ids() -> anyhow::Result<()> {
     let axes = [16usize, 56, 56];
     let rope = AxesRope::new(&axes, 10_000.0)?;
     let top = (1i64 << 31) - 1;
     let rows = [[0i64, -1, -3], [-top, top, -123_456], [7, -(1 << 30), 5]];
-    let mut big = Big::new();
-    for dtype in [DType::F64, DType::F32, DType::F16, DType::BF16] {
-        let (cos, sin) = rope.tables(&Tensor::new(&rows, &Device::Cpu)?, dtype)?;
-        let (cos, sin) = (values(&cos)?, values(&sin)?);
-        let mut slot = 0;
-        for (a, &d) in axes.iter().enumerate() {
-            for k in 0..d / 2 {
-                let w = big.pow(
-                    &Big::num(10_000.0),
-                    &Big::ratio(2.0 * k as f64, d as f64).neg(),
-                );
-                for (r, row) in rows.iter().enumerate() {
-                    let (s, c) = big.sin_cos(row[a] as f64, &w);
-                    let i = r * rope.half_dim() + slot;
-                    let id = row[a];
-                    assert!(
-                        (cos[i] - c).abs() <= tolerance(dtype, c),
-                        "{dtype:?} id {id} k {k}"
-                    );
-                    assert!(
-                        (sin[i] - s).abs() <= tolerance(dtype, s),
-                        "{dtype:?} id {id} k {k}"
-                    );
-                }
-                slot += 1;
-            }
-        }
-    }
+    let ids = Tensor::new(&rows, &Device::Cpu)?;
+    assert_exact(&rope, &ids, 10_000.0, &axes_slots(&axes))?;
     let small = [[3i32, -5, 0], [-1_000_000, 9, 2]];
     let ids = Tensor::new(&small, &Device::Cpu)?;
     let (cos, sin) = rope.tables(&ids, DType::F32)?;
@@ -170,38 +158,19 @@ fn qwen_image_rope_with_centred_ids() -> anyhow::Result<()> {
             name == "scaled",
             "{name}: centred ids are negative"
         );
+        let mut largest: f64 = 0.0;
         for (rows, ids) in [("vid", video), ("txt", text)] {
             let (cos, sin) = rope.tables(&ids, DType::F32)?;
-            let host = ids.to_vec2::<i64>()?;
-            for (what, ours, theirs) in [
-                (
-                    "cos",
-                    values(&cos)?,
-                    values(&t[&format!("{name}.{rows}_cos")])?,
-                ),
-                (
-                    "sin",
-                    values(&sin)?,
-                    values(&t[&format!("{name}.{rows}_sin")])?,
-                ),
-            ] {
-                assert_eq!(ours.len(), theirs.len(), "{name} {rows}");
-                let h = rope.half_dim();
-                for (i, (o, d)) in ours.iter().zip(&theirs).enumerate() {
-                    let (r, mut k) = (i / h, i % h);
-                    let mut a = 0;
-                    while k >= axes[a] / 2 {
-                        k -= axes[a] / 2;
-                        a += 1;
-                    }
-                    let angle = host[r][a] as f64 * theta.powf(-2.0 * k as f64 / axes[a] as f64);
-                    assert!(
-                        (o - d).abs() <= f32_reference_bound(angle, theta),
-                        "{name} {rows} {what} row {r} axis {a} k {k}: {o} vs diffusers {d}"
-                    );
-                }
+            for (what, ours) in [("cos", cos), ("sin", sin)] {
+                let theirs = &t[&format!("{name}.{rows}_{what}")];
+                let context = format!("{name} {rows} {what}");
+                let slots = axes_slots(&axes);
+                let (l, _) =
+                    assert_near_f32_reference(&ours, theirs, &ids, theta, &slots, &context)?;
+                largest = largest.max(l);
             }
         }
+        println!("qwen_image {name}: largest difference {largest:.2e}");
     }
     Ok(())
 }
@@ -248,6 +217,47 @@ fn f32_reference_bound(angle: f64, theta: f64) -> f64 {
     angle.abs() * (theta.ln() + 4.0) * u + 3.0 * u
 }
 
+/// Asserts that our table `ours` (`(n, slots.len())`, at ids `(n, axes)`) is within
+/// [`f32_reference_bound`] of the reference's `theirs`, `slots` as in [`assert_exact`]. Returns
+/// the largest difference and the largest fraction of its bound a value uses.
+fn assert_near_f32_reference(
+    ours: &Tensor,
+    theirs: &Tensor,
+    ids: &Tensor,
+    theta: f64,
+    slots: &[(usize, f64, f64)],
+    context: &str,
+) -> anyhow::Result<(f64, f64)> {
+    assert_eq!(ours.dims(), theirs.dims(), "{context}");
+    let host = ids.to_dtype(DType::I64)?.to_vec2::<i64>()?;
+    let (mut largest, mut worst): (f64, f64) = (0.0, 0.0);
+    for (i, (o, d)) in values(ours)?.iter().zip(values(theirs)?).enumerate() {
+        let (r, j) = (i / slots.len(), i % slots.len());
+        let (a, num, den) = slots[j];
+        let bound = f32_reference_bound(host[r][a] as f64 * theta.powf(-num / den), theta);
+        let id = host[r][a];
+        assert!(
+            (o - d).abs() <= bound,
+            "{context}: row {r} slot {j} (id {id}): {o} vs {d}"
+        );
+        largest = largest.max((o - d).abs());
+        worst = worst.max((o - d).abs() / bound);
+    }
+    Ok((largest, worst))
+}
+
+/// The slots of [`AxesRope::split_spectrum`]`(head_dim, axes, ..)`: axis `a` takes frequencies
+/// `theta^(-2i / head_dim)` with `i = a, a + axes, ..`.
+fn split_slots(head_dim: usize, axes: usize) -> Vec<(usize, f64, f64)> {
+    let per_axis = head_dim / 2 / axes;
+    (0..head_dim / 2)
+        .map(|slot| {
+            let (a, j) = (slot / per_axis, slot % per_axis);
+            (a, 2.0 * (a + axes * j) as f64, head_dim as f64)
+        })
+        .collect()
+}
+
 /// Pixtral's vision tower: transformers' `PixtralVisionRotaryEmbedding` returns `[t, t]`, each
 /// `t` our table, within [`f32_reference_bound`]; the test prints how much of it the worst
 /// value uses.
@@ -255,46 +265,35 @@ fn f32_reference_bound(angle: f64, theta: f64) -> f64 {
 fn pixtral_vision_rope() -> anyhow::Result<()> {
     let (json, t) = fixture("pixtral")?;
     let ids = &t["ids"];
-    let host = ids.to_vec2::<i64>()?;
     for call in json["calls"].as_array().unwrap() {
         let name = call["name"].as_str().unwrap();
         let config = &call["config"];
         let head_dim = config["head_dim"].as_u64().unwrap() as usize;
         let theta = config["rope_parameters"]["rope_theta"].as_f64().unwrap();
         let rope = AxesRope::split_spectrum(head_dim, 2, theta)?;
-        let (h, q) = (head_dim / 2, head_dim / 4);
+        let h = head_dim / 2;
+        let slots = split_slots(head_dim, 2);
         let grid_rows = json["rows"]["grid_rows"][1].as_u64().unwrap() as usize;
-        let (mut worst, mut largest, mut in_grid): (f64, f64, f64) = (0.0, 0.0, 0.0);
+        let (mut largest, mut worst, mut in_grid): (f64, f64, f64) = (0.0, 0.0, 0.0);
         for dtype in [DType::F32, DType::F64] {
             let (cos, sin) = rope.tables(ids, dtype)?;
-            assert_eq!(cos.dims(), &[host.len(), h]);
-            for (what, ours, theirs) in [
-                ("cos", values(&cos)?, values(&t[&format!("{name}.cos")])?),
-                ("sin", values(&sin)?, values(&t[&format!("{name}.sin")])?),
-            ] {
-                for (r, ids) in host.iter().enumerate() {
-                    for j in 0..h {
-                        // Slot j < d/4: the row id, frequency 2j; else the column id, 2(j - q) + 1.
-                        let (id, i) = if j < q {
-                            (ids[0], 2 * j)
-                        } else {
-                            (ids[1], 2 * (j - q) + 1)
-                        };
-                        let angle = id as f64 * theta.powf(-2.0 * i as f64 / head_dim as f64);
-                        let bound = f32_reference_bound(angle, theta);
-                        let o = ours[r * h + j];
-                        for d in [theirs[r * 2 * h + j], theirs[r * 2 * h + h + j]] {
-                            assert!(
-                                (o - d).abs() <= bound,
-                                "{name} {what} {dtype:?} ids {ids:?} slot {j}: {o} vs transformers {d}"
-                            );
-                            worst = worst.max((o - d).abs() / bound);
-                            largest = largest.max((o - d).abs());
-                            if r < grid_rows {
-                                in_grid = in_grid.max((o - d).abs());
-                            }
-                        }
-                    }
+            for (what, ours) in [("cos", cos), ("sin", sin)] {
+                let theirs = &t[&format!("{name}.{what}")];
+                for half in [0, h] {
+                    let theirs = theirs.narrow(1, half, h)?;
+                    let context = format!("{name} {what} {dtype:?} columns {half}..");
+                    let (l, w) =
+                        assert_near_f32_reference(&ours, &theirs, ids, theta, &slots, &context)?;
+                    (largest, worst) = (largest.max(l), worst.max(w));
+                    let (l, _) = assert_near_f32_reference(
+                        &ours.narrow(0, 0, grid_rows)?,
+                        &theirs.narrow(0, 0, grid_rows)?,
+                        &ids.narrow(0, 0, grid_rows)?,
+                        theta,
+                        &slots,
+                        &context,
+                    )?;
+                    in_grid = in_grid.max(l);
                 }
             }
         }
@@ -316,27 +315,15 @@ fn llama4_vision_rope_is_two_axes() -> anyhow::Result<()> {
     let head_dim = (config["hidden_size"].as_u64().unwrap()
         / config["num_attention_heads"].as_u64().unwrap()) as usize;
     let theta = config["rope_parameters"]["rope_theta"].as_f64().unwrap();
-    let rope = AxesRope::new(&[head_dim / 2, head_dim / 2], theta)?;
+    let axes = [head_dim / 2, head_dim / 2];
+    let rope = AxesRope::new(&axes, theta)?;
     let ids = &t["ids"];
-    let host = ids.to_vec2::<i64>()?;
     let (cos, sin) = rope.tables(ids, DType::F32)?;
-    let q = head_dim / 4;
     let mut largest: f64 = 0.0;
-    for (what, ours, theirs) in [
-        ("cos", values(&cos)?, values(&t["cos"])?),
-        ("sin", values(&sin)?, values(&t["sin"])?),
-    ] {
-        assert_eq!(ours.len(), theirs.len());
-        for (i, (o, d)) in ours.iter().zip(&theirs).enumerate() {
-            let (r, j) = (i / (2 * q), i % (2 * q));
-            let id = host[r][j / q] as f64;
-            let angle = id * theta.powf(-2.0 * (j % q) as f64 / (head_dim / 2) as f64);
-            assert!(
-                (o - d).abs() <= f32_reference_bound(angle, theta),
-                "{what} row {r} slot {j}: {o} vs transformers {d}"
-            );
-            largest = largest.max((o - d).abs());
-        }
+    for (what, ours) in [("cos", cos), ("sin", sin)] {
+        let slots = axes_slots(&axes);
+        let (l, _) = assert_near_f32_reference(&ours, &t[what], ids, theta, &slots, what)?;
+        largest = largest.max(l);
     }
     println!("llama4_vision: largest difference {largest:.2e}");
     Ok(())
@@ -351,33 +338,7 @@ fn split_spectrum_is_exact_at_large_ids() -> anyhow::Result<()> {
     assert_eq!(rope.axes_dim(), &[16, 16, 16]);
     let top = (1u32 << 31) - 1;
     let ids = Tensor::new(&[[top, 0, 7], [123_456, top - 5, 1 << 30]], &Device::Cpu)?;
-    let host = ids.to_vec2::<u32>()?;
-    let mut big = Big::new();
-    for dtype in [DType::F64, DType::F32, DType::F16, DType::BF16] {
-        let (cos, sin) = rope.tables(&ids, dtype)?;
-        let (cos, sin) = (values(&cos)?, values(&sin)?);
-        let per_axis = head_dim / 2 / axes;
-        for slot in 0..head_dim / 2 {
-            let (a, j) = (slot / per_axis, slot % per_axis);
-            let i = a + axes * j;
-            let w = big.pow(
-                &Big::num(theta),
-                &Big::ratio(2.0 * i as f64, head_dim as f64).neg(),
-            );
-            for (r, row) in host.iter().enumerate() {
-                let (s, c) = big.sin_cos(row[a] as f64, &w);
-                let at = r * head_dim / 2 + slot;
-                assert!(
-                    (cos[at] - c).abs() <= tolerance(dtype, c),
-                    "{dtype:?} slot {slot}"
-                );
-                assert!(
-                    (sin[at] - s).abs() <= tolerance(dtype, s),
-                    "{dtype:?} slot {slot}"
-                );
-            }
-        }
-    }
+    assert_exact(&rope, &ids, theta, &split_slots(head_dim, axes))?;
     let column = ids.narrow(1, 0, 1)?;
     let one = AxesRope::split_spectrum(64, 1, theta)?.tables(&column, DType::F32)?;
     let plain = AxesRope::new(&[64], theta)?.tables(&column, DType::F32)?;
