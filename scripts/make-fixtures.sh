@@ -18,8 +18,9 @@
 #             sliding window, M2M100) and the logits / encoder states transformers computes with them (prefill,
 #             cached greedy decode, left-padded batch, far positions).
 #   grids ->  crates/pe-core/tests/fixtures/grids/<case>.json + <case>.safetensors: diffusers' FLUX.1 / FLUX.2 /
-#             Qwen-Image multi-axis rotary tables and 2D / 3D sin-cos grid embeddings, and transformers' BLOOM and
-#             MPT ALiBi slopes and biases (non-power-of-two head counts included).
+#             Qwen-Image multi-axis rotary tables, transformers' Pixtral and Llama 4 vision-tower 2D ropes, diffusers'
+#             2D / 3D sin-cos grid embeddings, and transformers' BLOOM and MPT ALiBi slopes and biases
+#             (non-power-of-two head counts included).
 #
 # Nothing is downloaded except the pinned packages: configs are written in the generators, and the Hub is switched
 # off (HF_HUB_OFFLINE). Outputs are deterministic, so regenerating with unchanged pins leaves `git status` clean.

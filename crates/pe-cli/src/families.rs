@@ -1,9 +1,10 @@
-//! `pe rope-nd`, `pe grid` and `pe alibi`: multi-axis rotary tables (FLUX), 2-D sin-cos patch
-//! grids (DiT, PixArt, MAE) and ALiBi slopes or biases (MPT, BLOOM), from pe-core, written to a
-//! file. Every failure names its flag and leaves no file.
+//! `pe rope-nd`, `pe grid` and `pe alibi`: multi-axis rotary tables (FLUX, Pixtral), 2-D
+//! sin-cos patch grids (DiT, PixArt, MAE) and ALiBi slopes or biases (MPT, BLOOM), from pe-core,
+//! written to a file. Every failure names its flag and leaves no file.
 //!
 //! ```text
 //! pe rope-nd --axes-dim 16,56,56 --theta 10000 --ids ids.npy --out flux.safetensors
+//! pe rope-nd --split-spectrum 64 --theta 10000 --grid 64,64 --out pixtral.safetensors
 //! pe grid --dim 1152 --grid 64,64 --base-size 32 --out pixart.npy
 //! pe alibi --heads 32 --len 2048 --out mpt.npy
 //! ```
@@ -13,7 +14,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
 use clap::Args;
-use pe_core::rope::AxesRope;
+use pe_core::rope::{patch_ids, AxesRope};
 use pe_core::{Alibi, SincosGrid, DEFAULT_ALIBI_BIAS_MAX, DEFAULT_BASE_SIZE};
 
 use crate::device::DtypeArg;
@@ -22,10 +23,21 @@ use crate::positions::{List, Positions};
 
 /// Arguments of `pe rope-nd`.
 #[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("axes").required(true))]
+#[command(group = clap::ArgGroup::new("positions").required(true))]
 pub struct RopeNdArgs {
     /// Rotated features of each axis, comma-separated (even, nonzero), e.g. 16,56,56 (FLUX.1).
-    #[arg(long, value_name = "D1,D2,..", allow_hyphen_values = true)]
-    pub axes_dim: List<i64>,
+    #[arg(
+        long,
+        value_name = "D1,D2,..",
+        allow_hyphen_values = true,
+        group = "axes"
+    )]
+    pub axes_dim: Option<List<i64>>,
+    /// Or one spectrum of D/2 frequencies dealt out in turn to the ids' columns (Pixtral's
+    /// vision tower, head_dim D): the row id turns the even frequencies, the column id the odd.
+    #[arg(long, value_name = "D", allow_negative_numbers = true, group = "axes")]
+    pub split_spectrum: Option<usize>,
     /// Base of the frequencies of every axis.
     #[arg(
         long,
@@ -34,9 +46,18 @@ pub struct RopeNdArgs {
         default_value_t = 10_000.0
     )]
     pub theta: f64,
-    /// Integer ids, .npy of int64 shaped (n, axes): one column per axis.
-    #[arg(long, value_name = "PATH")]
-    pub ids: PathBuf,
+    /// Integer ids, .npy of int64 shaped (n, axes): one column per axis (negative ids too,
+    /// |id| < 2^31).
+    #[arg(long, value_name = "PATH", group = "positions")]
+    pub ids: Option<PathBuf>,
+    /// Or the ids (row, column) of every patch of an H,W grid, row-major.
+    #[arg(
+        long,
+        value_name = "H,W",
+        allow_hyphen_values = true,
+        group = "positions"
+    )]
+    pub grid: Option<List<i64>>,
     /// Element type of the tables.
     #[arg(long, value_enum, default_value_t = DtypeArg::F32)]
     pub dtype: DtypeArg,
@@ -45,9 +66,10 @@ pub struct RopeNdArgs {
     pub out: PathBuf,
 }
 
-/// Arguments of `pe grid`.
+/// The grid flags of `pe grid` and `pe plot grid`: the width, the grid and diffusers' position
+/// scaling.
 #[derive(Debug, Args)]
-pub struct GridArgs {
+pub struct GridSpecArgs {
     /// Width of each row (embed_dim), a multiple of 4.
     #[arg(long, value_name = "D", allow_negative_numbers = true)]
     pub dim: usize,
@@ -65,21 +87,54 @@ pub struct GridArgs {
         default_value_t = 1.0
     )]
     pub interpolation_scale: f64,
+}
+
+impl GridSpecArgs {
+    /// `--grid` as (rows, columns).
+    pub fn shape(&self) -> Result<(usize, usize)> {
+        grid_shape(&self.grid)
+    }
+
+    /// The `(extra + h * w, dim)` table of the grid `(h, w)` with `extra` zero rows first, each
+    /// pe-core error prefixed with the flag at fault.
+    pub fn table(&self, (h, w): (usize, usize), extra: usize, dtype: DType) -> Result<Tensor> {
+        let grid = SincosGrid::new(self.dim)
+            .context("--dim")?
+            .with_base_size(self.base_size)
+            .with_interpolation_scale(self.interpolation_scale)
+            .with_extra_tokens(extra);
+        grid.table(h, w, dtype, &Device::Cpu).map_err(|e| {
+            let flag = match &e {
+                pe_core::Error::InvalidParameter { name, .. } if name.starts_with("grid") => {
+                    "--grid"
+                }
+                pe_core::Error::InvalidParameter {
+                    name: "base_size", ..
+                } => "--base-size",
+                pe_core::Error::InvalidParameter {
+                    name: "interpolation_scale",
+                    ..
+                } => "--interpolation-scale",
+                _ => "--dim",
+            };
+            anyhow::anyhow!("{flag}: {e}")
+        })
+    }
+}
+
+/// Arguments of `pe grid`.
+#[derive(Debug, Args)]
+pub struct GridArgs {
+    #[command(flatten)]
+    pub spec: GridSpecArgs,
     /// One all-zero row first (MAE's class token).
     #[arg(long)]
     pub cls_token: bool,
     /// Element type of the table.
     #[arg(long, value_enum, default_value_t = DtypeArg::F32)]
     pub dtype: DtypeArg,
-    /// With a .png output: the patch Y,X every patch's similarity is drawn against (default:
-    /// the centre).
-    #[arg(long, value_name = "Y,X", conflicts_with = "channel")]
-    pub patch: Option<List<i64>>,
-    /// With a .png output: draw column K of the embedding over the grid instead.
-    #[arg(long, value_name = "K")]
-    pub channel: Option<usize>,
-    /// Output file: .npy, .safetensors (one tensor named `pe`) or .csv for the (H*W, D) table;
-    /// .png to draw the grid (the cosine similarity of every patch to --patch, or --channel).
+    /// Output file: .npy, .safetensors (one tensor named `pe`) or .csv for the (H*W, D) table
+    /// (`pe plot grid` draws it).
     #[arg(long, value_name = "PATH")]
     pub out: PathBuf,
 }
@@ -112,51 +167,73 @@ pub fn rope_nd(args: &RopeNdArgs) -> Result<()> {
             args.out.display()
         );
     }
-    let axes: Vec<usize> = args
-        .axes_dim
-        .0
-        .iter()
-        .map(|&d| usize::try_from(d).map_err(|_| anyhow::anyhow!("--axes-dim: {d} is negative")))
-        .collect::<Result<_>>()?;
-    let rope = AxesRope::new(&axes, args.theta).with_context(|| flag_of_axes(args))?;
-    let ids = Tensor::read_npy(&args.ids)
-        .with_context(|| format!("--ids {}: cannot read it as .npy", args.ids.display()))?;
-    if ids.dtype() != DType::I64 {
-        bail!(
-            "--ids {}: the ids must be int64, got {:?}",
-            args.ids.display(),
-            ids.dtype()
-        );
-    }
+    let ids = match (&args.ids, &args.grid) {
+        (Some(path), _) => {
+            let ids = Tensor::read_npy(path)
+                .with_context(|| format!("--ids {}: cannot read it as .npy", path.display()))?;
+            if ids.dtype() != DType::I64 {
+                bail!(
+                    "--ids {}: the ids must be int64, got {:?}",
+                    path.display(),
+                    ids.dtype()
+                );
+            }
+            ids
+        }
+        (None, Some(grid)) => patch_ids_of(grid)?,
+        (None, None) => bail!("give --ids or --grid"),
+    };
+    let ids_flag = match &args.ids {
+        Some(path) => format!("--ids {}", path.display()),
+        None => format!("--grid {}", list_text(args.grid.as_ref())),
+    };
+    let (rope, axes_meta) = match (&args.axes_dim, args.split_spectrum) {
+        (Some(List(dims)), _) => {
+            let axes: Vec<usize> = dims
+                .iter()
+                .map(|&d| {
+                    usize::try_from(d).map_err(|_| anyhow::anyhow!("--axes-dim: {d} is negative"))
+                })
+                .collect::<Result<_>>()?;
+            let rope = AxesRope::new(&axes, args.theta)
+                .with_context(|| format!("--axes-dim {dims:?} --theta {}", args.theta))?;
+            (rope, ("axes_dim", format!("{axes:?}")))
+        }
+        (None, Some(d)) => {
+            let axes = ids.dims().last().copied().unwrap_or(0);
+            let rope = AxesRope::split_spectrum(d, axes, args.theta).with_context(|| {
+                format!(
+                    "--split-spectrum {d} --theta {} over the {axes} columns of {ids_flag}",
+                    args.theta
+                )
+            })?;
+            (rope, ("split_spectrum", d.to_string()))
+        }
+        (None, None) => bail!("give --axes-dim or --split-spectrum"),
+    };
     let (cos, sin) = rope
         .tables(&ids, args.dtype.into())
-        .with_context(|| format!("--ids {}", args.ids.display()))?;
-    let metadata = [
-        ("axes_dim", format!("{axes:?}")),
-        ("theta", args.theta.to_string()),
-    ];
+        .with_context(|| ids_flag.clone())?;
+    let metadata = [axes_meta, ("theta", args.theta.to_string())];
     output::write_safetensors(&args.out, &[("cos", &cos), ("sin", &sin)], &metadata)
 }
 
-/// The flags a pe-core error about the rope's axes comes from.
-fn flag_of_axes(args: &RopeNdArgs) -> String {
-    format!("--axes-dim {:?} --theta {}", args.axes_dim.0, args.theta)
+/// `--grid H,W` of `pe rope-nd`: the patch ids (row, column), int64 `(H * W, 2)`.
+fn patch_ids_of(grid: &List<i64>) -> Result<Tensor> {
+    let (h, w) = grid_shape(grid)?;
+    let ids = patch_ids(h, w, &Device::Cpu).with_context(|| format!("--grid {h},{w}"))?;
+    Ok(ids.to_dtype(DType::I64)?)
 }
 
-/// `pe grid`.
-pub fn grid(args: &GridArgs) -> Result<()> {
-    let png = args
-        .out
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("png"));
-    let format = if png {
-        Format::Npy
-    } else {
-        Format::from_path(&args.out)?
-    };
-    let dtype: DType = if png { DType::F64 } else { args.dtype.into() };
-    format.check_dtype(dtype, &args.out)?;
-    let (h, w) = match args.grid.0.as_slice() {
+/// A comma-separated list as typed, for messages.
+fn list_text(list: Option<&List<i64>>) -> String {
+    list.map(|l| l.0.iter().map(i64::to_string).collect::<Vec<_>>().join(","))
+        .unwrap_or_default()
+}
+
+/// `--grid` as (rows, columns): H,W, or one number for a square grid.
+fn grid_shape(grid: &List<i64>) -> Result<(usize, usize)> {
+    let (h, w) = match grid.0.as_slice() {
         [n] => (*n, *n),
         [h, w] => (*h, *w),
         other => bail!(
@@ -165,44 +242,41 @@ pub fn grid(args: &GridArgs) -> Result<()> {
         ),
     };
     let side = |v: i64| usize::try_from(v).map_err(|_| anyhow::anyhow!("--grid: {v} is negative"));
-    let (h, w) = (side(h)?, side(w)?);
-    if !png {
-        let rows = usize::from(args.cls_token) as u128 + h as u128 * w as u128;
-        let rows = usize::try_from(rows).unwrap_or(usize::MAX);
-        let bytes = output::table_bytes(format, dtype, (rows, args.dim), &[])?;
-        output::check_free_space(&args.out, bytes, &format!("--grid {h},{w}"))?;
-    }
-    let grid = SincosGrid::new(args.dim)
-        .context("--dim")?
-        .with_base_size(args.base_size)
-        .with_interpolation_scale(args.interpolation_scale)
-        .with_extra_tokens(usize::from(args.cls_token));
-    let table = grid.table(h, w, dtype, &Device::Cpu).map_err(|e| {
-        let flag = match &e {
-            pe_core::Error::InvalidParameter { name, .. } if name.starts_with("grid") => "--grid",
-            pe_core::Error::InvalidParameter {
-                name: "base_size", ..
-            } => "--base-size",
-            pe_core::Error::InvalidParameter {
-                name: "interpolation_scale",
-                ..
-            } => "--interpolation-scale",
-            _ => "--dim",
-        };
-        anyhow::anyhow!("{flag}: {e}")
-    })?;
-    if png {
-        return draw(
-            args,
-            &table.narrow(0, usize::from(args.cls_token), h * w)?,
-            (h, w),
+    Ok((side(h)?, side(w)?))
+}
+
+/// `pe grid`.
+pub fn grid(args: &GridArgs) -> Result<()> {
+    if args
+        .out
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("png"))
+    {
+        bail!(
+            "--out {}: pe grid writes tables (.npy, .safetensors, .csv); draw the grid with \
+             `pe plot grid`",
+            args.out.display()
         );
     }
+    let format = Format::from_path(&args.out)?;
+    let dtype: DType = args.dtype.into();
+    format.check_dtype(dtype, &args.out)?;
+    let (h, w) = args.spec.shape()?;
+    let rows = usize::from(args.cls_token) as u128 + h as u128 * w as u128;
+    let rows = usize::try_from(rows).unwrap_or(usize::MAX);
+    let bytes = output::table_bytes(format, dtype, (rows, args.spec.dim), &[])?;
+    output::check_free_space(&args.out, bytes, &format!("--grid {h},{w}"))?;
+    let table = args
+        .spec
+        .table((h, w), usize::from(args.cls_token), dtype)?;
     let (rows, width) = table.dims2()?;
     let metadata = [
         ("grid", format!("{h}x{w}")),
-        ("base_size", args.base_size.to_string()),
-        ("interpolation_scale", args.interpolation_scale.to_string()),
+        ("base_size", args.spec.base_size.to_string()),
+        (
+            "interpolation_scale",
+            args.spec.interpolation_scale.to_string(),
+        ),
         ("cls_token", args.cls_token.to_string()),
     ];
     let mut writer = TableWriter::create(&args.out, format, dtype, (rows, width), &metadata)?;
@@ -214,49 +288,6 @@ pub fn grid(args: &GridArgs) -> Result<()> {
         },
     )?;
     writer.finish()
-}
-
-/// Draws the grid `table` (`(h * w, d)`, f64) as an image of the similarity of every patch to
-/// `--patch`, or of `--channel`.
-fn draw(args: &GridArgs, table: &Tensor, (h, w): (usize, usize)) -> Result<()> {
-    let table = table.to_vec2::<f64>()?;
-    let (values, title, label) = match args.channel {
-        Some(k) if k >= args.dim => bail!("--channel {k}: the embedding has {} columns", args.dim),
-        Some(k) => {
-            let title = format!("sin-cos grid {h}x{w}, d = {}: column {k}", args.dim);
-            (
-                table.iter().map(|row| row[k]).collect::<Vec<_>>(),
-                title,
-                "value",
-            )
-        }
-        None => {
-            let (y, x) = match args.patch.as_ref().map(|p| p.0.as_slice()) {
-                None => ((h / 2) as i64, (w / 2) as i64),
-                Some([y, x]) => (*y, *x),
-                Some(other) => bail!("--patch: give Y,X, got {} numbers", other.len()),
-            };
-            if y < 0 || x < 0 || y as usize >= h || x as usize >= w {
-                bail!("--patch {y},{x}: outside the {h}x{w} grid");
-            }
-            let anchor = &table[y as usize * w + x as usize];
-            let norm = |v: &[f64]| v.iter().map(|a| a * a).sum::<f64>().sqrt();
-            let cosine = |v: &[f64]| {
-                v.iter().zip(anchor).map(|(a, b)| a * b).sum::<f64>() / (norm(v) * norm(anchor))
-            };
-            let title = format!(
-                "sin-cos grid {h}x{w}, d = {}: similarity to patch ({y}, {x})",
-                args.dim
-            );
-            (
-                table.iter().map(|row| cosine(row)).collect(),
-                title,
-                "cosine similarity",
-            )
-        }
-    };
-    let image: Vec<Vec<f64>> = values.chunks(w).map(<[f64]>::to_vec).collect();
-    crate::plot::draw_image(&image, &title, label, (1000, 800), &args.out)
 }
 
 /// `pe alibi`.

@@ -7,6 +7,7 @@
 //! pe table --preset whisper --dim 384 --len 1500 --dtype f16 --out whisper.npy
 //! pe table --preset stable-diffusion --dim 320 --timesteps 0.5,999 --out t.safetensors
 //! pe plot --preset fairseq --dim 128 --len 256 --kind heatmap --out heatmap.png
+//! pe plot grid --dim 128 --grid 16,24 --out grid.png
 //! pe rope --head-dim 128 --rope-theta 500000 --len 4096 --out rope.safetensors \
 //!     llama3 --factor 8 --low-freq-factor 1 --high-freq-factor 4 --original-max-position-embeddings 8192
 //! ```
@@ -18,6 +19,7 @@ mod atomic;
 mod canvas;
 mod device;
 mod families;
+mod grid_plot;
 mod options;
 mod output;
 mod plot;
@@ -50,8 +52,9 @@ enum Command {
     Presets,
     /// Write an encoding table to a .npy, .safetensors or .csv file (chosen by extension).
     Table(TableArgs),
-    /// Draw an encoding as a PNG: a heatmap, a few columns as curves, or position similarity.
-    Plot(PlotArgs),
+    /// Draw an encoding as a PNG: a heatmap, a few columns as curves, or position similarity;
+    /// `pe plot grid` draws a 2-D patch grid.
+    Plot(PlotCommand),
     /// Write rotary (RoPE) cos and sin tables, each (len, head_dim/2), to a .safetensors file.
     Rope(rope::RopeArgs),
     /// Write multi-axis rotary (FLUX) cos and sin tables for int64 ids (n, axes) to .safetensors.
@@ -101,8 +104,27 @@ struct TableArgs {
     chunk_rows: Option<std::num::NonZeroUsize>,
 }
 
-/// Arguments of `pe plot`.
+/// Arguments of `pe plot`: a sinusoidal table's flags, or a subcommand naming what else to draw.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+struct PlotCommand {
+    #[command(subcommand)]
+    other: Option<PlotOther>,
+    #[command(flatten)]
+    table: Option<PlotArgs>,
+}
+
+/// What `pe plot` draws besides a sinusoidal table.
+#[derive(Debug, Subcommand)]
+enum PlotOther {
+    /// Draw a 2-D sin-cos patch grid: the similarity of every patch to one, or a channel pair.
+    Grid(grid_plot::GridPlotArgs),
+}
+
+/// Arguments of `pe plot` for a sinusoidal table. (clap leaves the group of a struct with
+/// flattened members empty, so `--len`, required, names it, for `Option<PlotArgs>` to be set.)
+#[derive(Debug, Args)]
+#[group(id = "plot-table", args = ["len"])]
 struct PlotArgs {
     #[command(flatten)]
     spec: SpecArgs,
@@ -120,22 +142,8 @@ struct PlotArgs {
     /// What to draw.
     #[arg(long, value_enum, default_value_t = PlotKind::Heatmap)]
     kind: PlotKind,
-    /// Image width in pixels.
-    #[arg(
-        long,
-        value_name = "PX",
-        allow_negative_numbers = true,
-        default_value_t = 1000
-    )]
-    width: u32,
-    /// Image height in pixels.
-    #[arg(
-        long,
-        value_name = "PX",
-        allow_negative_numbers = true,
-        default_value_t = 700
-    )]
-    height: u32,
+    #[command(flatten)]
+    size: plot::SizeArgs,
     /// Output file (.png).
     #[arg(long, value_name = "FILE")]
     out: std::path::PathBuf,
@@ -165,17 +173,26 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             table::write(&request)
         }
-        Command::Plot(args) => {
+        Command::Plot(PlotCommand {
+            other: Some(PlotOther::Grid(args)),
+            ..
+        }) => grid_plot::draw(&args),
+        Command::Plot(PlotCommand {
+            table: Some(args), ..
+        }) => {
             let request = plot::PlotRequest {
                 spec: args.spec.to_spec(),
                 preset: args.spec.preset,
                 offset: args.offset,
                 len: args.len,
                 kind: args.kind,
-                size: (args.width, args.height),
+                size: args.size.pixels(),
                 out: args.out,
             };
             plot::draw(&request)
+        }
+        Command::Plot(_) => {
+            anyhow::bail!("pe plot: give --preset, --dim, --len and --out, or `grid`")
         }
         Command::Rope(args) => rope::write(&args),
         Command::RopeNd(args) => families::rope_nd(&args),

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use candle_core::{DType, Device, Tensor};
-use clap::ValueEnum;
+use clap::{Args, ValueEnum};
 use pe_core::{Column, PeSpec, Preset, SinusoidalEncoding};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -45,18 +45,51 @@ pub struct PlotRequest {
     pub out: PathBuf,
 }
 
-/// Draws the plot and writes it to `request.out`.
-pub fn draw(request: &PlotRequest) -> Result<()> {
-    let is_png = request
-        .out
+/// The image size flags of every `pe plot`.
+#[derive(Debug, Args)]
+pub struct SizeArgs {
+    /// Image width in pixels.
+    #[arg(
+        long,
+        value_name = "PX",
+        allow_negative_numbers = true,
+        default_value_t = 1000
+    )]
+    pub width: u32,
+    /// Image height in pixels.
+    #[arg(
+        long,
+        value_name = "PX",
+        allow_negative_numbers = true,
+        default_value_t = 700
+    )]
+    pub height: u32,
+}
+
+impl SizeArgs {
+    /// (width, height).
+    pub fn pixels(&self) -> (u32, u32) {
+        (self.width, self.height)
+    }
+}
+
+/// Fails unless `out` names a `.png` file.
+pub fn check_png(out: &std::path::Path) -> Result<()> {
+    if !out
         .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("png"));
-    if !is_png {
+        .is_some_and(|e| e.eq_ignore_ascii_case("png"))
+    {
         bail!(
             "--out {}: plots are written as PNG; use a .png file name",
-            request.out.display()
+            out.display()
         );
     }
+    Ok(())
+}
+
+/// Draws the plot and writes it to `request.out`.
+pub fn draw(request: &PlotRequest) -> Result<()> {
+    check_png(&request.out)?;
     if request.len == 0 {
         bail!("--len 0: a plot needs at least one position");
     }
@@ -290,50 +323,70 @@ const PALETTE: [RGBColor; 6] = [
     RGBColor(86, 180, 233),
 ];
 
-/// An `h x w` image of `values[y][x]` (row 0 at the top, as patches are laid out), with a
-/// colorbar, written to the PNG `out`.
+/// One image of [`draw_image`]: `values[y][x]`, row 0 at the top (as patches are laid out),
+/// under the caption `name` (none when empty).
+pub struct Panel {
+    pub name: String,
+    pub values: Vec<Vec<f64>>,
+}
+
+/// `panels` side by side under `title`, on one colour scale with a colorbar labelled `label`,
+/// written to the PNG `out`.
 pub fn draw_image(
-    values: &[Vec<f64>],
+    panels: &[Panel],
     title: &str,
     label: &str,
     size: (u32, u32),
     out: &std::path::Path,
 ) -> Result<()> {
     let canvas = Canvas::new(size)?;
-    let (h, w) = (values.len(), values.first().map_or(0, Vec::len));
-    let (lo, hi) = values
+    let (lo, hi) = panels
         .iter()
-        .flatten()
+        .flat_map(|panel| panel.values.iter().flatten())
         .fold((f64::MAX, f64::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)));
     let pixels = canvas.render(|root| {
         let bar_width = canvas.px(125.0);
         let (main, bar) = root.split_horizontally(canvas.width() as i32 - bar_width);
-        let mut chart = ChartBuilder::on(&main)
-            .caption(title, canvas.font(22.0))
-            .margin(canvas.px(16.0))
-            .x_label_area_size(canvas.px(55.0))
-            .y_label_area_size(canvas.px(80.0))
-            .build_cartesian_2d(0f64..w as f64, 0f64..h as f64)?;
-        let (xs, ys) = chart.plotting_area().get_pixel_range();
-        // paint_cells puts row 0 at the bottom: patch row y is drawn from the top.
-        paint_cells(
-            root,
-            (&xs, &ys),
-            (w, h),
-            |c, r| values[h - 1 - r][c],
-            (lo, hi),
-        )?;
-        chart
-            .configure_mesh()
-            .disable_mesh()
-            .x_label_formatter(&tick)
-            .y_label_formatter(&|v| tick(&(h as f64 - v)))
-            .x_desc("patch column x")
-            .y_desc("patch row y")
-            .label_style(canvas.font(15.0))
-            .axis_desc_style(canvas.font(17.0))
-            .draw()?;
-        colorbar(&canvas, &bar, ys, (lo, hi), label)
+        let main = main.titled(title, canvas.font(22.0))?;
+        let mut rows = 0..0;
+        for (area, panel) in main
+            .split_evenly((1, panels.len().max(1)))
+            .iter()
+            .zip(panels)
+        {
+            let values = &panel.values;
+            let (h, w) = (values.len(), values.first().map_or(0, Vec::len));
+            let mut chart = ChartBuilder::on(area);
+            chart
+                .margin(canvas.px(16.0))
+                .x_label_area_size(canvas.px(55.0))
+                .y_label_area_size(canvas.px(80.0));
+            if !panel.name.is_empty() {
+                chart.caption(&panel.name, canvas.font(18.0));
+            }
+            let mut chart = chart.build_cartesian_2d(0f64..w as f64, 0f64..h as f64)?;
+            let (xs, ys) = chart.plotting_area().get_pixel_range();
+            // paint_cells puts row 0 at the bottom: patch row y is drawn from the top.
+            paint_cells(
+                root,
+                (&xs, &ys),
+                (w, h),
+                |c, r| values[h - 1 - r][c],
+                (lo, hi),
+            )?;
+            chart
+                .configure_mesh()
+                .disable_mesh()
+                .x_label_formatter(&tick)
+                .y_label_formatter(&|v| tick(&(h as f64 - v)))
+                .x_desc("patch column x")
+                .y_desc("patch row y")
+                .label_style(canvas.font(15.0))
+                .axis_desc_style(canvas.font(17.0))
+                .draw()?;
+            rows = ys;
+        }
+        colorbar(&canvas, &bar, rows, (lo, hi), label)
     })?;
     canvas.save_png(&pixels, out)
 }

@@ -5,14 +5,19 @@ mod common;
 
 use candle_core::{DType, Device, Tensor};
 use common::{assert_same, files_in, pe_err, pe_ok, s};
-use pe_core::rope::AxesRope;
+use pe_core::rope::{patch_ids, AxesRope};
 use pe_core::{Alibi, SincosGrid};
 
 #[test]
 fn rope_nd_writes_the_axes_tables() {
     let dir = tempfile::tempdir().unwrap();
     let ids_path = dir.path().join("ids.npy");
-    let ids = Tensor::new(&[[0i64, 0, 0], [0, 3, 4], [7, 4095, 1 << 20]], &Device::Cpu).unwrap();
+    // Qwen-Image's centred ids are negative.
+    let ids = Tensor::new(
+        &[[0i64, 0, 0], [0, -3, 4], [7, 4095, -(1 << 20)]],
+        &Device::Cpu,
+    )
+    .unwrap();
     ids.write_npy(&ids_path).unwrap();
     let out = dir.path().join("flux.safetensors");
     pe_ok(&[
@@ -31,6 +36,54 @@ fn rope_nd_writes_the_axes_tables() {
         .unwrap();
     assert_same(&tensors["cos"], &cos, "cos");
     assert_same(&tensors["sin"], &sin, "sin");
+}
+
+#[test]
+fn rope_nd_writes_pixtral_tables_for_a_patch_grid() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("pixtral.safetensors");
+    pe_ok(&[
+        "rope-nd",
+        "--split-spectrum",
+        "64",
+        "--grid",
+        "3,5",
+        "--out",
+        s(&out),
+    ]);
+    let tensors = candle_core::safetensors::load(&out, &Device::Cpu).unwrap();
+    let ids = patch_ids(3, 5, &Device::Cpu).unwrap();
+    let (cos, sin) = AxesRope::split_spectrum(64, 2, 10_000.0)
+        .unwrap()
+        .tables(&ids, DType::F32)
+        .unwrap();
+    assert_same(&tensors["cos"], &cos, "cos");
+    assert_same(&tensors["sin"], &sin, "sin");
+    for (extra, needles) in [
+        (
+            vec!["--split-spectrum", "62", "--grid", "3,5"],
+            vec!["--split-spectrum 62", "head_dim"],
+        ),
+        (
+            vec!["--axes-dim", "16,56,56", "--grid", "3,5"],
+            vec!["--grid 3,5", "[15, 2]"],
+        ),
+        (
+            vec!["--split-spectrum", "64", "--grid", "3,-5"],
+            vec!["--grid", "-5"],
+        ),
+        (
+            vec!["--split-spectrum", "64", "--axes-dim", "8"],
+            vec!["--axes-dim", "--split-spectrum"],
+        ),
+        (vec!["--grid", "3"], vec!["--axes-dim", "--split-spectrum"]),
+    ] {
+        let bad = dir.path().join("bad.safetensors");
+        let mut args = vec!["rope-nd", "--out", s(&bad)];
+        args.extend(extra);
+        pe_err(&args, &needles);
+        assert!(!bad.exists());
+    }
 }
 
 #[test]
@@ -109,6 +162,11 @@ fn bad_input_names_the_flag_and_leaves_no_file() {
         .unwrap()
         .write_npy(&ids_path)
         .unwrap();
+    let far_path = dir.path().join("far.npy");
+    Tensor::new(&[[0i64, -(1 << 31)]], &Device::Cpu)
+        .unwrap()
+        .write_npy(&far_path)
+        .unwrap();
     let out = |name: &str| dir.path().join(name);
     let cases: Vec<(Vec<String>, Vec<&str>)> = vec![
         (
@@ -118,6 +176,16 @@ fn bad_input_names_the_flag_and_leaves_no_file() {
         (
             vec!["rope-nd".into(), "--axes-dim".into(), "16,0".into()],
             vec!["--axes-dim", "0"],
+        ),
+        (
+            vec![
+                "rope-nd".into(),
+                "--axes-dim".into(),
+                "4,4".into(),
+                "--ids".into(),
+                s(&far_path).into(),
+            ],
+            vec!["--ids", "axis id -2147483648"],
         ),
         (
             vec!["rope-nd".into(), "--axes-dim".into(), "16,56,56".into()],
@@ -173,7 +241,9 @@ fn bad_input_names_the_flag_and_leaves_no_file() {
     for (mut args, needles) in cases {
         let file = match args[0].as_str() {
             "rope-nd" => {
-                args.extend(["--ids".into(), s(&ids_path).into()]);
+                if !args.iter().any(|a| a == "--ids") {
+                    args.extend(["--ids".into(), s(&ids_path).into()]);
+                }
                 out("x.safetensors")
             }
             "grid" => out("x.npy"),
@@ -184,40 +254,70 @@ fn bad_input_names_the_flag_and_leaves_no_file() {
         pe_err(&args, &needles);
         assert!(!file.exists(), "{args:?} left {}", file.display());
     }
-    assert_eq!(files_in(dir.path()).len(), 1, "only the ids");
+    assert_eq!(files_in(dir.path()).len(), 2, "only the ids");
 }
 
 #[test]
-fn grid_draws_a_png() {
+fn plot_grid_draws_the_similarity_or_a_channel_pair() {
     let dir = tempfile::tempdir().unwrap();
+    // `pe plot grid` on a 4 x 6 grid (width 32 unless `extra` gives one), written to `out`.
+    let plot = |out: &std::path::Path, extra: &[&str]| -> Vec<String> {
+        let mut args = vec!["plot", "grid", "--grid", "4,6", "--out", s(out)];
+        if !extra.contains(&"--dim") {
+            args.extend(["--dim", "32"]);
+        }
+        args.extend(extra);
+        args.into_iter().map(String::from).collect()
+    };
+    fn strs(args: &[String]) -> Vec<&str> {
+        args.iter().map(String::as_str).collect()
+    }
     for (extra, name) in [
         (vec![], "sim.png"),
         (vec!["--patch", "0,1"], "corner.png"),
-        (vec!["--channel", "5"], "ch.png"),
+        (vec!["--pair", "5"], "pair.png"),
+        (vec!["--pair", "15", "--base-size", "4"], "row_pair.png"),
     ] {
         let out = dir.path().join(name);
-        let mut args = vec!["grid", "--dim", "32", "--grid", "4,6", "--out", s(&out)];
-        args.extend(extra);
-        pe_ok(&args);
+        pe_ok(&strs(&plot(&out, &extra)));
         let decoder =
             png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&out).unwrap()));
         let mut reader = decoder.read_info().unwrap();
         let mut buf = vec![0; reader.output_buffer_size().unwrap()];
         let info = reader.next_frame(&mut buf).unwrap();
+        assert_eq!((info.width, info.height), (1000, 700), "{name}");
         let pixels = &buf[..info.buffer_size()];
         let distinct: std::collections::HashSet<&[u8]> = pixels.chunks(3).collect();
         assert!(distinct.len() > 20, "{name}: {} colours", distinct.len());
     }
+    let out = dir.path().join("bad.png");
     for (extra, needles) in [
         (vec!["--patch", "4,0"], vec!["--patch 4,0", "outside"]),
-        (vec!["--channel", "32"], vec!["--channel 32"]),
+        (vec!["--patch", "-1,0"], vec!["--patch -1,0", "outside"]),
+        (vec!["--patch", "1"], vec!["--patch", "Y,X"]),
+        (vec!["--pair", "16"], vec!["--pair 16", "16 channel pairs"]),
+        (
+            vec!["--pair", "1", "--patch", "1,1"],
+            vec!["--pair", "--patch"],
+        ),
+        (vec!["--dim", "30"], vec!["--dim", "30"]),
+        (vec!["--width", "10"], vec!["--width 10"]),
+        (vec!["--len", "10"], vec!["--len"]),
     ] {
-        let out = dir.path().join("bad.png");
-        let mut args = vec!["grid", "--dim", "32", "--grid", "4,6", "--out", s(&out)];
-        args.extend(extra);
-        pe_err(&args, &needles);
+        pe_err(&strs(&plot(&out, &extra)), &needles);
         assert!(!out.exists());
     }
+    let jpg = dir.path().join("g.jpg");
+    pe_err(&strs(&plot(&jpg, &[])), &["g.jpg", "PNG"]);
+    // The table command writes tables only, and says which command draws.
+    let mut table = plot(&out, &[]);
+    table.remove(0);
+    pe_err(&strs(&table), &["bad.png", "pe plot grid"]);
+    // A table's flags and the grid subcommand do not mix.
+    let mut mixed = plot(&out, &[]);
+    mixed.splice(1..1, ["--preset".to_string(), "vaswani".to_string()]);
+    pe_err(&strs(&mixed), &["grid", "--preset"]);
+    assert_eq!(files_in(dir.path()).len(), 4);
 }
 
 #[test]
@@ -240,6 +340,7 @@ fn a_grid_too_large_for_the_disk_or_memory_is_refused_up_front() {
     let png = dir.path().join("huge.png");
     pe_err(
         &[
+            "plot",
             "grid",
             "--dim",
             "1152",

@@ -12,9 +12,9 @@
 //! - **Front doors**: [`SinusoidalEncoding`] (tables for ranges, ids, padding-aware ids,
 //!   timesteps), [`PeCache`] (a shared growing table served as views, and
 //!   [`embed`](PeCache::embed), the fused `scale * embedding + encoding`), [`Rope`] and
-//!   [`RopeCache`] (cos and sin tables), [`rope::AxesRope`] (multi-axis rotary tables, FLUX),
-//!   [`SincosGrid`] (2-D sin-cos patch grids, DiT / PixArt / MAE) and [`Alibi`] (ALiBi slopes
-//!   and biases).
+//!   [`RopeCache`] (cos and sin tables), [`rope::AxesRope`] (multi-axis rotary tables, FLUX,
+//!   Pixtral's vision tower), [`SincosGrid`] (2-D sin-cos patch grids, DiT / PixArt / MAE) and
+//!   [`Alibi`] (ALiBi slopes and biases).
 //!
 //! Every value is within 1e-6 of the exact real-number value in f32 (1e-9 in f64, within one
 //! unit in the last place in f16 and bf16) at any position below 2^31, and depends only on what

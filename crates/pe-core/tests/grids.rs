@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use candle_core::{DType, Device, Tensor};
 use common::{tolerance, Big};
-use pe_core::rope::AxesRope;
+use pe_core::rope::{patch_ids, AxesRope};
 use pe_core::{Alibi, SincosGrid, SincosGrid3d};
 
 fn fixture(name: &str) -> anyhow::Result<(serde_json::Value, HashMap<String, Tensor>)> {
@@ -59,6 +59,48 @@ fn flux_pos_embed() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Asserts that `rope`'s tables at `ids` (`(n, axes)`) are within [`tolerance`] of the exact
+/// values in every dtype; `slots[j]` is column `j`'s axis and the exponent `(num, den)` of its
+/// frequency `theta^(-num / den)`.
+fn assert_exact(
+    rope: &AxesRope,
+    ids: &Tensor,
+    theta: f64,
+    slots: &[(usize, f64, f64)],
+) -> anyhow::Result<()> {
+    let host = ids.to_dtype(DType::I64)?.to_vec2::<i64>()?;
+    let mut big = Big::new();
+    for dtype in [DType::F64, DType::F32, DType::F16, DType::BF16] {
+        let (cos, sin) = rope.tables(ids, dtype)?;
+        let (cos, sin) = (values(&cos)?, values(&sin)?);
+        for (j, &(a, num, den)) in slots.iter().enumerate() {
+            let w = big.pow(&Big::num(theta), &Big::ratio(num, den).neg());
+            for (r, row) in host.iter().enumerate() {
+                let (s, c) = big.sin_cos(row[a] as f64, &w);
+                let i = r * slots.len() + j;
+                let id = row[a];
+                assert!(
+                    (cos[i] - c).abs() <= tolerance(dtype, c),
+                    "{dtype:?} id {id} slot {j}"
+                );
+                assert!(
+                    (sin[i] - s).abs() <= tolerance(dtype, s),
+                    "{dtype:?} id {id} slot {j}"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The slots of [`AxesRope::new`]`(axes, ..)`: axis by axis, frequencies `theta^(-2k / d)`.
+fn axes_slots(axes: &[usize]) -> Vec<(usize, f64, f64)> {
+    axes.iter()
+        .enumerate()
+        .flat_map(|(a, &d)| (0..d / 2).map(move |k| (a, 2.0 * k as f64, d as f64)))
+        .collect()
+}
+
 /// Every slot of every axis against the exact values, at ids up to 2^31 - 1.
 #[test]
 fn axes_rope_is_exact_at_large_ids() -> anyhow::Result<()> {
@@ -66,33 +108,69 @@ fn axes_rope_is_exact_at_large_ids() -> anyhow::Result<()> {
     let rope = AxesRope::new(&axes, 10_000.0)?;
     let top = (1u32 << 31) - 1;
     let ids = Tensor::new(&[[top, 0, 7], [123_456, top - 5, 1 << 30]], &Device::Cpu)?;
-    let mut big = Big::new();
-    for dtype in [DType::F64, DType::F32, DType::F16, DType::BF16] {
-        let (cos, sin) = rope.tables(&ids, dtype)?;
-        let (cos, sin) = (values(&cos)?, values(&sin)?);
-        let host = ids.to_vec2::<u32>()?;
-        let mut slot = 0;
-        for (a, &d) in axes.iter().enumerate() {
-            for k in 0..d / 2 {
-                let w = big.pow(
-                    &Big::num(10_000.0),
-                    &Big::ratio(2.0 * k as f64, d as f64).neg(),
-                );
-                for (r, row) in host.iter().enumerate() {
-                    let (s, c) = big.sin_cos(row[a] as f64, &w);
-                    let i = r * rope.half_dim() + slot;
-                    assert!(
-                        (cos[i] - c).abs() <= tolerance(dtype, c),
-                        "{dtype:?} axis {a} k {k}"
-                    );
-                    assert!(
-                        (sin[i] - s).abs() <= tolerance(dtype, s),
-                        "{dtype:?} axis {a} k {k}"
-                    );
-                }
-                slot += 1;
+    assert_exact(&rope, &ids, 10_000.0, &axes_slots(&axes))
+}
+
+/// Negative ids (Qwen-Image centres its height and width ids) against the exact values, down to
+/// -(2^31 - 1), in every dtype; `-p` gives `p`'s cos and the negated sin, bit for bit.
+#[test]
+fn axes_rope_is_exact_at_negative_ids() -> anyhow::Result<()> {
+    let axes = [16usize, 56, 56];
+    let rope = AxesRope::new(&axes, 10_000.0)?;
+    let top = (1i64 << 31) - 1;
+    let rows = [[0i64, -1, -3], [-top, top, -123_456], [7, -(1 << 30), 5]];
+    let ids = Tensor::new(&rows, &Device::Cpu)?;
+    assert_exact(&rope, &ids, 10_000.0, &axes_slots(&axes))?;
+    let small = [[3i32, -5, 0], [-1_000_000, 9, 2]];
+    let ids = Tensor::new(&small, &Device::Cpu)?;
+    let (cos, sin) = rope.tables(&ids, DType::F32)?;
+    let (pcos, psin) = rope.tables(&ids.abs()?, DType::F32)?;
+    let signs = Tensor::new(&[[1f32, -1., 1.], [-1., 1., 1.]], &Device::Cpu)?;
+    let columns: Vec<u32> = axes
+        .iter()
+        .enumerate()
+        .flat_map(|(a, &d)| std::iter::repeat_n(a as u32, d / 2))
+        .collect();
+    let signs = signs.index_select(&Tensor::new(columns.as_slice(), &Device::Cpu)?, 1)?;
+    assert_eq!(values(&cos)?, values(&pcos)?);
+    assert_eq!(values(&sin)?, values(&(psin * signs)?)?);
+    Ok(())
+}
+
+/// Qwen-Image (diffusers' `QwenEmbedRope`): centred video ids (`scale_rope`, negative height
+/// and width ids) and plain ones, and the text rows, whose three ids are one position. diffusers
+/// computes in f32, so the tables agree within [`f32_reference_bound`].
+#[test]
+fn qwen_image_rope_with_centred_ids() -> anyhow::Result<()> {
+    let (json, t) = fixture("qwen_image")?;
+    for call in json["calls"].as_array().unwrap() {
+        let name = call["name"].as_str().unwrap();
+        let init = &call["module_init"];
+        let axes: Vec<usize> = serde_json::from_value(init["axes_dim"].clone())?;
+        let theta = init["theta"].as_f64().unwrap();
+        let rope = AxesRope::new(&axes, theta)?;
+        let video = t[&format!("{name}.video_positions")].clone();
+        let text = t[&format!("{name}.text_positions")].unsqueeze(1)?;
+        let text = Tensor::cat(&[&text, &text, &text], 1)?;
+        let negative = video.flatten_all()?.min(0)?.to_scalar::<i64>()? < 0;
+        assert_eq!(
+            negative,
+            name == "scaled",
+            "{name}: centred ids are negative"
+        );
+        let mut largest: f64 = 0.0;
+        for (rows, ids) in [("vid", video), ("txt", text)] {
+            let (cos, sin) = rope.tables(&ids, DType::F32)?;
+            for (what, ours) in [("cos", cos), ("sin", sin)] {
+                let theirs = &t[&format!("{name}.{rows}_{what}")];
+                let context = format!("{name} {rows} {what}");
+                let slots = axes_slots(&axes);
+                let (l, _) =
+                    assert_near_f32_reference(&ours, theirs, &ids, theta, &slots, &context)?;
+                largest = largest.max(l);
             }
         }
+        println!("qwen_image {name}: largest difference {largest:.2e}");
     }
     Ok(())
 }
@@ -107,11 +185,191 @@ fn axes_rope_refuses_bad_axes_and_ids() -> anyhow::Result<()> {
     let ids = Tensor::zeros((5, 3), DType::U32, &Device::Cpu)?;
     let err = rope.tables(&ids, DType::F32).unwrap_err().to_string();
     assert!(err.contains("ids") && err.contains("[5, 3]"), "{err}");
+    for (bad, value) in [(-(1i64 << 31), "-2147483648"), (1 << 31, "2147483648")] {
+        let ids = Tensor::new(&[[0i64, 1], [bad, 2]], &Device::Cpu)?;
+        let err = rope.tables(&ids, DType::F32).unwrap_err().to_string();
+        assert!(err.contains("axis id") && err.contains(value), "{err}");
+    }
+    let err = rope
+        .tables(
+            &Tensor::zeros((1, 2), DType::F32, &Device::Cpu)?,
+            DType::F32,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("integer"), "{err}");
     let (cos, _) = rope.tables(
         &Tensor::zeros((2, 0, 2), DType::U32, &Device::Cpu)?,
         DType::F32,
     )?;
     assert_eq!(cos.dims(), &[2, 0, 4]);
+    Ok(())
+}
+
+/// How far a value transformers computes in f32 may be from ours, at an exact angle `angle` with
+/// base `theta`. transformers computes `inv_freq` in f32 (the exponent `2i / d` rounded, which
+/// moves the frequency by up to `ln(theta) u` relatively, then `pow` and the reciprocal, about
+/// `u` each, with `u = 2^-24`), the angle `id * inv_freq` (`u` more), then f32 cos and sin
+/// (within an f32 ulp, `2u`). So its value is off by up to `|angle| (ln(theta) + 4) u + 2u`;
+/// ours are within half an f32 ulp (`u`) of the exact values.
+fn f32_reference_bound(angle: f64, theta: f64) -> f64 {
+    let u = 2f64.powi(-24);
+    angle.abs() * (theta.ln() + 4.0) * u + 3.0 * u
+}
+
+/// Asserts that our table `ours` (`(n, slots.len())`, at ids `(n, axes)`) is within
+/// [`f32_reference_bound`] of the reference's `theirs`, `slots` as in [`assert_exact`]. Returns
+/// the largest difference and the largest fraction of its bound a value uses.
+fn assert_near_f32_reference(
+    ours: &Tensor,
+    theirs: &Tensor,
+    ids: &Tensor,
+    theta: f64,
+    slots: &[(usize, f64, f64)],
+    context: &str,
+) -> anyhow::Result<(f64, f64)> {
+    assert_eq!(ours.dims(), theirs.dims(), "{context}");
+    let host = ids.to_dtype(DType::I64)?.to_vec2::<i64>()?;
+    let (mut largest, mut worst): (f64, f64) = (0.0, 0.0);
+    for (i, (o, d)) in values(ours)?.iter().zip(values(theirs)?).enumerate() {
+        let (r, j) = (i / slots.len(), i % slots.len());
+        let (a, num, den) = slots[j];
+        let bound = f32_reference_bound(host[r][a] as f64 * theta.powf(-num / den), theta);
+        let id = host[r][a];
+        assert!(
+            (o - d).abs() <= bound,
+            "{context}: row {r} slot {j} (id {id}): {o} vs {d}"
+        );
+        largest = largest.max((o - d).abs());
+        worst = worst.max((o - d).abs() / bound);
+    }
+    Ok((largest, worst))
+}
+
+/// The slots of [`AxesRope::split_spectrum`]`(head_dim, axes, ..)`: axis `a` takes frequencies
+/// `theta^(-2i / head_dim)` with `i = a, a + axes, ..`.
+fn split_slots(head_dim: usize, axes: usize) -> Vec<(usize, f64, f64)> {
+    let per_axis = head_dim / 2 / axes;
+    (0..head_dim / 2)
+        .map(|slot| {
+            let (a, j) = (slot / per_axis, slot % per_axis);
+            (a, 2.0 * (a + axes * j) as f64, head_dim as f64)
+        })
+        .collect()
+}
+
+/// Pixtral's vision tower: transformers' `PixtralVisionRotaryEmbedding` returns `[t, t]`, each
+/// `t` our table, within [`f32_reference_bound`]; the test prints how much of it the worst
+/// value uses.
+#[test]
+fn pixtral_vision_rope() -> anyhow::Result<()> {
+    let (json, t) = fixture("pixtral")?;
+    let ids = &t["ids"];
+    for call in json["calls"].as_array().unwrap() {
+        let name = call["name"].as_str().unwrap();
+        let config = &call["config"];
+        let head_dim = config["head_dim"].as_u64().unwrap() as usize;
+        let theta = config["rope_parameters"]["rope_theta"].as_f64().unwrap();
+        let rope = AxesRope::split_spectrum(head_dim, 2, theta)?;
+        let h = head_dim / 2;
+        let slots = split_slots(head_dim, 2);
+        let grid_rows = json["rows"]["grid_rows"][1].as_u64().unwrap() as usize;
+        let (mut largest, mut worst, mut in_grid): (f64, f64, f64) = (0.0, 0.0, 0.0);
+        for dtype in [DType::F32, DType::F64] {
+            let (cos, sin) = rope.tables(ids, dtype)?;
+            for (what, ours) in [("cos", cos), ("sin", sin)] {
+                let theirs = &t[&format!("{name}.{what}")];
+                for half in [0, h] {
+                    let theirs = theirs.narrow(1, half, h)?;
+                    let context = format!("{name} {what} {dtype:?} columns {half}..");
+                    let (l, w) =
+                        assert_near_f32_reference(&ours, &theirs, ids, theta, &slots, &context)?;
+                    (largest, worst) = (largest.max(l), worst.max(w));
+                    let (l, _) = assert_near_f32_reference(
+                        &ours.narrow(0, 0, grid_rows)?,
+                        &theirs.narrow(0, 0, grid_rows)?,
+                        &ids.narrow(0, 0, grid_rows)?,
+                        theta,
+                        &slots,
+                        &context,
+                    )?;
+                    in_grid = in_grid.max(l);
+                }
+            }
+        }
+        println!(
+            "{name}: largest difference {largest:.2e} ({in_grid:.2e} in the small grid), the worst \
+             value uses {worst:.3} of its bound"
+        );
+    }
+    Ok(())
+}
+
+/// Llama 4's vision encoder needs no rope of its own: transformers' `Llama4VisionRotaryEmbedding`
+/// is two FLUX-style axes of `head_dim / 2` features at ids `(column + 1, row + 1)`, the class
+/// token at `(0, 0)`, within [`f32_reference_bound`].
+#[test]
+fn llama4_vision_rope_is_two_axes() -> anyhow::Result<()> {
+    let (json, t) = fixture("llama4_vision")?;
+    let config = &json["calls"][0]["config"];
+    let head_dim = (config["hidden_size"].as_u64().unwrap()
+        / config["num_attention_heads"].as_u64().unwrap()) as usize;
+    let theta = config["rope_parameters"]["rope_theta"].as_f64().unwrap();
+    let axes = [head_dim / 2, head_dim / 2];
+    let rope = AxesRope::new(&axes, theta)?;
+    let ids = &t["ids"];
+    let (cos, sin) = rope.tables(ids, DType::F32)?;
+    let mut largest: f64 = 0.0;
+    for (what, ours) in [("cos", cos), ("sin", sin)] {
+        let slots = axes_slots(&axes);
+        let (l, _) = assert_near_f32_reference(&ours, &t[what], ids, theta, &slots, what)?;
+        largest = largest.max(l);
+    }
+    println!("llama4_vision: largest difference {largest:.2e}");
+    Ok(())
+}
+
+/// The split spectrum against the exact values at ids up to 2^31 - 1, in every dtype; with one
+/// axis it is the plain 1-D table, bit for bit.
+#[test]
+fn split_spectrum_is_exact_at_large_ids() -> anyhow::Result<()> {
+    let (head_dim, axes, theta) = (48usize, 3usize, 10_000.0);
+    let rope = AxesRope::split_spectrum(head_dim, axes, theta)?;
+    assert_eq!(rope.axes_dim(), &[16, 16, 16]);
+    let top = (1u32 << 31) - 1;
+    let ids = Tensor::new(&[[top, 0, 7], [123_456, top - 5, 1 << 30]], &Device::Cpu)?;
+    assert_exact(&rope, &ids, theta, &split_slots(head_dim, axes))?;
+    let column = ids.narrow(1, 0, 1)?;
+    let one = AxesRope::split_spectrum(64, 1, theta)?.tables(&column, DType::F32)?;
+    let plain = AxesRope::new(&[64], theta)?.tables(&column, DType::F32)?;
+    assert_eq!(values(&one.0)?, values(&plain.0)?);
+    assert_eq!(values(&one.1)?, values(&plain.1)?);
+    Ok(())
+}
+
+#[test]
+fn patch_ids_are_row_major_and_split_spectrum_checks_its_width() -> anyhow::Result<()> {
+    let ids = patch_ids(2, 3, &Device::Cpu)?;
+    assert_eq!(
+        ids.to_vec2::<u32>()?,
+        [[0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [1, 2]]
+    );
+    assert_eq!(patch_ids(0, 3, &Device::Cpu)?.dims(), &[0, 2]);
+    let err = patch_ids(1 << 32, 1, &Device::Cpu).unwrap_err().to_string();
+    assert!(err.contains("grid height 4294967296"), "{err}");
+    let err = patch_ids(1 << 30, 1 << 30, &Device::Cpu)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("bytes"), "{err}");
+    for (head_dim, axes, name) in [(30, 2, "head_dim"), (0, 2, "head_dim"), (64, 0, "axes")] {
+        let err = AxesRope::split_spectrum(head_dim, axes, 10_000.0)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(name), "{head_dim} {axes}: {err}");
+    }
+    let rope = AxesRope::split_spectrum(16, 2, 10_000.0)?;
+    let (cos, _) = rope.tables(&patch_ids(0, 0, &Device::Cpu)?, DType::F32)?;
+    assert_eq!(cos.dims(), &[0, 8]);
     Ok(())
 }
 

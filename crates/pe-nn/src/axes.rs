@@ -1,7 +1,8 @@
-//! [`AxesRotaryEmbedding`]: multi-axis rotary embeddings (FLUX.1, FLUX.2, HunyuanVideo, Wan)
-//! applied to queries and keys: pe-core's exact [`AxesRope`] tables, adjacent pairs `(2k,
-//! 2k + 1)` turned by slot `k` (FLUX's layout, candle's `rope_i`), computed in f32 (f64 for f64
-//! inputs) and rounded once to the input dtype.
+//! [`AxesRotaryEmbedding`]: multi-axis rotary embeddings (FLUX.1, FLUX.2, HunyuanVideo, Wan,
+//! Pixtral's vision tower) applied to queries and keys: pe-core's exact [`AxesRope`] tables,
+//! computed in f32 (f64 for f64 inputs) and rounded once to the input dtype. FLUX's axes turn
+//! adjacent pairs `(2k, 2k + 1)` by slot `k` (candle's `rope_i`); Pixtral's split spectrum turns
+//! the two halves, `(k, k + d / 2)` (transformers' `rotate_half`, candle's `rope`).
 //!
 //! ```
 //! use candle_core::{DType, Device, Tensor};
@@ -14,17 +15,25 @@
 //! let q = Tensor::randn(0f32, 1.0, (1, 4, 6, 128), &dev)?.to_dtype(DType::BF16)?;
 //! let (q, k) = rotary.apply(&q, &q, &ids)?;
 //! assert_eq!((q.dims(), k.dtype()), (&[1, 4, 6, 128][..], DType::BF16));
+//!
+//! // Pixtral-12B's vision tower: head_dim 64, a 3 x 4 grid of patches, ids (row, column).
+//! let pixtral = AxesRotaryEmbedding::split_spectrum(64, 2, 10_000.0)?;
+//! let ids = pe_core::rope::patch_ids(3, 4, &dev)?;
+//! let q = Tensor::randn(0f32, 1.0, (1, 16, 12, 64), &dev)?;
+//! let (q, k) = pixtral.apply(&q, &q, &ids)?;
 //! # Ok::<(), candle_core::Error>(())
 //! ```
 
 use candle_core::{bail, DType, Result, Tensor};
-use candle_nn::rotary_emb::rope_i;
+use candle_nn::rotary_emb::{rope, rope_i};
 use pe_core::rope::AxesRope;
 
 /// Multi-axis rotary embedding for `(batch, heads, n, sum(axes_dim))` queries and keys.
 #[derive(Clone, Debug)]
 pub struct AxesRotaryEmbedding {
     rope: AxesRope,
+    /// Slot `k` turns features `(k, k + d / 2)` (Pixtral) instead of `(2k, 2k + 1)` (FLUX).
+    halves: bool,
 }
 
 impl AxesRotaryEmbedding {
@@ -32,6 +41,17 @@ impl AxesRotaryEmbedding {
     pub fn new(axes_dim: &[usize], theta: f64) -> Result<Self> {
         Ok(Self {
             rope: AxesRope::new(axes_dim, theta)?,
+            halves: false,
+        })
+    }
+
+    /// Pixtral's vision-tower rope: one spectrum of `head_dim / 2` frequencies dealt out in turn
+    /// to `axes` axes ([`AxesRope::split_spectrum`]), slot `k` turning features `k` and
+    /// `k + head_dim / 2`.
+    pub fn split_spectrum(head_dim: usize, axes: usize, theta: f64) -> Result<Self> {
+        Ok(Self {
+            rope: AxesRope::split_spectrum(head_dim, axes, theta)?,
+            halves: true,
         })
     }
 
@@ -41,7 +61,8 @@ impl AxesRotaryEmbedding {
     }
 
     /// `q` and `k` (`(batch, heads, n, d)`, `d = sum(axes_dim)`) rotated at integer `ids`
-    /// shaped `(n, axes)` (every batch alike) or `(batch, n, axes)`.
+    /// shaped `(n, axes)` (every batch alike) or `(batch, n, axes)`; ids may be negative
+    /// (Qwen-Image's centred ids), `|id| < 2^31`.
     pub fn apply(&self, q: &Tensor, k: &Tensor, ids: &Tensor) -> Result<(Tensor, Tensor)> {
         let d = 2 * self.rope.half_dim();
         let (batch, n) = match (q.dims(), k.dims()) {
@@ -71,7 +92,13 @@ impl AxesRotaryEmbedding {
             if x.elem_count() == 0 {
                 return Ok(x.clone());
             }
-            rope_i(&x.to_dtype(dtype)?.contiguous()?, &cos, &sin)?.to_dtype(x.dtype())
+            let x32 = x.to_dtype(dtype)?.contiguous()?;
+            let turned = if self.halves {
+                rope(&x32, &cos, &sin)?
+            } else {
+                rope_i(&x32, &cos, &sin)?
+            };
+            turned.to_dtype(x.dtype())
         };
         Ok((rotate(q)?, rotate(k)?))
     }

@@ -72,7 +72,8 @@ fn axes_rotary_turns_adjacent_pairs_by_slot() -> anyhow::Result<()> {
     use pe_nn::AxesRotaryEmbedding;
     let dev = Device::Cpu;
     let rotary = AxesRotaryEmbedding::new(&[4, 6, 6], 10_000.0)?;
-    let ids = Tensor::new(&[[0u32, 0, 0], [1, 2, 3], [5, 4096, 70_000]], &dev)?;
+    // Negative ids too (Qwen-Image's centred height and width).
+    let ids = Tensor::new(&[[0i64, 0, 0], [1, -2, 3], [5, 4096, -70_000]], &dev)?;
     let q = Tensor::randn(0f32, 1.0, (2, 3, 3, 16), &dev)?;
     let k = Tensor::randn(0f32, 1.0, (2, 1, 3, 16), &dev)?;
     let (rq, rk) = rotary.apply(&q, &k, &ids)?;
@@ -100,5 +101,25 @@ fn axes_rotary_turns_adjacent_pairs_by_slot() -> anyhow::Result<()> {
         .unwrap_err()
         .to_string();
     assert!(err.contains("ids must have shape"), "{err}");
+    Ok(())
+}
+
+#[test]
+fn split_spectrum_rotary_turns_the_halves() -> anyhow::Result<()> {
+    use candle_nn::rotary_emb::rope_slow;
+    use pe_core::rope::{patch_ids, AxesRope};
+    use pe_nn::AxesRotaryEmbedding;
+    let dev = Device::Cpu;
+    let rotary = AxesRotaryEmbedding::split_spectrum(16, 2, 10_000.0)?;
+    let ids = patch_ids(2, 3, &dev)?;
+    let q = Tensor::randn(0f32, 1.0, (2, 3, 6, 16), &dev)?;
+    let k = Tensor::randn(0f32, 1.0, (2, 1, 6, 16), &dev)?;
+    let (rq, rk) = rotary.apply(&q, &k, &ids)?;
+    let (cos, sin) = AxesRope::split_spectrum(16, 2, 10_000.0)?.tables(&ids, DType::F32)?;
+    for (got, x) in [(rq, q), (rk, k)] {
+        let want = rope_slow(&x, &cos, &sin)?;
+        let diff = (got - want)?.abs()?.max_all()?.to_scalar::<f32>()?;
+        assert!(diff <= 1e-6, "{diff}");
+    }
     Ok(())
 }

@@ -89,6 +89,15 @@ pub enum Error {
         value: i128,
     },
 
+    /// A multi-axis rotary id (which may be negative) outside `-(2^31 - 1) ..= 2^31 - 1`.
+    #[error(
+        "axis id {value} is outside the supported ids -2147483647 ..= 2147483647 (|id| < 2^31)"
+    )]
+    IdOutOfRange {
+        /// The id.
+        value: i128,
+    },
+
     /// Position ids or token ids of a dtype that is not an integer.
     #[error("{name} must be an integer tensor (u8, u32, i16, i32 or i64), got dtype {dtype:?}")]
     NotInteger {

@@ -31,7 +31,7 @@ pub mod config;
 pub mod tables;
 pub mod types;
 
-pub use axes::AxesRope;
+pub use axes::{patch_ids, AxesRope};
 pub use cache::RopeCache;
 pub use config::{RopeConfig, RopeConfigs, DEFAULT_ROPE_THETA};
 pub use tables::Rope;
