@@ -6,7 +6,7 @@
 //! `mistral` ([`LlamaConfig`]) and the weights under HF's tensor names from a
 //! [`candle_nn::VarBuilder`]; its [`forward`](LlamaFamily::forward) takes `input_ids`,
 //! `position_ids` and an optional `attention_mask`, as transformers' does, and appends to a
-//! KV cache.
+//! KV cache. [`greedy`] generates from a prompt with that cache, at any first position.
 //!
 //! ```
 //! use candle_core::{DType, Device, Tensor};
@@ -35,7 +35,9 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod generate;
 pub mod llama;
 
 pub use config::{LlamaConfig, ModelType};
+pub use generate::{greedy, Generation};
 pub use llama::LlamaFamily;

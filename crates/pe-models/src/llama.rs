@@ -1,7 +1,7 @@
 //! [`LlamaFamily`]: a Llama / Qwen2 / Phi-3 / Mistral decoder from candle-nn layers and
 //! [`pe_nn::RotaryEmbedding`].
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Module, Tensor, D};
@@ -260,21 +260,31 @@ impl LlamaFamily {
         })
     }
 
-    /// The model in `dir` (`config.json` and `model.safetensors`), with weights in `dtype`.
+    /// The model in `dir`: `config.json`, and `model.safetensors` or the shards listed by
+    /// `model.safetensors.index.json`, with weights in `dtype`. Errors name the folder or
+    /// file.
     pub fn from_dir(dir: impl AsRef<Path>, dtype: DType, device: &Device) -> Result<Self> {
         let dir = dir.as_ref();
+        if !dir.is_dir() {
+            bail!("{}: not a folder", dir.display())
+        }
         let config = LlamaConfig::from_file(dir.join("config.json"))?;
-        let weights = dir.join("model.safetensors");
-        // SAFETY: the file is mapped read-only and must not change while the model lives, as
+        let weights = weight_files(dir)?;
+        // SAFETY: the files are mapped read-only and must not change while the model lives, as
         // for every mmaped candle checkpoint.
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], dtype, device) }
-            .with_context(|| format!("cannot read {}", weights.display()))?;
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&weights, dtype, device) }
+            .with_context(|| format!("cannot read the weights {weights:?}"))?;
         Self::new(&config, vb)
     }
 
     /// The configuration.
     pub fn config(&self) -> &LlamaConfig {
         &self.config
+    }
+
+    /// The device the weights live on.
+    pub fn device(&self) -> &Device {
+        self.embed.embeddings().device()
     }
 
     /// The rotary embedding every layer shares.
@@ -366,4 +376,49 @@ impl LlamaFamily {
         }
         Ok(Tensor::from_vec(data, (b, 1, s, total), device)?)
     }
+}
+
+/// The checkpoint files of `dir`: `model.safetensors`, or else the shards that
+/// `model.safetensors.index.json` maps tensors to (each file once, in first-seen order).
+fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let single = dir.join("model.safetensors");
+    if single.is_file() {
+        return Ok(vec![single]);
+    }
+    let index = dir.join("model.safetensors.index.json");
+    if !index.is_file() {
+        bail!(
+            "{}: no model.safetensors nor model.safetensors.index.json",
+            dir.display()
+        )
+    }
+    let text = std::fs::read_to_string(&index)
+        .with_context(|| format!("cannot read {}", index.display()))?;
+    let json: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not valid JSON", index.display()))?;
+    let map = json
+        .get("weight_map")
+        .and_then(|m| m.as_object())
+        .with_context(|| format!("{}: missing object field weight_map", index.display()))?;
+    let mut files: Vec<PathBuf> = vec![];
+    for (tensor, file) in map {
+        let name = file.as_str().with_context(|| {
+            format!(
+                "{}: weight_map.{tensor}: expected a file name, got {file}",
+                index.display()
+            )
+        })?;
+        let path = dir.join(name);
+        if !files.contains(&path) {
+            if !path.is_file() {
+                bail!(
+                    "{}: weight_map.{tensor} names {name}, which is not in {}",
+                    index.display(),
+                    dir.display()
+                )
+            }
+            files.push(path);
+        }
+    }
+    Ok(files)
 }
