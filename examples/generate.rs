@@ -7,8 +7,9 @@
 //! cargo run --release --example generate -- --model DIR --prompt-ids 1,2,3 --max-new 32
 //! ```
 //!
-//! stdout holds `ids: <new ids>` (the prompt excluded), then the prefill's and the decode's
-//! speed; the model line and the progress bar go to stderr.
+//! stdout holds `ids: <new ids>` (the prompt excluded), then, when something was generated,
+//! the prefill's and the decode's speed; the model line, the progress bar and errors (one line,
+//! naming the flag and the file or field) go to stderr.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -92,12 +93,12 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         .with_context(|| format!("--model {}: cannot load the checkpoint", dir.display()))?;
     let cfg = model.config();
     eprintln!(
-        "model: {} ({}, {} layers, vocab {}), {:?}, prompt of {} tokens at positions from {}",
+        "model: {} ({}, {} layers, vocab {}), {}, prompt of {} tokens at positions from {}",
         dir.display(),
         cfg.model_type.name(),
         cfg.num_hidden_layers,
         cfg.vocab_size,
-        args.dtype,
+        args.dtype.candle().as_str(),
         args.prompt_ids.0.len(),
         args.position_offset,
     );
@@ -116,13 +117,16 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     )
     .with_context(|| {
         format!(
-            "--prompt-ids, --position-offset {}, --max-new {}",
+            "cannot generate from --prompt-ids at --position-offset {} with --max-new {}",
             args.position_offset, args.max_new
         )
     })?;
     bar.finish_and_clear();
     let ids: Vec<String> = generation.ids.iter().map(u32::to_string).collect();
     writeln!(out, "ids: {}", ids.join(" "))?;
+    if generation.ids.is_empty() {
+        return Ok(());
+    }
     writeln!(
         out,
         "prefill: {} tokens in {:.2} ms, {:.1} tokens/s",
@@ -140,6 +144,12 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     Ok(())
 }
 
-fn main() -> Result<()> {
-    run(&Args::parse(), &mut std::io::stdout().lock())
+fn main() -> std::process::ExitCode {
+    match run(&Args::parse(), &mut std::io::stdout().lock()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }

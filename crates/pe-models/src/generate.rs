@@ -36,7 +36,8 @@ pub struct Generation {
 }
 
 impl Generation {
-    /// Prompt tokens per second of the prefill (0 when nothing ran).
+    /// Prompt tokens per second of the prefill (0 when it did not run: an empty prompt or
+    /// `max_new == 0`).
     pub fn prefill_tokens_per_second(&self) -> f64 {
         rate(self.prompt_len, self.prefill)
     }
@@ -49,9 +50,9 @@ impl Generation {
 }
 
 fn rate(tokens: usize, time: Duration) -> f64 {
-    match tokens {
-        0 => 0.0,
-        n => n as f64 / time.as_secs_f64(),
+    match tokens == 0 || time.is_zero() {
+        true => 0.0,
+        false => tokens as f64 / time.as_secs_f64(),
     }
 }
 

@@ -52,6 +52,11 @@ fn empty_prompt_and_no_new_tokens_generate_nothing() -> Result<()> {
     let out = greedy(&mut model, &[1, 2], 0, 0, |_| {})?;
     assert!(out.ids.is_empty());
     assert_eq!(out.decode_tokens_per_second(), 0.0);
+    assert_eq!(
+        out.prefill_tokens_per_second(),
+        0.0,
+        "the prefill did not run"
+    );
     Ok(())
 }
 
