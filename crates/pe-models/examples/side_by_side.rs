@@ -152,7 +152,8 @@ fn main() -> Result<()> {
                 .to_dtype(DType::U32)?
                 .flatten_all()?
                 .to_vec1()?;
-            calls.push((name.to_string(), pos[0] as usize));
+            let first = pos.first().context("outputs.json: empty far call")?;
+            calls.push((name.to_string(), *first as usize));
         }
     }
     let rows_needed = calls.iter().map(|c| c.1).max().unwrap_or(0) + prompt.len();
