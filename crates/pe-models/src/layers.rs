@@ -1,19 +1,65 @@
 //! Loaders for the checkpoint and the candle-nn layers the models share, each naming the
 //! missing file or tensor in its error, and the masked softmax of their attention.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{LayerNorm, Linear, RmsNorm, VarBuilder};
 
-/// The weights of `dir/model.safetensors`, memory-mapped, in `dtype`.
+/// The weights of `dir`, memory-mapped, in `dtype`: `model.safetensors`, or the shards listed
+/// by `model.safetensors.index.json`.
 pub(crate) fn checkpoint(dir: &Path, dtype: DType, device: &Device) -> Result<VarBuilder<'static>> {
-    let weights = dir.join("model.safetensors");
-    // SAFETY: the file is mapped read-only and must not change while the model lives, as for
+    let weights = weight_files(dir)?;
+    // SAFETY: the files are mapped read-only and must not change while the model lives, as for
     // every mmaped candle checkpoint.
-    unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], dtype, device) }
-        .with_context(|| format!("cannot read {}", weights.display()))
+    unsafe { VarBuilder::from_mmaped_safetensors(&weights, dtype, device) }
+        .with_context(|| format!("cannot read the weights {weights:?}"))
+}
+
+/// The checkpoint files of `dir`: `model.safetensors`, or else the shards that
+/// `model.safetensors.index.json` maps tensors to (each file once, in first-seen order).
+fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let single = dir.join("model.safetensors");
+    if single.is_file() {
+        return Ok(vec![single]);
+    }
+    let index = dir.join("model.safetensors.index.json");
+    if !index.is_file() {
+        bail!(
+            "{}: no model.safetensors nor model.safetensors.index.json",
+            dir.display()
+        )
+    }
+    let text = std::fs::read_to_string(&index)
+        .with_context(|| format!("cannot read {}", index.display()))?;
+    let json: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not valid JSON", index.display()))?;
+    let map = json
+        .get("weight_map")
+        .and_then(|m| m.as_object())
+        .with_context(|| format!("{}: missing object field weight_map", index.display()))?;
+    let mut files: Vec<PathBuf> = vec![];
+    for (tensor, file) in map {
+        let name = file.as_str().with_context(|| {
+            format!(
+                "{}: weight_map.{tensor}: expected a file name, got {file}",
+                index.display()
+            )
+        })?;
+        let path = dir.join(name);
+        if !files.contains(&path) {
+            if !path.is_file() {
+                bail!(
+                    "{}: weight_map.{tensor} names {name}, which is not in {}",
+                    index.display(),
+                    dir.display()
+                )
+            }
+            files.push(path);
+        }
+    }
+    Ok(files)
 }
 
 /// The tensor `name` of shape `shape` under `vb`'s prefix; the error names it.

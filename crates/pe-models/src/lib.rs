@@ -8,7 +8,7 @@
 //! `mistral` ([`LlamaConfig`]) and the weights under HF's tensor names from a
 //! [`candle_nn::VarBuilder`]; its [`forward`](LlamaFamily::forward) takes `input_ids`,
 //! `position_ids` and an optional `attention_mask`, as transformers' does, and appends to a
-//! KV cache.
+//! KV cache. [`greedy`] generates from a prompt with that cache, at any first position.
 //!
 //! [`M2M100Encoder`] reads an M2M100 / NLLB `config.json` (`model_type` `m2m_100`,
 //! [`M2M100Config`]) and the encoder's weights; its [`forward`](M2M100Encoder::forward) takes
@@ -42,10 +42,12 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod generate;
 mod layers;
 pub mod llama;
 pub mod m2m100;
 
 pub use config::{LlamaConfig, M2M100Config, ModelType};
+pub use generate::{greedy, Generation};
 pub use llama::LlamaFamily;
 pub use m2m100::M2M100Encoder;

@@ -249,9 +249,14 @@ impl LlamaFamily {
         })
     }
 
-    /// The model in `dir` (`config.json` and `model.safetensors`), with weights in `dtype`.
+    /// The model in `dir`: `config.json`, and `model.safetensors` or the shards listed by
+    /// `model.safetensors.index.json`, with weights in `dtype`. Errors name the folder or
+    /// file.
     pub fn from_dir(dir: impl AsRef<Path>, dtype: DType, device: &Device) -> Result<Self> {
         let dir = dir.as_ref();
+        if !dir.is_dir() {
+            bail!("{}: not a folder", dir.display())
+        }
         let config = LlamaConfig::from_file(dir.join("config.json"))?;
         Self::new(&config, checkpoint(dir, dtype, device)?)
     }
@@ -259,6 +264,11 @@ impl LlamaFamily {
     /// The configuration.
     pub fn config(&self) -> &LlamaConfig {
         &self.config
+    }
+
+    /// The device the weights live on.
+    pub fn device(&self) -> &Device {
+        self.embed.embeddings().device()
     }
 
     /// The rotary embedding every layer shares.

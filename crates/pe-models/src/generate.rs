@@ -1,0 +1,126 @@
+//! [`greedy`]: greedy decoding with a [`LlamaFamily`] and its KV cache, as transformers'
+//! `generate(do_sample=False)` for one sequence, timed per phase.
+//!
+//! ```
+//! use candle_core::{DType, Device};
+//! use pe_models::{greedy, LlamaFamily};
+//!
+//! let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/models/llama31");
+//! let mut model = LlamaFamily::from_dir(dir, DType::F32, &Device::Cpu)?;
+//! // The prompt at positions 100..103, then four new tokens at 103, 104, ...
+//! let out = greedy(&mut model, &[5, 6, 7], 100, 4, |_| {})?;
+//! assert_eq!(out.ids.len(), 4);
+//! println!("decode: {:.0} tokens/s", out.decode_tokens_per_second());
+//! # Ok::<(), anyhow::Error>(())
+//! ```
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use candle_core::{DType, IndexOp, Tensor};
+use pe_core::MAX_POSITION;
+
+use crate::LlamaFamily;
+
+/// The tokens [`greedy`] generated and how long each phase took.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Generation {
+    /// The new token ids, the prompt excluded.
+    pub ids: Vec<u32>,
+    /// The prompt's forward pass and the pick of the first new token.
+    pub prefill: Duration,
+    /// The cached one-token steps that picked the other new tokens.
+    pub decode: Duration,
+    /// Prompt tokens.
+    pub prompt_len: usize,
+}
+
+impl Generation {
+    /// Prompt tokens per second of the prefill (0 when it did not run: an empty prompt or
+    /// `max_new == 0`).
+    pub fn prefill_tokens_per_second(&self) -> f64 {
+        rate(self.prompt_len, self.prefill)
+    }
+
+    /// Cached steps per second (each one feeds a token and picks the next); 0 when fewer than
+    /// two tokens were generated.
+    pub fn decode_tokens_per_second(&self) -> f64 {
+        rate(self.ids.len().saturating_sub(1), self.decode)
+    }
+}
+
+fn rate(tokens: usize, time: Duration) -> f64 {
+    match tokens == 0 || time.is_zero() {
+        true => 0.0,
+        false => tokens as f64 / time.as_secs_f64(),
+    }
+}
+
+/// Generates `max_new` tokens after `prompt`, each the argmax of the last logits, the prompt
+/// at positions `first_position ..` and every new token at the next position (as
+/// transformers' `position_ids`). The model's KV cache is cleared first and holds the sequence
+/// afterwards. `on_token` sees each new id as it is picked.
+///
+/// An empty prompt or `max_new == 0` generates nothing (there are no logits to pick from).
+/// Errors name the prompt id past the vocabulary, or the position past 2^31 - 1.
+pub fn greedy(
+    model: &mut LlamaFamily,
+    prompt: &[u32],
+    first_position: u32,
+    max_new: usize,
+    mut on_token: impl FnMut(u32),
+) -> Result<Generation> {
+    let vocab = model.config().vocab_size;
+    if let Some((i, id)) = prompt
+        .iter()
+        .enumerate()
+        .find(|(_, &id)| id as usize >= vocab)
+    {
+        bail!("prompt id {id} (index {i}) is not below the vocabulary size {vocab}")
+    }
+    let mut out = Generation {
+        ids: Vec::with_capacity(max_new),
+        prefill: Duration::ZERO,
+        decode: Duration::ZERO,
+        prompt_len: prompt.len(),
+    };
+    model.clear_cache();
+    if prompt.is_empty() || max_new == 0 {
+        return Ok(out);
+    }
+    // Positions fed: the prompt's and those of every new token but the last.
+    let last = first_position as u64 + (prompt.len() + max_new) as u64 - 2;
+    if last >= MAX_POSITION {
+        bail!(
+            "first position {first_position} + {} prompt tokens + {max_new} new tokens reach position {last}, past the largest supported position {}",
+            prompt.len(),
+            MAX_POSITION - 1
+        )
+    }
+    let device = model.device().clone();
+    let start = Instant::now();
+    let ids = Tensor::new(prompt, &device)?.unsqueeze(0)?;
+    let end = first_position + prompt.len() as u32;
+    let positions = Tensor::arange(first_position, end, &device)?.unsqueeze(0)?;
+    let mut next = pick(&model.forward(&ids, &positions, None)?)?;
+    out.prefill = start.elapsed();
+    out.ids.push(next);
+    on_token(next);
+    let start = Instant::now();
+    for position in end..end + (max_new - 1) as u32 {
+        let ids = Tensor::new(&[[next]], &device)?;
+        let positions = Tensor::new(&[[position]], &device)?;
+        next = pick(&model.forward(&ids, &positions, None)?)?;
+        out.ids.push(next);
+        on_token(next);
+    }
+    out.decode = start.elapsed();
+    Ok(out)
+}
+
+/// The argmax of the last position of `(1, seq, vocab)` logits.
+fn pick(logits: &Tensor) -> Result<u32> {
+    let seq = logits.dim(1)?;
+    let last = logits.i((0, seq - 1))?.to_dtype(DType::F32)?;
+    Ok(last.argmax(0)?.to_scalar::<u32>()?)
+}

@@ -1,0 +1,141 @@
+//! `greedy` on the llama31 fixture: transformers' greedy ids at any first position (exact rope
+//! sees only position differences), sharded checkpoints, and errors naming the bad input.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use candle_core::{DType, Device, Tensor};
+use pe_models::{greedy, LlamaFamily};
+
+fn fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/models/llama31")
+}
+
+fn recorded(key: &str) -> Result<Vec<u32>> {
+    let tensors =
+        candle_core::safetensors::load(fixture().join("outputs.safetensors"), &Device::Cpu)?;
+    Ok(tensors[key]
+        .to_dtype(DType::U32)?
+        .flatten_all()?
+        .to_vec1()?)
+}
+
+fn model(dir: &std::path::Path) -> Result<LlamaFamily> {
+    LlamaFamily::from_dir(dir, DType::F32, &Device::Cpu)
+}
+
+/// The ids of transformers' `generate(do_sample=False)` at positions 0.., and the same ids
+/// with the prompt at 20,000 and 131,000 (transformers' own far logits drift by up to 3.9e-3
+/// there, against a top-2 margin of 2e-2 in this fixture).
+#[test]
+fn greedy_ids_match_transformers_at_any_offset() -> Result<()> {
+    let (prompt, want) = (
+        recorded("prefill.input_ids")?,
+        recorded("decode.generated_ids")?,
+    );
+    let mut model = model(&fixture())?;
+    for offset in [0, 20_000, 131_000] {
+        let mut seen = vec![];
+        let out = greedy(&mut model, &prompt, offset, want.len(), |id| seen.push(id))?;
+        assert_eq!(out.ids, want, "first position {offset}");
+        assert_eq!(seen, want, "on_token at first position {offset}");
+        assert_eq!(model.cached_len(), prompt.len() + want.len() - 1);
+    }
+    Ok(())
+}
+
+#[test]
+fn empty_prompt_and_no_new_tokens_generate_nothing() -> Result<()> {
+    let mut model = model(&fixture())?;
+    assert!(greedy(&mut model, &[], 0, 5, |_| {})?.ids.is_empty());
+    let out = greedy(&mut model, &[1, 2], 0, 0, |_| {})?;
+    assert!(out.ids.is_empty());
+    assert_eq!(out.decode_tokens_per_second(), 0.0);
+    assert_eq!(
+        out.prefill_tokens_per_second(),
+        0.0,
+        "the prefill did not run"
+    );
+    Ok(())
+}
+
+#[test]
+fn bad_input_is_named() -> Result<()> {
+    let mut model = model(&fixture())?;
+    let e = greedy(&mut model, &[1, 128], 0, 1, |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("prompt id 128 (index 1)") && e.contains("128"),
+        "{e}"
+    );
+    let e = greedy(&mut model, &[1, 2], (1 << 31) - 3, 3, |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("2147483645") && e.contains("2147483648"), "{e}");
+    // The last fed position may be 2^31 - 1.
+    greedy(&mut model, &[1, 2], (1 << 31) - 3, 2, |_| {})?;
+
+    let dir = tempfile::tempdir()?;
+    let e = format!("{:#}", model_err(dir.path().join("missing")));
+    assert!(e.contains("missing: not a folder"), "{e}");
+    std::fs::copy(
+        fixture().join("config.json"),
+        dir.path().join("config.json"),
+    )?;
+    let e = format!("{:#}", model_err(dir.path().to_path_buf()));
+    assert!(
+        e.contains("no model.safetensors nor model.safetensors.index.json"),
+        "{e}"
+    );
+    Ok(())
+}
+
+fn model_err(dir: PathBuf) -> anyhow::Error {
+    model(&dir).unwrap_err()
+}
+
+/// The fixture's weights split over two shards and an index give the same model.
+#[test]
+fn sharded_checkpoint_loads() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    std::fs::copy(
+        fixture().join("config.json"),
+        dir.path().join("config.json"),
+    )?;
+    let weights =
+        candle_core::safetensors::load(fixture().join("model.safetensors"), &Device::Cpu)?;
+    let mut shards: [HashMap<String, Tensor>; 2] = Default::default();
+    let mut map = serde_json::Map::new();
+    for (i, (name, t)) in weights.into_iter().enumerate() {
+        let file = format!("model-{:05}-of-00002.safetensors", i % 2 + 1);
+        map.insert(name.clone(), file.into());
+        shards[i % 2].insert(name, t);
+    }
+    for (i, shard) in shards.iter().enumerate() {
+        let file = format!("model-{:05}-of-00002.safetensors", i + 1);
+        candle_core::safetensors::save(shard, dir.path().join(file))?;
+    }
+    let index = serde_json::json!({ "metadata": {}, "weight_map": map });
+    std::fs::write(
+        dir.path().join("model.safetensors.index.json"),
+        index.to_string(),
+    )?;
+
+    let prompt = recorded("prefill.input_ids")?;
+    let want = greedy(&mut model(&fixture())?, &prompt, 0, 4, |_| {})?.ids;
+    assert_eq!(
+        greedy(&mut model(dir.path())?, &prompt, 0, 4, |_| {})?.ids,
+        want
+    );
+
+    // A shard the index names but the folder lacks.
+    std::fs::remove_file(dir.path().join("model-00002-of-00002.safetensors"))?;
+    let e = format!("{:#}", model_err(dir.path().to_path_buf()));
+    assert!(
+        e.contains("model-00002-of-00002.safetensors, which is not in"),
+        "{e}"
+    );
+    Ok(())
+}
