@@ -319,6 +319,15 @@ impl LlamaFamily {
                 position_ids.dims()
             )
         }
+        if b == 0 || s == 0 {
+            // No token to run: empty logits, the cache as it was.
+            let vocab = self.config.vocab_size;
+            return Ok(Tensor::zeros(
+                (b, s, vocab),
+                self.embed.embeddings().dtype(),
+                input_ids.device(),
+            )?);
+        }
         let total = self.cached + s;
         let mask = self.mask(b, s, attention_mask, input_ids.device())?;
         let mut x = self.embed.forward(input_ids)?;

@@ -426,3 +426,19 @@ fn half_precision_prefill() -> Result<()> {
 
 /// Max |logit difference| allowed in (bf16, f16).
 const HALF_BOUND: (f32, f32) = (0.4, 0.07);
+
+/// Empty input is valid input: no tokens (or no sequences) give empty logits and leave the
+/// cache as it was.
+#[test]
+fn empty_input_gives_empty_logits() -> Result<()> {
+    let fx = Fixture::load("llama31")?;
+    let mut model = LlamaFamily::from_dir(&fx.dir, DType::F32, &Device::Cpu)?;
+    let vocab = model.config().vocab_size;
+    for (b, s) in [(1, 0), (0, 3), (0, 0)] {
+        let ids = Tensor::zeros((b, s), DType::U32, &Device::Cpu)?;
+        let logits = model.forward(&ids, &ids, None)?;
+        assert_eq!(logits.dims(), &[b, s, vocab]);
+        assert_eq!(model.cached_len(), 0);
+    }
+    Ok(())
+}
