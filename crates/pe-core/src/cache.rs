@@ -27,7 +27,6 @@
 //! # Ok::<(), pe_core::Error>(())
 //! ```
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
@@ -42,12 +41,17 @@ pub const DEFAULT_CACHE_ROWS: usize = 1 << 20;
 
 type Key = (DeviceLocation, DType);
 
+/// The tables of one (device, dtype), all with the same rows.
+type Entry = (Key, Vec<Tensor>);
+
 /// Tables that grow together along axis 0, per (device, dtype), up to a row limit, shared by
 /// clones: the one cache mechanism of [`PeCache`] and [`RopeCache`](crate::RopeCache).
 #[derive(Clone, Debug)]
 pub(crate) struct RowCache {
     limit: usize,
-    tables: Arc<RwLock<HashMap<Key, Vec<Tensor>>>>,
+    /// One entry per (device, dtype) in use, found by a linear search: there are one or two,
+    /// and a search costs less than hashing the key on every decode step.
+    tables: Arc<RwLock<Vec<Entry>>>,
     generated: Arc<AtomicUsize>,
 }
 
@@ -80,7 +84,7 @@ impl RowCache {
             return build(offset, len);
         }
         // The common case (decoding) takes views under the read lock, cloning no table list.
-        if let Some(tables) = self.read().get(&(device.location(), dtype)) {
+        if let Some(tables) = find(&self.read(), &(device.location(), dtype)) {
             if tables[0].dim(0)? >= end {
                 return tables
                     .iter()
@@ -148,17 +152,17 @@ impl RowCache {
         build: impl Fn(usize, usize) -> Result<Vec<Tensor>>,
     ) -> Result<Vec<Tensor>> {
         let key = (device.location(), dtype);
-        if let Some(tables) = self.read().get(&key) {
+        if let Some(tables) = find(&self.read(), &key) {
             if tables[0].dim(0)? >= rows {
                 return Ok(tables.clone());
             }
         }
         let mut all = self.tables.write().unwrap_or_else(|e| e.into_inner());
-        let have = match all.get(&key) {
+        let have = match find(&all, &key) {
             Some(tables) => tables[0].dim(0)?,
             None => 0,
         };
-        if let (Some(tables), true) = (all.get(&key), have >= rows) {
+        if let (Some(tables), true) = (find(&all, &key), have >= rows) {
             return Ok(tables.clone());
         }
         let roomy = rows.max(have + have / 2).min(self.limit);
@@ -168,7 +172,7 @@ impl RowCache {
         };
         self.generated
             .fetch_add(fresh[0].dim(0)?, Ordering::Relaxed);
-        let tables = match all.get(&key) {
+        let tables = match find(&all, &key) {
             Some(old) => old
                 .iter()
                 .zip(&fresh)
@@ -176,19 +180,20 @@ impl RowCache {
                 .collect::<Result<Vec<_>>>()?,
             None => fresh,
         };
-        all.insert(key, tables.clone());
+        all.retain(|(k, _)| *k != key);
+        all.push((key, tables.clone()));
         Ok(tables)
     }
 
     pub fn cached_rows(&self, dtype: DType, device: &Device) -> usize {
         let key = (device.location(), dtype);
-        self.read().get(&key).map_or(0, |t| t[0].dims()[0])
+        find(&self.read(), &key).map_or(0, |t| t[0].dims()[0])
     }
 
     pub fn memory_bytes(&self) -> usize {
         self.read()
-            .values()
-            .flatten()
+            .iter()
+            .flat_map(|(_, tables)| tables)
             .map(|t| t.elem_count() * t.dtype().size_in_bytes())
             .sum()
     }
@@ -204,9 +209,17 @@ impl RowCache {
             .clear();
     }
 
-    fn read(&self) -> RwLockReadGuard<'_, HashMap<Key, Vec<Tensor>>> {
+    fn read(&self) -> RwLockReadGuard<'_, Vec<Entry>> {
         self.tables.read().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// The tables of `key`, if any.
+fn find<'a>(entries: &'a [Entry], key: &Key) -> Option<&'a Vec<Tensor>> {
+    entries
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, tables)| tables)
 }
 
 /// A growing, shareable cache of one encoding's table.
@@ -252,7 +265,7 @@ impl PeCache {
         dtype: DType,
         device: &Device,
     ) -> Result<Tensor> {
-        positions::range(offset, len)?;
+        positions::check_range(offset, len)?;
         let rows = self
             .tables
             .rows(offset, len, dtype, device, self.build(dtype, device))?;
@@ -282,7 +295,7 @@ impl PeCache {
         dtype: DType,
         device: &Device,
     ) -> Result<Tensor> {
-        positions::range(offset, len)?;
+        positions::check_range(offset, len)?;
         let rows = self
             .tables
             .rows_owned(offset, len, dtype, device, self.build(dtype, device))?;

@@ -67,7 +67,7 @@ impl RopeCache {
         dtype: DType,
         device: &Device,
     ) -> Result<(Tensor, Tensor)> {
-        positions::range(offset, len)?;
+        positions::check_range(offset, len)?;
         let rows = self
             .tables
             .rows(offset, len, dtype, device, self.build(dtype, device))?;
@@ -86,7 +86,7 @@ impl RopeCache {
         dtype: DType,
         device: &Device,
     ) -> Result<(Tensor, Tensor)> {
-        positions::range(offset, len)?;
+        positions::check_range(offset, len)?;
         let rows = self
             .tables
             .rows_owned(offset, len, dtype, device, self.build(dtype, device))?;
