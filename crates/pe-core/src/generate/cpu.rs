@@ -39,6 +39,9 @@ pub(crate) const ANCHOR_SPAN: usize = 64;
 pub(crate) enum RowPositions<'a> {
     /// Row `r` is at position `start + r`.
     Range { start: u32 },
+    /// Row `r` is at position `start + r % period` (`period > 0`): each sequence of a batch at
+    /// the same positions.
+    Repeat { start: u32, period: usize },
     /// Row `r` is at position `values[r]`.
     Values(&'a [f64]),
 }
@@ -47,6 +50,7 @@ impl RowPositions<'_> {
     fn at(&self, row: usize) -> f64 {
         match self {
             RowPositions::Range { start } => f64::from(*start) + row as f64,
+            RowPositions::Repeat { start, period } => f64::from(*start) + (row % period) as f64,
             RowPositions::Values(values) => values[row],
         }
     }
@@ -357,7 +361,23 @@ fn fill_rows<A: Acc, S: OutRows>(
     let cols = plan.columns();
     let offsets = A::offsets(generator.offsets());
     let zero_at = zero_at.map(f64::from);
-    // Rows first..first + n: one anchor at a time, reused while the positions stay in its span.
+    // Sequences that repeat one sequence's positions share its anchors, computed once, up
+    // front, instead of once per sequence: anchors `base`, `base + span`, ...
+    let (base, shared) = match positions {
+        RowPositions::Repeat { start, period } if rows > period => {
+            let base = anchor_of(f64::from(start)).0;
+            let last = anchor_of(f64::from(start) + (period - 1) as f64).0;
+            let count = ((last - base) / ANCHOR_SPAN as f64) as usize + 1;
+            let anchors = (0..count)
+                .into_par_iter()
+                .map(|k| SinCos::at(plan, base + (k * ANCHOR_SPAN) as f64))
+                .collect();
+            (base, anchors)
+        }
+        _ => (0.0, Vec::new()),
+    };
+    // Rows first..first + n: a shared anchor, or one anchor at a time, reused while the
+    // positions stay in its span.
     let task = |first: usize, n: usize, mut chunk: S| {
         let mut anchor: Option<(f64, SinCos<A>)> = None;
         for i in 0..n {
@@ -366,11 +386,14 @@ fn fill_rows<A: Acc, S: OutRows>(
                 None
             } else {
                 let (at, j) = anchor_of(p);
-                let values = match &mut anchor {
-                    Some((current, values)) if *current == at => values,
-                    slot => &mut slot.insert((at, SinCos::at(plan, at))).1,
+                let values = match shared.get(((at - base) / ANCHOR_SPAN as f64) as usize) {
+                    Some(values) => values,
+                    None => match &mut anchor {
+                        Some((current, values)) if *current == at => values,
+                        slot => &slot.insert((at, SinCos::at(plan, at))).1,
+                    },
                 };
-                Some((&*values, &offsets[j]))
+                Some((values, &offsets[j]))
             };
             finish(first + i, RowCode { cols, angles }, &mut chunk, i);
         }
@@ -378,7 +401,7 @@ fn fill_rows<A: Acc, S: OutRows>(
     // A range's tasks start on anchors, so each task computes one anchor row.
     let head_rows = match positions {
         RowPositions::Range { start } => (ANCHOR_SPAN - start as usize % ANCHOR_SPAN) % ANCHOR_SPAN,
-        RowPositions::Values(_) => 0,
+        RowPositions::Repeat { .. } | RowPositions::Values(_) => 0,
     }
     .min(rows);
     let (head, mut tail) = out.split_rows(head_rows);
@@ -521,15 +544,15 @@ fn rows_of<T: Element>(
     Ok(Tensor::from_vec(out, (rows, width), &Device::Cpu)?)
 }
 
-/// `scale * weights[tokens[r]] + PE(positions[r])` for every token `r`, shape
+/// `scale * weights[tokens[r]] + PE(position of row r)` for every token `r`, shape
 /// `(tokens.len(), d)`, in the dtype of `weights`: one pass, each output element written once.
 /// The caller has checked that `weights` is a `(vocab, d)` CPU tensor with `d` the plan's width,
-/// that every token is below `vocab`, and that there is one position per token.
+/// that every token is below `vocab`, and that `positions` has a position for every token.
 pub(crate) fn embed(
     generator: &Generator,
     weights: &Tensor,
     tokens: &[usize],
-    positions: &[f64],
+    positions: RowPositions<'_>,
     zero_at: Option<u32>,
     scale: f64,
 ) -> Result<Tensor> {
@@ -547,7 +570,7 @@ fn embed_rows<T: Element>(
     generator: &Generator,
     weights: &Tensor,
     tokens: &[usize],
-    positions: &[f64],
+    positions: RowPositions<'_>,
     zero_at: Option<u32>,
     scale: f64,
 ) -> Result<Tensor> {
@@ -561,7 +584,7 @@ fn embed_rows<T: Element>(
     let scale = T::Acc::from_f64(scale);
     fill_rows(
         generator,
-        RowPositions::Values(positions),
+        positions,
         zero_at,
         tokens.len(),
         Slab::new(out.spare_capacity_mut(), d),
