@@ -385,17 +385,24 @@ impl RotaryEmbedding {
     ) -> Result<Tensor> {
         let (head_dim, rotary_dim) = (x.dim(D::Minus1)?, self.rope().config().rotary_dim());
         // The common case (a whole contiguous head in the tables' dtype) turns x itself, with
-        // no no-op narrow, conversions and their clones (a decode step is a microsecond).
-        if rotary_dim == head_dim && x.dtype() == cos.dtype() && x.is_contiguous() {
-            return self.turn(x, layout, cos, sin, path);
+        // none of the narrow, conversions and copy that would each clone it (a decode step
+        // takes a microsecond).
+        let whole = rotary_dim == head_dim && x.dtype() == cos.dtype() && x.is_contiguous();
+        let turned = if whole {
+            x.clone()
+        } else {
+            x.narrow(D::Minus1, 0, rotary_dim)?
+                .to_dtype(cos.dtype())?
+                .contiguous()?
+        };
+        let turned = match path {
+            Path::Fused => self.fused(&turned, layout, cos, sin)?,
+            Path::Slow => self.slow(&turned, layout, cos, sin)?,
+        };
+        if whole {
+            return Ok(turned);
         }
-        let turned = x
-            .narrow(D::Minus1, 0, rotary_dim)?
-            .to_dtype(cos.dtype())?
-            .contiguous()?;
-        let turned = self
-            .turn(&turned, layout, cos, sin, path)?
-            .to_dtype(x.dtype())?;
+        let turned = turned.to_dtype(x.dtype())?;
         if rotary_dim == head_dim {
             return Ok(turned);
         }
@@ -403,21 +410,6 @@ impl RotaryEmbedding {
         // candle concatenates along the last axis through a transposed view: make it a plain
         // tensor, which matmul and the attention kernels expect.
         Tensor::cat(&[&turned, &passed], D::Minus1)?.contiguous()
-    }
-
-    /// `x`, contiguous and in the tables' dtype, rotated by `path`.
-    fn turn(
-        &self,
-        x: &Tensor,
-        layout: Layout,
-        cos: &Tensor,
-        sin: &Tensor,
-        path: Path,
-    ) -> Result<Tensor> {
-        match path {
-            Path::Fused => self.fused(x, layout, cos, sin),
-            Path::Slow => self.slow(x, layout, cos, sin),
-        }
     }
 
     /// candle-nn's kernels. A `(tokens, heads, d)` input is `(tokens, heads, 1, d)` with
