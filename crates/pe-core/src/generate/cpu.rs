@@ -7,7 +7,8 @@
 //! two multiplies and an add per value, with no libm call in the hot loop and no error growing
 //! with the position. Because the anchor of a position is fixed, a row's bits do not depend on
 //! the request it came in, on the thread that built it, or on how a cache grew. A fractional
-//! position (a diffusion timestep) is its own anchor.
+//! position (a diffusion timestep) is its own anchor. The sequences of a batch embedded at one
+//! offset share their anchor rows, computed once.
 //!
 //! f32 output is combined in f32 (error below 3e-7); f16, bf16 and f64 outputs are combined in
 //! f64, so the half-precision outputs are accurate values rounded once (within one ulp).
