@@ -27,7 +27,6 @@
 //! # Ok::<(), pe_core::Error>(())
 //! ```
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
@@ -42,16 +41,80 @@ pub const DEFAULT_CACHE_ROWS: usize = 1 << 20;
 
 type Key = (DeviceLocation, DType);
 
+/// The tables a [`RowCache`] keeps per (device, dtype), which grow together along axis 0: one
+/// table ([`PeCache`]) or a cos and a sin table ([`RopeCache`](crate::RopeCache)). Views of
+/// them are made without a collection per call.
+pub(crate) trait Tables: Clone {
+    /// Each table turned by `f`.
+    fn map(&self, f: impl Fn(&Tensor) -> candle_core::Result<Tensor>) -> Result<Self>;
+    /// Each table joined with the same table of `other` by `f`.
+    fn zip(
+        &self,
+        other: &Self,
+        f: impl Fn(&Tensor, &Tensor) -> candle_core::Result<Tensor>,
+    ) -> Result<Self>;
+    /// The rows the tables have.
+    fn rows(&self) -> usize;
+    /// The bytes the tables hold.
+    fn bytes(&self) -> usize;
+}
+
+impl Tables for Tensor {
+    fn map(&self, f: impl Fn(&Tensor) -> candle_core::Result<Tensor>) -> Result<Self> {
+        Ok(f(self)?)
+    }
+
+    fn zip(
+        &self,
+        other: &Self,
+        f: impl Fn(&Tensor, &Tensor) -> candle_core::Result<Tensor>,
+    ) -> Result<Self> {
+        Ok(f(self, other)?)
+    }
+
+    fn rows(&self) -> usize {
+        self.dims().first().copied().unwrap_or(0)
+    }
+
+    fn bytes(&self) -> usize {
+        self.elem_count() * self.dtype().size_in_bytes()
+    }
+}
+
+impl Tables for (Tensor, Tensor) {
+    fn map(&self, f: impl Fn(&Tensor) -> candle_core::Result<Tensor>) -> Result<Self> {
+        Ok((f(&self.0)?, f(&self.1)?))
+    }
+
+    fn zip(
+        &self,
+        other: &Self,
+        f: impl Fn(&Tensor, &Tensor) -> candle_core::Result<Tensor>,
+    ) -> Result<Self> {
+        Ok((f(&self.0, &other.0)?, f(&self.1, &other.1)?))
+    }
+
+    fn rows(&self) -> usize {
+        self.0.rows()
+    }
+
+    fn bytes(&self) -> usize {
+        self.0.bytes() + self.1.bytes()
+    }
+}
+
 /// Tables that grow together along axis 0, per (device, dtype), up to a row limit, shared by
 /// clones: the one cache mechanism of [`PeCache`] and [`RopeCache`](crate::RopeCache).
 #[derive(Clone, Debug)]
-pub(crate) struct RowCache {
+pub(crate) struct RowCache<T> {
     limit: usize,
-    tables: Arc<RwLock<HashMap<Key, Vec<Tensor>>>>,
+    /// One entry per (device, dtype) in use, found by a linear search: there are one or two,
+    /// and a search costs less than hashing the key on every decode step.
+    tables: Arc<RwLock<Vec<(Key, T)>>>,
     generated: Arc<AtomicUsize>,
 }
 
-impl RowCache {
+impl<T: Tables> RowCache<T> {
     pub fn new(limit: usize) -> Self {
         Self {
             limit: limit.min(MAX_POSITION as usize),
@@ -73,25 +136,20 @@ impl RowCache {
         len: usize,
         dtype: DType,
         device: &Device,
-        build: impl Fn(usize, usize) -> Result<Vec<Tensor>>,
-    ) -> Result<Vec<Tensor>> {
+        build: impl Fn(usize, usize) -> Result<T>,
+    ) -> Result<T> {
         let end = offset + len;
         if len == 0 || end > self.limit {
             return build(offset, len);
         }
-        // The common case (decoding) takes views under the read lock, cloning no table list.
-        if let Some(tables) = self.read().get(&(device.location(), dtype)) {
-            if tables[0].dim(0)? >= end {
-                return tables
-                    .iter()
-                    .map(|t| Ok(t.narrow(0, offset, len)?))
-                    .collect();
+        let view = |t: &Tensor| t.narrow(0, offset, len);
+        // The common case (decoding) takes views under the read lock, cloning no table.
+        if let Some(tables) = find(&self.read(), &(device.location(), dtype)) {
+            if tables.rows() >= end {
+                return tables.map(view);
             }
         }
-        self.grown(end, dtype, device, build)?
-            .iter()
-            .map(|t| Ok(t.narrow(0, offset, len)?))
-            .collect()
+        self.grown(end, dtype, device, build)?.map(view)
     }
 
     /// [`Self::rows`], each copied into a tensor of its own where it is a view of the cache
@@ -102,14 +160,14 @@ impl RowCache {
         len: usize,
         dtype: DType,
         device: &Device,
-        build: impl Fn(usize, usize) -> Result<Vec<Tensor>>,
-    ) -> Result<Vec<Tensor>> {
+        build: impl Fn(usize, usize) -> Result<T>,
+    ) -> Result<T> {
         let cached = len > 0 && offset + len <= self.limit;
         let rows = self.rows(offset, len, dtype, device, build)?;
         if !cached {
             return Ok(rows);
         }
-        rows.iter().map(|t| Ok(t.force_contiguous()?)).collect()
+        rows.map(Tensor::force_contiguous)
     }
 
     /// The rows at integer position `ids` (any shape) of each table, each shaped
@@ -119,22 +177,19 @@ impl RowCache {
         &self,
         ids: &Tensor,
         dtype: DType,
-        build: impl Fn(usize, usize) -> Result<Vec<Tensor>>,
-        generate: impl FnOnce() -> Result<Vec<Tensor>>,
-    ) -> Result<Vec<Tensor>> {
+        build: impl Fn(usize, usize) -> Result<T>,
+        generate: impl FnOnce() -> Result<T>,
+    ) -> Result<T> {
         let end = positions::ids(ids)?.end;
         if ids.elem_count() == 0 || end > self.limit {
             return generate();
         }
         let flat = ids.flatten_all()?.to_dtype(DType::U32)?;
-        self.grown(end, dtype, ids.device(), build)?
-            .iter()
-            .map(|table| {
-                let mut shape = ids.dims().to_vec();
-                shape.push(table.dim(1)?);
-                Ok(table.index_select(&flat, 0)?.reshape(shape)?)
-            })
-            .collect()
+        self.grown(end, dtype, ids.device(), build)?.map(|table| {
+            let mut shape = ids.dims().to_vec();
+            shape.push(table.dim(1)?);
+            table.index_select(&flat, 0)?.reshape(shape)
+        })
     }
 
     /// The tables for `dtype` on `device` with at least `rows <= limit` rows; missing rows come
@@ -145,20 +200,17 @@ impl RowCache {
         rows: usize,
         dtype: DType,
         device: &Device,
-        build: impl Fn(usize, usize) -> Result<Vec<Tensor>>,
-    ) -> Result<Vec<Tensor>> {
+        build: impl Fn(usize, usize) -> Result<T>,
+    ) -> Result<T> {
         let key = (device.location(), dtype);
-        if let Some(tables) = self.read().get(&key) {
-            if tables[0].dim(0)? >= rows {
+        if let Some(tables) = find(&self.read(), &key) {
+            if tables.rows() >= rows {
                 return Ok(tables.clone());
             }
         }
         let mut all = self.tables.write().unwrap_or_else(|e| e.into_inner());
-        let have = match all.get(&key) {
-            Some(tables) => tables[0].dim(0)?,
-            None => 0,
-        };
-        if let (Some(tables), true) = (all.get(&key), have >= rows) {
+        let have = find(&all, &key).map_or(0, T::rows);
+        if let (Some(tables), true) = (find(&all, &key), have >= rows) {
             return Ok(tables.clone());
         }
         let roomy = rows.max(have + have / 2).min(self.limit);
@@ -166,31 +218,23 @@ impl RowCache {
             Err(crate::Error::TooLarge { .. }) if roomy > rows => build(have, rows - have)?,
             other => other?,
         };
-        self.generated
-            .fetch_add(fresh[0].dim(0)?, Ordering::Relaxed);
-        let tables = match all.get(&key) {
-            Some(old) => old
-                .iter()
-                .zip(&fresh)
-                .map(|(old, new)| Ok(Tensor::cat(&[old, new], 0)?))
-                .collect::<Result<Vec<_>>>()?,
+        self.generated.fetch_add(fresh.rows(), Ordering::Relaxed);
+        let tables = match find(&all, &key) {
+            Some(old) => old.zip(&fresh, |old, new| Tensor::cat(&[old, new], 0))?,
             None => fresh,
         };
-        all.insert(key, tables.clone());
+        all.retain(|(k, _)| *k != key);
+        all.push((key, tables.clone()));
         Ok(tables)
     }
 
     pub fn cached_rows(&self, dtype: DType, device: &Device) -> usize {
         let key = (device.location(), dtype);
-        self.read().get(&key).map_or(0, |t| t[0].dims()[0])
+        find(&self.read(), &key).map_or(0, T::rows)
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.read()
-            .values()
-            .flatten()
-            .map(|t| t.elem_count() * t.dtype().size_in_bytes())
-            .sum()
+        self.read().iter().map(|(_, tables)| tables.bytes()).sum()
     }
 
     pub fn rows_generated(&self) -> usize {
@@ -204,16 +248,24 @@ impl RowCache {
             .clear();
     }
 
-    fn read(&self) -> RwLockReadGuard<'_, HashMap<Key, Vec<Tensor>>> {
+    fn read(&self) -> RwLockReadGuard<'_, Vec<(Key, T)>> {
         self.tables.read().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// The tables of `key`, if any.
+fn find<'a, T>(entries: &'a [(Key, T)], key: &Key) -> Option<&'a T> {
+    entries
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, tables)| tables)
 }
 
 /// A growing, shareable cache of one encoding's table.
 #[derive(Clone, Debug)]
 pub struct PeCache {
     encoding: SinusoidalEncoding,
-    tables: RowCache,
+    tables: RowCache<Tensor>,
 }
 
 impl PeCache {
@@ -252,11 +304,9 @@ impl PeCache {
         dtype: DType,
         device: &Device,
     ) -> Result<Tensor> {
-        positions::range(offset, len)?;
-        let rows = self
-            .tables
-            .rows(offset, len, dtype, device, self.build(dtype, device))?;
-        Ok(rows[0].clone())
+        positions::check_range(offset, len)?;
+        self.tables
+            .rows(offset, len, dtype, device, self.build(dtype, device))
     }
 
     /// Rows `offset .. offset + len` as a tensor of their own, shape `(len, d)`: only these rows
@@ -282,21 +332,18 @@ impl PeCache {
         dtype: DType,
         device: &Device,
     ) -> Result<Tensor> {
-        positions::range(offset, len)?;
-        let rows = self
-            .tables
-            .rows_owned(offset, len, dtype, device, self.build(dtype, device))?;
-        Ok(rows[0].clone())
+        positions::check_range(offset, len)?;
+        self.tables
+            .rows_owned(offset, len, dtype, device, self.build(dtype, device))
     }
 
     /// The rows for integer position ids of any shape, shape `ids.dims() + [d]`: gathered from
     /// the cached table when every id is within the limit, generated otherwise.
     pub fn ids(&self, ids: &Tensor, dtype: DType) -> Result<Tensor> {
         let device = ids.device();
-        let rows = self.tables.ids(ids, dtype, self.build(dtype, device), || {
-            Ok(vec![self.encoding.ids(ids, dtype)?])
-        })?;
-        Ok(rows[0].clone())
+        self.tables.ids(ids, dtype, self.build(dtype, device), || {
+            self.encoding.ids(ids, dtype)
+        })
     }
 
     /// fairseq / HF M2M100 padding-aware rows, as
@@ -338,8 +385,8 @@ impl PeCache {
         &'a self,
         dtype: DType,
         device: &'a Device,
-    ) -> impl Fn(usize, usize) -> Result<Vec<Tensor>> + 'a {
-        move |start, len| Ok(vec![self.encoding.range(start, len, dtype, device)?])
+    ) -> impl Fn(usize, usize) -> Result<Tensor> + 'a {
+        move |start, len| self.encoding.range(start, len, dtype, device)
     }
 
     /// Bytes held by all cached tables.

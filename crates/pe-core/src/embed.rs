@@ -30,7 +30,8 @@
 use candle_core::{DType, Tensor, D};
 
 use crate::describe::positions;
-use crate::generate::{check_dtype, cpu};
+use crate::generate::check_dtype;
+use crate::generate::cpu::{self, RowPositions};
 use crate::{Error, PeCache, Result};
 
 /// The positions of the tokens of an [`PeCache::embed`] call.
@@ -90,21 +91,31 @@ impl PeCache {
                 shape: vec![],
             });
         }
-        let (ids, zero_at) = match positions {
+        let seq = tokens.dim(D::Minus1)?;
+        let (checked, largest) = match positions {
             TokenPositions::Offset(offset) => {
-                let seq = tokens.dim(D::Minus1)?;
-                let row = positions::range(offset, seq)?;
-                let ids = Tensor::arange(offset as i64, row.end as i64, tokens.device())?;
-                (ids.broadcast_as(tokens.shape())?.contiguous()?, None)
+                let range = positions::range(offset, seq)?;
+                // No token, no position: an empty batch checks no angle.
+                let largest = if tokens.elem_count() == 0 {
+                    0.0
+                } else {
+                    range.largest
+                };
+                (Checked::Offset(offset), largest)
             }
-            TokenPositions::Ids(ids) => (same_shape(ids, tokens)?, None),
+            TokenPositions::Ids(ids) => {
+                let ids = same_shape(ids, tokens)?;
+                let largest = positions::ids(&ids)?.largest;
+                (Checked::Ids(ids, None), largest)
+            }
             TokenPositions::PaddedIds { ids, padding_idx } => {
-                (same_shape(ids, tokens)?, Some(padding_idx))
+                let ids = same_shape(ids, tokens)?;
+                let largest = positions::ids(&ids)?.largest;
+                (Checked::Ids(ids, Some(padding_idx)), largest)
             }
         };
-        let request = positions::ids(&ids)?;
         let generator = self.encoding().generator();
-        generator.plan().check_angles(request.largest)?;
+        generator.plan().check_angles(largest)?;
         let mut shape = tokens.dims().to_vec();
         shape.push(d);
         if generator.uses_cpu(tokens.device())? {
@@ -113,10 +124,28 @@ impl PeCache {
                 .to_dtype(DType::I64)?
                 .to_vec1::<i64>()?;
             let tokens: Vec<usize> = tokens.into_iter().map(|t| t as usize).collect();
-            let positions = ids.flatten_all()?.to_dtype(DType::F64)?.to_vec1::<f64>()?;
-            let out = cpu::embed(generator, weights, &tokens, &positions, zero_at, scale)?;
+            let values;
+            let (rows, zero_at) = match &checked {
+                Checked::Offset(offset) => {
+                    let start = *offset as u32;
+                    let period = seq.max(1);
+                    (RowPositions::Repeat { start, period }, None)
+                }
+                Checked::Ids(ids, zero_at) => {
+                    values = ids.flatten_all()?.to_dtype(DType::F64)?.to_vec1::<f64>()?;
+                    (RowPositions::Values(&values), *zero_at)
+                }
+            };
+            let out = cpu::embed(generator, weights, &tokens, rows, zero_at, scale)?;
             return Ok(out.reshape(shape)?);
         }
+        let (ids, zero_at) = match checked {
+            Checked::Offset(offset) => {
+                let ids = Tensor::arange(offset as i64, (offset + seq) as i64, tokens.device())?;
+                (ids.broadcast_as(tokens.shape())?.contiguous()?, None)
+            }
+            Checked::Ids(ids, zero_at) => (ids, zero_at),
+        };
         // Half-precision blocks add in f32 and round once at the end.
         let dtype = weights.dtype();
         let compute = match dtype {
@@ -136,6 +165,14 @@ impl PeCache {
         };
         Ok((x + pe)?.to_dtype(dtype)?)
     }
+}
+
+/// The positions of an embed call, checked.
+enum Checked {
+    /// Every sequence at `offset ..`.
+    Offset(usize),
+    /// Explicit ids shaped like the tokens, and the padding position.
+    Ids(Tensor, Option<u32>),
 }
 
 /// `ids`, once it has the shape of `tokens`.

@@ -199,6 +199,48 @@ fn values_do_not_depend_on_history_or_threads() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The sequences of a batch embedded at an offset (which share their encoding rows) have the
+/// bits of each sequence embedded alone and of the same positions given as ids, with 1 and 8
+/// threads, for offsets on and off the generator's anchors.
+#[test]
+fn a_batch_at_an_offset_equals_each_sequence_alone() -> anyhow::Result<()> {
+    use pe_core::TokenPositions;
+    let dev = Device::Cpu;
+    for threads in [1, 8] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()?;
+        pool.install(|| -> anyhow::Result<()> {
+            for spec in [PeSpec::vaswani(63), PeSpec::fairseq(96)] {
+                let cache = PeCache::new(SinusoidalEncoding::new(spec)?);
+                for dtype in [DType::F32, DType::BF16] {
+                    let weights =
+                        Tensor::randn(0f32, 1.0, (50, spec.width), &dev)?.to_dtype(dtype)?;
+                    for (offset, seq) in [(0, 130), (37, 200), (1000, 64), (5, 1)] {
+                        let tokens: Vec<u32> = (0..3 * seq).map(|i| (i * 7 % 50) as u32).collect();
+                        let tokens = Tensor::from_vec(tokens, (3, seq), &dev)?;
+                        let at = TokenPositions::Offset(offset);
+                        let batch = cache.embed(&weights, &tokens, at, 2.5)?;
+                        let what = format!("{spec:?} {dtype:?} offset {offset}, seq {seq}");
+                        for b in 0..3 {
+                            let alone = cache.embed(&weights, &tokens.narrow(0, b, 1)?, at, 2.5)?;
+                            assert_same_bits(&batch.narrow(0, b, 1)?, &alone, &what)?;
+                        }
+                        let ids = Tensor::arange(offset as i64, (offset + seq) as i64, &dev)?
+                            .broadcast_as((3, seq))?
+                            .contiguous()?;
+                        let by_ids =
+                            cache.embed(&weights, &tokens, TokenPositions::Ids(&ids), 2.5)?;
+                        assert_same_bits(&batch, &by_ids, &what)?;
+                    }
+                }
+            }
+            Ok(())
+        })?;
+    }
+    Ok(())
+}
+
 #[test]
 fn cache_is_send_sync_clone() {
     fn assert_shareable<T: Send + Sync + Clone + 'static>() {}

@@ -384,15 +384,25 @@ impl RotaryEmbedding {
         path: Path,
     ) -> Result<Tensor> {
         let (head_dim, rotary_dim) = (x.dim(D::Minus1)?, self.rope().config().rotary_dim());
-        let turned = x
-            .narrow(D::Minus1, 0, rotary_dim)?
-            .to_dtype(cos.dtype())?
-            .contiguous()?;
+        // The common case (a whole contiguous head in the tables' dtype) turns x itself, with
+        // none of the narrow, conversions and copy that would each clone it (a decode step
+        // takes a microsecond).
+        let whole = rotary_dim == head_dim && x.dtype() == cos.dtype() && x.is_contiguous();
+        let turned = if whole {
+            x.clone()
+        } else {
+            x.narrow(D::Minus1, 0, rotary_dim)?
+                .to_dtype(cos.dtype())?
+                .contiguous()?
+        };
         let turned = match path {
             Path::Fused => self.fused(&turned, layout, cos, sin)?,
             Path::Slow => self.slow(&turned, layout, cos, sin)?,
+        };
+        if whole {
+            return Ok(turned);
         }
-        .to_dtype(x.dtype())?;
+        let turned = turned.to_dtype(x.dtype())?;
         if rotary_dim == head_dim {
             return Ok(turned);
         }

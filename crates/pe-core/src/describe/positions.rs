@@ -48,13 +48,7 @@ impl Request {
 }
 
 pub(crate) fn range(offset: usize, len: usize) -> Result<Request> {
-    let end = offset as u128 + len as u128;
-    if end > MAX_POSITION as u128 {
-        return Err(Error::PositionOutOfRange {
-            name: "offset + len",
-            value: end as i128,
-        });
-    }
+    let end = check_range(offset, len)?;
     let rows = Rows::Range {
         start: offset as u32,
         len,
@@ -63,9 +57,21 @@ pub(crate) fn range(offset: usize, len: usize) -> Result<Request> {
         rows,
         lead: vec![len],
         zero_at: None,
-        end: end as usize,
+        end,
         largest: end.saturating_sub(1) as f64,
     })
+}
+
+/// Fails unless positions `offset .. offset + len` are all supported; returns `offset + len`.
+pub(crate) fn check_range(offset: usize, len: usize) -> Result<usize> {
+    let end = offset as u128 + len as u128;
+    if end > MAX_POSITION as u128 {
+        return Err(Error::PositionOutOfRange {
+            name: "offset + len",
+            value: end as i128,
+        });
+    }
+    Ok(end as usize)
 }
 
 pub(crate) fn ids(ids: &Tensor) -> Result<Request> {

@@ -7,16 +7,20 @@
 //! two multiplies and an add per value, with no libm call in the hot loop and no error growing
 //! with the position. Because the anchor of a position is fixed, a row's bits do not depend on
 //! the request it came in, on the thread that built it, or on how a cache grew. A fractional
-//! position (a diffusion timestep) is its own anchor.
+//! position (a diffusion timestep) is its own anchor. The sequences of a batch embedded at one
+//! offset share their anchor rows, computed once.
 //!
 //! f32 output is combined in f32 (error below 3e-7); f16, bf16 and f64 outputs are combined in
 //! f64, so the half-precision outputs are accurate values rounded once (within one ulp).
 //!
-//! [`fill_rows`] hands each encoded row to a closure that writes the output row: a plain table
-//! copies it ([`table`]), the fused embedding adds it to a scaled token embedding ([`embed`]).
+//! [`fill_rows`] hands each row's anchor and offset ([`RowCode`]) to a closure that writes the
+//! output row in one pass, each value combined and finished as it is written, with no row buffer:
+//! a plain table rounds it to the output dtype ([`table`]), the fused embedding adds it to a
+//! scaled token embedding ([`embed`]), the rotary tables split it into cos and sin ([`halves`]).
 //!
 //! [`Frequency::sin_cos`]: crate::describe::freq::Frequency::sin_cos
 
+use std::mem::MaybeUninit;
 use std::ops::{Add, Mul, Sub};
 
 use candle_core::{DType, Device, Storage, Tensor};
@@ -36,6 +40,9 @@ pub(crate) const ANCHOR_SPAN: usize = 64;
 pub(crate) enum RowPositions<'a> {
     /// Row `r` is at position `start + r`.
     Range { start: u32 },
+    /// Row `r` is at position `start + r % period` (`period > 0`): each sequence of a batch at
+    /// the same positions.
+    Repeat { start: u32, period: usize },
     /// Row `r` is at position `values[r]`.
     Values(&'a [f64]),
 }
@@ -44,6 +51,7 @@ impl RowPositions<'_> {
     fn at(&self, row: usize) -> f64 {
         match self {
             RowPositions::Range { start } => f64::from(*start) + row as f64,
+            RowPositions::Repeat { start, period } => f64::from(*start) + (row % period) as f64,
             RowPositions::Values(values) => values[row],
         }
     }
@@ -206,46 +214,195 @@ impl<A: OutRows, B: OutRows> OutRows for (A, B) {
     }
 }
 
-/// Encodes `rows` rows (in parallel) and passes each to `finish(row, encoding, out, i)`, which
-/// must write row `i` of `out`, the task's part of the output (the row's index in the whole
-/// output is `row`). Rows at position `zero_at` are encoded as zeros.
+/// One row of the encoding, not yet written: the anchor and offset rows it combines, or none
+/// for a row of zeros (a padding position).
+#[derive(Clone, Copy)]
+pub(crate) struct RowCode<'a, A> {
+    cols: &'a Columns,
+    angles: Option<(&'a SinCos<A>, &'a SinCos<A>)>,
+}
+
+impl<A: Acc> RowCode<'_, A> {
+    /// Writes `row[k] = put(src[k], v)` for every column `k` of the plan's layout, `v` the row's
+    /// value there; `src` is read alongside (the weight row of the fused embedding; a slice of
+    /// `()` when there is nothing to read).
+    fn write<X: Copy, O>(self, src: &[X], row: &mut [O], put: impl Fn(X, A) -> O) {
+        let cols = self.cols;
+        let (row, src) = (&mut row[..cols.width], &src[..cols.width]);
+        let Some((anchor, offset)) = self.angles else {
+            for (o, &x) in row.iter_mut().zip(src) {
+                *o = put(x, A::from_f64(0.0));
+            }
+            return;
+        };
+        let n = cols.n_cos;
+        let last_sin = match cols.layout {
+            Layout::Interleaved => {
+                let (a, o) = (anchor.head(n), offset.head(n));
+                let pairs = row[..2 * n].chunks_exact_mut(2).zip(src.chunks_exact(2));
+                for (i, (pair, x)) in pairs.enumerate() {
+                    pair[0] = put(x[0], sin_sum(&a, &o, i));
+                    pair[1] = put(x[1], cos_sum(&a, &o, i));
+                }
+                2 * n
+            }
+            Layout::SinCos | Layout::CosSin => {
+                let sin_first = cols.layout == Layout::SinCos;
+                let split = if sin_first { cols.n_sin } else { n };
+                let (first, second) = row.split_at_mut(split);
+                let (x_first, x_second) = src.split_at(split);
+                let (sins, coss) = if sin_first {
+                    ((first, x_first), (second, x_second))
+                } else {
+                    ((second, x_second), (first, x_first))
+                };
+                split_halves(anchor, offset, n, sins, coss, &put);
+                if sin_first {
+                    n
+                } else {
+                    2 * n
+                }
+            }
+        };
+        // An odd split width ends with a sine that has no cosine.
+        if cols.n_sin > n {
+            let (a, o) = (anchor.head(n + 1), offset.head(n + 1));
+            row[last_sin] = put(src[last_sin], sin_sum(&a, &o, n));
+        }
+        if cols.zero_last {
+            row[cols.width - 1] = put(src[cols.width - 1], A::from_f64(0.0));
+        }
+    }
+
+    /// Writes the row's `n` cosines and `n` sines (a cos|sin plan of even width, the rotary
+    /// tables) to two rows of their own: `cos_row[i] = put(v)`, `sin_row[i] = put(v)`.
+    fn write_halves<O>(self, cos_row: &mut [O], sin_row: &mut [O], put: impl Fn(A) -> O) {
+        let n = cos_row.len();
+        let none = vec![(); n];
+        let put = |(), v| put(v);
+        match self.angles {
+            Some((anchor, offset)) => {
+                split_halves(anchor, offset, n, (sin_row, &none), (cos_row, &none), &put)
+            }
+            None => {
+                for o in cos_row.iter_mut().chain(sin_row) {
+                    *o = put((), A::from_f64(0.0));
+                }
+            }
+        }
+    }
+}
+
+/// The first `n` values of an anchor or offset row, sliced to one length so that the loops over
+/// them vectorise.
+struct Head<'a, A> {
+    sin: &'a [A],
+    cos: &'a [A],
+}
+
+impl<A: Acc> SinCos<A> {
+    fn head(&self, n: usize) -> Head<'_, A> {
+        Head {
+            sin: &self.sin[..n],
+            cos: &self.cos[..n],
+        }
+    }
+}
+
+/// `sin((a + o) w_i) = sin(a w_i) cos(o w_i) + cos(a w_i) sin(o w_i)`.
+#[inline(always)]
+fn sin_sum<A: Acc>(a: &Head<'_, A>, o: &Head<'_, A>, i: usize) -> A {
+    a.sin[i] * o.cos[i] + a.cos[i] * o.sin[i]
+}
+
+/// `cos((a + o) w_i) = cos(a w_i) cos(o w_i) - sin(a w_i) sin(o w_i)`.
+#[inline(always)]
+fn cos_sum<A: Acc>(a: &Head<'_, A>, o: &Head<'_, A>, i: usize) -> A {
+    a.cos[i] * o.cos[i] - a.sin[i] * o.sin[i]
+}
+
+/// The first `n` sines and cosines of the row at `anchor + offset`, each written where it goes,
+/// `put` with the value read alongside: two indexed loops over slices of one length, which the
+/// compiler vectorises.
+#[inline(always)]
+fn split_halves<A: Acc, X: Copy, O>(
+    anchor: &SinCos<A>,
+    offset: &SinCos<A>,
+    n: usize,
+    (sins, x_sins): (&mut [O], &[X]),
+    (coss, x_coss): (&mut [O], &[X]),
+    put: &impl Fn(X, A) -> O,
+) {
+    let (a, o) = (anchor.head(n), offset.head(n));
+    let (sins, x_sins) = (&mut sins[..n], &x_sins[..n]);
+    let (coss, x_coss) = (&mut coss[..n], &x_coss[..n]);
+    for i in 0..n {
+        sins[i] = put(x_sins[i], sin_sum(&a, &o, i));
+    }
+    for i in 0..n {
+        coss[i] = put(x_coss[i], cos_sum(&a, &o, i));
+    }
+}
+
+/// Finds each of `rows` rows' anchor and offset (in parallel) and passes them to
+/// `finish(row, code, out, i)`, which must write row `i` of `out`, the task's part of the output
+/// (the row's index in the whole output is `row`). Rows at position `zero_at` are zeros.
 fn fill_rows<A: Acc, S: OutRows>(
     generator: &Generator,
     positions: RowPositions<'_>,
     zero_at: Option<u32>,
     rows: usize,
     out: S,
-    finish: impl Fn(usize, &[A], &mut S, usize) + Sync,
+    finish: impl Fn(usize, RowCode<'_, A>, &mut S, usize) + Sync,
 ) {
     if rows == 0 {
         return;
     }
     let plan = generator.plan();
+    let cols = plan.columns();
     let offsets = A::offsets(generator.offsets());
     let zero_at = zero_at.map(f64::from);
-    // Rows first..first + n: one anchor at a time, reused while the positions stay in its span.
+    // Sequences that repeat one sequence's positions share its anchors, computed once, up
+    // front, instead of once per sequence: anchors `base`, `base + span`, ...
+    let (base, shared) = match positions {
+        RowPositions::Repeat { start, period } if rows > period => {
+            let base = anchor_of(f64::from(start)).0;
+            let last = anchor_of(f64::from(start) + (period - 1) as f64).0;
+            let count = ((last - base) / ANCHOR_SPAN as f64) as usize + 1;
+            let anchors = (0..count)
+                .into_par_iter()
+                .map(|k| SinCos::at(plan, base + (k * ANCHOR_SPAN) as f64))
+                .collect();
+            (base, anchors)
+        }
+        _ => (0.0, Vec::new()),
+    };
+    // Rows first..first + n: a shared anchor, or one anchor at a time, reused while the
+    // positions stay in its span.
     let task = |first: usize, n: usize, mut chunk: S| {
         let mut anchor: Option<(f64, SinCos<A>)> = None;
-        let mut encoded = vec![A::from_f64(0.0); plan.columns().width];
         for i in 0..n {
             let p = positions.at(first + i);
-            if Some(p) == zero_at {
-                encoded.fill(A::from_f64(0.0));
+            let angles = if Some(p) == zero_at {
+                None
             } else {
                 let (at, j) = anchor_of(p);
-                let values = match &mut anchor {
-                    Some((current, values)) if *current == at => values,
-                    slot => &mut slot.insert((at, SinCos::at(plan, at))).1,
+                let values = match shared.get(((at - base) / ANCHOR_SPAN as f64) as usize) {
+                    Some(values) => values,
+                    None => match &mut anchor {
+                        Some((current, values)) if *current == at => values,
+                        slot => &slot.insert((at, SinCos::at(plan, at))).1,
+                    },
                 };
-                encode_row(plan.columns(), values, &offsets[j], &mut encoded);
-            }
-            finish(first + i, &encoded, &mut chunk, i);
+                Some((values, &offsets[j]))
+            };
+            finish(first + i, RowCode { cols, angles }, &mut chunk, i);
         }
     };
     // A range's tasks start on anchors, so each task computes one anchor row.
     let head_rows = match positions {
         RowPositions::Range { start } => (ANCHOR_SPAN - start as usize % ANCHOR_SPAN) % ANCHOR_SPAN,
-        RowPositions::Values(_) => 0,
+        RowPositions::Repeat { .. } | RowPositions::Values(_) => 0,
     }
     .min(rows);
     let (head, mut tail) = out.split_rows(head_rows);
@@ -347,14 +504,10 @@ fn halves_of<T: Element>(
         zero_at,
         rows,
         out,
-        |_, encoded, out, i| {
-            let (c, s) = encoded.split_at(h);
-            for (d, &v) in out.0.row(i).iter_mut().zip(c) {
-                d.write(T::from_acc(v));
-            }
-            for (d, &v) in out.1.row(i).iter_mut().zip(s) {
-                d.write(T::from_acc(v));
-            }
+        |_, code, out, i| {
+            code.write_halves(out.0.row(i), out.1.row(i), |v| {
+                MaybeUninit::new(T::from_acc(v))
+            });
         },
     );
     // SAFETY: `fill_rows` gave every row of both spare capacities to the closure above, which
@@ -375,16 +528,15 @@ fn rows_of<T: Element>(
 ) -> Result<Tensor> {
     let width = generator.plan().columns().width;
     let mut out = uninit_vec::<T>(rows, width)?;
+    let none = vec![(); width];
     fill_rows(
         generator,
         positions,
         zero_at,
         rows,
         Slab::new(out.spare_capacity_mut(), width),
-        |_, encoded, out, i| {
-            for (d, &v) in out.row(i).iter_mut().zip(encoded) {
-                d.write(T::from_acc(v));
-            }
+        |_, code, out, i| {
+            code.write(&none, out.row(i), |(), v| MaybeUninit::new(T::from_acc(v)));
         },
     );
     // SAFETY: `fill_rows` gave every row of the spare capacity to the closure above, which
@@ -393,15 +545,15 @@ fn rows_of<T: Element>(
     Ok(Tensor::from_vec(out, (rows, width), &Device::Cpu)?)
 }
 
-/// `scale * weights[tokens[r]] + PE(positions[r])` for every token `r`, shape
+/// `scale * weights[tokens[r]] + PE(position of row r)` for every token `r`, shape
 /// `(tokens.len(), d)`, in the dtype of `weights`: one pass, each output element written once.
 /// The caller has checked that `weights` is a `(vocab, d)` CPU tensor with `d` the plan's width,
-/// that every token is below `vocab`, and that there is one position per token.
+/// that every token is below `vocab`, and that `positions` has a position for every token.
 pub(crate) fn embed(
     generator: &Generator,
     weights: &Tensor,
     tokens: &[usize],
-    positions: &[f64],
+    positions: RowPositions<'_>,
     zero_at: Option<u32>,
     scale: f64,
 ) -> Result<Tensor> {
@@ -419,7 +571,7 @@ fn embed_rows<T: Element>(
     generator: &Generator,
     weights: &Tensor,
     tokens: &[usize],
-    positions: &[f64],
+    positions: RowPositions<'_>,
     zero_at: Option<u32>,
     scale: f64,
 ) -> Result<Tensor> {
@@ -433,15 +585,15 @@ fn embed_rows<T: Element>(
     let scale = T::Acc::from_f64(scale);
     fill_rows(
         generator,
-        RowPositions::Values(positions),
+        positions,
         zero_at,
         tokens.len(),
         Slab::new(out.spare_capacity_mut(), d),
-        |r, encoded, out, i| {
+        |r, code, out, i| {
             let row = &weights[tokens[r] * d..][..d];
-            for ((o, &x), &pe) in out.row(i).iter_mut().zip(row).zip(encoded) {
-                o.write(T::from_acc(scale * x.to_acc() + pe));
-            }
+            code.write(row, out.row(i), |x, pe| {
+                MaybeUninit::new(T::from_acc(scale * x.to_acc() + pe))
+            });
         },
     );
     // SAFETY: `fill_rows` gave every row of the spare capacity to the closure, which wrote each
@@ -489,53 +641,5 @@ impl<A: Acc> SinCos<A> {
             })
             .unzip();
         Self { sin, cos }
-    }
-}
-
-/// Writes the row at `anchor + j` from the anchor and the offset `j`, in the plan's layout:
-/// `sin = sa co + ca so`, `cos = ca co - sa so` per frequency, in indexed loops over slices of
-/// one length, which the compiler vectorises.
-fn encode_row<A: Acc>(cols: &Columns, anchor: &SinCos<A>, offset: &SinCos<A>, row: &mut [A]) {
-    let n = cols.n_cos;
-    let (sa, ca) = (&anchor.sin[..n], &anchor.cos[..n]);
-    let (so, co) = (&offset.sin[..n], &offset.cos[..n]);
-    let last_sin = match cols.layout {
-        Layout::Interleaved => {
-            let pairs = &mut row[..2 * n];
-            for (i, pair) in pairs.chunks_exact_mut(2).enumerate() {
-                pair[0] = sa[i] * co[i] + ca[i] * so[i];
-                pair[1] = ca[i] * co[i] - sa[i] * so[i];
-            }
-            2 * n
-        }
-        Layout::SinCos | Layout::CosSin => {
-            let sin_first = cols.layout == Layout::SinCos;
-            let (first, second) = row.split_at_mut(if sin_first { cols.n_sin } else { n });
-            let (sins, coss) = if sin_first {
-                (first, second)
-            } else {
-                (second, first)
-            };
-            let (sins, coss) = (&mut sins[..n], &mut coss[..n]);
-            for i in 0..n {
-                sins[i] = sa[i] * co[i] + ca[i] * so[i];
-            }
-            for i in 0..n {
-                coss[i] = ca[i] * co[i] - sa[i] * so[i];
-            }
-            if sin_first {
-                n
-            } else {
-                2 * n
-            }
-        }
-    };
-    // An odd split width ends with a sine that has no cosine.
-    if cols.n_sin > n {
-        let (a, o) = (anchor, offset);
-        row[last_sin] = a.sin[n] * o.cos[n] + a.cos[n] * o.sin[n];
-    }
-    if cols.zero_last {
-        row[cols.width - 1] = A::from_f64(0.0);
     }
 }

@@ -28,7 +28,7 @@ use crate::Result;
 #[derive(Clone, Debug)]
 pub struct RopeCache {
     rope: Rope,
-    tables: RowCache,
+    tables: RowCache<(Tensor, Tensor)>,
 }
 
 impl RopeCache {
@@ -67,12 +67,9 @@ impl RopeCache {
         dtype: DType,
         device: &Device,
     ) -> Result<(Tensor, Tensor)> {
-        positions::range(offset, len)?;
-        let rows = self
-            .tables
-            .rows(offset, len, dtype, device, self.build(dtype, device))?;
-        let [cos, sin]: [Tensor; 2] = rows.try_into().expect("a cos and a sin table");
-        Ok((cos, sin))
+        positions::check_range(offset, len)?;
+        self.tables
+            .rows(offset, len, dtype, device, self.build(dtype, device))
     }
 
     /// `(cos, sin)` for positions `offset .. offset + len` as tensors of their own, each
@@ -86,21 +83,18 @@ impl RopeCache {
         dtype: DType,
         device: &Device,
     ) -> Result<(Tensor, Tensor)> {
-        positions::range(offset, len)?;
-        let rows = self
-            .tables
-            .rows_owned(offset, len, dtype, device, self.build(dtype, device))?;
-        Ok((rows[0].clone(), rows[1].clone()))
+        positions::check_range(offset, len)?;
+        self.tables
+            .rows_owned(offset, len, dtype, device, self.build(dtype, device))
     }
 
     /// `(cos, sin)` for integer position ids of any shape, each `ids.dims() + [rotary_dim / 2]`:
     /// gathered from the cached tables when every id is within the limit, generated otherwise.
     pub fn tables_for_ids(&self, ids: &Tensor, dtype: DType) -> Result<(Tensor, Tensor)> {
         let device = ids.device();
-        let rows = self.tables.ids(ids, dtype, self.build(dtype, device), || {
-            self.rope.tables_for_ids(ids, dtype).map(both)
-        })?;
-        Ok((rows[0].clone(), rows[1].clone()))
+        self.tables.ids(ids, dtype, self.build(dtype, device), || {
+            self.rope.tables_for_ids(ids, dtype)
+        })
     }
 
     /// How the cache makes rows `start .. start + len` of its cos and sin tables.
@@ -108,8 +102,8 @@ impl RopeCache {
         &'a self,
         dtype: DType,
         device: &'a Device,
-    ) -> impl Fn(usize, usize) -> Result<Vec<Tensor>> + 'a {
-        move |start, len| self.rope.tables(start, len, dtype, device).map(both)
+    ) -> impl Fn(usize, usize) -> Result<(Tensor, Tensor)> + 'a {
+        move |start, len| self.rope.tables(start, len, dtype, device)
     }
 
     /// Rows cached for `dtype` on `device`.
@@ -131,9 +125,4 @@ impl RopeCache {
     pub fn clear(&self) {
         self.tables.clear()
     }
-}
-
-/// A `(cos, sin)` pair as the cache's list of tables.
-fn both((cos, sin): (Tensor, Tensor)) -> Vec<Tensor> {
-    vec![cos, sin]
 }
