@@ -30,6 +30,7 @@ pub mod config;
 pub mod embedding;
 pub mod grid;
 pub mod rotary;
+mod rotary_rows;
 
 pub use alibi::AlibiBias;
 pub use axes::AxesRotaryEmbedding;

@@ -36,6 +36,8 @@ use candle_nn::rotary_emb::{rope, rope_i};
 use pe_core::rope::Dynamic;
 use pe_core::{Backend, Rope, RopeCache, RopeConfig, RopeType, MAX_POSITION};
 
+use crate::rotary_rows::RotateRows;
+
 /// Rotary position embedding for queries and keys.
 ///
 /// q and k are `(batch, heads, seq, head_dim)` (rank 4) or `(tokens, heads, head_dim)` (rank 3,
@@ -179,8 +181,48 @@ impl RotaryEmbedding {
     /// another device than q and k: the tables are built there and moved.
     pub fn apply_at(&self, q: &Tensor, k: &Tensor, positions: &Tensor) -> Result<(Tensor, Tensor)> {
         let layout = self.check_pair(q, k)?;
+        check_positions(q, layout, positions)?;
+        if let Some((rows, cos, sin)) = self.cached_rows(q, positions)? {
+            let op = RotateRows {
+                positions: &rows,
+                rotary_dim: self.rope().config().rotary_dim(),
+                interleaved: self.interleaved,
+            };
+            return Ok((op.apply(q, &cos, &sin)?, op.apply(k, &cos, &sin)?));
+        }
         let (cos, sin) = self.tables_at(q, layout, positions)?;
         self.rotate_both(q, k, layout, &cos, &sin, Path::Fused)
+    }
+
+    /// On the CPU, when every position is within the cache's limit (and the rope is not
+    /// dynamic NTK, whose tables depend on the call): the positions read once to the host
+    /// and views of the cached cos and sin tables holding their rows, for the per-token
+    /// rotation. `None` sends the call to the gathered tables and candle-nn's kernels.
+    fn cached_rows(
+        &self,
+        q: &Tensor,
+        positions: &Tensor,
+    ) -> Result<Option<(Vec<usize>, Tensor, Tensor)>> {
+        if !q.device().is_cpu() || self.dynamic.is_some() {
+            return Ok(None);
+        }
+        let limit = self.cache.limit();
+        let ids = positions
+            .to_dtype(DType::I64)?
+            .flatten_all()?
+            .to_vec1::<i64>()?;
+        let Some(rows) = ids
+            .into_iter()
+            .map(|id| usize::try_from(id).ok().filter(|&row| row < limit))
+            .collect::<Option<Vec<usize>>>()
+        else {
+            return Ok(None);
+        };
+        let len = rows.iter().max().map_or(0, |&row| row + 1);
+        let (cos, sin) = self
+            .cache
+            .tables(0, len, table_dtype(q.dtype()), q.device())?;
+        Ok(Some((rows, cos, sin)))
     }
 
     /// [`apply_at`](Self::apply_at) for `(batch, heads, seq, head_dim)` inputs and `(batch, seq)`
@@ -246,7 +288,7 @@ impl RotaryEmbedding {
         self.rotate_both(q, k, layout, &cos, &sin, Path::Slow)
     }
 
-    /// Checks `positions` against the layout of q; returns tables `positions.dims() +
+    /// Checks `positions` against the layout of q; returns gathered tables `positions.dims() +
     /// [rotary_dim / 2]` on q's device.
     fn tables_at(
         &self,
@@ -254,23 +296,7 @@ impl RotaryEmbedding {
         layout: Layout,
         positions: &Tensor,
     ) -> Result<(Tensor, Tensor)> {
-        let (expected, shape) = match layout {
-            Layout::Bhsd { batch, seq } => (vec![batch, seq], "(batch, seq)"),
-            Layout::Thd { tokens } => (vec![tokens], "(tokens,)"),
-        };
-        if positions.dims() != expected {
-            bail!(
-                "positions must have shape {shape} = {expected:?} for q {:?}, got {:?}",
-                q.dims(),
-                positions.dims()
-            )
-        }
-        match positions.dtype() {
-            DType::U8 | DType::U32 | DType::I16 | DType::I32 | DType::I64 => {}
-            dtype => bail!(
-                "positions must be an integer tensor (u8, u32, i16, i32 or i64), got dtype {dtype:?}"
-            ),
-        }
+        check_positions(q, layout, positions)?;
         let dtype = table_dtype(q.dtype());
         // Dynamic NTK only: the sequence this call reaches, max(position) + 1 (an id past 2^31
         // is refused below, before it can grow the state).
@@ -459,6 +485,27 @@ impl RotaryEmbedding {
             let y2 = (x1.broadcast_mul(&sin)? + x2.broadcast_mul(&cos)?)?;
             Tensor::cat(&[y1, y2], D::Minus1)
         }
+    }
+}
+
+/// Checks the shape and dtype of `positions` against the layout of q.
+fn check_positions(q: &Tensor, layout: Layout, positions: &Tensor) -> Result<()> {
+    let (expected, shape) = match layout {
+        Layout::Bhsd { batch, seq } => (vec![batch, seq], "(batch, seq)"),
+        Layout::Thd { tokens } => (vec![tokens], "(tokens,)"),
+    };
+    if positions.dims() != expected {
+        bail!(
+            "positions must have shape {shape} = {expected:?} for q {:?}, got {:?}",
+            q.dims(),
+            positions.dims()
+        )
+    }
+    match positions.dtype() {
+        DType::U8 | DType::U32 | DType::I16 | DType::I32 | DType::I64 => Ok(()),
+        dtype => bail!(
+            "positions must be an integer tensor (u8, u32, i16, i32 or i64), got dtype {dtype:?}"
+        ),
     }
 }
 
