@@ -4,7 +4,7 @@
 //! rounding, errors, empties and far positions.
 
 use candle_core::{DType, Device, Tensor, D};
-use candle_nn::rotary_emb::{rope_i_slow, rope_slow};
+use candle_nn::rotary_emb::{rope, rope_i, rope_i_slow, rope_slow};
 use pe_core::rope::{Llama3, RopeType, Yarn};
 use pe_core::{Backend, Rope, RopeConfig};
 use pe_nn::RotaryEmbedding;
@@ -395,6 +395,127 @@ fn errors_name_the_argument() -> anyhow::Result<()> {
             "apply_at",
         ],
     );
+    Ok(())
+}
+
+/// `apply_at` the way it was before the per-token CPU rotation (and still is elsewhere): the
+/// cached rows gathered into tables of their own, the rotated features in the tables' dtype
+/// through candle-nn's kernels, rounded once, the rest passed unchanged.
+fn gather_then_kernel(
+    rotary: &RotaryEmbedding,
+    x: &Tensor,
+    positions: &Tensor,
+) -> anyhow::Result<Tensor> {
+    let dtype = if x.dtype() == DType::F64 {
+        DType::F64
+    } else {
+        DType::F32
+    };
+    let (cos, sin) = rotary.cache().tables_for_ids(positions, dtype)?;
+    let (d, r) = (x.dim(D::Minus1)?, rotary.rope().config().rotary_dim());
+    let turned = x.narrow(D::Minus1, 0, r)?.to_dtype(dtype)?.contiguous()?;
+    let kernel = if rotary.is_interleaved() {
+        rope_i
+    } else {
+        rope
+    };
+    let turned = if x.rank() == 4 {
+        kernel(&turned, &cos, &sin)?
+    } else {
+        let (t, h, _) = x.dims3()?;
+        let (cos, sin) = (cos.reshape((t, 1, r / 2))?, sin.reshape((t, 1, r / 2))?);
+        kernel(&turned.reshape((t, h, 1, r))?, &cos, &sin)?.reshape((t, h, r))?
+    };
+    let turned = turned.to_dtype(x.dtype())?;
+    Ok(Tensor::cat(
+        &[&turned, &x.narrow(D::Minus1, r, d - r)?],
+        D::Minus1,
+    )?)
+}
+
+/// Bit-for-bit equality (as f64, which every input dtype widens to exactly).
+fn assert_same(got: &Tensor, want: &Tensor, what: &str) -> anyhow::Result<()> {
+    assert_eq!(
+        (got.dims(), got.dtype()),
+        (want.dims(), want.dtype()),
+        "{what}"
+    );
+    let (got, want) = (
+        got.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?,
+        want.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?,
+    );
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert!(bits(&got) == bits(&want), "{what}");
+    Ok(())
+}
+
+/// The per-token CPU rotation (read from the cached rows in one pass) against the gathered
+/// tables + candle-nn kernels and against the plain twin: every dtype, both layouts, both
+/// pairings, whole and partial rotary, decode and prefill sizes (one thread and many),
+/// distinct positions in every sequence and token so that a wrong row shows.
+#[test]
+fn per_token_rows_equal_gather_then_kernel_bit_for_bit() -> anyhow::Result<()> {
+    let dev = Device::Cpu;
+    for config in [llama31(), partial(80, 0.4), partial(64, 0.5)] {
+        let d = config.head_dim;
+        for interleaved in [false, true] {
+            let rotary = RotaryEmbedding::new(config.clone())?.interleaved(interleaved);
+            for dtype in [DType::F32, DType::BF16, DType::F16, DType::F64] {
+                // (batch, heads, seq, d) at (batch, seq) positions: a ragged decode step and a
+                // prefill long enough to be split across threads.
+                for (batch, seq) in [(3, 1), (2, 5), (2, 300)] {
+                    let q = Tensor::randn(0f32, 1.0, (batch, 4, seq, d), &dev)?.to_dtype(dtype)?;
+                    let k = Tensor::randn(0f32, 1.0, (batch, 2, seq, d), &dev)?.to_dtype(dtype)?;
+                    let ids: Vec<i64> = (0..(batch * seq) as i64)
+                        .map(|i| (7919 * i + 100) % 9000)
+                        .collect();
+                    let positions = Tensor::from_vec(ids, (batch, seq), &dev)?;
+                    let what = format!("d={d} interleaved={interleaved} {dtype:?} {batch}x{seq}");
+                    let (fq, fk) = rotary.apply_at(&q, &k, &positions)?;
+                    let (sq, sk) = rotary.apply_at_slow(&q, &k, &positions)?;
+                    assert_same(&fq, &gather_then_kernel(&rotary, &q, &positions)?, &what)?;
+                    assert_same(&fk, &gather_then_kernel(&rotary, &k, &positions)?, &what)?;
+                    assert_same(&fq, &sq, &what)?;
+                    assert_same(&fk, &sk, &what)?;
+                    // The same tokens as (tokens, heads, d) at (tokens,) positions.
+                    let (tq, tk, tp) = (to_thd(&q)?, to_thd(&k)?, positions.flatten_all()?);
+                    let (fq, fk) = rotary.apply_at(&tq, &tk, &tp)?;
+                    let (sq, sk) = rotary.apply_at_slow(&tq, &tk, &tp)?;
+                    assert_same(&fq, &gather_then_kernel(&rotary, &tq, &tp)?, &what)?;
+                    assert_same(&fk, &gather_then_kernel(&rotary, &tk, &tp)?, &what)?;
+                    assert_same(&fq, &sq, &what)?;
+                    assert_same(&fk, &sk, &what)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The last cached row is read in place, the first row past the cache's limit is generated:
+/// both give the gathered + kernel bits, in one call that mixes them too.
+#[test]
+fn positions_at_the_cache_limit() -> anyhow::Result<()> {
+    let dev = Device::Cpu;
+    for interleaved in [false, true] {
+        // A small head keeps the 2^20 cached rows small.
+        let rotary = RotaryEmbedding::new(partial(8, 0.5))?.interleaved(interleaved);
+        let limit = rotary.cache().limit() as i64;
+        for ids in [
+            vec![limit - 1, limit - 2, 0],
+            vec![limit, limit - 1, 3],
+            vec![limit + 1, limit, limit - 1],
+        ] {
+            let positions = Tensor::new(ids.as_slice(), &dev)?;
+            for dtype in [DType::F32, DType::BF16, DType::F64] {
+                let q = Tensor::randn(0f32, 1.0, (3, 2, 8), &dev)?.to_dtype(dtype)?;
+                let what = format!("interleaved={interleaved} {ids:?} {dtype:?}");
+                let (got, _) = rotary.apply_at(&q, &q, &positions)?;
+                assert_same(&got, &gather_then_kernel(&rotary, &q, &positions)?, &what)?;
+                assert_same(&got, &rotary.apply_at_slow(&q, &q, &positions)?.0, &what)?;
+            }
+        }
+    }
     Ok(())
 }
 
