@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use candle_core::{DType, Device, Module, Tensor};
 mod baseline;
 
-use baseline::naive_f32_table;
+use baseline::{gather_rope, naive_f32_table};
 use candle_pe::core::{Backend, PeCache, PeSpec, Rope, RopeCache, RopeConfig, SinusoidalEncoding};
 use candle_pe::nn::{
     EmbeddingScale, PositionMode, Preset, RotaryEmbedding, SinusoidalEmbedding,
@@ -369,6 +369,35 @@ fn rope(c: &mut Criterion, dev: &Device) {
         group.bench_function(BenchmarkId::new(name, seq), |b| {
             b.iter_custom(|n| timed(dev, n, || rotary.apply(&q, &k, offset).unwrap()))
         });
+    }
+    // At per-token positions, against the cached rows gathered by `index_select` + candle-nn's
+    // `rope`: a ragged decode step of 8 sequences at positions 100 .. 8000, and a 2048-token
+    // prefill of 4 sequences of 512 at different offsets.
+    for (name, batch, seq) in [("decode", 8, 1), ("prefill", 4, 512)] {
+        let seq = if quick() { seq.min(16) } else { seq };
+        let q = Tensor::randn(0f32, 1.0, (batch, 32, seq, head_dim), dev).unwrap();
+        let k = Tensor::randn(0f32, 1.0, (batch, 8, seq, head_dim), dev).unwrap();
+        let ids: Vec<u32> = (0..batch as u32)
+            .flat_map(|b| (0..seq as u32).map(move |s| 100 + 1100 * b + s))
+            .collect();
+        let positions = Tensor::from_vec(ids, (batch, seq), dev).unwrap();
+        let case = format!("{batch}x{seq}");
+        group.throughput(Throughput::Bytes(
+            ((32 + 8) * batch * seq * head_dim * 4) as u64,
+        ));
+        group.bench_function(BenchmarkId::new(format!("apply_at_{name}"), &case), |b| {
+            b.iter_custom(|n| timed(dev, n, || rotary.apply_at(&q, &k, &positions).unwrap()))
+        });
+        group.bench_function(
+            BenchmarkId::new(format!("gather_rope_{name}"), &case),
+            |b| {
+                b.iter_custom(|n| {
+                    timed(dev, n, || {
+                        gather_rope(rotary.cache(), &q, &k, &positions).unwrap()
+                    })
+                })
+            },
+        );
     }
     group.finish();
 }

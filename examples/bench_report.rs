@@ -27,7 +27,7 @@ use rayon::prelude::*;
 #[path = "../benches/baseline/mod.rs"]
 mod baseline;
 
-use baseline::{marian_table, naive_llama_rope, whisper_sinusoids};
+use baseline::{gather_rope, marian_table, naive_llama_rope, whisper_sinusoids};
 use candle_pe::core::Backend;
 use candle_pe::core::{PeCache, PeSpec, Rope, RopeCache, RopeConfig, SinusoidalEncoding};
 use candle_pe::nn::{
@@ -347,6 +347,27 @@ fn main() -> Result<()> {
         ],
     )?;
     let (rope_apply_us, candle_rope_us) = (app.medians()[0] * 1e3, app.medians()[1] * 1e3);
+
+    // Applying rope at per-token positions: a ragged decode step of 8 sequences at positions
+    // 100 .. 7800 (q 32 heads, k 8, head_dim 128), against the cached rows gathered by
+    // `index_select` + candle-nn's `rope`.
+    eprintln!("rope apply at per-token positions, batch 8 decode:");
+    let q = Tensor::randn(0f32, 1.0, (8, 32, 1, HEAD_DIM), &dev)?;
+    let k = Tensor::randn(0f32, 1.0, (8, 8, 1, HEAD_DIM), &dev)?;
+    let ids: Vec<u32> = (0..8).map(|b| 100 + 1100 * b).collect();
+    let positions = Tensor::from_vec(ids, (8, 1), &dev)?;
+    let at = interleaved(
+        2001,
+        vec![
+            case("RotaryEmbedding::apply_at", || {
+                Ok(rotary.apply_at(&q, &k, &positions)?)
+            }),
+            case("index_select + candle-nn rope", || {
+                Ok(gather_rope(rotary.cache(), &q, &k, &positions)?)
+            }),
+        ],
+    )?;
+    let (rope_apply_at_us, gather_rope_us) = (at.medians()[0] * 1e3, at.medians()[1] * 1e3);
     let load_after = load();
 
     // Errors: at positions up to 1,000,000 against an independent f64 evaluation, and of the
@@ -418,6 +439,9 @@ fn main() -> Result<()> {
         ("rope_apply_us", rope_apply_us),
         ("candle_rope_us", candle_rope_us),
         ("rope_apply_over_candle", app.ratio(0, 1)),
+        ("rope_apply_at_us", rope_apply_at_us),
+        ("gather_rope_us", gather_rope_us),
+        ("rope_apply_at_over_gather", at.ratio(0, 1)),
     ];
 
     println!(
@@ -515,6 +539,12 @@ fn main() -> Result<()> {
         us(rope_apply_us),
         us(candle_rope_us),
         x(app.ratio(0, 1)),
+    );
+    row(
+        "rope apply at per-token positions (batch 8 decode): fused vs index_select + candle rope",
+        us(rope_apply_at_us),
+        us(gather_rope_us),
+        x(at.ratio(0, 1)),
     );
     row(
         "max abs error, positions up to 1,000,000",

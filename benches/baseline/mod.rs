@@ -7,7 +7,7 @@
 #![allow(dead_code)]
 
 use candle_core::{DType, Device, Result, Tensor};
-use pe_core::{Column, SinusoidalEncoding};
+use pe_core::{Column, RopeCache, SinusoidalEncoding};
 
 /// Rows `offset .. offset + len` of `pe`'s table, computed in f32 with candle ops (whisper's
 /// `sinusoids` construction for sin|cos layouts).
@@ -96,4 +96,18 @@ pub fn marian_table(dim: usize, max_positions: usize, device: &Device) -> Result
         .reshape((max_positions, 1))?;
     let freqs = t.matmul(&inv_freq)?;
     Tensor::cat(&[freqs.sin()?, freqs.cos()?], 1)
+}
+
+/// q and k `(batch, heads, seq, d)` rotated at `(batch, seq)` positions the way `apply_at` does
+/// off the CPU (and did everywhere before its one-pass CPU rotation): the cached f32 rows
+/// gathered by `index_select` into `(batch, seq, d / 2)` tables, then candle-nn's `rope`.
+pub fn gather_rope(
+    cache: &RopeCache,
+    q: &Tensor,
+    k: &Tensor,
+    positions: &Tensor,
+) -> Result<(Tensor, Tensor)> {
+    let (cos, sin) = cache.tables_for_ids(positions, DType::F32)?;
+    let rope = candle_nn::rotary_emb::rope;
+    Ok((rope(q, &cos, &sin)?, rope(k, &cos, &sin)?))
 }
