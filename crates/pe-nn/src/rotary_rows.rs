@@ -28,9 +28,9 @@ use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor, Wi
 use half::{bf16, f16};
 use rayon::prelude::*;
 
-/// Elements a rayon task turns at least: below this a call stays on one thread (a decode step
-/// is a few microseconds, less than waking the pool).
-const MIN_TASK_ELEMS: usize = 1 << 15;
+/// Elements a rayon task turns at least; an input this small stays on the calling thread (a
+/// decode step takes a few microseconds, less than handing work to the pool).
+const MIN_TASK_ELEMS: usize = 1 << 16;
 
 /// The rotation of `(batch, heads, seq, d)` or `(tokens, heads, d)` rows at per-token rows of
 /// the cached `(rows, rotary_dim / 2)` cos and sin tables.
@@ -63,23 +63,35 @@ impl RotateRows<'_> {
             let token = row / (heads * seq) * seq + row % seq;
             let at = self.positions[token] * half;
             let (cos, sin) = (&cos[at..at + half], &sin[at..at + half]);
-            for i in 0..half {
-                let (i1, i2) = if self.interleaved {
-                    (2 * i, 2 * i + 1)
-                } else {
-                    (i, i + half)
-                };
-                let (x1, x2) = (src[i1].widen(), src[i2].widen());
-                dst[i1] = T::narrow(x1 * cos[i] - x2 * sin[i]);
-                dst[i2] = T::narrow(x1 * sin[i] + x2 * cos[i]);
+            let (src, kept) = src.split_at(rotary);
+            let (dst, passed) = dst.split_at_mut(rotary);
+            passed.copy_from_slice(kept);
+            if self.interleaved {
+                let pairs = src.chunks_exact(2).zip(dst.chunks_exact_mut(2));
+                for ((x, y), (&c, &s)) in pairs.zip(cos.iter().zip(sin)) {
+                    (y[0], y[1]) = turn_pair(x[0], x[1], c, s);
+                }
+            } else {
+                let (x1, x2) = src.split_at(half);
+                let (y1, y2) = dst.split_at_mut(half);
+                let pairs = x1.iter().zip(x2).zip(y1.iter_mut().zip(y2));
+                for (((&x1, &x2), (y1, y2)), (&c, &s)) in pairs.zip(cos.iter().zip(sin)) {
+                    (*y1, *y2) = turn_pair(x1, x2, c, s);
+                }
             }
-            dst[rotary..].copy_from_slice(&src[rotary..]);
         };
-        src.par_chunks(d)
-            .zip(dst.par_chunks_mut(d))
-            .enumerate()
-            .with_min_len(MIN_TASK_ELEMS.div_ceil(d))
-            .for_each(turn_row);
+        if src.len() <= MIN_TASK_ELEMS {
+            src.chunks(d)
+                .zip(dst.chunks_mut(d))
+                .enumerate()
+                .for_each(turn_row);
+        } else {
+            src.par_chunks(d)
+                .zip(dst.par_chunks_mut(d))
+                .enumerate()
+                .with_min_len(MIN_TASK_ELEMS.div_ceil(d))
+                .for_each(turn_row);
+        }
         dst
     }
 
@@ -169,6 +181,17 @@ impl CustomOp3 for RotateRows<'_> {
             ),
         }
     }
+}
+
+/// One pair rotated by the angle of `(cos, sin)`, with candle-nn's formula and order:
+/// `(x1 cos - x2 sin, x1 sin + x2 cos)`, in `T::Math`, each rounded once to `T`.
+#[inline(always)]
+fn turn_pair<T: Lane>(x1: T, x2: T, cos: T::Math, sin: T::Math) -> (T, T) {
+    let (x1, x2) = (x1.widen(), x2.widen());
+    (
+        T::narrow(x1 * cos - x2 * sin),
+        T::narrow(x1 * sin + x2 * cos),
+    )
 }
 
 /// An input element and the float it is rotated in.
