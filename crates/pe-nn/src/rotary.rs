@@ -5,7 +5,9 @@
 //! table cache.
 //!
 //! The tables stay in f32 (f64 for f64 inputs) whatever the dtype of q and k: an f16 or bf16
-//! input is rotated in f32 by candle-nn's fused kernels and rounded once to its dtype.
+//! input is rotated in f32 and rounded once to its dtype, by candle-nn's fused kernels or, at
+//! per-token positions on the CPU, by a one-pass rotation reading each token's row of the
+//! cached tables in place (same bits).
 //!
 //! ```
 //! use candle_core::{DType, Device, Tensor};
@@ -178,7 +180,9 @@ impl RotaryEmbedding {
     /// `0 .. 2^31`): `positions` is `(batch, seq)` for `(batch, heads, seq, head_dim)` inputs
     /// (each sequence of a ragged or left-padded batch at its own positions) and `(tokens,)`
     /// for `(tokens, heads, head_dim)` ones (continuous batching). `positions` may live on
-    /// another device than q and k: the tables are built there and moved.
+    /// another device than q and k: the tables are built there and moved. On the CPU, within
+    /// the cache's limit and outside dynamic NTK, each row of q and k reads the row of its
+    /// position straight from the cached tables instead (same bits, no gathered tables).
     pub fn apply_at(&self, q: &Tensor, k: &Tensor, positions: &Tensor) -> Result<(Tensor, Tensor)> {
         let layout = self.check_pair(q, k)?;
         check_positions(q, layout, positions)?;
