@@ -16,6 +16,13 @@ fn tiny(model_type: &str) -> Value {
     })
 }
 
+/// Max |logit difference| between a cached decode and one full forward of the same random
+/// model, in f32: the two sum the same terms in different orders (the matmuls have other
+/// shapes), so they agree to the f32 rounding of logits of a few units, not bit for bit.
+/// The weights and ids are unseeded: 25 runs of the window test measured at most 8.9e-6, one
+/// CI run 1.8e-5 (over the 1e-5 it had). 1e-4 is the fixture tests' bound.
+const F32_BOUND: f32 = 1e-4;
+
 /// A model on `varmap` with random weights (a `VarMap` creates zeros: build once to create
 /// the variables, fill them, build again to read them).
 fn random_model(cfg: &LlamaConfig, varmap: &VarMap) -> Result<LlamaFamily> {
@@ -145,7 +152,7 @@ fn cache_and_padding_agree_with_full_forwards() -> Result<()> {
     for s in 4..7 {
         let step = model.forward(&ids.i((.., s..s + 1))?, &pos.i((.., s..s + 1))?, None)?;
         let diff = (step - windowed.i((.., s..s + 1, ..))?)?.abs()?.max_all()?;
-        assert!(diff.to_scalar::<f32>()? < 1e-5, "step {s}: {diff}");
+        assert!(diff.to_scalar::<f32>()? < F32_BOUND, "step {s}: {diff}");
     }
     assert_eq!(model.cached_len(), 7);
 
@@ -172,7 +179,7 @@ fn cache_and_padding_agree_with_full_forwards() -> Result<()> {
     let mask = Tensor::new(&[[0u32, 0, 1, 1, 1, 1, 1, 1, 1]], &dev)?;
     let out = model.forward(&padded, &ppos, Some(&mask))?;
     let diff = (out.i((.., 2.., ..))? - unwindowed)?.abs()?.max_all()?;
-    assert!(diff.to_scalar::<f32>()? < 1e-5, "{diff}");
+    assert!(diff.to_scalar::<f32>()? < F32_BOUND, "{diff}");
     Ok(())
 }
 
@@ -238,7 +245,7 @@ fn sliding_window_bounds_the_kv_cache() -> Result<()> {
             .max_all()?
             .to_scalar::<f32>()?;
         assert!(
-            diff < 1e-5,
+            diff < F32_BOUND,
             "row {row}: cached decode vs full forward: {diff}"
         );
     }
