@@ -129,7 +129,7 @@ impl<T: Tables> RowCache<T> {
 
     /// Rows `offset .. offset + len` of each table: views of the cached tables when they end
     /// within the limit, else `build(offset, len)`. `build(start, len)` makes rows
-    /// `start .. start + len` of every table.
+    /// `start .. start + len` of every table. Fails unless every position is supported.
     pub fn rows(
         &self,
         offset: usize,
@@ -138,7 +138,7 @@ impl<T: Tables> RowCache<T> {
         device: &Device,
         build: impl Fn(usize, usize) -> Result<T>,
     ) -> Result<T> {
-        let end = offset + len;
+        let end = positions::check_range(offset, len)?;
         if len == 0 || end > self.limit {
             return build(offset, len);
         }
@@ -162,9 +162,9 @@ impl<T: Tables> RowCache<T> {
         device: &Device,
         build: impl Fn(usize, usize) -> Result<T>,
     ) -> Result<T> {
-        let cached = len > 0 && offset + len <= self.limit;
         let rows = self.rows(offset, len, dtype, device, build)?;
-        if !cached {
+        // `rows` checked that `offset + len` does not overflow.
+        if len == 0 || offset + len > self.limit {
             return Ok(rows);
         }
         rows.map(Tensor::force_contiguous)
@@ -304,7 +304,6 @@ impl PeCache {
         dtype: DType,
         device: &Device,
     ) -> Result<Tensor> {
-        positions::check_range(offset, len)?;
         self.tables
             .rows(offset, len, dtype, device, self.build(dtype, device))
     }
@@ -332,7 +331,6 @@ impl PeCache {
         dtype: DType,
         device: &Device,
     ) -> Result<Tensor> {
-        positions::check_range(offset, len)?;
         self.tables
             .rows_owned(offset, len, dtype, device, self.build(dtype, device))
     }

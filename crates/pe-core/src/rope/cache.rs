@@ -21,7 +21,6 @@ use candle_core::{DType, Device, Tensor};
 
 use super::tables::Rope;
 use crate::cache::{RowCache, DEFAULT_CACHE_ROWS};
-use crate::describe::positions;
 use crate::Result;
 
 /// A growing, shareable cache of rotary tables.
@@ -67,7 +66,6 @@ impl RopeCache {
         dtype: DType,
         device: &Device,
     ) -> Result<(Tensor, Tensor)> {
-        positions::check_range(offset, len)?;
         self.tables
             .rows(offset, len, dtype, device, self.build(dtype, device))
     }
@@ -83,7 +81,6 @@ impl RopeCache {
         dtype: DType,
         device: &Device,
     ) -> Result<(Tensor, Tensor)> {
-        positions::check_range(offset, len)?;
         self.tables
             .rows_owned(offset, len, dtype, device, self.build(dtype, device))
     }
