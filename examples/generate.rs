@@ -7,9 +7,13 @@
 //! cargo run --release --example generate -- --model DIR --prompt-ids 1,2,3 --max-new 32
 //! ```
 //!
-//! stdout holds `ids: <new ids>` (the prompt excluded), then, when something was generated,
-//! the prefill's and the decode's speed; the model line, the progress bar and errors (one line,
-//! naming the flag and the file or field) go to stderr.
+//! Generation stops after `--max-new` tokens or at an end-of-sequence id (`--eos`; by default
+//! the checkpoint's `eos_token_id`, as transformers' `generate` reads it).
+//!
+//! stdout holds `ids: <new ids>` (the prompt excluded, an end-of-sequence id that stopped it
+//! included), then, when something was generated, the prefill's and the decode's speed; the
+//! model line, the progress bar and errors (one line, naming the flag and the file or field)
+//! go to stderr.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -18,7 +22,7 @@ use anyhow::{Context, Result};
 use candle_core::{DType, Device};
 use clap::{Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use pe_models::{greedy, LlamaFamily};
+use pe_models::{eos_token_ids, greedy, LlamaFamily};
 
 /// Greedy generation with a Llama / Qwen2 / Phi-3 / Mistral checkpoint.
 #[derive(Parser, Debug)]
@@ -30,10 +34,14 @@ pub struct Args {
     pub model: Option<PathBuf>,
     /// Prompt token ids, comma separated; "" is an empty prompt (nothing is generated)
     #[arg(long, value_name = "IDS", value_parser = parse_ids)]
-    pub prompt_ids: PromptIds,
-    /// New tokens to generate
+    pub prompt_ids: Ids,
+    /// New tokens to generate, at most
     #[arg(long, value_name = "N", default_value_t = 32)]
     pub max_new: usize,
+    /// End-of-sequence ids that stop the generation, comma separated; "" for none [default: the
+    /// eos_token_id of the folder's generation_config.json, else of its config.json]
+    #[arg(long, value_name = "IDS", value_parser = parse_ids)]
+    pub eos: Option<Ids>,
     /// Position of the prompt's first token (as HF's position_ids = offset + 0, 1, ...)
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub position_offset: u32,
@@ -42,13 +50,13 @@ pub struct Args {
     pub dtype: Dtype,
 }
 
-/// The `--prompt-ids` list.
+/// A `--prompt-ids` or `--eos` list.
 #[derive(Clone, Debug, PartialEq)]
-pub struct PromptIds(pub Vec<u32>);
+pub struct Ids(pub Vec<u32>);
 
-fn parse_ids(text: &str) -> Result<PromptIds, String> {
+fn parse_ids(text: &str) -> Result<Ids, String> {
     if text.trim().is_empty() {
-        return Ok(PromptIds(vec![]));
+        return Ok(Ids(vec![]));
     }
     text.split(',')
         .map(|part| {
@@ -57,7 +65,7 @@ fn parse_ids(text: &str) -> Result<PromptIds, String> {
                 .map_err(|e| format!("token id {part:?}: {e}"))
         })
         .collect::<Result<_, _>>()
-        .map(PromptIds)
+        .map(Ids)
 }
 
 /// The compute dtypes.
@@ -91,9 +99,18 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     let dir = args.model.clone().unwrap_or_else(default_model);
     let mut model = LlamaFamily::from_dir(&dir, args.dtype.candle(), &Device::Cpu)
         .with_context(|| format!("--model {}: cannot load the checkpoint", dir.display()))?;
+    let eos = match &args.eos {
+        Some(ids) => ids.0.clone(),
+        None => eos_token_ids(&dir).with_context(|| {
+            format!(
+                "--model {}: cannot read the end-of-sequence ids (or give --eos)",
+                dir.display()
+            )
+        })?,
+    };
     let cfg = model.config();
     eprintln!(
-        "model: {} ({}, {} layers, vocab {}), {}, prompt of {} tokens at positions from {}",
+        "model: {} ({}, {} layers, vocab {}), {}, prompt of {} tokens at positions from {}, end-of-sequence ids {:?}",
         dir.display(),
         cfg.model_type.name(),
         cfg.num_hidden_layers,
@@ -101,6 +118,7 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         args.dtype.candle().as_str(),
         args.prompt_ids.0.len(),
         args.position_offset,
+        eos,
     );
     if args.prompt_ids.0.is_empty() && args.max_new > 0 {
         eprintln!("empty prompt: no logits to continue from, nothing generated");
@@ -113,6 +131,7 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         &args.prompt_ids.0,
         args.position_offset,
         args.max_new,
+        &eos,
         |_| bar.inc(1),
     )
     .with_context(|| {
@@ -122,6 +141,13 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         )
     })?;
     bar.finish_and_clear();
+    if generation.ended_at_eos {
+        eprintln!(
+            "stopped at end-of-sequence id {} after {} tokens",
+            generation.ids[generation.ids.len() - 1],
+            generation.ids.len()
+        );
+    }
     let ids: Vec<String> = generation.ids.iter().map(u32::to_string).collect();
     writeln!(out, "ids: {}", ids.join(" "))?;
     if generation.ids.is_empty() {

@@ -49,6 +49,20 @@ fn prints_transformers_greedy_ids() -> Result<()> {
     // Nothing to generate: an empty line, no error.
     assert!(printed_ids(&run_with(&["--prompt-ids", "", "--max-new", "4"])?).is_empty());
     assert!(printed_ids(&run_with(&["--prompt-ids", "1,2", "--max-new", "0"])?).is_empty());
+    // --eos ends the line at the first id it names; "" never stops early.
+    let eos = want[3].to_string();
+    let stdout = run_with(&["--prompt-ids", &prompt.join(","), "--eos", &eos])?;
+    let first = want.iter().position(|&id| id == want[3]).unwrap();
+    assert_eq!(printed_ids(&stdout), want[..=first], "{stdout}");
+    let stdout = run_with(&[
+        "--prompt-ids",
+        &prompt.join(","),
+        "--max-new",
+        &n,
+        "--eos",
+        "",
+    ])?;
+    assert_eq!(printed_ids(&stdout), want, "{stdout}");
     Ok(())
 }
 
@@ -57,6 +71,8 @@ fn bad_flags_are_named() {
     let err = |flags: &[&str]| format!("{:#}", run_with(flags).unwrap_err());
     let e = err(&["--prompt-ids", "1,x"]);
     assert!(e.contains("--prompt-ids") && e.contains("\"x\""), "{e}");
+    let e = err(&["--prompt-ids", "1", "--eos", "2,-1"]);
+    assert!(e.contains("--eos") && e.contains("\"-1\""), "{e}");
     let e = err(&["--prompt-ids", "1", "--dtype", "f64"]);
     assert!(e.contains("--dtype") && e.contains("f64"), "{e}");
     let e = err(&["--prompt-ids", "1", "--model", "/no/such/folder"]);

@@ -194,7 +194,7 @@ fn main() -> Result<()> {
     let mut same_ids = true;
     for round in 0..args.rounds {
         let mut run_ours = || -> Result<Vec<u32>> {
-            let g = greedy(&mut ours, &prompt, 0, tokens, |_| {})?;
+            let g = greedy(&mut ours, &prompt, 0, tokens, &[], |_| {})?;
             ours_rates.push(g.decode_tokens_per_second());
             ours_pre.push(g.prefill_tokens_per_second());
             Ok(g.ids)

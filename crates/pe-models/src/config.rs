@@ -234,6 +234,43 @@ impl M2M100Config {
     }
 }
 
+/// The end-of-sequence ids generation stops at, as transformers' `generate` takes them: the
+/// `eos_token_id` of the folder's `generation_config.json` when that file exists and sets
+/// it, else that of its `config.json`. The field holds one id or a list; absent or null, there
+/// are none. Errors name the file and the field.
+///
+/// ```
+/// let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/models/llama31");
+/// assert_eq!(pe_models::eos_token_ids(dir)?, [2]);
+/// # Ok::<(), anyhow::Error>(())
+/// ```
+pub fn eos_token_ids(dir: impl AsRef<Path>) -> Result<Vec<u32>> {
+    let dir = dir.as_ref();
+    let generation = dir.join("generation_config.json");
+    if generation.is_file() {
+        if let Some(ids) = read_config(&generation, eos_field)? {
+            return Ok(ids);
+        }
+    }
+    Ok(read_config(&dir.join("config.json"), eos_field)?.unwrap_or_default())
+}
+
+/// The `eos_token_id` field of a parsed config: one id or a list, `None` when absent or null.
+fn eos_field(json: &Value, source: &str) -> Result<Option<Vec<u32>>> {
+    let root = object(json, source)?;
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(u32),
+        Many(Vec<u32>),
+    }
+    Ok(match optional::<OneOrMany>(root, source, "eos_token_id")? {
+        None => None,
+        Some(OneOrMany::One(id)) => Some(vec![id]),
+        Some(OneOrMany::Many(ids)) => Some(ids),
+    })
+}
+
 /// The config in the file `path`, parsed by `from_json`; errors name the file.
 fn read_config<T>(path: &Path, from_json: impl Fn(&Value, &str) -> Result<T>) -> Result<T> {
     let text =
@@ -245,10 +282,14 @@ fn read_config<T>(path: &Path, from_json: impl Fn(&Value, &str) -> Result<T>) ->
 
 /// The config's fields and its `model_type`.
 fn object_and_type<'a>(json: &'a Value, source: &str) -> Result<(&'a Map<String, Value>, String)> {
-    let root = json
-        .as_object()
-        .ok_or_else(|| anyhow!("{source}: the config must be a JSON object"))?;
+    let root = object(json, source)?;
     Ok((root, required(root, source, "model_type")?))
+}
+
+/// The config's fields.
+fn object<'a>(json: &'a Value, source: &str) -> Result<&'a Map<String, Value>> {
+    json.as_object()
+        .ok_or_else(|| anyhow!("{source}: the config must be a JSON object"))
 }
 
 /// A field that must be present (and not null).

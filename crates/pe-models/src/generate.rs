@@ -1,5 +1,7 @@
 //! [`greedy`]: greedy decoding with a [`LlamaFamily`] and its KV cache, as transformers'
-//! `generate(do_sample=False)` for one sequence, timed per phase.
+//! `generate(do_sample=False)` for one sequence: it stops after `max_new` tokens or at an
+//! end-of-sequence id ([`eos_token_ids`](crate::eos_token_ids) reads a checkpoint's), and
+//! times each phase.
 //!
 //! ```
 //! use candle_core::{DType, Device};
@@ -8,8 +10,13 @@
 //! let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/models/llama31");
 //! let mut model = LlamaFamily::from_dir(dir, DType::F32, &Device::Cpu)?;
 //! // The prompt at positions 100..103, then four new tokens at 103, 104, ...
-//! let out = greedy(&mut model, &[5, 6, 7], 100, 4, |_| {})?;
+//! let out = greedy(&mut model, &[5, 6, 7], 100, 4, &[], |_| {})?;
 //! assert_eq!(out.ids.len(), 4);
+//!
+//! // The same, stopping at the second id: it ends the output, as in transformers.
+//! let eos = out.ids[1];
+//! let stopped = greedy(&mut model, &[5, 6, 7], 100, 4, &[eos], |_| {})?;
+//! assert!(stopped.ended_at_eos && stopped.ids.last() == Some(&eos));
 //! println!("decode: {:.0} tokens/s", out.decode_tokens_per_second());
 //! # Ok::<(), anyhow::Error>(())
 //! ```
@@ -25,8 +32,11 @@ use crate::LlamaFamily;
 /// The tokens [`greedy`] generated and how long each phase took.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Generation {
-    /// The new token ids, the prompt excluded.
+    /// The new token ids, the prompt excluded; an end-of-sequence id that stopped the
+    /// generation is the last.
     pub ids: Vec<u32>,
+    /// Whether the generation ended at an end-of-sequence id (the last of `ids`).
+    pub ended_at_eos: bool,
     /// The prompt's forward pass and the pick of the first new token.
     pub prefill: Duration,
     /// The cached one-token steps that picked the other new tokens.
@@ -56,10 +66,11 @@ fn rate(tokens: usize, time: Duration) -> f64 {
     }
 }
 
-/// Generates `max_new` tokens after `prompt`, each the argmax of the last logits, the prompt
-/// at positions `first_position ..` and every new token at the next position (as
-/// transformers' `position_ids`). The model's KV cache is cleared first and holds the sequence
-/// afterwards. `on_token` sees each new id as it is picked.
+/// Generates up to `max_new` tokens after `prompt`, each the argmax of the last logits, the
+/// prompt at positions `first_position ..` and every new token at the next position (as
+/// transformers' `position_ids`). It stops early after picking any id of `eos` (kept as the
+/// last id); an empty `eos` never stops early. The model's KV cache is cleared first and holds
+/// the sequence afterwards. `on_token` sees each new id as it is picked.
 ///
 /// An empty prompt or `max_new == 0` generates nothing (there are no logits to pick from).
 /// Errors name the prompt id past the vocabulary, or the position past 2^31 - 1.
@@ -68,6 +79,7 @@ pub fn greedy(
     prompt: &[u32],
     first_position: u32,
     max_new: usize,
+    eos: &[u32],
     mut on_token: impl FnMut(u32),
 ) -> Result<Generation> {
     let vocab = model.config().vocab_size;
@@ -80,6 +92,7 @@ pub fn greedy(
     }
     let mut out = Generation {
         ids: Vec::with_capacity(max_new),
+        ended_at_eos: false,
         prefill: Duration::ZERO,
         decode: Duration::ZERO,
         prompt_len: prompt.len(),
@@ -108,6 +121,9 @@ pub fn greedy(
     on_token(next);
     let start = Instant::now();
     for position in end..end + (max_new - 1) as u32 {
+        if eos.contains(&next) {
+            break;
+        }
         let ids = Tensor::new(&[[next]], &device)?;
         let positions = Tensor::new(&[[position]], &device)?;
         next = pick(&model.forward(&ids, &positions, None)?)?;
@@ -115,6 +131,7 @@ pub fn greedy(
         on_token(next);
     }
     out.decode = start.elapsed();
+    out.ended_at_eos = eos.contains(&next);
     Ok(out)
 }
 

@@ -47,7 +47,7 @@ mod layers;
 pub mod llama;
 pub mod m2m100;
 
-pub use config::{LlamaConfig, M2M100Config, ModelType};
+pub use config::{eos_token_ids, LlamaConfig, M2M100Config, ModelType};
 pub use generate::{greedy, Generation};
 pub use llama::LlamaFamily;
 pub use m2m100::M2M100Encoder;

@@ -1,12 +1,13 @@
 //! `greedy` on the llama31 fixture: transformers' greedy ids at any first position (exact rope
-//! sees only position differences), sharded checkpoints, and errors naming the bad input.
+//! sees only position differences), the stop at end-of-sequence ids and where they are read,
+//! sharded checkpoints, and errors naming the bad input.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 
 use anyhow::Result;
 use candle_core::{DType, Device, Tensor};
-use pe_models::{greedy, LlamaFamily};
+use pe_models::{eos_token_ids, greedy, LlamaFamily};
 
 fn fixture() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/models/llama31")
@@ -37,7 +38,9 @@ fn greedy_ids_match_transformers_at_any_offset() -> Result<()> {
     let mut model = model(&fixture())?;
     for offset in [0, 20_000, 131_000] {
         let mut seen = vec![];
-        let out = greedy(&mut model, &prompt, offset, want.len(), |id| seen.push(id))?;
+        let out = greedy(&mut model, &prompt, offset, want.len(), &[], |id| {
+            seen.push(id)
+        })?;
         assert_eq!(out.ids, want, "first position {offset}");
         assert_eq!(seen, want, "on_token at first position {offset}");
         assert_eq!(model.cached_len(), prompt.len() + want.len() - 1);
@@ -45,11 +48,89 @@ fn greedy_ids_match_transformers_at_any_offset() -> Result<()> {
     Ok(())
 }
 
+/// An end-of-sequence id ends the output where it is picked; ids never picked change nothing.
+#[test]
+fn greedy_stops_at_an_eos_id() -> Result<()> {
+    let (prompt, want) = (
+        recorded("prefill.input_ids")?,
+        recorded("decode.generated_ids")?,
+    );
+    let mut model = model(&fixture())?;
+    for stop in [0, 1, 4, want.len() - 1] {
+        let first = want.iter().position(|&id| id == want[stop]).unwrap();
+        let mut seen = vec![];
+        let out = greedy(
+            &mut model,
+            &prompt,
+            0,
+            want.len(),
+            &[999, want[stop]],
+            |id| seen.push(id),
+        )?;
+        assert_eq!(out.ids, want[..=first], "eos {}", want[stop]);
+        assert_eq!(seen, out.ids);
+        assert!(out.ended_at_eos);
+        // The eos id is picked, never fed.
+        assert_eq!(model.cached_len(), prompt.len() + first);
+    }
+    let never: Vec<u32> = (0..128).filter(|id| !want.contains(id)).collect();
+    let out = greedy(&mut model, &prompt, 0, want.len(), &never, |_| {})?;
+    assert_eq!(out.ids, want);
+    assert!(!out.ended_at_eos);
+    Ok(())
+}
+
+/// `eos_token_id` as transformers' `generate` reads it: generation_config.json first, one id
+/// or a list, absent or null for none, anything else an error naming the file and field.
+#[test]
+fn eos_ids_are_read_like_transformers() -> Result<()> {
+    assert_eq!(eos_token_ids(fixture())?, [2]);
+    let dir = tempfile::tempdir()?;
+    let write = |file: &str, json: serde_json::Value| {
+        std::fs::write(dir.path().join(file), json.to_string()).unwrap()
+    };
+    write("config.json", serde_json::json!({"eos_token_id": [7, 8]}));
+    assert_eq!(eos_token_ids(dir.path())?, [7, 8]);
+    write(
+        "generation_config.json",
+        serde_json::json!({"do_sample": false}),
+    );
+    assert_eq!(
+        eos_token_ids(dir.path())?,
+        [7, 8],
+        "falls back to config.json"
+    );
+    write(
+        "generation_config.json",
+        serde_json::json!({"eos_token_id": 9}),
+    );
+    assert_eq!(eos_token_ids(dir.path())?, [9]);
+    write(
+        "generation_config.json",
+        serde_json::json!({"eos_token_id": null}),
+    );
+    write("config.json", serde_json::json!({}));
+    assert!(eos_token_ids(dir.path())?.is_empty());
+    write("config.json", serde_json::json!({"eos_token_id": "x"}));
+    let e = format!("{:#}", eos_token_ids(dir.path()).unwrap_err());
+    assert!(
+        e.contains("config.json: field eos_token_id") && e.contains("\"x\""),
+        "{e}"
+    );
+    std::fs::remove_file(dir.path().join("config.json"))?;
+    let e = format!("{:#}", eos_token_ids(dir.path()).unwrap_err());
+    assert!(
+        e.contains("cannot read") && e.contains("config.json"),
+        "{e}"
+    );
+    Ok(())
+}
+
 #[test]
 fn empty_prompt_and_no_new_tokens_generate_nothing() -> Result<()> {
     let mut model = model(&fixture())?;
-    assert!(greedy(&mut model, &[], 0, 5, |_| {})?.ids.is_empty());
-    let out = greedy(&mut model, &[1, 2], 0, 0, |_| {})?;
+    assert!(greedy(&mut model, &[], 0, 5, &[], |_| {})?.ids.is_empty());
+    let out = greedy(&mut model, &[1, 2], 0, 0, &[], |_| {})?;
     assert!(out.ids.is_empty());
     assert_eq!(out.decode_tokens_per_second(), 0.0);
     assert_eq!(
@@ -63,19 +144,19 @@ fn empty_prompt_and_no_new_tokens_generate_nothing() -> Result<()> {
 #[test]
 fn bad_input_is_named() -> Result<()> {
     let mut model = model(&fixture())?;
-    let e = greedy(&mut model, &[1, 128], 0, 1, |_| {})
+    let e = greedy(&mut model, &[1, 128], 0, 1, &[], |_| {})
         .unwrap_err()
         .to_string();
     assert!(
         e.contains("prompt id 128 (index 1)") && e.contains("128"),
         "{e}"
     );
-    let e = greedy(&mut model, &[1, 2], (1 << 31) - 3, 3, |_| {})
+    let e = greedy(&mut model, &[1, 2], (1 << 31) - 3, 3, &[], |_| {})
         .unwrap_err()
         .to_string();
     assert!(e.contains("2147483645") && e.contains("2147483648"), "{e}");
     // The last fed position may be 2^31 - 1.
-    greedy(&mut model, &[1, 2], (1 << 31) - 3, 2, |_| {})?;
+    greedy(&mut model, &[1, 2], (1 << 31) - 3, 2, &[], |_| {})?;
 
     let dir = tempfile::tempdir()?;
     let e = format!("{:#}", model_err(dir.path().join("missing")));
@@ -124,9 +205,9 @@ fn sharded_checkpoint_loads() -> Result<()> {
     )?;
 
     let prompt = recorded("prefill.input_ids")?;
-    let want = greedy(&mut model(&fixture())?, &prompt, 0, 4, |_| {})?.ids;
+    let want = greedy(&mut model(&fixture())?, &prompt, 0, 4, &[], |_| {})?.ids;
     assert_eq!(
-        greedy(&mut model(dir.path())?, &prompt, 0, 4, |_| {})?.ids,
+        greedy(&mut model(dir.path())?, &prompt, 0, 4, &[], |_| {})?.ids,
         want
     );
 
