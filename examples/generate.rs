@@ -1,7 +1,8 @@
 //! Greedy generation from a local Hugging Face Llama-family checkpoint (`model_type` `llama`,
 //! `qwen2`, `phi3` or `mistral`) with pe-models' `LlamaFamily`: the prompt's token ids in,
-//! the new ids out, on the CPU. Without `--model` it runs the tiny random Llama 3.1 test
-//! fixture (`tests/fixtures/models/llama31`).
+//! the new ids out, on the CPU or, built with `--features cuda`, an NVIDIA GPU (`--device
+//! cuda`). Without `--model` it runs the tiny random Llama 3.1 test fixture
+//! (`tests/fixtures/models/llama31`).
 //!
 //! ```text
 //! cargo run --release --example generate -- --model DIR --prompt-ids 1,2,3 --max-new 32
@@ -48,6 +49,40 @@ pub struct Args {
     /// Compute dtype of the weights and activations
     #[arg(long, value_enum, default_value_t = Dtype::F32)]
     pub dtype: Dtype,
+    /// Where to run: cpu, cuda (GPU 0) or cuda:N (CUDA needs a build with --features cuda)
+    #[arg(long, value_name = "DEVICE", value_parser = parse_device, default_value = "cpu")]
+    pub device: DeviceArg,
+}
+
+/// The `--device` choice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceArg {
+    /// The CPU.
+    Cpu,
+    /// The CUDA GPU of this ordinal.
+    Cuda(usize),
+}
+
+fn parse_device(text: &str) -> Result<DeviceArg, String> {
+    match text.split_once(':') {
+        None if text == "cpu" => Ok(DeviceArg::Cpu),
+        None if text == "cuda" => Ok(DeviceArg::Cuda(0)),
+        Some(("cuda", n)) => n
+            .parse()
+            .map(DeviceArg::Cuda)
+            .map_err(|e| format!("GPU ordinal {n:?}: {e}")),
+        _ => Err(format!("{text:?} is not cpu, cuda or cuda:N")),
+    }
+}
+
+impl DeviceArg {
+    fn candle(self) -> Result<Device> {
+        match self {
+            DeviceArg::Cpu => Ok(Device::Cpu),
+            DeviceArg::Cuda(n) => Device::new_cuda(n)
+                .with_context(|| format!("--device cuda:{n}: cannot open the GPU")),
+        }
+    }
 }
 
 /// A `--prompt-ids` or `--eos` list.
@@ -97,7 +132,8 @@ pub fn default_model() -> PathBuf {
 /// Loads the model, generates, and writes the ids and speeds to `out`.
 pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     let dir = args.model.clone().unwrap_or_else(default_model);
-    let mut model = LlamaFamily::from_dir(&dir, args.dtype.candle(), &Device::Cpu)
+    let device = args.device.candle()?;
+    let mut model = LlamaFamily::from_dir(&dir, args.dtype.candle(), &device)
         .with_context(|| format!("--model {}: cannot load the checkpoint", dir.display()))?;
     let eos = match &args.eos {
         Some(ids) => ids.0.clone(),
@@ -110,12 +146,13 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     };
     let cfg = model.config();
     eprintln!(
-        "model: {} ({}, {} layers, vocab {}), {}, prompt of {} tokens at positions from {}, end-of-sequence ids {:?}",
+        "model: {} ({}, {} layers, vocab {}), {} on {:?}, prompt of {} tokens at positions from {}, end-of-sequence ids {:?}",
         dir.display(),
         cfg.model_type.name(),
         cfg.num_hidden_layers,
         cfg.vocab_size,
         args.dtype.candle().as_str(),
+        args.device,
         args.prompt_ids.0.len(),
         args.position_offset,
         eos,

@@ -73,6 +73,14 @@ fn bad_flags_are_named() {
     assert!(e.contains("--prompt-ids") && e.contains("\"x\""), "{e}");
     let e = err(&["--prompt-ids", "1", "--eos", "2,-1"]);
     assert!(e.contains("--eos") && e.contains("\"-1\""), "{e}");
+    let e = err(&["--prompt-ids", "1", "--device", "tpu"]);
+    assert!(e.contains("--device") && e.contains("\"tpu\""), "{e}");
+    let e = err(&["--prompt-ids", "1", "--device", "cuda:x"]);
+    assert!(e.contains("--device") && e.contains("ordinal \"x\""), "{e}");
+    if !cfg!(feature = "cuda") {
+        let e = err(&["--prompt-ids", "1", "--device", "cuda:1"]);
+        assert!(e.contains("--device cuda:1"), "{e}");
+    }
     let e = err(&["--prompt-ids", "1", "--dtype", "f64"]);
     assert!(e.contains("--dtype") && e.contains("f64"), "{e}");
     let e = err(&["--prompt-ids", "1", "--model", "/no/such/folder"]);
