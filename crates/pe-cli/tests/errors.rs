@@ -3,21 +3,21 @@
 
 mod common;
 
-use common::{files_in, pe_err, s};
+use common::{assert_no_files, files_in, pe_err, s};
 
-/// Runs a failing `pe table` (base arguments plus `extra`) writing into an empty directory,
-/// checks the message, and that the directory is still empty.
-fn table_fails(extra: &[&str], expected: &[&str]) {
+/// Runs a failing `pe <command> --out <empty dir>/<file>` plus `extra`, checks the message,
+/// and that the directory is still empty.
+fn fails_writing(command: &str, file: &str, extra: &[&str], expected: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("pe.npy");
-    let mut args = vec!["table", "--out", s(&out)];
+    let out = dir.path().join(file);
+    let mut args = vec![command, "--out", s(&out)];
     args.extend_from_slice(extra);
     pe_err(&args, expected);
-    assert!(
-        files_in(dir.path()).is_empty(),
-        "{:?}",
-        files_in(dir.path())
-    );
+    assert_no_files(dir.path());
+}
+
+fn table_fails(extra: &[&str], expected: &[&str]) {
+    fails_writing("table", "pe.npy", extra, expected)
 }
 
 #[test]
@@ -191,19 +191,8 @@ fn invalid_specs_report_pe_core_errors() {
     );
 }
 
-/// Runs a failing `pe plot` (base arguments plus `extra`) writing into an empty directory,
-/// checks the message, and that the directory is still empty.
 fn plot_fails(extra: &[&str], expected: &[&str]) {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("pe.png");
-    let mut args = vec!["plot", "--out", s(&out)];
-    args.extend_from_slice(extra);
-    pe_err(&args, expected);
-    assert!(
-        files_in(dir.path()).is_empty(),
-        "{:?}",
-        files_in(dir.path())
-    );
+    fails_writing("plot", "pe.png", extra, expected)
 }
 
 #[test]
@@ -404,11 +393,7 @@ fn outputs_larger_than_the_free_space_are_refused_before_anything_is_written() {
             "free",
         ],
     );
-    assert!(
-        files_in(dir.path()).is_empty(),
-        "{:?}",
-        files_in(dir.path())
-    );
+    assert_no_files(dir.path());
 }
 
 #[test]
@@ -456,11 +441,7 @@ fn positions_past_2_31_are_reported_before_the_size() {
         &["--offset 5 --len 2147483647", "2^31 - 1"],
     );
     assert!(!message.contains("free"), "{message}");
-    assert!(
-        files_in(dir.path()).is_empty(),
-        "{:?}",
-        files_in(dir.path())
-    );
+    assert_no_files(dir.path());
 }
 
 #[test]
@@ -553,11 +534,7 @@ fn plot_errors_name_the_problem() {
         ],
         &["--len 0"],
     );
-    assert!(
-        files_in(dir.path()).is_empty(),
-        "{:?}",
-        files_in(dir.path())
-    );
+    assert_no_files(dir.path());
 }
 
 #[cfg(unix)]
@@ -591,11 +568,7 @@ fn an_interrupted_table_leaves_no_file() {
     assert_eq!(output.status.code(), Some(130));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("interrupted"), "{stderr}");
-    assert!(
-        files_in(dir.path()).is_empty(),
-        "{:?}",
-        files_in(dir.path())
-    );
+    assert_no_files(dir.path());
 }
 
 #[test]

@@ -4,7 +4,7 @@
 mod common;
 
 use candle_core::{DType, Device, Tensor};
-use common::{assert_same, files_in, pe_err, pe_ok, s};
+use common::{assert_no_files, assert_same, files_in, pe_err, pe_ok, s};
 use pe_core::rope::{patch_ids, AxesRope};
 use pe_core::{Alibi, SincosGrid};
 
@@ -336,7 +336,7 @@ fn a_grid_too_large_for_the_disk_or_memory_is_refused_up_front() {
         ],
         &["--grid 1048576,1048576"],
     );
-    assert!(files_in(dir.path()).is_empty());
+    assert_no_files(dir.path());
     let png = dir.path().join("huge.png");
     pe_err(
         &[
@@ -351,7 +351,7 @@ fn a_grid_too_large_for_the_disk_or_memory_is_refused_up_front() {
         ],
         &["bytes"],
     );
-    assert!(files_in(dir.path()).is_empty());
+    assert_no_files(dir.path());
 }
 
 #[test]
@@ -370,5 +370,5 @@ fn an_alibi_bias_too_large_is_refused_up_front() {
         ],
         &["--len 2147483647", "bytes"],
     );
-    assert!(files_in(dir.path()).is_empty());
+    assert_no_files(dir.path());
 }

@@ -6,7 +6,7 @@ mod common;
 use std::path::Path;
 
 use candle_core::{DType, Device};
-use common::{assert_same, files_in, pe, pe_err, pe_ok, s};
+use common::{assert_no_files, assert_same, files_in, pe, pe_err, pe_ok, s};
 use pe_core::rope::{
     Dynamic, Linear, Llama3, Longrope, LongropePolicy, Proportional, Rope, RopeConfig, RopeConfigs,
     RopeType, Yarn,
@@ -253,11 +253,7 @@ fn rope_fails(extra: &[&str], code: i32, expected: &[&str]) {
     args.extend_from_slice(extra);
     pe_err(&args, expected);
     assert_eq!(pe(&args).status.code(), Some(code), "pe {args:?}");
-    assert!(
-        files_in(dir.path()).is_empty(),
-        "{:?}",
-        files_in(dir.path())
-    );
+    assert_no_files(dir.path());
 }
 
 #[test]
@@ -421,11 +417,7 @@ fn bad_heads_and_outputs_are_refused() {
         ],
         &["does not exist"],
     );
-    assert!(
-        files_in(dir.path()).is_empty(),
-        "{:?}",
-        files_in(dir.path())
-    );
+    assert_no_files(dir.path());
     pe_err(&["rope", "--len", "4"], &["--head-dim", "--out"]);
 }
 

@@ -64,6 +64,12 @@ pub fn files_in(dir: &Path) -> Vec<String> {
     names
 }
 
+/// Checks that `dir` holds no file, not even a temporary one.
+pub fn assert_no_files(dir: &Path) {
+    let names = files_in(dir);
+    assert!(names.is_empty(), "left in {}: {names:?}", dir.display());
+}
+
 /// `path` as a `&str`.
 pub fn s(path: &Path) -> &str {
     path.to_str().unwrap()
