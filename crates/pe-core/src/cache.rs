@@ -139,7 +139,7 @@ impl<T: Tables> RowCache<T> {
         build: impl Fn(usize, usize) -> Result<T>,
     ) -> Result<T> {
         let end = positions::check_range(offset, len)?;
-        if len == 0 || end > self.limit {
+        if !self.serves(len, end) {
             return build(offset, len);
         }
         let view = |t: &Tensor| t.narrow(0, offset, len);
@@ -164,7 +164,7 @@ impl<T: Tables> RowCache<T> {
     ) -> Result<T> {
         let rows = self.rows(offset, len, dtype, device, build)?;
         // `rows` checked that `offset + len` does not overflow.
-        if len == 0 || offset + len > self.limit {
+        if !self.serves(len, offset + len) {
             return Ok(rows);
         }
         rows.map(Tensor::force_contiguous)
@@ -181,7 +181,7 @@ impl<T: Tables> RowCache<T> {
         generate: impl FnOnce() -> Result<T>,
     ) -> Result<T> {
         let end = positions::ids(ids)?.end;
-        if ids.elem_count() == 0 || end > self.limit {
+        if !self.serves(ids.elem_count(), end) {
             return generate();
         }
         let flat = ids.flatten_all()?.to_dtype(DType::U32)?;
@@ -226,6 +226,12 @@ impl<T: Tables> RowCache<T> {
         all.retain(|(k, _)| *k != key);
         all.push((key, tables.clone()));
         Ok(tables)
+    }
+
+    /// Whether `count` rows (some) ending before row `end` come from the cached tables: the
+    /// rows past the limit are generated instead.
+    fn serves(&self, count: usize, end: usize) -> bool {
+        count > 0 && end <= self.limit
     }
 
     pub fn cached_rows(&self, dtype: DType, device: &Device) -> usize {

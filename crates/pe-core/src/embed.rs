@@ -92,6 +92,11 @@ impl PeCache {
             });
         }
         let seq = tokens.dim(D::Minus1)?;
+        let explicit = |ids: &Tensor, zero_at| -> Result<(Checked, f64)> {
+            let ids = same_shape(ids, tokens)?;
+            let largest = positions::ids(&ids)?.largest;
+            Ok((Checked::Ids(ids, zero_at), largest))
+        };
         let (checked, largest) = match positions {
             TokenPositions::Offset(offset) => {
                 let range = positions::range(offset, seq)?;
@@ -103,16 +108,8 @@ impl PeCache {
                 };
                 (Checked::Offset(offset), largest)
             }
-            TokenPositions::Ids(ids) => {
-                let ids = same_shape(ids, tokens)?;
-                let largest = positions::ids(&ids)?.largest;
-                (Checked::Ids(ids, None), largest)
-            }
-            TokenPositions::PaddedIds { ids, padding_idx } => {
-                let ids = same_shape(ids, tokens)?;
-                let largest = positions::ids(&ids)?.largest;
-                (Checked::Ids(ids, Some(padding_idx)), largest)
-            }
+            TokenPositions::Ids(ids) => explicit(ids, None)?,
+            TokenPositions::PaddedIds { ids, padding_idx } => explicit(ids, Some(padding_idx))?,
         };
         let generator = self.encoding().generator();
         generator.plan().check_angles(largest)?;

@@ -190,12 +190,13 @@ fn check_integer(name: &'static str, t: &Tensor) -> Result<()> {
 }
 
 /// The flat f64 values of an integer tensor, or an error naming `name` and its dtype.
-fn integer_values(name: &'static str, t: &Tensor) -> Result<Tensor> {
+pub(crate) fn integer_values(name: &'static str, t: &Tensor) -> Result<Tensor> {
     check_integer(name, t)?;
     Ok(t.flatten_all()?.to_dtype(DType::F64)?)
 }
 
-fn min_max(values: &Tensor) -> Result<Option<(f64, f64)>> {
+/// The smallest and largest of `values` (f64), `None` when there are none.
+pub(crate) fn min_max(values: &Tensor) -> Result<Option<(f64, f64)>> {
     if values.elem_count() == 0 {
         return Ok(None);
     }

@@ -43,6 +43,7 @@
 use candle_core::{DType, Device, Tensor, D};
 
 use super::{Rope, RopeConfig};
+use crate::describe::positions;
 use crate::{Error, Result};
 
 /// A multi-axis rotary embedding: one rope per axis, concatenated.
@@ -189,19 +190,10 @@ impl AxesRope {
 /// When some id is negative, the ids' magnitudes (i64) and signs (1 or -1, f64), shaped as the
 /// ids; `None` when every id is `>= 0`. Fails unless the ids are integers with `|id| < 2^31`.
 fn magnitudes_and_signs(ids: &Tensor) -> Result<Option<(Tensor, Tensor)>> {
-    match ids.dtype() {
-        DType::U8 | DType::U32 | DType::I16 | DType::I32 | DType::I64 => {}
-        dtype => {
-            return Err(Error::NotInteger {
-                name: "position ids",
-                dtype,
-            })
-        }
-    }
-    let values = ids.to_dtype(DType::F64)?;
-    let flat = values.flatten_all()?;
-    let min = flat.min_all()?.to_scalar::<f64>()?;
-    let max = flat.max_all()?.to_scalar::<f64>()?;
+    let values = positions::integer_values("position ids", ids)?;
+    let Some((min, max)) = positions::min_max(&values)? else {
+        return Ok(None);
+    };
     for value in [min, max] {
         if value.abs() >= crate::MAX_POSITION as f64 {
             return Err(Error::IdOutOfRange {
@@ -212,6 +204,7 @@ fn magnitudes_and_signs(ids: &Tensor) -> Result<Option<(Tensor, Tensor)>> {
     if min >= 0.0 {
         return Ok(None);
     }
+    let values = values.reshape(ids.shape())?;
     let magnitudes = values.abs()?.to_dtype(DType::I64)?;
     let signs = values.ge(0f64)?.to_dtype(DType::F64)?.affine(2.0, -1.0)?;
     Ok(Some((magnitudes, signs)))
