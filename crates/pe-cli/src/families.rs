@@ -167,7 +167,7 @@ pub fn rope_nd(args: &RopeNdArgs) -> Result<()> {
             args.out.display()
         );
     }
-    let ids = match (&args.ids, &args.grid) {
+    let (ids, ids_flag) = match (&args.ids, &args.grid) {
         (Some(path), _) => {
             let ids = Tensor::read_npy(path)
                 .with_context(|| format!("--ids {}: cannot read it as .npy", path.display()))?;
@@ -178,14 +178,10 @@ pub fn rope_nd(args: &RopeNdArgs) -> Result<()> {
                     ids.dtype()
                 );
             }
-            ids
+            (ids, format!("--ids {}", path.display()))
         }
-        (None, Some(grid)) => patch_ids_of(grid)?,
+        (None, Some(grid)) => (patch_ids_of(grid)?, format!("--grid {}", list_text(grid))),
         (None, None) => bail!("give --ids or --grid"),
-    };
-    let ids_flag = match &args.ids {
-        Some(path) => format!("--ids {}", path.display()),
-        None => format!("--grid {}", list_text(args.grid.as_ref())),
     };
     let (rope, axes_meta) = match (&args.axes_dim, args.split_spectrum) {
         (Some(List(dims)), _) => {
@@ -226,9 +222,9 @@ fn patch_ids_of(grid: &List<i64>) -> Result<Tensor> {
 }
 
 /// A comma-separated list as typed, for messages.
-fn list_text(list: Option<&List<i64>>) -> String {
-    list.map(|l| l.0.iter().map(i64::to_string).collect::<Vec<_>>().join(","))
-        .unwrap_or_default()
+fn list_text(list: &List<i64>) -> String {
+    let items: Vec<String> = list.0.iter().map(i64::to_string).collect();
+    items.join(",")
 }
 
 /// `--grid` as (rows, columns): H,W, or one number for a square grid.

@@ -194,7 +194,7 @@ impl RotaryEmbedding {
             };
             return Ok((op.apply(q, &cos, &sin)?, op.apply(k, &cos, &sin)?));
         }
-        let (cos, sin) = self.tables_at(q, layout, positions)?;
+        let (cos, sin) = self.tables_at(q, positions)?;
         self.rotate_both(q, k, layout, &cos, &sin, Path::Fused)
     }
 
@@ -288,19 +288,14 @@ impl RotaryEmbedding {
         positions: &Tensor,
     ) -> Result<(Tensor, Tensor)> {
         let layout = self.check_pair(q, k)?;
-        let (cos, sin) = self.tables_at(q, layout, positions)?;
+        check_positions(q, layout, positions)?;
+        let (cos, sin) = self.tables_at(q, positions)?;
         self.rotate_both(q, k, layout, &cos, &sin, Path::Slow)
     }
 
-    /// Checks `positions` against the layout of q; returns gathered tables `positions.dims() +
-    /// [rotary_dim / 2]` on q's device.
-    fn tables_at(
-        &self,
-        q: &Tensor,
-        layout: Layout,
-        positions: &Tensor,
-    ) -> Result<(Tensor, Tensor)> {
-        check_positions(q, layout, positions)?;
+    /// The gathered tables `positions.dims() + [rotary_dim / 2]` on q's device, for positions
+    /// already checked against q ([`check_positions`]).
+    fn tables_at(&self, q: &Tensor, positions: &Tensor) -> Result<(Tensor, Tensor)> {
         let dtype = table_dtype(q.dtype());
         // Dynamic NTK only: the sequence this call reaches, max(position) + 1 (an id past 2^31
         // is refused below, before it can grow the state).
