@@ -63,7 +63,11 @@ fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// The tensor `name` of shape `shape` under `vb`'s prefix; the error names it.
-fn tensor<S: Into<candle_core::Shape>>(vb: &VarBuilder, shape: S, name: &str) -> Result<Tensor> {
+pub(crate) fn tensor<S: Into<candle_core::Shape>>(
+    vb: &VarBuilder,
+    shape: S,
+    name: &str,
+) -> Result<Tensor> {
     vb.get(shape, name)
         .with_context(|| format!("loading tensor {}", full_name(vb, name)))
 }

@@ -9,7 +9,7 @@ use candle_nn::{Embedding, Linear, RmsNorm, VarBuilder};
 use pe_nn::RotaryEmbedding;
 
 use crate::config::{LlamaConfig, ModelType};
-use crate::layers::{checkpoint, linear, masked_softmax, rms_norm};
+use crate::layers::{checkpoint, linear, masked_softmax, rms_norm, tensor};
 
 /// q, k and v: three projections, or Phi-3's fused `qkv_proj` (q | k | v rows).
 #[derive(Clone, Debug)]
@@ -213,10 +213,11 @@ impl LlamaFamily {
         let cfg = config;
         let rotary = RotaryEmbedding::new(cfg.rope.clone())?;
         let model = vb.pp("model");
-        let embed_weight = model
-            .pp("embed_tokens")
-            .get((cfg.vocab_size, cfg.hidden_size), "weight")
-            .context("loading tensor model.embed_tokens.weight")?;
+        let embed_weight = tensor(
+            &model,
+            (cfg.vocab_size, cfg.hidden_size),
+            "embed_tokens.weight",
+        )?;
         let embed = Embedding::new(embed_weight.clone(), cfg.hidden_size);
         let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
         for i in 0..cfg.num_hidden_layers {

@@ -25,7 +25,7 @@ use candle_nn::{Activation, Embedding, LayerNorm, Linear, VarBuilder};
 use pe_nn::{EmbeddingScale, PositionMode, Preset, SinusoidalEmbedding, SinusoidalEmbeddingConfig};
 
 use crate::config::M2M100Config;
-use crate::layers::{checkpoint, layer_norm, linear, masked_softmax};
+use crate::layers::{checkpoint, layer_norm, linear, masked_softmax, tensor};
 
 /// LayerNorm epsilon of every M2M100 norm (`nn.LayerNorm`'s default; not in the config).
 const LAYER_NORM_EPS: f64 = 1e-5;
@@ -131,9 +131,7 @@ impl M2M100Encoder {
             true => "model.encoder.embed_tokens.weight",
             false => "model.shared.weight",
         };
-        let embed_weight = vb
-            .get((cfg.vocab_size, d), embed_name)
-            .with_context(|| format!("loading tensor {embed_name}"))?;
+        let embed_weight = tensor(&vb, (cfg.vocab_size, d), embed_name)?;
         let positions = SinusoidalEmbeddingConfig {
             scale: match cfg.scale_embedding {
                 true => EmbeddingScale::SqrtD,
