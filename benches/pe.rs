@@ -371,7 +371,7 @@ fn rope(c: &mut Criterion, dev: &Device) {
         });
     }
     // At per-token positions, against the cached rows gathered by `index_select` + candle-nn's
-    // `rope`: a ragged decode step of 8 sequences at positions 100 .. 8000, and a 2048-token
+    // `rope`: a ragged decode step of 8 sequences at positions 100 .. 7800, and a 2048-token
     // prefill of 4 sequences of 512 at different offsets.
     for (name, batch, seq) in [("decode", 8, 1), ("prefill", 4, 512)] {
         let seq = if quick() { seq.min(16) } else { seq };

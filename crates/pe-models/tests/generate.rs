@@ -22,6 +22,14 @@ fn recorded(key: &str) -> Result<Vec<u32>> {
         .to_vec1()?)
 }
 
+/// The fixture's prompt and the 9 ids transformers' greedy decoding generated after it.
+fn prompt_and_greedy_ids() -> Result<(Vec<u32>, Vec<u32>)> {
+    Ok((
+        recorded("prefill.input_ids")?,
+        recorded("decode.generated_ids")?,
+    ))
+}
+
 fn model(dir: &std::path::Path) -> Result<LlamaFamily> {
     LlamaFamily::from_dir(dir, DType::F32, &Device::Cpu)
 }
@@ -31,10 +39,7 @@ fn model(dir: &std::path::Path) -> Result<LlamaFamily> {
 /// there, against a top-2 margin of 2e-2 in this fixture).
 #[test]
 fn greedy_ids_match_transformers_at_any_offset() -> Result<()> {
-    let (prompt, want) = (
-        recorded("prefill.input_ids")?,
-        recorded("decode.generated_ids")?,
-    );
+    let (prompt, want) = prompt_and_greedy_ids()?;
     let mut model = model(&fixture())?;
     for offset in [0, 20_000, 131_000] {
         let mut seen = vec![];
@@ -51,10 +56,7 @@ fn greedy_ids_match_transformers_at_any_offset() -> Result<()> {
 /// An end-of-sequence id ends the output where it is picked; ids never picked change nothing.
 #[test]
 fn greedy_stops_at_an_eos_id() -> Result<()> {
-    let (prompt, want) = (
-        recorded("prefill.input_ids")?,
-        recorded("decode.generated_ids")?,
-    );
+    let (prompt, want) = prompt_and_greedy_ids()?;
     let mut model = model(&fixture())?;
     for stop in [0, 1, 4, want.len() - 1] {
         let first = want.iter().position(|&id| id == want[stop]).unwrap();
