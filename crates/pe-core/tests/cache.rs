@@ -373,3 +373,33 @@ fn owned_rows_copy_only_those_rows() -> anyhow::Result<()> {
     assert_same_bits(&own_sin, &sin, "tables_owned sin")?;
     Ok(())
 }
+
+/// The row limit is inclusive of its last row: requests ending at the limit are served from
+/// the cache, one row further they are generated and leave the cache as it was.
+#[test]
+fn requests_ending_at_the_limit_are_cached() -> anyhow::Result<()> {
+    let dev = Device::Cpu;
+    let cache = PeCache::with_limit(common::encoding(PeSpec::fairseq(16), Backend::Cpu), 100);
+    let ids = |v: &[u32]| Tensor::new(v, &dev);
+    cache.range(91, 10, DType::F32, &dev)?;
+    cache.ids(&ids(&[3, 100])?, DType::F32)?;
+    assert_eq!(cache.rows(DType::F32, &dev), 0, "past the limit: generated");
+    cache.ids(&ids(&[99, 0])?, DType::F32)?;
+    assert_eq!(
+        cache.rows(DType::F32, &dev),
+        100,
+        "ids up to row 99: cached"
+    );
+    cache.clear();
+    cache.range(90, 10, DType::F32, &dev)?;
+    assert_eq!(cache.rows(DType::F32, &dev), 100, "rows 90..100: cached");
+    let cached = cache.rows_generated();
+    cache.range_owned(95, 6, DType::F32, &dev)?;
+    assert_eq!(
+        cache.rows_generated(),
+        cached,
+        "rows 95..101: generated outside"
+    );
+    assert_eq!(cache.rows(DType::F32, &dev), 100);
+    Ok(())
+}
