@@ -16,8 +16,8 @@ use candle_core::{DType, Device, Module, Tensor};
 mod baseline;
 
 use baseline::{gather_rope, naive_f32_table};
-use candle_pe::core::{Backend, PeCache, PeSpec, Rope, RopeCache, RopeConfig, SinusoidalEncoding};
-use candle_pe::nn::{
+use candle_pe::{Backend, PeCache, PeSpec, Rope, RopeCache, RopeConfig, SinusoidalEncoding};
+use candle_pe::{
     EmbeddingScale, PositionMode, Preset, RotaryEmbedding, SinusoidalEmbedding,
     SinusoidalEmbeddingConfig,
 };
@@ -171,12 +171,12 @@ fn views(c: &mut Criterion, dev: &Device) {
     }
     let rope = RopeCache::new(Rope::new(RopeConfig::new(128, 500_000.0)).unwrap());
     let len = if quick() { 1024 } else { 131_072 };
-    rope.tables(0, len, DType::F32, dev).unwrap();
+    rope.range(0, len, DType::F32, dev).unwrap();
     group.bench_function(BenchmarkId::new("rope_tables", len), |b| {
-        b.iter_custom(|n| timed(dev, n, || rope.tables(0, len, DType::F32, dev).unwrap()))
+        b.iter_custom(|n| timed(dev, n, || rope.range(0, len, DType::F32, dev).unwrap()))
     });
     group.bench_function(BenchmarkId::new("rope_decode_step", len), |b| {
-        b.iter_custom(|n| timed(dev, n, || rope.tables(len - 1, 1, DType::F32, dev).unwrap()))
+        b.iter_custom(|n| timed(dev, n, || rope.range(len - 1, 1, DType::F32, dev).unwrap()))
     });
     group.finish();
 }
@@ -209,7 +209,7 @@ fn generic(c: &mut Criterion, dev: &Device) {
         let ids = Tensor::new(ids.as_slice(), dev).unwrap();
         group.throughput(Throughput::Bytes((len * d * 4) as u64));
         group.bench_function(BenchmarkId::new("ids", format!("f32/{len}x{d}")), |b| {
-            b.iter_custom(|n| timed(dev, n, || pe.ids(&ids, DType::F32).unwrap()))
+            b.iter_custom(|n| timed(dev, n, || pe.at(&ids, DType::F32).unwrap()))
         });
         if d == 1024 && len == 65_536 {
             group.bench_function(
@@ -228,7 +228,7 @@ fn generic(c: &mut Criterion, dev: &Device) {
     let len = if quick() { 1024 } else { 131_072 };
     group.throughput(Throughput::Bytes((len * 128 * 4) as u64));
     group.bench_function(BenchmarkId::new("rope_tables", len), |b| {
-        b.iter_custom(|n| timed(dev, n, || rope.tables(0, len, DType::F32, dev).unwrap()))
+        b.iter_custom(|n| timed(dev, n, || rope.range(0, len, DType::F32, dev).unwrap()))
     });
     group.finish();
 }
@@ -244,7 +244,7 @@ fn embed(c: &mut Criterion, dev: &Device) {
     let weights = Tensor::randn(0f32, 1.0, (vocab, d), dev).unwrap();
     let plain = candle_nn::Embedding::new(weights, d);
     let cfg = SinusoidalEmbeddingConfig {
-        scale: EmbeddingScale::SqrtD,
+        embedding_scale: EmbeddingScale::SqrtD,
         ..SinusoidalEmbeddingConfig::for_preset(Preset::Marian)
     };
     let block = SinusoidalEmbedding::new(plain.clone(), &cfg).unwrap();
@@ -307,7 +307,7 @@ fn ids(c: &mut Criterion, dev: &Device) {
         })
     });
     group.bench_function(BenchmarkId::new("explicit_ids", &case), |b| {
-        b.iter_custom(|n| timed(dev, n, || pe.ids(&positions, DType::F32).unwrap()))
+        b.iter_custom(|n| timed(dev, n, || pe.at(&positions, DType::F32).unwrap()))
     });
     group.bench_function(BenchmarkId::new("padding_aware", &case), |b| {
         b.iter_custom(|n| {
@@ -347,14 +347,14 @@ fn rope(c: &mut Criterion, dev: &Device) {
     let cache = RopeCache::new(rope.clone());
     for &len in lens {
         group.throughput(Throughput::Bytes((2 * len * head_dim / 2 * 4) as u64));
-        cache.tables(0, len, DType::F32, dev).unwrap();
+        cache.range(0, len, DType::F32, dev).unwrap();
         group.bench_function(BenchmarkId::new("tables_generate", len), |b| {
-            b.iter_custom(|n| timed(dev, n, || rope.tables(0, len, DType::F32, dev).unwrap()))
+            b.iter_custom(|n| timed(dev, n, || rope.range(0, len, DType::F32, dev).unwrap()))
         });
         group.bench_function(BenchmarkId::new("tables_owned", len), |b| {
             b.iter_custom(|n| {
                 timed(dev, n, || {
-                    cache.tables_owned(0, len, DType::F32, dev).unwrap()
+                    cache.range_owned(0, len, DType::F32, dev).unwrap()
                 })
             })
         });
@@ -403,7 +403,7 @@ fn rope(c: &mut Criterion, dev: &Device) {
 }
 
 fn pe_core_positions(tokens: &Tensor) -> Tensor {
-    candle_pe::core::padding_aware_positions(tokens, 1, 0).unwrap()
+    candle_pe::padding_aware_positions(tokens, 1, 0).unwrap()
 }
 
 fn main() {

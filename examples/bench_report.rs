@@ -28,11 +28,9 @@ use rayon::prelude::*;
 mod baseline;
 
 use baseline::{gather_rope, marian_table, naive_llama_rope, whisper_sinusoids};
-use candle_pe::core::Backend;
-use candle_pe::core::{PeCache, PeSpec, Rope, RopeCache, RopeConfig, SinusoidalEncoding};
-use candle_pe::nn::{
-    EmbeddingScale, RotaryEmbedding, SinusoidalEmbedding, SinusoidalEmbeddingConfig,
-};
+use candle_pe::Backend;
+use candle_pe::{EmbeddingScale, RotaryEmbedding, SinusoidalEmbedding, SinusoidalEmbeddingConfig};
+use candle_pe::{PeCache, PeSpec, Rope, RopeCache, RopeConfig, SinusoidalEncoding};
 
 const LEN: usize = 65_536;
 const WIDTH: usize = 1024;
@@ -223,9 +221,9 @@ fn main() -> Result<()> {
     eprintln!("embedding 8 x 4,096, d 1,024:");
     let weights = Tensor::randn(0f32, 1.0, (VOCAB, WIDTH), &dev)?;
     let cfg = SinusoidalEmbeddingConfig {
-        scale: EmbeddingScale::SqrtD,
-        positions: candle_pe::nn::PositionMode::Plain,
-        ..SinusoidalEmbeddingConfig::for_preset(candle_pe::core::Preset::Fairseq)
+        embedding_scale: EmbeddingScale::SqrtD,
+        positions: candle_pe::PositionMode::Plain,
+        ..SinusoidalEmbeddingConfig::for_preset(candle_pe::Preset::Fairseq)
     };
     let plain = candle_nn::Embedding::new(weights.clone(), WIDTH);
     let block = SinusoidalEmbedding::new(plain.clone(), &cfg)?;
@@ -303,7 +301,7 @@ fn main() -> Result<()> {
                 Ok((fresh_write(ROPE_LEN * h), fresh_write(ROPE_LEN * h)))
             }),
             case("tables (CPU)", || {
-                Ok(rope.tables(0, ROPE_LEN, DType::F32, &dev)?)
+                Ok(rope.range(0, ROPE_LEN, DType::F32, &dev)?)
             }),
             case("llama.rs rope setup", || {
                 Ok(naive_llama_rope(HEAD_DIM, ROPE_THETA, ROPE_LEN, &dev)?)
@@ -314,11 +312,11 @@ fn main() -> Result<()> {
         unreachable!()
     };
     let rope_cache = RopeCache::new(rope.clone());
-    rope_cache.tables(0, ROPE_LEN, DType::F32, &dev)?;
+    rope_cache.range(0, ROPE_LEN, DType::F32, &dev)?;
     let rope_cached_us = interleaved(
         2001,
         vec![case("cached views", || {
-            Ok(rope_cache.tables(ROPE_LEN - 1, 1, DType::F32, &dev)?)
+            Ok(rope_cache.range(ROPE_LEN - 1, 1, DType::F32, &dev)?)
         })],
     )?
     .medians()[0]
@@ -394,9 +392,9 @@ fn main() -> Result<()> {
         &pe.range(0, LEN, DType::F64, &dev)?,
     )?;
     let (cos, sin) = naive_llama_rope(HEAD_DIM, ROPE_THETA, ROPE_LEN, &dev)?;
-    let (exact_cos, exact_sin) = rope.tables(0, ROPE_LEN, DType::F64, &dev)?;
+    let (exact_cos, exact_sin) = rope.range(0, ROPE_LEN, DType::F64, &dev)?;
     let err_llama = max_abs_diff(&cos, &exact_cos)?.max(max_abs_diff(&sin, &exact_sin)?);
-    let (cos, sin) = rope.tables(0, ROPE_LEN, DType::F32, &dev)?;
+    let (cos, sin) = rope.range(0, ROPE_LEN, DType::F32, &dev)?;
     let err_rope = max_abs_diff(&cos, &exact_cos)?.max(max_abs_diff(&sin, &exact_sin)?);
 
     let report = [

@@ -12,7 +12,7 @@ use std::time::Instant;
 use anyhow::Result;
 use candle_core::{DType, Device, Module, Tensor, D};
 use candle_nn::{layer_norm, linear, ops::softmax_last_dim, LayerNorm, Linear, VarBuilder, VarMap};
-use candle_pe::nn::{sinusoidal_embedding, Preset, SinusoidalEmbedding, SinusoidalEmbeddingConfig};
+use candle_pe::{sinusoidal_embedding, Preset, SinusoidalEmbedding, SinusoidalEmbeddingConfig};
 
 const VOCAB: usize = 8000;
 const D_MODEL: usize = 256;

@@ -21,9 +21,9 @@ use std::f32::consts::PI;
 
 use candle_core::{DType, Device, Result, Tensor, D};
 use candle_nn::rotary_emb::rope;
-use candle_pe::core::rope::Llama3;
-use candle_pe::core::{Rope, RopeConfig, RopeType};
-use candle_pe::nn::RotaryEmbedding;
+use candle_pe::Llama3;
+use candle_pe::RotaryEmbedding;
+use candle_pe::{Rope, RopeConfig, RopeType};
 
 const HEAD_DIM: usize = 128;
 const HEADS: usize = 32;
@@ -124,7 +124,7 @@ fn main() -> anyhow::Result<()> {
         let values = normal(HEADS * SEQ * HEAD_DIM, 0x9E37_79B9_7F4A_7C15 ^ seed);
         let q = Tensor::from_vec(values, (1, HEADS, SEQ, HEAD_DIM), &dev)?.to_dtype(DType::BF16)?;
 
-        let (exact_cos, exact_sin) = rope_f64.tables(offset, SEQ, DType::F64, &dev)?;
+        let (exact_cos, exact_sin) = rope_f64.range(offset, SEQ, DType::F64, &dev)?;
         let exact = rope(&q.to_dtype(DType::F64)?, &exact_cos, &exact_sin)?;
 
         let (ours, _) = rotary.apply(&q, &q, offset)?;

@@ -13,7 +13,7 @@ use candle_core::{DType, Device, Tensor};
 mod baseline;
 
 use baseline::{naive_f32_table, naive_llama_rope};
-use candle_pe::core::{PeSpec, Preset, Rope, RopeConfig, SinusoidalEncoding};
+use candle_pe::{PeSpec, Preset, Rope, RopeConfig, SinusoidalEncoding};
 
 fn max_abs_diff(a: &Tensor, b: &Tensor) -> Result<f64> {
     let d = (a.to_dtype(DType::F64)? - b.to_dtype(DType::F64)?)?.abs()?;
@@ -66,8 +66,8 @@ fn main() -> Result<()> {
     println!("\n## Rotary tables (Llama, head_dim 128, rope_theta 500000), f32, positions 131,064..=131,072\n");
     let rope = Rope::new(RopeConfig::new(128, 500_000.0))?;
     let (naive_cos, naive_sin) = naive_llama_rope(128, 500_000.0, 131_073, &dev)?;
-    let (cos, sin) = rope.tables(131_064, 9, DType::F32, &dev)?;
-    let (exact_cos, exact_sin) = rope.tables(131_064, 9, DType::F64, &dev)?;
+    let (cos, sin) = rope.range(131_064, 9, DType::F32, &dev)?;
+    let (exact_cos, exact_sin) = rope.range(131_064, 9, DType::F64, &dev)?;
     let ours = max_abs_diff(&cos, &exact_cos)?.max(max_abs_diff(&sin, &exact_sin)?);
     let naive = max_abs_diff(&naive_cos.narrow(0, 131_064, 9)?, &exact_cos)?
         .max(max_abs_diff(&naive_sin.narrow(0, 131_064, 9)?, &exact_sin)?);

@@ -1,24 +1,23 @@
 //! candle-pe: exact positional encodings for candle, in every framework's convention.
 //!
-//! This crate re-exports the workspace's library crates under one name:
-//! - [`core`] (`candle-pe-core`): specs, presets, rotary configs, exact table generation on any
-//!   device, and the caches;
-//! - [`nn`] (`candle-pe-nn`): the embedding block and the rotary embedding for candle-nn
-//!   pipelines.
+//! The one dependency most pipelines need: every public item of
+//! [`candle-pe-core`](candle_pe_core) (specs, presets, rotary configs, exact tables on any
+//! device, the caches) and of [`candle-pe-nn`](candle_pe_nn) (the blocks a model builds from a
+//! `VarBuilder`) is re-exported here, at the root.
 //!
 //! ```
-//! use candle_pe::core::{PeSpec, SinusoidalEncoding};
+//! use candle_pe::{PeSpec, SinusoidalEncoding};
 //!
 //! let pe = SinusoidalEncoding::new(PeSpec::whisper(384))?;
 //! let table = pe.range(0, 1500, candle_core::DType::F32, &candle_core::Device::Cpu)?;
 //! assert_eq!(table.dims(), &[1500, 384]);
-//! # Ok::<(), pe_core::Error>(())
+//! # Ok::<(), candle_pe::Error>(())
 //! ```
 
 #![warn(missing_docs)]
 
-pub use pe_core as core;
-pub use pe_nn as nn;
+pub use candle_pe_core::*;
+pub use candle_pe_nn::*;
 
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

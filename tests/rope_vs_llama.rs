@@ -7,7 +7,7 @@ use candle_core::{DType, Device, Tensor};
 mod baseline;
 
 use baseline::naive_llama_rope;
-use candle_pe::core::{Rope, RopeConfig};
+use candle_pe::{Rope, RopeConfig};
 
 /// Largest difference to the exact rows `from .. from + rows` (f64 tables of the same rope).
 fn max_err(t: &Tensor, exact: &Tensor, from: usize, rows: usize) -> anyhow::Result<f64> {
@@ -28,8 +28,8 @@ fn default_rope_matches_llama_construction_and_stays_exact() -> anyhow::Result<(
     let (naive_cos, naive_sin) = naive_llama_rope(head_dim, theta as f32, len, &dev)?;
 
     // Small positions: the same table up to float32 rounding.
-    let (ours_cos, ours_sin) = rope.tables(0, 64, DType::F32, &dev)?;
-    let (exact_cos, exact_sin) = rope.tables(0, 64, DType::F64, &dev)?;
+    let (ours_cos, ours_sin) = rope.range(0, 64, DType::F32, &dev)?;
+    let (exact_cos, exact_sin) = rope.range(0, 64, DType::F64, &dev)?;
     let naive_small =
         max_err(&naive_cos, &exact_cos, 0, 64)?.max(max_err(&naive_sin, &exact_sin, 0, 64)?);
     let ours_small =
@@ -42,8 +42,8 @@ fn default_rope_matches_llama_construction_and_stays_exact() -> anyhow::Result<(
 
     // Position 131,072 (and the 8 before it): the f32 construction drifts, ours does not.
     let from = len - 9;
-    let (ours_cos, ours_sin) = rope.tables(from, 9, DType::F32, &dev)?;
-    let (exact_cos, exact_sin) = rope.tables(from, 9, DType::F64, &dev)?;
+    let (ours_cos, ours_sin) = rope.range(from, 9, DType::F32, &dev)?;
+    let (exact_cos, exact_sin) = rope.range(from, 9, DType::F64, &dev)?;
     let naive_far =
         max_err(&naive_cos, &exact_cos, from, 9)?.max(max_err(&naive_sin, &exact_sin, from, 9)?);
     let ours_far = max_err(&ours_cos, &exact_cos, 0, 9)?.max(max_err(&ours_sin, &exact_sin, 0, 9)?);

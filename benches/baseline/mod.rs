@@ -7,7 +7,7 @@
 #![allow(dead_code)]
 
 use candle_core::{DType, Device, Result, Tensor};
-use pe_core::{Column, RopeCache, SinusoidalEncoding};
+use candle_pe_core::{Column, RopeCache, SinusoidalEncoding};
 
 /// Rows `offset .. offset + len` of `pe`'s table, computed in f32 with candle ops (whisper's
 /// `sinusoids` construction for sin|cos layouts).
@@ -107,7 +107,7 @@ pub fn gather_rope(
     k: &Tensor,
     positions: &Tensor,
 ) -> Result<(Tensor, Tensor)> {
-    let (cos, sin) = cache.tables_for_ids(positions, DType::F32)?;
+    let (cos, sin) = cache.at(positions, DType::F32)?;
     let rope = candle_nn::rotary_emb::rope;
     Ok((rope(q, &cos, &sin)?, rope(k, &cos, &sin)?))
 }

@@ -30,7 +30,7 @@ pub struct Canvas {
 impl Canvas {
     /// A canvas of `width` x `height` pixels.
     pub fn new((width, height): (u32, u32)) -> Result<Self> {
-        for (name, side) in [("--width", width), ("--height", height)] {
+        for (name, side) in [("--image-width", width), ("--image-height", height)] {
             if !SIDES.contains(&side) {
                 bail!(
                     "{name} {side} is outside the supported {} ..= {} pixels",

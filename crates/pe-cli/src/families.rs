@@ -3,9 +3,9 @@
 //! written to a file. Every failure names its flag and leaves no file.
 //!
 //! ```text
-//! pe rope-nd --axes-dim 16,56,56 --theta 10000 --ids ids.npy --out flux.safetensors
+//! pe rope-nd --axes-dim 16,56,56 --theta 10000 --positions ids.npy --out flux.safetensors
 //! pe rope-nd --split-spectrum 64 --theta 10000 --grid 64,64 --out pixtral.safetensors
-//! pe grid --dim 1152 --grid 64,64 --base-size 32 --out pixart.npy
+//! pe grid --width 1152 --grid 64,64 --base-size 32 --out pixart.npy
 //! pe alibi --heads 32 --len 2048 --out mpt.npy
 //! ```
 
@@ -13,9 +13,9 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
+use candle_pe_core::{patch_ids, AxesRope};
+use candle_pe_core::{Alibi, SincosGrid, DEFAULT_ALIBI_BIAS_MAX, DEFAULT_BASE_SIZE};
 use clap::Args;
-use pe_core::rope::{patch_ids, AxesRope};
-use pe_core::{Alibi, SincosGrid, DEFAULT_ALIBI_BIAS_MAX, DEFAULT_BASE_SIZE};
 
 use crate::device::DtypeArg;
 use crate::output::{self, Format, TableWriter};
@@ -24,7 +24,7 @@ use crate::positions::{List, Positions};
 /// Arguments of `pe rope-nd`.
 #[derive(Debug, Args)]
 #[command(group = clap::ArgGroup::new("axes").required(true))]
-#[command(group = clap::ArgGroup::new("positions").required(true))]
+#[command(group = clap::ArgGroup::new("where").required(true))]
 pub struct RopeNdArgs {
     /// Rotated features of each axis, comma-separated (even, nonzero), e.g. 16,56,56 (FLUX.1).
     #[arg(
@@ -46,17 +46,12 @@ pub struct RopeNdArgs {
         default_value_t = 10_000.0
     )]
     pub theta: f64,
-    /// Integer ids, .npy of int64 shaped (n, axes): one column per axis (negative ids too,
-    /// |id| < 2^31).
-    #[arg(long, value_name = "PATH", group = "positions")]
-    pub ids: Option<PathBuf>,
+    /// Integer positions, .npy of int64 shaped (n, axes): one column per axis (negative
+    /// positions too, |position| < 2^31).
+    #[arg(long, value_name = "PATH", group = "where")]
+    pub positions: Option<PathBuf>,
     /// Or the ids (row, column) of every patch of an H,W grid, row-major.
-    #[arg(
-        long,
-        value_name = "H,W",
-        allow_hyphen_values = true,
-        group = "positions"
-    )]
+    #[arg(long, value_name = "H,W", allow_hyphen_values = true, group = "where")]
     pub grid: Option<List<i64>>,
     /// Element type of the tables.
     #[arg(long, value_enum, default_value_t = DtypeArg::F32)]
@@ -72,7 +67,7 @@ pub struct RopeNdArgs {
 pub struct GridSpecArgs {
     /// Width of each row (embed_dim), a multiple of 4.
     #[arg(long, value_name = "D", allow_negative_numbers = true)]
-    pub dim: usize,
+    pub width: usize,
     /// Patches per side: H,W (or one number for a square grid).
     #[arg(long, value_name = "H,W", allow_hyphen_values = true)]
     pub grid: List<i64>,
@@ -98,24 +93,26 @@ impl GridSpecArgs {
     /// The `(extra + h * w, dim)` table of the grid `(h, w)` with `extra` zero rows first, each
     /// pe-core error prefixed with the flag at fault.
     pub fn table(&self, (h, w): (usize, usize), extra: usize, dtype: DType) -> Result<Tensor> {
-        let grid = SincosGrid::new(self.dim)
-            .context("--dim")?
+        let grid = SincosGrid::new(self.width)
+            .context("--width")?
             .with_base_size(self.base_size)
             .with_interpolation_scale(self.interpolation_scale)
             .with_extra_tokens(extra);
         grid.table(h, w, dtype, &Device::Cpu).map_err(|e| {
             let flag = match &e {
-                pe_core::Error::InvalidParameter { name, .. } if name.starts_with("grid") => {
+                candle_pe_core::Error::InvalidParameter { name, .. }
+                    if name.starts_with("grid") =>
+                {
                     "--grid"
                 }
-                pe_core::Error::InvalidParameter {
+                candle_pe_core::Error::InvalidParameter {
                     name: "base_size", ..
                 } => "--base-size",
-                pe_core::Error::InvalidParameter {
+                candle_pe_core::Error::InvalidParameter {
                     name: "interpolation_scale",
                     ..
                 } => "--interpolation-scale",
-                _ => "--dim",
+                _ => "--width",
             };
             anyhow::anyhow!("{flag}: {e}")
         })
@@ -167,21 +164,22 @@ pub fn rope_nd(args: &RopeNdArgs) -> Result<()> {
             args.out.display()
         );
     }
-    let (ids, ids_flag) = match (&args.ids, &args.grid) {
+    let (ids, ids_flag) = match (&args.positions, &args.grid) {
         (Some(path), _) => {
-            let ids = Tensor::read_npy(path)
-                .with_context(|| format!("--ids {}: cannot read it as .npy", path.display()))?;
+            let ids = Tensor::read_npy(path).with_context(|| {
+                format!("--positions {}: cannot read it as .npy", path.display())
+            })?;
             if ids.dtype() != DType::I64 {
                 bail!(
-                    "--ids {}: the ids must be int64, got {:?}",
+                    "--positions {}: the ids must be int64, got {:?}",
                     path.display(),
                     ids.dtype()
                 );
             }
-            (ids, format!("--ids {}", path.display()))
+            (ids, format!("--positions {}", path.display()))
         }
         (None, Some(grid)) => (patch_ids_of(grid)?, format!("--grid {}", list_text(grid))),
-        (None, None) => bail!("give --ids or --grid"),
+        (None, None) => bail!("give --positions or --grid"),
     };
     let (rope, axes_meta) = match (&args.axes_dim, args.split_spectrum) {
         (Some(List(dims)), _) => {
@@ -208,7 +206,7 @@ pub fn rope_nd(args: &RopeNdArgs) -> Result<()> {
         (None, None) => bail!("give --axes-dim or --split-spectrum"),
     };
     let (cos, sin) = rope
-        .tables(&ids, args.dtype.into())
+        .at(&ids, args.dtype.into())
         .with_context(|| ids_flag.clone())?;
     let metadata = [axes_meta, ("theta", args.theta.to_string())];
     output::write_safetensors(&args.out, &[("cos", &cos), ("sin", &sin)], &metadata)
@@ -260,7 +258,7 @@ pub fn grid(args: &GridArgs) -> Result<()> {
     let (h, w) = args.spec.shape()?;
     let rows = usize::from(args.cls_token) as u128 + h as u128 * w as u128;
     let rows = usize::try_from(rows).unwrap_or(usize::MAX);
-    let bytes = output::table_bytes(format, dtype, (rows, args.spec.dim), &[])?;
+    let bytes = output::table_bytes(format, dtype, (rows, args.spec.width), &[])?;
     output::check_free_space(&args.out, bytes, &format!("--grid {h},{w}"))?;
     let table = args
         .spec
@@ -297,13 +295,15 @@ pub fn alibi(args: &AlibiArgs) -> Result<()> {
     }
     let dtype: DType = args.dtype.into();
     format.check_dtype(dtype, &args.out)?;
-    let alibi = Alibi::with_max_bias(args.heads, args.max_bias).map_err(|e| {
-        let flag = match &e {
-            pe_core::Error::InvalidParameter { name: "heads", .. } => "--heads",
-            _ => "--max-bias",
-        };
-        anyhow::anyhow!("{flag}: {e}")
-    })?;
+    let alibi = Alibi::new(args.heads)
+        .and_then(|alibi| alibi.with_max_bias(args.max_bias))
+        .map_err(|e| {
+            let flag = match &e {
+                candle_pe_core::Error::InvalidParameter { name: "heads", .. } => "--heads",
+                _ => "--max-bias",
+            };
+            anyhow::anyhow!("{flag}: {e}")
+        })?;
     let (name, tensor) = match args.len {
         None => ("slopes", alibi.slopes_tensor(dtype, &Device::Cpu)?),
         Some(len) => {

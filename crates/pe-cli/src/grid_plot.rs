@@ -3,8 +3,8 @@
 //! the cosine of one frequency of one axis) over the grid.
 //!
 //! ```text
-//! pe plot grid --dim 128 --grid 16,24 --out similarity.png
-//! pe plot grid --dim 128 --grid 16,24 --pair 3 --out pair3.png
+//! pe plot grid --width 128 --grid 16,24 --out similarity.png
+//! pe plot grid --width 128 --grid 16,24 --pair 3 --out pair3.png
 //! ```
 
 use std::path::PathBuf;
@@ -52,10 +52,10 @@ enum Shown {
 pub fn draw(args: &GridPlotArgs) -> Result<()> {
     plot::check_png(&args.out)?;
     let (h, w) = args.spec.shape()?;
-    let d = args.spec.dim;
+    let d = args.spec.width;
     let shown = match (args.pair, &args.patch) {
         (Some(k), _) if k >= d / 2 => bail!(
-            "--pair {k}: a grid of width --dim {d} has {} channel pairs (0 .. {})",
+            "--pair {k}: a grid of width --width {d} has {} channel pairs (0 .. {})",
             d / 2,
             (d / 2).saturating_sub(1)
         ),

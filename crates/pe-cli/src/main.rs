@@ -4,10 +4,10 @@
 //!
 //! ```text
 //! pe presets
-//! pe table --preset whisper --dim 384 --len 1500 --dtype f16 --out whisper.npy
-//! pe table --preset stable-diffusion --dim 320 --timesteps 0.5,999 --out t.safetensors
-//! pe plot --preset fairseq --dim 128 --len 256 --kind heatmap --out heatmap.png
-//! pe plot grid --dim 128 --grid 16,24 --out grid.png
+//! pe table --preset whisper --width 384 --len 1500 --dtype f16 --out whisper.npy
+//! pe table --preset stable-diffusion --width 320 --timesteps 0.5,999 --out t.safetensors
+//! pe plot --preset fairseq --width 128 --len 256 --kind heatmap --out heatmap.png
+//! pe plot grid --width 128 --grid 16,24 --out grid.png
 //! pe rope --head-dim 128 --rope-theta 500000 --len 4096 --out rope.safetensors \
 //!     llama3 --factor 8 --low-freq-factor 1 --high-freq-factor 4 --original-max-position-embeddings 8192
 //! ```
@@ -192,7 +192,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             plot::draw(&request)
         }
         Command::Plot(_) => {
-            anyhow::bail!("pe plot: give --preset, --dim, --len and --out, or `grid`")
+            anyhow::bail!("pe plot: give --preset, --width, --len and --out, or `grid`")
         }
         Command::Rope(args) => rope::write(&args),
         Command::RopeNd(args) => families::rope_nd(&args),

@@ -1,11 +1,11 @@
 //! The encoding flags shared by `pe table` and `pe plot`: a preset, a width, and overrides of
-//! the preset's base, layout, frequencies, odd-width policy and scale.
+//! the preset's base, layout, frequencies, odd-width policy and angle scale.
 //!
 //! The names used here (`sin-cos`, `h-minus-1`, `h-shift:S`, `zero-pad`, ...) are also how
 //! `pe presets` prints each preset, so a listed value can be passed back as an override.
 
+use candle_pe_core::{Frequencies, Layout, OddWidth, PeSpec, Preset, SinusoidalEncoding};
 use clap::{Args, ValueEnum};
-use pe_core::{Frequencies, Layout, OddWidth, PeSpec, Preset, SinusoidalEncoding};
 
 use crate::positions::Positions;
 
@@ -17,7 +17,7 @@ pub struct SpecArgs {
     pub preset: Preset,
     /// Width of each row (d_model).
     #[arg(long, value_name = "D", allow_negative_numbers = true)]
-    pub dim: usize,
+    pub width: usize,
     /// Override the base of the frequencies (max period).
     #[arg(long, value_name = "B", allow_hyphen_values = true)]
     pub base: Option<f64>,
@@ -27,18 +27,18 @@ pub struct SpecArgs {
     /// Override the frequencies: d, h-minus-1, h-minus-1-guarded or h-shift:S.
     #[arg(long, value_name = "SCHEME", value_parser = parse_frequencies)]
     pub frequencies: Option<Frequencies>,
-    /// Override what an odd --dim means.
+    /// Override what an odd --width means.
     #[arg(long, value_enum)]
     pub odd: Option<OddArg>,
-    /// Override the factor applied to every angle, sin(scale * p * w).
+    /// Override the factor applied to every angle, sin(angle_scale * p * w).
     #[arg(long, value_name = "X", allow_hyphen_values = true)]
-    pub scale: Option<f64>,
+    pub angle_scale: Option<f64>,
 }
 
 impl SpecArgs {
-    /// The preset's spec at `--dim`, with the overrides applied (checked later, by pe-core).
+    /// The preset's spec at `--width`, with the overrides applied (checked later, by pe-core).
     pub fn to_spec(&self) -> PeSpec {
-        let mut spec = self.preset.spec(self.dim);
+        let mut spec = self.preset.spec(self.width);
         if let Some(base) = self.base {
             spec = spec.with_base(base);
         }
@@ -51,8 +51,8 @@ impl SpecArgs {
         if let Some(odd) = self.odd {
             spec = spec.with_odd_width(odd.into());
         }
-        if let Some(scale) = self.scale {
-            spec = spec.with_scale(scale);
+        if let Some(angle_scale) = self.angle_scale {
+            spec = spec.with_angle_scale(angle_scale);
         }
         spec
     }
@@ -67,14 +67,20 @@ pub fn encoding(spec: PeSpec) -> anyhow::Result<SinusoidalEncoding> {
 /// front (`--base: base must be ...`), or for an odd or degenerate width the flags that fix
 /// it; other errors unchanged. `rows` are the table's positions, for errors about them.
 pub fn name_flag(err: impl Into<anyhow::Error>, rows: Option<&Positions>) -> anyhow::Error {
-    use pe_core::Error as E;
+    use candle_pe_core::Error as E;
     let err = err.into();
     let Some(core) = err.downcast_ref::<E>() else {
         return err;
     };
     let flag = match (core, rows) {
         (E::InvalidParameter { name: "base", .. }, _) => "--base".to_string(),
-        (E::InvalidParameter { name: "scale", .. }, _) => "--scale".to_string(),
+        (
+            E::InvalidParameter {
+                name: "angle_scale",
+                ..
+            },
+            _,
+        ) => "--angle-scale".to_string(),
         (
             E::InvalidParameter {
                 name: "frequencies shift",
@@ -82,20 +88,20 @@ pub fn name_flag(err: impl Into<anyhow::Error>, rows: Option<&Positions>) -> any
             },
             _,
         ) => "--frequencies".to_string(),
-        (E::InvalidWidth { .. }, _) => "--dim".to_string(),
+        (E::InvalidWidth { .. }, _) => "--width".to_string(),
         (E::TimestepOutOfRange { .. }, _) => "--timesteps".to_string(),
-        (E::FrequencyOutOfRange { .. }, _) => "--base / --scale".to_string(),
-        (E::AngleOutOfRange { .. }, Some(rows)) => format!("{} / --scale", rows_flag(rows)),
+        (E::FrequencyOutOfRange { .. }, _) => "--base / --angle-scale".to_string(),
+        (E::AngleOutOfRange { .. }, Some(rows)) => format!("{} / --angle-scale", rows_flag(rows)),
         (E::PositionOutOfRange { .. }, Some(rows)) => rows_flag(rows),
         (E::TooLarge { .. }, Some(rows)) => rows.flag(),
         (E::OddWidthRejected { .. }, _) => {
             return anyhow::anyhow!(
-                "{core} (with pe: pass --odd split or --odd zero-pad, or an even --dim)"
+                "{core} (with pe: pass --odd split or --odd zero-pad, or an even --width)"
             )
         }
         (E::DegenerateFrequencies { .. }, _) => {
             return anyhow::anyhow!(
-                "{core} (with pe: pass a larger --dim, or --frequencies h-minus-1-guarded or \
+                "{core} (with pe: pass a larger --width, or --frequencies h-minus-1-guarded or \
                  h-shift:S)"
             )
         }
@@ -215,8 +221,8 @@ pub fn describe(spec: &PeSpec) -> String {
         odd_name(spec.odd_width),
         spec.base
     );
-    if spec.scale != 1.0 {
-        text.push_str(&format!(" scale={}", spec.scale));
+    if spec.angle_scale != 1.0 {
+        text.push_str(&format!(" angle_scale={}", spec.angle_scale));
     }
     text
 }

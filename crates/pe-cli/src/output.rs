@@ -399,7 +399,7 @@ pub fn write_safetensors(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pe_core::{PeSpec, SinusoidalEncoding};
+    use candle_pe_core::{PeSpec, SinusoidalEncoding};
 
     #[test]
     fn table_bytes_is_exact_except_for_csv_where_it_is_a_lower_bound() {

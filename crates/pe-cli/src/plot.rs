@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use candle_core::{DType, Device, Tensor};
+use candle_pe_core::{Column, PeSpec, Preset, SinusoidalEncoding};
 use clap::{Args, ValueEnum};
-use pe_core::{Column, PeSpec, Preset, SinusoidalEncoding};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -55,7 +55,7 @@ pub struct SizeArgs {
         allow_negative_numbers = true,
         default_value_t = 1000
     )]
-    pub width: u32,
+    pub image_width: u32,
     /// Image height in pixels.
     #[arg(
         long,
@@ -63,13 +63,13 @@ pub struct SizeArgs {
         allow_negative_numbers = true,
         default_value_t = 700
     )]
-    pub height: u32,
+    pub image_height: u32,
 }
 
 impl SizeArgs {
     /// (width, height).
     pub fn pixels(&self) -> (u32, u32) {
-        (self.width, self.height)
+        (self.image_width, self.image_height)
     }
 }
 

@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use anyhow::{bail, Result};
 use candle_core::{DType, Device, Tensor};
-use pe_core::{SinusoidalEncoding, MAX_POSITION};
+use candle_pe_core::{SinusoidalEncoding, MAX_POSITION};
 
 /// The positions of the rows of a table, in row order.
 #[derive(Clone, Debug, PartialEq)]
@@ -111,7 +111,7 @@ impl Positions {
             Positions::Range { offset, len } => encoding.range(*offset, *len, dtype, device)?,
             Positions::Ids(ids) => {
                 let ids = Tensor::from_slice(ids, ids.len(), device)?;
-                encoding.ids(&ids, dtype)?
+                encoding.at(&ids, dtype)?
             }
             Positions::Timesteps(ts) => {
                 let ts = Tensor::from_slice(ts, ts.len(), device)?;
@@ -134,7 +134,7 @@ impl Positions {
                 let end = *offset as u128 + *len as u128;
                 if end > MAX_POSITION as u128 {
                     // pe-core's own message for the range `range` would refuse.
-                    return Err(pe_core::Error::PositionOutOfRange {
+                    return Err(candle_pe_core::Error::PositionOutOfRange {
                         name: "offset + len",
                         value: end as i128,
                     }

@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use anyhow::Result;
-use pe_core::Preset;
+use candle_pe_core::Preset;
 
 use crate::options::{frequencies_name, layout_name, odd_name};
 
@@ -18,8 +18,8 @@ pub fn print(out: &mut impl Write) -> Result<()> {
         // The width does not change any of the listed choices.
         let spec = preset.spec(512);
         let mut frequencies = frequencies_name(spec.frequencies);
-        if spec.scale != 1.0 {
-            frequencies.push_str(&format!(" scale={}", spec.scale));
+        if spec.angle_scale != 1.0 {
+            frequencies.push_str(&format!(" angle_scale={}", spec.angle_scale));
         }
         writeln!(
             out,
@@ -39,7 +39,7 @@ pub fn print(out: &mut impl Write) -> Result<()> {
     )?;
     writeln!(
         out,
-        "Override any choice with --frequencies, --layout, --odd, --base, --scale."
+        "Override any choice with --frequencies, --layout, --odd, --base, --angle-scale."
     )?;
     Ok(())
 }

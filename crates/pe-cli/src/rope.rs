@@ -9,7 +9,7 @@
 //!
 //! The rows are a range (`--len`, `--offset`; for longrope and dynamic NTK, the frequencies of
 //! a sequence of offset + len positions) or the int64 position ids of a `.npy` file
-//! (`--position-ids`), shaped `(S,)`, or `(3, S)` for M-RoPE (Qwen2-VL, Qwen3-VL).
+//! (`--positions`), shaped `(S,)`, or `(3, S)` for M-RoPE (Qwen2-VL, Qwen3-VL).
 //!
 //! ```text
 //! pe rope --head-dim 128 --rope-theta 500000 --len 8192 --out llama31.safetensors \
@@ -17,16 +17,16 @@
 //!     --original-max-position-embeddings 8192
 //! pe rope --config gemma3/config.json --layer-type sliding_attention --len 4096 \
 //!     --out g.safetensors
-//! pe rope --config qwen2-vl/config.json --position-ids ids.npy --out vl.safetensors
+//! pe rope --config qwen2-vl/config.json --positions ids.npy --out vl.safetensors
 //! ```
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _, Result};
 use candle_core::{DType, Tensor};
+use candle_pe_core::MAX_POSITION;
+use candle_pe_core::{LongropePolicy, Rope, RopeConfig, RopeConfigs, RopeType, DEFAULT_ROPE_THETA};
 use clap::Args;
-use pe_core::rope::{LongropePolicy, Rope, RopeConfig, RopeConfigs, RopeType, DEFAULT_ROPE_THETA};
-use pe_core::MAX_POSITION;
 
 use crate::device::{DeviceArg, DtypeArg};
 use crate::output;
@@ -90,7 +90,7 @@ pub struct RopeArgs {
         long,
         value_name = "N",
         allow_negative_numbers = true,
-        required_unless_present = "position_ids"
+        required_unless_present = "positions"
     )]
     pub len: Option<usize>,
     /// First position (tokens already in a KV cache).
@@ -99,13 +99,13 @@ pub struct RopeArgs {
         value_name = "K",
         allow_negative_numbers = true,
         default_value_t = 0,
-        conflicts_with = "position_ids"
+        conflicts_with = "positions"
     )]
     pub offset: usize,
     /// A .npy file of int64 position ids, shaped (S,), or (3, S) for M-RoPE (rows t, h, w),
     /// instead of --len and --offset.
     #[arg(long, value_name = "PATH", conflicts_with = "len")]
-    pub position_ids: Option<PathBuf>,
+    pub positions: Option<PathBuf>,
     /// Element type of the tables.
     #[arg(long, value_enum, default_value_t = DtypeArg::F32)]
     pub dtype: DtypeArg,
@@ -149,7 +149,8 @@ impl RopeArgs {
             .with_context(|| format!("--config {}: cannot read it", path.display()))?;
         let json: serde_json::Value = serde_json::from_str(&text)
             .with_context(|| format!("--config {}: not JSON", path.display()))?;
-        let in_config = |e: pe_core::Error| anyhow::anyhow!("--config {}: {e}", path.display());
+        let in_config =
+            |e: candle_pe_core::Error| anyhow::anyhow!("--config {}: {e}", path.display());
         let configs = RopeConfigs::from_hf_config(&json).map_err(in_config)?;
         let (config, layer) = match (&self.layer_type, self.layer) {
             (Some(t), _) => (
@@ -183,10 +184,10 @@ impl RopeArgs {
 /// Reads the int64 ids of `path` (`.npy`, shaped (S,) or (3, S)).
 fn read_ids(path: &Path) -> Result<Tensor> {
     let ids = Tensor::read_npy(path)
-        .with_context(|| format!("--position-ids {}: cannot read it as .npy", path.display()))?;
+        .with_context(|| format!("--positions {}: cannot read it as .npy", path.display()))?;
     if ids.dtype() != DType::I64 {
         bail!(
-            "--position-ids {}: the ids must be int64, got {:?}",
+            "--positions {}: the ids must be int64, got {:?}",
             path.display(),
             ids.dtype()
         );
@@ -194,7 +195,7 @@ fn read_ids(path: &Path) -> Result<Tensor> {
     match ids.dims() {
         [_] | [3, _] => Ok(ids),
         dims => bail!(
-            "--position-ids {}: the ids must be shaped (S,) or (3, S) (M-RoPE), got {dims:?}",
+            "--positions {}: the ids must be shaped (S,) or (3, S) (M-RoPE), got {dims:?}",
             path.display()
         ),
     }
@@ -210,13 +211,13 @@ pub fn write(args: &RopeArgs) -> Result<()> {
             Some(path) => anyhow::anyhow!("--config {}: {e}", path.display()),
             None => with_flags(e),
         })?;
-    let ids = args.position_ids.as_deref().map(read_ids).transpose()?;
+    let ids = args.positions.as_deref().map(read_ids).transpose()?;
     let (rows, positions) = match (&ids, args.len) {
         (Some(ids), _) => {
             let rows = *ids.dims().last().unwrap_or(&0);
             if ids.rank() == 2 && config.mrope_section.is_none() {
                 bail!(
-                    "--position-ids: ids shaped (3, S) are M-RoPE's, and the rope has no \
+                    "--positions: ids shaped (3, S) are M-RoPE's, and the rope has no \
                      mrope_section"
                 );
             }
@@ -224,10 +225,7 @@ pub fn write(args: &RopeArgs) -> Result<()> {
                 rows,
                 format!(
                     "ids from {}",
-                    args.position_ids
-                        .as_deref()
-                        .unwrap_or(Path::new(""))
-                        .display()
+                    args.positions.as_deref().unwrap_or(Path::new("")).display()
                 ),
             )
         }
@@ -244,10 +242,10 @@ pub fn write(args: &RopeArgs) -> Result<()> {
             }
             (len, format!("range {}..{end}", args.offset))
         }
-        (None, None) => bail!("give --len or --position-ids"),
+        (None, None) => bail!("give --len or --positions"),
     };
     let what = if ids.is_some() {
-        "--position-ids"
+        "--positions"
     } else {
         "--len"
     };
@@ -270,14 +268,14 @@ pub fn write(args: &RopeArgs) -> Result<()> {
         Some(ids) => {
             let ids = ids.to_device(&device)?;
             let tables = if ids.rank() == 2 {
-                rope.tables_mrope(&ids, dtype)
+                rope.at_mrope(&ids, dtype)
             } else {
-                rope.tables_for_ids(&ids, dtype)
+                rope.at(&ids, dtype)
             };
-            tables.map_err(|e| anyhow::anyhow!("--position-ids: {e}"))?
+            tables.map_err(|e| anyhow::anyhow!("--positions: {e}"))?
         }
         None => rope
-            .tables(args.offset, rows, dtype, &device)
+            .range(args.offset, rows, dtype, &device)
             .map_err(with_flags)?,
     };
     let mut metadata = vec![
@@ -315,13 +313,13 @@ fn check_extension(path: &Path) -> Result<()> {
 
 /// pe-core's error with the flags of the config fields it names: a field `x_y` is the flag
 /// `--x-y`.
-fn with_flags(err: pe_core::Error) -> anyhow::Error {
+fn with_flags(err: candle_pe_core::Error) -> anyhow::Error {
     let name = match &err {
-        pe_core::Error::InvalidParameter { name, .. } => *name,
-        pe_core::Error::MissingParameter { name, .. } => *name,
-        pe_core::Error::InvalidWidth { .. } => "head_dim",
-        pe_core::Error::FrequencyOutOfRange { .. } => "rope_theta",
-        pe_core::Error::TooLarge { .. } => "len",
+        candle_pe_core::Error::InvalidParameter { name, .. } => *name,
+        candle_pe_core::Error::MissingParameter { name, .. } => *name,
+        candle_pe_core::Error::InvalidWidth { .. } => "head_dim",
+        candle_pe_core::Error::FrequencyOutOfRange { .. } => "rope_theta",
+        candle_pe_core::Error::TooLarge { .. } => "len",
         _ => return err.into(),
     };
     // A name that is one field is its flag; a formula names the fields in it.
@@ -395,7 +393,7 @@ mod tests {
     #[test]
     fn errors_name_the_flags() {
         let err = |e| with_flags(e).to_string();
-        let invalid = |name| pe_core::Error::InvalidParameter {
+        let invalid = |name| candle_pe_core::Error::InvalidParameter {
             name,
             expected: "finite and > 0",
             value: -1.0,

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use candle_core::DType;
+use candle_pe_core::{PeSpec, Preset};
 use indicatif::{ProgressBar, ProgressStyle};
-use pe_core::{PeSpec, Preset};
 
 use crate::device::DeviceArg;
 use crate::options;

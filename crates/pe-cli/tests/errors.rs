@@ -23,14 +23,14 @@ fn table_fails(extra: &[&str], expected: &[&str]) {
 #[test]
 fn bad_command_lines_name_the_flag() {
     table_fails(
-        &["--preset", "nope", "--dim", "8", "--len", "4"],
+        &["--preset", "nope", "--width", "8", "--len", "4"],
         &["unknown preset \"nope\"", "fairseq"],
     );
     table_fails(
         &[
             "--preset",
             "fairseq",
-            "--dim",
+            "--width",
             "8",
             "--len",
             "4",
@@ -43,7 +43,7 @@ fn bad_command_lines_name_the_flag() {
         &[
             "--preset",
             "fairseq",
-            "--dim",
+            "--width",
             "8",
             "--timesteps",
             "1",
@@ -53,14 +53,14 @@ fn bad_command_lines_name_the_flag() {
         &["--timesteps", "--positions"],
     );
     table_fails(
-        &["--preset", "fairseq", "--dim", "8"],
+        &["--preset", "fairseq", "--width", "8"],
         &["required", "--len", "--positions", "--timesteps"],
     );
     table_fails(
         &[
             "--preset",
             "fairseq",
-            "--dim",
+            "--width",
             "8",
             "--positions",
             "1",
@@ -73,7 +73,7 @@ fn bad_command_lines_name_the_flag() {
         &[
             "--preset",
             "fairseq",
-            "--dim",
+            "--width",
             "8",
             "--timesteps",
             "1",
@@ -84,33 +84,33 @@ fn bad_command_lines_name_the_flag() {
     );
     table_fails(
         &[
-            "--preset", "fairseq", "--dim", "8", "--len", "4", "--dtype", "f8",
+            "--preset", "fairseq", "--width", "8", "--len", "4", "--dtype", "f8",
         ],
         &["'f8'", "--dtype", "f32"],
     );
     table_fails(
         &[
-            "--preset", "fairseq", "--dim", "8", "--len", "4", "--device", "tpu",
+            "--preset", "fairseq", "--width", "8", "--len", "4", "--device", "tpu",
         ],
         &["'tpu'", "--device"],
     );
     table_fails(
-        &["--preset", "fairseq", "--dim", "eight", "--len", "4"],
-        &["'eight'", "--dim"],
+        &["--preset", "fairseq", "--width", "eight", "--len", "4"],
+        &["'eight'", "--width"],
     );
     table_fails(
-        &["--preset", "fairseq", "--dim", "8", "--len", "-4"],
+        &["--preset", "fairseq", "--width", "8", "--len", "-4"],
         &["--len"],
     );
     table_fails(
         &[
-            "--preset", "fairseq", "--dim", "8", "--len", "4", "--layout", "sideways",
+            "--preset", "fairseq", "--width", "8", "--len", "4", "--layout", "sideways",
         ],
         &["'sideways'", "--layout"],
     );
     table_fails(
         &[
-            "--preset", "fairseq", "--dim", "8", "--len", "4", "--odd", "round",
+            "--preset", "fairseq", "--width", "8", "--len", "4", "--odd", "round",
         ],
         &["'round'", "--odd"],
     );
@@ -118,7 +118,7 @@ fn bad_command_lines_name_the_flag() {
         &[
             "--preset",
             "fairseq",
-            "--dim",
+            "--width",
             "8",
             "--len",
             "4",
@@ -131,7 +131,7 @@ fn bad_command_lines_name_the_flag() {
         &[
             "--preset",
             "fairseq",
-            "--dim",
+            "--width",
             "8",
             "--len",
             "4",
@@ -141,11 +141,13 @@ fn bad_command_lines_name_the_flag() {
         &["\"paper\"", "h-minus-1"],
     );
     table_fails(
-        &["--preset", "fairseq", "--dim", "8", "--len", "4", "--bogus"],
+        &[
+            "--preset", "fairseq", "--width", "8", "--len", "4", "--bogus",
+        ],
         &["--bogus"],
     );
     table_fails(
-        &["--preset", "fairseq", "--dim", "8", "--positions", "1,x"],
+        &["--preset", "fairseq", "--width", "8", "--positions", "1,x"],
         &["'x'", "--positions"],
     );
 }
@@ -153,26 +155,33 @@ fn bad_command_lines_name_the_flag() {
 #[test]
 fn invalid_specs_report_pe_core_errors() {
     table_fails(
-        &["--preset", "whisper", "--dim", "7", "--len", "4"],
+        &["--preset", "whisper", "--width", "7", "--len", "4"],
         &["width 7 is odd"],
     );
     table_fails(
-        &["--preset", "fairseq", "--dim", "2", "--len", "4"],
+        &["--preset", "fairseq", "--width", "2", "--len", "4"],
         &["h-1", "width 2"],
     );
     table_fails(
-        &["--preset", "fairseq", "--dim", "0", "--len", "4"],
+        &["--preset", "fairseq", "--width", "0", "--len", "4"],
         &["width", "got width 0"],
     );
     table_fails(
         &[
-            "--preset", "fairseq", "--dim", "8", "--len", "4", "--base", "-1",
+            "--preset", "fairseq", "--width", "8", "--len", "4", "--base", "-1",
         ],
         &["base", "-1"],
     );
     table_fails(
         &[
-            "--preset", "fairseq", "--dim", "8", "--len", "4", "--scale", "inf",
+            "--preset",
+            "fairseq",
+            "--width",
+            "8",
+            "--len",
+            "4",
+            "--angle-scale",
+            "inf",
         ],
         &["scale", "inf"],
     );
@@ -180,7 +189,7 @@ fn invalid_specs_report_pe_core_errors() {
         &[
             "--preset",
             "diffusers",
-            "--dim",
+            "--width",
             "8",
             "--len",
             "4",
@@ -199,15 +208,21 @@ fn plot_fails(extra: &[&str], expected: &[&str]) {
 fn pe_core_errors_name_the_flag() {
     let base = ["--preset", "fairseq", "--len", "4"];
     let cases: [(&[&str], &[&str]); 6] = [
-        (&["--dim", "8", "--base", "0"], &["--base: ", "got 0"]),
-        (&["--dim", "8", "--base", "-5"], &["--base: ", "got -5"]),
-        (&["--dim", "8", "--scale", "nan"], &["--scale: ", "got NaN"]),
-        (&["--dim", "8", "--scale", "inf"], &["--scale: ", "got inf"]),
+        (&["--width", "8", "--base", "0"], &["--base: ", "got 0"]),
+        (&["--width", "8", "--base", "-5"], &["--base: ", "got -5"]),
         (
-            &["--dim", "8", "--frequencies", "h-shift:nan"],
+            &["--width", "8", "--angle-scale", "nan"],
+            &["--angle-scale: ", "got NaN"],
+        ),
+        (
+            &["--width", "8", "--angle-scale", "inf"],
+            &["--angle-scale: ", "got inf"],
+        ),
+        (
+            &["--width", "8", "--frequencies", "h-shift:nan"],
             &["--frequencies: ", "shift", "got NaN"],
         ),
-        (&["--dim", "0"], &["--dim: ", "got width 0"]),
+        (&["--width", "0"], &["--width: ", "got width 0"]),
     ];
     for (extra, expected) in cases {
         table_fails(&[&base[..], extra].concat(), expected);
@@ -217,7 +232,7 @@ fn pe_core_errors_name_the_flag() {
 
 #[test]
 fn negative_values_are_parsed_then_checked() {
-    let base = ["--preset", "diffusers", "--dim", "8"];
+    let base = ["--preset", "diffusers", "--width", "8"];
     let cases: [(&[&str], &[&str]); 5] = [
         (
             &["--positions", "-1,2"],
@@ -229,8 +244,8 @@ fn negative_values_are_parsed_then_checked() {
         ),
         (&["--timesteps", "-1e12,2"], &["--timesteps", "2^31"]),
         (
-            &["--len", "4", "--scale", "-inf"],
-            &["--scale: ", "got -inf"],
+            &["--len", "4", "--angle-scale", "-inf"],
+            &["--angle-scale: ", "got -inf"],
         ),
         (
             &["--len", "4", "--base", "-1e-3"],
@@ -248,7 +263,7 @@ fn out_of_range_positions_are_refused() {
         &[
             "--preset",
             "fairseq",
-            "--dim",
+            "--width",
             "8",
             "--len",
             "10",
@@ -261,14 +276,14 @@ fn out_of_range_positions_are_refused() {
         ],
     );
     table_fails(
-        &["--preset", "fairseq", "--dim", "8", "--len", "2147483649"],
+        &["--preset", "fairseq", "--width", "8", "--len", "2147483649"],
         &["--len 2147483649: offset + len 2147483649", "2^31 - 1"],
     );
     plot_fails(
         &[
             "--preset",
             "fairseq",
-            "--dim",
+            "--width",
             "8",
             "--len",
             "32",
@@ -281,14 +296,14 @@ fn out_of_range_positions_are_refused() {
         ],
     );
     table_fails(
-        &["--preset", "fairseq", "--dim", "8", "--positions", "4,-3"],
+        &["--preset", "fairseq", "--width", "8", "--positions", "4,-3"],
         &["--positions: position id -3", "0 ..= 2147483647"],
     );
     table_fails(
         &[
             "--preset",
             "fairseq",
-            "--dim",
+            "--width",
             "8",
             "--positions",
             "4,2147483648",
@@ -299,7 +314,7 @@ fn out_of_range_positions_are_refused() {
         &[
             "--preset",
             "diffusers",
-            "--dim",
+            "--width",
             "8",
             "--timesteps",
             "1,nan",
@@ -307,14 +322,21 @@ fn out_of_range_positions_are_refused() {
         &["--timesteps", "NaN", "finite"],
     );
     table_fails(
-        &["--preset", "diffusers", "--dim", "8", "--timesteps", "1e12"],
+        &[
+            "--preset",
+            "diffusers",
+            "--width",
+            "8",
+            "--timesteps",
+            "1e12",
+        ],
         &["--timesteps", "2^31"],
     );
 }
 
 #[test]
 fn outputs_that_cannot_be_written_are_refused() {
-    let args = ["table", "--preset", "fairseq", "--dim", "8", "--len", "4"];
+    let args = ["table", "--preset", "fairseq", "--width", "8", "--len", "4"];
     let dir = tempfile::tempdir().unwrap();
     let bf16 = dir.path().join("t.npy");
     pe_err(
@@ -349,7 +371,7 @@ fn outputs_larger_than_the_free_space_are_refused_before_anything_is_written() {
         "table",
         "--preset",
         "vaswani",
-        "--dim",
+        "--width",
         "16384",
         "--len",
         "2147483647",
@@ -406,7 +428,7 @@ fn positions_past_2_31_are_reported_before_the_size() {
             "table",
             "--preset",
             "vaswani",
-            "--dim",
+            "--width",
             "16384",
             "--dtype",
             "f64",
@@ -453,7 +475,7 @@ fn a_failed_run_leaves_an_existing_file_untouched() {
         "table",
         "--preset",
         "whisper",
-        "--dim",
+        "--width",
         "7",
         "--len",
         "4",
@@ -469,7 +491,7 @@ fn a_failed_run_leaves_an_existing_file_untouched() {
 fn cuda_without_support_or_gpu_is_a_clear_error() {
     table_fails(
         &[
-            "--preset", "fairseq", "--dim", "8", "--len", "4", "--device", "cuda",
+            "--preset", "fairseq", "--width", "8", "--len", "4", "--device", "cuda",
         ],
         &["--device cuda", "CUDA"],
     );
@@ -484,36 +506,43 @@ fn plot_errors_name_the_problem() {
     let base = ["plot", "--preset", "fairseq", "--len", "32"];
     let cases: [(&[&str], &[&str]); 9] = [
         (
-            &["--dim", "16", "--out", s(&png), "--kind", "pie"],
+            &["--width", "16", "--out", s(&png), "--kind", "pie"],
             &["'pie'", "--kind"],
         ),
-        (&["--dim", "16", "--out", s(&jpg)], &["p.jpg", "PNG"]),
+        (&["--width", "16", "--out", s(&jpg)], &["p.jpg", "PNG"]),
         (
-            &["--dim", "16", "--out", s(&png), "--width", "10"],
-            &["--width 10"],
+            &["--width", "16", "--out", s(&png), "--image-width", "10"],
+            &["--image-width 10"],
         ),
         (
-            &["--dim", "16", "--out", s(&png), "--height", "100000"],
-            &["--height 100000"],
+            &[
+                "--width",
+                "16",
+                "--out",
+                s(&png),
+                "--image-height",
+                "100000",
+            ],
+            &["--image-height 100000"],
         ),
         (
-            &["--dim", "16", "--out", s(&png), "--offset", "2147483647"],
+            &["--width", "16", "--out", s(&png), "--offset", "2147483647"],
             &["offset + len"],
         ),
         (
-            &["--dim", "9", "--out", s(&png), "--odd", "reject"],
+            &["--width", "9", "--out", s(&png), "--odd", "reject"],
             &["width 9"],
         ),
         (
-            &["--dim", "16", "--out", s(&png), "--positions", "1,2"],
+            &["--width", "16", "--out", s(&png), "--positions", "1,2"],
             &["--positions"],
         ),
         (
-            &["--dim", "16", "--out", s(&missing)],
+            &["--width", "16", "--out", s(&missing)],
             &["cannot write", "p.png"],
         ),
         (
-            &["--dim", "16", "--out", s(&png), "--layout", "diagonal"],
+            &["--width", "16", "--out", s(&png), "--layout", "diagonal"],
             &["'diagonal'"],
         ),
     ];
@@ -525,7 +554,7 @@ fn plot_errors_name_the_problem() {
             "plot",
             "--preset",
             "fairseq",
-            "--dim",
+            "--width",
             "16",
             "--len",
             "0",
@@ -545,7 +574,7 @@ fn an_interrupted_table_leaves_no_file() {
     // 4 GB of f32: far more than can be written before the signal arrives.
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_pe"))
         .args([
-            "table", "--preset", "fairseq", "--dim", "4096", "--len", "250000",
+            "table", "--preset", "fairseq", "--width", "4096", "--len", "250000",
         ])
         .args(["--out", s(&out)])
         .stderr(std::process::Stdio::piped())
@@ -586,26 +615,52 @@ fn values_outside_the_exact_domain_are_refused() {
     // A frequency beyond 2^40: a huge scale, or a tiny base.
     table_fails(
         &[
-            "--preset", "vaswani", "--dim", "8", "--len", "4", "--scale", "1e20",
+            "--preset",
+            "vaswani",
+            "--width",
+            "8",
+            "--len",
+            "4",
+            "--angle-scale",
+            "1e20",
         ],
-        &["--base / --scale", "frequency 0", "2^40"],
+        &["--base / --angle-scale", "frequency 0", "2^40"],
     );
     table_fails(
         &[
-            "--preset", "vaswani", "--dim", "8", "--len", "4", "--base", "1e-300",
+            "--preset", "vaswani", "--width", "8", "--len", "4", "--base", "1e-300",
         ],
-        &["--base / --scale", "2^40"],
+        &["--base / --angle-scale", "2^40"],
     );
     // Frequencies in range, but angles past 2^40 at these positions.
     table_fails(
         &[
-            "--preset", "vaswani", "--dim", "8", "--len", "100", "--offset", "1000000", "--scale",
+            "--preset",
+            "vaswani",
+            "--width",
+            "8",
+            "--len",
+            "100",
+            "--offset",
+            "1000000",
+            "--angle-scale",
             "2e6",
         ],
-        &["--offset 1000000 --len 100 / --scale", "2^40", "549755"],
+        &[
+            "--offset 1000000 --len 100 / --angle-scale",
+            "2^40",
+            "549755",
+        ],
     );
     table_fails(
-        &["--preset", "diffusers", "--dim", "8", "--timesteps", "1e20"],
+        &[
+            "--preset",
+            "diffusers",
+            "--width",
+            "8",
+            "--timesteps",
+            "1e20",
+        ],
         &["--timesteps", "100000000000000000000", "2^31"],
     );
 }

@@ -4,9 +4,9 @@
 mod common;
 
 use candle_core::{DType, Device, Tensor};
+use candle_pe_core::{patch_ids, AxesRope};
+use candle_pe_core::{Alibi, SincosGrid};
 use common::{assert_no_files, assert_same, files_in, pe_err, pe_ok, s};
-use pe_core::rope::{patch_ids, AxesRope};
-use pe_core::{Alibi, SincosGrid};
 
 #[test]
 fn rope_nd_writes_the_axes_tables() {
@@ -24,7 +24,7 @@ fn rope_nd_writes_the_axes_tables() {
         "rope-nd",
         "--axes-dim",
         "16,56,56",
-        "--ids",
+        "--positions",
         s(&ids_path),
         "--out",
         s(&out),
@@ -32,7 +32,7 @@ fn rope_nd_writes_the_axes_tables() {
     let tensors = candle_core::safetensors::load(&out, &Device::Cpu).unwrap();
     let (cos, sin) = AxesRope::new(&[16, 56, 56], 10_000.0)
         .unwrap()
-        .tables(&ids, DType::F32)
+        .at(&ids, DType::F32)
         .unwrap();
     assert_same(&tensors["cos"], &cos, "cos");
     assert_same(&tensors["sin"], &sin, "sin");
@@ -55,7 +55,7 @@ fn rope_nd_writes_pixtral_tables_for_a_patch_grid() {
     let ids = patch_ids(3, 5, &Device::Cpu).unwrap();
     let (cos, sin) = AxesRope::split_spectrum(64, 2, 10_000.0)
         .unwrap()
-        .tables(&ids, DType::F32)
+        .at(&ids, DType::F32)
         .unwrap();
     assert_same(&tensors["cos"], &cos, "cos");
     assert_same(&tensors["sin"], &sin, "sin");
@@ -93,7 +93,7 @@ fn grid_writes_the_sincos_grid() {
         let out = dir.path().join(name);
         pe_ok(&[
             "grid",
-            "--dim",
+            "--width",
             "32",
             "--grid",
             "3,5",
@@ -182,29 +182,29 @@ fn bad_input_names_the_flag_and_leaves_no_file() {
                 "rope-nd".into(),
                 "--axes-dim".into(),
                 "4,4".into(),
-                "--ids".into(),
+                "--positions".into(),
                 s(&far_path).into(),
             ],
-            vec!["--ids", "axis id -2147483648"],
+            vec!["--positions", "axis id -2147483648"],
         ),
         (
             vec!["rope-nd".into(), "--axes-dim".into(), "16,56,56".into()],
-            vec!["--ids", "[1, 2]"],
+            vec!["--positions", "[1, 2]"],
         ),
         (
             vec![
                 "grid".into(),
-                "--dim".into(),
+                "--width".into(),
                 "30".into(),
                 "--grid".into(),
                 "4,4".into(),
             ],
-            vec!["--dim", "30"],
+            vec!["--width", "30"],
         ),
         (
             vec![
                 "grid".into(),
-                "--dim".into(),
+                "--width".into(),
                 "32".into(),
                 "--grid".into(),
                 "0,4".into(),
@@ -214,7 +214,7 @@ fn bad_input_names_the_flag_and_leaves_no_file() {
         (
             vec![
                 "grid".into(),
-                "--dim".into(),
+                "--width".into(),
                 "32".into(),
                 "--grid".into(),
                 "4,4".into(),
@@ -241,8 +241,8 @@ fn bad_input_names_the_flag_and_leaves_no_file() {
     for (mut args, needles) in cases {
         let file = match args[0].as_str() {
             "rope-nd" => {
-                if !args.iter().any(|a| a == "--ids") {
-                    args.extend(["--ids".into(), s(&ids_path).into()]);
+                if !args.iter().any(|a| a == "--positions") {
+                    args.extend(["--positions".into(), s(&ids_path).into()]);
                 }
                 out("x.safetensors")
             }
@@ -263,8 +263,8 @@ fn plot_grid_draws_the_similarity_or_a_channel_pair() {
     // `pe plot grid` on a 4 x 6 grid (width 32 unless `extra` gives one), written to `out`.
     let plot = |out: &std::path::Path, extra: &[&str]| -> Vec<String> {
         let mut args = vec!["plot", "grid", "--grid", "4,6", "--out", s(out)];
-        if !extra.contains(&"--dim") {
-            args.extend(["--dim", "32"]);
+        if !extra.contains(&"--width") {
+            args.extend(["--width", "32"]);
         }
         args.extend(extra);
         args.into_iter().map(String::from).collect()
@@ -300,8 +300,8 @@ fn plot_grid_draws_the_similarity_or_a_channel_pair() {
             vec!["--pair", "1", "--patch", "1,1"],
             vec!["--pair", "--patch"],
         ),
-        (vec!["--dim", "30"], vec!["--dim", "30"]),
-        (vec!["--width", "10"], vec!["--width 10"]),
+        (vec!["--width", "30"], vec!["--width", "30"]),
+        (vec!["--image-width", "10"], vec!["--image-width 10"]),
         (vec!["--len", "10"], vec!["--len"]),
     ] {
         pe_err(&strs(&plot(&out, &extra)), &needles);
@@ -327,7 +327,7 @@ fn a_grid_too_large_for_the_disk_or_memory_is_refused_up_front() {
     pe_err(
         &[
             "grid",
-            "--dim",
+            "--width",
             "1152",
             "--grid",
             "1048576,1048576",
@@ -342,7 +342,7 @@ fn a_grid_too_large_for_the_disk_or_memory_is_refused_up_front() {
         &[
             "plot",
             "grid",
-            "--dim",
+            "--width",
             "1152",
             "--grid",
             "1048576,1048576",

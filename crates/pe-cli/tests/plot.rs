@@ -26,7 +26,7 @@ fn heatmap_has_the_default_size_and_a_full_colour_scale() {
         "plot",
         "--preset",
         "fairseq",
-        "--dim",
+        "--width",
         "128",
         "--len",
         "256",
@@ -44,12 +44,19 @@ fn curves_have_the_requested_size() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("curves.png");
     let args = [
-        "plot", "--preset", "vaswani", "--dim", "64", "--len", "200", "--kind", "curves",
+        "plot", "--preset", "vaswani", "--width", "64", "--len", "200", "--kind", "curves",
     ];
     pe_ok(
         &[
             &args[..],
-            &["--width", "800", "--height", "500", "--out", s(&out)],
+            &[
+                "--image-width",
+                "800",
+                "--image-height",
+                "500",
+                "--out",
+                s(&out),
+            ],
         ]
         .concat(),
     );
@@ -66,7 +73,7 @@ fn similarity_has_the_requested_size_and_many_colours() {
         "plot",
         "--preset",
         "stable-diffusion",
-        "--dim",
+        "--width",
         "32",
         "--len",
         "100",
@@ -85,7 +92,14 @@ fn similarity_has_the_requested_size_and_many_colours() {
         &[
             &args[..],
             &overrides[..],
-            &["--width", "640", "--height", "480", "--out", s(&out)],
+            &[
+                "--image-width",
+                "640",
+                "--image-height",
+                "480",
+                "--out",
+                s(&out),
+            ],
         ]
         .concat(),
     );

@@ -6,11 +6,11 @@ mod common;
 use std::path::Path;
 
 use candle_core::{DType, Device};
-use common::{assert_no_files, assert_same, files_in, pe, pe_err, pe_ok, s};
-use pe_core::rope::{
+use candle_pe_core::{
     Dynamic, Linear, Llama3, Longrope, LongropePolicy, Proportional, Rope, RopeConfig, RopeConfigs,
     RopeType, Yarn,
 };
+use common::{assert_no_files, assert_same, files_in, pe, pe_err, pe_ok, s};
 
 /// The JSON header of the safetensors file `path`.
 fn header(path: &Path) -> serde_json::Value {
@@ -194,7 +194,7 @@ fn every_scaling_writes_exactly_the_rope_tables() {
             pe_ok(&args);
             let tensors = candle_core::safetensors::load(&out, &Device::Cpu).unwrap();
             assert_eq!(tensors.len(), 2, "{name}");
-            let (cos, sin) = rope.tables(offset, len, dtype, &Device::Cpu).unwrap();
+            let (cos, sin) = rope.range(offset, len, dtype, &Device::Cpu).unwrap();
             assert_eq!(cos.dims(), &[len, rope.half_dim()]);
             assert_same(&tensors["cos"], &cos, &format!("{name} {dtype_name} cos"));
             assert_same(&tensors["sin"], &sin, &format!("{name} {dtype_name} sin"));
@@ -228,7 +228,7 @@ fn f16_and_f64_and_defaults_match_too() {
             s(&out),
         ]);
         let tensors = candle_core::safetensors::load(&out, &Device::Cpu).unwrap();
-        let (cos, sin) = rope.tables(0, 17, dtype, &Device::Cpu).unwrap();
+        let (cos, sin) = rope.range(0, 17, dtype, &Device::Cpu).unwrap();
         assert_same(&tensors["cos"], &cos, name);
         assert_same(&tensors["sin"], &sin, name);
     }
@@ -502,7 +502,7 @@ fn config_files_write_each_layers_tables() {
         args.extend(["--out", s(&out)]);
         pe_ok(&args);
         let rope = Rope::new(configs.for_layer_type(layer_type).unwrap().clone()).unwrap();
-        let (cos, sin) = rope.tables(70000, 9, DType::F32, &Device::Cpu).unwrap();
+        let (cos, sin) = rope.range(70000, 9, DType::F32, &Device::Cpu).unwrap();
         let (wcos, wsin) = written(&out);
         assert_same(&wcos, &cos, layer_type);
         assert_same(&wsin, &sin, layer_type);
@@ -540,7 +540,7 @@ fn config_files_write_each_layers_tables() {
                 .unwrap()
                 .with_longrope_policy(policy_value)
                 .unwrap();
-            let (cos, _) = rope.tables(offset, len, DType::F32, &Device::Cpu).unwrap();
+            let (cos, _) = rope.range(offset, len, DType::F32, &Device::Cpu).unwrap();
             assert_same(&written(&out).0, &cos, policy);
             let meta = &header(&out)["__metadata__"];
             let attention: f64 = meta["attention_scaling"].as_str().unwrap().parse().unwrap();
@@ -573,7 +573,7 @@ fn position_ids_write_mrope_and_plain_tables() {
             "rope",
             "--config",
             s(&qwen),
-            "--position-ids",
+            "--positions",
             s(&npy),
             "--dtype",
             "bf16",
@@ -581,9 +581,9 @@ fn position_ids_write_mrope_and_plain_tables() {
             s(&out),
         ]);
         let (cos, sin) = if ids.rank() == 2 {
-            rope.tables_mrope(ids, DType::BF16).unwrap()
+            rope.at_mrope(ids, DType::BF16).unwrap()
         } else {
-            rope.tables_for_ids(ids, DType::BF16).unwrap()
+            rope.at(ids, DType::BF16).unwrap()
         };
         assert_eq!(cos.dims(), &[5, 64]);
         let (wcos, wsin) = written(&out);
@@ -646,12 +646,12 @@ fn config_errors_name_the_flag_and_leave_no_file() {
             vec!["--config", "JSON"],
         ),
         (
-            vec!["--config", s(&llama), "--position-ids", s(&ids3)],
-            vec!["--position-ids", "mrope_section"],
+            vec!["--config", s(&llama), "--positions", s(&ids3)],
+            vec!["--positions", "mrope_section"],
         ),
         (
-            vec!["--config", s(&llama), "--position-ids", s(&ids_f32)],
-            vec!["--position-ids", "int64"],
+            vec!["--config", s(&llama), "--positions", s(&ids_f32)],
+            vec!["--positions", "int64"],
         ),
         (
             vec!["--config", s(&llama), "--head-dim", "64", "--len", "4"],

@@ -3,8 +3,8 @@
 mod common;
 
 use candle_core::{DType, Device, Tensor};
+use candle_pe_core::{Frequencies, Layout, OddWidth, PeSpec, Preset, SinusoidalEncoding};
 use common::{assert_same, files_in, pe_ok, s};
-use pe_core::{Frequencies, Layout, OddWidth, PeSpec, Preset, SinusoidalEncoding};
 
 fn encoding(spec: PeSpec) -> SinusoidalEncoding {
     SinusoidalEncoding::new(spec).unwrap()
@@ -20,7 +20,7 @@ fn npy_equals_the_range_table_in_every_numpy_dtype() {
     ] {
         let out = dir.path().join(format!("fairseq-{name}.npy"));
         let args = [
-            "table", "--preset", "fairseq", "--dim", "66", "--len", "300",
+            "table", "--preset", "fairseq", "--width", "66", "--len", "300",
         ];
         pe_ok(
             &[
@@ -41,7 +41,9 @@ fn npy_equals_the_range_table_in_every_numpy_dtype() {
 fn safetensors_holds_one_bf16_tensor_named_pe() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("marian.safetensors");
-    let args = ["table", "--preset", "marian", "--dim", "31", "--len", "40"];
+    let args = [
+        "table", "--preset", "marian", "--width", "31", "--len", "40",
+    ];
     pe_ok(&[&args[..], &["--dtype", "bf16", "--out", s(&out)]].concat());
     let tensors = candle_core::safetensors::load(&out, &Device::Cpu).unwrap();
     assert_eq!(tensors.len(), 1);
@@ -60,7 +62,9 @@ fn safetensors_holds_one_bf16_tensor_named_pe() {
 fn csv_has_one_line_per_position_that_reads_back_exactly() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("whisper.csv");
-    let args = ["table", "--preset", "whisper", "--dim", "8", "--len", "20"];
+    let args = [
+        "table", "--preset", "whisper", "--width", "8", "--len", "20",
+    ];
     pe_ok(&[&args[..], &["--offset", "5", "--out", s(&out)]].concat());
     let text = std::fs::read_to_string(&out).unwrap();
     let mut lines = text.lines();
@@ -88,14 +92,14 @@ fn csv_reads_back_exactly_in_half_precision() {
         "table",
         "--preset",
         "vaswani",
-        "--dim",
+        "--width",
         "16",
         "--positions",
         "3,1,4",
     ];
     pe_ok(&[&args[..], &["--dtype", "f16", "--out", s(&out)]].concat());
     let ids = Tensor::new(&[3u32, 1, 4], &Device::Cpu).unwrap();
-    let want = encoding(PeSpec::vaswani(16)).ids(&ids, DType::F16).unwrap();
+    let want = encoding(PeSpec::vaswani(16)).at(&ids, DType::F16).unwrap();
     let want = want.to_dtype(DType::F32).unwrap().to_vec2::<f32>().unwrap();
     let text = std::fs::read_to_string(&out).unwrap();
     for (line, (want, id)) in text.lines().skip(1).zip(want.iter().zip(["3", "1", "4"])) {
@@ -110,7 +114,7 @@ fn csv_reads_back_exactly_in_half_precision() {
 fn positions_give_the_rows_of_those_ids() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("ids.npy");
-    let args = ["table", "--preset", "tensor2tensor", "--dim", "24"];
+    let args = ["table", "--preset", "tensor2tensor", "--width", "24"];
     pe_ok(
         &[
             &args[..],
@@ -120,7 +124,7 @@ fn positions_give_the_rows_of_those_ids() {
     );
     let ids = Tensor::new(&[0u32, 5, 9, 2_000_000_000, 5], &Device::Cpu).unwrap();
     let want = encoding(PeSpec::tensor2tensor(24))
-        .ids(&ids, DType::F32)
+        .at(&ids, DType::F32)
         .unwrap();
     assert_same(&Tensor::read_npy(&out).unwrap(), &want, "table");
 }
@@ -129,7 +133,7 @@ fn positions_give_the_rows_of_those_ids() {
 fn timesteps_give_the_rows_of_those_timesteps() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("t.npy");
-    let args = ["table", "--preset", "stable-diffusion", "--dim", "320"];
+    let args = ["table", "--preset", "stable-diffusion", "--width", "320"];
     pe_ok(
         &[
             &args[..],
@@ -155,7 +159,7 @@ fn timesteps_give_the_rows_of_those_timesteps() {
 fn negative_values_are_values_not_flags() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("t.npy");
-    let args = ["table", "--preset", "diffusers", "--dim", "8"];
+    let args = ["table", "--preset", "diffusers", "--width", "8"];
     pe_ok(&[&args[..], &["--timesteps", "-1.5,2", "--out", s(&out)]].concat());
     let t = Tensor::new(&[-1.5f64, 2.0], &Device::Cpu).unwrap();
     let want = encoding(Preset::Diffusers.spec(8))
@@ -167,11 +171,11 @@ fn negative_values_are_values_not_flags() {
         pe_ok(
             &[
                 &args[..],
-                &["--len", "4", "--scale", scale, "--out", s(&out)],
+                &["--len", "4", "--angle-scale", scale, "--out", s(&out)],
             ]
             .concat(),
         );
-        let want = encoding(Preset::Diffusers.spec(8).with_scale(value))
+        let want = encoding(Preset::Diffusers.spec(8).with_angle_scale(value))
             .range(0, 4, DType::F32, &Device::Cpu)
             .unwrap();
         assert_same(&Tensor::read_npy(&out).unwrap(), &want, scale);
@@ -183,7 +187,9 @@ fn overrides_change_the_preset() {
     let dir = tempfile::tempdir().unwrap();
     let plain = dir.path().join("plain.npy");
     let custom = dir.path().join("custom.npy");
-    let args = ["table", "--preset", "vaswani", "--dim", "9", "--len", "50"];
+    let args = [
+        "table", "--preset", "vaswani", "--width", "9", "--len", "50",
+    ];
     pe_ok(&[&args[..], &["--out", s(&plain)]].concat());
     let overrides = [
         "--base",
@@ -194,7 +200,7 @@ fn overrides_change_the_preset() {
         "h-shift:0.5",
         "--odd",
         "zero-pad",
-        "--scale",
+        "--angle-scale",
         "2.5",
     ];
     pe_ok(&[&args[..], &overrides[..], &["--out", s(&custom)]].concat());
@@ -204,7 +210,7 @@ fn overrides_change_the_preset() {
         .with_layout(Layout::CosSin)
         .with_frequencies(Frequencies::HalfShift { shift: 0.5 })
         .with_odd_width(OddWidth::ZeroPad)
-        .with_scale(2.5);
+        .with_angle_scale(2.5);
     let want = encoding(spec)
         .range(0, 50, DType::F32, &Device::Cpu)
         .unwrap();
@@ -247,7 +253,7 @@ fn chunked_writes_equal_the_whole_table() {
     for ext in ["npy", "csv"] {
         let out = dir.path().join(format!("chunked.{ext}"));
         let args = [
-            "table", "--preset", "musicgen", "--dim", "48", "--len", "1000",
+            "table", "--preset", "musicgen", "--width", "48", "--len", "1000",
         ];
         pe_ok(
             &[
@@ -281,7 +287,7 @@ fn an_empty_range_is_an_empty_table() {
         "table",
         "--preset",
         "fairseq",
-        "--dim",
+        "--width",
         "8",
         "--len",
         "0",
@@ -331,7 +337,7 @@ fn every_subcommand_has_help() {
     let help = String::from_utf8(pe_ok(&["table", "--help"]).stdout).unwrap();
     for flag in [
         "--preset",
-        "--dim",
+        "--width",
         "--len",
         "--offset",
         "--positions",
@@ -342,7 +348,7 @@ fn every_subcommand_has_help() {
         "--layout",
         "--frequencies",
         "--odd",
-        "--scale",
+        "--angle-scale",
         "--out",
     ] {
         assert!(help.contains(flag), "{flag} missing from table --help");

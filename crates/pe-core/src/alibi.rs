@@ -11,7 +11,7 @@
 //!
 //! ```
 //! use candle_core::{DType, Device};
-//! use pe_core::Alibi;
+//! use candle_pe_core::Alibi;
 //!
 //! let alibi = Alibi::new(12)?; // alibi_bias_max 8
 //! assert_eq!(alibi.slopes()[0], 0.5);
@@ -19,7 +19,7 @@
 //! let bias = alibi.causal_bias(5, DType::F32, &Device::Cpu)?;
 //! assert_eq!(bias.dims(), &[12, 1, 5]);
 //! assert_eq!(bias.get(0)?.squeeze(0)?.to_vec1::<f32>()?, [-2.0, -1.5, -1.0, -0.5, 0.0]);
-//! # Ok::<(), pe_core::Error>(())
+//! # Ok::<(), candle_pe_core::Error>(())
 //! ```
 
 use candle_core::{DType, Device, Tensor};
@@ -41,11 +41,16 @@ pub struct Alibi {
 impl Alibi {
     /// The slopes of `heads` heads with `alibi_bias_max` 8.
     pub fn new(heads: usize) -> Result<Self> {
-        Self::with_max_bias(heads, DEFAULT_ALIBI_BIAS_MAX)
+        Self::slopes_for(heads, DEFAULT_ALIBI_BIAS_MAX)
     }
 
-    /// The slopes of `heads` heads with another `alibi_bias_max`.
-    pub fn with_max_bias(heads: usize, max_bias: f64) -> Result<Self> {
+    /// The same heads with another `alibi_bias_max`.
+    pub fn with_max_bias(self, max_bias: f64) -> Result<Self> {
+        Self::slopes_for(self.heads(), max_bias)
+    }
+
+    /// The slopes of `heads` heads with `alibi_bias_max` `max_bias`.
+    fn slopes_for(heads: usize, max_bias: f64) -> Result<Self> {
         if heads == 0 || heads > 1 << 20 {
             return Err(Error::InvalidParameter {
                 name: "heads",

@@ -1,4 +1,4 @@
-//! [`PeCache::embed`]: `scale * weights[tokens] + PE(positions)`, the arithmetic of the embedding
+//! [`PeCache::embed`]: `embedding_scale * weights[tokens] + PE(positions)`, the arithmetic of the embedding
 //! block that starts every encoder and decoder.
 //!
 //! On the CPU it is one fused pass: each token's embedding row is gathered, scaled and added to
@@ -9,7 +9,7 @@
 //!
 //! ```
 //! use candle_core::{DType, Device, Tensor};
-//! use pe_core::{Backend, PeCache, PeSpec, SinusoidalEncoding, TokenPositions};
+//! use candle_pe_core::{Backend, PeCache, PeSpec, SinusoidalEncoding, TokenPositions};
 //!
 //! let dev = Device::Cpu;
 //! let weights = Tensor::randn(0f32, 1.0, (100, 32), &dev)?;
@@ -22,7 +22,7 @@
 //! let plain = PeCache::new(SinusoidalEncoding::new(PeSpec::marian(32))?.with_backend(Backend::Generic));
 //! let y = plain.embed(&weights, &tokens, TokenPositions::Offset(10), 32f64.sqrt())?;
 //! assert!((x - y)?.abs()?.max_all()?.to_scalar::<f32>()? < 1e-5);
-//! # Ok::<(), pe_core::Error>(())
+//! # Ok::<(), candle_pe_core::Error>(())
 //! ```
 //!
 //! [`Backend::Generic`]: crate::Backend::Generic
@@ -54,7 +54,7 @@ pub enum TokenPositions<'a> {
 }
 
 impl PeCache {
-    /// `scale * weights[tokens] + PE(positions)`, shape `tokens.dims() + [d]`, in the dtype of
+    /// `embedding_scale * weights[tokens] + PE(positions)`, shape `tokens.dims() + [d]`, in the dtype of
     /// `weights` (`(vocab, d)`, f32, f16, bf16 or f64, with `d` this encoding's width), on the
     /// device of `tokens`. Tokens are integer ids below `vocab`, of rank 1 or more.
     pub fn embed(
@@ -62,7 +62,7 @@ impl PeCache {
         weights: &Tensor,
         tokens: &Tensor,
         positions: TokenPositions<'_>,
-        scale: f64,
+        embedding_scale: f64,
     ) -> Result<Tensor> {
         let d = self.encoding().width();
         let vocab = match *weights.dims() {
@@ -76,11 +76,11 @@ impl PeCache {
             }
         };
         check_dtype(weights.dtype())?;
-        if !scale.is_finite() {
+        if !embedding_scale.is_finite() {
             return Err(Error::InvalidParameter {
-                name: "scale",
+                name: "embedding_scale",
                 expected: "finite",
-                value: scale,
+                value: embedding_scale,
             });
         }
         positions::check_tokens(tokens, vocab)?;
@@ -133,7 +133,7 @@ impl PeCache {
                     (RowPositions::Values(&values), *zero_at)
                 }
             };
-            let out = cpu::embed(generator, weights, &tokens, rows, zero_at, scale)?;
+            let out = cpu::embed(generator, weights, &tokens, rows, zero_at, embedding_scale)?;
             return Ok(out.reshape(shape)?);
         }
         let (ids, zero_at) = match checked {
@@ -154,11 +154,11 @@ impl PeCache {
             .to_device(tokens.device())?
             .index_select(&flat, 0)?
             .to_dtype(compute)?
-            .affine(scale, 0.0)?
+            .affine(embedding_scale, 0.0)?
             .reshape(shape)?;
         let pe = match zero_at {
             Some(pad) => self.padding_rows(&ids, pad, compute)?,
-            None => self.ids(&ids, compute)?,
+            None => self.at(&ids, compute)?,
         };
         Ok((x + pe)?.to_dtype(dtype)?)
     }

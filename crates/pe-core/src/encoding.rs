@@ -3,7 +3,7 @@
 //!
 //! ```
 //! use candle_core::{DType, Device, Tensor};
-//! use pe_core::{PeSpec, SinusoidalEncoding};
+//! use candle_pe_core::{PeSpec, SinusoidalEncoding};
 //!
 //! let dev = Device::Cpu;
 //! let pe = SinusoidalEncoding::new(PeSpec::fairseq(512))?;
@@ -14,7 +14,7 @@
 //!
 //! // Explicit ids of any shape, e.g. (batch, seq).
 //! let ids = Tensor::new(&[[0u32, 1, 2], [7, 8, 9]], &dev)?;
-//! assert_eq!(pe.ids(&ids, DType::BF16)?.dims(), &[2, 3, 512]);
+//! assert_eq!(pe.at(&ids, DType::BF16)?.dims(), &[2, 3, 512]);
 //!
 //! // fairseq / M2M100 padding-aware positions (pad = 1): pad tokens get an all-zero row.
 //! let tokens = Tensor::new(&[[5u32, 6, 1], [1, 9, 10]], &dev)?;
@@ -25,7 +25,7 @@
 //! let sd = SinusoidalEncoding::new(PeSpec::stable_diffusion(320))?;
 //! let t = Tensor::new(&[0.5f32, 999.0], &dev)?;
 //! assert_eq!(sd.timesteps(&t, DType::F16)?.dims(), &[2, 320]);
-//! # Ok::<(), pe_core::Error>(())
+//! # Ok::<(), candle_pe_core::Error>(())
 //! ```
 
 use std::sync::Arc;
@@ -114,7 +114,7 @@ impl SinusoidalEncoding {
 
     /// The rows for integer position ids of any shape (u8, u32, i16, i32 or i64, each in
     /// `0 .. 2^31`), shape `ids.dims() + [d]`, on the device of `ids`.
-    pub fn ids(&self, ids: &Tensor, dtype: DType) -> Result<Tensor> {
+    pub fn at(&self, ids: &Tensor, dtype: DType) -> Result<Tensor> {
         self.build(positions::ids(ids)?, dtype, ids.device())
     }
 
@@ -132,7 +132,7 @@ impl SinusoidalEncoding {
         self.padding_rows(&positions, padding_idx, dtype)
     }
 
-    /// The rows for positions already made padding-aware: like [`Self::ids`], with all-zero
+    /// The rows for positions already made padding-aware: like [`Self::at`], with all-zero
     /// rows where the position is `padding_idx`.
     pub fn padding_rows(
         &self,

@@ -16,13 +16,13 @@
 //!
 //! ```
 //! use candle_core::{DType, Device};
-//! use pe_core::SincosGrid;
+//! use candle_pe_core::SincosGrid;
 //!
 //! // PixArt-alpha 512: 64 x 64 patches of width 1152, base_size 32, interpolation scale 1.
 //! let grid = SincosGrid::new(1152)?.with_base_size(32.0);
 //! let table = grid.table(64, 64, DType::F32, &Device::Cpu)?;
 //! assert_eq!(table.dims(), &[64 * 64, 1152]);
-//! # Ok::<(), pe_core::Error>(())
+//! # Ok::<(), candle_pe_core::Error>(())
 //! ```
 
 use candle_core::{DType, Device, Tensor};
@@ -49,7 +49,7 @@ impl SincosGrid {
     pub fn new(width: usize) -> Result<Self> {
         if width == 0 || !width.is_multiple_of(4) {
             return Err(Error::InvalidParameter {
-                name: "embed_dim",
+                name: "width",
                 expected: "a positive multiple of 4 (each axis takes half, as sin|cos pairs)",
                 value: width as f64,
             });
@@ -129,12 +129,12 @@ impl SincosGrid {
 ///
 /// ```
 /// use candle_core::{DType, Device};
-/// use pe_core::SincosGrid3d;
+/// use candle_pe_core::SincosGrid3d;
 ///
 /// // CogVideoX-2b: 13 latent frames of 30 x 45 patches, width 1920, spatial scale 1.875.
 /// let grid = SincosGrid3d::new(1920)?.with_spatial_interpolation_scale(1.875);
 /// assert_eq!(grid.table(13, 30, 45, DType::F32, &Device::Cpu)?.dims(), &[13, 30 * 45, 1920]);
-/// # Ok::<(), pe_core::Error>(())
+/// # Ok::<(), candle_pe_core::Error>(())
 /// ```
 #[derive(Clone, Debug)]
 pub struct SincosGrid3d {
@@ -150,7 +150,7 @@ impl SincosGrid3d {
     pub fn new(width: usize) -> Result<Self> {
         if width == 0 || !width.is_multiple_of(16) {
             return Err(Error::InvalidParameter {
-                name: "embed_dim",
+                name: "width",
                 expected: "a positive multiple of 16 (a quarter for time, 3/8 per spatial axis)",
                 value: width as f64,
             });
@@ -220,7 +220,7 @@ fn axis_encoding(n: usize) -> Result<SinusoidalEncoding> {
     SinusoidalEncoding::new(PeSpec {
         width: n,
         base: 10_000.0,
-        scale: 1.0,
+        angle_scale: 1.0,
         frequencies: Frequencies::HalfShift { shift: 0.0 },
         layout: Layout::SinCos,
         odd_width: OddWidth::Reject,

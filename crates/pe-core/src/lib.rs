@@ -2,17 +2,17 @@
 //! in every convention real checkpoints use, and rotary (RoPE) tables for the rope types of HF
 //! `config.json`.
 //!
-//! The crate reads in three layers, data flowing one way:
-//! - **Description** ([`describe`]): [`PeSpec`] and its [`Preset`]s (the sinusoidal
-//!   conventions, see `docs/conventions.md`), frequencies, positions, [`Error`]; for rotary
-//!   tables, [`RopeConfig`] and each [`RopeType`]'s formula ([`rope::config`], [`rope::types`]).
+//! The crate reads in three layers, data flowing one way (`docs/layers.md` draws them):
+//! - **Description** (`describe/`, `rope/config.rs`, `rope/types.rs`): [`PeSpec`] and its
+//!   [`Preset`]s (the sinusoidal conventions, see `docs/conventions.md`), frequencies, positions,
+//!   [`Error`]; for rotary tables, [`RopeConfig`] and each [`RopeType`]'s formula.
 //! - **Generators** (`generate/`, internal): an exact CPU generator (anchor rows at fixed
 //!   positions plus an offset table, in parallel) and its plain twin in candle ops for every
 //!   other device; chosen with [`Backend`].
-//! - **Front doors**: [`SinusoidalEncoding`] (tables for ranges, ids, padding-aware ids,
-//!   timesteps), [`PeCache`] (a shared growing table served as views, and
-//!   [`embed`](PeCache::embed), the fused `scale * embedding + encoding`), [`Rope`] and
-//!   [`RopeCache`] (cos and sin tables), [`rope::AxesRope`] (multi-axis rotary tables, FLUX,
+//! - **Front doors**: [`SinusoidalEncoding`] (tables for ranges, positions, padding-aware
+//!   positions, timesteps), [`PeCache`] (a shared growing table served as views, and
+//!   [`embed`](PeCache::embed), the fused `embedding_scale * embedding + encoding`), [`Rope`] and
+//!   [`RopeCache`] (cos and sin tables), [`AxesRope`] (multi-axis rotary tables, FLUX,
 //!   Pixtral's vision tower), [`SincosGrid`] (2-D sin-cos patch grids, DiT / PixArt / MAE) and
 //!   [`Alibi`] (ALiBi slopes and biases).
 //!
@@ -23,7 +23,7 @@
 //!
 //! ```
 //! use candle_core::{DType, Device};
-//! use pe_core::{PeSpec, Rope, RopeConfig, SinusoidalEncoding};
+//! use candle_pe_core::{PeSpec, Rope, RopeConfig, SinusoidalEncoding};
 //!
 //! let pe = SinusoidalEncoding::new(PeSpec::vaswani(6))?;
 //! let row = pe.range(11, 1, DType::F64, &Device::Cpu)?.squeeze(0)?.to_vec1::<f64>()?;
@@ -35,22 +35,23 @@
 //!
 //! // Rotary tables for heads of 128 with rope_theta 500000, at positions 2^31 - 8 ..= 2^31 - 1.
 //! let rope = Rope::new(RopeConfig::new(128, 500_000.0))?;
-//! let (cos, sin) = rope.tables((1 << 31) - 8, 8, DType::F32, &Device::Cpu)?;
+//! let (cos, sin) = rope.range((1 << 31) - 8, 8, DType::F32, &Device::Cpu)?;
 //! assert_eq!(cos.dims(), &[8, 64]);
-//! # Ok::<(), pe_core::Error>(())
+//! # Ok::<(), candle_pe_core::Error>(())
 //! ```
 
 #![warn(missing_docs)]
 
-pub mod describe;
+mod describe;
 mod generate;
 
-pub mod alibi;
-pub mod cache;
-pub mod embed;
-pub mod encoding;
-pub mod grid;
-pub mod rope;
+mod alibi;
+mod cache;
+mod embed;
+mod encoding;
+mod grid;
+mod rope;
+mod row_cache;
 
 pub use alibi::{Alibi, DEFAULT_ALIBI_BIAS_MAX};
 pub use cache::{PeCache, DEFAULT_CACHE_ROWS};
@@ -62,4 +63,7 @@ pub use embed::TokenPositions;
 pub use encoding::SinusoidalEncoding;
 pub use generate::Backend;
 pub use grid::{SincosGrid, SincosGrid3d, DEFAULT_BASE_SIZE};
-pub use rope::{Rope, RopeCache, RopeConfig, RopeType};
+pub use rope::{
+    patch_ids, AxesRope, Dynamic, Linear, Llama3, Longrope, LongropePolicy, Proportional, Rope,
+    RopeCache, RopeConfig, RopeConfigs, RopeType, Yarn, DEFAULT_ROPE_THETA,
+};

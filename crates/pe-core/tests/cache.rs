@@ -3,7 +3,7 @@
 mod common;
 
 use candle_core::{DType, Device, Storage, Tensor};
-use pe_core::{Backend, PeCache, PeSpec, SinusoidalEncoding};
+use candle_pe_core::{Backend, PeCache, PeSpec, SinusoidalEncoding};
 
 fn cache(spec: PeSpec, backend: Backend) -> PeCache {
     PeCache::new(common::encoding(spec, backend))
@@ -17,19 +17,19 @@ fn max_diff(a: &Tensor, b: &Tensor) -> anyhow::Result<f64> {
 fn grows_without_recomputing(dev: &Device, backend: Backend) -> anyhow::Result<()> {
     let cache = cache(PeSpec::fairseq(64), backend);
     let plain = cache.encoding().clone();
-    assert_eq!(cache.rows(DType::F32, dev), 0);
+    assert_eq!(cache.cached_rows(DType::F32, dev), 0);
     for (offset, len) in [(0, 10), (5, 5), (90, 10), (0, 50), (1000, 3), (7, 1)] {
         let got = cache.range(offset, len, DType::F32, dev)?;
         assert_eq!(got.dims(), &[len, 64]);
-        assert!(cache.rows(DType::F32, dev) >= offset + len);
+        assert!(cache.cached_rows(DType::F32, dev) >= offset + len);
         assert!(max_diff(&got, &plain.range(offset, len, DType::F32, dev)?)? <= 5e-7);
         // Every row ever computed is still in the table: none was computed twice.
-        assert_eq!(cache.rows_generated(), cache.rows(DType::F32, dev));
+        assert_eq!(cache.rows_generated(), cache.cached_rows(DType::F32, dev));
     }
     // Growth is geometric: a request one row past the end adds half the table.
-    let before = cache.rows(DType::F32, dev);
+    let before = cache.cached_rows(DType::F32, dev);
     cache.range(before, 1, DType::F32, dev)?;
-    assert_eq!(cache.rows(DType::F32, dev), before + before / 2);
+    assert_eq!(cache.cached_rows(DType::F32, dev), before + before / 2);
     Ok(())
 }
 
@@ -37,7 +37,10 @@ fn one_table_per_dtype(dev: &Device, backend: Backend) -> anyhow::Result<()> {
     let cache = cache(PeSpec::marian(32), backend);
     cache.range(0, 20, DType::F32, dev)?;
     cache.range(0, 40, DType::BF16, dev)?;
-    let (f32_rows, bf16_rows) = (cache.rows(DType::F32, dev), cache.rows(DType::BF16, dev));
+    let (f32_rows, bf16_rows) = (
+        cache.cached_rows(DType::F32, dev),
+        cache.cached_rows(DType::BF16, dev),
+    );
     assert_eq!((f32_rows, bf16_rows), (20, 40));
     assert_eq!(cache.memory_bytes(), f32_rows * 32 * 4 + bf16_rows * 32 * 2);
     assert_eq!(cache.range(3, 2, DType::BF16, dev)?.dtype(), DType::BF16);
@@ -50,10 +53,10 @@ fn ids_and_padding_aware_match_uncached(dev: &Device, backend: Backend) -> anyho
     let cache = cache(PeSpec::fairseq(16), backend);
     let plain = cache.encoding().clone();
     let ids = Tensor::new(&[[3u32, 4, 5], [700, 2, 9]], dev)?;
-    let got = cache.ids(&ids, DType::F32)?;
+    let got = cache.at(&ids, DType::F32)?;
     assert_eq!(got.dims(), &[2, 3, 16]);
-    assert!(max_diff(&got, &plain.ids(&ids, DType::F32)?)? <= 5e-7);
-    assert!(cache.rows(DType::F32, dev) >= 701);
+    assert!(max_diff(&got, &plain.at(&ids, DType::F32)?)? <= 5e-7);
+    assert!(cache.cached_rows(DType::F32, dev) >= 701);
 
     let tokens = Tensor::new(&[[5i64, 6, 7, 1, 1], [1, 1, 9, 10, 11]], dev)?;
     let got = cache.padding_aware(&tokens, 1, 2, DType::F32)?;
@@ -110,7 +113,7 @@ fn eight_threads_reading_and_growing_agree() -> anyhow::Result<()> {
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    assert_eq!(cache.rows_generated(), cache.rows(DType::F32, &dev));
+    assert_eq!(cache.rows_generated(), cache.cached_rows(DType::F32, &dev));
     // However the table grew, every row is the row generated fresh, to the bit.
     for (offset, len, got) in results.into_iter().flatten() {
         let fresh = cache.encoding().range(offset, len, DType::F32, &dev)?;
@@ -140,7 +143,7 @@ fn assert_same_bits(a: &Tensor, b: &Tensor, what: &str) -> anyhow::Result<()> {
 /// of one table built at once.
 #[test]
 fn values_do_not_depend_on_history_or_threads() -> anyhow::Result<()> {
-    use pe_core::{Rope, RopeCache, RopeConfig};
+    use candle_pe_core::{Rope, RopeCache, RopeConfig};
     use rand::{Rng, SeedableRng};
     let dev = Device::Cpu;
     let rope_config = RopeConfig::new(128, 500_000.0);
@@ -164,7 +167,7 @@ fn values_do_not_depend_on_history_or_threads() -> anyhow::Result<()> {
                 for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64] {
                     let pe = SinusoidalEncoding::new(spec)?;
                     let whole = pe.range(0, 2048, dtype, &dev)?;
-                    let cache = PeCache::with_limit(pe.clone(), 1500);
+                    let cache = PeCache::new(pe.clone()).with_limit(1500);
                     for step in 0..25 {
                         let offset = rng.random_range(0..1900);
                         let len = rng.random_range(0..=(2048 - offset).min(300));
@@ -177,18 +180,18 @@ fn values_do_not_depend_on_history_or_threads() -> anyhow::Result<()> {
                             .collect();
                         let ids = Tensor::new(ids.as_slice(), &dev)?;
                         let want = whole.index_select(&ids, 0)?;
-                        assert_same_bits(&cache.ids(&ids, dtype)?, &want, &what)?;
-                        assert_same_bits(&pe.ids(&ids, dtype)?, &want, &what)?;
+                        assert_same_bits(&cache.at(&ids, dtype)?, &want, &what)?;
+                        assert_same_bits(&pe.at(&ids, dtype)?, &want, &what)?;
                     }
                 }
             }
             let rope = Rope::new(rope_config.clone())?;
-            let (cos, sin) = rope.tables(0, 4096, DType::F32, &dev)?;
-            let cache = RopeCache::with_limit(rope.clone(), 3000);
+            let (cos, sin) = rope.range(0, 4096, DType::F32, &dev)?;
+            let cache = RopeCache::new(rope.clone()).with_limit(3000);
             for _ in 0..30 {
                 let offset = rng.random_range(0..4000);
                 let len = rng.random_range(0..=(4096 - offset).min(500));
-                let (c, s) = cache.tables(offset, len, DType::F32, &dev)?;
+                let (c, s) = cache.range(offset, len, DType::F32, &dev)?;
                 let what = format!("rope rows {offset}..+{len}");
                 assert_same_bits(&c, &cos.narrow(0, offset, len)?, &what)?;
                 assert_same_bits(&s, &sin.narrow(0, offset, len)?, &what)?;
@@ -204,7 +207,7 @@ fn values_do_not_depend_on_history_or_threads() -> anyhow::Result<()> {
 /// threads, for offsets on and off the generator's anchors.
 #[test]
 fn a_batch_at_an_offset_equals_each_sequence_alone() -> anyhow::Result<()> {
-    use pe_core::TokenPositions;
+    use candle_pe_core::TokenPositions;
     let dev = Device::Cpu;
     for threads in [1, 8] {
         let pool = rayon::ThreadPoolBuilder::new()
@@ -250,13 +253,13 @@ fn cache_is_send_sync_clone() {
 
 /// Every empty request on a fresh cache: an empty tensor of the right shape and dtype.
 fn empty_requests_on_a_fresh_cache(dev: &Device, backend: Backend) -> anyhow::Result<()> {
-    use pe_core::{Rope, RopeCache, RopeConfig, TokenPositions};
+    use candle_pe_core::{Rope, RopeCache, RopeConfig, TokenPositions};
     let cache = cache(PeSpec::fairseq(6), backend);
     let t = cache.range(0, 0, DType::BF16, dev)?;
     assert_eq!((t.dims(), t.dtype()), (&[0, 6][..], DType::BF16));
     assert_eq!(cache.range(17, 0, DType::F32, dev)?.dims(), &[0, 6]);
     let none = Tensor::zeros((2, 0), DType::U32, dev)?;
-    assert_eq!(cache.ids(&none, DType::F32)?.dims(), &[2, 0, 6]);
+    assert_eq!(cache.at(&none, DType::F32)?.dims(), &[2, 0, 6]);
     assert_eq!(
         cache.padding_aware(&none, 1, 0, DType::F32)?.dims(),
         &[2, 0, 6]
@@ -267,14 +270,14 @@ fn empty_requests_on_a_fresh_cache(dev: &Device, backend: Backend) -> anyhow::Re
         assert_eq!((x.dims(), x.dtype()), (&[2, 0, 6][..], DType::F16));
     }
     assert_eq!(
-        cache.rows(DType::F32, dev),
+        cache.cached_rows(DType::F32, dev),
         0,
         "empty requests grow nothing"
     );
     let rope = RopeCache::new(Rope::new(RopeConfig::new(8, 10_000.0))?.with_backend(backend));
-    let (cos, sin) = rope.tables(0, 0, DType::F32, dev)?;
+    let (cos, sin) = rope.range(0, 0, DType::F32, dev)?;
     assert_eq!((cos.dims(), sin.dims()), (&[0, 4][..], &[0, 4][..]));
-    assert_eq!(rope.tables_for_ids(&none, DType::F32)?.1.dims(), &[2, 0, 4]);
+    assert_eq!(rope.at(&none, DType::F32)?.1.dims(), &[2, 0, 4]);
     Ok(())
 }
 
@@ -314,7 +317,7 @@ fn generic_values_do_not_depend_on_the_request() -> anyhow::Result<()> {
                         .collect();
                     let ids = Tensor::new(ids.as_slice(), &dev)?;
                     let want = whole.index_select(&ids, 0)?;
-                    assert_same_bits(&pe.ids(&ids, dtype)?, &want, &what)?;
+                    assert_same_bits(&pe.at(&ids, dtype)?, &want, &what)?;
                 }
                 let steps: Vec<f64> = (0..40)
                     .map(|i| {
@@ -346,7 +349,7 @@ fn generic_values_do_not_depend_on_the_request() -> anyhow::Result<()> {
 /// `range_owned` and `tables_owned` copy just the rows: storage of their own, no larger.
 #[test]
 fn owned_rows_copy_only_those_rows() -> anyhow::Result<()> {
-    use pe_core::{Rope, RopeCache, RopeConfig};
+    use candle_pe_core::{Rope, RopeCache, RopeConfig};
     let dev = Device::Cpu;
     let storage_len = |t: &Tensor| -> anyhow::Result<usize> {
         let (storage, layout) = t.storage_and_layout();
@@ -366,8 +369,8 @@ fn owned_rows_copy_only_those_rows() -> anyhow::Result<()> {
     assert_eq!(storage_len(&owned)?, 80);
     assert_same_bits(&owned, &view, "range_owned")?;
     let rope = RopeCache::new(Rope::new(RopeConfig::new(16, 10_000.0))?);
-    let (cos, sin) = rope.tables(100, 7, DType::F32, &dev)?;
-    let (own_cos, own_sin) = rope.tables_owned(100, 7, DType::F32, &dev)?;
+    let (cos, sin) = rope.range(100, 7, DType::F32, &dev)?;
+    let (own_cos, own_sin) = rope.range_owned(100, 7, DType::F32, &dev)?;
     assert_eq!((storage_len(&own_cos)?, storage_len(&own_sin)?), (56, 56));
     assert_same_bits(&own_cos, &cos, "tables_owned cos")?;
     assert_same_bits(&own_sin, &sin, "tables_owned sin")?;
@@ -379,20 +382,28 @@ fn owned_rows_copy_only_those_rows() -> anyhow::Result<()> {
 #[test]
 fn requests_ending_at_the_limit_are_cached() -> anyhow::Result<()> {
     let dev = Device::Cpu;
-    let cache = PeCache::with_limit(common::encoding(PeSpec::fairseq(16), Backend::Cpu), 100);
+    let cache = PeCache::new(common::encoding(PeSpec::fairseq(16), Backend::Cpu)).with_limit(100);
     let ids = |v: &[u32]| Tensor::new(v, &dev);
     cache.range(91, 10, DType::F32, &dev)?;
-    cache.ids(&ids(&[3, 100])?, DType::F32)?;
-    assert_eq!(cache.rows(DType::F32, &dev), 0, "past the limit: generated");
-    cache.ids(&ids(&[99, 0])?, DType::F32)?;
+    cache.at(&ids(&[3, 100])?, DType::F32)?;
     assert_eq!(
-        cache.rows(DType::F32, &dev),
+        cache.cached_rows(DType::F32, &dev),
+        0,
+        "past the limit: generated"
+    );
+    cache.at(&ids(&[99, 0])?, DType::F32)?;
+    assert_eq!(
+        cache.cached_rows(DType::F32, &dev),
         100,
         "ids up to row 99: cached"
     );
     cache.clear();
     cache.range(90, 10, DType::F32, &dev)?;
-    assert_eq!(cache.rows(DType::F32, &dev), 100, "rows 90..100: cached");
+    assert_eq!(
+        cache.cached_rows(DType::F32, &dev),
+        100,
+        "rows 90..100: cached"
+    );
     let cached = cache.rows_generated();
     cache.range_owned(95, 6, DType::F32, &dev)?;
     assert_eq!(
@@ -400,6 +411,6 @@ fn requests_ending_at_the_limit_are_cached() -> anyhow::Result<()> {
         cached,
         "rows 95..101: generated outside"
     );
-    assert_eq!(cache.rows(DType::F32, &dev), 100);
+    assert_eq!(cache.cached_rows(DType::F32, &dev), 100);
     Ok(())
 }

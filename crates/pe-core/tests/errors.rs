@@ -3,10 +3,10 @@
 mod common;
 
 use candle_core::{DType, Device, Tensor};
-use pe_core::{Backend, Error, Frequencies, OddWidth, PeSpec, SinusoidalEncoding};
+use candle_pe_core::{Backend, Error, Frequencies, OddWidth, PeSpec, SinusoidalEncoding};
 
 /// Asserts `result` failed with a message containing every one of `needles`.
-fn assert_error<T: std::fmt::Debug>(result: pe_core::Result<T>, needles: &[&str]) -> Error {
+fn assert_error<T: std::fmt::Debug>(result: candle_pe_core::Result<T>, needles: &[&str]) -> Error {
     let err = result.expect_err("expected an error");
     let message = err.to_string();
     for needle in needles {
@@ -60,7 +60,7 @@ fn invalid_specs() {
         );
     }
     assert_error(
-        SinusoidalEncoding::new(PeSpec::marian(8).with_scale(f64::INFINITY)),
+        SinusoidalEncoding::new(PeSpec::marian(8).with_angle_scale(f64::INFINITY)),
         &["scale", "inf"],
     );
     // Odd widths are fine with the other policies.
@@ -80,11 +80,11 @@ fn invalid_positions() -> anyhow::Result<()> {
         pe.range((1 << 31) - 1, 1, DType::F32, &dev)?;
 
         let negative = Tensor::new(&[[0i64, -3]], &dev)?;
-        assert_error(pe.ids(&negative, DType::F32), &["position id", "-3"]);
+        assert_error(pe.at(&negative, DType::F32), &["position id", "-3"]);
         let too_big = Tensor::new(&[5i64, 1 << 31], &dev)?;
-        assert_error(pe.ids(&too_big, DType::F32), &["position id", "2147483648"]);
+        assert_error(pe.at(&too_big, DType::F32), &["position id", "2147483648"]);
         let float_ids = Tensor::new(&[1f32, 2.0], &dev)?;
-        assert_error(pe.ids(&float_ids, DType::F32), &["position ids", "F32"]);
+        assert_error(pe.at(&float_ids, DType::F32), &["position ids", "F32"]);
 
         for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
             let t = Tensor::new(&[0.5, bad, 3.0], &dev)?;
@@ -130,7 +130,7 @@ fn tables_too_large_for_memory_fail_before_allocating() -> anyhow::Result<()> {
     );
     assert!(matches!(err, Error::TooLarge { .. }));
     // The widest spec, with more rows than memory holds.
-    let wide = SinusoidalEncoding::new(PeSpec::vaswani(pe_core::MAX_WIDTH))?;
+    let wide = SinusoidalEncoding::new(PeSpec::vaswani(candle_pe_core::MAX_WIDTH))?;
     assert_error(
         wide.range(0, 1 << 20, DType::F32, &Device::Cpu),
         &["1048576 rows", "bytes"],

@@ -5,8 +5,8 @@
 mod common;
 
 use candle_core::{DType, Device, Tensor};
+use candle_pe_core::{Backend, Layout, PeSpec, Preset, SinusoidalEncoding, MAX_POSITION};
 use common::{assert_matches, oracle_rows};
-use pe_core::{Backend, Layout, PeSpec, Preset, SinusoidalEncoding, MAX_POSITION};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -37,7 +37,7 @@ fn random_encoding(rng: &mut StdRng, max_width: usize, backend: Backend) -> Sinu
             );
         }
         if rng.random_bool(0.2) {
-            spec = spec.with_scale(rng.random_range(0.25..4.0));
+            spec = spec.with_angle_scale(rng.random_range(0.25..4.0));
         }
         if rng.random_bool(0.2) {
             spec = spec.with_layout(
@@ -138,7 +138,7 @@ fn ids_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
                 dev,
             )?,
         };
-        let got = pe.ids(&tensor, dtype)?;
+        let got = pe.at(&tensor, dtype)?;
         let mut shape = tensor.dims().to_vec();
         shape.push(pe.width());
         assert_eq!(got.dims(), shape.as_slice());
@@ -188,12 +188,12 @@ fn timesteps_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> 
 fn padding_aware_matches_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
     // The worked example of docs/conventions.md.
     let tokens = Tensor::new(&[[5u32, 6, 7, 8, 1, 1], [1, 1, 9, 10, 11, 12]], dev)?;
-    let positions = pe_core::padding_aware_positions(&tokens, 1, 0)?;
+    let positions = candle_pe_core::padding_aware_positions(&tokens, 1, 0)?;
     assert_eq!(
         positions.to_vec2::<i64>()?,
         [[2, 3, 4, 5, 1, 1], [1, 1, 2, 3, 4, 5]]
     );
-    let positions = pe_core::padding_aware_positions(&tokens, 1, 3)?;
+    let positions = candle_pe_core::padding_aware_positions(&tokens, 1, 3)?;
     assert_eq!(
         positions.to_vec2::<i64>()?,
         [[5, 6, 7, 8, 1, 1], [1, 1, 5, 6, 7, 8]]
@@ -309,7 +309,7 @@ fn far_end_every_preset_and_dtype(dev: &Device, backend: Backend) -> anyhow::Res
                 let context = format!("{preset} width {width} {dtype:?} at 2^31 - 64 ..");
                 worst[k] = worst[k].max(assert_matches(&table, &expected, &context)?);
                 // The last row alone, as an id, is the same row.
-                let last = pe.ids(&Tensor::new(&[top as u32], dev)?, dtype)?;
+                let last = pe.at(&Tensor::new(&[top as u32], dev)?, dtype)?;
                 assert_matches(&last, &expected[63..], &context)?;
             }
         }
@@ -332,7 +332,7 @@ fn empty_requests(dev: &Device, backend: Backend) -> anyhow::Result<()> {
         let ids = Tensor::zeros(shape.as_slice(), DType::U32, dev)?;
         let mut want = shape.clone();
         want.push(6);
-        assert_eq!(pe.ids(&ids, DType::F32)?.dims(), want.as_slice());
+        assert_eq!(pe.at(&ids, DType::F32)?.dims(), want.as_slice());
         let ts = Tensor::zeros(shape.as_slice(), DType::F32, dev)?;
         assert_eq!(pe.timesteps(&ts, DType::BF16)?.dims(), want.as_slice());
         if shape.len() == 2 {

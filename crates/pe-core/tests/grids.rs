@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use candle_core::{DType, Device, Tensor};
+use candle_pe_core::{patch_ids, AxesRope};
+use candle_pe_core::{Alibi, SincosGrid, SincosGrid3d};
 use common::{tolerance, Big};
-use pe_core::rope::{patch_ids, AxesRope};
-use pe_core::{Alibi, SincosGrid, SincosGrid3d};
 
 fn fixture(name: &str) -> anyhow::Result<(serde_json::Value, HashMap<String, Tensor>)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/grids");
@@ -36,7 +36,7 @@ fn flux_pos_embed() -> anyhow::Result<()> {
         let rope = AxesRope::new(&axes, theta)?;
         let ids = &t["main.ids"];
         for dtype in [DType::F32, DType::F64] {
-            let (cos, sin) = rope.tables(ids, dtype)?;
+            let (cos, sin) = rope.at(ids, dtype)?;
             assert_eq!(cos.dims(), &[ids.dim(0)?, rope.half_dim()]);
             for (what, ours, theirs) in [
                 ("cos", values(&cos)?, values(&t["main.freqs_cos"])?),
@@ -71,7 +71,7 @@ fn assert_exact(
     let host = ids.to_dtype(DType::I64)?.to_vec2::<i64>()?;
     let mut big = Big::new();
     for dtype in [DType::F64, DType::F32, DType::F16, DType::BF16] {
-        let (cos, sin) = rope.tables(ids, dtype)?;
+        let (cos, sin) = rope.at(ids, dtype)?;
         let (cos, sin) = (values(&cos)?, values(&sin)?);
         for (j, &(a, num, den)) in slots.iter().enumerate() {
             let w = big.pow(&Big::num(theta), &Big::ratio(num, den).neg());
@@ -123,8 +123,8 @@ fn axes_rope_is_exact_at_negative_ids() -> anyhow::Result<()> {
     assert_exact(&rope, &ids, 10_000.0, &axes_slots(&axes))?;
     let small = [[3i32, -5, 0], [-1_000_000, 9, 2]];
     let ids = Tensor::new(&small, &Device::Cpu)?;
-    let (cos, sin) = rope.tables(&ids, DType::F32)?;
-    let (pcos, psin) = rope.tables(&ids.abs()?, DType::F32)?;
+    let (cos, sin) = rope.at(&ids, DType::F32)?;
+    let (pcos, psin) = rope.at(&ids.abs()?, DType::F32)?;
     let signs = Tensor::new(&[[1f32, -1., 1.], [-1., 1., 1.]], &Device::Cpu)?;
     let columns: Vec<u32> = axes
         .iter()
@@ -160,7 +160,7 @@ fn qwen_image_rope_with_centred_ids() -> anyhow::Result<()> {
         );
         let mut largest: f64 = 0.0;
         for (rows, ids) in [("vid", video), ("txt", text)] {
-            let (cos, sin) = rope.tables(&ids, DType::F32)?;
+            let (cos, sin) = rope.at(&ids, DType::F32)?;
             for (what, ours) in [("cos", cos), ("sin", sin)] {
                 let theirs = &t[&format!("{name}.{rows}_{what}")];
                 let context = format!("{name} {rows} {what}");
@@ -183,22 +183,22 @@ fn axes_rope_refuses_bad_axes_and_ids() -> anyhow::Result<()> {
     }
     let rope = AxesRope::new(&[4, 4], 10_000.0)?;
     let ids = Tensor::zeros((5, 3), DType::U32, &Device::Cpu)?;
-    let err = rope.tables(&ids, DType::F32).unwrap_err().to_string();
+    let err = rope.at(&ids, DType::F32).unwrap_err().to_string();
     assert!(err.contains("ids") && err.contains("[5, 3]"), "{err}");
     for (bad, value) in [(-(1i64 << 31), "-2147483648"), (1 << 31, "2147483648")] {
         let ids = Tensor::new(&[[0i64, 1], [bad, 2]], &Device::Cpu)?;
-        let err = rope.tables(&ids, DType::F32).unwrap_err().to_string();
+        let err = rope.at(&ids, DType::F32).unwrap_err().to_string();
         assert!(err.contains("axis id") && err.contains(value), "{err}");
     }
     let err = rope
-        .tables(
+        .at(
             &Tensor::zeros((1, 2), DType::F32, &Device::Cpu)?,
             DType::F32,
         )
         .unwrap_err()
         .to_string();
     assert!(err.contains("integer"), "{err}");
-    let (cos, _) = rope.tables(
+    let (cos, _) = rope.at(
         &Tensor::zeros((2, 0, 2), DType::U32, &Device::Cpu)?,
         DType::F32,
     )?;
@@ -276,7 +276,7 @@ fn pixtral_vision_rope() -> anyhow::Result<()> {
         let grid_rows = json["rows"]["grid_rows"][1].as_u64().unwrap() as usize;
         let (mut largest, mut worst, mut in_grid): (f64, f64, f64) = (0.0, 0.0, 0.0);
         for dtype in [DType::F32, DType::F64] {
-            let (cos, sin) = rope.tables(ids, dtype)?;
+            let (cos, sin) = rope.at(ids, dtype)?;
             for (what, ours) in [("cos", cos), ("sin", sin)] {
                 let theirs = &t[&format!("{name}.{what}")];
                 for half in [0, h] {
@@ -318,7 +318,7 @@ fn llama4_vision_rope_is_two_axes() -> anyhow::Result<()> {
     let axes = [head_dim / 2, head_dim / 2];
     let rope = AxesRope::new(&axes, theta)?;
     let ids = &t["ids"];
-    let (cos, sin) = rope.tables(ids, DType::F32)?;
+    let (cos, sin) = rope.at(ids, DType::F32)?;
     let mut largest: f64 = 0.0;
     for (what, ours) in [("cos", cos), ("sin", sin)] {
         let slots = axes_slots(&axes);
@@ -340,8 +340,8 @@ fn split_spectrum_is_exact_at_large_ids() -> anyhow::Result<()> {
     let ids = Tensor::new(&[[top, 0, 7], [123_456, top - 5, 1 << 30]], &Device::Cpu)?;
     assert_exact(&rope, &ids, theta, &split_slots(head_dim, axes))?;
     let column = ids.narrow(1, 0, 1)?;
-    let one = AxesRope::split_spectrum(64, 1, theta)?.tables(&column, DType::F32)?;
-    let plain = AxesRope::new(&[64], theta)?.tables(&column, DType::F32)?;
+    let one = AxesRope::split_spectrum(64, 1, theta)?.at(&column, DType::F32)?;
+    let plain = AxesRope::new(&[64], theta)?.at(&column, DType::F32)?;
     assert_eq!(values(&one.0)?, values(&plain.0)?);
     assert_eq!(values(&one.1)?, values(&plain.1)?);
     Ok(())
@@ -368,7 +368,7 @@ fn patch_ids_are_row_major_and_split_spectrum_checks_its_width() -> anyhow::Resu
         assert!(err.contains(name), "{head_dim} {axes}: {err}");
     }
     let rope = AxesRope::split_spectrum(16, 2, 10_000.0)?;
-    let (cos, _) = rope.tables(&patch_ids(0, 0, &Device::Cpu)?, DType::F32)?;
+    let (cos, _) = rope.at(&patch_ids(0, 0, &Device::Cpu)?, DType::F32)?;
     assert_eq!(cos.dims(), &[0, 8]);
     Ok(())
 }
@@ -405,7 +405,7 @@ fn sincos_grids_match_diffusers() -> anyhow::Result<()> {
             .to_scalar::<f64>()?;
         assert!(diff <= tol, "{name}: differs from diffusers by {diff:e}");
     }
-    for (bad, needle) in [(6usize, "embed_dim"), (0, "embed_dim")] {
+    for (bad, needle) in [(6usize, "width"), (0, "width")] {
         assert!(SincosGrid::new(bad)
             .unwrap_err()
             .to_string()
@@ -458,7 +458,7 @@ fn sincos_3d_grids_match_diffusers() -> anyhow::Result<()> {
         assert!(diff <= tol, "{name}: differs from diffusers by {diff:e}");
     }
     let err = SincosGrid3d::new(24).unwrap_err().to_string();
-    assert!(err.contains("embed_dim"), "{err}");
+    assert!(err.contains("width"), "{err}");
     let err = SincosGrid3d::new(32)?
         .table(0, 2, 2, DType::F32, &Device::Cpu)
         .unwrap_err()
@@ -537,7 +537,8 @@ fn alibi_matches_mpt_and_bloom() -> anyhow::Result<()> {
         [-0.0625, 0.0, -0.0625, -0.125]
     );
     assert!(Alibi::new(0).unwrap_err().to_string().contains("heads"));
-    assert!(Alibi::with_max_bias(8, f64::NAN)
+    assert!(Alibi::new(8)?
+        .with_max_bias(f64::NAN)
         .unwrap_err()
         .to_string()
         .contains("alibi_bias_max"));

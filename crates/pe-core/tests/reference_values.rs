@@ -3,8 +3,8 @@
 mod common;
 
 use candle_core::{DType, Device, Tensor};
+use candle_pe_core::{Backend, PeSpec};
 use common::{assert_matches, encoding, oracle_row};
-use pe_core::{Backend, PeSpec};
 
 /// Asserts each row of `table` (rows of f64 output) equals `expected` to `tol`.
 fn assert_rows(table: &Tensor, expected: &[&[f64]], tol: f64, what: &str) -> anyhow::Result<()> {
@@ -44,7 +44,7 @@ fn burn_and_keras_hub(dev: &Device, backend: Backend) -> anyhow::Result<()> {
         &[-0.99999, 0.00443, 0.48868, 0.87246, 0.02370, 0.99972],
     ];
     for dtype in [DType::F64, DType::F32] {
-        assert_rows(&pe.ids(&ids, dtype)?, &expected, 5e-6, "burn/keras-hub")?;
+        assert_rows(&pe.at(&ids, dtype)?, &expected, 5e-6, "burn/keras-hub")?;
     }
     Ok(())
 }

@@ -6,10 +6,10 @@ mod common;
 
 use astro_float::BigFloat;
 use candle_core::{DType, Device, Tensor};
+use candle_pe_core::RopeConfigs;
+use candle_pe_core::{Backend, Rope, RopeCache, RopeConfig, RopeType, MAX_POSITION};
+use candle_pe_core::{Dynamic, Linear, Llama3, Longrope, Proportional, Yarn};
 use common::{to_f64, tolerance, Big};
-use pe_core::rope::RopeConfigs;
-use pe_core::rope::{Dynamic, Linear, Llama3, Longrope, Proportional, Yarn};
-use pe_core::{Backend, Rope, RopeCache, RopeConfig, RopeType, MAX_POSITION};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -291,7 +291,7 @@ fn mrope_matches_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
             .collect();
         let tensor = Tensor::from_vec(ids.clone(), (3, batch, seq), dev)?;
         let dtype = [DType::F32, DType::F64, DType::BF16][rng.random_range(0..3)];
-        let (cos, sin) = rope.tables_mrope(&tensor, dtype)?;
+        let (cos, sin) = rope.at_mrope(&tensor, dtype)?;
         assert_eq!(cos.dims(), &[batch, seq, h]);
         let seq_len = *ids.iter().max().unwrap() as usize + 1;
         let cos = cos
@@ -340,8 +340,8 @@ fn mrope_matches_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
         // Text only: the 1-D tables, bit for bit.
         let row = tensor.get(0)?;
         let text = Tensor::stack(&[&row, &row, &row], 0)?;
-        let (c3, s3) = rope.tables_mrope(&text, dtype)?;
-        let (c1, s1) = rope.tables_for_ids(&row, dtype)?;
+        let (c3, s3) = rope.at_mrope(&text, dtype)?;
+        let (c1, s1) = rope.at(&row, dtype)?;
         let bits = |t: &Tensor| -> anyhow::Result<Vec<f64>> {
             Ok(t.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?)
         };
@@ -355,17 +355,14 @@ fn mrope_matches_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
     })?
     .with_backend(backend);
     let empty = Tensor::zeros((3, 2, 0), DType::U32, dev)?;
-    assert_eq!(rope.tables_mrope(&empty, DType::F32)?.0.dims(), &[2, 0, 8]);
+    assert_eq!(rope.at_mrope(&empty, DType::F32)?.0.dims(), &[2, 0, 8]);
     for dims in [&[2usize, 4][..], &[4], &[3, 1, 1, 4]] {
         let bad = Tensor::zeros(dims, DType::U32, dev)?;
-        let err = rope.tables_mrope(&bad, DType::F32).unwrap_err().to_string();
+        let err = rope.at_mrope(&bad, DType::F32).unwrap_err().to_string();
         assert!(err.contains("position_ids"), "{dims:?}: {err}");
     }
     let plain = Rope::new(RopeConfig::new(16, 10_000.0))?;
-    let err = plain
-        .tables_mrope(&empty, DType::F32)
-        .unwrap_err()
-        .to_string();
+    let err = plain.at_mrope(&empty, DType::F32).unwrap_err().to_string();
     assert!(err.contains("mrope_section"), "{err}");
     Ok(())
 }
@@ -384,7 +381,7 @@ fn ranges_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
             _ => rng.random_range(0..=top),
         };
         let dtype = [DType::F32, DType::F16, DType::BF16, DType::F64][rng.random_range(0..4)];
-        let (cos, sin) = rope.tables(offset, len, dtype, dev)?;
+        let (cos, sin) = rope.range(offset, len, dtype, dev)?;
         assert!(cos.is_contiguous() && sin.is_contiguous());
         let positions: Vec<usize> = (offset..offset + len).collect();
         assert_tables(
@@ -409,7 +406,7 @@ fn ids_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
             .map(|_| rng.random_range(0..MAX_POSITION as u32))
             .collect();
         let tensor = Tensor::from_vec(ids.clone(), (batch, seq), dev)?;
-        let (cos, sin) = rope.tables_for_ids(&tensor, DType::F32)?;
+        let (cos, sin) = rope.at(&tensor, DType::F32)?;
         assert_eq!(cos.dims(), &[batch, seq, rope.half_dim()]);
         let positions: Vec<usize> = ids.iter().map(|&p| p as usize).collect();
         let seq_len = positions.iter().max().unwrap() + 1;
@@ -445,8 +442,8 @@ fn cache_serves_views(dev: &Device, backend: Backend) -> anyhow::Result<()> {
         let rope = Rope::new(config)?.with_backend(backend);
         let cache = RopeCache::new(rope.clone());
         for (offset, len) in [(0, 10), (5, 20), (40, 24), (3, 1), (9, 0)] {
-            let (cos, sin) = cache.tables(offset, len, DType::F32, dev)?;
-            let (want_cos, want_sin) = rope.tables(offset, len, DType::F32, dev)?;
+            let (cos, sin) = cache.range(offset, len, DType::F32, dev)?;
+            let (want_cos, want_sin) = rope.range(offset, len, DType::F32, dev)?;
             assert!(
                 cos.is_contiguous() && sin.is_contiguous(),
                 "views candle's rope accepts"
@@ -463,23 +460,23 @@ fn cache_serves_views(dev: &Device, backend: Backend) -> anyhow::Result<()> {
         }
         assert_eq!(
             cache.memory_bytes(),
-            cache.rows(DType::F32, dev) * 2 * 8 * 4
+            cache.cached_rows(DType::F32, dev) * 2 * 8 * 4
         );
         // Past 64 rows: cached for the default type; for dynamic NTK and longrope the
         // frequencies change with the length, so the rows are generated, not cached.
-        let (cos, _) = cache.tables(100, 4, DType::F32, dev)?;
-        let (want, _) = rope.tables(100, 4, DType::F32, dev)?;
+        let (cos, _) = cache.range(100, 4, DType::F32, dev)?;
+        let (want, _) = rope.range(100, 4, DType::F32, dev)?;
         assert_eq!(cos.to_vec2::<f32>()?, want.to_vec2::<f32>()?);
         if rope.fixed_up_to().is_some() {
-            assert!(cache.rows(DType::F32, dev) <= 64);
+            assert!(cache.cached_rows(DType::F32, dev) <= 64);
         } else {
-            assert!(cache.rows(DType::F32, dev) >= 104);
+            assert!(cache.cached_rows(DType::F32, dev) >= 104);
         }
         // Any position, even past the cache's limit.
-        let (far, _) = cache.tables(MAX_POSITION as usize - 3, 3, DType::F32, dev)?;
+        let (far, _) = cache.range(MAX_POSITION as usize - 3, 3, DType::F32, dev)?;
         assert_eq!(far.dims(), &[3, 8]);
         let ids = Tensor::zeros((2, 0), DType::U32, dev)?;
-        assert_eq!(cache.tables_for_ids(&ids, DType::F32)?.0.dims(), &[2, 0, 8]);
+        assert_eq!(cache.at(&ids, DType::F32)?.0.dims(), &[2, 0, 8]);
     }
     Ok(())
 }

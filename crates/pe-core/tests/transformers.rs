@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use candle_core::{DType, Device, Tensor};
-use pe_core::rope::{Dynamic, LongropePolicy, RopeConfigs};
-use pe_core::{Rope, RopeConfig, RopeType};
+use candle_pe_core::{Dynamic, LongropePolicy, RopeConfigs};
+use candle_pe_core::{Rope, RopeConfig, RopeType};
 
 /// A fixture: its JSON description and its tensors.
 struct Fixture {
@@ -86,9 +86,9 @@ fn check_call(rope: &Rope, c: &Call, freq_len: usize) -> anyhow::Result<Worst> {
     let ids = &c.fixture.tensors[&c.tensor_name("position_ids")];
     let mrope = ids.dims().len() == 3;
     let (cos, sin) = if mrope {
-        rope.tables_mrope(ids, DType::F64)?
+        rope.at_mrope(ids, DType::F64)?
     } else {
-        rope.tables_for_ids_with_len(ids, freq_len, DType::F64)?
+        rope.at_with_len(ids, freq_len, DType::F64)?
     };
     let half = rope.half_dim();
     let rows: Vec<Vec<i64>> = if mrope {
@@ -327,8 +327,8 @@ fn mrope(name: &str, interleaved: bool) -> anyhow::Result<()> {
         .unwrap();
     let ids = &fx.tensors[text["tensors"]["position_ids"].as_str().unwrap()];
     for dtype in [DType::F32, DType::BF16, DType::F64] {
-        let (cos, sin) = rope.tables_mrope(ids, dtype)?;
-        let (cos1, sin1) = rope.tables_for_ids(&ids.get(0)?, dtype)?;
+        let (cos, sin) = rope.at_mrope(ids, dtype)?;
+        let (cos1, sin1) = rope.at(&ids.get(0)?, dtype)?;
         let bits = |t: &Tensor| -> anyhow::Result<Vec<f64>> {
             Ok(t.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?)
         };

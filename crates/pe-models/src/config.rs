@@ -22,7 +22,7 @@ use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
 use candle_nn::Activation;
-use pe_core::RopeConfig;
+use candle_pe_core::RopeConfig;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 

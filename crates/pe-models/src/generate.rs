@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use candle_core::{DType, IndexOp, Tensor};
-use pe_core::MAX_POSITION;
+use candle_pe_core::MAX_POSITION;
 
 use crate::LlamaFamily;
 

@@ -1,8 +1,8 @@
 //! Reference models built only from candle-nn layers and candle-pe's exact positional
 //! encodings, checked against transformers 5.23's outputs (`tests/transformers.rs`,
 //! `tests/m2m100.rs`, the fixtures in `tests/fixtures/models`): decoders with rotary
-//! embeddings ([`pe_nn::RotaryEmbedding`]) and an encoder with sinusoidal ones
-//! ([`pe_nn::SinusoidalEmbedding`]).
+//! embeddings ([`candle_pe_nn::RotaryEmbedding`]) and an encoder with sinusoidal ones
+//! ([`candle_pe_nn::SinusoidalEmbedding`]).
 //!
 //! [`LlamaFamily`] reads an HF `config.json` with `model_type` `llama`, `qwen2`, `phi3` or
 //! `mistral` ([`LlamaConfig`]) and the weights under HF's tensor names from a

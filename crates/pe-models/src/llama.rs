@@ -1,12 +1,12 @@
 //! [`LlamaFamily`]: a Llama / Qwen2 / Phi-3 / Mistral decoder from candle-nn layers and
-//! [`pe_nn::RotaryEmbedding`].
+//! [`candle_pe_nn::RotaryEmbedding`].
 
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Module, Tensor, D};
 use candle_nn::{Embedding, Linear, RmsNorm, VarBuilder};
-use pe_nn::RotaryEmbedding;
+use candle_pe_nn::RotaryEmbedding;
 
 use crate::config::{LlamaConfig, ModelType};
 use crate::layers::{checkpoint, linear, masked_softmax, rms_norm, tensor};

@@ -1,5 +1,5 @@
 //! [`M2M100Encoder`]: the encoder of M2M100 and NLLB from candle-nn layers and
-//! [`pe_nn::SinusoidalEmbedding`]'s exact fairseq positions.
+//! [`candle_pe_nn::SinusoidalEmbedding`]'s exact fairseq positions.
 //!
 //! ```
 //! use candle_core::{DType, Device, Tensor};
@@ -22,7 +22,9 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Activation, Embedding, LayerNorm, Linear, VarBuilder};
-use pe_nn::{EmbeddingScale, PositionMode, Preset, SinusoidalEmbedding, SinusoidalEmbeddingConfig};
+use candle_pe_nn::{
+    EmbeddingScale, PositionMode, Preset, SinusoidalEmbedding, SinusoidalEmbeddingConfig,
+};
 
 use crate::config::M2M100Config;
 use crate::layers::{checkpoint, layer_norm, linear, masked_softmax, tensor};
@@ -133,7 +135,7 @@ impl M2M100Encoder {
         };
         let embed_weight = tensor(&vb, (cfg.vocab_size, d), embed_name)?;
         let positions = SinusoidalEmbeddingConfig {
-            scale: match cfg.scale_embedding {
+            embedding_scale: match cfg.scale_embedding {
                 true => EmbeddingScale::SqrtD,
                 false => EmbeddingScale::None,
             },

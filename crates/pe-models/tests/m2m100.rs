@@ -66,7 +66,7 @@ fn last_hidden_state_matches_transformers() -> Result<()> {
 fn left_padding_moves_no_token() -> Result<()> {
     let out = load("outputs.safetensors")?;
     let ids = &out["encoder.input_ids"];
-    let positions = pe_core::padding_aware_positions(ids, 1, 0)?.to_dtype(DType::I64)?;
+    let positions = candle_pe_core::padding_aware_positions(ids, 1, 0)?.to_dtype(DType::I64)?;
     let want = out["encoder.position_ids"].to_vec2::<i64>()?;
     assert_eq!(positions.to_vec2::<i64>()?, want);
 

@@ -4,7 +4,7 @@
 //!
 //! ```
 //! use candle_core::{DType, Device, Tensor};
-//! use pe_nn::AlibiBias;
+//! use candle_pe_nn::AlibiBias;
 //!
 //! let alibi = AlibiBias::new(12)?;
 //! // Scores of a decode step: (batch, heads, 1 query, 9 keys in the KV cache).
@@ -15,7 +15,7 @@
 //! ```
 
 use candle_core::{bail, Result, Tensor};
-use pe_core::Alibi;
+use candle_pe_core::Alibi;
 
 /// ALiBi for attention scores `(batch, heads, queries, keys)`.
 #[derive(Clone, Debug)]
@@ -31,10 +31,10 @@ impl AlibiBias {
         })
     }
 
-    /// ALiBi for `heads` heads with another `alibi_bias_max`.
-    pub fn with_max_bias(heads: usize, max_bias: f64) -> Result<Self> {
+    /// The same heads with another `alibi_bias_max`.
+    pub fn with_max_bias(self, max_bias: f64) -> Result<Self> {
         Ok(Self {
-            alibi: Alibi::with_max_bias(heads, max_bias)?,
+            alibi: self.alibi.with_max_bias(max_bias)?,
         })
     }
 

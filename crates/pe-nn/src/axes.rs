@@ -6,27 +6,27 @@
 //!
 //! ```
 //! use candle_core::{DType, Device, Tensor};
-//! use pe_nn::AxesRotaryEmbedding;
+//! use candle_pe_nn::AxesRotaryEmbedding;
 //!
 //! let dev = Device::Cpu;
 //! let rotary = AxesRotaryEmbedding::new(&[16, 56, 56], 10_000.0)?;
 //! // Two text tokens and a 2 x 2 latent grid: ids (t, h, w), q and k (batch, heads, n, 128).
 //! let ids = Tensor::new(&[[0u32, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 1], [0, 1, 0], [0, 1, 1]], &dev)?;
 //! let q = Tensor::randn(0f32, 1.0, (1, 4, 6, 128), &dev)?.to_dtype(DType::BF16)?;
-//! let (q, k) = rotary.apply(&q, &q, &ids)?;
+//! let (q, k) = rotary.apply_at(&q, &q, &ids)?;
 //! assert_eq!((q.dims(), k.dtype()), (&[1, 4, 6, 128][..], DType::BF16));
 //!
 //! // Pixtral-12B's vision tower: head_dim 64, a 3 x 4 grid of patches, ids (row, column).
 //! let pixtral = AxesRotaryEmbedding::split_spectrum(64, 2, 10_000.0)?;
-//! let ids = pe_core::rope::patch_ids(3, 4, &dev)?;
+//! let ids = candle_pe_core::patch_ids(3, 4, &dev)?;
 //! let q = Tensor::randn(0f32, 1.0, (1, 16, 12, 64), &dev)?;
-//! let (q, k) = pixtral.apply(&q, &q, &ids)?;
+//! let (q, k) = pixtral.apply_at(&q, &q, &ids)?;
 //! # Ok::<(), candle_core::Error>(())
 //! ```
 
 use candle_core::{bail, DType, Result, Tensor};
 use candle_nn::rotary_emb::{rope, rope_i};
-use pe_core::rope::AxesRope;
+use candle_pe_core::AxesRope;
 
 /// Multi-axis rotary embedding for `(batch, heads, n, sum(axes_dim))` queries and keys.
 #[derive(Clone, Debug)]
@@ -63,7 +63,7 @@ impl AxesRotaryEmbedding {
     /// `q` and `k` (`(batch, heads, n, d)`, `d = sum(axes_dim)`) rotated at integer `ids`
     /// shaped `(n, axes)` (every batch alike) or `(batch, n, axes)`; ids may be negative
     /// (Qwen-Image's centred ids), `|id| < 2^31`.
-    pub fn apply(&self, q: &Tensor, k: &Tensor, ids: &Tensor) -> Result<(Tensor, Tensor)> {
+    pub fn apply_at(&self, q: &Tensor, k: &Tensor, ids: &Tensor) -> Result<(Tensor, Tensor)> {
         let d = 2 * self.rope.half_dim();
         let (batch, n) = match (q.dims(), k.dims()) {
             ([b, _, n, qd], [kb, _, kn, kd]) if *qd == d && kd == qd && kb == b && kn == n => {
@@ -86,7 +86,7 @@ impl AxesRotaryEmbedding {
             DType::F64 => DType::F64,
             _ => DType::F32,
         };
-        let (cos, sin) = self.rope.tables(ids, dtype)?;
+        let (cos, sin) = self.rope.at(ids, dtype)?;
         let (cos, sin) = (cos.to_device(q.device())?, sin.to_device(q.device())?);
         let rotate = |x: &Tensor| -> Result<Tensor> {
             if x.elem_count() == 0 {

@@ -2,7 +2,7 @@
 //! readable from the fields of an HF `config.json`.
 //!
 //! ```
-//! use pe_nn::{EmbeddingScale, PositionMode, Preset, SinusoidalEmbeddingConfig};
+//! use candle_pe_nn::{EmbeddingScale, PositionMode, Preset, SinusoidalEmbeddingConfig};
 //!
 //! // The relevant fields of an HF M2M100 config.json; the rest is ignored.
 //! let json = r#"{"d_model": 1024, "vocab_size": 128112, "max_position_embeddings": 1024,
@@ -12,13 +12,13 @@
 //!     positions: PositionMode::PaddingAware,
 //!     ..serde_json::from_str(json).unwrap()
 //! };
-//! assert_eq!(cfg.scale, EmbeddingScale::SqrtD);
+//! assert_eq!(cfg.embedding_scale, EmbeddingScale::SqrtD);
 //! assert_eq!(cfg.padding_idx, Some(1));
 //! assert_eq!(cfg.max_positions, Some(1024));
 //! assert_eq!(cfg.spec(1024).width, 1024);
 //! ```
 
-use pe_core::{Frequencies, Layout, OddWidth, PeSpec, Preset};
+use candle_pe_core::{Frequencies, Layout, OddWidth, PeSpec, Preset};
 use serde::{Deserialize, Deserializer};
 
 /// What multiplies the token embedding before the encoding is added.
@@ -27,18 +27,18 @@ pub enum EmbeddingScale {
     /// No scaling (Marian's default).
     #[default]
     None,
-    /// `sqrt(d)` (fairseq, M2M100 `scale_embedding`, the paper's `sqrt(d) X + PE`).
+    /// `sqrt(width)` (fairseq, M2M100 `scale_embedding`, the paper's `sqrt(d) X + PE`).
     SqrtD,
     /// Any factor.
     Value(f64),
 }
 
 impl EmbeddingScale {
-    /// The factor for width `d`.
-    pub fn factor(self, d: usize) -> f64 {
+    /// The factor for `width`.
+    pub fn factor(self, width: usize) -> f64 {
         match self {
             EmbeddingScale::None => 1.0,
-            EmbeddingScale::SqrtD => (d as f64).sqrt(),
+            EmbeddingScale::SqrtD => (width as f64).sqrt(),
             EmbeddingScale::Value(v) => v,
         }
     }
@@ -124,11 +124,11 @@ pub struct SinusoidalEmbeddingConfig {
     pub layout: Option<Layout>,
     /// Replaces the preset's odd-width policy when set.
     pub odd_width: Option<OddWidth>,
-    /// Replaces the preset's argument scale (diffusers `scale`) when set.
-    pub argument_scale: Option<f64>,
+    /// Replaces the preset's angle scale (diffusers' `scale`) when set.
+    pub angle_scale: Option<f64>,
     /// The factor on token embeddings; HF `scale_embedding`. Default none.
     #[serde(alias = "scale_embedding")]
-    pub scale: EmbeddingScale,
+    pub embedding_scale: EmbeddingScale,
     /// The padding token; HF `pad_token_id`.
     #[serde(alias = "pad_token_id")]
     pub padding_idx: Option<u32>,
@@ -138,7 +138,7 @@ pub struct SinusoidalEmbeddingConfig {
     /// as in fairseq's tables); HF `max_position_embeddings`. Default: only the 2^31 limit.
     #[serde(alias = "max_position_embeddings")]
     pub max_positions: Option<usize>,
-    /// The width, checked against the constructor's `d` when set; HF `d_model`.
+    /// The width, checked against the constructor's `width` when set; HF `d_model`.
     #[serde(alias = "d_model")]
     pub width: Option<usize>,
     /// The vocabulary size, checked against the constructor's when set; HF `vocab_size`.
@@ -169,8 +169,8 @@ impl Default for SinusoidalEmbeddingConfig {
             frequencies: None,
             layout: None,
             odd_width: None,
-            argument_scale: None,
-            scale: EmbeddingScale::None,
+            angle_scale: None,
+            embedding_scale: EmbeddingScale::None,
             padding_idx: None,
             positions: PositionMode::Plain,
             max_positions: None,
@@ -183,12 +183,12 @@ impl Default for SinusoidalEmbeddingConfig {
 
 impl SinusoidalEmbeddingConfig {
     /// The defaults for `preset`: the fairseq preset gets padding-aware positions with
-    /// `padding_idx = 1` and `sqrt(d)` scaling, as fairseq and HF M2M100 build them.
+    /// `padding_idx = 1` and `sqrt(width)` scaling, as fairseq and HF M2M100 build them.
     pub fn for_preset(preset: Preset) -> Self {
         let fairseq = preset == Preset::Fairseq;
         Self {
             preset,
-            scale: if fairseq {
+            embedding_scale: if fairseq {
                 EmbeddingScale::SqrtD
             } else {
                 EmbeddingScale::None
@@ -203,16 +203,16 @@ impl SinusoidalEmbeddingConfig {
         }
     }
 
-    /// The encoding spec at width `d`: the preset with the overrides applied.
-    pub fn spec(&self, d: usize) -> PeSpec {
-        let preset = self.preset.spec(d);
+    /// The encoding spec at `width`: the preset with the overrides applied.
+    pub fn spec(&self, width: usize) -> PeSpec {
+        let preset = self.preset.spec(width);
         PeSpec {
             base: self.base.unwrap_or(preset.base),
-            scale: self.argument_scale.unwrap_or(preset.scale),
+            angle_scale: self.angle_scale.unwrap_or(preset.angle_scale),
             frequencies: self.frequencies.unwrap_or(preset.frequencies),
             layout: self.layout.unwrap_or(preset.layout),
             odd_width: self.odd_width.unwrap_or(preset.odd_width),
-            width: d,
+            width,
         }
     }
 }

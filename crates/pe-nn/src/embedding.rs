@@ -1,17 +1,17 @@
-//! [`SinusoidalEmbedding`]: token embedding, scale and sinusoidal positional encoding, the block
+//! [`SinusoidalEmbedding`]: token embedding, embedding scale and sinusoidal positional encoding, the block
 //! that starts every encoder and decoder. Build it from a checkpoint with
 //! [`sinusoidal_embedding`], like any candle-nn layer.
 //!
 //! ```
 //! use candle_core::{DType, Device, Module, Tensor};
 //! use candle_nn::{VarBuilder, VarMap};
-//! use pe_nn::{sinusoidal_embedding, EmbeddingScale, Preset, SinusoidalEmbeddingConfig};
+//! use candle_pe_nn::{sinusoidal_embedding, EmbeddingScale, Preset, SinusoidalEmbeddingConfig};
 //!
 //! let dev = Device::Cpu;
 //! let varmap = VarMap::new();
 //! let vb = VarBuilder::from_varmap(&varmap, DType::F32, &dev);
 //! let cfg = SinusoidalEmbeddingConfig {
-//!     scale: EmbeddingScale::SqrtD,
+//!     embedding_scale: EmbeddingScale::SqrtD,
 //!     ..SinusoidalEmbeddingConfig::for_preset(Preset::Marian)
 //! };
 //! let embed = sinusoidal_embedding(1000, 64, cfg, vb.pp("model.encoder.embed_tokens"))?;
@@ -28,7 +28,7 @@
 
 use candle_core::{bail, DType, Module, Result, Tensor};
 use candle_nn::{Embedding, Init, VarBuilder};
-use pe_core::{Backend, PeCache, SinusoidalEncoding, TokenPositions, MAX_POSITION};
+use candle_pe_core::{Backend, PeCache, SinusoidalEncoding, TokenPositions, MAX_POSITION};
 
 use crate::config::{PositionMode, SinusoidalEmbeddingConfig, StoredTable};
 
@@ -41,11 +41,11 @@ enum Table {
     Stored(Tensor),
 }
 
-/// `scale * embedding(ids) + PE(positions)`, in the embedding's dtype.
+/// `embedding_scale * embedding(ids) + PE(positions)`, in the embedding's dtype.
 #[derive(Clone, Debug)]
 pub struct SinusoidalEmbedding {
     embedding: Embedding,
-    scale: f64,
+    embedding_scale: f64,
     mode: PositionMode,
     padding_idx: Option<u32>,
     /// Positions must be below this.
@@ -54,21 +54,22 @@ pub struct SinusoidalEmbedding {
 }
 
 /// Builds the block from a checkpoint: the token table is `weight` under `vb`'s prefix, shape
-/// `(vocab, d)`; a stored positional table is read by its full name if `cfg.stored_table` asks.
+/// `(vocab, width)`; a stored positional table is read by its full name if `cfg.stored_table`
+/// asks.
 pub fn sinusoidal_embedding(
     vocab: usize,
-    d: usize,
+    width: usize,
     cfg: SinusoidalEmbeddingConfig,
     vb: VarBuilder,
 ) -> Result<SinusoidalEmbedding> {
     check_declared("vocab", cfg.vocab, vocab)?;
-    check_declared("width", cfg.width, d)?;
+    check_declared("width", cfg.width, width)?;
     let init = Init::Randn {
         mean: 0.,
         stdev: 1.,
     };
-    let weight = vb.get_with_hints((vocab, d), "weight", init)?;
-    let embedding = Embedding::new(weight, d);
+    let weight = vb.get_with_hints((vocab, width), "weight", init)?;
+    let embedding = Embedding::new(weight, width);
     match &cfg.stored_table {
         StoredTable::Ignore => SinusoidalEmbedding::new(embedding, &cfg),
         StoredTable::Check { name, .. } | StoredTable::Load { name } => {
@@ -107,9 +108,9 @@ impl SinusoidalEmbedding {
         if cfg.positions == PositionMode::PaddingAware && padding_idx.is_none() {
             bail!("cfg.positions is PaddingAware but cfg.padding_idx is not set")
         }
-        let scale = cfg.scale.factor(d);
-        if !scale.is_finite() {
-            bail!("cfg.scale must be finite, got {scale}")
+        let embedding_scale = cfg.embedding_scale.factor(d);
+        if !embedding_scale.is_finite() {
+            bail!("cfg.embedding_scale must be finite, got {embedding_scale}")
         }
         let extra = match cfg.positions {
             PositionMode::PaddingAware => padding_idx.map_or(0, |p| p as usize + 1),
@@ -122,12 +123,12 @@ impl SinusoidalEmbedding {
         let encoding = SinusoidalEncoding::new(cfg.spec(d))?;
         // A declared context is cached whole; otherwise the cache's default limit applies.
         let cache = match cfg.max_positions {
-            Some(_) => PeCache::with_limit(encoding, position_limit),
+            Some(_) => PeCache::new(encoding).with_limit(position_limit),
             None => PeCache::new(encoding),
         };
         Ok(Self {
             embedding,
-            scale,
+            embedding_scale,
             mode: cfg.positions,
             padding_idx,
             position_limit,
@@ -209,7 +210,7 @@ impl SinusoidalEmbedding {
     pub fn with_backend(mut self, backend: Backend) -> Self {
         if let Table::Generated(cache) = &self.table {
             let encoding = cache.encoding().clone().with_backend(backend);
-            self.table = Table::Generated(PeCache::with_limit(encoding, cache.limit()));
+            self.table = Table::Generated(PeCache::new(encoding).with_limit(cache.limit()));
         }
         self
     }
@@ -235,8 +236,8 @@ impl SinusoidalEmbedding {
     }
 
     /// The factor on token embeddings.
-    pub fn scale(&self) -> f64 {
-        self.scale
+    pub fn embedding_scale(&self) -> f64 {
+        self.embedding_scale
     }
 
     /// The positional cache shared by clones of this block (`None` with a loaded stored table).
@@ -261,15 +262,15 @@ impl SinusoidalEmbedding {
             }
             PositionMode::PaddingAware => {
                 let pad = self.padding_idx.unwrap_or_default();
-                let positions = pe_core::padding_aware_positions(ids, pad, offset)?;
-                self.forward_with_positions(ids, &positions)
+                let positions = candle_pe_core::padding_aware_positions(ids, pad, offset)?;
+                self.forward_at(ids, &positions)
             }
         }
     }
 
     /// The block for token ids `(batch, seq)` at explicit integer positions of the same shape
     /// (in padding-aware mode, positions equal to `padding_idx` get no encoding).
-    pub fn forward_with_positions(&self, ids: &Tensor, positions: &Tensor) -> Result<Tensor> {
+    pub fn forward_at(&self, ids: &Tensor, positions: &Tensor) -> Result<Tensor> {
         self.check_ids("ids", ids)?;
         self.check_ids("positions", positions)?;
         if positions.dims() != ids.dims() {
@@ -314,7 +315,9 @@ impl SinusoidalEmbedding {
     fn forward_impl(&self, ids: &Tensor, positions: TokenPositions) -> Result<Tensor> {
         let weights = self.embedding.embeddings();
         let table = match &self.table {
-            Table::Generated(cache) => return Ok(cache.embed(weights, ids, positions, self.scale)?),
+            Table::Generated(cache) => {
+                return Ok(cache.embed(weights, ids, positions, self.embedding_scale)?)
+            }
             Table::Stored(table) => table,
         };
         let vocab = self.vocab();
@@ -333,7 +336,7 @@ impl SinusoidalEmbedding {
             .embedding
             .forward(ids)?
             .to_dtype(compute)?
-            .affine(self.scale, 0.0)?;
+            .affine(self.embedding_scale, 0.0)?;
         let pe = match positions {
             TokenPositions::Offset(offset) => table.narrow(0, offset, ids.dim(1)?)?,
             TokenPositions::Ids(p) | TokenPositions::PaddedIds { ids: p, .. } => {

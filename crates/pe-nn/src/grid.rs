@@ -4,8 +4,8 @@
 //!
 //! ```
 //! use candle_core::{DType, Device, Module, Tensor};
-//! use pe_core::SincosGrid;
-//! use pe_nn::GridEmbedding;
+//! use candle_pe_core::SincosGrid;
+//! use candle_pe_nn::GridEmbedding;
 //!
 //! let dev = Device::Cpu;
 //! // DiT-XL/2 at 256 px: 16 x 16 patches of width 1152.
@@ -16,7 +16,7 @@
 //! ```
 
 use candle_core::{bail, DType, Device, Module, Result, Tensor};
-use pe_core::SincosGrid;
+use candle_pe_core::SincosGrid;
 
 /// Patch embeddings plus a fixed 2-D sin-cos grid.
 #[derive(Clone, Debug)]

@@ -9,7 +9,7 @@
 //! ```
 //! use candle_core::{DType, Device, Module, Tensor};
 //! use candle_nn::{VarBuilder, VarMap};
-//! use pe_nn::{sinusoidal_embedding, Preset, SinusoidalEmbeddingConfig};
+//! use candle_pe_nn::{sinusoidal_embedding, Preset, SinusoidalEmbeddingConfig};
 //!
 //! let dev = Device::Cpu;
 //! let varmap = VarMap::new();
@@ -24,12 +24,12 @@
 
 #![warn(missing_docs)]
 
-pub mod alibi;
-pub mod axes;
-pub mod config;
-pub mod embedding;
-pub mod grid;
-pub mod rotary;
+mod alibi;
+mod axes;
+mod config;
+mod embedding;
+mod grid;
+mod rotary;
 mod rotary_rows;
 
 pub use alibi::AlibiBias;
@@ -37,5 +37,11 @@ pub use axes::AxesRotaryEmbedding;
 pub use config::{EmbeddingScale, PositionMode, SinusoidalEmbeddingConfig, StoredTable};
 pub use embedding::{sinusoidal_embedding, SinusoidalEmbedding};
 pub use grid::GridEmbedding;
-pub use pe_core::{Backend, Preset, RopeConfig, RopeType};
 pub use rotary::RotaryEmbedding;
+
+// The pe-core items this crate's public API takes or returns, so that a user of the blocks needs
+// no second dependency to name them.
+pub use candle_pe_core::{
+    patch_ids, Alibi, AxesRope, Backend, Frequencies, Layout, OddWidth, PeCache, PeSpec, Preset,
+    Rope, RopeCache, RopeConfig, RopeConfigs, RopeType, SincosGrid,
+};

@@ -11,8 +11,8 @@
 //!
 //! ```
 //! use candle_core::{DType, Device, Tensor};
-//! use pe_core::RopeConfig;
-//! use pe_nn::RotaryEmbedding;
+//! use candle_pe_core::RopeConfig;
+//! use candle_pe_nn::RotaryEmbedding;
 //!
 //! let dev = Device::Cpu;
 //! let rotary = RotaryEmbedding::new(RopeConfig::new(64, 500_000.0))?;
@@ -35,8 +35,8 @@ use std::sync::{Arc, Mutex};
 
 use candle_core::{bail, DType, Result, Tensor, D};
 use candle_nn::rotary_emb::{rope, rope_i};
-use pe_core::rope::Dynamic;
-use pe_core::{Backend, Rope, RopeCache, RopeConfig, RopeType, MAX_POSITION};
+use candle_pe_core::Dynamic;
+use candle_pe_core::{Backend, Rope, RopeCache, RopeConfig, RopeType, MAX_POSITION};
 
 use crate::rotary_rows::RotateRows;
 
@@ -123,7 +123,7 @@ impl RotaryEmbedding {
 
     /// The same embedding rotating adjacent pairs `(2i, 2i + 1)` instead (GPT-J, DeepSeek's
     /// `rope_interleave`, candle's `rope_i`) when `interleaved` is true.
-    pub fn interleaved(mut self, interleaved: bool) -> Self {
+    pub fn with_interleaved(mut self, interleaved: bool) -> Self {
         self.interleaved = interleaved;
         self
     }
@@ -169,9 +169,9 @@ impl RotaryEmbedding {
         let (cos, sin) = match self.dynamic_update(offset + seq) {
             Some(len) if seq > 0 => {
                 let ids = Tensor::arange(offset as i64, (offset + seq) as i64, q.device())?;
-                self.rope().tables_for_ids_with_len(&ids, len, dtype)?
+                self.rope().at_with_len(&ids, len, dtype)?
             }
-            _ => self.cache.tables(offset, seq, dtype, q.device())?,
+            _ => self.cache.range(offset, seq, dtype, q.device())?,
         };
         self.rotate_both(q, k, layout, &cos, &sin, Path::Fused)
     }
@@ -225,31 +225,13 @@ impl RotaryEmbedding {
         let len = rows.iter().max().map_or(0, |&row| row + 1);
         let (cos, sin) = self
             .cache
-            .tables(0, len, table_dtype(q.dtype()), q.device())?;
+            .range(0, len, table_dtype(q.dtype()), q.device())?;
         Ok(Some((rows, cos, sin)))
-    }
-
-    /// [`apply_at`](Self::apply_at) for `(batch, heads, seq, head_dim)` inputs and `(batch, seq)`
-    /// positions.
-    pub fn apply_with_positions(
-        &self,
-        q: &Tensor,
-        k: &Tensor,
-        positions: &Tensor,
-    ) -> Result<(Tensor, Tensor)> {
-        if q.rank() != 4 {
-            bail!(
-                "apply_with_positions takes q of shape (batch, heads, seq, {}), got {:?}; use apply_at for (tokens, heads, head_dim)",
-                self.rope().config().head_dim,
-                q.dims()
-            )
-        }
-        self.apply_at(q, k, positions)
     }
 
     /// `q` and `k` of `(batch, heads, seq, head_dim)` rotated by M-RoPE (Qwen2-VL, Qwen2.5-VL,
     /// Qwen3-VL; the config's `mrope_section`) at position ids `(3, batch, seq)`, rows
-    /// temporal, height and width ([`Rope::tables_mrope`]). Text-only ids (three equal rows)
+    /// temporal, height and width ([`Rope::at_mrope`]). Text-only ids (three equal rows)
     /// rotate as [`apply_at`](Self::apply_at) does.
     pub fn apply_mrope(
         &self,
@@ -271,9 +253,7 @@ impl RotaryEmbedding {
                 position_ids.dims()
             )
         }
-        let (cos, sin) = self
-            .rope()
-            .tables_mrope(position_ids, table_dtype(q.dtype()))?;
+        let (cos, sin) = self.rope().at_mrope(position_ids, table_dtype(q.dtype()))?;
         let (cos, sin) = (cos.to_device(q.device())?, sin.to_device(q.device())?);
         self.rotate_both(q, k, layout, &cos, &sin, Path::Fused)
     }
@@ -311,13 +291,15 @@ impl RotaryEmbedding {
             }
         };
         let tables = match reach.and_then(|reach| self.dynamic_update(reach)) {
-            Some(len) => self.rope().tables_for_ids_with_len(positions, len, dtype),
-            None => self.cache.tables_for_ids(positions, dtype),
+            Some(len) => self.rope().at_with_len(positions, len, dtype),
+            None => self.cache.at(positions, dtype),
         };
         let (cos, sin) = tables.map_err(|err| match err {
-            pe_core::Error::PositionOutOfRange { value, .. } => candle_core::Error::Msg(format!(
+            candle_pe_core::Error::PositionOutOfRange { value, .. } => {
+                candle_core::Error::Msg(format!(
                 "positions: {value} is outside the supported positions 0 ..= 2147483647 (2^31 - 1)"
-            )),
+            ))
+            }
             err => err.into(),
         })?;
         Ok((cos.to_device(q.device())?, sin.to_device(q.device())?))

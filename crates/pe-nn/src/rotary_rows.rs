@@ -7,7 +7,7 @@
 //!
 //! ```
 //! use candle_core::{DType, Device, Tensor};
-//! use pe_nn::{RopeConfig, RotaryEmbedding};
+//! use candle_pe_nn::{RopeConfig, RotaryEmbedding};
 //!
 //! let dev = Device::Cpu;
 //! let rotary = RotaryEmbedding::new(RopeConfig::new(64, 10_000.0))?;

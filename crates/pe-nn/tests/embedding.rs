@@ -9,12 +9,12 @@ use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::VarBuilder;
-use common::{oracle_row, tolerance};
-use pe_core::{Backend, Layout, PeSpec};
-use pe_nn::{
+use candle_pe_core::{Backend, Layout, PeSpec};
+use candle_pe_nn::{
     sinusoidal_embedding, EmbeddingScale, PositionMode, Preset, SinusoidalEmbedding,
     SinusoidalEmbeddingConfig, StoredTable,
 };
+use common::{oracle_row, tolerance};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -210,7 +210,7 @@ fn vaswani_sqrt_d_scaling(dev: &Device, backend: Backend) -> anyhow::Result<()> 
         vec![(&format!("{TOKENS}.weight"), weight.clone())],
     )?;
     let cfg = SinusoidalEmbeddingConfig {
-        scale: EmbeddingScale::SqrtD,
+        embedding_scale: EmbeddingScale::SqrtD,
         ..Default::default()
     };
     let embed = sinusoidal_embedding(vocab, d, cfg, load(&path, DType::F32, dev)?.pp(TOKENS))?
@@ -317,7 +317,7 @@ fn fused_equals_generic_on_random_inputs() -> anyhow::Result<()> {
         let vocab = rng.random_range(2..500);
         let dtype = [DType::F32, DType::BF16, DType::F16, DType::F64][rng.random_range(0..4)];
         let cfg = SinusoidalEmbeddingConfig {
-            scale: [
+            embedding_scale: [
                 EmbeddingScale::None,
                 EmbeddingScale::SqrtD,
                 EmbeddingScale::Value(0.5),
@@ -341,7 +341,7 @@ fn fused_equals_generic_on_random_inputs() -> anyhow::Result<()> {
         let scaled = flat(
             weight
                 .index_select(&ids.flatten_all()?, 0)?
-                .affine(fused.scale(), 0.0)?,
+                .affine(fused.embedding_scale(), 0.0)?,
         )?;
         assert_eq!(a.len(), b.len());
         for ((x, y), e) in a.iter().zip(&b).zip(&scaled) {
@@ -377,7 +377,7 @@ fn config_reads_hf_config_json() -> anyhow::Result<()> {
                      "scale_embedding": false, "pad_token_id": 58100, "preset": "marian"}"#;
     let cfg: SinusoidalEmbeddingConfig = serde_json::from_str(marian)?;
     assert_eq!(
-        (cfg.preset, cfg.scale, cfg.padding_idx),
+        (cfg.preset, cfg.embedding_scale, cfg.padding_idx),
         (Preset::Marian, EmbeddingScale::None, Some(58100))
     );
     assert_eq!(
@@ -388,7 +388,7 @@ fn config_reads_hf_config_json() -> anyhow::Result<()> {
     let nllb = r#"{"scale_embedding": true, "preset": "fairseq", "positions": "padding-aware",
                    "stored_table": {"check": {"name": "x", "tolerance": 0.01}}}"#;
     let cfg: SinusoidalEmbeddingConfig = serde_json::from_str(nllb)?;
-    assert_eq!(cfg.scale, EmbeddingScale::SqrtD);
+    assert_eq!(cfg.embedding_scale, EmbeddingScale::SqrtD);
     assert_eq!(cfg.positions, PositionMode::PaddingAware);
     assert_eq!(
         cfg.stored_table,
@@ -397,13 +397,14 @@ fn config_reads_hf_config_json() -> anyhow::Result<()> {
             tolerance: Some(0.01)
         }
     );
-    let cfg: SinusoidalEmbeddingConfig = serde_json::from_str(r#"{"scale": 2.5, "base": 100.0}"#)?;
+    let cfg: SinusoidalEmbeddingConfig =
+        serde_json::from_str(r#"{"embedding_scale": 2.5, "base": 100.0}"#)?;
     assert_eq!(
-        (cfg.scale, cfg.spec(8).base),
+        (cfg.embedding_scale, cfg.spec(8).base),
         (EmbeddingScale::Value(2.5), 100.0)
     );
-    let err =
-        serde_json::from_str::<SinusoidalEmbeddingConfig>(r#"{"scale": "double"}"#).unwrap_err();
+    let err = serde_json::from_str::<SinusoidalEmbeddingConfig>(r#"{"embedding_scale": "double"}"#)
+        .unwrap_err();
     assert!(err.to_string().contains("double"), "{err}");
     Ok(())
 }

@@ -4,8 +4,8 @@ use std::collections::HashMap;
 
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Embedding, VarBuilder};
-use pe_core::Backend;
-use pe_nn::{
+use candle_pe_core::Backend;
+use candle_pe_nn::{
     sinusoidal_embedding, PositionMode, Preset, SinusoidalEmbedding, SinusoidalEmbeddingConfig,
     StoredTable,
 };
@@ -58,15 +58,15 @@ fn bad_ids() -> anyhow::Result<()> {
             );
             let ids = Tensor::new(&[[3u32, 4]], &dev)?;
             assert_error(
-                embed.forward_with_positions(&ids, &Tensor::new(&[[0u32]], &dev)?),
+                embed.forward_at(&ids, &Tensor::new(&[[0u32]], &dev)?),
                 &["positions", "[1, 1]", "[1, 2]"],
             );
             assert_error(
-                embed.forward_with_positions(&ids, &Tensor::new(&[[0i64, -1]], &dev)?),
+                embed.forward_at(&ids, &Tensor::new(&[[0i64, -1]], &dev)?),
                 &["position -1"],
             );
             assert_error(
-                embed.forward_with_positions(&ids, &Tensor::new(&[[0.5f32, 1.0]], &dev)?),
+                embed.forward_at(&ids, &Tensor::new(&[[0.5f32, 1.0]], &dev)?),
                 &["positions", "integer"],
             );
         }
@@ -229,7 +229,7 @@ fn empty_batches_give_empty_outputs() -> anyhow::Result<()> {
                 let ids = Tensor::zeros(shape, DType::U32, &dev)?;
                 let x = embed.forward_with_offset(&ids, 5)?;
                 assert_eq!(x.dims(), &[shape.0, shape.1, 8], "{backend:?} {shape:?}");
-                let x = embed.forward_with_positions(&ids, &ids)?;
+                let x = embed.forward_at(&ids, &ids)?;
                 assert_eq!(x.dims(), &[shape.0, shape.1, 8]);
             }
         }

@@ -1,8 +1,8 @@
 //! The grid block and the ALiBi helper against pe-core's tables and a plain construction.
 
 use candle_core::{DType, Device, Module, Tensor};
-use pe_core::{Alibi, SincosGrid};
-use pe_nn::{AlibiBias, GridEmbedding};
+use candle_pe_core::{Alibi, SincosGrid};
+use candle_pe_nn::{AlibiBias, GridEmbedding};
 
 #[test]
 fn grid_embedding_adds_the_grid() -> anyhow::Result<()> {
@@ -68,16 +68,16 @@ fn alibi_bias_is_slope_times_distance() -> anyhow::Result<()> {
 #[test]
 fn axes_rotary_turns_adjacent_pairs_by_slot() -> anyhow::Result<()> {
     use candle_nn::rotary_emb::rope_i_slow;
-    use pe_core::rope::AxesRope;
-    use pe_nn::AxesRotaryEmbedding;
+    use candle_pe_core::AxesRope;
+    use candle_pe_nn::AxesRotaryEmbedding;
     let dev = Device::Cpu;
     let rotary = AxesRotaryEmbedding::new(&[4, 6, 6], 10_000.0)?;
     // Negative ids too (Qwen-Image's centred height and width).
     let ids = Tensor::new(&[[0i64, 0, 0], [1, -2, 3], [5, 4096, -70_000]], &dev)?;
     let q = Tensor::randn(0f32, 1.0, (2, 3, 3, 16), &dev)?;
     let k = Tensor::randn(0f32, 1.0, (2, 1, 3, 16), &dev)?;
-    let (rq, rk) = rotary.apply(&q, &k, &ids)?;
-    let (cos, sin) = AxesRope::new(&[4, 6, 6], 10_000.0)?.tables(&ids, DType::F32)?;
+    let (rq, rk) = rotary.apply_at(&q, &k, &ids)?;
+    let (cos, sin) = AxesRope::new(&[4, 6, 6], 10_000.0)?.at(&ids, DType::F32)?;
     for (got, x) in [(rq, q.clone()), (rk, k.clone())] {
         let want = rope_i_slow(&x, &cos, &sin)?;
         let diff = (got - want)?.abs()?.max_all()?.to_scalar::<f32>()?;
@@ -86,8 +86,8 @@ fn axes_rotary_turns_adjacent_pairs_by_slot() -> anyhow::Result<()> {
     // Per-batch ids, and bf16 rounded once from the f32 rotation.
     let batched = Tensor::stack(&[&ids, &ids], 0)?;
     let qb = q.to_dtype(DType::BF16)?;
-    let (bq, _) = rotary.apply(&qb, &k.to_dtype(DType::BF16)?, &batched)?;
-    let once = rotary.apply(&qb.to_dtype(DType::F32)?, &k, &ids)?.0;
+    let (bq, _) = rotary.apply_at(&qb, &k.to_dtype(DType::BF16)?, &batched)?;
+    let once = rotary.apply_at(&qb.to_dtype(DType::F32)?, &k, &ids)?.0;
     let (bq, once) = (
         bq.to_dtype(DType::F32)?,
         once.to_dtype(DType::BF16)?.to_dtype(DType::F32)?,
@@ -97,7 +97,7 @@ fn axes_rotary_turns_adjacent_pairs_by_slot() -> anyhow::Result<()> {
         once.flatten_all()?.to_vec1::<f32>()?
     );
     let err = rotary
-        .apply(&q, &k, &ids.narrow(0, 0, 2)?)
+        .apply_at(&q, &k, &ids.narrow(0, 0, 2)?)
         .unwrap_err()
         .to_string();
     assert!(err.contains("ids must have shape"), "{err}");
@@ -107,15 +107,15 @@ fn axes_rotary_turns_adjacent_pairs_by_slot() -> anyhow::Result<()> {
 #[test]
 fn split_spectrum_rotary_turns_the_halves() -> anyhow::Result<()> {
     use candle_nn::rotary_emb::rope_slow;
-    use pe_core::rope::{patch_ids, AxesRope};
-    use pe_nn::AxesRotaryEmbedding;
+    use candle_pe_core::{patch_ids, AxesRope};
+    use candle_pe_nn::AxesRotaryEmbedding;
     let dev = Device::Cpu;
     let rotary = AxesRotaryEmbedding::split_spectrum(16, 2, 10_000.0)?;
     let ids = patch_ids(2, 3, &dev)?;
     let q = Tensor::randn(0f32, 1.0, (2, 3, 6, 16), &dev)?;
     let k = Tensor::randn(0f32, 1.0, (2, 1, 6, 16), &dev)?;
-    let (rq, rk) = rotary.apply(&q, &k, &ids)?;
-    let (cos, sin) = AxesRope::split_spectrum(16, 2, 10_000.0)?.tables(&ids, DType::F32)?;
+    let (rq, rk) = rotary.apply_at(&q, &k, &ids)?;
+    let (cos, sin) = AxesRope::split_spectrum(16, 2, 10_000.0)?.at(&ids, DType::F32)?;
     for (got, x) in [(rq, q), (rk, k)] {
         let want = rope_slow(&x, &cos, &sin)?;
         let diff = (got - want)?.abs()?.max_all()?.to_scalar::<f32>()?;

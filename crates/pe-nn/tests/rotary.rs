@@ -5,9 +5,9 @@
 
 use candle_core::{DType, Device, Tensor, D};
 use candle_nn::rotary_emb::{rope, rope_i, rope_i_slow, rope_slow};
-use pe_core::rope::{Llama3, RopeType, Yarn};
-use pe_core::{Backend, Rope, RopeConfig};
-use pe_nn::RotaryEmbedding;
+use candle_pe_core::{Backend, Rope, RopeConfig};
+use candle_pe_core::{Llama3, RopeType, Yarn};
+use candle_pe_nn::RotaryEmbedding;
 
 fn max_diff(a: &Tensor, b: &Tensor) -> anyhow::Result<f64> {
     let d = (a.to_dtype(DType::F64)? - b.to_dtype(DType::F64)?)?.abs()?;
@@ -43,7 +43,7 @@ fn to_thd(x: &Tensor) -> anyhow::Result<Tensor> {
 fn reference(rotary: &RotaryEmbedding, x: &Tensor, positions: &[u32]) -> anyhow::Result<Tensor> {
     let (t, h, d) = x.dims3()?;
     let ids = Tensor::new(positions, &Device::Cpu)?;
-    let (cos, sin) = rotary.rope().tables_for_ids(&ids, DType::F64)?;
+    let (cos, sin) = rotary.rope().at(&ids, DType::F64)?;
     let half = rotary.rope().half_dim();
     let (cos, sin) = (
         cos.flatten_all()?.to_vec1::<f64>()?,
@@ -81,13 +81,13 @@ fn apply_equals_rope_slow_with_the_same_tables() -> anyhow::Result<()> {
         for interleaved in [false, true] {
             for backend in [Backend::Cpu, Backend::Generic] {
                 let rotary = RotaryEmbedding::new(config.clone())?
-                    .interleaved(interleaved)
+                    .with_interleaved(interleaved)
                     .with_backend(backend);
                 let q = Tensor::randn(0f32, 1.0, (2, 4, 5, config.head_dim), &dev)?;
                 let k = Tensor::randn(0f32, 1.0, (2, 2, 5, config.head_dim), &dev)?;
                 let offset = 131_072;
                 let (rq, rk) = rotary.apply(&q, &k, offset)?;
-                let (cos, sin) = Rope::new(config.clone())?.tables(offset, 5, DType::F32, &dev)?;
+                let (cos, sin) = Rope::new(config.clone())?.range(offset, 5, DType::F32, &dev)?;
                 let slow = |x: &Tensor| {
                     if interleaved {
                         rope_i_slow(x, &cos, &sin)
@@ -109,7 +109,7 @@ fn fused_equals_the_slow_twin_bit_for_bit() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     for config in [llama31(), partial(80, 0.4)] {
         for interleaved in [false, true] {
-            let rotary = RotaryEmbedding::new(config.clone())?.interleaved(interleaved);
+            let rotary = RotaryEmbedding::new(config.clone())?.with_interleaved(interleaved);
             let d = config.head_dim;
             for dtype in [DType::F32, DType::BF16, DType::F16, DType::F64] {
                 let what = format!("d={d} interleaved={interleaved} {dtype:?}");
@@ -143,7 +143,7 @@ fn fused_equals_the_slow_twin_bit_for_bit() -> anyhow::Result<()> {
 fn thd_equals_bhsd() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     for interleaved in [false, true] {
-        let rotary = RotaryEmbedding::new(llama31())?.interleaved(interleaved);
+        let rotary = RotaryEmbedding::new(llama31())?.with_interleaved(interleaved);
         let q = Tensor::randn(0f32, 1.0, (2, 4, 5, 128), &dev)?;
         let k = Tensor::randn(0f32, 1.0, (2, 2, 5, 128), &dev)?;
         // Consecutive positions from an offset.
@@ -216,7 +216,7 @@ fn ragged_left_padded_batch() -> anyhow::Result<()> {
     let q = Tensor::randn(0f32, 1.0, (2, 4, 5, 128), &dev)?;
     let k = Tensor::randn(0f32, 1.0, (2, 2, 5, 128), &dev)?;
     let positions = Tensor::new(&[[1i64, 1, 0, 1, 2], [0, 1, 2, 3, 4]], &dev)?;
-    let (got_q, got_k) = rotary.apply_with_positions(&q, &k, &positions)?;
+    let (got_q, got_k) = rotary.apply_at(&q, &k, &positions)?;
     let (alone_q, alone_k) = rotary.apply(&q.narrow(2, 2, 3)?, &k.narrow(2, 2, 3)?, 0)?;
     let first = |x: &Tensor, from, len| x.narrow(0, 0, 1)?.narrow(2, from, len);
     assert_eq!(
@@ -242,7 +242,7 @@ fn interleaved_and_partial_match_the_f64_rotation() -> anyhow::Result<()> {
         partial(128, 0.75),
     ] {
         for interleaved in [false, true] {
-            let rotary = RotaryEmbedding::new(config.clone())?.interleaved(interleaved);
+            let rotary = RotaryEmbedding::new(config.clone())?.with_interleaved(interleaved);
             let d = config.head_dim;
             let r = config.rotary_dim();
             let q = Tensor::randn(0f32, 1.0, (5, 3, d), &dev)?;
@@ -264,10 +264,11 @@ fn interleaved_and_partial_match_the_f64_rotation() -> anyhow::Result<()> {
     let q = Tensor::randn(0f32, 1.0, (1, 1, 2, 8), &dev)?;
     let perm = Tensor::new(&[0u32, 4, 1, 5, 2, 6, 3, 7], &dev)?;
     let (split, _) = rotary.apply(&q, &q, 3)?;
-    let (paired, _) = rotary
-        .clone()
-        .interleaved(true)
-        .apply(&q.index_select(&perm, 3)?, &q, 3)?;
+    let (paired, _) =
+        rotary
+            .clone()
+            .with_interleaved(true)
+            .apply(&q.index_select(&perm, 3)?, &q, 3)?;
     assert_eq!(max_diff(&paired, &split.index_select(&perm, 3)?)?, 0.0);
     Ok(())
 }
@@ -276,7 +277,7 @@ fn interleaved_and_partial_match_the_f64_rotation() -> anyhow::Result<()> {
 fn half_precision_is_the_f32_rotation_rounded_once() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     for interleaved in [false, true] {
-        let rotary = RotaryEmbedding::new(llama31())?.interleaved(interleaved);
+        let rotary = RotaryEmbedding::new(llama31())?.with_interleaved(interleaved);
         let ids = [16_380u32, 16_384, 16_390, 131_060, 131_071, 131_072];
         let positions = Tensor::new(&ids, &dev)?;
         let bits_of = |dtype: DType| match dtype {
@@ -388,13 +389,6 @@ fn errors_name_the_argument() -> anyhow::Result<()> {
         rotary.apply_at(&thd, &thd, &Tensor::new(&[0i64, 1 << 31, 2], &dev)?),
         &["positions: 2147483648 is outside"],
     );
-    expect(
-        rotary.apply_with_positions(&thd, &thd, &Tensor::new(&[0u32, 1, 2], &dev)?),
-        &[
-            "apply_with_positions takes q of shape (batch, heads, seq, 16)",
-            "apply_at",
-        ],
-    );
     Ok(())
 }
 
@@ -411,7 +405,7 @@ fn gather_then_kernel(
     } else {
         DType::F32
     };
-    let (cos, sin) = rotary.cache().tables_for_ids(positions, dtype)?;
+    let (cos, sin) = rotary.cache().at(positions, dtype)?;
     let (d, r) = (x.dim(D::Minus1)?, rotary.rope().config().rotary_dim());
     let turned = x.narrow(D::Minus1, 0, r)?.to_dtype(dtype)?.contiguous()?;
     let kernel = if rotary.is_interleaved() {
@@ -459,7 +453,7 @@ fn per_token_rows_equal_gather_then_kernel_bit_for_bit() -> anyhow::Result<()> {
     for config in [llama31(), partial(80, 0.4), partial(64, 0.5)] {
         let d = config.head_dim;
         for interleaved in [false, true] {
-            let rotary = RotaryEmbedding::new(config.clone())?.interleaved(interleaved);
+            let rotary = RotaryEmbedding::new(config.clone())?.with_interleaved(interleaved);
             for dtype in [DType::F32, DType::BF16, DType::F16, DType::F64] {
                 // (batch, heads, seq, d) at (batch, seq) positions: a ragged decode step and a
                 // prefill long enough to be split across threads.
@@ -499,7 +493,7 @@ fn positions_at_the_cache_limit() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     for interleaved in [false, true] {
         // A small head keeps the 2^20 cached rows small.
-        let rotary = RotaryEmbedding::new(partial(8, 0.5))?.interleaved(interleaved);
+        let rotary = RotaryEmbedding::new(partial(8, 0.5))?.with_interleaved(interleaved);
         let limit = rotary.cache().limit() as i64;
         for ids in [
             vec![limit - 1, limit - 2, 0],
@@ -551,7 +545,8 @@ fn empty_inputs_come_back_as_they_are() -> anyhow::Result<()> {
 fn far_positions() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     for interleaved in [false, true] {
-        let rotary = RotaryEmbedding::new(RopeConfig::new(16, 10_000.0))?.interleaved(interleaved);
+        let rotary =
+            RotaryEmbedding::new(RopeConfig::new(16, 10_000.0))?.with_interleaved(interleaved);
         let far = (1u32 << 31) - 8;
         let ids: Vec<u32> = (far..far + 8).collect();
         // Past the cache's limit the rows are generated: the f64 rotation to f32 precision.
@@ -564,7 +559,7 @@ fn far_positions() -> anyhow::Result<()> {
         // The same in (batch, heads, seq, d), against candle-nn's plain rope.
         let q = Tensor::randn(0f32, 1.0, (1, 2, 8, 16), &dev)?;
         let (got, _) = rotary.apply(&q, &q, far as usize)?;
-        let (cos, sin) = rotary.rope().tables(far as usize, 8, DType::F32, &dev)?;
+        let (cos, sin) = rotary.rope().range(far as usize, 8, DType::F32, &dev)?;
         let slow = if interleaved {
             rope_i_slow(&q, &cos, &sin)?
         } else {
@@ -583,8 +578,8 @@ fn f32_tables_serve_every_input_dtype() -> anyhow::Result<()> {
         let q = Tensor::zeros((1, 1, 4, 16), dtype, &dev)?;
         rotary.apply(&q, &q, 0)?;
     }
-    assert!(rotary.cache().rows(DType::F32, &dev) >= 4);
-    assert_eq!(rotary.cache().rows(DType::BF16, &dev), 0);
+    assert!(rotary.cache().cached_rows(DType::F32, &dev) >= 4);
+    assert_eq!(rotary.cache().cached_rows(DType::BF16, &dev), 0);
     // f64 inputs turn in f64, with f64 tables.
     let q = Tensor::randn(0f64, 1.0, (3, 2, 16), &dev)?;
     let ids = [5u32, 70_000, 1 << 30];
@@ -598,7 +593,7 @@ fn f32_tables_serve_every_input_dtype() -> anyhow::Result<()> {
 fn strided_inputs_equal_contiguous_ones() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     for interleaved in [false, true] {
-        let rotary = RotaryEmbedding::new(partial(64, 0.5))?.interleaved(interleaved);
+        let rotary = RotaryEmbedding::new(partial(64, 0.5))?.with_interleaved(interleaved);
         // As attention makes them: (batch, seq, heads, d) projected, then transposed.
         let q = Tensor::randn(0f32, 1.0, (2, 5, 4, 64), &dev)?.transpose(1, 2)?;
         assert!(!q.is_contiguous());
@@ -621,7 +616,7 @@ fn strided_inputs_equal_contiguous_ones() -> anyhow::Result<()> {
 /// by a sequence shorter than max_position_embeddings (the calls of the llama_dynamic fixture).
 #[test]
 fn dynamic_ntk_grows_and_resets_like_transformers() -> anyhow::Result<()> {
-    use pe_core::rope::Dynamic;
+    use candle_pe_core::Dynamic;
     let dev = Device::Cpu;
     let config = RopeConfig {
         max_position_embeddings: Some(4096),
@@ -645,10 +640,9 @@ fn dynamic_ntk_grows_and_resets_like_transformers() -> anyhow::Result<()> {
             Some(expected as usize),
             "after {reach}"
         );
-        let (cos, sin) =
-            rotary
-                .rope()
-                .tables_for_ids_with_len(&positions, expected as usize, DType::F32)?;
+        let (cos, sin) = rotary
+            .rope()
+            .at_with_len(&positions, expected as usize, DType::F32)?;
         // Token t (heads, d) turned by row t: as (1, heads, 1, d) with a one-row table.
         let want = (0..2)
             .map(|t| {
@@ -694,7 +688,7 @@ fn mrope_rotates_by_section() -> anyhow::Result<()> {
         &dev,
     )?;
     let (got, _) = rotary.apply_mrope(&q, &k, &hw)?;
-    let (cos, sin) = rotary.rope().tables_mrope(&hw, DType::F32)?;
+    let (cos, sin) = rotary.rope().at_mrope(&hw, DType::F32)?;
     let want = (0..2)
         .map(|b| rope_slow(&q.narrow(0, b, 1)?, &cos.get(b)?, &sin.get(b)?))
         .collect::<candle_core::Result<Vec<_>>>()?;

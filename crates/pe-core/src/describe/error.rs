@@ -3,7 +3,7 @@
 //! Errors convert into [`candle_core::Error`], so they compose with `?` in candle code:
 //!
 //! ```
-//! use pe_core::{PeSpec, SinusoidalEncoding};
+//! use candle_pe_core::{PeSpec, SinusoidalEncoding};
 //!
 //! fn table() -> candle_core::Result<candle_core::Tensor> {
 //!     let pe = SinusoidalEncoding::new(PeSpec::whisper(7))?; // odd width: rejected

@@ -138,7 +138,7 @@ impl Plan {
             });
         }
         check("base", spec.base, spec.base > 0.0, "finite and > 0")?;
-        check("scale", spec.scale, true, "finite")?;
+        check("angle_scale", spec.angle_scale, true, "finite")?;
         let odd = d % 2 == 1;
         let zero_last = odd && spec.odd_width == OddWidth::ZeroPad;
         if odd && spec.odd_width == OddWidth::Reject {
@@ -179,7 +179,7 @@ impl Plan {
                     Frequencies::HalfShift { shift } => Dd::new(i as f64) / (Dd::new(half) - shift),
                     Frequencies::HalfMinusOne { .. } => Dd::ratio(i as f64, denominator),
                 };
-                (-exponent * ln_base).exp() * spec.scale
+                (-exponent * ln_base).exp() * spec.angle_scale
             })
             .collect();
         let columns = Columns {

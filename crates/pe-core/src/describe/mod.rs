@@ -5,7 +5,7 @@
 //! request asks for ([`positions`]), and what can go wrong ([`error`]).
 
 pub(crate) mod dd;
-pub mod error;
+pub(crate) mod error;
 pub(crate) mod freq;
-pub mod positions;
-pub mod spec;
+pub(crate) mod positions;
+pub(crate) mod spec;

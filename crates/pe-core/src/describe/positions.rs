@@ -6,12 +6,12 @@
 //!
 //! ```
 //! use candle_core::{Device, Tensor};
-//! use pe_core::padding_aware_positions;
+//! use candle_pe_core::padding_aware_positions;
 //!
 //! let tokens = Tensor::new(&[[5u32, 6, 7, 8, 1, 1], [1, 1, 9, 10, 11, 12]], &Device::Cpu)?;
 //! let positions = padding_aware_positions(&tokens, 1, 3)?;
 //! assert_eq!(positions.to_vec2::<i64>()?, [[5, 6, 7, 8, 1, 1], [1, 1, 5, 6, 7, 8]]);
-//! # Ok::<(), pe_core::Error>(())
+//! # Ok::<(), candle_pe_core::Error>(())
 //! ```
 
 use candle_core::{DType, Tensor};

@@ -6,7 +6,7 @@
 //! that can be tweaked like any other value. Each choice prints as its formula.
 //!
 //! ```
-//! use pe_core::{Frequencies, Layout, OddWidth, PeSpec, Preset};
+//! use candle_pe_core::{Frequencies, Layout, OddWidth, PeSpec, Preset};
 //!
 //! let fairseq = PeSpec::fairseq(512);
 //! assert_eq!(fairseq.frequencies, Frequencies::HalfMinusOne { guarded: false });
@@ -112,8 +112,8 @@ pub struct PeSpec {
     pub width: usize,
     /// The base of the frequencies (a.k.a. max period, max timescale). Default 10000.
     pub base: f64,
-    /// Multiplies every argument: `sin(scale * p * w_i)` (diffusers `scale`). Default 1.
-    pub scale: f64,
+    /// Multiplies every angle: `sin(angle_scale * p * w_i)` (diffusers' `scale`). Default 1.
+    pub angle_scale: f64,
     /// The frequency formula.
     pub frequencies: Frequencies,
     /// The column layout.
@@ -130,7 +130,7 @@ impl PeSpec {
         Self {
             width,
             base: DEFAULT_BASE,
-            scale: 1.0,
+            angle_scale: 1.0,
             frequencies,
             layout,
             odd_width,
@@ -180,7 +180,7 @@ impl PeSpec {
     }
 
     /// diffusers `get_timestep_embedding` defaults: `h-shift` with shift 1, sin|cos, zero-pad.
-    /// Set [`PeSpec::scale`] for its `scale` and [`Layout::CosSin`] for `flip_sin_to_cos`.
+    /// Set [`PeSpec::angle_scale`] for its `scale` and [`Layout::CosSin`] for `flip_sin_to_cos`.
     pub fn diffusers(width: usize) -> Self {
         let freqs = Frequencies::HalfShift { shift: 1.0 };
         Self::preset(width, freqs, Layout::SinCos, OddWidth::ZeroPad)
@@ -204,9 +204,9 @@ impl PeSpec {
         self
     }
 
-    /// The same spec with another argument scale.
-    pub fn with_scale(mut self, scale: f64) -> Self {
-        self.scale = scale;
+    /// The same spec with another angle scale.
+    pub fn with_angle_scale(mut self, angle_scale: f64) -> Self {
+        self.angle_scale = angle_scale;
         self
     }
 

@@ -31,12 +31,12 @@
 //!
 //! ```
 //! use candle_core::{DType, Device};
-//! use pe_core::{Backend, PeSpec, SinusoidalEncoding};
+//! use candle_pe_core::{Backend, PeSpec, SinusoidalEncoding};
 //!
 //! let pe = SinusoidalEncoding::new(PeSpec::fairseq(64))?.with_backend(Backend::Generic);
 //! let table = pe.range(1_000, 256, DType::F32, &Device::Cpu)?;
 //! assert_eq!(table.dims(), &[256, 64]);
-//! # Ok::<(), pe_core::Error>(())
+//! # Ok::<(), candle_pe_core::Error>(())
 //! ```
 
 use candle_core::{DType, Device, Tensor};

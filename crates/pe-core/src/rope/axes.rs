@@ -25,19 +25,19 @@
 //!
 //! ```
 //! use candle_core::{DType, Device, Tensor};
-//! use pe_core::rope::{patch_ids, AxesRope};
+//! use candle_pe_core::{patch_ids, AxesRope};
 //!
 //! let flux = AxesRope::new(&[16, 56, 56], 10_000.0)?;
 //! // A 2 x 3 latent grid at t = 0: ids (t, h, w), h-major.
 //! let ids = Tensor::new(&[[0u32, 0, 0], [0, 0, 1], [0, 0, 2], [0, 1, 0], [0, 1, 1], [0, 1, 2]], &Device::Cpu)?;
-//! let (cos, sin) = flux.tables(&ids, DType::F32)?;
+//! let (cos, sin) = flux.at(&ids, DType::F32)?;
 //! assert_eq!(cos.dims(), &[6, 64]);
 //!
 //! // Pixtral-12B's vision tower: head_dim 64, theta 10000, a 4 x 6 grid of patches.
 //! let pixtral = AxesRope::split_spectrum(64, 2, 10_000.0)?;
-//! let (cos, sin) = pixtral.tables(&patch_ids(4, 6, &Device::Cpu)?, DType::F32)?;
+//! let (cos, sin) = pixtral.at(&patch_ids(4, 6, &Device::Cpu)?, DType::F32)?;
 //! assert_eq!(cos.dims(), &[24, 32]);
-//! # Ok::<(), pe_core::Error>(())
+//! # Ok::<(), candle_pe_core::Error>(())
 //! ```
 
 use candle_core::{DType, Device, Tensor, D};
@@ -132,7 +132,7 @@ impl AxesRope {
     /// `(cos, sin)` for integer ids shaped `(n, axes)` or `(batch, n, axes)`, each shaped as the
     /// ids without their last dim, plus `[sum(axes_dim) / 2]`. Ids may be negative; an id with
     /// `|id| >= 2^31` is an error naming it.
-    pub fn tables(&self, ids: &Tensor, dtype: DType) -> Result<(Tensor, Tensor)> {
+    pub fn at(&self, ids: &Tensor, dtype: DType) -> Result<(Tensor, Tensor)> {
         let axes = self.axes.len();
         match ids.dims() {
             [_, a] | [_, _, a] if *a == axes => {}
@@ -162,10 +162,10 @@ impl AxesRope {
         let (mut cos, mut sin) = (Vec::with_capacity(axes), Vec::with_capacity(axes));
         for (a, rope) in self.axes.iter().enumerate() {
             let (c, s) = match &signed {
-                None => rope.tables_for_ids(&column(ids, a)?, dtype)?,
+                None => rope.at(&column(ids, a)?, dtype)?,
                 Some((magnitudes, signs)) => {
                     // cos(-x) = cos(x), sin(-x) = -sin(x): the exact tables of |id|, signed.
-                    let (c, s) = rope.tables_for_ids(&column(magnitudes, a)?, dtype)?;
+                    let (c, s) = rope.at(&column(magnitudes, a)?, dtype)?;
                     let sign = column(signs, a)?.to_dtype(dtype)?.unsqueeze(D::Minus1)?;
                     (c, s.broadcast_mul(&sign)?)
                 }

@@ -7,21 +7,22 @@
 //!
 //! ```
 //! use candle_core::{DType, Device};
-//! use pe_core::rope::{Rope, RopeCache, RopeConfig};
+//! use candle_pe_core::{Rope, RopeCache, RopeConfig};
 //!
 //! let cache = RopeCache::new(Rope::new(RopeConfig::new(64, 10_000.0))?);
-//! let (cos, sin) = cache.tables(41, 1, DType::F32, &Device::Cpu)?; // decoding token 41: views
+//! let (cos, sin) = cache.range(41, 1, DType::F32, &Device::Cpu)?; // decoding token 41: views
 //! assert_eq!(cos.dims(), &[1, 32]);
-//! let (far_cos, _) = cache.tables(2_147_483_000, 8, DType::F32, &Device::Cpu)?; // generated
+//! let (far_cos, _) = cache.range(2_147_483_000, 8, DType::F32, &Device::Cpu)?; // generated
 //! assert_eq!(far_cos.dims(), &[8, 32]);
-//! # Ok::<(), pe_core::Error>(())
+//! # Ok::<(), candle_pe_core::Error>(())
 //! ```
 
 use candle_core::{DType, Device, Tensor};
 
 use super::tables::Rope;
-use crate::cache::{RowCache, DEFAULT_CACHE_ROWS};
+use crate::row_cache::RowCache;
 use crate::Result;
+use crate::DEFAULT_CACHE_ROWS;
 
 /// A growing, shareable cache of rotary tables.
 #[derive(Clone, Debug)]
@@ -33,17 +34,20 @@ pub struct RopeCache {
 impl RopeCache {
     /// An empty cache for `rope` holding up to [`DEFAULT_CACHE_ROWS`] rows.
     pub fn new(rope: Rope) -> Self {
-        Self::with_limit(rope, DEFAULT_CACHE_ROWS)
+        let tables = RowCache::new(Self::limit_for(&rope, DEFAULT_CACHE_ROWS));
+        Self { rope, tables }
     }
 
-    /// An empty cache for `rope` holding up to `rows` rows (fewer for dynamic NTK, whose
-    /// frequencies change past `max_position_embeddings`).
-    pub fn with_limit(rope: Rope, rows: usize) -> Self {
-        let limit = rope.fixed_up_to().map_or(rows, |fixed| fixed.min(rows));
-        Self {
-            rope,
-            tables: RowCache::new(limit),
-        }
+    /// The cache, empty, holding up to `rows` rows (fewer for dynamic NTK, whose frequencies
+    /// change past `max_position_embeddings`).
+    pub fn with_limit(self, rows: usize) -> Self {
+        let tables = RowCache::new(Self::limit_for(&self.rope, rows));
+        Self { tables, ..self }
+    }
+
+    /// The rows a cache of `rope` may hold when asked for `rows`.
+    fn limit_for(rope: &Rope, rows: usize) -> usize {
+        rope.fixed_up_to().map_or(rows, |fixed| fixed.min(rows))
     }
 
     /// The rope the tables come from.
@@ -58,8 +62,8 @@ impl RopeCache {
 
     /// `(cos, sin)` for positions `offset .. offset + len`, each `(len, rotary_dim / 2)` and
     /// contiguous: views of the cached tables within the limit, generated past it
-    /// ([`Self::tables_owned`] copies just the rows out).
-    pub fn tables(
+    /// ([`Self::range_owned`] copies just the rows out).
+    pub fn range(
         &self,
         offset: usize,
         len: usize,
@@ -67,14 +71,14 @@ impl RopeCache {
         device: &Device,
     ) -> Result<(Tensor, Tensor)> {
         self.tables
-            .rows(offset, len, dtype, device, self.build(dtype, device))
+            .range(offset, len, dtype, device, self.build(dtype, device))
     }
 
     /// `(cos, sin)` for positions `offset .. offset + len` as tensors of their own, each
     /// `(len, rotary_dim / 2)`: only these rows are copied out of the cached tables (generated
-    /// past the limit). `Tensor::copy` of a [`Self::tables`] view would copy the whole cached
+    /// past the limit). `Tensor::copy` of a [`Self::range`] view would copy the whole cached
     /// table: candle copies a view's whole storage.
-    pub fn tables_owned(
+    pub fn range_owned(
         &self,
         offset: usize,
         len: usize,
@@ -82,16 +86,18 @@ impl RopeCache {
         device: &Device,
     ) -> Result<(Tensor, Tensor)> {
         self.tables
-            .rows_owned(offset, len, dtype, device, self.build(dtype, device))
+            .range_owned(offset, len, dtype, device, self.build(dtype, device))
     }
 
-    /// `(cos, sin)` for integer position ids of any shape, each `ids.dims() + [rotary_dim / 2]`:
-    /// gathered from the cached tables when every id is within the limit, generated otherwise.
-    pub fn tables_for_ids(&self, ids: &Tensor, dtype: DType) -> Result<(Tensor, Tensor)> {
-        let device = ids.device();
-        self.tables.ids(ids, dtype, self.build(dtype, device), || {
-            self.rope.tables_for_ids(ids, dtype)
-        })
+    /// `(cos, sin)` at integer `positions` of any shape, each
+    /// `positions.dims() + [rotary_dim / 2]`: gathered from the cached tables when every position
+    /// is within the limit, generated otherwise.
+    pub fn at(&self, positions: &Tensor, dtype: DType) -> Result<(Tensor, Tensor)> {
+        let device = positions.device();
+        self.tables
+            .at(positions, dtype, self.build(dtype, device), || {
+                self.rope.at(positions, dtype)
+            })
     }
 
     /// How the cache makes rows `start .. start + len` of its cos and sin tables.
@@ -100,11 +106,11 @@ impl RopeCache {
         dtype: DType,
         device: &'a Device,
     ) -> impl Fn(usize, usize) -> Result<(Tensor, Tensor)> + 'a {
-        move |start, len| self.rope.tables(start, len, dtype, device)
+        move |start, len| self.rope.range(start, len, dtype, device)
     }
 
     /// Rows cached for `dtype` on `device`.
-    pub fn rows(&self, dtype: DType, device: &Device) -> usize {
+    pub fn cached_rows(&self, dtype: DType, device: &Device) -> usize {
         self.tables.cached_rows(dtype, device)
     }
 

@@ -17,7 +17,7 @@
 //! [`RopeConfigs`] reads models with one rope per layer type (Gemma 3, Gemma 4).
 //!
 //! ```
-//! use pe_core::rope::{RopeConfig, RopeType};
+//! use candle_pe_core::{RopeConfig, RopeType};
 //!
 //! let json = r#"{"hidden_size": 4096, "num_attention_heads": 32, "rope_theta": 500000.0,
 //!   "max_position_embeddings": 131072,
@@ -133,7 +133,7 @@ impl<'de> Deserialize<'de> for RopeConfig {
 /// `sliding_window_pattern` when `layer_types` is absent).
 ///
 /// ```
-/// use pe_core::rope::{RopeConfigs, RopeType};
+/// use candle_pe_core::{RopeConfigs, RopeType};
 ///
 /// let gemma3: serde_json::Value = serde_json::from_str(r#"{"head_dim": 256,
 ///   "num_hidden_layers": 12, "sliding_window_pattern": 6, "rope_theta": 1000000.0,

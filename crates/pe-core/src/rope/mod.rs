@@ -2,15 +2,15 @@
 //! rope_thd}`, exact at every position below 2^31, for the rope types real checkpoints use,
 //! read from an HF `config.json`.
 //!
-//! - [`config`]: [`RopeConfig`], in the words of `config.json`, and how it is read, and
+//! - `config.rs`: [`RopeConfig`], in the words of `config.json`, and how it is read, and
 //!   [`RopeConfigs`], a model's ropes per layer (Gemma 3 and 4 have one per layer type);
-//! - [`types`]: each rope type's parameters and frequency formula ([`RopeType`]);
-//! - [`tables`]: [`Rope`], a checked config that builds the tables (M-RoPE's from 3-D ids too);
-//! - [`cache`]: [`RopeCache`], the tables kept per device and dtype, served as views.
+//! - `types.rs`: each rope type's parameters and frequency formula ([`RopeType`]);
+//! - `tables.rs`: [`Rope`], a checked config that builds the tables (M-RoPE's from 3-D ids too);
+//! - `cache.rs`: [`RopeCache`], the tables kept per device and dtype, served as views.
 //!
 //! ```
 //! use candle_core::{DType, Device};
-//! use pe_core::rope::{Rope, RopeConfig};
+//! use candle_pe_core::{Rope, RopeConfig};
 //!
 //! // The relevant fields of a Llama 3.1 config.json.
 //! let json = r#"{"hidden_size": 4096, "num_attention_heads": 32, "rope_theta": 500000.0,
@@ -19,17 +19,17 @@
 //!                    "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}}"#;
 //! let config: RopeConfig = serde_json::from_str(json).unwrap();
 //! let rope = Rope::new(config)?;
-//! let (cos, sin) = rope.tables(100_000, 16, DType::BF16, &Device::Cpu)?;
+//! let (cos, sin) = rope.range(100_000, 16, DType::BF16, &Device::Cpu)?;
 //! assert_eq!(cos.dims(), &[16, 64]);
 //! assert_eq!(sin.dims(), &[16, 64]);
-//! # Ok::<(), pe_core::Error>(())
+//! # Ok::<(), candle_pe_core::Error>(())
 //! ```
 
-pub mod axes;
-pub mod cache;
-pub mod config;
-pub mod tables;
-pub mod types;
+mod axes;
+mod cache;
+mod config;
+mod tables;
+mod types;
 
 pub use axes::{patch_ids, AxesRope};
 pub use cache::RopeCache;

@@ -7,12 +7,12 @@
 //!
 //! ```
 //! use candle_core::{DType, Device};
-//! use pe_core::rope::{Rope, RopeConfig};
+//! use candle_pe_core::{Rope, RopeConfig};
 //!
 //! let rope = Rope::new(RopeConfig::new(128, 500_000.0))?;
-//! let (cos, sin) = rope.tables(100_000, 16, DType::BF16, &Device::Cpu)?;
+//! let (cos, sin) = rope.range(100_000, 16, DType::BF16, &Device::Cpu)?;
 //! assert_eq!((cos.dims(), sin.dims()), (&[16, 64][..], &[16, 64][..]));
-//! # Ok::<(), pe_core::Error>(())
+//! # Ok::<(), candle_pe_core::Error>(())
 //! ```
 
 use std::sync::Arc;
@@ -147,7 +147,7 @@ impl Rope {
     /// `(cos, sin)` for positions `offset .. offset + len`, each `(len, rotary_dim / 2)` and
     /// contiguous, as `candle_nn::rotary_emb::rope` takes them. The frequencies are those of a
     /// sequence of `offset + len` positions.
-    pub fn tables(
+    pub fn range(
         &self,
         offset: usize,
         len: usize,
@@ -159,21 +159,26 @@ impl Rope {
 
     /// `(cos, sin)` for integer position ids of any shape, each `ids.dims() + [rotary_dim / 2]`;
     /// the frequencies are those of a sequence reaching the largest id.
-    pub fn tables_for_ids(&self, ids: &Tensor, dtype: DType) -> Result<(Tensor, Tensor)> {
-        self.build(positions::ids(ids)?, dtype, ids.device())
+    pub fn at(&self, positions: &Tensor, dtype: DType) -> Result<(Tensor, Tensor)> {
+        self.build(positions::ids(positions)?, dtype, positions.device())
     }
 
     /// `(cos, sin)` for integer position ids of any shape with the frequencies of a sequence of
     /// `seq_len` positions, whatever the ids: what a stateful caller needs when the frequencies
     /// in use are those of an earlier, longer sequence (transformers' dynamic NTK keeps the
     /// longest length seen, see [`Dynamic::next_cached_len`](super::Dynamic::next_cached_len)).
-    pub fn tables_for_ids_with_len(
+    pub fn at_with_len(
         &self,
-        ids: &Tensor,
+        positions: &Tensor,
         seq_len: usize,
         dtype: DType,
     ) -> Result<(Tensor, Tensor)> {
-        self.build_for(positions::ids(ids)?, seq_len, dtype, ids.device())
+        self.build_for(
+            positions::ids(positions)?,
+            seq_len,
+            dtype,
+            positions.device(),
+        )
     }
 
     /// M-RoPE's `(cos, sin)` (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) for position ids shaped
@@ -182,12 +187,12 @@ impl Rope {
     /// the row `mrope_section` gives it: in contiguous blocks (`k` in the `s`-th section takes
     /// row `s`), or interleaved (`mrope_interleaved`: row 1 if `k % 3 == 1` and
     /// `k < 3 * section[1]`, row 2 if `k % 3 == 2` and `k < 3 * section[2]`, row 0 otherwise).
-    /// Each value is the one [`tables_for_ids`](Self::tables_for_ids) gives its row's
+    /// Each value is the one [`at`](Self::at) gives its row's
     /// position, so three equal rows give the 1-D tables bit for bit.
     ///
     /// ```
     /// use candle_core::{DType, Device, Tensor};
-    /// use pe_core::rope::{Rope, RopeConfig};
+    /// use candle_pe_core::{Rope, RopeConfig};
     ///
     /// let config = RopeConfig {
     ///     mrope_section: Some(vec![16, 24, 24]),
@@ -195,11 +200,11 @@ impl Rope {
     /// };
     /// let rope = Rope::new(config)?;
     /// let ids = Tensor::new(&[[0i64, 1, 2], [0, 5, 5], [0, 7, 8]], &Device::Cpu)?;
-    /// let (cos, sin) = rope.tables_mrope(&ids, DType::F32)?;
+    /// let (cos, sin) = rope.at_mrope(&ids, DType::F32)?;
     /// assert_eq!(cos.dims(), &[3, 64]);
-    /// # Ok::<(), pe_core::Error>(())
+    /// # Ok::<(), candle_pe_core::Error>(())
     /// ```
-    pub fn tables_mrope(&self, ids: &Tensor, dtype: DType) -> Result<(Tensor, Tensor)> {
+    pub fn at_mrope(&self, ids: &Tensor, dtype: DType) -> Result<(Tensor, Tensor)> {
         let section = self
             .config
             .mrope_section

@@ -8,7 +8,7 @@
 //! arm of [`RopeType`].
 //!
 //! ```
-//! use pe_core::rope::{Llama3, RopeType};
+//! use candle_pe_core::{Llama3, RopeType};
 //!
 //! let llama31 = RopeType::Llama3(Llama3 {
 //!     factor: 8.0,
@@ -185,11 +185,11 @@ impl Dynamic {
     /// having grown, and stays otherwise (a shorter sequence past `max_position_embeddings`
     /// keeps the frequencies of the longest one seen). pe-core's tables are a pure function of
     /// the length: pass this length to
-    /// [`Rope::tables_for_ids_with_len`](super::Rope::tables_for_ids_with_len) to match
+    /// [`Rope::at_with_len`](crate::Rope::at_with_len) to match
     /// transformers call for call.
     ///
     /// ```
-    /// use pe_core::rope::Dynamic;
+    /// use candle_pe_core::Dynamic;
     ///
     /// let mut cached = 4096;
     /// let calls = [(100, 4096), (6000, 6000), (9000, 9000), (5000, 9000), (100, 4096)];
@@ -464,7 +464,7 @@ impl Formula for Yarn {
 /// [`Rope::with_longrope_policy`](super::Rope::with_longrope_policy).
 ///
 /// ```
-/// use pe_core::rope::LongropePolicy;
+/// use candle_pe_core::LongropePolicy;
 ///
 /// assert_eq!(LongropePolicy::default(), LongropePolicy::Transformers);
 /// ```

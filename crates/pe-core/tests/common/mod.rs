@@ -6,7 +6,7 @@
 
 use astro_float::{BigFloat, Consts, RoundingMode};
 use candle_core::{DType, Device, Tensor};
-use pe_core::{Backend, Frequencies, Layout, OddWidth, PeSpec};
+use candle_pe_core::{Backend, Frequencies, Layout, OddWidth, PeSpec};
 
 /// Runs a device-generic test function once per (device, backend): the CPU generator, the
 /// generic candle-op generator forced on the CPU, and (with `--features cuda`) a GPU.
@@ -16,13 +16,13 @@ macro_rules! backend_tests {
         mod cpu {
             $(#[test]
             fn $name() -> anyhow::Result<()> {
-                super::$name(&candle_core::Device::Cpu, pe_core::Backend::Cpu)
+                super::$name(&candle_core::Device::Cpu, candle_pe_core::Backend::Cpu)
             })*
         }
         mod generic_on_cpu {
             $(#[test]
             fn $name() -> anyhow::Result<()> {
-                super::$name(&candle_core::Device::Cpu, pe_core::Backend::Generic)
+                super::$name(&candle_core::Device::Cpu, candle_pe_core::Backend::Generic)
             })*
         }
         #[cfg(feature = "cuda")]
@@ -30,7 +30,7 @@ macro_rules! backend_tests {
             $(#[test]
             #[ignore = "needs a CUDA GPU: cargo test --features cuda -- --ignored"]
             fn $name() -> anyhow::Result<()> {
-                super::$name(&candle_core::Device::new_cuda(0)?, pe_core::Backend::Auto)
+                super::$name(&candle_core::Device::new_cuda(0)?, candle_pe_core::Backend::Auto)
             })*
         }
     };
@@ -141,7 +141,7 @@ pub fn oracle_frequency(big: &mut Big, spec: &PeSpec, i: usize) -> BigFloat {
         }
     };
     let w = big.pow(&Big::num(spec.base), &exponent.neg());
-    Big::mul(&w, &Big::num(spec.scale))
+    Big::mul(&w, &Big::num(spec.angle_scale))
 }
 
 /// The rows of `spec` at `positions`, column by column, straight from the formulas.
@@ -244,8 +244,8 @@ pub fn assert_matches(got: &Tensor, expected: &[Vec<f64>], context: &str) -> any
 }
 
 /// The encoding of `spec` on `backend`.
-pub fn encoding(spec: PeSpec, backend: Backend) -> pe_core::SinusoidalEncoding {
-    pe_core::SinusoidalEncoding::new(spec)
+pub fn encoding(spec: PeSpec, backend: Backend) -> candle_pe_core::SinusoidalEncoding {
+    candle_pe_core::SinusoidalEncoding::new(spec)
         .unwrap_or_else(|e| panic!("{spec:?} is valid: {e}"))
         .with_backend(backend)
 }
