@@ -24,7 +24,7 @@
 
 use candle_core::{DType, Device, Tensor};
 
-use crate::describe::dd::{Dd, LN2};
+use crate::exact::dd::{Dd, LN2};
 use crate::generate::{check_dtype, check_size};
 use crate::{Error, Result, MAX_POSITION};
 

@@ -30,8 +30,7 @@
 use candle_core::{DType, Tensor, D};
 
 use crate::describe::positions;
-use crate::generate::check_dtype;
-use crate::generate::cpu::{self, RowPositions};
+use crate::generate::{check_dtype, RowPositions};
 use crate::{Error, PeCache, Result};
 
 /// The positions of the tokens of an [`PeCache::embed`] call.
@@ -133,7 +132,7 @@ impl PeCache {
                     (RowPositions::Values(&values), *zero_at)
                 }
             };
-            let out = cpu::embed(generator, weights, &tokens, rows, zero_at, embedding_scale)?;
+            let out = generator.embed(weights, &tokens, rows, zero_at, embedding_scale)?;
             return Ok(out.reshape(shape)?);
         }
         let (ids, zero_at) = match checked {

@@ -43,6 +43,7 @@
 #![warn(missing_docs)]
 
 mod describe;
+mod exact;
 mod generate;
 
 mod alibi;

@@ -14,8 +14,8 @@
 //! precision bounds. A spec whose largest frequency exceeds it is refused when it is built, a request whose
 //! largest `|position| * w` exceeds it when it is made.
 
-use crate::describe::dd::{two_product, Dd};
-use crate::generate::trig;
+use crate::exact::dd::{two_product, Dd};
+use crate::exact::trig;
 use crate::{Error, Frequencies, Layout, OddWidth, PeSpec, Result};
 
 /// Positions must be below this: `2^31`.

@@ -1,10 +1,9 @@
 //! The description of a table, checked before anything is generated: the sinusoidal
 //! conventions ([`spec`]), the frequencies and where each lands in a row (`freq`, computed in
-//! double-double by `dd`; its limits are [`MAX_POSITION`](crate::MAX_POSITION),
+//! double-double by `exact::dd`; its limits are [`MAX_POSITION`](crate::MAX_POSITION),
 //! [`MAX_WIDTH`](crate::MAX_WIDTH) and [`MAX_ANGLE`](crate::MAX_ANGLE)), the positions a
 //! request asks for ([`positions`]), and what can go wrong ([`error`]).
 
-pub(crate) mod dd;
 pub(crate) mod error;
 pub(crate) mod freq;
 pub(crate) mod positions;

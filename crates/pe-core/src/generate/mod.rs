@@ -4,14 +4,14 @@
 //!   by angle addition from an exact offset table, in parallel, each element written once; also
 //!   the fused gather-scale-add of an embedding block.
 //! - [`generic`]: the same exact math in candle ops, for every device (what runs on CUDA).
-//! - [`trig`]: libm-free exact sin/cos for the CPU anchors.
 //!
 //! Every value depends only on (plan, position, column, dtype): never on the request's offset,
 //! length or shape, on what was asked before, or on thread timing.
 
 pub(crate) mod cpu;
 pub(crate) mod generic;
-pub(crate) mod trig;
+
+pub(crate) use cpu::RowPositions;
 
 use std::sync::OnceLock;
 
@@ -142,6 +142,23 @@ impl Generator {
     }
 }
 
+impl Generator {
+    /// `embedding_scale * weights[tokens[r]] + PE(position of row r)` for every token `r`,
+    /// shape `(tokens.len(), width)`, in the dtype of `weights`, by the CPU generator in one
+    /// pass (the fused embedding block). The caller has checked the tokens, the positions and
+    /// that `device` gets the CPU generator.
+    pub fn embed(
+        &self,
+        weights: &Tensor,
+        tokens: &[usize],
+        positions: RowPositions<'_>,
+        zero_at: Option<u32>,
+        embedding_scale: f64,
+    ) -> Result<Tensor> {
+        cpu::embed(self, weights, tokens, positions, zero_at, embedding_scale)
+    }
+}
+
 /// Fails for an output dtype other than f32, f16, bf16 or f64.
 pub(crate) fn check_dtype(dtype: DType) -> Result<()> {
     match dtype {
@@ -200,8 +217,8 @@ fn available_memory() -> Option<u128> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::describe::dd::Dd;
     use crate::describe::positions;
+    use crate::exact::dd::Dd;
     use candle_core::D;
 
     /// The rotary halves written directly are the bits of the two halves of the combined table

@@ -23,7 +23,7 @@ use std::f64::consts::PI;
 
 use serde::{Deserialize, Serialize};
 
-use crate::describe::dd::{self, Dd};
+use crate::exact::dd::{self, Dd};
 use crate::{Error, Result};
 
 /// What a rope type's formula may read besides its own fields.
