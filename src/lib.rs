@@ -19,6 +19,19 @@
 pub use candle_pe_core::*;
 pub use candle_pe_nn::*;
 
+// The Rust snippets of the README and of the docs pages compile and run as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/sinusoidal.md")]
+struct SinusoidalDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/rotary.md")]
+struct RotaryDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/families.md")]
+struct FamiliesDoctests;

@@ -55,7 +55,7 @@ enum Command {
     /// Draw an encoding as a PNG: a heatmap, a few columns as curves, or position similarity;
     /// `pe plot grid` draws a 2-D patch grid.
     Plot(PlotCommand),
-    /// Write rotary (RoPE) cos and sin tables, each (len, head_dim/2), to a .safetensors file.
+    /// Write rotary (RoPE) cos and sin tables, each (len, rotary_dim/2), to a .safetensors file.
     Rope(rope::RopeArgs),
     /// Write multi-axis rotary (FLUX) cos and sin tables for int64 ids (n, axes) to .safetensors.
     RopeNd(families::RopeNdArgs),

@@ -1,4 +1,4 @@
-//! Randomized comparison with the float64 oracle: widths 1..2048 (odd and even), every preset
+//! Randomized comparison with the 256-bit oracle: widths 1..2048 (odd and even), every preset
 //! with tweaked bases, scales and layouts, offsets up to 2^31 - 1, every output dtype, ranges,
 //! ids, padding-aware ids and timesteps, on every backend.
 

@@ -1,4 +1,4 @@
-//! The block against a reference built from plain candle ops plus the float64 oracle, on real
+//! The block against a reference built from plain candle ops plus the 256-bit oracle, on real
 //! safetensors checkpoints written by the test, on every backend.
 
 #[path = "../../pe-core/tests/common/mod.rs"]
