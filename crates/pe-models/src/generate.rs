@@ -90,25 +90,28 @@ pub fn greedy(
     {
         bail!("prompt id {id} (index {i}) is not below the vocabulary size {vocab}")
     }
+    let generates = !prompt.is_empty() && max_new > 0;
+    // Positions fed: the prompt's and those of every new token but the last; checked before
+    // anything is reserved for the new ids.
+    let fed = prompt.len() as u128 + max_new as u128;
+    let last = u128::from(first_position) + fed.saturating_sub(2);
+    if generates && last >= u128::from(MAX_POSITION) {
+        bail!(
+            "first position {first_position} + {} prompt tokens + {max_new} new tokens reach position {last}, past the largest supported position {}",
+            prompt.len(),
+            MAX_POSITION - 1
+        )
+    }
     let mut out = Generation {
-        ids: Vec::with_capacity(max_new),
+        ids: Vec::with_capacity(if generates { max_new } else { 0 }),
         ended_at_eos: false,
         prefill: Duration::ZERO,
         decode: Duration::ZERO,
         prompt_len: prompt.len(),
     };
     model.clear_cache();
-    if prompt.is_empty() || max_new == 0 {
+    if !generates {
         return Ok(out);
-    }
-    // Positions fed: the prompt's and those of every new token but the last.
-    let last = first_position as u64 + (prompt.len() + max_new) as u64 - 2;
-    if last >= MAX_POSITION {
-        bail!(
-            "first position {first_position} + {} prompt tokens + {max_new} new tokens reach position {last}, past the largest supported position {}",
-            prompt.len(),
-            MAX_POSITION - 1
-        )
     }
     let device = model.device().clone();
     let start = Instant::now();

@@ -159,6 +159,12 @@ fn bad_input_is_named() -> Result<()> {
     assert!(e.contains("2147483645") && e.contains("2147483648"), "{e}");
     // The last fed position may be 2^31 - 1.
     greedy(&mut model, &[1, 2], (1 << 31) - 3, 2, &[], |_| {})?;
+    // A count past any position is refused before anything is reserved for it (it was a
+    // capacity-overflow panic).
+    let e = greedy(&mut model, &[1, 2], 0, usize::MAX, &[], |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("18446744073709551615 new tokens"), "{e}");
 
     let dir = tempfile::tempdir()?;
     let e = format!("{:#}", model_err(dir.path().join("missing")));
