@@ -110,12 +110,18 @@ pub(crate) fn layer_norm(size: usize, eps: f64, vb: &VarBuilder, name: &str) -> 
 }
 
 /// `softmax(scores)` over the last dimension in f32, keys where `mask` (u8, broadcastable to
-/// `scores`) is 0 left out; returned in `dtype`.
-pub(crate) fn masked_softmax(scores: &Tensor, mask: &Tensor, dtype: DType) -> Result<Tensor> {
-    let scores = scores.to_dtype(DType::F32)?;
-    let floor = Tensor::new(f32::MIN, scores.device())?.broadcast_as(scores.shape())?;
-    let scores = mask
-        .broadcast_as(scores.shape())?
-        .where_cond(&scores, &floor)?;
+/// `scores`) is 0 left out (`None`: no key is); returned in `dtype`.
+pub(crate) fn masked_softmax(
+    scores: &Tensor,
+    mask: Option<&Tensor>,
+    dtype: DType,
+) -> Result<Tensor> {
+    let mut scores = scores.to_dtype(DType::F32)?;
+    if let Some(mask) = mask {
+        let floor = Tensor::new(f32::MIN, scores.device())?.broadcast_as(scores.shape())?;
+        scores = mask
+            .broadcast_as(scores.shape())?
+            .where_cond(&scores, &floor)?;
+    }
     Ok(candle_nn::ops::softmax_last_dim(&scores)?.to_dtype(dtype)?)
 }
