@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Device, Module, Tensor, D};
 use candle_nn::{LayerNorm, Linear, RmsNorm, VarBuilder};
 
 /// The weights of `dir`, memory-mapped, in `dtype`: `model.safetensors`, or the shards listed
@@ -94,6 +94,93 @@ pub(crate) fn linear(
         false => None,
     };
     Ok(Linear::new(weight, bias))
+}
+
+/// Linear layers reading the same input, side by side (q, k and v; gate and up): for a single
+/// row of input one matmul with their weights stacked, otherwise each layer's own matmul. The
+/// outputs have the same bits either way: for one row, gemm computes each output as the dot
+/// product of its own weight row with the input, whatever rows sit beside it; for more rows
+/// its blocking depends on the width, so the layers keep their own matmuls there. A decode step
+/// makes one matmul where it made two or three.
+#[derive(Clone, Debug)]
+pub(crate) struct SideBySide<const N: usize> {
+    stacked: Linear,
+    /// The layers, views of `stacked`'s rows; `None` when the checkpoint stores them stacked
+    /// (Phi-3), whose one matmul then serves every input.
+    parts: Option<[Linear; N]>,
+    /// The output width of each layer.
+    widths: [usize; N],
+}
+
+impl<const N: usize> SideBySide<N> {
+    /// `parts`, each with a bias or none with one.
+    pub fn new(parts: [Linear; N]) -> Result<Self> {
+        let weights: Vec<&Tensor> = parts.iter().map(Linear::weight).collect();
+        let biases: Vec<&Tensor> = parts.iter().filter_map(Linear::bias).collect();
+        let bias = match biases.len() {
+            0 => None,
+            n if n == N => Some(Tensor::cat(&biases, 0)?),
+            _ => bail!("linear layers side by side: some have a bias and some do not"),
+        };
+        let stacked = Linear::new(Tensor::cat(&weights, 0)?, bias);
+        let mut widths = [0; N];
+        for (width, part) in widths.iter_mut().zip(&parts) {
+            *width = part.weight().dim(0)?;
+        }
+        // The layers again, as views of the stacked rows (the weights are held once).
+        let mut at = 0;
+        let mut views = Vec::with_capacity(N);
+        for width in widths {
+            let rows = |t: &Tensor| t.narrow(0, at, width);
+            let bias = stacked.bias().map(rows).transpose()?;
+            views.push(Linear::new(rows(stacked.weight())?, bias));
+            at += width;
+        }
+        Ok(Self {
+            stacked,
+            parts: Some(array(views)?),
+            widths,
+        })
+    }
+
+    /// A checkpoint's stacked layer, of outputs `widths` in order, used for every input.
+    pub fn stacked(stacked: Linear, widths: [usize; N]) -> Self {
+        Self {
+            stacked,
+            parts: None,
+            widths,
+        }
+    }
+
+    /// The output of each layer, in order.
+    pub fn forward(&self, x: &Tensor) -> Result<[Tensor; N]> {
+        let rows = x.elem_count() / x.dim(D::Minus1)?.max(1);
+        let out = match &self.parts {
+            Some(parts) if rows != 1 => parts
+                .iter()
+                .map(|part| part.forward(x))
+                .collect::<Result<_, _>>()?,
+            _ => {
+                let y = self.stacked.forward(x)?;
+                let mut at = 0;
+                let mut out = Vec::with_capacity(N);
+                for width in self.widths {
+                    out.push(y.narrow(D::Minus1, at, width)?);
+                    at += width;
+                }
+                out
+            }
+        };
+        array(out)
+    }
+}
+
+/// The `N` items of `items`.
+fn array<T, const N: usize>(items: Vec<T>) -> Result<[T; N]> {
+    let len = items.len();
+    items
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("expected {N} items, got {len}"))
 }
 
 /// The RMSNorm `name` (`name.weight`).

@@ -4,23 +4,17 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use candle_core::{DType, Device, Module, Tensor, D};
+use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Embedding, Linear, RmsNorm, VarBuilder};
 use candle_pe_nn::RotaryEmbedding;
 
 use crate::config::{LlamaConfig, ModelType};
-use crate::layers::{checkpoint, linear, masked_softmax, rms_norm, tensor};
-
-/// q, k and v: three projections, or Phi-3's fused `qkv_proj` (q | k | v rows).
-#[derive(Clone, Debug)]
-enum Qkv {
-    Separate { q: Linear, k: Linear, v: Linear },
-    Fused(Linear),
-}
+use crate::layers::{checkpoint, linear, masked_softmax, rms_norm, tensor, SideBySide};
 
 #[derive(Clone, Debug)]
 struct Attention {
-    qkv: Qkv,
+    /// The q, k and v projections: Phi-3's stacked `qkv_proj`, the others' three.
+    qkv: SideBySide<3>,
     o: Linear,
     heads: usize,
     kv_heads: usize,
@@ -42,14 +36,15 @@ impl Attention {
         );
         let hidden = cfg.hidden_size;
         let qkv = match cfg.model_type {
-            ModelType::Phi3 => {
-                Qkv::Fused(linear(hidden, (h + 2 * kvh) * d, false, vb, "qkv_proj")?)
-            }
-            _ => Qkv::Separate {
-                q: linear(hidden, h * d, cfg.qkv_bias, vb, "q_proj")?,
-                k: linear(hidden, kvh * d, cfg.qkv_bias, vb, "k_proj")?,
-                v: linear(hidden, kvh * d, cfg.qkv_bias, vb, "v_proj")?,
-            },
+            ModelType::Phi3 => SideBySide::stacked(
+                linear(hidden, (h + 2 * kvh) * d, false, vb, "qkv_proj")?,
+                [h * d, kvh * d, kvh * d],
+            ),
+            _ => SideBySide::new([
+                linear(hidden, h * d, cfg.qkv_bias, vb, "q_proj")?,
+                linear(hidden, kvh * d, cfg.qkv_bias, vb, "k_proj")?,
+                linear(hidden, kvh * d, cfg.qkv_bias, vb, "v_proj")?,
+            ])?,
         };
         Ok(Self {
             qkv,
@@ -68,17 +63,7 @@ impl Attention {
     fn forward(&mut self, x: &Tensor, positions: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
         let (b, s, _) = x.dims3()?;
         let (h, kvh, d) = (self.heads, self.kv_heads, self.head_dim);
-        let (q, k, v) = match &self.qkv {
-            Qkv::Separate { q, k, v } => (q.forward(x)?, k.forward(x)?, v.forward(x)?),
-            Qkv::Fused(qkv) => {
-                let qkv = qkv.forward(x)?;
-                (
-                    qkv.narrow(D::Minus1, 0, h * d)?,
-                    qkv.narrow(D::Minus1, h * d, kvh * d)?,
-                    qkv.narrow(D::Minus1, (h + kvh) * d, kvh * d)?,
-                )
-            }
-        };
+        let [q, k, v] = self.qkv.forward(x)?;
         let split = |t: Tensor, heads: usize| -> Result<Tensor> {
             Ok(t.reshape((b, s, heads, d))?.transpose(1, 2)?.contiguous()?)
         };
@@ -131,54 +116,37 @@ fn repeat_kv(x: &Tensor, n_rep: usize) -> Result<Tensor> {
     Ok(Tensor::cat(&copies, 2)?.reshape((b, kvh * n_rep, m, n))?)
 }
 
-/// The SwiGLU MLP: `down(silu(gate(x)) * up(x))`; Phi-3 fuses gate and up (gate rows first).
+/// The SwiGLU MLP: `down(silu(gate(x)) * up(x))`; Phi-3 stacks gate and up (gate rows first).
 #[derive(Clone, Debug)]
-enum Mlp {
-    Separate {
-        gate: Linear,
-        up: Linear,
-        down: Linear,
-    },
-    Fused {
-        gate_up: Linear,
-        down: Linear,
-        inter: usize,
-    },
+struct Mlp {
+    gate_up: SideBySide<2>,
+    down: Linear,
 }
 
 impl Mlp {
     fn new(cfg: &LlamaConfig, vb: &VarBuilder) -> Result<Self> {
         let (hidden, inter, bias) = (cfg.hidden_size, cfg.intermediate_size, cfg.mlp_bias);
         Ok(match cfg.model_type {
-            ModelType::Phi3 => Mlp::Fused {
-                gate_up: linear(hidden, 2 * inter, false, vb, "gate_up_proj")?,
+            ModelType::Phi3 => Mlp {
+                gate_up: SideBySide::stacked(
+                    linear(hidden, 2 * inter, false, vb, "gate_up_proj")?,
+                    [inter, inter],
+                ),
                 down: linear(inter, hidden, false, vb, "down_proj")?,
-                inter,
             },
-            _ => Mlp::Separate {
-                gate: linear(hidden, inter, bias, vb, "gate_proj")?,
-                up: linear(hidden, inter, bias, vb, "up_proj")?,
+            _ => Mlp {
+                gate_up: SideBySide::new([
+                    linear(hidden, inter, bias, vb, "gate_proj")?,
+                    linear(hidden, inter, bias, vb, "up_proj")?,
+                ])?,
                 down: linear(inter, hidden, bias, vb, "down_proj")?,
             },
         })
     }
 
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(match self {
-            Mlp::Separate { gate, up, down } => {
-                down.forward(&(candle_nn::ops::silu(&gate.forward(x)?)? * up.forward(x)?)?)?
-            }
-            Mlp::Fused {
-                gate_up,
-                down,
-                inter,
-            } => {
-                let gu = gate_up.forward(x)?;
-                let gate = gu.narrow(D::Minus1, 0, *inter)?;
-                let up = gu.narrow(D::Minus1, *inter, *inter)?;
-                down.forward(&(candle_nn::ops::silu(&gate)? * up)?)?
-            }
-        })
+        let [gate, up] = self.gate_up.forward(x)?;
+        Ok(self.down.forward(&(candle_nn::ops::silu(&gate)? * up)?)?)
     }
 }
 
