@@ -212,3 +212,48 @@ pub(crate) fn masked_softmax(
     }
     Ok(candle_nn::ops::softmax_last_dim(&scores)?.to_dtype(dtype)?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bits(t: &Tensor) -> Result<Vec<u32>> {
+        let values = t.flatten_all()?.to_vec1::<f32>()?;
+        Ok(values.into_iter().map(f32::to_bits).collect())
+    }
+
+    /// Every output of [`SideBySide`] has the bits of its layer's own matmul: the stacked one
+    /// for a single row, the layers' for more (where a stacked matmul of this width rounds
+    /// some outputs differently: the llama31 fixture's batch of two 4-token prompts does).
+    #[test]
+    fn side_by_side_keeps_the_bits_of_each_layer() -> Result<()> {
+        let dev = Device::Cpu;
+        let layer = |out: usize| -> Result<Linear> {
+            let weight = Tensor::randn(0f32, 1.0, (out, 64), &dev)?;
+            Ok(Linear::new(
+                weight,
+                Some(Tensor::randn(0f32, 1.0, out, &dev)?),
+            ))
+        };
+        let parts = [layer(64)?, layer(32)?, layer(32)?];
+        let both = SideBySide::new(parts.clone())?;
+        for shape in [(1, 1, 64), (1, 12, 64), (2, 4, 64), (3, 1, 64)] {
+            let x = Tensor::randn(0f32, 1.0, shape, &dev)?;
+            for (i, (got, part)) in both.forward(&x)?.iter().zip(&parts).enumerate() {
+                let want = part.forward(&x)?;
+                assert_eq!(bits(got)?, bits(&want)?, "layer {i}, input {shape:?}");
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn side_by_side_refuses_a_bias_on_some_layers_only() -> Result<()> {
+        let dev = Device::Cpu;
+        let weight = Tensor::zeros((4, 8), DType::F32, &dev)?;
+        let with = Linear::new(weight.clone(), Some(Tensor::zeros(4, DType::F32, &dev)?));
+        let err = SideBySide::new([with, Linear::new(weight, None)]).unwrap_err();
+        assert!(err.to_string().contains("some have a bias"), "{err}");
+        Ok(())
+    }
+}
