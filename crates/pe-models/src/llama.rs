@@ -105,8 +105,8 @@ impl Attention {
 }
 
 /// `(batch, kv_heads, m, n)` -> `(batch, kv_heads * n_rep, m, n)`, each kv head repeated for the
-/// query heads of its group (values `(.., len, d)` or transposed keys `(.., d, len)`). The copies
-/// are whole `(m, n)` blocks, not the element by element copy of a broadcast.
+/// query heads of its group (values `(.., len, d)` or transposed keys `(.., d, len)`), by `cat`
+/// (a decode step spends less in its block copies than in a reshaped broadcast's strided copy).
 fn repeat_kv(x: &Tensor, n_rep: usize) -> Result<Tensor> {
     if n_rep == 1 {
         return Ok(x.clone());
@@ -303,10 +303,8 @@ impl LlamaFamily {
         let mask = self.mask(b, s, attention_mask, input_ids.device())?;
         let mut x = self.embed.forward(input_ids)?;
         for layer in &mut self.layers {
-            let h =
-                layer
-                    .attn
-                    .forward(&layer.input_norm.forward(&x)?, position_ids, mask.as_ref())?;
+            let normed = layer.input_norm.forward(&x)?;
+            let h = layer.attn.forward(&normed, position_ids, mask.as_ref())?;
             let x1 = (x + h)?;
             x = (&x1 + layer.mlp.forward(&layer.post_norm.forward(&x1)?)?)?;
         }
@@ -315,7 +313,8 @@ impl LlamaFamily {
     }
 
     /// The boolean mask `(batch, 1, seq, kv_len + seq)` as u8: the keys held and the new ones;
-    /// `None` when it holds no 0 (a decode step without padding or a window past the cache).
+    /// `None` when it holds no 0 (a decode step without padding, as long as the sliding window
+    /// reaches the oldest key held).
     fn mask(
         &self,
         b: usize,
