@@ -191,6 +191,9 @@ fn main() -> Result<()> {
     // Decode speed: interleaved rounds, the order alternating, medians.
     let tokens = args.tokens as usize;
     let (mut ours_rates, mut ct_rates, mut ours_pre, mut ct_pre) = (vec![], vec![], vec![], vec![]);
+    // ours / candle-transformers decode rate of each round: its two runs are back to back, so
+    // a change of the machine's load between rounds cancels out.
+    let mut ratios = vec![];
     let mut same_ids = true;
     for round in 0..args.rounds {
         let mut run_ours = || -> Result<Vec<u32>> {
@@ -213,7 +216,10 @@ fn main() -> Result<()> {
             }
         };
         same_ids &= a == b;
+        ratios.push(ours_rates[ours_rates.len() - 1] / ct_rates[ct_rates.len() - 1]);
     }
+    // The median of the rounds' ratios (not the ratio of the medians).
+    let ratio = median(ratios);
     let speed = (
         median(ours_pre),
         median(ct_pre),
@@ -240,6 +246,7 @@ fn main() -> Result<()> {
                 "rounds": args.rounds, "prompt_tokens": prompt.len(), "decode_steps": tokens - 1,
                 "prefill_tokens_per_s_median": {"pe_models": speed.0, "candle_transformers": speed.1},
                 "decode_tokens_per_s_median": {"pe_models": speed.2, "candle_transformers": speed.3},
+                "decode_ratio_median": ratio,
                 "same_greedy_ids": same_ids,
             },
         });
@@ -285,6 +292,10 @@ fn main() -> Result<()> {
     println!(
         "| candle-transformers `llama::Llama` | {:.0} | {:.0} |",
         speed.1, speed.3
+    );
+    println!(
+        "\nDecode tokens/s, pe-models over candle-transformers (median of the rounds' ratios; \
+         above 1 when pe-models is faster):\n\ndecode ours/candle-transformers: {ratio:.3}"
     );
     println!(
         "\nSame greedy ids from both models in every round: {}.",

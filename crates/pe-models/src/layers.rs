@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Device, Module, Tensor, D};
 use candle_nn::{LayerNorm, Linear, RmsNorm, VarBuilder};
 
 /// The weights of `dir`, memory-mapped, in `dtype`: `model.safetensors`, or the shards listed
@@ -96,6 +96,93 @@ pub(crate) fn linear(
     Ok(Linear::new(weight, bias))
 }
 
+/// Linear layers reading the same input, side by side (q, k and v; gate and up): for a single
+/// row of input one matmul with their weights stacked, otherwise each layer's own matmul. The
+/// outputs have the same bits either way: for one row, gemm computes each output as the dot
+/// product of its own weight row with the input, whatever rows sit beside it; for more rows
+/// its blocking depends on the width, so the layers keep their own matmuls there. A decode step
+/// makes one matmul where it made two or three.
+#[derive(Clone, Debug)]
+pub(crate) struct SideBySide<const N: usize> {
+    stacked: Linear,
+    /// The layers, views of `stacked`'s rows; `None` when the checkpoint stores them stacked
+    /// (Phi-3), whose one matmul then serves every input.
+    parts: Option<[Linear; N]>,
+    /// The output width of each layer.
+    widths: [usize; N],
+}
+
+impl<const N: usize> SideBySide<N> {
+    /// `parts`, each with a bias or none with one.
+    pub fn new(parts: [Linear; N]) -> Result<Self> {
+        let weights: Vec<&Tensor> = parts.iter().map(Linear::weight).collect();
+        let biases: Vec<&Tensor> = parts.iter().filter_map(Linear::bias).collect();
+        let bias = match biases.len() {
+            0 => None,
+            n if n == N => Some(Tensor::cat(&biases, 0)?),
+            _ => bail!("linear layers side by side: some have a bias and some do not"),
+        };
+        let stacked = Linear::new(Tensor::cat(&weights, 0)?, bias);
+        let mut widths = [0; N];
+        for (width, part) in widths.iter_mut().zip(&parts) {
+            *width = part.weight().dim(0)?;
+        }
+        // The layers again, as views of the stacked rows (the weights are held once).
+        let mut at = 0;
+        let mut views = Vec::with_capacity(N);
+        for width in widths {
+            let rows = |t: &Tensor| t.narrow(0, at, width);
+            let bias = stacked.bias().map(rows).transpose()?;
+            views.push(Linear::new(rows(stacked.weight())?, bias));
+            at += width;
+        }
+        Ok(Self {
+            stacked,
+            parts: Some(array(views)?),
+            widths,
+        })
+    }
+
+    /// A checkpoint's stacked layer, of outputs `widths` in order, used for every input.
+    pub fn stacked(stacked: Linear, widths: [usize; N]) -> Self {
+        Self {
+            stacked,
+            parts: None,
+            widths,
+        }
+    }
+
+    /// The output of each layer, in order.
+    pub fn forward(&self, x: &Tensor) -> Result<[Tensor; N]> {
+        let rows = x.elem_count() / x.dim(D::Minus1)?.max(1);
+        let out = match &self.parts {
+            Some(parts) if rows != 1 => parts
+                .iter()
+                .map(|part| part.forward(x))
+                .collect::<Result<_, _>>()?,
+            _ => {
+                let y = self.stacked.forward(x)?;
+                let mut at = 0;
+                let mut out = Vec::with_capacity(N);
+                for width in self.widths {
+                    out.push(y.narrow(D::Minus1, at, width)?);
+                    at += width;
+                }
+                out
+            }
+        };
+        array(out)
+    }
+}
+
+/// The `N` items of `items`.
+fn array<T, const N: usize>(items: Vec<T>) -> Result<[T; N]> {
+    let len = items.len();
+    items
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("expected {N} items, got {len}"))
+}
+
 /// The RMSNorm `name` (`name.weight`).
 pub(crate) fn rms_norm(size: usize, eps: f64, vb: &VarBuilder, name: &str) -> Result<RmsNorm> {
     let vb = vb.pp(name);
@@ -110,12 +197,63 @@ pub(crate) fn layer_norm(size: usize, eps: f64, vb: &VarBuilder, name: &str) -> 
 }
 
 /// `softmax(scores)` over the last dimension in f32, keys where `mask` (u8, broadcastable to
-/// `scores`) is 0 left out; returned in `dtype`.
-pub(crate) fn masked_softmax(scores: &Tensor, mask: &Tensor, dtype: DType) -> Result<Tensor> {
-    let scores = scores.to_dtype(DType::F32)?;
-    let floor = Tensor::new(f32::MIN, scores.device())?.broadcast_as(scores.shape())?;
-    let scores = mask
-        .broadcast_as(scores.shape())?
-        .where_cond(&scores, &floor)?;
+/// `scores`) is 0 left out (`None`: no key is); returned in `dtype`.
+pub(crate) fn masked_softmax(
+    scores: &Tensor,
+    mask: Option<&Tensor>,
+    dtype: DType,
+) -> Result<Tensor> {
+    let mut scores = scores.to_dtype(DType::F32)?;
+    if let Some(mask) = mask {
+        let floor = Tensor::new(f32::MIN, scores.device())?.broadcast_as(scores.shape())?;
+        scores = mask
+            .broadcast_as(scores.shape())?
+            .where_cond(&scores, &floor)?;
+    }
     Ok(candle_nn::ops::softmax_last_dim(&scores)?.to_dtype(dtype)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bits(t: &Tensor) -> Result<Vec<u32>> {
+        let values = t.flatten_all()?.to_vec1::<f32>()?;
+        Ok(values.into_iter().map(f32::to_bits).collect())
+    }
+
+    /// Every output of [`SideBySide`] has the bits of its layer's own matmul: the stacked one
+    /// for a single row, the layers' for more (where a stacked matmul of this width rounds
+    /// some outputs differently: the llama31 fixture's batch of two 4-token prompts does).
+    #[test]
+    fn side_by_side_keeps_the_bits_of_each_layer() -> Result<()> {
+        let dev = Device::Cpu;
+        let layer = |out: usize| -> Result<Linear> {
+            let weight = Tensor::randn(0f32, 1.0, (out, 64), &dev)?;
+            Ok(Linear::new(
+                weight,
+                Some(Tensor::randn(0f32, 1.0, out, &dev)?),
+            ))
+        };
+        let parts = [layer(64)?, layer(32)?, layer(32)?];
+        let both = SideBySide::new(parts.clone())?;
+        for shape in [(1, 1, 64), (1, 12, 64), (2, 4, 64), (3, 1, 64)] {
+            let x = Tensor::randn(0f32, 1.0, shape, &dev)?;
+            for (i, (got, part)) in both.forward(&x)?.iter().zip(&parts).enumerate() {
+                let want = part.forward(&x)?;
+                assert_eq!(bits(got)?, bits(&want)?, "layer {i}, input {shape:?}");
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn side_by_side_refuses_a_bias_on_some_layers_only() -> Result<()> {
+        let dev = Device::Cpu;
+        let weight = Tensor::zeros((4, 8), DType::F32, &dev)?;
+        let with = Linear::new(weight.clone(), Some(Tensor::zeros(4, DType::F32, &dev)?));
+        let err = SideBySide::new([with, Linear::new(weight, None)]).unwrap_err();
+        assert!(err.to_string().contains("some have a bias"), "{err}");
+        Ok(())
+    }
 }

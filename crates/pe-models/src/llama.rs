@@ -4,30 +4,25 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use candle_core::{DType, Device, Module, Tensor, D};
+use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Embedding, Linear, RmsNorm, VarBuilder};
 use candle_pe_nn::RotaryEmbedding;
 
 use crate::config::{LlamaConfig, ModelType};
-use crate::layers::{checkpoint, linear, masked_softmax, rms_norm, tensor};
-
-/// q, k and v: three projections, or Phi-3's fused `qkv_proj` (q | k | v rows).
-#[derive(Clone, Debug)]
-enum Qkv {
-    Separate { q: Linear, k: Linear, v: Linear },
-    Fused(Linear),
-}
+use crate::layers::{checkpoint, linear, masked_softmax, rms_norm, tensor, SideBySide};
 
 #[derive(Clone, Debug)]
 struct Attention {
-    qkv: Qkv,
+    /// The q, k and v projections: Phi-3's stacked `qkv_proj`, the others' three.
+    qkv: SideBySide<3>,
     o: Linear,
     heads: usize,
     kv_heads: usize,
     head_dim: usize,
     rotary: RotaryEmbedding,
-    /// Keys (rotated) and values of the tokens seen, `(batch, kv_heads, len, head_dim)`: the
-    /// last `window` of them with a sliding window.
+    /// Keys (rotated) and values of the tokens seen: the keys transposed, `(batch, kv_heads,
+    /// head_dim, len)`, as the scores' matmul reads them, and the values `(batch, kv_heads, len,
+    /// head_dim)`; the last `window` tokens with a sliding window.
     cache: Option<(Tensor, Tensor)>,
     window: Option<usize>,
 }
@@ -41,14 +36,15 @@ impl Attention {
         );
         let hidden = cfg.hidden_size;
         let qkv = match cfg.model_type {
-            ModelType::Phi3 => {
-                Qkv::Fused(linear(hidden, (h + 2 * kvh) * d, false, vb, "qkv_proj")?)
-            }
-            _ => Qkv::Separate {
-                q: linear(hidden, h * d, cfg.qkv_bias, vb, "q_proj")?,
-                k: linear(hidden, kvh * d, cfg.qkv_bias, vb, "k_proj")?,
-                v: linear(hidden, kvh * d, cfg.qkv_bias, vb, "v_proj")?,
-            },
+            ModelType::Phi3 => SideBySide::stacked(
+                linear(hidden, (h + 2 * kvh) * d, false, vb, "qkv_proj")?,
+                [h * d, kvh * d, kvh * d],
+            ),
+            _ => SideBySide::new([
+                linear(hidden, h * d, cfg.qkv_bias, vb, "q_proj")?,
+                linear(hidden, kvh * d, cfg.qkv_bias, vb, "k_proj")?,
+                linear(hidden, kvh * d, cfg.qkv_bias, vb, "v_proj")?,
+            ])?,
         };
         Ok(Self {
             qkv,
@@ -63,48 +59,39 @@ impl Attention {
     }
 
     /// `x` `(batch, seq, hidden)`, `positions` `(batch, seq)`, `mask` `(batch, 1, seq, total)`
-    /// (true where a query may see a key).
-    fn forward(&mut self, x: &Tensor, positions: &Tensor, mask: &Tensor) -> Result<Tensor> {
+    /// (true where a query may see a key; `None` when every query sees every key).
+    fn forward(&mut self, x: &Tensor, positions: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
         let (b, s, _) = x.dims3()?;
         let (h, kvh, d) = (self.heads, self.kv_heads, self.head_dim);
-        let (q, k, v) = match &self.qkv {
-            Qkv::Separate { q, k, v } => (q.forward(x)?, k.forward(x)?, v.forward(x)?),
-            Qkv::Fused(qkv) => {
-                let qkv = qkv.forward(x)?;
-                (
-                    qkv.narrow(D::Minus1, 0, h * d)?,
-                    qkv.narrow(D::Minus1, h * d, kvh * d)?,
-                    qkv.narrow(D::Minus1, (h + kvh) * d, kvh * d)?,
-                )
-            }
-        };
+        let [q, k, v] = self.qkv.forward(x)?;
         let split = |t: Tensor, heads: usize| -> Result<Tensor> {
             Ok(t.reshape((b, s, heads, d))?.transpose(1, 2)?.contiguous()?)
         };
         let (q, k, v) = (split(q, h)?, split(k, kvh)?, split(v, kvh)?);
         let (q, k) = self.rotary.apply_at(&q, &k, positions)?;
-        // Partial rotary returns a concatenated view: matmul wants contiguous rows.
-        let (q, k) = (q.contiguous()?, k.contiguous()?);
-        let (k, v) = match &self.cache {
-            Some((pk, pv)) => (Tensor::cat(&[pk, &k], 2)?, Tensor::cat(&[pv, &v], 2)?),
-            None => (k, v),
+        // Partial rotary returns a concatenated view: matmul wants contiguous rows. The new keys
+        // are transposed once here, so a decode step does not transpose the whole cache.
+        let (q, kt) = (q.contiguous()?, k.t()?.contiguous()?);
+        let (kt, v) = match &self.cache {
+            Some((pk, pv)) => (Tensor::cat(&[pk, &kt], 3)?, Tensor::cat(&[pv, &v], 2)?),
+            None => (kt, v),
         };
-        self.cache = Some((self.keep(&k)?, self.keep(&v)?));
-        let (k, v) = (repeat_kv(&k, h / kvh)?, repeat_kv(&v, h / kvh)?);
+        self.cache = Some((self.keep(&kt, 3)?, self.keep(&v, 2)?));
+        let (kt, v) = (repeat_kv(&kt, h / kvh)?, repeat_kv(&v, h / kvh)?);
         let scale = 1.0 / (d as f64).sqrt();
-        let scores = (q.matmul(&k.t()?.contiguous()?)? * scale)?;
+        let scores = (q.matmul(&kt)? * scale)?;
         let probs = masked_softmax(&scores, mask, v.dtype())?;
         let out = probs.matmul(&v)?.transpose(1, 2)?.reshape((b, s, h * d))?;
         Ok(self.o.forward(&out)?)
     }
 
-    /// What the cache keeps of `t` `(batch, kv_heads, len, d)`: all of it, or with a sliding
-    /// window `w` the last `w` tokens (no later query sees further back), copied out so the
-    /// longer tensor is freed.
-    fn keep(&self, t: &Tensor) -> Result<Tensor> {
-        let len = t.dim(2)?;
+    /// What the cache keeps of `t`, whose tokens lie along axis `axis`: all of it, or with a
+    /// sliding window `w` the last `w` tokens (no later query sees further back), copied out so
+    /// the longer tensor is freed.
+    fn keep(&self, t: &Tensor, axis: usize) -> Result<Tensor> {
+        let len = t.dim(axis)?;
         Ok(match self.window {
-            Some(w) if len > w => t.narrow(2, len - w, w)?.force_contiguous()?,
+            Some(w) if len > w => t.narrow(axis, len - w, w)?.force_contiguous()?,
             _ => t.clone(),
         })
     }
@@ -113,70 +100,53 @@ impl Attention {
     fn held(&self) -> usize {
         self.cache
             .as_ref()
-            .map_or(0, |(k, _)| k.dim(2).unwrap_or(0))
+            .map_or(0, |(_, v)| v.dim(2).unwrap_or(0))
     }
 }
 
-/// `(batch, kv_heads, len, d)` -> `(batch, kv_heads * n_rep, len, d)`, each kv head repeated for
-/// the query heads of its group.
+/// `(batch, kv_heads, m, n)` -> `(batch, kv_heads * n_rep, m, n)`, each kv head repeated for the
+/// query heads of its group (values `(.., len, d)` or transposed keys `(.., d, len)`), by `cat`
+/// (a decode step spends less in its block copies than in a reshaped broadcast's strided copy).
 fn repeat_kv(x: &Tensor, n_rep: usize) -> Result<Tensor> {
     if n_rep == 1 {
         return Ok(x.clone());
     }
-    let (b, kvh, len, d) = x.dims4()?;
-    Ok(x.unsqueeze(2)?
-        .broadcast_as((b, kvh, n_rep, len, d))?
-        .reshape((b, kvh * n_rep, len, d))?)
+    let (b, kvh, m, n) = x.dims4()?;
+    let copies = vec![x; n_rep];
+    Ok(Tensor::cat(&copies, 2)?.reshape((b, kvh * n_rep, m, n))?)
 }
 
-/// The SwiGLU MLP: `down(silu(gate(x)) * up(x))`; Phi-3 fuses gate and up (gate rows first).
+/// The SwiGLU MLP: `down(silu(gate(x)) * up(x))`; Phi-3 stacks gate and up (gate rows first).
 #[derive(Clone, Debug)]
-enum Mlp {
-    Separate {
-        gate: Linear,
-        up: Linear,
-        down: Linear,
-    },
-    Fused {
-        gate_up: Linear,
-        down: Linear,
-        inter: usize,
-    },
+struct Mlp {
+    gate_up: SideBySide<2>,
+    down: Linear,
 }
 
 impl Mlp {
     fn new(cfg: &LlamaConfig, vb: &VarBuilder) -> Result<Self> {
         let (hidden, inter, bias) = (cfg.hidden_size, cfg.intermediate_size, cfg.mlp_bias);
         Ok(match cfg.model_type {
-            ModelType::Phi3 => Mlp::Fused {
-                gate_up: linear(hidden, 2 * inter, false, vb, "gate_up_proj")?,
+            ModelType::Phi3 => Mlp {
+                gate_up: SideBySide::stacked(
+                    linear(hidden, 2 * inter, false, vb, "gate_up_proj")?,
+                    [inter, inter],
+                ),
                 down: linear(inter, hidden, false, vb, "down_proj")?,
-                inter,
             },
-            _ => Mlp::Separate {
-                gate: linear(hidden, inter, bias, vb, "gate_proj")?,
-                up: linear(hidden, inter, bias, vb, "up_proj")?,
+            _ => Mlp {
+                gate_up: SideBySide::new([
+                    linear(hidden, inter, bias, vb, "gate_proj")?,
+                    linear(hidden, inter, bias, vb, "up_proj")?,
+                ])?,
                 down: linear(inter, hidden, bias, vb, "down_proj")?,
             },
         })
     }
 
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(match self {
-            Mlp::Separate { gate, up, down } => {
-                down.forward(&(candle_nn::ops::silu(&gate.forward(x)?)? * up.forward(x)?)?)?
-            }
-            Mlp::Fused {
-                gate_up,
-                down,
-                inter,
-            } => {
-                let gu = gate_up.forward(x)?;
-                let gate = gu.narrow(D::Minus1, 0, *inter)?;
-                let up = gu.narrow(D::Minus1, *inter, *inter)?;
-                down.forward(&(candle_nn::ops::silu(&gate)? * up)?)?
-            }
-        })
+        let [gate, up] = self.gate_up.forward(x)?;
+        Ok(self.down.forward(&(candle_nn::ops::silu(&gate)? * up)?)?)
     }
 }
 
@@ -333,9 +303,8 @@ impl LlamaFamily {
         let mask = self.mask(b, s, attention_mask, input_ids.device())?;
         let mut x = self.embed.forward(input_ids)?;
         for layer in &mut self.layers {
-            let h = layer
-                .attn
-                .forward(&layer.input_norm.forward(&x)?, position_ids, &mask)?;
+            let normed = layer.input_norm.forward(&x)?;
+            let h = layer.attn.forward(&normed, position_ids, mask.as_ref())?;
             let x1 = (x + h)?;
             x = (&x1 + layer.mlp.forward(&layer.post_norm.forward(&x1)?)?)?;
         }
@@ -343,17 +312,25 @@ impl LlamaFamily {
         Ok(self.lm_head.forward(&self.norm.forward(&x)?)?)
     }
 
-    /// The boolean mask `(batch, 1, seq, kv_len + seq)` as u8: the keys held and the new ones.
+    /// The boolean mask `(batch, 1, seq, kv_len + seq)` as u8: the keys held and the new ones;
+    /// `None` when it holds no 0 (a decode step without padding, as long as the sliding window
+    /// reaches the oldest key held).
     fn mask(
         &self,
         b: usize,
         s: usize,
         attention_mask: Option<&Tensor>,
         device: &Device,
-    ) -> Result<Tensor> {
+    ) -> Result<Option<Tensor>> {
         let (past, total) = (self.cached, self.cached + s);
         // The keys held start at token `first`.
         let first = past - self.kv_len();
+        let window = self.config.sliding_window;
+        // Without padding, a single new token sees every key held unless the window has left
+        // the oldest behind: a decode step needs no mask.
+        if attention_mask.is_none() && s == 1 && window.is_none_or(|w| first + w > past) {
+            return Ok(None);
+        }
         let padding: Vec<Vec<u32>> = match attention_mask {
             Some(m) => {
                 if m.dims() != [b, total] {
@@ -366,7 +343,6 @@ impl LlamaFamily {
             }
             None => vec![vec![1; total]; b],
         };
-        let window = self.config.sliding_window;
         let mut data = Vec::with_capacity(b * s * (total - first));
         for row in &padding {
             for t in 0..s {
@@ -377,6 +353,13 @@ impl LlamaFamily {
                 }
             }
         }
-        Ok(Tensor::from_vec(data, (b, 1, s, total - first), device)?)
+        if data.iter().all(|&keep| keep == 1) {
+            return Ok(None);
+        }
+        Ok(Some(Tensor::from_vec(
+            data,
+            (b, 1, s, total - first),
+            device,
+        )?))
     }
 }

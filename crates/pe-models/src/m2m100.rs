@@ -68,7 +68,7 @@ impl SelfAttention {
         let v = split(self.v.forward(x)?)?;
         let scale = 1.0 / (head_dim as f64).sqrt();
         let scores = (q.matmul(&k.t()?.contiguous()?)? * scale)?;
-        let probs = masked_softmax(&scores, mask, v.dtype())?;
+        let probs = masked_softmax(&scores, Some(mask), v.dtype())?;
         let out = probs.matmul(&v)?.transpose(1, 2)?.reshape((b, s, d))?;
         Ok(self.out.forward(&out)?)
     }
