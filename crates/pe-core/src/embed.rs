@@ -31,7 +31,7 @@ use candle_core::{DType, Tensor, D};
 
 use crate::describe::positions;
 use crate::generate::{check_dtype, RowPositions};
-use crate::{Error, PeCache, Result};
+use crate::{Error, PeCache, Positions, Result};
 
 /// The positions of the tokens of an [`PeCache::embed`] call.
 #[derive(Clone, Copy, Debug)]
@@ -93,7 +93,7 @@ impl PeCache {
         let seq = tokens.dim(D::Minus1)?;
         let explicit = |ids: &Tensor, zero_at| -> Result<(Checked, f64)> {
             let ids = same_shape(ids, tokens)?;
-            let largest = positions::ids(&ids)?.largest;
+            let largest = Positions::new(&ids)?.end().saturating_sub(1) as f64;
             Ok((Checked::Ids(ids, zero_at), largest))
         };
         let (checked, largest) = match positions {
