@@ -161,11 +161,12 @@ impl<T: Tables> RowCache<T> {
             return generate();
         }
         let flat = positions.flat(DType::U32)?;
-        self.grown(end, dtype, positions.device(), build)?.map(|table| {
-            let mut shape = positions.dims().to_vec();
-            shape.push(table.dim(1)?);
-            table.index_select(&flat, 0)?.reshape(shape)
-        })
+        self.grown(end, dtype, positions.device(), build)?
+            .map(|table| {
+                let mut shape = positions.dims().to_vec();
+                shape.push(table.dim(1)?);
+                table.index_select(&flat, 0)?.reshape(shape)
+            })
     }
 
     /// The tables for `dtype` on `device` with at least `rows <= limit` rows; missing rows come

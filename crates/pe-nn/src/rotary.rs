@@ -36,9 +36,7 @@ use std::sync::{Arc, Mutex};
 use candle_core::{bail, DType, Result, Tensor, D};
 use candle_nn::rotary_emb::{rope, rope_i};
 use candle_pe_core::Dynamic;
-use candle_pe_core::{
-    Backend, Positions, Rope, RopeCache, RopeConfig, RopeType, ToPositions, MAX_POSITION,
-};
+use candle_pe_core::{Backend, Positions, Rope, RopeCache, RopeConfig, RopeType, ToPositions};
 
 use crate::rotary_rows::RotateRows;
 
@@ -162,11 +160,7 @@ impl RotaryEmbedding {
     pub fn apply(&self, q: &Tensor, k: &Tensor, offset: usize) -> Result<(Tensor, Tensor)> {
         let layout = self.check_pair(q, k)?;
         let seq = layout.seq();
-        if offset as u128 + seq as u128 > MAX_POSITION as u128 {
-            bail!(
-                "offset + len = {offset} + {seq} is past the supported positions 0 ..= 2147483647 (2^31 - 1)"
-            )
-        }
+        Positions::check_range(offset, seq)?;
         let dtype = table_dtype(q.dtype());
         let (cos, sin) = match self.dynamic_update(offset + seq) {
             Some(len) if seq > 0 => {

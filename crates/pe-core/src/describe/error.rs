@@ -229,9 +229,9 @@ impl Error {
         match err {
             C::Io(io) => io.get_ref()?.downcast_ref(),
             C::WrappedContext { wrapped, .. } => wrapped.downcast_ref(),
-            C::Context { inner, .. } | C::WithPath { inner, .. } | C::WithBacktrace { inner, .. } => {
-                Self::from_candle(inner)
-            }
+            C::Context { inner, .. }
+            | C::WithPath { inner, .. }
+            | C::WithBacktrace { inner, .. } => Self::from_candle(inner),
             _ => None,
         }
     }

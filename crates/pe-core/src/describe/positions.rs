@@ -142,6 +142,13 @@ impl Positions {
         Ok(checked)
     }
 
+    /// Fails unless positions `offset .. offset + len` are all in `0 .. 2^31`
+    /// ([`Error::PositionOutOfRange`] naming `offset + len`); returns `offset + len`. Every
+    /// table, cache and block asked for a range checks it so.
+    pub fn check_range(offset: usize, len: usize) -> Result<usize> {
+        check_range(offset, len)
+    }
+
     /// The dtype check and the one read: the host values on the CPU, the bounds everywhere.
     fn read(name: &'static str, t: &Tensor) -> Result<Self> {
         let (host, bounds) = integer_bounds(name, t)?;
@@ -205,12 +212,8 @@ impl Positions {
         let n = self.len();
         let device = self.device();
         Ok(match (&self.host, dtype) {
-            (Some(host), DType::F64) => {
-                Tensor::from_iter(host.iter().map(|&v| v as f64), device)?
-            }
-            (Some(host), DType::U32) => {
-                Tensor::from_iter(host.iter().map(|&v| v as u32), device)?
-            }
+            (Some(host), DType::F64) => Tensor::from_iter(host.iter().map(|&v| v as f64), device)?,
+            (Some(host), DType::U32) => Tensor::from_iter(host.iter().map(|&v| v as u32), device)?,
             (Some(host), DType::I64) => Tensor::from_slice(host, n, device)?,
             _ => self.tensor.flatten_all()?.to_dtype(dtype)?,
         })
@@ -409,7 +412,11 @@ fn integer_bounds(
 ) -> Result<(Option<Arc<[i64]>>, Option<(i64, i64)>)> {
     check_integer(name, t)?;
     if t.device().is_cpu() {
-        let host: Arc<[i64]> = t.flatten_all()?.to_dtype(DType::I64)?.to_vec1::<i64>()?.into();
+        let host: Arc<[i64]> = t
+            .flatten_all()?
+            .to_dtype(DType::I64)?
+            .to_vec1::<i64>()?
+            .into();
         let bounds = bounds_of(&host);
         return Ok((Some(host), bounds));
     }

@@ -21,8 +21,8 @@ use candle_core::{DType, Device, Tensor};
 
 use super::tables::Rope;
 use crate::row_cache::RowCache;
-use crate::{Result, ToPositions};
 use crate::DEFAULT_CACHE_ROWS;
+use crate::{Result, ToPositions};
 
 /// A growing, shareable cache of rotary tables.
 #[derive(Clone, Debug)]
