@@ -149,6 +149,17 @@ impl Positions {
         check_range(offset, len)
     }
 
+    /// `tensor`, whose values are known to lie within `bounds` (checked positions), as
+    /// positions, without reading it.
+    pub(crate) fn in_range(tensor: Tensor, bounds: (i64, i64)) -> Self {
+        let bounds = (tensor.elem_count() > 0).then_some(bounds);
+        Self {
+            tensor,
+            host: None,
+            bounds,
+        }
+    }
+
     /// The dtype check and the one read: the host values on the CPU, the bounds everywhere.
     fn read(name: &'static str, t: &Tensor) -> Result<Self> {
         let (host, bounds) = integer_bounds(name, t)?;
