@@ -417,10 +417,7 @@ fn check_integer(name: &'static str, t: &Tensor) -> Result<()> {
 /// Host values (on the CPU) and bounds of an integer tensor, or an error naming `name` and its
 /// dtype. On the CPU the tensor is read once, as i64; elsewhere its smallest and largest values
 /// are (as f64, exact below 2^53, and rounded beyond, where only the sign and magnitude matter).
-fn integer_bounds(
-    name: &'static str,
-    t: &Tensor,
-) -> Result<(Option<Arc<[i64]>>, Option<(i64, i64)>)> {
+fn integer_bounds(name: &'static str, t: &Tensor) -> Result<(Option<Arc<[i64]>>, Bounds)> {
     check_integer(name, t)?;
     if t.device().is_cpu() {
         let host: Arc<[i64]> = t
@@ -440,8 +437,11 @@ fn integer_bounds(
     Ok((None, Some((min as i64, max as i64))))
 }
 
-/// The smallest and largest of `values`, `None` when there are none.
-fn bounds_of(values: &[i64]) -> Option<(i64, i64)> {
+/// The smallest and largest value, `None` when there are none.
+type Bounds = Option<(i64, i64)>;
+
+/// The smallest and largest of `values`.
+fn bounds_of(values: &[i64]) -> Bounds {
     let first = *values.first()?;
     Some(
         values
