@@ -18,6 +18,7 @@ use candle_pe_core::{Alibi, SincosGrid, DEFAULT_ALIBI_BIAS_MAX, DEFAULT_BASE_SIZ
 use clap::Args;
 
 use crate::device::DtypeArg;
+use crate::flags::Flags;
 use crate::output::{self, Format, TableWriter};
 use crate::positions::{List, Positions};
 
@@ -98,24 +99,12 @@ impl GridSpecArgs {
             .with_base_size(self.base_size)
             .with_interpolation_scale(self.interpolation_scale)
             .with_extra_tokens(extra);
-        grid.table(h, w, dtype, &Device::Cpu).map_err(|e| {
-            let flag = match &e {
-                candle_pe_core::Error::InvalidParameter { name, .. }
-                    if name.starts_with("grid") =>
-                {
-                    "--grid"
-                }
-                candle_pe_core::Error::InvalidParameter {
-                    name: "base_size", ..
-                } => "--base-size",
-                candle_pe_core::Error::InvalidParameter {
-                    name: "interpolation_scale",
-                    ..
-                } => "--interpolation-scale",
-                _ => "--width",
-            };
-            anyhow::anyhow!("{flag}: {e}")
-        })
+        let flags = Flags {
+            other: Some("--width"),
+            ..Flags::default()
+        };
+        grid.table(h, w, dtype, &Device::Cpu)
+            .map_err(|e| flags.name(e))
     }
 }
 
@@ -298,11 +287,11 @@ pub fn alibi(args: &AlibiArgs) -> Result<()> {
     let alibi = Alibi::new(args.heads)
         .and_then(|alibi| alibi.with_max_bias(args.max_bias))
         .map_err(|e| {
-            let flag = match &e {
-                candle_pe_core::Error::InvalidParameter { name: "heads", .. } => "--heads",
-                _ => "--max-bias",
+            let flags = Flags {
+                other: Some("--max-bias"),
+                ..Flags::default()
             };
-            anyhow::anyhow!("{flag}: {e}")
+            flags.name(e)
         })?;
     let (name, tensor) = match args.len {
         None => ("slopes", alibi.slopes_tensor(dtype, &Device::Cpu)?),

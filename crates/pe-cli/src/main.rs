@@ -19,6 +19,7 @@ mod atomic;
 mod canvas;
 mod device;
 mod families;
+mod flags;
 mod grid_plot;
 mod options;
 mod output;

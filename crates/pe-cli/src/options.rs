@@ -7,6 +7,7 @@
 use candle_pe_core::{Frequencies, Layout, OddWidth, PeSpec, Preset, SinusoidalEncoding};
 use clap::{Args, ValueEnum};
 
+use crate::flags::Flags;
 use crate::positions::Positions;
 
 /// A preset, a width and optional overrides of the preset.
@@ -63,51 +64,18 @@ pub fn encoding(spec: PeSpec) -> anyhow::Result<SinusoidalEncoding> {
     SinusoidalEncoding::new(spec).map_err(|err| name_flag(err, None))
 }
 
-/// `err`, when it is one of pe-core's errors, with the flag that sets the value at fault in
-/// front (`--base: base must be ...`), or for an odd or degenerate width the flags that fix
-/// it; other errors unchanged. `rows` are the table's positions, for errors about them.
+/// `err` with the flag that sets the value at fault in front ([`Flags::name`]), for the
+/// encoding flags; `rows` are the table's positions, for errors about them.
 pub fn name_flag(err: impl Into<anyhow::Error>, rows: Option<&Positions>) -> anyhow::Error {
-    use candle_pe_core::Error as E;
-    let err = err.into();
-    let Some(core) = err.downcast_ref::<E>() else {
-        return err;
+    let flags = Flags {
+        width: Some("--width"),
+        frequencies: Some("--base / --angle-scale"),
+        positions: rows.map(rows_flag),
+        rows: rows.map(Positions::flag),
+        other: None,
+        spec: true,
     };
-    let flag = match (core, rows) {
-        (E::InvalidParameter { name: "base", .. }, _) => "--base".to_string(),
-        (
-            E::InvalidParameter {
-                name: "angle_scale",
-                ..
-            },
-            _,
-        ) => "--angle-scale".to_string(),
-        (
-            E::InvalidParameter {
-                name: "frequencies shift",
-                ..
-            },
-            _,
-        ) => "--frequencies".to_string(),
-        (E::InvalidWidth { .. }, _) => "--width".to_string(),
-        (E::TimestepOutOfRange { .. }, _) => "--timesteps".to_string(),
-        (E::FrequencyOutOfRange { .. }, _) => "--base / --angle-scale".to_string(),
-        (E::AngleOutOfRange { .. }, Some(rows)) => format!("{} / --angle-scale", rows_flag(rows)),
-        (E::PositionOutOfRange { .. }, Some(rows)) => rows_flag(rows),
-        (E::TooLarge { .. }, Some(rows)) => rows.flag(),
-        (E::OddWidthRejected { .. }, _) => {
-            return anyhow::anyhow!(
-                "{core} (with pe: pass --odd split or --odd zero-pad, or an even --width)"
-            )
-        }
-        (E::DegenerateFrequencies { .. }, _) => {
-            return anyhow::anyhow!(
-                "{core} (with pe: pass a larger --width, or --frequencies h-minus-1-guarded or \
-                 h-shift:S)"
-            )
-        }
-        _ => return err,
-    };
-    err.context(flag)
+    flags.name(err)
 }
 
 /// The flags that set `rows`: `--offset K --len N` for a range past 0, else [`Positions::flag`].

@@ -131,15 +131,7 @@ impl Positions {
     ) -> Result<()> {
         let probe = match self {
             Positions::Range { offset, len } => {
-                let end = *offset as u128 + *len as u128;
-                if end > MAX_POSITION as u128 {
-                    // pe-core's own message for the range `range` would refuse.
-                    return Err(candle_pe_core::Error::PositionOutOfRange {
-                        name: "offset + len",
-                        value: end as i128,
-                    }
-                    .into());
-                }
+                candle_pe_core::Positions::check_range(*offset, *len)?;
                 Positions::Range { offset: 0, len: 1 }
             }
             Positions::Ids(ids) => match (ids.iter().min(), ids.iter().max()) {

@@ -24,11 +24,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _, Result};
 use candle_core::{DType, Tensor};
-use candle_pe_core::MAX_POSITION;
+use candle_pe_core::Positions;
 use candle_pe_core::{LongropePolicy, Rope, RopeConfig, RopeConfigs, RopeType, DEFAULT_ROPE_THETA};
 use clap::Args;
 
 use crate::device::{DeviceArg, DtypeArg};
+use crate::flags::Flags;
 use crate::output;
 
 /// Arguments of `pe rope`.
@@ -230,16 +231,8 @@ pub fn write(args: &RopeArgs) -> Result<()> {
             )
         }
         (None, Some(len)) => {
-            let end = args.offset as u128 + len as u128;
-            if end > MAX_POSITION as u128 {
-                bail!(
-                    "--offset {} --len {len}: the last position, {}, is past the last supported \
-                     position 2^31 - 1 = {}",
-                    args.offset,
-                    end - 1,
-                    MAX_POSITION - 1
-                );
-            }
+            let end = Positions::check_range(args.offset, len)
+                .map_err(|e| range_flags(args.offset, len).name(e))?;
             (len, format!("range {}..{end}", args.offset))
         }
         (None, None) => bail!("give --len or --positions"),
@@ -272,11 +265,16 @@ pub fn write(args: &RopeArgs) -> Result<()> {
             } else {
                 rope.at(&ids, dtype)
             };
-            tables.map_err(|e| anyhow::anyhow!("--positions: {e}"))?
+            let flags = Flags {
+                positions: Some("--positions".to_string()),
+                other: Some("--positions"),
+                ..Flags::default()
+            };
+            tables.map_err(|e| flags.name(e))?
         }
         None => rope
             .range(args.offset, rows, dtype, &device)
-            .map_err(with_flags)?,
+            .map_err(|e| range_flags(args.offset, rows).name(e))?,
     };
     let mut metadata = vec![
         ("config", serde_json::to_string(&config)?),
@@ -311,37 +309,31 @@ fn check_extension(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// pe-core's error with the flags of the config fields it names: a field `x_y` is the flag
-/// `--x-y`.
+/// pe-core's error with the flag at fault in front ([`Flags`]): a config field's flag, or
+/// `--head-dim`, `--rope-theta` and `--len` for the width, the frequencies and the row count.
 fn with_flags(err: candle_pe_core::Error) -> anyhow::Error {
-    let name = match &err {
-        candle_pe_core::Error::InvalidParameter { name, .. } => *name,
-        candle_pe_core::Error::MissingParameter { name, .. } => *name,
-        candle_pe_core::Error::InvalidWidth { .. } => "head_dim",
-        candle_pe_core::Error::FrequencyOutOfRange { .. } => "rope_theta",
-        candle_pe_core::Error::TooLarge { .. } => "len",
-        _ => return err.into(),
+    rope_flags().name(err)
+}
+
+/// The flags of the rope's parameters.
+fn rope_flags() -> Flags {
+    Flags {
+        width: Some("--head-dim"),
+        frequencies: Some("--rope-theta"),
+        rows: Some("--len".to_string()),
+        ..Flags::default()
+    }
+}
+
+/// The flags of the rope's parameters and of the range `offset .. offset + len`.
+fn range_flags(offset: usize, len: usize) -> Flags {
+    let positions = match offset {
+        0 => format!("--len {len}"),
+        _ => format!("--offset {offset} --len {len}"),
     };
-    // A name that is one field is its flag; a formula names the fields in it.
-    let is_field = |w: &str| {
-        !w.is_empty()
-            && w.chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-    };
-    let flag = |w: &str| format!("--{}", w.replace('_', "-"));
-    let flags: Vec<String> = if is_field(name) {
-        vec![flag(name)]
-    } else {
-        let words = name.split_whitespace();
-        words
-            .filter(|w| is_field(w) && w.contains('_'))
-            .map(flag)
-            .collect()
-    };
-    if flags.is_empty() {
-        err.into()
-    } else {
-        anyhow::anyhow!("{}: {err}", flags.join(" / "))
+    Flags {
+        positions: Some(positions),
+        ..rope_flags()
     }
 }
 
@@ -388,22 +380,5 @@ mod tests {
             (4.0, 32.0, 1.0)
         );
         assert_eq!(params.original_max_position_embeddings, Some(32));
-    }
-
-    #[test]
-    fn errors_name_the_flags() {
-        let err = |e| with_flags(e).to_string();
-        let invalid = |name| candle_pe_core::Error::InvalidParameter {
-            name,
-            expected: "finite and > 0",
-            value: -1.0,
-        };
-        assert!(err(invalid("factor")).starts_with("--factor: "));
-        assert!(err(invalid("low_freq_factor")).starts_with("--low-freq-factor: "));
-        let dim = err(invalid("head_dim * partial_rotary_factor (the rotary dim)"));
-        assert!(
-            dim.starts_with("--head-dim / --partial-rotary-factor: "),
-            "{dim}"
-        );
     }
 }

@@ -31,7 +31,7 @@ use candle_core::{DType, Device, Tensor};
 
 use crate::describe::positions;
 use crate::row_cache::RowCache;
-use crate::{Result, SinusoidalEncoding};
+use crate::{Result, SinusoidalEncoding, ToPositions};
 
 /// The row limit of a new [`PeCache`] or [`RopeCache`](crate::RopeCache): 2^20 rows (4 GiB for
 /// a width of 1,024 in f32; 512 MiB of rotary cos + sin at head_dim 128).
@@ -117,11 +117,12 @@ impl PeCache {
     /// The rows at integer `positions` of any shape, shape `positions.dims() + [width]`:
     /// gathered from the cached table when every position is within the limit, generated
     /// otherwise.
-    pub fn at(&self, positions: &Tensor, dtype: DType) -> Result<Tensor> {
+    pub fn at(&self, positions: &impl ToPositions, dtype: DType) -> Result<Tensor> {
+        let positions = positions.to_positions()?;
         let device = positions.device();
         self.tables
-            .at(positions, dtype, self.build(dtype, device), || {
-                self.encoding.at(positions, dtype)
+            .at(&positions, dtype, self.build(dtype, device), || {
+                self.encoding.at(&positions, dtype)
             })
     }
 
@@ -142,16 +143,18 @@ impl PeCache {
     /// rows where the position is `padding_idx`.
     pub fn padding_rows(
         &self,
-        positions: &Tensor,
+        positions: &impl ToPositions,
         padding_idx: u32,
         dtype: DType,
     ) -> Result<Tensor> {
+        let positions = positions.to_positions()?;
         let keep = positions
-            .to_dtype(DType::I64)?
+            .flat(DType::I64)?
+            .reshape(positions.dims())?
             .ne(i64::from(padding_idx))?
             .to_dtype(dtype)?
             .unsqueeze(candle_core::D::Minus1)?;
-        Ok(self.at(positions, dtype)?.broadcast_mul(&keep)?)
+        Ok(self.at(&positions, dtype)?.broadcast_mul(&keep)?)
     }
 
     /// Rows cached for `dtype` on `device`.

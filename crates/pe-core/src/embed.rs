@@ -31,7 +31,7 @@ use candle_core::{DType, Tensor, D};
 
 use crate::describe::positions;
 use crate::generate::{check_dtype, RowPositions};
-use crate::{Error, PeCache, Result};
+use crate::{Error, PeCache, Positions, Result};
 
 /// The positions of the tokens of an [`PeCache::embed`] call.
 #[derive(Clone, Copy, Debug)]
@@ -93,7 +93,8 @@ impl PeCache {
         let seq = tokens.dim(D::Minus1)?;
         let explicit = |ids: &Tensor, zero_at| -> Result<(Checked, f64)> {
             let ids = same_shape(ids, tokens)?;
-            let largest = positions::ids(&ids)?.largest;
+            let ids = Positions::new(&ids)?;
+            let largest = ids.end().saturating_sub(1) as f64;
             Ok((Checked::Ids(ids, zero_at), largest))
         };
         let (checked, largest) = match positions {
@@ -128,7 +129,10 @@ impl PeCache {
                     (RowPositions::Repeat { start, period }, None)
                 }
                 Checked::Ids(ids, zero_at) => {
-                    values = ids.flatten_all()?.to_dtype(DType::F64)?.to_vec1::<f64>()?;
+                    values = match ids.host() {
+                        Some(host) => host.iter().map(|&p| p as f64).collect(),
+                        None => ids.flat(DType::F64)?.to_vec1::<f64>()?,
+                    };
                     (RowPositions::Values(&values), *zero_at)
                 }
             };
@@ -138,7 +142,10 @@ impl PeCache {
         let (ids, zero_at) = match checked {
             Checked::Offset(offset) => {
                 let ids = Tensor::arange(offset as i64, (offset + seq) as i64, tokens.device())?;
-                (ids.broadcast_as(tokens.shape())?.contiguous()?, None)
+                let ids = ids.broadcast_as(tokens.shape())?.contiguous()?;
+                // Checked above, as a range.
+                let bounds = (offset as i64, (offset + seq) as i64 - 1);
+                (Positions::in_range(ids, bounds), None)
             }
             Checked::Ids(ids, zero_at) => (ids, zero_at),
         };
@@ -167,8 +174,8 @@ impl PeCache {
 enum Checked {
     /// Every sequence at `offset ..`.
     Offset(usize),
-    /// Explicit ids shaped like the tokens, and the padding position.
-    Ids(Tensor, Option<u32>),
+    /// Explicit positions shaped like the tokens, and the padding position.
+    Ids(Positions, Option<u32>),
 }
 
 /// `ids`, once it has the shape of `tokens`.

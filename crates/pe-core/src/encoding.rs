@@ -33,7 +33,7 @@ use std::sync::Arc;
 use candle_core::{DType, Device, Tensor};
 
 use crate::describe::freq::{Column, Plan};
-use crate::describe::positions::{self, Request};
+use crate::describe::positions::{self, Request, ToPositions};
 use crate::generate::{Backend, Generator};
 use crate::{PeSpec, Result};
 
@@ -112,10 +112,12 @@ impl SinusoidalEncoding {
         self.build(positions::range(offset, len)?, dtype, device)
     }
 
-    /// The rows for integer position ids of any shape (u8, u32, i16, i32 or i64, each in
-    /// `0 .. 2^31`), shape `ids.dims() + [d]`, on the device of `ids`.
-    pub fn at(&self, ids: &Tensor, dtype: DType) -> Result<Tensor> {
-        self.build(positions::ids(ids)?, dtype, ids.device())
+    /// The rows for integer positions of any shape (u8, u32, i16, i32 or i64, each in
+    /// `0 .. 2^31`; a tensor or [`Positions`](crate::Positions)), shape
+    /// `positions.dims() + [d]`, on the device of `positions`.
+    pub fn at(&self, positions: &impl ToPositions, dtype: DType) -> Result<Tensor> {
+        let positions = positions.to_positions()?;
+        self.build(positions::ids(&positions)?, dtype, positions.device())
     }
 
     /// fairseq / HF M2M100 positions computed from `tokens` (see
@@ -136,13 +138,14 @@ impl SinusoidalEncoding {
     /// rows where the position is `padding_idx`.
     pub fn padding_rows(
         &self,
-        positions: &Tensor,
+        positions: &impl ToPositions,
         padding_idx: u32,
         dtype: DType,
     ) -> Result<Tensor> {
+        let positions = positions.to_positions()?;
         let request = Request {
             zero_at: Some(padding_idx),
-            ..positions::ids(positions)?
+            ..positions::ids(&positions)?
         };
         self.build(request, dtype, positions.device())
     }

@@ -12,7 +12,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use candle_core::{DType, Device, DeviceLocation, Tensor};
 
-use crate::describe::positions;
+use crate::describe::positions::{self, Positions};
 use crate::{Result, MAX_POSITION};
 
 type Key = (DeviceLocation, DType);
@@ -146,26 +146,27 @@ impl<T: Tables> RowCache<T> {
         rows.map(Tensor::force_contiguous)
     }
 
-    /// The rows at integer position `ids` (any shape) of each table, each shaped
-    /// `ids.dims() + [width]`: gathered from the cached tables when every id is within the
+    /// The rows at checked `positions` (any shape) of each table, each shaped
+    /// `positions.dims() + [width]`: gathered from the cached tables when every id is within the
     /// limit, `generate()` otherwise.
     pub(crate) fn at(
         &self,
-        ids: &Tensor,
+        positions: &Positions,
         dtype: DType,
         build: impl Fn(usize, usize) -> Result<T>,
         generate: impl FnOnce() -> Result<T>,
     ) -> Result<T> {
-        let end = positions::ids(ids)?.end;
-        if !self.serves(ids.elem_count(), end) {
+        let end = positions.end();
+        if !self.serves(positions.len(), end) {
             return generate();
         }
-        let flat = ids.flatten_all()?.to_dtype(DType::U32)?;
-        self.grown(end, dtype, ids.device(), build)?.map(|table| {
-            let mut shape = ids.dims().to_vec();
-            shape.push(table.dim(1)?);
-            table.index_select(&flat, 0)?.reshape(shape)
-        })
+        let flat = positions.flat(DType::U32)?;
+        self.grown(end, dtype, positions.device(), build)?
+            .map(|table| {
+                let mut shape = positions.dims().to_vec();
+                shape.push(table.dim(1)?);
+                table.index_select(&flat, 0)?.reshape(shape)
+            })
     }
 
     /// The tables for `dtype` on `device` with at least `rows <= limit` rows; missing rows come

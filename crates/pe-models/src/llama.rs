@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Embedding, Linear, RmsNorm, VarBuilder};
-use candle_pe_nn::RotaryEmbedding;
+use candle_pe_nn::{Positions, RotaryEmbedding};
 
 use crate::config::{LlamaConfig, ModelType};
 use crate::layers::{checkpoint, linear, masked_softmax, rms_norm, tensor, SideBySide};
@@ -60,7 +60,12 @@ impl Attention {
 
     /// `x` `(batch, seq, hidden)`, `positions` `(batch, seq)`, `mask` `(batch, 1, seq, total)`
     /// (true where a query may see a key; `None` when every query sees every key).
-    fn forward(&mut self, x: &Tensor, positions: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
+    fn forward(
+        &mut self,
+        x: &Tensor,
+        positions: &Positions,
+        mask: Option<&Tensor>,
+    ) -> Result<Tensor> {
         let (b, s, _) = x.dims3()?;
         let (h, kvh, d) = (self.heads, self.kv_heads, self.head_dim);
         let [q, k, v] = self.qkv.forward(x)?;
@@ -299,12 +304,14 @@ impl LlamaFamily {
                 input_ids.device(),
             )?);
         }
+        // Checked (and read) once for every layer.
+        let positions = Positions::new(position_ids)?;
         let total = self.cached + s;
         let mask = self.mask(b, s, attention_mask, input_ids.device())?;
         let mut x = self.embed.forward(input_ids)?;
         for layer in &mut self.layers {
             let normed = layer.input_norm.forward(&x)?;
-            let h = layer.attn.forward(&normed, position_ids, mask.as_ref())?;
+            let h = layer.attn.forward(&normed, &positions, mask.as_ref())?;
             let x1 = (x + h)?;
             x = (&x1 + layer.mlp.forward(&layer.post_norm.forward(&x1)?)?)?;
         }

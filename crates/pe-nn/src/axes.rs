@@ -26,7 +26,7 @@
 
 use candle_core::{bail, DType, Result, Tensor};
 use candle_nn::rotary_emb::{rope, rope_i};
-use candle_pe_core::AxesRope;
+use candle_pe_core::{AxesRope, ToPositions};
 
 /// Multi-axis rotary embedding for `(batch, heads, n, sum(axes_dim))` queries and keys.
 #[derive(Clone, Debug)]
@@ -63,7 +63,12 @@ impl AxesRotaryEmbedding {
     /// `q` and `k` (`(batch, heads, n, d)`, `d = sum(axes_dim)`) rotated at integer `ids`
     /// shaped `(n, axes)` (every batch alike) or `(batch, n, axes)`; ids may be negative
     /// (Qwen-Image's centred ids), `|id| < 2^31`.
-    pub fn apply_at(&self, q: &Tensor, k: &Tensor, ids: &Tensor) -> Result<(Tensor, Tensor)> {
+    pub fn apply_at(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        ids: &impl ToPositions,
+    ) -> Result<(Tensor, Tensor)> {
         let d = 2 * self.rope.half_dim();
         let (batch, n) = match (q.dims(), k.dims()) {
             ([b, _, n, qd], [kb, _, kn, kd]) if *qd == d && kd == qd && kb == b && kn == n => {

@@ -36,7 +36,7 @@ use std::sync::{Arc, Mutex};
 use candle_core::{bail, DType, Result, Tensor, D};
 use candle_nn::rotary_emb::{rope, rope_i};
 use candle_pe_core::Dynamic;
-use candle_pe_core::{Backend, Rope, RopeCache, RopeConfig, RopeType, MAX_POSITION};
+use candle_pe_core::{Backend, Positions, Rope, RopeCache, RopeConfig, RopeType, ToPositions};
 
 use crate::rotary_rows::RotateRows;
 
@@ -160,11 +160,7 @@ impl RotaryEmbedding {
     pub fn apply(&self, q: &Tensor, k: &Tensor, offset: usize) -> Result<(Tensor, Tensor)> {
         let layout = self.check_pair(q, k)?;
         let seq = layout.seq();
-        if offset as u128 + seq as u128 > MAX_POSITION as u128 {
-            bail!(
-                "offset + len = {offset} + {seq} is past the supported positions 0 ..= 2147483647 (2^31 - 1)"
-            )
-        }
+        Positions::check_range(offset, seq)?;
         let dtype = table_dtype(q.dtype());
         let (cos, sin) = match self.dynamic_update(offset + seq) {
             Some(len) if seq > 0 => {
@@ -183,46 +179,43 @@ impl RotaryEmbedding {
     /// another device than q and k: the tables are built there and moved. On the CPU, within
     /// the cache's limit and outside dynamic NTK, each row of q and k reads the row of its
     /// position straight from the cached tables instead (same bits, no gathered tables).
-    pub fn apply_at(&self, q: &Tensor, k: &Tensor, positions: &Tensor) -> Result<(Tensor, Tensor)> {
+    pub fn apply_at(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        positions: &impl ToPositions,
+    ) -> Result<(Tensor, Tensor)> {
         let layout = self.check_pair(q, k)?;
-        check_positions(q, layout, positions)?;
-        if let Some((rows, cos, sin)) = self.cached_rows(q, positions)? {
+        let positions = check_positions(q, layout, positions)?;
+        if let Some((rows, cos, sin)) = self.cached_rows(q, &positions)? {
             let op = RotateRows {
-                positions: &rows,
+                positions: rows,
+                rows: positions.end(),
                 rotary_dim: self.rope().config().rotary_dim(),
                 interleaved: self.interleaved,
             };
             return Ok((op.apply(q, &cos, &sin)?, op.apply(k, &cos, &sin)?));
         }
-        let (cos, sin) = self.tables_at(q, positions)?;
+        let (cos, sin) = self.tables_at(q, &positions)?;
         self.rotate_both(q, k, layout, &cos, &sin, Path::Fused)
     }
 
     /// On the CPU, when every position is within the cache's limit (and the rope is not
-    /// dynamic NTK, whose tables depend on the call): the positions read once to the host
-    /// and views of the cached cos and sin tables holding their rows, for the per-token
-    /// rotation. `None` sends the call to the gathered tables and candle-nn's kernels.
-    fn cached_rows(
+    /// dynamic NTK, whose tables depend on the call), with the positions on the host: the
+    /// positions and views of the cached cos and sin tables holding their rows, for the
+    /// per-token rotation. `None` sends the call to the gathered tables and candle-nn's kernels.
+    fn cached_rows<'p>(
         &self,
         q: &Tensor,
-        positions: &Tensor,
-    ) -> Result<Option<(Vec<usize>, Tensor, Tensor)>> {
-        if !q.device().is_cpu() || self.dynamic.is_some() {
-            return Ok(None);
-        }
-        let limit = self.cache.limit();
-        let ids = positions
-            .to_dtype(DType::I64)?
-            .flatten_all()?
-            .to_vec1::<i64>()?;
-        let Some(rows) = ids
-            .into_iter()
-            .map(|id| usize::try_from(id).ok().filter(|&row| row < limit))
-            .collect::<Option<Vec<usize>>>()
-        else {
+        positions: &'p Positions,
+    ) -> Result<Option<(&'p [i64], Tensor, Tensor)>> {
+        let Some(rows) = positions.host() else {
             return Ok(None);
         };
-        let len = rows.iter().max().map_or(0, |&row| row + 1);
+        let len = positions.end();
+        if !q.device().is_cpu() || self.dynamic.is_some() || len > self.cache.limit() {
+            return Ok(None);
+        }
         let (cos, sin) = self
             .cache
             .range(0, len, table_dtype(q.dtype()), q.device())?;
@@ -237,7 +230,7 @@ impl RotaryEmbedding {
         &self,
         q: &Tensor,
         k: &Tensor,
-        position_ids: &Tensor,
+        position_ids: &impl ToPositions,
     ) -> Result<(Tensor, Tensor)> {
         let layout = self.check_pair(q, k)?;
         let Layout::Bhsd { batch, seq } = layout else {
@@ -253,7 +246,10 @@ impl RotaryEmbedding {
                 position_ids.dims()
             )
         }
-        let (cos, sin) = self.rope().at_mrope(position_ids, table_dtype(q.dtype()))?;
+        let position_ids = position_ids.to_positions()?;
+        let (cos, sin) = self
+            .rope()
+            .at_mrope(&position_ids, table_dtype(q.dtype()))?;
         let (cos, sin) = (cos.to_device(q.device())?, sin.to_device(q.device())?);
         self.rotate_both(q, k, layout, &cos, &sin, Path::Fused)
     }
@@ -265,43 +261,27 @@ impl RotaryEmbedding {
         &self,
         q: &Tensor,
         k: &Tensor,
-        positions: &Tensor,
+        positions: &impl ToPositions,
     ) -> Result<(Tensor, Tensor)> {
         let layout = self.check_pair(q, k)?;
-        check_positions(q, layout, positions)?;
-        let (cos, sin) = self.tables_at(q, positions)?;
+        let positions = check_positions(q, layout, positions)?;
+        let (cos, sin) = self.tables_at(q, &positions)?;
         self.rotate_both(q, k, layout, &cos, &sin, Path::Slow)
     }
 
     /// The gathered tables `positions.dims() + [rotary_dim / 2]` on q's device, for positions
     /// already checked against q ([`check_positions`]).
-    fn tables_at(&self, q: &Tensor, positions: &Tensor) -> Result<(Tensor, Tensor)> {
+    fn tables_at(&self, q: &Tensor, positions: &Positions) -> Result<(Tensor, Tensor)> {
         let dtype = table_dtype(q.dtype());
-        // Dynamic NTK only: the sequence this call reaches, max(position) + 1 (an id past 2^31
-        // is refused below, before it can grow the state).
-        let reach = match (&self.dynamic, positions.elem_count()) {
-            (None, _) | (_, 0) => None,
-            _ => {
-                let max = positions
-                    .to_dtype(DType::I64)?
-                    .max_all()?
-                    .to_scalar::<i64>()?;
-                let reach = max.max(-1) + 1;
-                (reach as u64 <= MAX_POSITION).then_some(reach as usize)
-            }
+        // Dynamic NTK only: the sequence this call reaches, max(position) + 1.
+        let reach = match (&self.dynamic, positions.is_empty()) {
+            (None, _) | (_, true) => None,
+            _ => Some(positions.end()),
         };
-        let tables = match reach.and_then(|reach| self.dynamic_update(reach)) {
-            Some(len) => self.rope().at_with_len(positions, len, dtype),
-            None => self.cache.at(positions, dtype),
+        let (cos, sin) = match reach.and_then(|reach| self.dynamic_update(reach)) {
+            Some(len) => self.rope().at_with_len(positions, len, dtype)?,
+            None => self.cache.at(positions, dtype)?,
         };
-        let (cos, sin) = tables.map_err(|err| match err {
-            candle_pe_core::Error::PositionOutOfRange { value, .. } => {
-                candle_core::Error::Msg(format!(
-                "positions: {value} is outside the supported positions 0 ..= 2147483647 (2^31 - 1)"
-            ))
-            }
-            err => err.into(),
-        })?;
         Ok((cos.to_device(q.device())?, sin.to_device(q.device())?))
     }
 
@@ -469,8 +449,8 @@ impl RotaryEmbedding {
     }
 }
 
-/// Checks the shape and dtype of `positions` against the layout of q.
-fn check_positions(q: &Tensor, layout: Layout, positions: &Tensor) -> Result<()> {
+/// Checks the shape of `positions` against the layout of q, then their dtype and range.
+fn check_positions(q: &Tensor, layout: Layout, positions: &impl ToPositions) -> Result<Positions> {
     let (expected, shape) = match layout {
         Layout::Bhsd { batch, seq } => (vec![batch, seq], "(batch, seq)"),
         Layout::Thd { tokens } => (vec![tokens], "(tokens,)"),
@@ -482,12 +462,7 @@ fn check_positions(q: &Tensor, layout: Layout, positions: &Tensor) -> Result<()>
             positions.dims()
         )
     }
-    match positions.dtype() {
-        DType::U8 | DType::U32 | DType::I16 | DType::I32 | DType::I64 => Ok(()),
-        dtype => bail!(
-            "positions must be an integer tensor (u8, u32, i16, i32 or i64), got dtype {dtype:?}"
-        ),
-    }
+    Ok(positions.to_positions()?)
 }
 
 /// The dtype the tables are built and the rotation computed in: f64 for f64 inputs, f32

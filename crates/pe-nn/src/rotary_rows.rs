@@ -36,8 +36,11 @@ const MIN_TASK_ELEMS: usize = 1 << 16;
 /// the cached `(rows, rotary_dim / 2)` cos and sin tables.
 #[derive(Debug)]
 pub(crate) struct RotateRows<'a> {
-    /// The table row of every token: `(batch, seq)` or `(tokens,)` flattened.
-    pub positions: &'a [usize],
+    /// The table row of every token: `(batch, seq)` or `(tokens,)` flattened, each in
+    /// `0 .. rows` (checked by [`Positions`](candle_pe_core::Positions)).
+    pub positions: &'a [i64],
+    /// One past the largest position: the rows the tables must have.
+    pub rows: usize,
     /// Features turned at the start of each head; the rest pass unchanged (partial rotary).
     pub rotary_dim: usize,
     /// Adjacent pairs `(2i, 2i + 1)` (`rope_i`) rather than the two halves (`rope`).
@@ -61,7 +64,7 @@ impl RotateRows<'_> {
         let mut dst = vec![T::default(); src.len()];
         let turn_row = |(row, (src, dst)): (usize, (&[T], &mut [T]))| {
             let token = row / (heads * seq) * seq + row % seq;
-            let at = self.positions[token] * half;
+            let at = self.positions[token] as usize * half;
             let (cos, sin) = (&cos[at..at + half], &sin[at..at + half]);
             let (src, kept) = src.split_at(rotary);
             let (dst, passed) = dst.split_at_mut(rotary);
@@ -122,7 +125,7 @@ impl RotateRows<'_> {
             [tokens, _, _] => tokens,
             _ => bail!("rotary rows: x must have rank 3 or 4, got {dims:?}"),
         };
-        let rows = self.positions.iter().max().map_or(0, |&p| p + 1);
+        let rows = self.rows;
         if tokens != self.positions.len()
             || 2 * half != self.rotary_dim
             || self.rotary_dim > dims[dims.len() - 1]

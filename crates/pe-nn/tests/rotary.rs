@@ -365,7 +365,7 @@ fn errors_name_the_argument() -> anyhow::Result<()> {
     );
     expect(
         rotary.apply(&q, &q, (1 << 31) - 1),
-        &["offset + len", "2147483647 + 2"],
+        &["offset + len 2147483649 is outside the supported positions"],
     );
     // Positions: shape, dtype, range.
     let thd = z(&[3, 2, 16], f)?;
@@ -379,15 +379,43 @@ fn errors_name_the_argument() -> anyhow::Result<()> {
     );
     expect(
         rotary.apply_at(&thd, &thd, &Tensor::new(&[0f32, 1., 2.], &dev)?),
-        &["positions must be an integer tensor", "F32"],
+        &["position ids must be an integer tensor", "F32"],
     );
     expect(
         rotary.apply_at(&thd, &thd, &Tensor::new(&[0i64, -1, 2], &dev)?),
-        &["positions: -1 is outside", "2147483647"],
+        &["position id -1 is outside", "2147483647"],
     );
     expect(
         rotary.apply_at(&thd, &thd, &Tensor::new(&[0i64, 1 << 31, 2], &dev)?),
-        &["positions: 2147483648 is outside"],
+        &["position id 2147483648 is outside"],
+    );
+    // pe-core's errors reach the caller as data, not as text.
+    let err = rotary
+        .apply_at(&thd, &thd, &Tensor::new(&[0i64, 1 << 31, 2], &dev)?)
+        .unwrap_err();
+    assert!(
+        matches!(
+            candle_pe_core::Error::from_candle(&err),
+            Some(candle_pe_core::Error::PositionOutOfRange {
+                name: "position id",
+                value: 2147483648
+            })
+        ),
+        "{err:?}"
+    );
+    let err = rotary
+        .apply_at(&thd, &thd, &Tensor::new(&[0f32, 1., 2.], &dev)?)
+        .unwrap_err()
+        .context("layer 0");
+    assert!(
+        matches!(
+            candle_pe_core::Error::from_candle(&err),
+            Some(candle_pe_core::Error::NotInteger {
+                dtype: DType::F32,
+                ..
+            })
+        ),
+        "{err:?}"
     );
     Ok(())
 }

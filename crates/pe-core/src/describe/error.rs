@@ -11,6 +11,11 @@
 //! }
 //! let err = table().unwrap_err();
 //! assert!(err.to_string().contains("width 7"));
+//! // Still pe-core's error, as data.
+//! assert!(matches!(
+//!     candle_pe_core::Error::from_candle(&err),
+//!     Some(candle_pe_core::Error::OddWidthRejected { width: 7 })
+//! ));
 //! ```
 
 use candle_core::DType;
@@ -199,11 +204,48 @@ pub enum Error {
 /// pe-core's result type.
 pub type Result<T> = std::result::Result<T, Error>;
 
+impl Error {
+    /// The pe-core error inside `err`, when `err` is one (converted by `?` in candle code, as
+    /// pe-nn's blocks return them), looking through candle's context, path and backtrace
+    /// wrappers.
+    ///
+    /// ```
+    /// use candle_core::{Device, Tensor};
+    /// use candle_pe_core::{Error, Positions};
+    ///
+    /// fn check(t: &Tensor) -> candle_core::Result<Positions> {
+    ///     Ok(Positions::new(t)?)
+    /// }
+    /// let err = check(&Tensor::new(&[1i64 << 31], &Device::Cpu)?).unwrap_err();
+    /// let err = err.context("layer 3");
+    /// assert!(matches!(
+    ///     Error::from_candle(&err),
+    ///     Some(Error::PositionOutOfRange { value: 2147483648, .. })
+    /// ));
+    /// # Ok::<(), candle_core::Error>(())
+    /// ```
+    pub fn from_candle(err: &candle_core::Error) -> Option<&Error> {
+        use candle_core::Error as C;
+        match err {
+            C::Io(io) => io.get_ref()?.downcast_ref(),
+            C::WrappedContext { wrapped, .. } => wrapped.downcast_ref(),
+            C::Context { inner, .. }
+            | C::WithPath { inner, .. }
+            | C::WithBacktrace { inner, .. } => Self::from_candle(inner),
+            _ => None,
+        }
+    }
+}
+
+/// A pe-core error as a candle error that keeps it as data: [`Error::from_candle`] gets it back,
+/// and its message is pe-core's. (candle's `Error::wrap` keeps only the message, so the error
+/// travels in the variant of candle's that keeps a `std::error::Error` and prints it as it is:
+/// an `Io` error of kind `Other`.) A candle error that pe-core carried is returned as it was.
 impl From<Error> for candle_core::Error {
     fn from(err: Error) -> Self {
         match err {
             Error::Candle(inner) => inner,
-            other => candle_core::Error::wrap(other),
+            other => candle_core::Error::Io(std::io::Error::other(other)),
         }
     }
 }

@@ -14,7 +14,9 @@
 //! # Ok::<(), candle_pe_core::Error>(())
 //! ```
 
-use candle_core::{DType, Tensor};
+use std::sync::Arc;
+
+use candle_core::{DType, Device, Tensor, D};
 
 use crate::{Error, Result, MAX_POSITION};
 
@@ -74,27 +76,254 @@ pub(crate) fn check_range(offset: usize, len: usize) -> Result<usize> {
     Ok(end as usize)
 }
 
-pub(crate) fn ids(ids: &Tensor) -> Result<Request> {
-    let values = integer_values("position ids", ids)?;
-    let (mut end, mut largest) = (0, 0.0);
-    if let Some((min, max)) = min_max(&values)? {
-        for v in [min, max] {
-            if v < 0.0 || v >= MAX_POSITION as f64 {
-                return Err(Error::PositionOutOfRange {
-                    name: "position id",
-                    value: v as i128,
-                });
+/// Integer positions, checked once: an integer tensor (u8, u32, i16, i32 or i64) of any shape
+/// whose values are all in `0 .. 2^31` ([`Positions::new`]), or all within `|p| < 2^31`
+/// ([`Positions::signed`], the ids of [`AxesRope`](crate::AxesRope)). On the CPU the values are
+/// read to the host once, here, and every table, cache and block that takes the value reads
+/// them from it; elsewhere only the smallest and largest are read.
+///
+/// Every method taking positions accepts a `&Tensor` (checked on the way in) or a
+/// `&Positions` (checked already), through [`ToPositions`].
+///
+/// ```
+/// use candle_core::{DType, Device, Tensor, D};
+/// use candle_pe_core::{Positions, Rope, RopeConfig};
+///
+/// let positions = Positions::new(&Tensor::new(&[[7u32, 3], [0, 9]], &Device::Cpu)?)?;
+/// assert_eq!((positions.min(), positions.max(), positions.end()), (Some(0), Some(9), 10));
+/// let rope = Rope::new(RopeConfig::new(64, 10_000.0))?;
+/// let (cos, _) = rope.at(&positions, DType::F32)?; // no second check, no second read
+/// assert_eq!(cos.dims(), &[2, 2, 32]);
+///
+/// let err = Positions::new(&Tensor::new(&[-1i64], &Device::Cpu)?).unwrap_err();
+/// assert_eq!(err.to_string(), "position id -1 is outside the supported positions 0 ..= 2147483647 (2^31 - 1)");
+/// # Ok::<(), candle_pe_core::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Positions {
+    tensor: Tensor,
+    /// The values, flattened, when the tensor is on the CPU.
+    host: Option<Arc<[i64]>>,
+    /// The smallest and largest value, `None` when there are none.
+    bounds: Option<(i64, i64)>,
+}
+
+impl Positions {
+    /// Checks `positions`: an integer tensor whose values are in `0 .. 2^31`
+    /// ([`Error::NotInteger`], [`Error::PositionOutOfRange`] naming the first bound outside).
+    pub fn new(positions: &Tensor) -> Result<Self> {
+        let checked = Self::read("position ids", positions)?;
+        if let Some((min, max)) = checked.bounds {
+            for value in [min, max] {
+                if value < 0 || value as u64 >= MAX_POSITION {
+                    return Err(Error::PositionOutOfRange {
+                        name: "position id",
+                        value: value.into(),
+                    });
+                }
             }
         }
-        end = max as usize + 1;
-        largest = max;
+        Ok(checked)
     }
+
+    /// Checks `ids` that may be negative: an integer tensor whose values are within
+    /// `|id| < 2^31` ([`Error::NotInteger`], [`Error::IdOutOfRange`]).
+    pub fn signed(ids: &Tensor) -> Result<Self> {
+        let checked = Self::read("position ids", ids)?;
+        if let Some((min, max)) = checked.bounds {
+            for value in [min, max] {
+                if value.unsigned_abs() >= MAX_POSITION {
+                    return Err(Error::IdOutOfRange {
+                        value: value.into(),
+                    });
+                }
+            }
+        }
+        Ok(checked)
+    }
+
+    /// Fails unless positions `offset .. offset + len` are all in `0 .. 2^31`
+    /// ([`Error::PositionOutOfRange`] naming `offset + len`); returns `offset + len`. Every
+    /// table, cache and block asked for a range checks it so.
+    pub fn check_range(offset: usize, len: usize) -> Result<usize> {
+        check_range(offset, len)
+    }
+
+    /// `tensor`, whose values are known to lie within `bounds` (checked positions), as
+    /// positions, without reading it.
+    pub(crate) fn in_range(tensor: Tensor, bounds: (i64, i64)) -> Self {
+        let bounds = (tensor.elem_count() > 0).then_some(bounds);
+        Self {
+            tensor,
+            host: None,
+            bounds,
+        }
+    }
+
+    /// The dtype check and the one read: the host values on the CPU, the bounds everywhere.
+    fn read(name: &'static str, t: &Tensor) -> Result<Self> {
+        let (host, bounds) = integer_bounds(name, t)?;
+        Ok(Self {
+            tensor: t.clone(),
+            host,
+            bounds,
+        })
+    }
+
+    /// The tensor as given.
+    pub fn tensor(&self) -> &Tensor {
+        &self.tensor
+    }
+
+    /// Its shape.
+    pub fn dims(&self) -> &[usize] {
+        self.tensor.dims()
+    }
+
+    /// Its device.
+    pub fn device(&self) -> &Device {
+        self.tensor.device()
+    }
+
+    /// The number of positions.
+    pub fn len(&self) -> usize {
+        self.tensor.elem_count()
+    }
+
+    /// Whether there are no positions.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The values, flattened in row-major order, when the tensor is on the CPU (read once, by
+    /// the constructor); `None` on other devices.
+    pub fn host(&self) -> Option<&[i64]> {
+        self.host.as_deref()
+    }
+
+    /// The smallest position, `None` when there are none.
+    pub fn min(&self) -> Option<i64> {
+        self.bounds.map(|(min, _)| min)
+    }
+
+    /// The largest position, `None` when there are none.
+    pub fn max(&self) -> Option<i64> {
+        self.bounds.map(|(_, max)| max)
+    }
+
+    /// One past the largest position (0 when there are none): the rows a table reaching every
+    /// position has.
+    pub fn end(&self) -> usize {
+        self.max().map_or(0, |max| max.max(-1) as usize + 1)
+    }
+
+    /// The positions as a flat tensor of `dtype` (an integer or float dtype, exact for every
+    /// checked position) on their device, made from the host values on the CPU.
+    pub(crate) fn flat(&self, dtype: DType) -> Result<Tensor> {
+        let n = self.len();
+        let device = self.device();
+        Ok(match (&self.host, dtype) {
+            (Some(host), DType::F64) => Tensor::from_iter(host.iter().map(|&v| v as f64), device)?,
+            (Some(host), DType::U32) => Tensor::from_iter(host.iter().map(|&v| v as u32), device)?,
+            (Some(host), DType::I64) => Tensor::from_slice(host, n, device)?,
+            _ => self.tensor.flatten_all()?.to_dtype(dtype)?,
+        })
+    }
+
+    /// `|p|` of column `a` of the last dimension (a multi-axis id's axis), checked already: a
+    /// contiguous i64 tensor shaped as the positions without their last dimension.
+    pub(crate) fn magnitudes_of_column(&self, a: usize) -> Result<Self> {
+        let column = self.tensor.narrow(D::Minus1, a, 1)?.squeeze(D::Minus1)?;
+        let Some(host) = &self.host else {
+            let magnitudes = column.to_dtype(DType::F64)?.abs()?.to_dtype(DType::I64)?;
+            return Self::read("position ids", &magnitudes);
+        };
+        let axes = self.dims().last().copied().unwrap_or(1);
+        let values: Arc<[i64]> = host.iter().skip(a).step_by(axes).map(|v| v.abs()).collect();
+        let tensor = Tensor::from_slice(&values, column.shape(), column.device())?;
+        let bounds = bounds_of(&values);
+        Ok(Self {
+            tensor,
+            host: Some(values),
+            bounds,
+        })
+    }
+
+    /// The positions of row `axis` of the first dimension, checked already (M-RoPE's rows).
+    pub(crate) fn row(&self, axis: usize) -> Result<Self> {
+        let tensor = self.tensor.get(axis)?;
+        let Some(host) = &self.host else {
+            return Self::read("position ids", &tensor);
+        };
+        let n = tensor.elem_count();
+        let values: Arc<[i64]> = host[axis * n..(axis + 1) * n].into();
+        let bounds = bounds_of(&values);
+        Ok(Self {
+            tensor,
+            host: Some(values),
+            bounds,
+        })
+    }
+}
+
+/// What a table, a cache or a block takes as positions: a `&Tensor` (checked on the way in,
+/// [`Positions::new`]) or a [`Positions`] checked already (taken as is).
+pub trait ToPositions {
+    /// The shape of the positions (read before they are checked, so that a wrongly shaped
+    /// argument is named as such).
+    fn dims(&self) -> &[usize];
+
+    /// The checked positions, each in `0 .. 2^31`.
+    fn to_positions(&self) -> Result<Positions>;
+
+    /// The checked positions, each within `|p| < 2^31`
+    /// ([`AxesRope`](crate::AxesRope)'s ids, which may be negative).
+    fn to_signed_positions(&self) -> Result<Positions>;
+}
+
+impl ToPositions for Tensor {
+    fn dims(&self) -> &[usize] {
+        Tensor::dims(self)
+    }
+
+    fn to_positions(&self) -> Result<Positions> {
+        Positions::new(self)
+    }
+
+    fn to_signed_positions(&self) -> Result<Positions> {
+        Positions::signed(self)
+    }
+}
+
+impl ToPositions for Positions {
+    fn dims(&self) -> &[usize] {
+        Positions::dims(self)
+    }
+
+    fn to_positions(&self) -> Result<Positions> {
+        match self.min() {
+            Some(min) if min < 0 => Err(Error::PositionOutOfRange {
+                name: "position id",
+                value: min.into(),
+            }),
+            _ => Ok(self.clone()),
+        }
+    }
+
+    fn to_signed_positions(&self) -> Result<Positions> {
+        Ok(self.clone())
+    }
+}
+
+/// The request for checked `positions`: one row per position, shaped as they are.
+pub(crate) fn ids(positions: &Positions) -> Result<Request> {
+    let end = positions.end();
     Ok(Request {
-        rows: Rows::Values(values),
-        lead: ids.dims().to_vec(),
+        rows: Rows::Values(positions.flat(DType::F64)?),
+        lead: positions.dims().to_vec(),
         zero_at: None,
         end,
-        largest,
+        largest: end.saturating_sub(1) as f64,
     })
 }
 
@@ -168,14 +397,10 @@ pub fn padding_aware_positions(tokens: &Tensor, padding_idx: u32, past: usize) -
 
 /// Fails unless `tokens` is an integer tensor of ids in `0 .. vocab`.
 pub(crate) fn check_tokens(tokens: &Tensor, vocab: usize) -> Result<()> {
-    let values = integer_values("tokens", tokens)?;
-    if let Some((min, max)) = min_max(&values)? {
+    if let (_, Some((min, max))) = integer_bounds("tokens", tokens)? {
         for token in [min, max] {
-            if token < 0.0 || token >= vocab as f64 {
-                return Err(Error::TokenOutOfRange {
-                    token: token as i64,
-                    vocab,
-                });
+            if token < 0 || token as u64 >= vocab as u64 {
+                return Err(Error::TokenOutOfRange { token, vocab });
             }
         }
     }
@@ -189,18 +414,38 @@ fn check_integer(name: &'static str, t: &Tensor) -> Result<()> {
     }
 }
 
-/// The flat f64 values of an integer tensor, or an error naming `name` and its dtype.
-pub(crate) fn integer_values(name: &'static str, t: &Tensor) -> Result<Tensor> {
+/// Host values (on the CPU) and bounds of an integer tensor, or an error naming `name` and its
+/// dtype. On the CPU the tensor is read once, as i64; elsewhere its smallest and largest values
+/// are (as f64, exact below 2^53, and rounded beyond, where only the sign and magnitude matter).
+fn integer_bounds(name: &'static str, t: &Tensor) -> Result<(Option<Arc<[i64]>>, Bounds)> {
     check_integer(name, t)?;
-    Ok(t.flatten_all()?.to_dtype(DType::F64)?)
-}
-
-/// The smallest and largest of `values` (f64), `None` when there are none.
-pub(crate) fn min_max(values: &Tensor) -> Result<Option<(f64, f64)>> {
-    if values.elem_count() == 0 {
-        return Ok(None);
+    if t.device().is_cpu() {
+        let host: Arc<[i64]> = t
+            .flatten_all()?
+            .to_dtype(DType::I64)?
+            .to_vec1::<i64>()?
+            .into();
+        let bounds = bounds_of(&host);
+        return Ok((Some(host), bounds));
     }
+    if t.elem_count() == 0 {
+        return Ok((None, None));
+    }
+    let values = t.flatten_all()?.to_dtype(DType::F64)?;
     let min = values.min_all()?.to_scalar::<f64>()?;
     let max = values.max_all()?.to_scalar::<f64>()?;
-    Ok(Some((min, max)))
+    Ok((None, Some((min as i64, max as i64))))
+}
+
+/// The smallest and largest value, `None` when there are none.
+type Bounds = Option<(i64, i64)>;
+
+/// The smallest and largest of `values`.
+fn bounds_of(values: &[i64]) -> Bounds {
+    let first = *values.first()?;
+    Some(
+        values
+            .iter()
+            .fold((first, first), |(lo, hi), &v| (lo.min(v), hi.max(v))),
+    )
 }

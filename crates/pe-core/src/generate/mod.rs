@@ -236,7 +236,7 @@ mod tests {
                 positions::range(0, 1000)?,
                 positions::range(77, 3)?,
                 positions::range(1 << 30, 200)?,
-                positions::ids(&ids)?,
+                positions::ids(&positions::Positions::new(&ids)?)?,
             ] {
                 for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64] {
                     let (cos, sin) = generator.halves(&request, dtype, &dev)?;

@@ -43,8 +43,7 @@
 use candle_core::{DType, Device, Tensor, D};
 
 use super::{Rope, RopeConfig};
-use crate::describe::positions;
-use crate::{Error, Result};
+use crate::{Error, Result, ToPositions};
 
 /// A multi-axis rotary embedding: one rope per axis, concatenated.
 #[derive(Clone, Debug)]
@@ -132,7 +131,7 @@ impl AxesRope {
     /// `(cos, sin)` for integer ids shaped `(n, axes)` or `(batch, n, axes)`, each shaped as the
     /// ids without their last dim, plus `[sum(axes_dim) / 2]`. Ids may be negative; an id with
     /// `|id| >= 2^31` is an error naming it.
-    pub fn at(&self, ids: &Tensor, dtype: DType) -> Result<(Tensor, Tensor)> {
+    pub fn at(&self, ids: &impl ToPositions, dtype: DType) -> Result<(Tensor, Tensor)> {
         let axes = self.axes.len();
         match ids.dims() {
             [_, a] | [_, _, a] if *a == axes => {}
@@ -144,7 +143,8 @@ impl AxesRope {
                 })
             }
         }
-        if ids.elem_count() == 0 {
+        let ids = ids.to_signed_positions()?;
+        if ids.is_empty() {
             // Fresh empty tables: candle cannot narrow an empty tensor's columns.
             crate::generate::check_dtype(dtype)?;
             let dims = ids.dims();
@@ -153,21 +153,29 @@ impl AxesRope {
             let empty = Tensor::zeros(shape, dtype, ids.device())?;
             return Ok((empty.clone(), empty));
         }
-        let signed = magnitudes_and_signs(ids)?;
-        let column = |t: &Tensor, a: usize| -> Result<Tensor> {
-            Ok(t.narrow(D::Minus1, a, 1)?
-                .squeeze(D::Minus1)?
-                .contiguous()?)
+        // cos(-x) = cos(x), sin(-x) = -sin(x): with a negative id, the exact tables of |id|,
+        // signed.
+        let signs = match ids.min() {
+            Some(min) if min < 0 => Some(
+                ids.flat(DType::F64)?
+                    .reshape(ids.dims())?
+                    .ge(0f64)?
+                    .to_dtype(DType::F64)?
+                    .affine(2.0, -1.0)?,
+            ),
+            _ => None,
         };
         let (mut cos, mut sin) = (Vec::with_capacity(axes), Vec::with_capacity(axes));
         for (a, rope) in self.axes.iter().enumerate() {
-            let (c, s) = match &signed {
-                None => rope.at(&column(ids, a)?, dtype)?,
-                Some((magnitudes, signs)) => {
-                    // cos(-x) = cos(x), sin(-x) = -sin(x): the exact tables of |id|, signed.
-                    let (c, s) = rope.at(&column(magnitudes, a)?, dtype)?;
-                    let sign = column(signs, a)?.to_dtype(dtype)?.unsqueeze(D::Minus1)?;
-                    (c, s.broadcast_mul(&sign)?)
+            let (c, s) = rope.at(&ids.magnitudes_of_column(a)?, dtype)?;
+            let s = match &signs {
+                None => s,
+                Some(signs) => {
+                    let sign = signs
+                        .narrow(D::Minus1, a, 1)?
+                        .to_dtype(dtype)?
+                        .contiguous()?;
+                    s.broadcast_mul(&sign)?
                 }
             };
             cos.push(c);
@@ -185,29 +193,6 @@ impl AxesRope {
         };
         Ok((keep(cos)?, keep(sin)?))
     }
-}
-
-/// When some id is negative, the ids' magnitudes (i64) and signs (1 or -1, f64), shaped as the
-/// ids; `None` when every id is `>= 0`. Fails unless the ids are integers with `|id| < 2^31`.
-fn magnitudes_and_signs(ids: &Tensor) -> Result<Option<(Tensor, Tensor)>> {
-    let values = positions::integer_values("position ids", ids)?;
-    let Some((min, max)) = positions::min_max(&values)? else {
-        return Ok(None);
-    };
-    for value in [min, max] {
-        if value.abs() >= crate::MAX_POSITION as f64 {
-            return Err(Error::IdOutOfRange {
-                value: value as i128,
-            });
-        }
-    }
-    if min >= 0.0 {
-        return Ok(None);
-    }
-    let values = values.reshape(ids.shape())?;
-    let magnitudes = values.abs()?.to_dtype(DType::I64)?;
-    let signs = values.ge(0f64)?.to_dtype(DType::F64)?.affine(2.0, -1.0)?;
-    Ok(Some((magnitudes, signs)))
 }
 
 /// The ids `(row, column)` of a grid of `height x width` patches, row-major, as u32

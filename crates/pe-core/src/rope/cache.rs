@@ -21,8 +21,8 @@ use candle_core::{DType, Device, Tensor};
 
 use super::tables::Rope;
 use crate::row_cache::RowCache;
-use crate::Result;
 use crate::DEFAULT_CACHE_ROWS;
+use crate::{Result, ToPositions};
 
 /// A growing, shareable cache of rotary tables.
 #[derive(Clone, Debug)]
@@ -89,14 +89,16 @@ impl RopeCache {
             .range_owned(offset, len, dtype, device, self.build(dtype, device))
     }
 
-    /// `(cos, sin)` at integer `positions` of any shape, each
+    /// `(cos, sin)` at integer `positions` of any shape (a tensor or
+    /// [`Positions`](crate::Positions)), each
     /// `positions.dims() + [rotary_dim / 2]`: gathered from the cached tables when every position
     /// is within the limit, generated otherwise.
-    pub fn at(&self, positions: &Tensor, dtype: DType) -> Result<(Tensor, Tensor)> {
+    pub fn at(&self, positions: &impl ToPositions, dtype: DType) -> Result<(Tensor, Tensor)> {
+        let positions = positions.to_positions()?;
         let device = positions.device();
         self.tables
-            .at(positions, dtype, self.build(dtype, device), || {
-                self.rope.at(positions, dtype)
+            .at(&positions, dtype, self.build(dtype, device), || {
+                self.rope.at(&positions, dtype)
             })
     }
 

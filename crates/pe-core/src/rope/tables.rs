@@ -22,7 +22,7 @@ use candle_core::{DType, Device, Tensor, D};
 use super::config::RopeConfig;
 use super::types::{invalid, positive, Context, LongropePolicy};
 use crate::describe::freq::Plan;
-use crate::describe::positions::{self, Request};
+use crate::describe::positions::{self, Request, ToPositions};
 use crate::generate::{Backend, Generator};
 use crate::{Error, Result, MAX_WIDTH};
 
@@ -159,8 +159,9 @@ impl Rope {
 
     /// `(cos, sin)` for integer position ids of any shape, each `ids.dims() + [rotary_dim / 2]`;
     /// the frequencies are those of a sequence reaching the largest id.
-    pub fn at(&self, positions: &Tensor, dtype: DType) -> Result<(Tensor, Tensor)> {
-        self.build(positions::ids(positions)?, dtype, positions.device())
+    pub fn at(&self, positions: &impl ToPositions, dtype: DType) -> Result<(Tensor, Tensor)> {
+        let positions = positions.to_positions()?;
+        self.build(positions::ids(&positions)?, dtype, positions.device())
     }
 
     /// `(cos, sin)` for integer position ids of any shape with the frequencies of a sequence of
@@ -169,12 +170,13 @@ impl Rope {
     /// longest length seen, see [`Dynamic::next_cached_len`](super::Dynamic::next_cached_len)).
     pub fn at_with_len(
         &self,
-        positions: &Tensor,
+        positions: &impl ToPositions,
         seq_len: usize,
         dtype: DType,
     ) -> Result<(Tensor, Tensor)> {
+        let positions = positions.to_positions()?;
         self.build_for(
-            positions::ids(positions)?,
+            positions::ids(&positions)?,
             seq_len,
             dtype,
             positions.device(),
@@ -204,7 +206,7 @@ impl Rope {
     /// assert_eq!(cos.dims(), &[3, 64]);
     /// # Ok::<(), candle_pe_core::Error>(())
     /// ```
-    pub fn at_mrope(&self, ids: &Tensor, dtype: DType) -> Result<(Tensor, Tensor)> {
+    pub fn at_mrope(&self, positions: &impl ToPositions, dtype: DType) -> Result<(Tensor, Tensor)> {
         let section = self
             .config
             .mrope_section
@@ -213,7 +215,7 @@ impl Rope {
                 name: "mrope_section",
                 needed_by: "M-RoPE tables from (3, ...) position ids",
             })?;
-        let dims = ids.dims();
+        let dims = positions.dims();
         if !(dims.len() == 2 || dims.len() == 3) || dims[0] != 3 {
             return Err(Error::Config {
                 field: "position_ids".into(),
@@ -222,13 +224,14 @@ impl Rope {
                 ),
             });
         }
+        let ids = positions.to_positions()?;
         let h = self.half_dim();
         // The frequencies are those of the whole call: one sequence reaching the largest id.
-        let end = positions::ids(ids)?.end;
+        let end = ids.end();
         let mut cos = Vec::with_capacity(3);
         let mut sin = Vec::with_capacity(3);
         for axis in 0..3 {
-            let request = positions::ids(&ids.get(axis)?)?;
+            let request = positions::ids(&ids.row(axis)?)?;
             let (c, s) = self.build_for(request, end, dtype, ids.device())?;
             cos.push(c);
             sin.push(s);
