@@ -39,14 +39,14 @@ pub enum TokenPositions<'a> {
     /// Token `s` of every sequence (the last axis) is at `offset + s`: `offset` is the number of
     /// tokens already in the KV cache.
     Offset(usize),
-    /// Explicit integer positions, shaped like the tokens (left-padded batches).
-    Ids(&'a Tensor),
+    /// Explicit positions, checked, shaped like the tokens (left-padded batches).
+    Ids(&'a Positions),
     /// Explicit positions already made padding-aware (fairseq / HF M2M100, see
     /// [`padding_aware_positions`](crate::padding_aware_positions)): tokens at position
     /// `padding_idx` get no encoding.
     PaddedIds {
-        /// The positions, shaped like the tokens.
-        ids: &'a Tensor,
+        /// The positions, checked, shaped like the tokens.
+        positions: &'a Positions,
         /// The padding position.
         padding_idx: u32,
     },
@@ -91,11 +91,10 @@ impl PeCache {
             });
         }
         let seq = tokens.dim(D::Minus1)?;
-        let explicit = |ids: &Tensor, zero_at| -> Result<(Checked, f64)> {
-            let ids = same_shape(ids, tokens)?;
-            let ids = Positions::new(&ids)?;
-            let largest = ids.end().saturating_sub(1) as f64;
-            Ok((Checked::Ids(ids, zero_at), largest))
+        let explicit = |positions: &Positions, zero_at| -> Result<(Checked, f64)> {
+            same_shape(positions, tokens)?;
+            let largest = positions.end().saturating_sub(1) as f64;
+            Ok((Checked::Ids(positions.clone(), zero_at), largest))
         };
         let (checked, largest) = match positions {
             TokenPositions::Offset(offset) => {
@@ -109,7 +108,10 @@ impl PeCache {
                 (Checked::Offset(offset), largest)
             }
             TokenPositions::Ids(ids) => explicit(ids, None)?,
-            TokenPositions::PaddedIds { ids, padding_idx } => explicit(ids, Some(padding_idx))?,
+            TokenPositions::PaddedIds {
+                positions,
+                padding_idx,
+            } => explicit(positions, Some(padding_idx))?,
         };
         let generator = self.encoding().generator();
         generator.plan().check_angles(largest)?;
@@ -178,14 +180,14 @@ enum Checked {
     Ids(Positions, Option<u32>),
 }
 
-/// `ids`, once it has the shape of `tokens`.
-fn same_shape(ids: &Tensor, tokens: &Tensor) -> Result<Tensor> {
-    if ids.dims() != tokens.dims() {
+/// Fails unless `positions` have the shape of `tokens`.
+fn same_shape(positions: &Positions, tokens: &Tensor) -> Result<()> {
+    if positions.dims() != tokens.dims() {
         return Err(Error::ShapeMismatch {
             name: "positions",
             expected: format!("the shape of tokens, {:?}", tokens.dims()),
-            shape: ids.dims().to_vec(),
+            shape: positions.dims().to_vec(),
         });
     }
-    Ok(ids.clone())
+    Ok(())
 }

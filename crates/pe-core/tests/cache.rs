@@ -3,7 +3,7 @@
 mod common;
 
 use candle_core::{DType, Device, Storage, Tensor};
-use candle_pe_core::{Backend, PeCache, PeSpec, SinusoidalEncoding};
+use candle_pe_core::{Backend, PeCache, PeSpec, Positions, SinusoidalEncoding};
 
 fn cache(spec: PeSpec, backend: Backend) -> PeCache {
     PeCache::new(common::encoding(spec, backend))
@@ -232,8 +232,12 @@ fn a_batch_at_an_offset_equals_each_sequence_alone() -> anyhow::Result<()> {
                         let ids = Tensor::arange(offset as i64, (offset + seq) as i64, &dev)?
                             .broadcast_as((3, seq))?
                             .contiguous()?;
-                        let by_ids =
-                            cache.embed(&weights, &tokens, TokenPositions::Ids(&ids), 2.5)?;
+                        let by_ids = cache.embed(
+                            &weights,
+                            &tokens,
+                            TokenPositions::Ids(&Positions::new(&ids)?),
+                            2.5,
+                        )?;
                         assert_same_bits(&batch, &by_ids, &what)?;
                     }
                 }
@@ -265,7 +269,11 @@ fn empty_requests_on_a_fresh_cache(dev: &Device, backend: Backend) -> anyhow::Re
         &[2, 0, 6]
     );
     let weights = Tensor::zeros((10, 6), DType::F16, dev)?;
-    for positions in [TokenPositions::Offset(3), TokenPositions::Ids(&none)] {
+    let none_positions = Positions::new(&none)?;
+    for positions in [
+        TokenPositions::Offset(3),
+        TokenPositions::Ids(&none_positions),
+    ] {
         let x = cache.embed(&weights, &none, positions, 1.0)?;
         assert_eq!((x.dims(), x.dtype()), (&[2, 0, 6][..], DType::F16));
     }

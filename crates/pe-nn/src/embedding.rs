@@ -28,7 +28,9 @@
 
 use candle_core::{bail, DType, Module, Result, Tensor};
 use candle_nn::{Embedding, Init, VarBuilder};
-use candle_pe_core::{Backend, PeCache, SinusoidalEncoding, TokenPositions, MAX_POSITION};
+use candle_pe_core::{
+    Backend, PeCache, SinusoidalEncoding, ToPositions, TokenPositions, MAX_POSITION,
+};
 
 use crate::config::{PositionMode, SinusoidalEmbeddingConfig, StoredTable};
 
@@ -270,9 +272,9 @@ impl SinusoidalEmbedding {
 
     /// The block for token ids `(batch, seq)` at explicit integer positions of the same shape
     /// (in padding-aware mode, positions equal to `padding_idx` get no encoding).
-    pub fn forward_at(&self, ids: &Tensor, positions: &Tensor) -> Result<Tensor> {
+    pub fn forward_at(&self, ids: &Tensor, positions: &impl ToPositions) -> Result<Tensor> {
         self.check_ids("ids", ids)?;
-        self.check_ids("positions", positions)?;
+        let positions = positions.to_positions()?;
         if positions.dims() != ids.dims() {
             bail!(
                 "positions have shape {:?}, expected the shape of ids {:?}",
@@ -280,17 +282,19 @@ impl SinusoidalEmbedding {
                 ids.dims()
             )
         }
-        let (min, max) = min_max(positions)?;
-        if min < 0 || max >= self.position_limit as i64 {
-            let bad = if min < 0 { min } else { max };
+        if let Some(max) = positions
+            .max()
+            .filter(|&max| max >= self.position_limit as i64)
+        {
             bail!(
-                "position {bad} is outside 0 .. {} for this block",
+                "position {max} is outside 0 .. {} for this block",
                 self.position_limit
             )
         }
+        let positions = &positions;
         let positions = match (self.mode, self.padding_idx) {
             (PositionMode::PaddingAware, Some(padding_idx)) => TokenPositions::PaddedIds {
-                ids: positions,
+                positions,
                 padding_idx,
             },
             _ => TokenPositions::Ids(positions),
@@ -339,7 +343,8 @@ impl SinusoidalEmbedding {
             .affine(self.embedding_scale, 0.0)?;
         let pe = match positions {
             TokenPositions::Offset(offset) => table.narrow(0, offset, ids.dim(1)?)?,
-            TokenPositions::Ids(p) | TokenPositions::PaddedIds { ids: p, .. } => {
+            TokenPositions::Ids(p) | TokenPositions::PaddedIds { positions: p, .. } => {
+                let p = p.tensor();
                 let flat = table.index_select(&p.flatten_all()?.to_dtype(DType::U32)?, 0)?;
                 flat.reshape((p.dim(0)?, p.dim(1)?, self.width()))?
             }

@@ -63,11 +63,11 @@ fn bad_ids() -> anyhow::Result<()> {
             );
             assert_error(
                 embed.forward_at(&ids, &Tensor::new(&[[0i64, -1]], &dev)?),
-                &["position -1"],
+                &["position id -1 is outside", "2147483647"],
             );
             assert_error(
                 embed.forward_at(&ids, &Tensor::new(&[[0.5f32, 1.0]], &dev)?),
-                &["positions", "integer"],
+                &["position ids must be an integer tensor", "F32"],
             );
         }
         let plain = block(&SinusoidalEmbeddingConfig::default(), backend);
@@ -86,6 +86,12 @@ fn bad_ids() -> anyhow::Result<()> {
         assert_error(
             limited.forward_with_offset(&ids, 15),
             &["offset 15", "16 positions"],
+        );
+        // The block's own limit holds for explicit positions too; position 15 is the last.
+        limited.forward_at(&ids, &Tensor::new(&[[14u32, 15]], &dev)?)?;
+        assert_error(
+            limited.forward_at(&ids, &Tensor::new(&[[15u32, 16]], &dev)?),
+            &["position 16 is outside 0 .. 16 for this block"],
         );
         let fairseq = block(
             &SinusoidalEmbeddingConfig::for_preset(Preset::Fairseq),
