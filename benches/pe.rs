@@ -13,15 +13,14 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use candle_core::{DType, Device, Module, Tensor};
-mod baseline;
 
-use baseline::{gather_rope, naive_f32_table};
 use candle_pe::{Backend, PeCache, PeSpec, Rope, RopeCache, RopeConfig, SinusoidalEncoding};
 use candle_pe::{
     EmbeddingScale, PositionMode, Preset, RotaryEmbedding, SinusoidalEmbedding,
     SinusoidalEmbeddingConfig,
 };
 use criterion::{BenchmarkId, Criterion, Throughput};
+use pe_testkit::{gather_rope, naive_f32_table, whisper_sinusoids};
 
 /// The largest table a case may build.
 const MAX_TABLE_BYTES: usize = 2 << 30;
@@ -214,11 +213,7 @@ fn generic(c: &mut Criterion, dev: &Device) {
         if d == 1024 && len == 65_536 {
             group.bench_function(
                 BenchmarkId::new("naive_whisper", format!("f32/{len}x{d}")),
-                |b| {
-                    b.iter_custom(|n| {
-                        timed(dev, n, || baseline::whisper_sinusoids(len, d, dev).unwrap())
-                    })
-                },
+                |b| b.iter_custom(|n| timed(dev, n, || whisper_sinusoids(len, d, dev).unwrap())),
             );
         }
     }

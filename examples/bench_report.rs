@@ -24,13 +24,11 @@ use std::time::Instant;
 use anyhow::{bail, Result};
 use candle_core::{DType, Device, Module, Tensor};
 use rayon::prelude::*;
-#[path = "../benches/baseline/mod.rs"]
-mod baseline;
 
-use baseline::{gather_rope, marian_table, naive_llama_rope, whisper_sinusoids};
 use candle_pe::Backend;
 use candle_pe::{EmbeddingScale, RotaryEmbedding, SinusoidalEmbedding, SinusoidalEmbeddingConfig};
 use candle_pe::{PeCache, PeSpec, Rope, RopeCache, RopeConfig, SinusoidalEncoding};
+use pe_testkit::{gather_rope, marian_table, naive_f32_table, naive_llama_rope, whisper_sinusoids};
 
 const LEN: usize = 65_536;
 const WIDTH: usize = 1024;
@@ -374,7 +372,7 @@ fn main() -> Result<()> {
     let rows = 256;
     let exact = exact_rows(&spec, DECODE_AT + 1 - rows, rows)?;
     let ours = pe.range(DECODE_AT + 1 - rows, rows, DType::F32, &dev)?;
-    let naive = baseline::naive_f32_table(&pe, DECODE_AT + 1 - rows, rows, &dev)?;
+    let naive = naive_f32_table(&pe, DECODE_AT + 1 - rows, rows, &dev)?;
     let max_abs_err_generate = max_abs_diff(&ours, &exact)?;
     let max_abs_err_naive = max_abs_diff(&naive, &exact)?;
     let whisper_exact = SinusoidalEncoding::new(PeSpec::whisper(WIDTH))?;

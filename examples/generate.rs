@@ -2,7 +2,7 @@
 //! `qwen2`, `phi3` or `mistral`) with pe-models' `LlamaFamily`: the prompt's token ids in,
 //! the new ids out, on the CPU or, built with `--features cuda`, an NVIDIA GPU (`--device
 //! cuda`). Without `--model` it runs the tiny random Llama 3.1 test fixture
-//! (`tests/fixtures/models/llama31`).
+//! (`crates/pe-testkit/fixtures/models/llama31`).
 //!
 //! ```text
 //! cargo run --release --example generate -- --model DIR --prompt-ids 1,2,3 --max-new 32
@@ -16,199 +16,13 @@
 //! model line, the progress bar and errors (one line, naming the flag and the file or field)
 //! go to stderr.
 
-use std::io::Write;
-use std::path::PathBuf;
-
-use anyhow::{Context, Result};
-use candle_core::{DType, Device};
-use clap::{Parser, ValueEnum};
-use indicatif::{ProgressBar, ProgressStyle};
-use pe_models::{eos_token_ids, greedy, LlamaFamily};
-
-/// Greedy generation with a Llama / Qwen2 / Phi-3 / Mistral checkpoint.
-#[derive(Parser, Debug)]
-#[command(name = "generate")]
-pub struct Args {
-    /// Checkpoint folder: config.json and model.safetensors (or model.safetensors.index.json
-    /// and its shards) [default: the tiny llama31 test fixture]
-    #[arg(long, value_name = "DIR")]
-    pub model: Option<PathBuf>,
-    /// Prompt token ids, comma separated; "" is an empty prompt (nothing is generated)
-    #[arg(long, value_name = "IDS", value_parser = parse_ids)]
-    pub prompt_ids: Ids,
-    /// New tokens to generate, at most
-    #[arg(long, value_name = "N", default_value_t = 32)]
-    pub max_new: usize,
-    /// End-of-sequence ids that stop the generation, comma separated; "" for none [default: the
-    /// eos_token_id of the folder's generation_config.json, else of its config.json]
-    #[arg(long, value_name = "IDS", value_parser = parse_ids)]
-    pub eos: Option<Ids>,
-    /// Position of the prompt's first token (as HF's position_ids = offset + 0, 1, ...)
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    pub position_offset: u32,
-    /// Compute dtype of the weights and activations
-    #[arg(long, value_enum, default_value_t = Dtype::F32)]
-    pub dtype: Dtype,
-    /// Where to run: cpu, cuda (GPU 0) or cuda:N (CUDA needs a build with --features cuda)
-    #[arg(long, value_name = "DEVICE", value_parser = parse_device, default_value = "cpu")]
-    pub device: DeviceArg,
-}
-
-/// The `--device` choice.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DeviceArg {
-    /// The CPU.
-    Cpu,
-    /// The CUDA GPU of this ordinal.
-    Cuda(usize),
-}
-
-fn parse_device(text: &str) -> Result<DeviceArg, String> {
-    match text.split_once(':') {
-        None if text == "cpu" => Ok(DeviceArg::Cpu),
-        None if text == "cuda" => Ok(DeviceArg::Cuda(0)),
-        Some(("cuda", n)) => n
-            .parse()
-            .map(DeviceArg::Cuda)
-            .map_err(|e| format!("GPU ordinal {n:?}: {e}")),
-        _ => Err(format!("{text:?} is not cpu, cuda or cuda:N")),
-    }
-}
-
-impl DeviceArg {
-    fn candle(self) -> Result<Device> {
-        match self {
-            DeviceArg::Cpu => Ok(Device::Cpu),
-            DeviceArg::Cuda(n) => Device::new_cuda(n)
-                .with_context(|| format!("--device cuda:{n}: cannot open the GPU")),
-        }
-    }
-}
-
-/// A `--prompt-ids` or `--eos` list.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Ids(pub Vec<u32>);
-
-fn parse_ids(text: &str) -> Result<Ids, String> {
-    if text.trim().is_empty() {
-        return Ok(Ids(vec![]));
-    }
-    text.split(',')
-        .map(|part| {
-            part.trim()
-                .parse::<u32>()
-                .map_err(|e| format!("token id {part:?}: {e}"))
-        })
-        .collect::<Result<_, _>>()
-        .map(Ids)
-}
-
-/// The compute dtypes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Dtype {
-    /// float32
-    F32,
-    /// bfloat16
-    Bf16,
-    /// float16
-    F16,
-}
-
-impl Dtype {
-    fn candle(self) -> DType {
-        match self {
-            Dtype::F32 => DType::F32,
-            Dtype::Bf16 => DType::BF16,
-            Dtype::F16 => DType::F16,
-        }
-    }
-}
-
-/// The fixture used without `--model`, found from any working directory.
-pub fn default_model() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/models/llama31")
-}
-
-/// Loads the model, generates, and writes the ids and speeds to `out`.
-pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
-    let dir = args.model.clone().unwrap_or_else(default_model);
-    let device = args.device.candle()?;
-    let mut model = LlamaFamily::from_dir(&dir, args.dtype.candle(), &device)
-        .with_context(|| format!("--model {}: cannot load the checkpoint", dir.display()))?;
-    let eos = match &args.eos {
-        Some(ids) => ids.0.clone(),
-        None => eos_token_ids(&dir).with_context(|| {
-            format!(
-                "--model {}: cannot read the end-of-sequence ids (or give --eos)",
-                dir.display()
-            )
-        })?,
-    };
-    let cfg = model.config();
-    eprintln!(
-        "model: {} ({}, {} layers, vocab {}), {} on {:?}, prompt of {} tokens at positions from {}, end-of-sequence ids {:?}",
-        dir.display(),
-        cfg.model_type.name(),
-        cfg.num_hidden_layers,
-        cfg.vocab_size,
-        args.dtype.candle().as_str(),
-        args.device,
-        args.prompt_ids.0.len(),
-        args.position_offset,
-        eos,
-    );
-    if args.prompt_ids.0.is_empty() && args.max_new > 0 {
-        eprintln!("empty prompt: no logits to continue from, nothing generated");
-    }
-    let bar = ProgressBar::new(args.max_new as u64).with_style(ProgressStyle::with_template(
-        "{bar:40} {pos}/{len} tokens, {per_sec}, eta {eta}",
-    )?);
-    let generation = greedy(
-        &mut model,
-        &args.prompt_ids.0,
-        args.position_offset,
-        args.max_new,
-        &eos,
-        |_| bar.inc(1),
-    )
-    .with_context(|| {
-        format!(
-            "cannot generate from --prompt-ids at --position-offset {} with --max-new {}",
-            args.position_offset, args.max_new
-        )
-    })?;
-    bar.finish_and_clear();
-    if generation.ended_at_eos {
-        eprintln!(
-            "stopped at end-of-sequence id {} after {} tokens",
-            generation.ids[generation.ids.len() - 1],
-            generation.ids.len()
-        );
-    }
-    let ids: Vec<String> = generation.ids.iter().map(u32::to_string).collect();
-    writeln!(out, "ids: {}", ids.join(" "))?;
-    if generation.ids.is_empty() {
-        return Ok(());
-    }
-    writeln!(
-        out,
-        "prefill: {} tokens in {:.2} ms, {:.1} tokens/s",
-        generation.prompt_len,
-        generation.prefill.as_secs_f64() * 1e3,
-        generation.prefill_tokens_per_second()
-    )?;
-    writeln!(
-        out,
-        "decode: {} tokens in {:.2} ms, {:.1} tokens/s",
-        generation.ids.len().saturating_sub(1),
-        generation.decode.as_secs_f64() * 1e3,
-        generation.decode_tokens_per_second()
-    )?;
-    Ok(())
-}
+use clap::Parser;
+use pe_models::generate_cli::{run, Args};
 
 fn main() -> std::process::ExitCode {
-    match run(&Args::parse(), &mut std::io::stdout().lock()) {
+    let args = Args::parse();
+    let default_model = pe_testkit::fixture("models/llama31");
+    match run(&args, &default_model, &mut std::io::stdout().lock()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");

@@ -9,11 +9,9 @@ use std::time::Instant;
 
 use anyhow::Result;
 use candle_core::{DType, Device, Tensor};
-#[path = "../benches/baseline/mod.rs"]
-mod baseline;
 
-use baseline::{naive_f32_table, naive_llama_rope};
 use candle_pe::{PeSpec, Preset, Rope, RopeConfig, SinusoidalEncoding};
+use pe_testkit::{naive_f32_table, naive_llama_rope};
 
 fn max_abs_diff(a: &Tensor, b: &Tensor) -> Result<f64> {
     let d = (a.to_dtype(DType::F64)? - b.to_dtype(DType::F64)?)?.abs()?;

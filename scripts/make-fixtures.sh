@@ -10,14 +10,14 @@
 # from PyPI; the generators only use the CPU). Later runs reuse it, and reinstall only when requirements.txt changes.
 #
 # What is written is up to each generator (its docstring says). Today:
-#   rope  ->  crates/pe-core/tests/fixtures/rope/<case>.json + <case>.safetensors: inv_freq and cos/sin tables of the
+#   rope  ->  crates/pe-testkit/fixtures/rope/<case>.json + <case>.safetensors: inv_freq and cos/sin tables of the
 #             rotary classes of Llama 3.1, Qwen2.5 (YaRN), DeepSeek-V3, gpt-oss, Phi-3/Phi-4-mini (longrope),
 #             Gemma 3 (both config forms), Gemma 4, Qwen2-VL and Qwen3-VL (M-RoPE) and dynamic NTK.
-#   models -> tests/fixtures/models/<case>/{config.json, model.safetensors, outputs.safetensors, outputs.json}: tiny
+#   models -> crates/pe-testkit/fixtures/models/<case>/{config.json, model.safetensors, outputs.safetensors, outputs.json}: tiny
 #             random checkpoints saved by transformers (Llama 3.1, Qwen2.5 YaRN, Phi-3 / Phi-4-mini longrope, Mistral
 #             sliding window, M2M100) and the logits / encoder states transformers computes with them (prefill,
 #             cached greedy decode, left-padded batch, far positions).
-#   grids ->  crates/pe-core/tests/fixtures/grids/<case>.json + <case>.safetensors: diffusers' FLUX.1 / FLUX.2 /
+#   grids ->  crates/pe-testkit/fixtures/grids/<case>.json + <case>.safetensors: diffusers' FLUX.1 / FLUX.2 /
 #             Qwen-Image multi-axis rotary tables, transformers' Pixtral and Llama 4 vision-tower 2D ropes, diffusers'
 #             2D / 3D sin-cos grid embeddings, and transformers' BLOOM and MPT ALiBi slopes and biases
 #             (non-power-of-two head counts included).

@@ -1,20 +1,24 @@
-//! `examples/generate.rs` on the llama31 fixture: the ids it prints are the greedy ids
-//! transformers recorded (`decode.generated_ids`), and bad flags are errors naming them.
+//! `examples/generate.rs`'s command line (`pe_models::generate_cli`) on the llama31 fixture: the
+//! ids it prints are the greedy ids transformers recorded (`decode.generated_ids`), and bad flags
+//! are errors naming them.
 
-#[allow(dead_code)]
-#[path = "../examples/generate.rs"]
-mod generate;
+use std::path::PathBuf;
 
 use anyhow::Result;
 use candle_core::{DType, Device};
 use clap::Parser;
-use generate::{default_model, run, Args};
+use pe_models::generate_cli::{run, Args};
 
-/// Runs the example with `flags`, returns its stdout.
+/// The model the example runs without `--model`.
+fn default_model() -> PathBuf {
+    pe_testkit::fixture("models/llama31")
+}
+
+/// Runs the example's command line with `flags`, returns its stdout.
 fn run_with(flags: &[&str]) -> Result<String> {
     let args = Args::try_parse_from(std::iter::once("generate").chain(flags.iter().copied()))?;
     let mut out = vec![];
-    run(&args, &mut out)?;
+    run(&args, &default_model(), &mut out)?;
     Ok(String::from_utf8(out)?)
 }
 

@@ -3,11 +3,9 @@
 //! position 131,072 next to ours.
 
 use candle_core::{DType, Device, Tensor};
-#[path = "../benches/baseline/mod.rs"]
-mod baseline;
 
-use baseline::naive_llama_rope;
 use candle_pe::{Rope, RopeConfig};
+use pe_testkit::naive_llama_rope;
 
 /// Largest difference to the exact rows `from .. from + rows` (f64 tables of the same rope).
 fn max_err(t: &Tensor, exact: &Tensor, from: usize, rows: usize) -> anyhow::Result<f64> {

@@ -210,7 +210,14 @@ mod tests {
         ] {
             assert_eq!(parse_frequencies(&frequencies_name(f)), Ok(f));
         }
-        assert!(parse_frequencies("h-shift:x").is_err());
-        assert!(parse_frequencies("paper").is_err());
+        assert_eq!(
+            parse_frequencies("h-shift:x"),
+            Err("the shift in \"h-shift:x\" is not a number".to_string())
+        );
+        let err = parse_frequencies("paper").unwrap_err();
+        assert!(
+            err.starts_with("unknown frequencies \"paper\"; expected d,"),
+            "{err}"
+        );
     }
 }

@@ -225,12 +225,26 @@ mod tests {
             "1,x".parse::<List<i64>>(),
             Err("'x' (number 2) is not an integer".to_string())
         );
-        assert!("1,,2".parse::<List<f64>>().is_err());
+        assert_eq!(
+            "1,,2".parse::<List<f64>>(),
+            Err("'' (number 2) is not a number".to_string())
+        );
     }
 
     #[test]
     fn rejects_bad_timesteps() {
-        assert!(Positions::from_args(None, None, None, Some(vec![f64::NAN])).is_err());
-        assert!(Positions::from_args(None, None, None, Some(vec![3e9])).is_err());
+        for (timesteps, needle) in [
+            (
+                vec![f64::NAN],
+                "--timesteps: timestep NaN (number 1) must be finite",
+            ),
+            (
+                vec![0.0, 3e9],
+                "--timesteps: timestep 3000000000 (number 2) must be finite",
+            ),
+        ] {
+            let err = Positions::from_args(None, None, None, Some(timesteps)).unwrap_err();
+            assert!(err.to_string().contains(needle), "{err}");
+        }
     }
 }

@@ -457,11 +457,9 @@ fn rope_has_help_listing_its_flags() {
     assert!(top.contains("rope"), "{top}");
 }
 
-/// A config.json of pe-core's transformers fixtures, written into `dir`.
+/// The `config_input` of a rope fixture (pe-core's transformers tests), written into `dir`.
 fn fixture_config(dir: &Path, name: &str) -> std::path::PathBuf {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../pe-core/tests/fixtures/rope")
-        .join(format!("{name}.json"));
+    let fixture = pe_testkit::fixture(&format!("rope/{name}.json"));
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
     let path = dir.join(format!("{name}-config.json"));

@@ -1,12 +1,11 @@
 //! The cache: growth without recomputation, zero-copy views, ids, and concurrent use.
 
-mod common;
-
 use candle_core::{DType, Device, Storage, Tensor};
 use candle_pe_core::{Backend, PeCache, PeSpec, Positions, SinusoidalEncoding};
+use pe_testkit::{backend_tests, encoding};
 
 fn cache(spec: PeSpec, backend: Backend) -> PeCache {
-    PeCache::new(common::encoding(spec, backend))
+    PeCache::new(encoding(spec, backend))
 }
 
 fn max_diff(a: &Tensor, b: &Tensor) -> anyhow::Result<f64> {
@@ -390,7 +389,7 @@ fn owned_rows_copy_only_those_rows() -> anyhow::Result<()> {
 #[test]
 fn requests_ending_at_the_limit_are_cached() -> anyhow::Result<()> {
     let dev = Device::Cpu;
-    let cache = PeCache::new(common::encoding(PeSpec::fairseq(16), Backend::Cpu)).with_limit(100);
+    let cache = PeCache::new(encoding(PeSpec::fairseq(16), Backend::Cpu)).with_limit(100);
     let ids = |v: &[u32]| Tensor::new(v, &dev);
     cache.range(91, 10, DType::F32, &dev)?;
     cache.at(&ids(&[3, 100])?, DType::F32)?;

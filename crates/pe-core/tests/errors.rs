@@ -1,7 +1,5 @@
 //! Every bad input gets an error naming the parameter and the value, never a panic.
 
-mod common;
-
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::{Backend, Error, Frequencies, OddWidth, PeSpec, SinusoidalEncoding};
 
@@ -139,13 +137,40 @@ fn tables_too_large_for_memory_fail_before_allocating() -> anyhow::Result<()> {
 }
 
 #[test]
-fn cpu_backend_is_refused_off_the_cpu() {
-    // Only meaningful with a GPU; on a CPU-only build the check still compiles and the
-    // Cpu backend works on the CPU device.
-    let pe = SinusoidalEncoding::new(PeSpec::marian(4))
-        .unwrap()
-        .with_backend(Backend::Cpu);
-    assert!(pe.range(0, 2, DType::F32, &Device::Cpu).is_ok());
+fn cpu_backend_is_refused_off_the_cpu() -> anyhow::Result<()> {
+    let table = |backend| -> anyhow::Result<Vec<Vec<f64>>> {
+        let pe = SinusoidalEncoding::new(PeSpec::marian(64))?.with_backend(backend);
+        Ok(pe.range(1 << 20, 8, DType::F64, &Device::Cpu)?.to_vec2()?)
+    };
+    // On the CPU, Cpu is the CPU generator: Auto's bits, not the generic generator's.
+    let cpu = table(Backend::Cpu)?;
+    assert_eq!(cpu, table(Backend::Auto)?);
+    assert_ne!(
+        cpu,
+        table(Backend::Generic)?,
+        "the generators must differ for this check"
+    );
+    // Off the CPU (needs a GPU, so a cuda build), the variant naming the device.
+    let message = Error::CpuBackendOnDevice(candle_core::DeviceLocation::Cuda { gpu_id: 0 });
+    assert!(
+        message
+            .to_string()
+            .contains("backend Cpu needs the CPU device"),
+        "{message}"
+    );
+    #[cfg(feature = "cuda")]
+    if let Ok(gpu) = Device::new_cuda(0) {
+        let pe = SinusoidalEncoding::new(PeSpec::marian(4))?.with_backend(Backend::Cpu);
+        let err = pe.range(0, 2, DType::F32, &gpu).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::CpuBackendOnDevice(candle_core::DeviceLocation::Cuda { .. })
+            ),
+            "{err}"
+        );
+    }
+    Ok(())
 }
 
 #[test]

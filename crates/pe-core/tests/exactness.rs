@@ -2,68 +2,13 @@
 //! with tweaked bases, scales and layouts, offsets up to 2^31 - 1, every output dtype, ranges,
 //! ids, padding-aware ids and timesteps, on every backend.
 
-mod common;
-
 use candle_core::{DType, Device, Tensor};
-use candle_pe_core::{Backend, Layout, PeSpec, Preset, SinusoidalEncoding, MAX_POSITION};
-use common::{assert_matches, oracle_rows};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use candle_pe_core::{Backend, PeSpec, Preset, SinusoidalEncoding, MAX_POSITION};
+use pe_testkit::{assert_matches, backend_tests, encoding, oracle_rows};
+use pe_testkit::{random_encoding, random_offset, seeded_rng};
+use rand::Rng;
 
 const DTYPES: [DType; 4] = [DType::F32, DType::F16, DType::BF16, DType::F64];
-
-fn rng(test: &str) -> StdRng {
-    let seed = std::env::var("PE_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20171206);
-    eprintln!("{test}: seed {seed} (set PE_TEST_SEED to change)");
-    StdRng::seed_from_u64(seed)
-}
-
-/// A random valid spec: any preset, sometimes with another base, scale or layout.
-fn random_encoding(rng: &mut StdRng, max_width: usize, backend: Backend) -> SinusoidalEncoding {
-    loop {
-        let preset = Preset::ALL[rng.random_range(0..Preset::ALL.len())];
-        let width = match rng.random_range(0..3) {
-            0 => rng.random_range(1..=16),
-            1 => rng.random_range(17..=256),
-            _ => rng.random_range(257..=max_width),
-        };
-        let mut spec = preset.spec(width);
-        if rng.random_bool(0.3) {
-            spec = spec.with_base(
-                [100.0, 1e5, 1e6, rng.random_range(2.0..50_000.0)][rng.random_range(0..4)],
-            );
-        }
-        if rng.random_bool(0.2) {
-            spec = spec.with_angle_scale(rng.random_range(0.25..4.0));
-        }
-        if rng.random_bool(0.2) {
-            spec = spec.with_layout(
-                [Layout::Interleaved, Layout::SinCos, Layout::CosSin][rng.random_range(0..3)],
-            );
-        }
-        // Invalid combinations (odd widths rejected, h-1 at widths 2 and 3) are tested in errors.rs.
-        if let Ok(pe) = SinusoidalEncoding::new(spec) {
-            return pe.with_backend(backend);
-        }
-    }
-}
-
-/// An offset from one of the interesting regions, leaving room for `len` rows below 2^31.
-fn random_offset(rng: &mut StdRng, len: usize) -> usize {
-    let top = MAX_POSITION as usize - len;
-    let near = |rng: &mut StdRng, x: usize| (x - 64 + rng.random_range(0..128)).min(top);
-    match rng.random_range(0..6) {
-        0 => rng.random_range(0..1000),
-        1 => near(rng, 1 << 20),
-        2 => near(rng, 1 << 24),
-        3 => top - rng.random_range(0..64).min(top),
-        4 => top,
-        _ => rng.random_range(0..=top),
-    }
-}
 
 fn rows_for(len_small: usize, width: usize) -> usize {
     if width > 256 {
@@ -74,7 +19,7 @@ fn rows_for(len_small: usize, width: usize) -> usize {
 }
 
 fn ranges_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
-    let mut rng = rng("ranges_match_oracle");
+    let mut rng = seeded_rng("ranges_match_oracle");
     let mut worst = [0f64; 4];
     for case in 0..160 {
         let pe = random_encoding(&mut rng, 2048, backend);
@@ -100,7 +45,7 @@ fn ranges_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
 }
 
 fn ids_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
-    let mut rng = rng("ids_match_oracle");
+    let mut rng = seeded_rng("ids_match_oracle");
     for case in 0..80 {
         let pe = random_encoding(&mut rng, 2048, backend);
         let (batch, seq) = (
@@ -155,7 +100,7 @@ fn ids_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
 }
 
 fn timesteps_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
-    let mut rng = rng("timesteps_match_oracle");
+    let mut rng = seeded_rng("timesteps_match_oracle");
     for case in 0..60 {
         let pe = random_encoding(&mut rng, 1280, backend);
         let n = rows_for(rng.random_range(1..=12), pe.width());
@@ -199,7 +144,7 @@ fn padding_aware_matches_oracle(dev: &Device, backend: Backend) -> anyhow::Resul
         [[5, 6, 7, 8, 1, 1], [1, 1, 5, 6, 7, 8]]
     );
 
-    let mut rng = rng("padding_aware_matches_oracle");
+    let mut rng = seeded_rng("padding_aware_matches_oracle");
     for case in 0..40 {
         let pe = random_encoding(&mut rng, 1024, backend);
         let pad = rng.random_range(0..3u32);
@@ -267,7 +212,7 @@ fn padding_aware_matches_oracle(dev: &Device, backend: Backend) -> anyhow::Resul
 /// The CPU generator and its plain twin, the generic candle-op path, agree on larger tables.
 #[test]
 fn cpu_and_generic_agree() -> anyhow::Result<()> {
-    let mut rng = rng("cpu_and_generic_agree");
+    let mut rng = seeded_rng("cpu_and_generic_agree");
     for _ in 0..12 {
         let spec = *random_encoding(&mut rng, 1024, Backend::Cpu).spec();
         let cpu = SinusoidalEncoding::new(spec)?.with_backend(Backend::Cpu);
@@ -323,7 +268,7 @@ fn far_end_every_preset_and_dtype(dev: &Device, backend: Backend) -> anyhow::Res
 
 /// Empty requests give empty tables of the right shape and dtype.
 fn empty_requests(dev: &Device, backend: Backend) -> anyhow::Result<()> {
-    let pe = common::encoding(PeSpec::fairseq(6), backend);
+    let pe = encoding(PeSpec::fairseq(6), backend);
     for dtype in DTYPES {
         let t = pe.range(5, 0, dtype, dev)?;
         assert_eq!((t.dims(), t.dtype()), (&[0, 6][..], dtype));

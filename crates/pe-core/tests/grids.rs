@@ -2,18 +2,15 @@
 //! `scripts/fixtures/grids.py` with diffusers 0.42.1 and transformers 5.23.0), and against the
 //! exact values.
 
-mod common;
-
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::{patch_ids, AxesRope};
 use candle_pe_core::{Alibi, SincosGrid, SincosGrid3d};
-use common::{tolerance, Big};
+use pe_testkit::{tolerance, Big};
 
 fn fixture(name: &str) -> anyhow::Result<(serde_json::Value, HashMap<String, Tensor>)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/grids");
+    let dir = pe_testkit::fixture("grids");
     let json = serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}.json")))?)?;
     let tensors =
         candle_core::safetensors::load(dir.join(format!("{name}.safetensors")), &Device::Cpu)?;

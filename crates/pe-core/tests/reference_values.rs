@@ -1,10 +1,8 @@
 //! The fixed reference values of docs/conventions.md, verbatim, on every backend.
 
-mod common;
-
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::{Backend, PeSpec};
-use common::{assert_matches, encoding, oracle_row};
+use pe_testkit::{assert_matches, backend_tests, encoding, oracle_row};
 
 /// Asserts each row of `table` (rows of f64 output) equals `expected` to `tol`.
 fn assert_rows(table: &Tensor, expected: &[&[f64]], tol: f64, what: &str) -> anyhow::Result<()> {

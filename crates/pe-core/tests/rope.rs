@@ -2,14 +2,11 @@
 //! `modeling_rope_utils`) in 256-bit arithmetic, for every rope type, random head dims, bases
 //! and positions up to 2^31 - 1, on every backend; HF config reading; the cache.
 
-mod common;
-
-use astro_float::BigFloat;
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::RopeConfigs;
 use candle_pe_core::{Backend, Rope, RopeCache, RopeConfig, RopeType, MAX_POSITION};
 use candle_pe_core::{Dynamic, Linear, Llama3, Longrope, Proportional, Yarn};
-use common::{to_f64, tolerance, Big};
+use pe_testkit::{backend_tests, to_f64, tolerance, Big, BigFloat};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -637,7 +634,12 @@ fn hf_families_parse() -> anyhow::Result<()> {
     let sliding = gemma3.for_layer(33)?;
     assert_eq!((sliding.head_dim, sliding.rope_theta), (256, 1e4));
     assert_eq!(sliding.rope_type, RopeType::Default);
-    assert!(gemma3.for_layer(34).is_err());
+    let err = gemma3.for_layer(34).unwrap_err();
+    assert!(
+        matches!(&err, candle_pe_core::Error::Config { field, message }
+            if field == "layer_types" && message.contains("layer 34 is past the last of the 34")),
+        "{err}"
+    );
     // NoPE layer types, layer_types, the index and type errors.
     let configs = RopeConfigs::from_hf_config(&serde_json::from_str(
         r#"{"head_dim": 64, "layer_types": ["a", "b", "a"],

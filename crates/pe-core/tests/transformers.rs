@@ -7,7 +7,6 @@
 //! `p * w * 2^-23`. The tolerances below are those, and no wider.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::{Dynamic, LongropePolicy, RopeConfigs};
@@ -20,7 +19,7 @@ struct Fixture {
 }
 
 fn fixture(name: &str) -> anyhow::Result<Fixture> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rope");
+    let dir = pe_testkit::fixture("rope");
     let json = serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}.json")))?)?;
     let tensors =
         candle_core::safetensors::load(dir.join(format!("{name}.safetensors")), &Device::Cpu)?;
@@ -276,7 +275,12 @@ fn gemma3() -> anyhow::Result<()> {
         assert_eq!(legacy.for_layer(i)?, legacy.for_layer_type(t)?, "layer {i}");
     }
     assert_eq!(legacy.layer_types(), v5.layer_types());
-    assert!(legacy.for_layer(types.len()).is_err());
+    let err = legacy.for_layer(types.len()).unwrap_err();
+    let past = format!("layer {} is past the last", types.len());
+    assert!(
+        err.to_string().contains("layer_types") && err.to_string().contains(&past),
+        "{err}"
+    );
     for json in [
         &fx.json["config_input"],
         &fixture("gemma3_legacy")?.json["config_input"],

@@ -37,7 +37,7 @@ struct Args {
 }
 
 fn fixture() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/models/llama31")
+    pe_testkit::fixture("models/llama31")
 }
 
 /// candle-transformers' config from the same `config.json`, with a rope table of `rows` rows.

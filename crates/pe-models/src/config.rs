@@ -240,7 +240,7 @@ impl M2M100Config {
 /// are none. Errors name the file and the field.
 ///
 /// ```
-/// let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/models/llama31");
+/// let dir = pe_testkit::fixture("models/llama31");
 /// assert_eq!(pe_models::eos_token_ids(dir)?, [2]);
 /// # Ok::<(), anyhow::Error>(())
 /// ```

@@ -7,7 +7,7 @@
 //! use candle_core::{DType, Device};
 //! use pe_models::{greedy, LlamaFamily};
 //!
-//! let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/models/llama31");
+//! let dir = pe_testkit::fixture("models/llama31");
 //! let mut model = LlamaFamily::from_dir(dir, DType::F32, &Device::Cpu)?;
 //! // The prompt at positions 100..103, then four new tokens at 103, 104, ...
 //! let out = greedy(&mut model, &[5, 6, 7], 100, 4, &[], |_| {})?;

@@ -1,6 +1,6 @@
 //! Reference models built only from candle-nn layers and candle-pe's exact positional
 //! encodings, checked against transformers 5.23's outputs (`tests/transformers.rs`,
-//! `tests/m2m100.rs`, the fixtures in `tests/fixtures/models`): decoders with rotary
+//! `tests/m2m100.rs`, the fixtures in `crates/pe-testkit/fixtures/models`): decoders with rotary
 //! embeddings ([`candle_pe_nn::RotaryEmbedding`]) and an encoder with sinusoidal ones
 //! ([`candle_pe_nn::SinusoidalEmbedding`]).
 //!
@@ -20,7 +20,7 @@
 //! use pe_models::LlamaFamily;
 //!
 //! let dev = Device::Cpu;
-//! let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/models/llama31");
+//! let dir = pe_testkit::fixture("models/llama31");
 //! let mut model = LlamaFamily::from_dir(dir, DType::F32, &dev)?;
 //!
 //! // Prefill two left-padded prompts: positions count real tokens only (pads at 0).
@@ -43,6 +43,7 @@
 
 pub mod config;
 pub mod generate;
+pub mod generate_cli;
 mod layers;
 pub mod llama;
 pub mod m2m100;

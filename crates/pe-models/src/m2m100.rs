@@ -6,7 +6,7 @@
 //! use pe_models::M2M100Encoder;
 //!
 //! let dev = Device::Cpu;
-//! let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/models/m2m100");
+//! let dir = pe_testkit::fixture("models/m2m100");
 //! let encoder = M2M100Encoder::from_dir(dir, DType::F32, &dev)?;
 //!
 //! // Two sources, the second left-padded with the pad id 1: its tokens keep their positions.

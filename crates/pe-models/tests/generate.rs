@@ -10,7 +10,7 @@ use candle_core::{DType, Device, Tensor};
 use pe_models::{eos_token_ids, greedy, LlamaFamily};
 
 fn fixture() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/models/llama31")
+    pe_testkit::fixture("models/llama31")
 }
 
 fn recorded(key: &str) -> Result<Vec<u32>> {

@@ -1,5 +1,5 @@
 //! `M2M100Encoder` against transformers 5.23 (eager attention, f32, CPU, deterministic) on
-//! `tests/fixtures/models/m2m100`: a tiny random M2M100 (`d_model` 64, 2 layers, pad id 1,
+//! `crates/pe-testkit/fixtures/models/m2m100`: a tiny random M2M100 (`d_model` 64, 2 layers, pad id 1,
 //! `scale_embedding`) whose `outputs.safetensors` holds the encoder's inputs (two rows, the
 //! second left-padded with 4 pads), its `last_hidden_state`, and the sinusoidal table
 //! transformers builds (a buffer, not in the checkpoint); and the errors of a bad config or
@@ -18,7 +18,7 @@ use pe_models::{M2M100Config, M2M100Encoder};
 use serde_json::Value;
 
 fn fixture_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/models/m2m100")
+    pe_testkit::fixture("models/m2m100")
 }
 
 fn load(file: &str) -> Result<HashMap<String, Tensor>> {
@@ -190,7 +190,7 @@ fn a_wrong_model_type_is_an_error() -> Result<()> {
         );
     }
     // A Llama checkpoint's config read as M2M100.
-    let llama = fixture_dir().join("../llama31/config.json");
+    let llama = pe_testkit::fixture("models/llama31/config.json");
     let msg = format!("{:#}", M2M100Config::from_file(&llama).unwrap_err());
     assert!(
         msg.contains("llama31/config.json") && msg.contains("\"llama\""),

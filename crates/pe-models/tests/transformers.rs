@@ -1,5 +1,5 @@
 //! `LlamaFamily` against transformers 5.23 (eager attention, f32, CPU, deterministic), on the
-//! fixtures of `tests/fixtures/models/<case>/`: `outputs.json` describes each call and
+//! fixtures of `crates/pe-testkit/fixtures/models/<case>/`: `outputs.json` describes each call and
 //! `outputs.safetensors` holds its inputs and logits.
 //!
 //! Every call is checked: `prefill` (12 tokens), `decode` (8 greedy steps on the KV cache: the
@@ -56,9 +56,7 @@ struct Fixture {
 
 impl Fixture {
     fn load(name: &'static str) -> Result<Self> {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../tests/fixtures/models")
-            .join(name);
+        let dir = pe_testkit::fixture(&format!("models/{name}"));
         let json: Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join("outputs.json"))?)?;
         let tensors =

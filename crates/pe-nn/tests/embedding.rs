@@ -1,9 +1,6 @@
 //! The block against a reference built from plain candle ops plus the 256-bit oracle, on real
 //! safetensors checkpoints written by the test, on every backend.
 
-#[path = "../../pe-core/tests/common/mod.rs"]
-mod common;
-
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -14,7 +11,7 @@ use candle_pe_nn::{
     sinusoidal_embedding, EmbeddingScale, PositionMode, Preset, SinusoidalEmbedding,
     SinusoidalEmbeddingConfig, StoredTable,
 };
-use common::{oracle_row, tolerance};
+use pe_testkit::{backend_tests, oracle_row, tolerance};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

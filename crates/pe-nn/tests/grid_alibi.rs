@@ -61,7 +61,11 @@ fn alibi_bias_is_slope_times_distance() -> anyhow::Result<()> {
         err.to_string().contains("(batch, 12, queries, keys)"),
         "{err}"
     );
-    assert!(AlibiBias::new(0).is_err());
+    let err = AlibiBias::new(0).unwrap_err().to_string();
+    assert!(
+        err.contains("heads must be in 1 ..= 1048576, got 0"),
+        "{err}"
+    );
     Ok(())
 }
 

@@ -1,40 +1,21 @@
 //! The exact oracle, written from the formulas of `docs/conventions.md` independently of the
 //! library: frequencies, products and the reduction of the angle modulo 2 pi in 256-bit
 //! arithmetic (astro-float), so it is exact to far below any output dtype at every position
-//! below 2^31; and the tolerance every output dtype must meet against it.
-#![allow(dead_code)]
+//! below 2^31.
+//!
+//! ```
+//! use candle_pe_core::PeSpec;
+//! use pe_testkit::{oracle_row, Big};
+//!
+//! // Position 0: every sine is 0 and every cosine 1.
+//! assert_eq!(oracle_row(&PeSpec::fairseq(4), 0.0), [0.0, 0.0, 1.0, 1.0]);
+//! let mut big = Big::new();
+//! let (sin, _) = big.sin_cos(1e9, &Big::num(1.0));
+//! assert!((sin - 1e9f64.sin()).abs() < 1e-6);
+//! ```
 
 use astro_float::{BigFloat, Consts, RoundingMode};
-use candle_core::{DType, Device, Tensor};
-use candle_pe_core::{Backend, Frequencies, Layout, OddWidth, PeSpec};
-
-/// Runs a device-generic test function once per (device, backend): the CPU generator, the
-/// generic candle-op generator forced on the CPU, and (with `--features cuda`) a GPU.
-#[macro_export]
-macro_rules! backend_tests {
-    ($($name:ident),* $(,)?) => {
-        mod cpu {
-            $(#[test]
-            fn $name() -> anyhow::Result<()> {
-                super::$name(&candle_core::Device::Cpu, candle_pe_core::Backend::Cpu)
-            })*
-        }
-        mod generic_on_cpu {
-            $(#[test]
-            fn $name() -> anyhow::Result<()> {
-                super::$name(&candle_core::Device::Cpu, candle_pe_core::Backend::Generic)
-            })*
-        }
-        #[cfg(feature = "cuda")]
-        mod cuda {
-            $(#[test]
-            #[ignore = "needs a CUDA GPU: cargo test --features cuda -- --ignored"]
-            fn $name() -> anyhow::Result<()> {
-                super::$name(&candle_core::Device::new_cuda(0)?, candle_pe_core::Backend::Auto)
-            })*
-        }
-    };
-}
+use candle_pe_core::{Frequencies, Layout, OddWidth, PeSpec};
 
 /// Bits of the oracle's arithmetic.
 const BITS: usize = 256;
@@ -46,7 +27,14 @@ pub struct Big {
     two_pi: BigFloat,
 }
 
+impl Default for Big {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Big {
+    /// The constants (pi) at the oracle's precision.
     pub fn new() -> Self {
         let mut consts = Consts::new().expect("astro-float constants");
         let two_pi = consts.pi(BITS, RM).mul(&Self::num(2.0), BITS, RM);
@@ -63,22 +51,27 @@ impl Big {
         Self::num(a).div(&Self::num(b), BITS, RM)
     }
 
+    /// `a * b`.
     pub fn mul(a: &BigFloat, b: &BigFloat) -> BigFloat {
         a.mul(b, BITS, RM)
     }
 
+    /// `a / b`.
     pub fn div(a: &BigFloat, b: &BigFloat) -> BigFloat {
         a.div(b, BITS, RM)
     }
 
+    /// `a + b`.
     pub fn add(a: &BigFloat, b: &BigFloat) -> BigFloat {
         a.add(b, BITS, RM)
     }
 
+    /// `a - b`.
     pub fn sub(a: &BigFloat, b: &BigFloat) -> BigFloat {
         a.sub(b, BITS, RM)
     }
 
+    /// The natural logarithm of `x`.
     pub fn ln(&mut self, x: &BigFloat) -> BigFloat {
         x.ln(BITS, RM, &mut self.consts)
     }
@@ -89,6 +82,7 @@ impl Big {
         Self::mul(exponent, &ln).exp(BITS, RM, &mut self.consts)
     }
 
+    /// pi.
     pub fn pi(&mut self) -> BigFloat {
         self.consts.pi(BITS, RM)
     }
@@ -186,66 +180,4 @@ pub fn oracle_rows(spec: &PeSpec, positions: &[f64]) -> Vec<Vec<f64>> {
 /// One row of `spec` at position `p`.
 pub fn oracle_row(spec: &PeSpec, p: f64) -> Vec<f64> {
     oracle_rows(spec, &[p]).remove(0)
-}
-
-/// The largest error `dtype` output may have against the exact value `exact`:
-/// 1e-9 for f64, 1e-6 for f32, one unit in the last place for f16 and bf16.
-pub fn tolerance(dtype: DType, exact: f64) -> f64 {
-    let a = exact.abs();
-    let ulp = |mantissa_bits: i32, min_exponent: i32| {
-        let exponent = if a == 0.0 {
-            min_exponent
-        } else {
-            (a.log2().floor() as i32).max(min_exponent)
-        };
-        2f64.powi(exponent - mantissa_bits)
-    };
-    match dtype {
-        DType::F64 => 1e-9,
-        DType::F32 => 1e-6,
-        DType::F16 => ulp(10, -14),
-        DType::BF16 => ulp(7, -126),
-        other => panic!("no tolerance for {other:?}"),
-    }
-}
-
-/// Compares a `(rows, d)` table with the oracle rows; returns the largest error seen.
-pub fn assert_matches(got: &Tensor, expected: &[Vec<f64>], context: &str) -> anyhow::Result<f64> {
-    let dtype = got.dtype();
-    let got = got
-        .to_dtype(DType::F64)?
-        .to_device(&Device::Cpu)?
-        .to_vec2::<f64>()?;
-    anyhow::ensure!(
-        got.len() == expected.len(),
-        "{context}: {} rows, expected {}",
-        got.len(),
-        expected.len()
-    );
-    let mut worst = 0f64;
-    for (r, (g, e)) in got.iter().zip(expected).enumerate() {
-        anyhow::ensure!(
-            g.len() == e.len(),
-            "{context}: row {r} has {} columns, expected {}",
-            g.len(),
-            e.len()
-        );
-        for (c, (&g, &e)) in g.iter().zip(e).enumerate() {
-            let err = (g - e).abs();
-            anyhow::ensure!(
-                err <= tolerance(dtype, e),
-                "{context}: row {r} column {c}: got {g:e}, exact {e:e}, error {err:e} over the {dtype:?} tolerance {:e}",
-                tolerance(dtype, e)
-            );
-            worst = worst.max(err);
-        }
-    }
-    Ok(worst)
-}
-
-/// The encoding of `spec` on `backend`.
-pub fn encoding(spec: PeSpec, backend: Backend) -> candle_pe_core::SinusoidalEncoding {
-    candle_pe_core::SinusoidalEncoding::new(spec)
-        .unwrap_or_else(|e| panic!("{spec:?} is valid: {e}"))
-        .with_backend(backend)
 }

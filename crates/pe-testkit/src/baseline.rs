@@ -3,8 +3,17 @@
 //! in f32, an f32 copy of the positions, a `broadcast_mul` or `matmul`, `sin`, `cos`. Their error
 //! grows with the position (about `p * 7e-8`).
 //!
-//! Benchmark and example code, not library API: included with `#[path]` where it is used.
-#![allow(dead_code)]
+//! Benchmark and example code, not library API.
+//!
+//! ```
+//! use candle_core::Device;
+//! use pe_testkit::naive_llama_rope;
+//!
+//! let (cos, _sin) = naive_llama_rope(64, 10_000.0, 4096, &Device::Cpu)?;
+//! let last = cos.get(4095)?.get(0)?.to_scalar::<f32>()?;
+//! assert!((last as f64 - 4095f64.cos()).abs() < 1e-3);
+//! # Ok::<(), candle_core::Error>(())
+//! ```
 
 use candle_core::{DType, Device, Result, Tensor};
 use candle_pe_core::{Column, RopeCache, SinusoidalEncoding};

@@ -1,0 +1,80 @@
+//! Generators of random cases: a generator seeded from `PE_TEST_SEED` (printed, so a failure
+//! can be replayed), random valid encodings and offsets from the regions where errors hide, and
+//! the encoding of a spec on a backend.
+//!
+//! ```
+//! use candle_pe_core::{Backend, MAX_POSITION};
+//! use pe_testkit::{random_encoding, random_offset, seeded_rng};
+//!
+//! let mut rng = seeded_rng("doc");
+//! let pe = random_encoding(&mut rng, 300, Backend::Cpu);
+//! assert!((1..=300).contains(&pe.width()));
+//! assert!(random_offset(&mut rng, 8) + 8 <= MAX_POSITION as usize);
+//! ```
+
+use candle_pe_core::{Backend, Layout, PeSpec, Preset, SinusoidalEncoding, MAX_POSITION};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// A generator seeded from `PE_TEST_SEED` (default 20171206); the seed is printed under `test`.
+pub fn seeded_rng(test: &str) -> StdRng {
+    let seed = std::env::var("PE_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20171206);
+    eprintln!("{test}: seed {seed} (set PE_TEST_SEED to change)");
+    StdRng::seed_from_u64(seed)
+}
+
+/// A random valid encoding of width at most `max_width` (at least 257) on `backend`: any
+/// preset, sometimes with another base, angle scale or layout.
+pub fn random_encoding(rng: &mut StdRng, max_width: usize, backend: Backend) -> SinusoidalEncoding {
+    loop {
+        let preset = Preset::ALL[rng.random_range(0..Preset::ALL.len())];
+        let width = match rng.random_range(0..3) {
+            0 => rng.random_range(1..=16),
+            1 => rng.random_range(17..=256),
+            _ => rng.random_range(257..=max_width),
+        };
+        let mut spec = preset.spec(width);
+        if rng.random_bool(0.3) {
+            spec = spec.with_base(
+                [100.0, 1e5, 1e6, rng.random_range(2.0..50_000.0)][rng.random_range(0..4)],
+            );
+        }
+        if rng.random_bool(0.2) {
+            spec = spec.with_angle_scale(rng.random_range(0.25..4.0));
+        }
+        if rng.random_bool(0.2) {
+            spec = spec.with_layout(
+                [Layout::Interleaved, Layout::SinCos, Layout::CosSin][rng.random_range(0..3)],
+            );
+        }
+        // Invalid combinations (odd widths rejected, h-1 at widths 2 and 3) are tested in
+        // pe-core's errors.rs.
+        if let Ok(pe) = SinusoidalEncoding::new(spec) {
+            return pe.with_backend(backend);
+        }
+    }
+}
+
+/// An offset from one of the interesting regions, leaving room for `len` rows below 2^31.
+pub fn random_offset(rng: &mut StdRng, len: usize) -> usize {
+    let top = MAX_POSITION as usize - len;
+    let near = |rng: &mut StdRng, x: usize| (x - 64 + rng.random_range(0..128)).min(top);
+    match rng.random_range(0..6) {
+        0 => rng.random_range(0..1000),
+        1 => near(rng, 1 << 20),
+        2 => near(rng, 1 << 24),
+        3 => top - rng.random_range(0..64).min(top),
+        4 => top,
+        _ => rng.random_range(0..=top),
+    }
+}
+
+/// The encoding of `spec` on `backend`; panics if `spec` is invalid.
+pub fn encoding(spec: PeSpec, backend: Backend) -> SinusoidalEncoding {
+    SinusoidalEncoding::new(spec)
+        .unwrap_or_else(|e| panic!("{spec:?} is valid: {e}"))
+        .with_backend(backend)
+}

@@ -1,0 +1,88 @@
+//! The workspace's shared test code, a dev-dependency of every crate (never published, as
+//! libm's `libm-test` holds libm's MPFR oracle):
+//!
+//! - the exact oracle: sinusoidal rows and frequencies in 256-bit arithmetic ([`oracle_rows`],
+//!   [`Big`]);
+//! - the tolerance every output dtype meets against it, and the table comparison
+//!   ([`tolerance`], [`assert_matches`]);
+//! - generators of random cases, seeded from `PE_TEST_SEED` ([`seeded_rng`],
+//!   [`random_encoding`], [`random_offset`]) and the per-backend test runner
+//!   ([`backend_tests!`]);
+//! - the fixtures written by `scripts/make-fixtures.sh` ([`fixture`]);
+//! - the f32 constructions the benchmarks and examples measure against ([`naive_f32_table`],
+//!   [`naive_llama_rope`], ...).
+//!
+//! ```
+//! use candle_core::{DType, Device};
+//! use candle_pe_core::{PeSpec, SinusoidalEncoding};
+//! use pe_testkit::{assert_matches, oracle_rows};
+//!
+//! let spec = PeSpec::fairseq(8);
+//! let table = SinusoidalEncoding::new(spec)?.range(1000, 2, DType::F32, &Device::Cpu)?;
+//! assert_matches(&table, &oracle_rows(&spec, &[1000.0, 1001.0]), "fairseq(8)")?;
+//! assert!(pe_testkit::fixture("rope/llama31.json").is_file());
+//! # Ok::<(), anyhow::Error>(())
+//! ```
+
+mod baseline;
+mod cases;
+mod fixtures;
+mod oracle;
+mod tolerance;
+
+pub use baseline::{
+    gather_rope, marian_table, naive_f32_table, naive_llama_rope, whisper_sinusoids,
+};
+pub use cases::{encoding, random_encoding, random_offset, seeded_rng};
+pub use fixtures::fixture;
+pub use oracle::{oracle_frequency, oracle_row, oracle_rows, to_f64, Big};
+pub use tolerance::{assert_matches, tolerance};
+
+/// The oracle's number type.
+pub use astro_float::BigFloat;
+
+/// The crates [`backend_tests!`] names, so a test crate needs none of them itself.
+#[doc(hidden)]
+pub mod __private {
+    pub use anyhow;
+    pub use candle_core;
+    pub use candle_pe_core;
+}
+
+/// Runs a device-generic test function `fn(&Device, Backend) -> anyhow::Result<()>` once per
+/// (device, backend): the CPU generator, the generic candle-op generator forced on the CPU, and
+/// (with the calling crate's `cuda` feature) a GPU.
+#[macro_export]
+macro_rules! backend_tests {
+    ($($name:ident),* $(,)?) => {
+        mod cpu {
+            $(#[test]
+            fn $name() -> $crate::__private::anyhow::Result<()> {
+                super::$name(
+                    &$crate::__private::candle_core::Device::Cpu,
+                    $crate::__private::candle_pe_core::Backend::Cpu,
+                )
+            })*
+        }
+        mod generic_on_cpu {
+            $(#[test]
+            fn $name() -> $crate::__private::anyhow::Result<()> {
+                super::$name(
+                    &$crate::__private::candle_core::Device::Cpu,
+                    $crate::__private::candle_pe_core::Backend::Generic,
+                )
+            })*
+        }
+        #[cfg(feature = "cuda")]
+        mod cuda {
+            $(#[test]
+            #[ignore = "needs a CUDA GPU: cargo test --features cuda -- --ignored"]
+            fn $name() -> $crate::__private::anyhow::Result<()> {
+                super::$name(
+                    &$crate::__private::candle_core::Device::new_cuda(0)?,
+                    $crate::__private::candle_pe_core::Backend::Auto,
+                )
+            })*
+        }
+    };
+}
