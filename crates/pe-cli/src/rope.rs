@@ -284,7 +284,7 @@ pub fn write(args: &RopeArgs) -> Result<()> {
     if let Some(layer) = layer {
         metadata.push(("layer_type", layer));
     }
-    if config.rope_type.name() == "longrope" {
+    if rope.reads_longrope_policy() {
         metadata.push((
             "longrope_policy",
             format!("{:?}", args.longrope_policy).to_lowercase(),

@@ -56,6 +56,7 @@ mod row_cache;
 
 pub use alibi::{Alibi, DEFAULT_ALIBI_BIAS_MAX};
 pub use cache::{PeCache, DEFAULT_CACHE_ROWS};
+pub use describe::config_fields::ConfigFields;
 pub use describe::error::{Error, Result};
 pub use describe::freq::{Column, MAX_ANGLE, MAX_POSITION, MAX_WIDTH};
 pub use describe::positions::{padding_aware_positions, Positions, ToPositions};

@@ -37,6 +37,7 @@ fn layer_of_name(name: &str) -> usize {
         | "PeSpec"
         | "Preset"
         | "DEFAULT_BASE"
+        | "ConfigFields"
         | "RopeConfig"
         | "RopeConfigs"
         | "RopeType"

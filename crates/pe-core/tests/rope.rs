@@ -4,7 +4,7 @@
 
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::RopeConfigs;
-use candle_pe_core::{Backend, Rope, RopeCache, RopeConfig, RopeType, MAX_POSITION};
+use candle_pe_core::{Backend, Error, Rope, RopeCache, RopeConfig, RopeType, MAX_POSITION};
 use candle_pe_core::{Dynamic, Linear, Llama3, Longrope, Proportional, Yarn};
 use pe_testkit::{backend_tests, to_f64, tolerance, Big, BigFloat};
 use rand::rngs::StdRng;
@@ -199,6 +199,9 @@ fn assert_tables(
     Ok(())
 }
 
+/// The rope types `random_config` draws from (each one the oracle knows).
+const ORACLE_TYPES: usize = 7;
+
 fn random_config(rng: &mut StdRng) -> RopeConfig {
     let head_dim = 2 * rng.random_range(2..=128);
     let base = [
@@ -215,7 +218,7 @@ fn random_config(rng: &mut StdRng) -> RopeConfig {
     let factors =
         |rng: &mut StdRng| -> Vec<f64> { (0..half).map(|_| rng.random_range(1.0..64.0)).collect() };
     let mut max = original;
-    let rope_type = match rng.random_range(0..7) {
+    let rope_type = match rng.random_range(0..ORACLE_TYPES) {
         0 => RopeType::Default,
         1 => RopeType::Linear(Linear { factor }),
         2 => RopeType::Dynamic(Dynamic { factor }),
@@ -558,6 +561,27 @@ fn hf_configs_parse() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What a config writes of each type (`serde_json::to_value`, as `pe rope` records it) reads back
+/// as the same config: the names and fields a type reads are the ones it writes.
+#[test]
+fn every_type_reads_back_what_it_writes() -> anyhow::Result<()> {
+    let mut rng = StdRng::seed_from_u64(41);
+    let mut names = std::collections::BTreeSet::new();
+    for _ in 0..200 {
+        let mut c = random_config(&mut rng);
+        if rng.random_bool(0.2) {
+            let h = c.rotary_dim() / 2;
+            c.mrope_section = Some(vec![h - h / 3, h / 3, 0]);
+            c.mrope_interleaved = rng.random_bool(0.5);
+        }
+        let json = serde_json::to_value(&c)?;
+        assert_eq!(RopeConfig::from_hf_config(&json)?, c, "{json}");
+        names.insert(c.rope_type.name());
+    }
+    assert_eq!(names.len(), ORACLE_TYPES, "{names:?}");
+    Ok(())
+}
+
 /// The families' config forms: legacy names, top-level fields, per-layer types, nested text
 /// configs; and every refusal names its field.
 #[test]
@@ -812,3 +836,122 @@ backend_tests!(
     mrope_matches_oracle,
     cache_serves_views
 );
+
+/// A `null` is an absent field at either level (the rope dict and the top level); a value given
+/// at both levels must agree; a rope dict that is not an object is refused, naming it.
+#[test]
+fn null_is_absent_and_the_levels_agree() -> anyhow::Result<()> {
+    let parse = |json: &str| RopeConfig::from_hf_config(&serde_json::from_str(json).unwrap());
+    let llama3 = r#""rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 8192"#;
+    // null in the rope dict: the top level's value.
+    let c = parse(&format!(
+        r#"{{"head_dim": 128, "rope_theta": 500000,
+            "rope_scaling": {{{llama3}, "rope_theta": null}}}}"#
+    ))?;
+    assert_eq!(c.rope_theta, 500000.0);
+    let c = parse(
+        r#"{"head_dim": 128, "partial_rotary_factor": 0.5,
+            "rope_parameters": {"rope_type": "default", "partial_rotary_factor": null}}"#,
+    )?;
+    assert_eq!(c.rotary_dim(), 64);
+    // null at the top level: the rope dict's value.
+    let c = parse(&format!(
+        r#"{{"head_dim": 128, "rope_theta": null, "original_max_position_embeddings": null,
+            "rope_parameters": {{{llama3}, "rope_theta": 500000}}}}"#
+    ))?;
+    assert_eq!(c.rope_theta, 500000.0);
+    let RopeType::Llama3(l) = c.rope_type else {
+        panic!("{c:?}")
+    };
+    assert_eq!(l.original_max_position_embeddings, 8192);
+    // null everywhere: the default.
+    let c = parse(r#"{"head_dim": 128, "rope_theta": null, "rope_scaling": null}"#)?;
+    assert_eq!((c.rope_theta, c.rope_type.name()), (10000.0, "default"));
+    // The same value at both levels, written differently.
+    let c = parse(
+        r#"{"head_dim": 128, "rope_theta": 500000, "partial_rotary_factor": 0.5,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 5e5,
+                                "partial_rotary_factor": 0.50}}"#,
+    )?;
+    assert_eq!((c.rope_theta, c.rotary_dim()), (500000.0, 64));
+    // Different values at the two levels: an error naming both, with their values.
+    for (json, (field, value), (other, other_value)) in [
+        (
+            r#"{"head_dim": 128, "rope_theta": 500000,
+                "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}}"#,
+            ("rope_parameters.rope_theta", "1000000.0"),
+            ("rope_theta", "500000"),
+        ),
+        (
+            r#"{"head_dim": 128, "partial_rotary_factor": 0.5,
+                "rope_scaling": {"rope_type": "linear", "factor": 2, "partial_rotary_factor": 1}}"#,
+            ("rope_scaling.partial_rotary_factor", "1"),
+            ("partial_rotary_factor", "0.5"),
+        ),
+        (
+            r#"{"head_dim": 128, "original_max_position_embeddings": 4096,
+                "rope_scaling": {"rope_type": "yarn", "factor": 4,
+                                 "original_max_position_embeddings": 8192}}"#,
+            ("rope_scaling.original_max_position_embeddings", "8192"),
+            ("original_max_position_embeddings", "4096"),
+        ),
+        (
+            r#"{"head_dim": 128, "mrope_section": [16, 24, 24],
+                "rope_scaling": {"rope_type": "default", "mrope_section": [24, 20, 20]}}"#,
+            ("rope_scaling.mrope_section", "[24,20,20]"),
+            ("mrope_section", "[16,24,24]"),
+        ),
+    ] {
+        let err = parse(json).expect_err(json);
+        let message = err.to_string();
+        let Error::ConfigConflict {
+            field: f,
+            value: v,
+            other: o,
+            other_value: ov,
+        } = err
+        else {
+            panic!("{json}: {message}")
+        };
+        assert_eq!((f.as_str(), v.as_str()), (field, value), "{json}");
+        assert_eq!((o.as_str(), ov.as_str()), (other, other_value), "{json}");
+        for needle in [field, other] {
+            assert!(message.contains(needle), "{json}: {message}");
+        }
+    }
+    // A rope dict that is not an object.
+    for (json, field, value) in [
+        (
+            r#"{"head_dim": 128, "rope_scaling": 2.0}"#,
+            "rope_scaling",
+            "2.0",
+        ),
+        (
+            r#"{"head_dim": 128, "rope_parameters": [1]}"#,
+            "rope_parameters",
+            "[1]",
+        ),
+        (
+            r#"{"head_dim": 128, "rope_parameters": "default",
+                "rope_scaling": {"rope_type": "default"}}"#,
+            "rope_parameters",
+            "\"default\"",
+        ),
+        (
+            r#"{"head_dim": 128, "rope_scaling": {"rope_type": "linear", "factor": 2},
+                "rope_parameters": true}"#,
+            "rope_parameters",
+            "true",
+        ),
+    ] {
+        let err = parse(json).expect_err(json);
+        let message = err.to_string();
+        assert!(
+            matches!(&err, Error::Config { field: f, .. } if f == field),
+            "{json}: {message}"
+        );
+        assert!(message.contains(value), "{json}: {message}");
+    }
+    Ok(())
+}

@@ -35,8 +35,7 @@ use std::sync::{Arc, Mutex};
 
 use candle_core::{bail, DType, Result, Tensor, D};
 use candle_nn::rotary_emb::{rope, rope_i};
-use candle_pe_core::Dynamic;
-use candle_pe_core::{Backend, Positions, Rope, RopeCache, RopeConfig, RopeType, ToPositions};
+use candle_pe_core::{Backend, Positions, Rope, RopeCache, RopeConfig, ToPositions};
 
 use crate::rotary_rows::RotateRows;
 
@@ -49,9 +48,9 @@ use crate::rotary_rows::RotateRows;
 pub struct RotaryEmbedding {
     cache: RopeCache,
     interleaved: bool,
-    /// Dynamic NTK only: the longest sequence whose frequencies are in use, shared by clones
-    /// (transformers' `max_seq_len_cached`).
-    dynamic: Option<Arc<Mutex<usize>>>,
+    /// For a rope type that tracks a length across calls (dynamic NTK): the length whose
+    /// frequencies are in use, shared by clones (transformers' `max_seq_len_cached`).
+    tracked: Option<Arc<Mutex<usize>>>,
 }
 
 /// The layout of q and k, read from their rank.
@@ -86,39 +85,41 @@ impl RotaryEmbedding {
     /// The rotary embedding of `config`, rotating the two halves of each head (HF Llama's
     /// `rotate_half`, candle's `rope`).
     ///
-    /// With dynamic NTK the embedding keeps transformers' state: the frequencies are those of
-    /// the longest sequence seen (`max(position) + 1`), grown when a longer one comes, and reset
-    /// to the original ones when a sequence shorter than `max_position_embeddings` comes. Clones
-    /// share that state, as every layer shares transformers' rotary module.
+    /// For a rope type that tracks a length across calls ([`Rope::tracked_len`]: dynamic NTK)
+    /// the embedding keeps transformers' state: the frequencies are those of the longest
+    /// sequence seen (`max(position) + 1`), grown when a longer one comes, and reset to the
+    /// original ones when a sequence shorter than `max_position_embeddings` comes. Clones share
+    /// that state, as every layer shares transformers' rotary module.
     pub fn new(config: RopeConfig) -> Result<Self> {
-        let dynamic = match (&config.rope_type, config.max_position_embeddings) {
-            (RopeType::Dynamic(_), Some(max)) => Some(Arc::new(Mutex::new(max))),
-            _ => None,
-        };
+        let rope = Rope::new(config)?;
+        let tracked = rope.tracked_len().map(|len| Arc::new(Mutex::new(len)));
         Ok(Self {
-            cache: RopeCache::new(Rope::new(config)?),
+            cache: RopeCache::new(rope),
             interleaved: false,
-            dynamic,
+            tracked,
         })
     }
 
-    /// Dynamic NTK only: the sequence length whose frequencies are in use (transformers'
-    /// `max_seq_len_cached`); `None` for the other rope types.
-    pub fn dynamic_len(&self) -> Option<usize> {
-        self.dynamic
+    /// The sequence length whose frequencies are in use, for a rope type that tracks one
+    /// across calls (dynamic NTK; transformers' `max_seq_len_cached`); `None` for the others.
+    pub fn tracked_len(&self) -> Option<usize> {
+        self.tracked
             .as_ref()
             .map(|state| *state.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
-    /// For dynamic NTK, updates the state with a call reaching `seq_len` positions and returns
-    /// the length whose frequencies this call uses when it is past the original context (the
-    /// cached tables serve the rest).
-    fn dynamic_update(&self, seq_len: usize) -> Option<usize> {
-        let state = self.dynamic.as_ref()?;
-        let max = self.rope().config().max_position_embeddings?;
-        let mut cached = state.lock().unwrap_or_else(|e| e.into_inner());
-        *cached = Dynamic::next_cached_len(max, *cached, seq_len);
-        (*cached > max).then_some(*cached)
+    /// For a rope type that tracks a length, updates it with a call reaching `reach`
+    /// positions and returns the length whose frequencies this call uses when the cached
+    /// tables do not serve it (past the length up to which the frequencies are fixed).
+    fn track(&self, reach: usize) -> Option<usize> {
+        let state = self.tracked.as_ref()?;
+        let mut tracked = state.lock().unwrap_or_else(|e| e.into_inner());
+        *tracked = self.rope().next_tracked_len(*tracked, reach);
+        let served = self
+            .rope()
+            .fixed_up_to()
+            .is_some_and(|fixed| *tracked <= fixed);
+        (!served).then_some(*tracked)
     }
 
     /// The same embedding rotating adjacent pairs `(2i, 2i + 1)` instead (GPT-J, DeepSeek's
@@ -136,10 +137,10 @@ impl RotaryEmbedding {
     /// The same embedding with tables built by `backend` (a new, unshared cache).
     pub fn with_backend(self, backend: Backend) -> Self {
         let rope = self.cache.rope().clone().with_backend(backend);
-        let dynamic = self.dynamic_len().map(|len| Arc::new(Mutex::new(len)));
+        let tracked = self.tracked_len().map(|len| Arc::new(Mutex::new(len)));
         Self {
             cache: RopeCache::new(rope),
-            dynamic,
+            tracked,
             ..self
         }
     }
@@ -162,7 +163,7 @@ impl RotaryEmbedding {
         let seq = layout.seq();
         Positions::check_range(offset, seq)?;
         let dtype = table_dtype(q.dtype());
-        let (cos, sin) = match self.dynamic_update(offset + seq) {
+        let (cos, sin) = match self.track(offset + seq) {
             Some(len) if seq > 0 => {
                 let ids = Tensor::arange(offset as i64, (offset + seq) as i64, q.device())?;
                 self.rope().at_with_len(&ids, len, dtype)?
@@ -177,7 +178,8 @@ impl RotaryEmbedding {
     /// (each sequence of a ragged or left-padded batch at its own positions) and `(tokens,)`
     /// for `(tokens, heads, head_dim)` ones (continuous batching). `positions` may live on
     /// another device than q and k: the tables are built there and moved. On the CPU, within
-    /// the cache's limit and outside dynamic NTK, each row of q and k reads the row of its
+    /// the cache's limit and for a rope type that tracks no length across calls (all but
+    /// dynamic NTK), each row of q and k reads the row of its
     /// position straight from the cached tables instead (same bits, no gathered tables).
     pub fn apply_at(
         &self,
@@ -200,10 +202,10 @@ impl RotaryEmbedding {
         self.rotate_both(q, k, layout, &cos, &sin, Path::Fused)
     }
 
-    /// On the CPU, when every position is within the cache's limit (and the rope is not
-    /// dynamic NTK, whose tables depend on the call), with the positions on the host: the
-    /// positions and views of the cached cos and sin tables holding their rows, for the
-    /// per-token rotation. `None` sends the call to the gathered tables and candle-nn's kernels.
+    /// On the CPU, when every position is within the cache's limit (and the rope tracks no
+    /// length across calls, which would make the tables depend on the call), with the
+    /// positions on the host: the positions and views of the cached cos and sin tables holding
+    /// their rows, for the per-token rotation. `None` sends the call to the gathered tables and candle-nn's kernels.
     fn cached_rows<'p>(
         &self,
         q: &Tensor,
@@ -213,7 +215,7 @@ impl RotaryEmbedding {
             return Ok(None);
         };
         let len = positions.end();
-        if !q.device().is_cpu() || self.dynamic.is_some() || len > self.cache.limit() {
+        if !q.device().is_cpu() || self.tracked.is_some() || len > self.cache.limit() {
             return Ok(None);
         }
         let (cos, sin) = self
@@ -273,12 +275,12 @@ impl RotaryEmbedding {
     /// already checked against q ([`check_positions`]).
     fn tables_at(&self, q: &Tensor, positions: &Positions) -> Result<(Tensor, Tensor)> {
         let dtype = table_dtype(q.dtype());
-        // Dynamic NTK only: the sequence this call reaches, max(position) + 1.
-        let reach = match (&self.dynamic, positions.is_empty()) {
+        // A tracked length only (dynamic NTK): the sequence this call reaches, max(position) + 1.
+        let reach = match (&self.tracked, positions.is_empty()) {
             (None, _) | (_, true) => None,
             _ => Some(positions.end()),
         };
-        let (cos, sin) = match reach.and_then(|reach| self.dynamic_update(reach)) {
+        let (cos, sin) = match reach.and_then(|reach| self.track(reach)) {
             Some(len) => self.rope().at_with_len(positions, len, dtype)?,
             None => self.cache.at(positions, dtype)?,
         };

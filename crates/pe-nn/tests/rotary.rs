@@ -652,7 +652,7 @@ fn dynamic_ntk_grows_and_resets_like_transformers() -> anyhow::Result<()> {
     };
     let rotary = RotaryEmbedding::new(config)?;
     let layer = rotary.clone(); // layers share the state
-    assert_eq!(rotary.dynamic_len(), Some(4096));
+    assert_eq!(rotary.tracked_len(), Some(4096));
     let q = Tensor::randn(0f32, 1.0, (2, 2, 64), &dev)?;
     for (reach, expected) in [
         (100, 4096),
@@ -664,7 +664,7 @@ fn dynamic_ntk_grows_and_resets_like_transformers() -> anyhow::Result<()> {
         let positions = Tensor::new(&[0u32, reach - 1], &dev)?;
         let (got, _) = layer.apply_at(&q, &q, &positions)?;
         assert_eq!(
-            rotary.dynamic_len(),
+            rotary.tracked_len(),
             Some(expected as usize),
             "after {reach}"
         );
@@ -685,9 +685,9 @@ fn dynamic_ntk_grows_and_resets_like_transformers() -> anyhow::Result<()> {
     // apply (consecutive positions) follows the same rule.
     let q = Tensor::randn(0f32, 1.0, (1, 2, 3, 64), &dev)?;
     rotary.apply(&q, &q, 7000)?;
-    assert_eq!(rotary.dynamic_len(), Some(7003));
+    assert_eq!(rotary.tracked_len(), Some(7003));
     rotary.apply(&q, &q, 0)?;
-    assert_eq!(rotary.dynamic_len(), Some(4096));
+    assert_eq!(rotary.tracked_len(), Some(4096));
     Ok(())
 }
 

@@ -177,13 +177,34 @@ pub enum Error {
     },
 
     /// A config (an HF `config.json`) whose field could not be read: wrong type, unknown
-    /// `rope_type`, or contradicting another field.
+    /// `rope_type`, or a value out of its range.
     #[error("config field {field}: {message}")]
     Config {
         /// The field, as a path from the config's root (`rope_scaling.factor`).
         field: String,
         /// What is wrong with it.
         message: String,
+    },
+
+    /// A config without a field that must be given.
+    #[error("missing field {field}")]
+    MissingField {
+        /// The field, as a path from the config's root (`rope_scaling.low_freq_factor`).
+        field: String,
+    },
+
+    /// A config giving one value twice, with two different values: in the rope dict and at
+    /// the top level (`rope_parameters.rope_theta` and `rope_theta`), or under two names.
+    #[error("config fields {field} = {value} and {other} = {other_value} disagree; give one of them, or the same value")]
+    ConfigConflict {
+        /// One field, as a path from the config's root.
+        field: String,
+        /// Its value, as the config writes it.
+        value: String,
+        /// The other field.
+        other: String,
+        /// Its value.
+        other_value: String,
     },
 
     /// An output dtype other than f32, f16, bf16 or f64.

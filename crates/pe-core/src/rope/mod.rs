@@ -17,7 +17,7 @@
 //!   "max_position_embeddings": 131072,
 //!   "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
 //!                    "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}}"#;
-//! let config: RopeConfig = serde_json::from_str(json).unwrap();
+//! let config = RopeConfig::from_hf_config(&serde_json::from_str(json).unwrap())?;
 //! let rope = Rope::new(config)?;
 //! let (cos, sin) = rope.range(100_000, 16, DType::BF16, &Device::Cpu)?;
 //! assert_eq!(cos.dims(), &[16, 64]);

@@ -130,6 +130,48 @@ impl Rope {
         self.fixed_up_to
     }
 
+    /// For a rope type whose frequencies follow a length kept across calls, that length before
+    /// any call: dynamic NTK's `max_position_embeddings` (transformers' module keeps the longest
+    /// sequence seen). `None` for the other types, whose tables depend on each call alone.
+    /// A caller keeping that state passes its length to
+    /// [`at_with_len`](Self::at_with_len).
+    ///
+    /// ```
+    /// use candle_pe_core::{Dynamic, Rope, RopeConfig, RopeType};
+    ///
+    /// let config = RopeConfig {
+    ///     max_position_embeddings: Some(4096),
+    ///     ..RopeConfig::new(64, 1e4).with_rope_type(RopeType::Dynamic(Dynamic { factor: 2.0 }))
+    /// };
+    /// let rope = Rope::new(config)?;
+    /// assert_eq!(rope.tracked_len(), Some(4096));
+    /// assert_eq!(rope.next_tracked_len(4096, 6000), 6000); // grows
+    /// assert_eq!(rope.next_tracked_len(6000, 5000), 6000); // keeps the longest
+    /// assert_eq!(Rope::new(RopeConfig::new(64, 1e4))?.tracked_len(), None);
+    /// # Ok::<(), candle_pe_core::Error>(())
+    /// ```
+    pub fn tracked_len(&self) -> Option<usize> {
+        let ctx = context(&self.config, self.longrope_policy, 0);
+        self.config.rope_type.formula().tracked_len(&ctx)
+    }
+
+    /// The tracked length (see [`tracked_len`](Self::tracked_len)) after a call reaching `reach`
+    /// positions (`max(position) + 1`), when it was `tracked` before: the length whose
+    /// frequencies that call uses. `reach` for the types that track none.
+    pub fn next_tracked_len(&self, tracked: usize, reach: usize) -> usize {
+        let ctx = context(&self.config, self.longrope_policy, 0);
+        self.config
+            .rope_type
+            .formula()
+            .next_tracked_len(&ctx, tracked, reach)
+    }
+
+    /// Whether the tables depend on the [`LongropePolicy`] (set with
+    /// [`with_longrope_policy`](Self::with_longrope_policy)).
+    pub fn reads_longrope_policy(&self) -> bool {
+        self.config.rope_type.formula().reads_longrope_policy()
+    }
+
     /// The attention factor the tables include (YaRN's and longrope's, as HF's tables do); 1
     /// for most types.
     pub fn attention_scaling(&self) -> f64 {

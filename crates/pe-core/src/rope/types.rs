@@ -1,11 +1,16 @@
-//! The rope types (HF `rope_type`): how each turns the default frequencies
-//! `w_i = rope_theta^(-2i/rotary_dim)` into its own, and the attention factor it puts on the
-//! tables.
+//! The rope types (HF `rope_type`). Each is a struct whose fields are its config fields, named
+//! as in HF `config.json` (the same names are its `pe rope` flags, in kebab case), and whose
+//! impls say everything about it:
 //!
-//! Each type is a struct whose fields are its config fields, named as in HF `config.json`; the
-//! same names are its `pe rope` flags (in kebab case) and the words of the docs. Its formula is
-//! its `Formula` impl, computed in double-double. A new type is a struct, its impl, and an
-//! arm of [`RopeType`].
+//! - `ReadRope`: the names a config gives it (legacy ones too) and how it reads its fields from
+//!   the rope dict: defaults, and the fields it also takes from the top level;
+//! - `Formula`: its checks, its frequencies `w_i` (from the default `rope_theta^(-2i/rotary_dim)`,
+//!   computed in double-double), its attention factor, its rotary width, and whether its
+//!   tables depend on the call (on its length, or on a length kept across calls).
+//!
+//! A new type is a struct with these two impls, a variant of [`RopeType`] with its arm in
+//! `RopeType::formula`, and a line of `TYPES` (and its name in the crate's re-exports); config
+//! reading, the tables, pe-nn and pe-cli need nothing more.
 //!
 //! ```
 //! use candle_pe_core::{Llama3, RopeType};
@@ -21,8 +26,12 @@
 
 use std::f64::consts::PI;
 
-use serde::{Deserialize, Serialize};
+use serde::de::DeserializeOwned;
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::{Map, Value};
 
+use crate::describe::config_fields::ConfigFields;
 use crate::exact::dd::{self, Dd};
 use crate::{Error, Result};
 
@@ -64,8 +73,8 @@ impl Context {
     }
 }
 
-/// A rope type's formula.
-pub(crate) trait Formula {
+/// A rope type's formula, and what follows from it.
+pub(crate) trait Formula: Named + JsonFields {
     /// Checks the type's fields against the context (with `seq_len` 0).
     fn check(&self, ctx: &Context) -> Result<()>;
     /// The angular frequencies for `ctx`, `rotary_dim / 2` of them.
@@ -74,18 +83,117 @@ pub(crate) trait Formula {
     fn attention_factor(&self, _ctx: &Context) -> f64 {
         1.0
     }
+    /// The width the tables cover, twice their column count: by default the rotated part of
+    /// the head, `head_dim * partial_rotary_factor` rounded down.
+    fn rotary_dim(&self, head_dim: usize, partial_rotary_factor: f64) -> usize {
+        (head_dim as f64 * partial_rotary_factor) as usize
+    }
     /// The longest sequence whose frequencies are those of any shorter one: `None` when the
     /// frequencies never depend on the length.
     fn fixed_up_to(&self, _ctx: &Context) -> Option<usize> {
         None
     }
+    /// For a type whose frequencies follow a length kept across calls, that length before any
+    /// call; `None` (the default) when a call's tables depend on that call alone.
+    fn tracked_len(&self, _ctx: &Context) -> Option<usize> {
+        None
+    }
+    /// The tracked length after a call reaching `reach` positions, when it was `tracked`.
+    fn next_tracked_len(&self, _ctx: &Context, _tracked: usize, reach: usize) -> usize {
+        reach
+    }
+    /// Whether the frequencies depend on the rope's [`LongropePolicy`].
+    fn reads_longrope_policy(&self) -> bool {
+        false
+    }
+}
+
+/// A rope type as a config names and reads it.
+pub(crate) trait ReadRope: Sized {
+    /// Its HF `rope_type`, then the older names transformers reads as it.
+    const NAMES: &'static [&'static str];
+    /// Whether `dict` is of this type; by default, whether its name is one of [`Self::NAMES`].
+    fn claims(dict: &RopeDict) -> bool {
+        Self::NAMES.contains(&dict.name())
+    }
+    /// The type's fields, from `dict`.
+    fn read(dict: &RopeDict) -> Result<Self>;
+}
+
+/// The `rope_type` of a type: the first of its names.
+pub(crate) trait Named {
+    fn name(&self) -> &'static str;
+}
+
+impl<T: ReadRope> Named for T {
+    fn name(&self) -> &'static str {
+        T::NAMES[0]
+    }
+}
+
+/// A type's fields as a JSON object, as a config writes them.
+pub(crate) trait JsonFields {
+    fn json_fields(&self) -> Map<String, Value>;
+}
+
+impl<T: Serialize> JsonFields for T {
+    fn json_fields(&self) -> Map<String, Value> {
+        match serde_json::to_value(self) {
+            Ok(Value::Object(fields)) => fields,
+            _ => Map::new(),
+        }
+    }
+}
+
+/// A rope dict (HF `rope_scaling` / `rope_parameters`) as a type reads it: its fields, the
+/// type's name as the config spells it, and the model's top-level fields.
+pub(crate) struct RopeDict<'a> {
+    name: String,
+    fields: &'a ConfigFields<'a>,
+    top: &'a ConfigFields<'a>,
+}
+
+impl RopeDict<'_> {
+    /// The type's name as the config spells it (`rope_type`, or the older `type`).
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether the dict gives the field `name`.
+    fn has(&self, name: &str) -> bool {
+        self.fields.has(name)
+    }
+
+    /// The dict's field `name`, `None` when absent.
+    fn get<T: DeserializeOwned>(&self, name: &str) -> Result<Option<T>> {
+        self.fields.get(name)
+    }
+
+    /// The dict's field `name`, which must be given.
+    fn require<T: DeserializeOwned>(&self, name: &str) -> Result<T> {
+        self.fields.require(name)
+    }
+
+    /// The field `name` of the dict or of the top level (Phi-3 gives
+    /// `original_max_position_embeddings` there); both must agree.
+    fn either<T: DeserializeOwned + PartialEq>(&self, name: &str) -> Result<Option<T>> {
+        self.fields.either(name, self.top, name)
+    }
+
+    /// The top level's field `name`.
+    fn top<T: DeserializeOwned>(&self, name: &str) -> Result<Option<T>> {
+        self.top.get(name)
+    }
+
+    fn missing(&self, name: &str) -> Error {
+        self.fields.missing(name)
+    }
 }
 
 /// The rope type and its parameters (HF `rope_scaling` / `rope_parameters`, keyed by
-/// `rope_type`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// `rope_type`), written as a config writes it.
+#[derive(Clone, Debug, Default, PartialEq)]
 #[cfg_attr(feature = "clap", derive(clap::Subcommand))]
-#[serde(tag = "rope_type", rename_all = "lowercase")]
 pub enum RopeType {
     /// `w_i = rope_theta^(-2i/rotary_dim)`, unscaled.
     #[default]
@@ -107,18 +215,30 @@ pub enum RopeType {
     Proportional(Proportional),
 }
 
+/// Reads a rope dict as one type, if it claims it.
+type Reader = fn(&RopeDict) -> Option<Result<RopeType>>;
+
+/// Every rope type, with its names, as config reading looks them up.
+const TYPES: [(&[&str], Reader); 7] = [
+    (Unscaled::NAMES, |d| {
+        read_as(d, |Unscaled| RopeType::Default)
+    }),
+    (Linear::NAMES, |d| read_as(d, RopeType::Linear)),
+    (Dynamic::NAMES, |d| read_as(d, RopeType::Dynamic)),
+    (Llama3::NAMES, |d| read_as(d, RopeType::Llama3)),
+    (Yarn::NAMES, |d| read_as(d, RopeType::Yarn)),
+    (Longrope::NAMES, |d| read_as(d, RopeType::Longrope)),
+    (Proportional::NAMES, |d| read_as(d, RopeType::Proportional)),
+];
+
+fn read_as<T: ReadRope>(dict: &RopeDict, variant: fn(T) -> RopeType) -> Option<Result<RopeType>> {
+    T::claims(dict).then(|| T::read(dict).map(variant))
+}
+
 impl RopeType {
     /// The type's `rope_type` name.
     pub fn name(&self) -> &'static str {
-        match self {
-            RopeType::Default => "default",
-            RopeType::Linear(_) => "linear",
-            RopeType::Dynamic(_) => "dynamic",
-            RopeType::Llama3(_) => "llama3",
-            RopeType::Yarn(_) => "yarn",
-            RopeType::Longrope(_) => "longrope",
-            RopeType::Proportional(_) => "proportional",
-        }
+        self.formula().name()
     }
 
     pub(crate) fn formula(&self) -> &dyn Formula {
@@ -132,10 +252,71 @@ impl RopeType {
             RopeType::Proportional(t) => t,
         }
     }
+
+    /// The type a rope dict gives (`fields`, in a config whose top level is `top`), read by
+    /// the type that claims its `rope_type` (or legacy `type`; `default` when neither is given).
+    pub(crate) fn from_dict(fields: &ConfigFields, top: &ConfigFields) -> Result<Self> {
+        let name: Option<String> = fields.either("rope_type", fields, "type")?;
+        let dict = RopeDict {
+            name: name.unwrap_or_else(|| Unscaled::NAMES[0].into()),
+            fields,
+            top,
+        };
+        for (_, read) in TYPES {
+            if let Some(rope_type) = read(&dict) {
+                return rope_type;
+            }
+        }
+        let key = if fields.has("rope_type") {
+            "rope_type"
+        } else {
+            "type"
+        };
+        let supported: Vec<&str> = TYPES.iter().map(|(names, _)| names[0]).collect();
+        Err(fields.invalid(
+            key,
+            format!(
+                "rope type {:?} is not supported (supported: {})",
+                dict.name,
+                supported.join(", ")
+            ),
+        ))
+    }
+}
+
+/// Writes `{"rope_type": name, ...fields}`, what [`RopeConfig::from_hf_config`] reads back.
+///
+/// [`RopeConfig::from_hf_config`]: super::RopeConfig::from_hf_config
+impl Serialize for RopeType {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        let formula = self.formula();
+        let fields = formula.json_fields();
+        let mut map = serializer.serialize_map(Some(fields.len() + 1))?;
+        map.serialize_entry("rope_type", formula.name())?;
+        for (k, v) in &fields {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
 }
 
 /// The formula of [`RopeType::Default`].
+#[derive(Serialize)]
 struct Unscaled;
+
+impl ReadRope for Unscaled {
+    /// transformers reads Qwen2-VL's legacy `mrope` as `default` with `mrope_section`.
+    const NAMES: &'static [&'static str] = &["default", "mrope"];
+
+    fn read(dict: &RopeDict) -> Result<Self> {
+        if dict.name() == "mrope" && !dict.has("mrope_section") {
+            return Err(dict
+                .fields
+                .invalid("mrope_section", "rope type \"mrope\" needs it"));
+        }
+        Ok(Unscaled)
+    }
+}
 
 impl Formula for Unscaled {
     fn check(&self, _ctx: &Context) -> Result<()> {
@@ -148,12 +329,22 @@ impl Formula for Unscaled {
 }
 
 /// Position interpolation (HF `linear`).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Linear {
     /// Every frequency is divided by this.
     #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
     pub factor: f64,
+}
+
+impl ReadRope for Linear {
+    const NAMES: &'static [&'static str] = &["linear"];
+
+    fn read(dict: &RopeDict) -> Result<Self> {
+        Ok(Self {
+            factor: dict.require("factor")?,
+        })
+    }
 }
 
 impl Formula for Linear {
@@ -169,7 +360,7 @@ impl Formula for Linear {
 
 /// Dynamic NTK (HF `dynamic`): for a sequence of `L > max_position_embeddings` positions the
 /// base becomes `rope_theta * (factor L / max - (factor - 1))^(rotary_dim / (rotary_dim - 2))`.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Dynamic {
     /// The scaling factor.
@@ -209,6 +400,16 @@ impl Dynamic {
     }
 }
 
+impl ReadRope for Dynamic {
+    const NAMES: &'static [&'static str] = &["dynamic"];
+
+    fn read(dict: &RopeDict) -> Result<Self> {
+        Ok(Self {
+            factor: dict.require("factor")?,
+        })
+    }
+}
+
 impl Formula for Dynamic {
     fn check(&self, ctx: &Context) -> Result<()> {
         positive("factor", self.factor)?;
@@ -235,10 +436,22 @@ impl Formula for Dynamic {
     fn fixed_up_to(&self, ctx: &Context) -> Option<usize> {
         ctx.max_position_embeddings
     }
+
+    /// transformers' module keeps the longest sequence seen, from `max_position_embeddings`.
+    fn tracked_len(&self, ctx: &Context) -> Option<usize> {
+        ctx.max_position_embeddings
+    }
+
+    fn next_tracked_len(&self, ctx: &Context, tracked: usize, reach: usize) -> usize {
+        match ctx.max_position_embeddings {
+            Some(max) => Self::next_cached_len(max, tracked, reach),
+            None => reach,
+        }
+    }
 }
 
 /// Llama 3.1's frequency scaling (HF `llama3`).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Llama3 {
     /// Long wavelengths are divided by this.
@@ -254,6 +467,24 @@ pub struct Llama3 {
     /// The context length the model was trained on.
     #[cfg_attr(feature = "clap", arg(long, allow_negative_numbers = true))]
     pub original_max_position_embeddings: usize,
+}
+
+/// The field Phi-3 gives at the top level, and which llama3, yarn and longrope read there too.
+const ORIGINAL: &str = "original_max_position_embeddings";
+
+impl ReadRope for Llama3 {
+    const NAMES: &'static [&'static str] = &["llama3"];
+
+    fn read(dict: &RopeDict) -> Result<Self> {
+        Ok(Self {
+            factor: dict.require("factor")?,
+            low_freq_factor: dict.require("low_freq_factor")?,
+            high_freq_factor: dict.require("high_freq_factor")?,
+            original_max_position_embeddings: dict
+                .either(ORIGINAL)?
+                .ok_or_else(|| dict.missing(ORIGINAL))?,
+        })
+    }
 }
 
 impl Formula for Llama3 {
@@ -300,7 +531,7 @@ impl Formula for Llama3 {
 }
 
 /// YaRN (HF `yarn`, with DeepSeek's `mscale` and `mscale_all_dim`).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Yarn {
     /// The scaling factor.
@@ -308,34 +539,28 @@ pub struct Yarn {
     pub factor: f64,
     /// The context length the model was trained on; `max_position_embeddings` when absent.
     #[cfg_attr(feature = "clap", arg(long, allow_negative_numbers = true))]
-    #[serde(default)]
     pub original_max_position_embeddings: Option<usize>,
     /// Rotations that mark the end of extrapolation. Default 32.
     #[cfg_attr(
         feature = "clap",
         arg(long, allow_hyphen_values = true, default_value_t = 32.0)
     )]
-    #[serde(default = "default_beta_fast")]
     pub beta_fast: f64,
     /// Rotations that mark the start of interpolation. Default 1.
     #[cfg_attr(
         feature = "clap",
         arg(long, allow_hyphen_values = true, default_value_t = 1.0)
     )]
-    #[serde(default = "default_beta_slow")]
     pub beta_slow: f64,
     /// The factor on cos and sin; when absent, `0.1 ln(factor) + 1`, or the ratio of DeepSeek's
     /// `mscale` and `mscale_all_dim` forms when both are given.
     #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
-    #[serde(default)]
     pub attention_factor: Option<f64>,
     /// DeepSeek's `mscale`.
     #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
-    #[serde(default)]
     pub mscale: Option<f64>,
     /// DeepSeek's `mscale_all_dim`.
     #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
-    #[serde(default)]
     pub mscale_all_dim: Option<f64>,
     /// Whether the ramp's ends are rounded to whole dimensions (down and up). Default true;
     /// gpt-oss sets false.
@@ -343,21 +568,13 @@ pub struct Yarn {
         feature = "clap",
         arg(long, default_value_t = true, action = clap::ArgAction::Set)
     )]
-    #[serde(default = "default_truncate")]
     pub truncate: bool,
 }
 
-fn default_truncate() -> bool {
-    true
-}
-
-fn default_beta_fast() -> f64 {
-    32.0
-}
-
-fn default_beta_slow() -> f64 {
-    1.0
-}
+/// YaRN's `beta_fast` when a config does not give it.
+const BETA_FAST: f64 = 32.0;
+/// YaRN's `beta_slow` when a config does not give it.
+const BETA_SLOW: f64 = 1.0;
 
 impl Yarn {
     /// The YaRN config with `factor` and `original_max_position_embeddings`, other fields at
@@ -366,8 +583,8 @@ impl Yarn {
         Self {
             factor,
             original_max_position_embeddings: Some(original_max_position_embeddings),
-            beta_fast: default_beta_fast(),
-            beta_slow: default_beta_slow(),
+            beta_fast: BETA_FAST,
+            beta_slow: BETA_SLOW,
             attention_factor: None,
             mscale: None,
             mscale_all_dim: None,
@@ -382,6 +599,38 @@ impl Yarn {
                 "rope_type yarn without original_max_position_embeddings uses it",
             ),
         }
+    }
+}
+
+impl ReadRope for Yarn {
+    const NAMES: &'static [&'static str] = &["yarn"];
+
+    /// A `yarn` dict with factor lists is longrope's.
+    fn claims(dict: &RopeDict) -> bool {
+        Self::NAMES.contains(&dict.name()) && !Longrope::has_lists(dict)
+    }
+
+    /// A missing `factor` is `max_position_embeddings / original_max_position_embeddings`, as
+    /// transformers takes it.
+    fn read(dict: &RopeDict) -> Result<Self> {
+        let original: Option<usize> = dict.either(ORIGINAL)?;
+        let factor = match dict.get("factor")? {
+            Some(factor) => factor,
+            None => match (dict.top::<usize>("max_position_embeddings")?, original) {
+                (Some(max), Some(original)) if original > 0 => max as f64 / original as f64,
+                _ => return Err(dict.missing("factor")),
+            },
+        };
+        Ok(Self {
+            factor,
+            original_max_position_embeddings: original,
+            beta_fast: dict.get("beta_fast")?.unwrap_or(BETA_FAST),
+            beta_slow: dict.get("beta_slow")?.unwrap_or(BETA_SLOW),
+            attention_factor: dict.get("attention_factor")?,
+            mscale: dict.get("mscale")?,
+            mscale_all_dim: dict.get("mscale_all_dim")?,
+            truncate: dict.get("truncate")?.unwrap_or(true),
+        })
     }
 }
 
@@ -489,7 +738,7 @@ pub enum LongropePolicy {
 /// `w_i = rope_theta^(-2i/rotary_dim) / ext_i`, `ext` the short or the long factors (see
 /// [`LongropePolicy`]), and cos and sin scaled by `sqrt(1 + ln f / ln L0)` (`f = factor`, or
 /// `max_position_embeddings / L0` when absent; `L0 = original_max_position_embeddings`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Longrope {
     /// One divisor per frequency for sequences up to the original length.
@@ -507,20 +756,22 @@ pub struct Longrope {
     /// The context extension factor of the attention factor; `max_position_embeddings /
     /// original_max_position_embeddings` when absent.
     #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
-    #[serde(default)]
     pub factor: Option<f64>,
     /// The context length the model was trained on; `max_position_embeddings` when absent.
     #[cfg_attr(feature = "clap", arg(long, allow_negative_numbers = true))]
-    #[serde(default)]
     pub original_max_position_embeddings: Option<usize>,
     /// The factor on cos and sin; when absent, `sqrt(1 + ln factor / ln original)` (1 when
     /// `factor <= 1`).
     #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
-    #[serde(default)]
     pub attention_factor: Option<f64>,
 }
 
 impl Longrope {
+    /// Whether `dict` gives longrope's factor lists.
+    fn has_lists(dict: &RopeDict) -> bool {
+        dict.has("short_factor") || dict.has("long_factor")
+    }
+
     fn original(&self, ctx: &Context) -> Result<usize> {
         match self.original_max_position_embeddings {
             Some(n) => at_least_one("original_max_position_embeddings", n).map(|_| n),
@@ -550,6 +801,26 @@ impl Longrope {
             LongropePolicy::Transformers => ctx.seq_len > original,
             LongropePolicy::Vllm => ctx.max_position_embeddings.unwrap_or(0) > original,
         }
+    }
+}
+
+impl ReadRope for Longrope {
+    /// Phi-3's legacy `su`.
+    const NAMES: &'static [&'static str] = &["longrope", "su"];
+
+    /// A `yarn` dict with factor lists is longrope's too.
+    fn claims(dict: &RopeDict) -> bool {
+        Self::NAMES.contains(&dict.name()) || (dict.name() == "yarn" && Self::has_lists(dict))
+    }
+
+    fn read(dict: &RopeDict) -> Result<Self> {
+        Ok(Self {
+            short_factor: dict.require("short_factor")?,
+            long_factor: dict.require("long_factor")?,
+            factor: dict.get("factor")?,
+            original_max_position_embeddings: dict.either(ORIGINAL)?,
+            attention_factor: dict.get("attention_factor")?,
+        })
     }
 }
 
@@ -627,6 +898,10 @@ impl Formula for Longrope {
             LongropePolicy::Vllm => None,
         }
     }
+
+    fn reads_longrope_policy(&self) -> bool {
+        true
+    }
 }
 
 /// Gemma 4's rope for full-attention layers (HF `proportional`): for the
@@ -638,7 +913,7 @@ impl Formula for Longrope {
 /// cos 1 and sin 0, so `candle_nn::rotary_emb::rope` on the whole head rotates exactly the
 /// channels transformers rotates (`0..rope_angles` and `head_dim/2 .. head_dim/2 + rope_angles`)
 /// and passes the others through unchanged.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Proportional {
     /// Every non-zero frequency is divided by this. Default 1.
@@ -646,18 +921,23 @@ pub struct Proportional {
         feature = "clap",
         arg(long, allow_hyphen_values = true, default_value_t = 1.0)
     )]
-    #[serde(default = "default_factor")]
     pub factor: f64,
-}
-
-fn default_factor() -> f64 {
-    1.0
 }
 
 impl Proportional {
     /// The number of rotated pairs of a head of `head_dim` (`ctx.rotary_dim` is the head here).
     fn rope_angles(ctx: &Context) -> usize {
         (ctx.partial_rotary_factor * ctx.rotary_dim as f64 / 2.0).floor() as usize
+    }
+}
+
+impl ReadRope for Proportional {
+    const NAMES: &'static [&'static str] = &["proportional"];
+
+    fn read(dict: &RopeDict) -> Result<Self> {
+        Ok(Self {
+            factor: dict.get("factor")?.unwrap_or(1.0),
+        })
     }
 }
 
@@ -672,6 +952,11 @@ impl Formula for Proportional {
             ));
         }
         Ok(())
+    }
+
+    /// The whole head: the unrotated pairs have frequency 0.
+    fn rotary_dim(&self, head_dim: usize, _partial_rotary_factor: f64) -> usize {
+        head_dim
     }
 
     fn frequencies(&self, ctx: &Context) -> Vec<Dd> {
