@@ -1,25 +1,29 @@
 //! [`SinusoidalEmbeddingConfig`]: how a checkpoint's embedding block is built, with defaults,
-//! readable from the fields of an HF `config.json`.
+//! read from the fields of an HF `config.json` by
+//! [`from_hf_config`](SinusoidalEmbeddingConfig::from_hf_config).
 //!
 //! ```
 //! use candle_pe_nn::{EmbeddingScale, PositionMode, Preset, SinusoidalEmbeddingConfig};
 //!
 //! // The relevant fields of an HF M2M100 config.json; the rest is ignored.
-//! let json = r#"{"d_model": 1024, "vocab_size": 128112, "max_position_embeddings": 1024,
-//!                "scale_embedding": true, "pad_token_id": 1, "dropout": 0.1}"#;
+//! let json = serde_json::json!({"d_model": 1024, "vocab_size": 128112,
+//!     "max_position_embeddings": 1024, "scale_embedding": true, "pad_token_id": 1,
+//!     "dropout": 0.1});
 //! let cfg = SinusoidalEmbeddingConfig {
 //!     preset: Preset::Fairseq,
 //!     positions: PositionMode::PaddingAware,
-//!     ..serde_json::from_str(json).unwrap()
+//!     ..SinusoidalEmbeddingConfig::from_hf_config(&json)?
 //! };
 //! assert_eq!(cfg.embedding_scale, EmbeddingScale::SqrtD);
 //! assert_eq!(cfg.padding_idx, Some(1));
 //! assert_eq!(cfg.max_positions, Some(1024));
 //! assert_eq!(cfg.spec(1024).width, 1024);
+//! # Ok::<(), candle_core::Error>(())
 //! ```
 
-use candle_pe_core::{Frequencies, Layout, OddWidth, PeSpec, Preset};
+use candle_pe_core::{ConfigFields, Frequencies, Layout, OddWidth, PeSpec, Preset};
 use serde::{Deserialize, Deserializer};
+use serde_json::Value;
 
 /// What multiplies the token embedding before the encoding is added.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -109,10 +113,9 @@ pub enum StoredTable {
 }
 
 /// How [`SinusoidalEmbedding`](crate::SinusoidalEmbedding) is built. `Default` is the paper's
-/// encoding, no scaling, plain positions, no position limit, no stored table. Read from JSON, a
-/// field of the wrong type is an error naming the field.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(default, remote = "Self")]
+/// encoding, no scaling, plain positions, no position limit, no stored table. Read from JSON
+/// with [`from_hf_config`](Self::from_hf_config).
+#[derive(Clone, Debug, PartialEq)]
 pub struct SinusoidalEmbeddingConfig {
     /// The encoding convention. Default [`Preset::Vaswani`].
     pub preset: Preset,
@@ -127,37 +130,27 @@ pub struct SinusoidalEmbeddingConfig {
     /// Replaces the preset's angle scale (diffusers' `scale`) when set.
     pub angle_scale: Option<f64>,
     /// The factor on token embeddings; HF `scale_embedding`. Default none.
-    #[serde(alias = "scale_embedding")]
     pub embedding_scale: EmbeddingScale,
     /// The padding token; HF `pad_token_id`.
-    #[serde(alias = "pad_token_id")]
     pub padding_idx: Option<u32>,
     /// Plain or padding-aware positions. Default plain.
     pub positions: PositionMode,
     /// Positions must stay below this (plus `padding_idx + 1` for padding-aware positions,
     /// as in fairseq's tables); HF `max_position_embeddings`. Default: only the 2^31 limit.
-    #[serde(alias = "max_position_embeddings")]
     pub max_positions: Option<usize>,
     /// The width, checked against the constructor's `width` when set; HF `d_model`.
-    #[serde(alias = "d_model")]
     pub width: Option<usize>,
     /// The vocabulary size, checked against the constructor's when set; HF `vocab_size`.
-    #[serde(alias = "vocab_size")]
     pub vocab: Option<usize>,
     /// What to do with a table stored in the checkpoint. Default: ignore it.
     pub stored_table: StoredTable,
 }
 
-/// The derived reading, with the path of the field at fault in the error (`width: invalid
-/// value: integer `-64`, expected usize`).
+/// Reads a config with [`SinusoidalEmbeddingConfig::from_hf_config`].
 impl<'de> Deserialize<'de> for SinusoidalEmbeddingConfig {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let mut track = serde_path_to_error::Track::new();
-        let tracked = serde_path_to_error::Deserializer::new(deserializer, &mut track);
-        SinusoidalEmbeddingConfig::deserialize(tracked).map_err(|err| {
-            let path = track.path().to_string();
-            serde::de::Error::custom(format!("config field {path}: {err}"))
-        })
+        let value = Value::deserialize(deserializer)?;
+        SinusoidalEmbeddingConfig::from_hf_config(&value).map_err(serde::de::Error::custom)
     }
 }
 
@@ -182,6 +175,37 @@ impl Default for SinusoidalEmbeddingConfig {
 }
 
 impl SinusoidalEmbeddingConfig {
+    /// The config an HF `config.json` gives: its fields named as above, or by their HF names
+    /// (`scale_embedding`, `pad_token_id`, `max_position_embeddings`, `d_model`,
+    /// `vocab_size`; the two names must agree when both are given), absent ones (or `null`)
+    /// at their defaults; other fields are ignored. A field of the wrong type is an error
+    /// naming it (pe-core's, which [`candle_pe_core::Error::from_candle`] gets back).
+    pub fn from_hf_config(config: &Value) -> candle_core::Result<Self> {
+        Ok(Self::read(config)?)
+    }
+
+    fn read(config: &Value) -> candle_pe_core::Result<Self> {
+        let json = ConfigFields::new(config)?;
+        let default = Self::default();
+        Ok(Self {
+            preset: json.get("preset")?.unwrap_or(default.preset),
+            base: json.get("base")?,
+            frequencies: json.get("frequencies")?,
+            layout: json.get("layout")?,
+            odd_width: json.get("odd_width")?,
+            angle_scale: json.get("angle_scale")?,
+            embedding_scale: json
+                .either("embedding_scale", &json, "scale_embedding")?
+                .unwrap_or(default.embedding_scale),
+            padding_idx: json.either("padding_idx", &json, "pad_token_id")?,
+            positions: json.get("positions")?.unwrap_or(default.positions),
+            max_positions: json.either("max_positions", &json, "max_position_embeddings")?,
+            width: json.either("width", &json, "d_model")?,
+            vocab: json.either("vocab", &json, "vocab_size")?,
+            stored_table: json.get("stored_table")?.unwrap_or(default.stored_table),
+        })
+    }
+
     /// The defaults for `preset`: the fairseq preset gets padding-aware positions with
     /// `padding_idx = 1` and `sqrt(width)` scaling, as fairseq and HF M2M100 build them.
     pub fn for_preset(preset: Preset) -> Self {

@@ -370,9 +370,18 @@ backend_tests!(
 
 #[test]
 fn config_reads_hf_config_json() -> anyhow::Result<()> {
+    let read = |json: &str| -> anyhow::Result<SinusoidalEmbeddingConfig> {
+        Ok(SinusoidalEmbeddingConfig::from_hf_config(
+            &serde_json::from_str(json)?,
+        )?)
+    };
     let marian = r#"{"d_model": 512, "vocab_size": 58101, "max_position_embeddings": 512,
                      "scale_embedding": false, "pad_token_id": 58100, "preset": "marian"}"#;
-    let cfg: SinusoidalEmbeddingConfig = serde_json::from_str(marian)?;
+    let cfg = read(marian)?;
+    assert_eq!(
+        serde_json::from_str::<SinusoidalEmbeddingConfig>(marian)?,
+        cfg
+    );
     assert_eq!(
         (cfg.preset, cfg.embedding_scale, cfg.padding_idx),
         (Preset::Marian, EmbeddingScale::None, Some(58100))
@@ -384,7 +393,7 @@ fn config_reads_hf_config_json() -> anyhow::Result<()> {
     assert_eq!(cfg.positions, PositionMode::Plain);
     let nllb = r#"{"scale_embedding": true, "preset": "fairseq", "positions": "padding-aware",
                    "stored_table": {"check": {"name": "x", "tolerance": 0.01}}}"#;
-    let cfg: SinusoidalEmbeddingConfig = serde_json::from_str(nllb)?;
+    let cfg = read(nllb)?;
     assert_eq!(cfg.embedding_scale, EmbeddingScale::SqrtD);
     assert_eq!(cfg.positions, PositionMode::PaddingAware);
     assert_eq!(
@@ -394,14 +403,23 @@ fn config_reads_hf_config_json() -> anyhow::Result<()> {
             tolerance: Some(0.01)
         }
     );
-    let cfg: SinusoidalEmbeddingConfig =
-        serde_json::from_str(r#"{"embedding_scale": 2.5, "base": 100.0}"#)?;
+    let cfg = read(r#"{"embedding_scale": 2.5, "base": 100.0}"#)?;
     assert_eq!(
         (cfg.embedding_scale, cfg.spec(8).base),
         (EmbeddingScale::Value(2.5), 100.0)
     );
-    let err = serde_json::from_str::<SinusoidalEmbeddingConfig>(r#"{"embedding_scale": "double"}"#)
-        .unwrap_err();
+    let err = read(r#"{"embedding_scale": "double"}"#).unwrap_err();
     assert!(err.to_string().contains("double"), "{err}");
+    // null is absent: the default, or the value under the other name; both names agreeing.
+    let cfg = read(
+        r#"{"d_model": null, "scale_embedding": null, "embedding_scale": 2.5, "pad_token_id": 3,
+            "padding_idx": 3, "preset": null, "max_position_embeddings": 64,
+            "max_positions": null}"#,
+    )?;
+    assert_eq!(
+        (cfg.width, cfg.embedding_scale, cfg.padding_idx),
+        (None, EmbeddingScale::Value(2.5), Some(3))
+    );
+    assert_eq!((cfg.preset, cfg.max_positions), (Preset::Vaswani, Some(64)));
     Ok(())
 }

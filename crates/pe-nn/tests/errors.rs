@@ -198,28 +198,69 @@ fn bad_configs_and_checkpoints() -> anyhow::Result<()> {
 
 #[test]
 fn config_errors_name_the_field() {
-    for (json, needles) in [
+    for (json, field, needles) in [
         // The field as the JSON names it (an HF alias or the field itself).
-        (r#"{"d_model": -64}"#, &["field d_model", "-64"][..]),
-        (r#"{"width": -64}"#, &["field width", "-64"]),
+        (
+            r#"{"d_model": -64}"#,
+            "d_model",
+            &["field d_model", "-64"][..],
+        ),
+        (r#"{"width": -64}"#, "width", &["field width", "-64"]),
         (
             r#"{"scale_embedding": "twice"}"#,
+            "scale_embedding",
             &["field scale_embedding", "twice"],
         ),
-        (r#"{"preset": "bert"}"#, &["field preset", "bert"]),
-        (r#"{"pad_token_id": 1.5}"#, &["field pad_token_id"]),
+        (r#"{"preset": "bert"}"#, "preset", &["field preset", "bert"]),
+        (
+            r#"{"pad_token_id": 1.5}"#,
+            "pad_token_id",
+            &["field pad_token_id"],
+        ),
         (
             r#"{"max_position_embeddings": "many"}"#,
+            "max_position_embeddings",
             &["field max_position_embeddings"],
         ),
     ] {
-        let err = serde_json::from_str::<SinusoidalEmbeddingConfig>(json)
-            .unwrap_err()
-            .to_string();
+        let err = SinusoidalEmbeddingConfig::from_hf_config(&serde_json::from_str(json).unwrap())
+            .unwrap_err();
+        assert!(
+            matches!(
+                candle_pe_core::Error::from_candle(&err),
+                Some(candle_pe_core::Error::Config { field: f, .. }) if f == field
+            ),
+            "{json}: {err:?}"
+        );
         for needle in needles {
-            assert!(err.contains(needle), "{json}: {err}");
+            assert!(err.to_string().contains(needle), "{json}: {err}");
         }
+        // serde reads it through the same reader.
+        let serde_err = serde_json::from_str::<SinusoidalEmbeddingConfig>(json).unwrap_err();
+        assert!(
+            serde_err.to_string().contains(&err.to_string()),
+            "{serde_err}"
+        );
     }
+    // A field and its HF name with different values: an error naming both.
+    let err = SinusoidalEmbeddingConfig::from_hf_config(&serde_json::json!({
+        "width": 512, "d_model": 1024
+    }))
+    .unwrap_err();
+    let Some(candle_pe_core::Error::ConfigConflict {
+        field,
+        value,
+        other,
+        other_value,
+    }) = candle_pe_core::Error::from_candle(&err)
+    else {
+        panic!("{err:?}")
+    };
+    assert_eq!(
+        [field, value, other, other_value],
+        ["width", "512", "d_model", "1024"],
+        "{err}"
+    );
 }
 
 #[test]
