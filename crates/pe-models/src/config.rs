@@ -1,7 +1,9 @@
 //! The fields of an HF `config.json` the models read: [`LlamaConfig`] for a
 //! [`LlamaFamily`](crate::LlamaFamily) decoder (`model_type` `llama`, `qwen2`, `phi3`,
 //! `mistral`), [`M2M100Config`] for an [`M2M100Encoder`](crate::M2M100Encoder) (`m2m_100`:
-//! M2M100 and NLLB). Errors name the file and the field.
+//! M2M100 and NLLB), each with `from_hf_config` (a parsed `config.json`, read through
+//! pe-core's [`ConfigFields`]: `null` is absent, errors name the field) and `from_file`
+//! (errors name the file too).
 //!
 //! ```
 //! use pe_models::M2M100Config;
@@ -10,21 +12,20 @@
 //!     "model_type": "m2m_100", "vocab_size": 128, "d_model": 64, "encoder_layers": 2,
 //!     "encoder_attention_heads": 4, "encoder_ffn_dim": 128
 //! });
-//! let cfg = M2M100Config::from_json(&json, "config.json")?;
+//! let cfg = M2M100Config::from_hf_config(&json)?;
 //! assert_eq!((cfg.pad_token_id, cfg.scale_embedding), (1, true)); // transformers' defaults
 //!
-//! let err = M2M100Config::from_json(&serde_json::json!({"model_type": "llama"}), "config.json");
+//! let err = M2M100Config::from_hf_config(&serde_json::json!({"model_type": "llama"}));
 //! assert!(err.unwrap_err().to_string().contains("model_type"));
-//! # Ok::<(), anyhow::Error>(())
+//! # Ok::<(), candle_pe_core::Error>(())
 //! ```
 
 use std::path::Path;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{Context, Result};
 use candle_nn::Activation;
-use candle_pe_core::RopeConfig;
-use serde::de::DeserializeOwned;
-use serde_json::{Map, Value};
+use candle_pe_core::{ConfigFields, RopeConfig};
+use serde_json::Value;
 
 /// The architecture a config describes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,76 +92,96 @@ pub struct LlamaConfig {
 impl LlamaConfig {
     /// Reads `path` (an HF `config.json`); errors name the file and the field.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self> {
-        read_config(path.as_ref(), Self::from_json)
+        read_config(path.as_ref(), Self::from_hf_config)
     }
 
-    /// Reads a parsed `config.json`; `source` (a file name) starts every error message.
-    pub fn from_json(json: &Value, source: &str) -> Result<Self> {
-        let (root, model_type) = object_and_type(json, source)?;
+    /// Reads a parsed `config.json`; errors name the field.
+    pub fn from_hf_config(json: &Value) -> candle_pe_core::Result<Self> {
+        let root = ConfigFields::new(json)?;
+        let model_type: String = root.require("model_type")?;
         let model_type = match model_type.as_str() {
             "llama" => ModelType::Llama,
             "qwen2" => ModelType::Qwen2,
             "phi3" => ModelType::Phi3,
             "mistral" => ModelType::Mistral,
-            other => bail!(
-                "{source}: field model_type: unsupported model type {other:?} (supported: llama, qwen2, phi3, mistral)"
-            ),
+            other => {
+                return Err(root.invalid(
+                    "model_type",
+                    format!(
+                        "unsupported model type {other:?} (supported: llama, qwen2, phi3, \
+                         mistral)"
+                    ),
+                ))
+            }
         };
-        let hidden_size: usize = required(root, source, "hidden_size")?;
-        let num_attention_heads: usize = required(root, source, "num_attention_heads")?;
+        let hidden_size: usize = root.require("hidden_size")?;
+        let num_attention_heads: usize = root.require("num_attention_heads")?;
         if num_attention_heads == 0 {
-            bail!("{source}: field num_attention_heads: must be positive")
+            return Err(root.invalid("num_attention_heads", "must be positive"));
         }
-        let num_key_value_heads =
-            optional(root, source, "num_key_value_heads")?.unwrap_or(num_attention_heads);
+        let num_key_value_heads = root
+            .get("num_key_value_heads")?
+            .unwrap_or(num_attention_heads);
         if num_key_value_heads == 0 || !num_attention_heads.is_multiple_of(num_key_value_heads) {
-            bail!(
-                "{source}: field num_key_value_heads: {num_key_value_heads} must divide num_attention_heads {num_attention_heads}"
-            )
+            return Err(root.invalid(
+                "num_key_value_heads",
+                format!(
+                    "{num_key_value_heads} must divide num_attention_heads {num_attention_heads}"
+                ),
+            ));
         }
-        let head_dim =
-            optional(root, source, "head_dim")?.unwrap_or(hidden_size / num_attention_heads);
-        if let Some(act) = optional::<String>(root, source, "hidden_act")? {
+        let head_dim = root
+            .get("head_dim")?
+            .unwrap_or(hidden_size / num_attention_heads);
+        if let Some(act) = root.get::<String>("hidden_act")? {
             if act != "silu" {
-                bail!("{source}: field hidden_act: unsupported activation {act:?} (only silu)")
+                return Err(root.invalid(
+                    "hidden_act",
+                    format!("unsupported activation {act:?} (only silu)"),
+                ));
             }
         }
-        let attention_bias: bool = optional(root, source, "attention_bias")?.unwrap_or(false);
+        let attention_bias: bool = root.get("attention_bias")?.unwrap_or(false);
         let sliding_window = match model_type {
-            ModelType::Mistral | ModelType::Phi3 => optional(root, source, "sliding_window")?,
+            ModelType::Mistral | ModelType::Phi3 => root.get("sliding_window")?,
             ModelType::Qwen2 => {
-                if optional(root, source, "use_sliding_window")?.unwrap_or(false) {
-                    bail!("{source}: field use_sliding_window: Qwen2's per-layer sliding window is not supported")
+                if root.get("use_sliding_window")?.unwrap_or(false) {
+                    return Err(root.invalid(
+                        "use_sliding_window",
+                        "Qwen2's per-layer sliding window is not supported",
+                    ));
                 }
                 None
             }
             ModelType::Llama => None,
         };
         if sliding_window == Some(0) {
-            bail!("{source}: field sliding_window: must be positive")
+            return Err(root.invalid("sliding_window", "must be positive"));
         }
-        let rope = RopeConfig::from_hf_config(json).map_err(|e| anyhow!("{source}: {e}"))?;
+        let rope = RopeConfig::from_hf_config(json)?;
         if rope.head_dim != head_dim {
-            bail!(
-                "{source}: field head_dim: the rope's head_dim {} differs from the attention's {head_dim}",
-                rope.head_dim
-            )
+            return Err(root.invalid(
+                "head_dim",
+                format!(
+                    "the rope's head_dim {} differs from the attention's {head_dim}",
+                    rope.head_dim
+                ),
+            ));
         }
         Ok(Self {
             model_type,
-            vocab_size: required(root, source, "vocab_size")?,
+            vocab_size: root.require("vocab_size")?,
             hidden_size,
-            intermediate_size: required(root, source, "intermediate_size")?,
-            num_hidden_layers: required(root, source, "num_hidden_layers")?,
+            intermediate_size: root.require("intermediate_size")?,
+            num_hidden_layers: root.require("num_hidden_layers")?,
             num_attention_heads,
             num_key_value_heads,
             head_dim,
-            rms_norm_eps: required(root, source, "rms_norm_eps")?,
+            rms_norm_eps: root.require("rms_norm_eps")?,
             qkv_bias: model_type == ModelType::Qwen2 || attention_bias,
             o_bias: model_type == ModelType::Llama && attention_bias,
-            mlp_bias: model_type == ModelType::Llama
-                && optional(root, source, "mlp_bias")?.unwrap_or(false),
-            tie_word_embeddings: optional(root, source, "tie_word_embeddings")?.unwrap_or(false),
+            mlp_bias: model_type == ModelType::Llama && root.get("mlp_bias")?.unwrap_or(false),
+            tie_word_embeddings: root.get("tie_word_embeddings")?.unwrap_or(false),
             sliding_window,
             rope,
         })
@@ -197,39 +218,56 @@ pub struct M2M100Config {
 impl M2M100Config {
     /// Reads `path` (an HF `config.json`); errors name the file and the field.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self> {
-        read_config(path.as_ref(), Self::from_json)
+        read_config(path.as_ref(), Self::from_hf_config)
     }
 
-    /// Reads a parsed `config.json`; `source` (a file name) starts every error message.
-    pub fn from_json(json: &Value, source: &str) -> Result<Self> {
-        let (root, model_type) = object_and_type(json, source)?;
+    /// Reads a parsed `config.json`; errors name the field.
+    pub fn from_hf_config(json: &Value) -> candle_pe_core::Result<Self> {
+        let root = ConfigFields::new(json)?;
+        let model_type: String = root.require("model_type")?;
         if model_type != "m2m_100" {
-            bail!("{source}: field model_type: unsupported model type {model_type:?} (supported: m2m_100, as M2M100 and NLLB use)")
+            return Err(root.invalid(
+                "model_type",
+                format!(
+                    "unsupported model type {model_type:?} (supported: m2m_100, as M2M100 and \
+                     NLLB use)"
+                ),
+            ));
         }
-        let d_model: usize = required(root, source, "d_model")?;
-        let heads: usize = required(root, source, "encoder_attention_heads")?;
+        let d_model: usize = root.require("d_model")?;
+        let heads: usize = root.require("encoder_attention_heads")?;
         if heads == 0 || !d_model.is_multiple_of(heads) {
-            bail!("{source}: field encoder_attention_heads: {heads} must divide d_model {d_model}")
+            return Err(root.invalid(
+                "encoder_attention_heads",
+                format!("{heads} must divide d_model {d_model}"),
+            ));
         }
-        let act = optional::<String>(root, source, "activation_function")?;
+        let act = root.get::<String>("activation_function")?;
         let activation_function = match act.as_deref().unwrap_or("relu") {
             "relu" => Activation::Relu,
             "gelu" => Activation::Gelu,
             "gelu_new" | "gelu_pytorch_tanh" => Activation::GeluPytorchTanh,
             "silu" | "swish" => Activation::Silu,
-            other => bail!("{source}: field activation_function: unsupported activation {other:?} (supported: relu, gelu, gelu_new, gelu_pytorch_tanh, silu, swish)"),
+            other => {
+                return Err(root.invalid(
+                    "activation_function",
+                    format!(
+                        "unsupported activation {other:?} (supported: relu, gelu, gelu_new, \
+                         gelu_pytorch_tanh, silu, swish)"
+                    ),
+                ))
+            }
         };
         Ok(Self {
-            vocab_size: required(root, source, "vocab_size")?,
+            vocab_size: root.require("vocab_size")?,
             d_model,
-            encoder_layers: required(root, source, "encoder_layers")?,
+            encoder_layers: root.require("encoder_layers")?,
             encoder_attention_heads: heads,
-            encoder_ffn_dim: required(root, source, "encoder_ffn_dim")?,
+            encoder_ffn_dim: root.require("encoder_ffn_dim")?,
             activation_function,
-            scale_embedding: optional(root, source, "scale_embedding")?.unwrap_or(true),
-            pad_token_id: optional(root, source, "pad_token_id")?.unwrap_or(1),
-            max_position_embeddings: optional(root, source, "max_position_embeddings")?
-                .unwrap_or(1024),
+            scale_embedding: root.get("scale_embedding")?.unwrap_or(true),
+            pad_token_id: root.get("pad_token_id")?.unwrap_or(1),
+            max_position_embeddings: root.get("max_position_embeddings")?.unwrap_or(1024),
         })
     }
 }
@@ -256,57 +294,30 @@ pub fn eos_token_ids(dir: impl AsRef<Path>) -> Result<Vec<u32>> {
 }
 
 /// The `eos_token_id` field of a parsed config: one id or a list, `None` when absent or null.
-fn eos_field(json: &Value, source: &str) -> Result<Option<Vec<u32>>> {
-    let root = object(json, source)?;
+fn eos_field(json: &Value) -> candle_pe_core::Result<Option<Vec<u32>>> {
     #[derive(serde::Deserialize)]
     #[serde(untagged)]
     enum OneOrMany {
         One(u32),
         Many(Vec<u32>),
     }
-    Ok(match optional::<OneOrMany>(root, source, "eos_token_id")? {
-        None => None,
-        Some(OneOrMany::One(id)) => Some(vec![id]),
-        Some(OneOrMany::Many(ids)) => Some(ids),
-    })
+    Ok(
+        match ConfigFields::new(json)?.get::<OneOrMany>("eos_token_id")? {
+            None => None,
+            Some(OneOrMany::One(id)) => Some(vec![id]),
+            Some(OneOrMany::Many(ids)) => Some(ids),
+        },
+    )
 }
 
-/// The config in the file `path`, parsed by `from_json`; errors name the file.
-fn read_config<T>(path: &Path, from_json: impl Fn(&Value, &str) -> Result<T>) -> Result<T> {
+/// The config in the file `path`, read by `from_hf_config`; errors name the file.
+fn read_config<T>(
+    path: &Path,
+    from_hf_config: impl Fn(&Value) -> candle_pe_core::Result<T>,
+) -> Result<T> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let json: Value = serde_json::from_str(&text)
         .with_context(|| format!("{}: not valid JSON", path.display()))?;
-    from_json(&json, &path.display().to_string())
-}
-
-/// The config's fields and its `model_type`.
-fn object_and_type<'a>(json: &'a Value, source: &str) -> Result<(&'a Map<String, Value>, String)> {
-    let root = object(json, source)?;
-    Ok((root, required(root, source, "model_type")?))
-}
-
-/// The config's fields.
-fn object<'a>(json: &'a Value, source: &str) -> Result<&'a Map<String, Value>> {
-    json.as_object()
-        .ok_or_else(|| anyhow!("{source}: the config must be a JSON object"))
-}
-
-/// A field that must be present (and not null).
-fn required<T: DeserializeOwned>(root: &Map<String, Value>, source: &str, key: &str) -> Result<T> {
-    optional(root, source, key)?.ok_or_else(|| anyhow!("{source}: missing field {key}"))
-}
-
-/// A field that may be absent or null.
-fn optional<T: DeserializeOwned>(
-    root: &Map<String, Value>,
-    source: &str,
-    key: &str,
-) -> Result<Option<T>> {
-    match root.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(value) => serde_json::from_value(value.clone())
-            .map(Some)
-            .map_err(|e| anyhow!("{source}: field {key}: {e} (got {value})")),
-    }
+    from_hf_config(&json).with_context(|| path.display().to_string())
 }

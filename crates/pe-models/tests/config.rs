@@ -34,11 +34,12 @@ fn random_model(cfg: &LlamaConfig, varmap: &VarMap) -> Result<LlamaFamily> {
     LlamaFamily::new(cfg, VarBuilder::from_varmap(varmap, DType::F32, &dev))
 }
 
+/// The error of reading `json` from a file `cfg.json`: the file, then the field.
 fn err_of(json: &Value) -> String {
-    format!(
-        "{:#}",
-        LlamaConfig::from_json(json, "cfg.json").unwrap_err()
-    )
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cfg.json");
+    std::fs::write(&path, json.to_string()).unwrap();
+    format!("{:#}", LlamaConfig::from_file(&path).unwrap_err())
 }
 
 #[test]
@@ -99,23 +100,23 @@ fn from_file_names_the_file() -> Result<()> {
 
 #[test]
 fn reads_each_family() -> Result<()> {
-    let cfg = LlamaConfig::from_json(&tiny("qwen2"), "q")?;
+    let cfg = LlamaConfig::from_hf_config(&tiny("qwen2"))?;
     assert_eq!(cfg.model_type, ModelType::Qwen2);
     assert!(cfg.qkv_bias && !cfg.o_bias && !cfg.tie_word_embeddings);
     assert_eq!((cfg.head_dim, cfg.num_key_value_heads), (8, 2));
     let mut json = tiny("mistral");
     json["sliding_window"] = json!(4);
-    assert_eq!(LlamaConfig::from_json(&json, "m")?.sliding_window, Some(4));
+    assert_eq!(LlamaConfig::from_hf_config(&json)?.sliding_window, Some(4));
     let mut json = tiny("llama");
     json["sliding_window"] = json!(4); // not a Llama field: ignored
-    assert_eq!(LlamaConfig::from_json(&json, "l")?.sliding_window, None);
+    assert_eq!(LlamaConfig::from_hf_config(&json)?.sliding_window, None);
     Ok(())
 }
 
 #[test]
 fn a_missing_tensor_is_named() -> Result<()> {
     let dev = Device::Cpu;
-    let cfg = LlamaConfig::from_json(&tiny("llama"), "l")?;
+    let cfg = LlamaConfig::from_hf_config(&tiny("llama"))?;
     // Every tensor but one layer's k_proj, from a model built on a VarMap.
     let varmap = VarMap::new();
     random_model(&cfg, &varmap)?;
@@ -139,7 +140,7 @@ fn cache_and_padding_agree_with_full_forwards() -> Result<()> {
     let mut json = tiny("mistral");
     json["sliding_window"] = json!(3);
     json["tie_word_embeddings"] = json!(true);
-    let cfg = LlamaConfig::from_json(&json, "m")?;
+    let cfg = LlamaConfig::from_hf_config(&json)?;
     let varmap = VarMap::new();
     let mut model = random_model(&cfg, &varmap)?;
     let ids = Tensor::new(&[[3u32, 7, 1, 9, 4, 12, 30]], &dev)?;
@@ -193,7 +194,7 @@ fn sliding_window_bounds_the_kv_cache() -> Result<()> {
     let window = 4;
     let mut json = tiny("mistral");
     json["sliding_window"] = json!(window);
-    let cfg = LlamaConfig::from_json(&json, "m")?;
+    let cfg = LlamaConfig::from_hf_config(&json)?;
     let varmap = VarMap::new();
     let mut model = random_model(&cfg, &varmap)?;
     let (prompt, len) = (6, 30);

@@ -116,7 +116,7 @@ fn eos_ids_are_read_like_transformers() -> Result<()> {
     write("config.json", serde_json::json!({"eos_token_id": "x"}));
     let e = format!("{:#}", eos_token_ids(dir.path()).unwrap_err());
     assert!(
-        e.contains("config.json: field eos_token_id") && e.contains("\"x\""),
+        e.contains("config.json: config field eos_token_id") && e.contains("\"x\""),
         "{e}"
     );
     std::fs::remove_file(dir.path().join("config.json"))?;

@@ -171,11 +171,12 @@ fn a_missing_checkpoint_names_the_file() -> Result<()> {
     Ok(())
 }
 
+/// The error of reading `json` from a file `cfg.json`: the file, then the field.
 fn config_error(json: &Value) -> String {
-    format!(
-        "{:#}",
-        M2M100Config::from_json(json, "cfg.json").unwrap_err()
-    )
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cfg.json");
+    std::fs::write(&path, json.to_string()).unwrap();
+    format!("{:#}", M2M100Config::from_file(&path).unwrap_err())
 }
 
 #[test]
