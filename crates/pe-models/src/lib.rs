@@ -41,12 +41,12 @@
 
 #![warn(missing_docs)]
 
-pub mod config;
-pub mod generate;
+mod config;
+mod generate;
 pub mod generate_cli;
 mod layers;
-pub mod llama;
-pub mod m2m100;
+mod llama;
+mod m2m100;
 
 pub use config::{eos_token_ids, LlamaConfig, M2M100Config, ModelType};
 pub use generate::{greedy, Generation};
