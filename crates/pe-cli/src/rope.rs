@@ -137,6 +137,16 @@ impl RopeArgs {
     /// The config of `--config` (and `--layer-type` / `--layer`), or of the flags.
     fn resolve(&self) -> Result<(RopeConfig, Option<String>)> {
         let Some(path) = &self.config else {
+            // clap's `requires` is not enforced under a subcommand: a layer without a config
+            // would be ignored silently.
+            if let Some(t) = &self.layer_type {
+                bail!(
+                    "--layer-type {t} needs --config: a layer type picks a rope of a config file"
+                );
+            }
+            if let Some(l) = self.layer {
+                bail!("--layer {l} needs --config: a layer picks a rope of a config file");
+            }
             return Ok((self.config(), None));
         };
         if let Some(t) = &self.rope_type {

@@ -294,6 +294,13 @@ fn missing_and_unused_flags_are_named() {
     rope_fails(&["ntk"], 2, &["ntk"]);
     rope_fails(&["--offset", "-1"], 2, &["--offset"]);
     rope_fails(&["--dtype", "u8"], 2, &["--dtype"]);
+    // A layer only means something in a config file; without one it was ignored (exit 0).
+    rope_fails(
+        &["--layer-type", "sliding_attention"],
+        1,
+        &["--layer-type sliding_attention needs --config"],
+    );
+    rope_fails(&["--layer", "3"], 1, &["--layer 3 needs --config"]);
 }
 
 #[test]
