@@ -155,9 +155,7 @@ pub fn rope_nd(args: &RopeNdArgs) -> Result<()> {
     }
     let (ids, ids_flag) = match (&args.positions, &args.grid) {
         (Some(path), _) => {
-            let ids = Tensor::read_npy(path).with_context(|| {
-                format!("--positions {}: cannot read it as .npy", path.display())
-            })?;
+            let ids = crate::npy::read(path, "--positions")?;
             if ids.dtype() != DType::I64 {
                 bail!(
                     "--positions {}: the ids must be int64, got {:?}",

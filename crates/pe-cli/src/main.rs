@@ -21,6 +21,7 @@ mod device;
 mod families;
 mod flags;
 mod grid_plot;
+mod npy;
 mod options;
 mod output;
 mod plot;

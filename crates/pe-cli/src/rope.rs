@@ -194,8 +194,7 @@ impl RopeArgs {
 
 /// Reads the int64 ids of `path` (`.npy`, shaped (S,) or (3, S)).
 fn read_ids(path: &Path) -> Result<Tensor> {
-    let ids = Tensor::read_npy(path)
-        .with_context(|| format!("--positions {}: cannot read it as .npy", path.display()))?;
+    let ids = crate::npy::read(path, "--positions")?;
     if ids.dtype() != DType::I64 {
         bail!(
             "--positions {}: the ids must be int64, got {:?}",
