@@ -324,12 +324,8 @@ impl SinusoidalEmbedding {
             }
             Table::Stored(table) => table,
         };
-        let vocab = self.vocab();
-        let (min, max) = min_max(ids)?;
-        if min < 0 || max >= vocab as i64 {
-            let bad = if min < 0 { min } else { max };
-            bail!("token id {bad} is out of the vocabulary of {vocab} tokens")
-        }
+        // The fused path checks the tokens in pe-core's embed; this one the same way.
+        candle_pe_core::check_tokens(ids, self.vocab())?;
         // Half-precision blocks add in f32 and round once at the end.
         let dtype = self.dtype();
         let compute = match dtype {
@@ -351,17 +347,6 @@ impl SinusoidalEmbedding {
         };
         x.broadcast_add(&pe.to_dtype(compute)?)?.to_dtype(dtype)
     }
-}
-
-/// The smallest and largest value of an integer tensor (0, -1 when it is empty).
-fn min_max(t: &Tensor) -> Result<(i64, i64)> {
-    if t.elem_count() == 0 {
-        return Ok((0, -1));
-    }
-    let flat = t.flatten_all()?.to_dtype(DType::I64)?;
-    let min = flat.min(0)?.to_scalar::<i64>()?;
-    let max = flat.max(0)?.to_scalar::<i64>()?;
-    Ok((min, max))
 }
 
 impl Module for SinusoidalEmbedding {

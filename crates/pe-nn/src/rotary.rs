@@ -205,7 +205,8 @@ impl RotaryEmbedding {
     /// On the CPU, when every position is within the cache's limit (and the rope tracks no
     /// length across calls, which would make the tables depend on the call), with the
     /// positions on the host: the positions and views of the cached cos and sin tables holding
-    /// their rows, for the per-token rotation. `None` sends the call to the gathered tables and candle-nn's kernels.
+    /// their rows, for the per-token rotation. `None` sends the call to the gathered tables
+    /// and candle-nn's kernels.
     fn cached_rows<'p>(
         &self,
         q: &Tensor,

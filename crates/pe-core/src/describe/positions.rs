@@ -395,8 +395,20 @@ pub fn padding_aware_positions(tokens: &Tensor, padding_idx: u32, past: usize) -
     )?)
 }
 
-/// Fails unless `tokens` is an integer tensor of ids in `0 .. vocab`.
-pub(crate) fn check_tokens(tokens: &Tensor, vocab: usize) -> Result<()> {
+/// Fails unless `tokens` is an integer tensor of ids in `0 .. vocab` ([`Error::NotInteger`],
+/// [`Error::TokenOutOfRange`] naming the first bound outside): the check of every embedding
+/// lookup, fused or not.
+///
+/// ```
+/// use candle_core::{Device, Tensor};
+/// use candle_pe_core::check_tokens;
+///
+/// check_tokens(&Tensor::new(&[[3u32, 99]], &Device::Cpu)?, 100)?;
+/// let err = check_tokens(&Tensor::new(&[[3u32, 100]], &Device::Cpu)?, 100).unwrap_err();
+/// assert!(err.to_string().starts_with("token id 100 is outside the vocabulary of 100 tokens"));
+/// # Ok::<(), candle_pe_core::Error>(())
+/// ```
+pub fn check_tokens(tokens: &Tensor, vocab: usize) -> Result<()> {
     if let (_, Some((min, max))) = integer_bounds("tokens", tokens)? {
         for token in [min, max] {
             if token < 0 || token as u64 >= vocab as u64 {
@@ -409,7 +421,7 @@ pub(crate) fn check_tokens(tokens: &Tensor, vocab: usize) -> Result<()> {
 
 fn check_integer(name: &'static str, t: &Tensor) -> Result<()> {
     match t.dtype() {
-        DType::U8 | DType::U32 | DType::I16 | DType::I32 | DType::I64 => Ok(()),
+        dtype if dtype.is_int() => Ok(()),
         dtype => Err(Error::NotInteger { name, dtype }),
     }
 }
