@@ -155,14 +155,7 @@ pub fn rope_nd(args: &RopeNdArgs) -> Result<()> {
     }
     let (ids, ids_flag) = match (&args.positions, &args.grid) {
         (Some(path), _) => {
-            let ids = crate::npy::read(path, "--positions")?;
-            if ids.dtype() != DType::I64 {
-                bail!(
-                    "--positions {}: the ids must be int64, got {:?}",
-                    path.display(),
-                    ids.dtype()
-                );
-            }
+            let ids = crate::npy::read_i64(path, "--positions")?;
             (ids, format!("--positions {}", path.display()))
         }
         (None, Some(grid)) => (patch_ids_of(grid)?, format!("--grid {}", list_text(grid))),

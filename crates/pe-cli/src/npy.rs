@@ -9,14 +9,22 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use candle_core::Tensor;
+use candle_core::{DType, Tensor};
 
-/// The tensor of the `.npy` file `path` given with `flag`, once its header's shape and dtype
-/// account for exactly the bytes the file holds.
-pub fn read(path: &Path, flag: &str) -> Result<Tensor> {
+/// The int64 tensor of the `.npy` file `path` given with `flag` (positions), once its header's
+/// shape and dtype account for exactly the bytes the file holds.
+pub fn read_i64(path: &Path, flag: &str) -> Result<Tensor> {
     check_size(path).with_context(|| format!("{flag} {}", path.display()))?;
-    Tensor::read_npy(path)
-        .with_context(|| format!("{flag} {}: cannot read it as .npy", path.display()))
+    let t = Tensor::read_npy(path)
+        .with_context(|| format!("{flag} {}: cannot read it as .npy", path.display()))?;
+    if t.dtype() != DType::I64 {
+        bail!(
+            "{flag} {}: the ids must be int64, got {:?}",
+            path.display(),
+            t.dtype()
+        );
+    }
+    Ok(t)
 }
 
 /// Fails unless the header of `path` is a readable `.npy` header whose shape times the item size
@@ -119,13 +127,13 @@ mod tests {
             "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }\n",
             &[0; 24],
         );
-        let t = read(ok.path(), "--positions").unwrap();
+        let t = read_i64(ok.path(), "--positions").unwrap();
         assert_eq!(t.dims(), &[3]);
         let huge = npy(
             "{'descr': '<i8', 'fortran_order': False, 'shape': (1099511627776, 8), }\n",
             &[0; 24],
         );
-        let err = format!("{:#}", read(huge.path(), "--positions").unwrap_err());
+        let err = format!("{:#}", read_i64(huge.path(), "--positions").unwrap_err());
         assert!(
             err.starts_with("--positions ")
                 && err.contains("claims shape [1099511627776, 8] of 8-byte values")
@@ -136,17 +144,26 @@ mod tests {
             "{'descr': '<i8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }\n",
             &[],
         );
-        let err = format!("{:#}", read(overflow.path(), "--positions").unwrap_err());
+        let err = format!(
+            "{:#}",
+            read_i64(overflow.path(), "--positions").unwrap_err()
+        );
         assert!(
             err.contains("claims shape [4294967296, 4294967296]"),
             "{err}"
         );
         let short = npy("{'descr': '<i8', 'shape': (3,), }\n", &[0; 23]);
-        let err = format!("{:#}", read(short.path(), "--positions").unwrap_err());
+        let err = format!("{:#}", read_i64(short.path(), "--positions").unwrap_err());
         assert!(err.contains("holds 23 bytes"), "{err}");
+        let floats = npy(
+            "{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }\n",
+            &[0; 24],
+        );
+        let err = format!("{:#}", read_i64(floats.path(), "--positions").unwrap_err());
+        assert!(err.ends_with("the ids must be int64, got F64"), "{err}");
         let garbage = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(garbage.path(), b"hello").unwrap();
-        let err = format!("{:#}", read(garbage.path(), "--positions").unwrap_err());
+        let err = format!("{:#}", read_i64(garbage.path(), "--positions").unwrap_err());
         assert!(err.contains("not a .npy file"), "{err}");
     }
 }

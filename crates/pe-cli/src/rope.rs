@@ -194,14 +194,7 @@ impl RopeArgs {
 
 /// Reads the int64 ids of `path` (`.npy`, shaped (S,) or (3, S)).
 fn read_ids(path: &Path) -> Result<Tensor> {
-    let ids = crate::npy::read(path, "--positions")?;
-    if ids.dtype() != DType::I64 {
-        bail!(
-            "--positions {}: the ids must be int64, got {:?}",
-            path.display(),
-            ids.dtype()
-        );
-    }
+    let ids = crate::npy::read_i64(path, "--positions")?;
     match ids.dims() {
         [_] | [3, _] => Ok(ids),
         dims => bail!(
