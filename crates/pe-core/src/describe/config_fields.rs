@@ -89,7 +89,7 @@ impl<'a> ConfigFields<'a> {
         };
         T::deserialize(value)
             .map(Some)
-            .map_err(|e| self.invalid(name, format!("{e}, got {value}")))
+            .map_err(|e| self.invalid(name, format!("{e}, got {}", Short(value))))
     }
 
     /// The field `name`; absent or null, an error naming it.
@@ -106,7 +106,9 @@ impl<'a> ConfigFields<'a> {
                 fields,
                 path: self.path_of(name),
             })),
-            Some(other) => Err(self.invalid(name, format!("must be an object, got {other}"))),
+            Some(other) => {
+                Err(self.invalid(name, format!("must be an object, got {}", Short(other))))
+            }
         }
     }
 
@@ -146,6 +148,21 @@ impl<'a> ConfigFields<'a> {
     pub fn missing(&self, name: &str) -> Error {
         Error::MissingField {
             field: self.path_of(name),
+        }
+    }
+}
+
+/// A config value as a message quotes it: its JSON, cut to 60 characters (a field holding a
+/// long list or a deep object is not printed whole).
+struct Short<'a>(&'a Value);
+
+impl std::fmt::Display for Short<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const MAX: usize = 60;
+        let text = self.0.to_string();
+        match text.char_indices().nth(MAX) {
+            Some((cut, _)) => write!(f, "{} ...", &text[..cut]),
+            None => f.write_str(&text),
         }
     }
 }

@@ -41,7 +41,7 @@ pub enum Error {
     },
 
     /// The frequency formula divides by zero or by a negative number for this width.
-    #[error("frequencies {scheme} divide by {denominator} for width {width}; {hint}")]
+    #[error("frequencies {scheme} divide by {} for width {width}; {hint}", Readable(*.denominator))]
     DegenerateFrequencies {
         /// `h-1` or `h-shift`.
         scheme: &'static str,
@@ -54,7 +54,7 @@ pub enum Error {
     },
 
     /// A parameter that must be a finite number (and positive, for the base) is not.
-    #[error("{name} must be {expected}, got {value}")]
+    #[error("{name} must be {expected}, got {}", Readable(*.value))]
     InvalidParameter {
         /// The parameter, as its config field is named (`base`, `scale`, `rope_theta`, `factor`, ...).
         name: &'static str,
@@ -75,7 +75,7 @@ pub enum Error {
     },
 
     /// A position whose angle `|position| * frequency` exceeds [`MAX_ANGLE`](crate::MAX_ANGLE).
-    #[error("position {position} times the largest frequency {frequency:e} exceeds the largest angle computed exactly, 2^40 = 1099511627776; with this spec positions must stay within {limit} in magnitude")]
+    #[error("position {} times the largest frequency {frequency:e} exceeds the largest angle computed exactly, 2^40 = 1099511627776; with this spec positions must stay within {} in magnitude", Readable(*.position), Readable(*.limit))]
     AngleOutOfRange {
         /// The position of largest magnitude asked for.
         position: f64,
@@ -113,7 +113,7 @@ pub enum Error {
     },
 
     /// A timestep that is NaN, infinite, or not below 2^31 in magnitude.
-    #[error("timesteps must be finite and below 2^31 = 2147483648 in magnitude, got {value} at flat index {index}")]
+    #[error("timesteps must be finite and below 2^31 = 2147483648 in magnitude, got {} at flat index {index}", Readable(*.value))]
     TimestepOutOfRange {
         /// The first timestep out of range.
         value: f64,
@@ -268,5 +268,38 @@ impl From<Error> for candle_core::Error {
             Error::Candle(inner) => inner,
             other => candle_core::Error::Io(std::io::Error::other(other)),
         }
+    }
+}
+
+/// A number as a message shows it: as written for integers and moderate magnitudes (`-1`,
+/// `0.5`, `1099511627776`), in scientific notation otherwise (`1e-300`, not 300 digits).
+pub(crate) struct Readable(pub f64);
+
+impl std::fmt::Display for Readable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = self.0;
+        let moderate = v == 0.0 || (1e-4..1e16).contains(&v.abs());
+        match moderate || !v.is_finite() {
+            true => write!(f, "{v}"),
+            false => write!(f, "{v:e}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Readable;
+
+    #[test]
+    fn numbers_read_in_messages() {
+        let shown = |v: f64| Readable(v).to_string();
+        assert_eq!(shown(-1.0), "-1");
+        assert_eq!(shown(0.5), "0.5");
+        assert_eq!(shown(1099511627776.0), "1099511627776");
+        assert_eq!(shown(1e-300), "1e-300");
+        assert_eq!(shown(3.2e299), "3.2e299");
+        assert_eq!(shown(-2e16), "-2e16");
+        assert_eq!(shown(f64::NAN), "NaN");
+        assert_eq!(shown(f64::NEG_INFINITY), "-inf");
     }
 }

@@ -46,10 +46,11 @@ impl Rope {
             return Err(invalid("partial_rotary_factor", "in (0, 1]", p));
         }
         if config.head_dim > MAX_WIDTH {
-            return Err(Error::InvalidWidth {
-                width: config.head_dim,
-                max: MAX_WIDTH,
-            });
+            return Err(invalid(
+                "head_dim",
+                "at most 16777216 (MAX_WIDTH)",
+                config.head_dim as f64,
+            ));
         }
         let dim = config.rotary_dim();
         if dim < 2 || dim % 2 == 1 {

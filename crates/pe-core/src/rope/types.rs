@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::describe::config_fields::ConfigFields;
+use crate::describe::error::Readable;
 use crate::exact::dd::{self, Dd};
 use crate::{Error, Result};
 
@@ -416,7 +417,7 @@ impl Formula for Dynamic {
         ctx.max_position_embeddings("rope_type dynamic grows the base past it")?;
         if ctx.rotary_dim <= 2 {
             return Err(invalid(
-                "rotary dim",
+                "head_dim * partial_rotary_factor (the rotary dim)",
                 "above 2 for dynamic",
                 ctx.rotary_dim as f64,
             ));
@@ -858,7 +859,7 @@ impl Formula for Longrope {
             {
                 return Err(Error::Config {
                     field: format!("{name}[{i}]"),
-                    message: format!("must be finite and > 0, got {v}"),
+                    message: format!("must be finite and > 0, got {}", Readable(*v)),
                 });
             }
         }
