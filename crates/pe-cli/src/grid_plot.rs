@@ -52,6 +52,10 @@ enum Shown {
 pub fn draw(args: &GridPlotArgs) -> Result<()> {
     plot::check_png(&args.out)?;
     let (h, w) = args.spec.shape()?;
+    if h == 0 || w == 0 {
+        // As `pe plot --len 0`: an empty table is valid, but there is nothing to draw.
+        bail!("--grid {h},{w}: a plot needs at least one patch");
+    }
     let d = args.spec.width;
     let shown = match (args.pair, &args.patch) {
         (Some(k), _) if k >= d / 2 => bail!(

@@ -207,9 +207,9 @@ fn bad_input_names_the_flag_and_leaves_no_file() {
                 "--width".into(),
                 "32".into(),
                 "--grid".into(),
-                "0,4".into(),
+                "2000000,4".into(),
             ],
-            vec!["--grid", "0"],
+            vec!["--grid", "2000000"],
         ),
         (
             vec![
@@ -371,4 +371,40 @@ fn an_alibi_bias_too_large_is_refused_up_front() {
         &["--len 2147483647", "bytes"],
     );
     assert_no_files(dir.path());
+}
+
+/// One rule for empty grids: `pe grid` and `pe rope-nd` write empty tables (0 rows), and
+/// `pe plot grid`, which has nothing to draw, refuses them by name.
+#[test]
+fn empty_grids_write_empty_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let npy = dir.path().join("g.npy");
+    pe_ok(&["grid", "--width", "8", "--grid", "0,5", "--out", s(&npy)]);
+    assert_eq!(Tensor::read_npy(&npy).unwrap().dims(), &[0, 8]);
+    let st = dir.path().join("r.safetensors");
+    pe_ok(&[
+        "rope-nd",
+        "--axes-dim",
+        "4,4",
+        "--grid",
+        "5,0",
+        "--out",
+        s(&st),
+    ]);
+    let tables = candle_core::safetensors::load(&st, &Device::Cpu).unwrap();
+    assert_eq!(tables["cos"].dims(), &[0, 4]);
+    let png = dir.path().join("g.png");
+    pe_err(
+        &[
+            "plot",
+            "grid",
+            "--width",
+            "8",
+            "--grid",
+            "0,5",
+            "--out",
+            s(&png),
+        ],
+        &["--grid 0,5", "at least one patch"],
+    );
 }

@@ -100,6 +100,14 @@ impl SincosGrid {
             ("interpolation_scale", self.interpolation_scale),
         ])?;
         check_sides(&[("grid height", height), ("grid width", width)])?;
+        let side = height.max(width);
+        let reach = |base: f64| base * side.saturating_sub(1) as f64 / side as f64;
+        if reach(self.base_size) >= POSITION_LIMIT {
+            return Err(too_far("base_size", self.base_size));
+        }
+        if reach(self.base_size) / self.interpolation_scale >= POSITION_LIMIT {
+            return Err(too_far("interpolation_scale", self.interpolation_scale));
+        }
         let rows = self.extra_tokens as u128 + height as u128 * width as u128;
         let rows = usize::try_from(rows).unwrap_or(usize::MAX);
         check_size(rows, self.width, dtype, device, 8)?;
@@ -198,6 +206,13 @@ impl SincosGrid3d {
             ("grid height", height),
             ("grid width", width),
         ])?;
+        let last = |n: usize| n.saturating_sub(1) as f64;
+        if last(frames) / temporal >= POSITION_LIMIT {
+            return Err(too_far("temporal_interpolation_scale", temporal));
+        }
+        if last(height.max(width)) / spatial >= POSITION_LIMIT {
+            return Err(too_far("spatial_interpolation_scale", spatial));
+        }
         let rows = frames as u128 * height as u128 * width as u128;
         let rows = usize::try_from(rows).unwrap_or(usize::MAX);
         check_size(rows, self.width, dtype, device, 8)?;
@@ -242,6 +257,18 @@ fn axis_rows(
     Ok(table.index_select(&index, 0)?)
 }
 
+/// Grid positions stay below 2^31 in magnitude, as every fractional position here.
+const POSITION_LIMIT: f64 = 2_147_483_648.0;
+
+/// The scale `name` that carries the grid's positions past 2^31.
+fn too_far(name: &'static str, value: f64) -> Error {
+    Error::InvalidParameter {
+        name,
+        expected: "such that every grid position stays below 2^31",
+        value,
+    }
+}
+
 /// Fails unless every scale is finite and positive, naming the first that is not.
 fn check_scales(scales: &[(&'static str, f64)]) -> Result<()> {
     match scales.iter().find(|(_, v)| !(v.is_finite() && *v > 0.0)) {
@@ -254,12 +281,13 @@ fn check_scales(scales: &[(&'static str, f64)]) -> Result<()> {
     }
 }
 
-/// Fails unless every side of the grid is in `1 ..= 2^20`, naming the first that is not.
+/// Fails unless every side of the grid is in `0 ..= 2^20`, naming the first that is not (a
+/// side of 0 is an empty grid, and its table has no patch rows).
 fn check_sides(sides: &[(&'static str, usize)]) -> Result<()> {
-    match sides.iter().find(|(_, v)| *v == 0 || *v > 1 << 20) {
+    match sides.iter().find(|(_, v)| *v > 1 << 20) {
         Some(&(name, value)) => Err(Error::InvalidParameter {
             name,
-            expected: "in 1 ..= 1048576",
+            expected: "in 0 ..= 1048576",
             value: value as f64,
         }),
         None => Ok(()),

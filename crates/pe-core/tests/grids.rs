@@ -409,13 +409,46 @@ fn sincos_grids_match_diffusers() -> anyhow::Result<()> {
             .contains(needle));
     }
     let grid = SincosGrid::new(8)?;
-    for (h, w, needle) in [(0, 4, "grid height"), (4, 0, "grid width")] {
-        let err = grid
-            .table(h, w, DType::F32, &Device::Cpu)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains(needle), "{err}");
+    // An empty grid is valid: no patch rows (the extra rows stay).
+    for (h, w) in [(0, 4), (4, 0), (0, 0)] {
+        let table = grid.table(h, w, DType::F32, &Device::Cpu)?;
+        assert_eq!(table.dims(), &[0, 8]);
+        let table = grid
+            .clone()
+            .with_extra_tokens(1)
+            .table(h, w, DType::F32, &Device::Cpu)?;
+        assert_eq!(table.dims(), &[1, 8]);
     }
+    let err = grid
+        .table(1 << 21, 1, DType::F32, &Device::Cpu)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("grid height"), "{err}");
+    // A scale that carries positions past 2^31 is named, its value readable.
+    let err = grid
+        .clone()
+        .with_interpolation_scale(1e-300)
+        .table(4, 5, DType::F32, &Device::Cpu)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("interpolation_scale must be") && err.ends_with("got 1e-300"),
+        "{err}"
+    );
+    let err = grid
+        .clone()
+        .with_base_size(1e300)
+        .table(4, 5, DType::F32, &Device::Cpu)
+        .unwrap_err()
+        .to_string();
+    assert!(err.starts_with("base_size must be"), "{err}");
+    let tall = SincosGrid3d::new(16)?.with_temporal_interpolation_scale(1e-12);
+    let err = tall.table(3, 1, 1, DType::F32, &Device::Cpu).unwrap_err();
+    assert!(err.to_string().starts_with("temporal_interpolation_scale"));
+    assert_eq!(
+        tall.table(0, 1, 1, DType::F32, &Device::Cpu)?.dims(),
+        &[0, 1, 16]
+    );
     let err = grid
         .with_interpolation_scale(0.0)
         .table(2, 2, DType::F32, &Device::Cpu)
@@ -456,8 +489,12 @@ fn sincos_3d_grids_match_diffusers() -> anyhow::Result<()> {
     }
     let err = SincosGrid3d::new(24).unwrap_err().to_string();
     assert!(err.contains("width"), "{err}");
-    let err = SincosGrid3d::new(32)?
-        .table(0, 2, 2, DType::F32, &Device::Cpu)
+    // No frames: an empty table, as any empty grid; too many are named.
+    let grid = SincosGrid3d::new(32)?;
+    let empty = grid.table(0, 2, 2, DType::F32, &Device::Cpu)?;
+    assert_eq!(empty.dims(), &[0, 4, 32]);
+    let err = grid
+        .table(1 << 21, 1, 1, DType::F32, &Device::Cpu)
         .unwrap_err()
         .to_string();
     assert!(err.contains("frames"), "{err}");
