@@ -18,9 +18,9 @@ use candle_pe_core::{Alibi, SincosGrid, DEFAULT_ALIBI_BIAS_MAX, DEFAULT_BASE_SIZ
 use clap::Args;
 
 use crate::device::DtypeArg;
-use crate::flags::Flags;
 use crate::output::{self, Format, TableWriter};
 use crate::positions::{List, Positions};
+use candle_pe_cli::Flags;
 
 /// Arguments of `pe rope-nd`.
 #[derive(Debug, Args)]

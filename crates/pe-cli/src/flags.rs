@@ -1,5 +1,5 @@
 //! The one map from pe-core's errors to the flags that set the value at fault, shared by every
-//! subcommand. It reads the error's variant and fields (a parameter's `name`), never its
+//! subcommand of `pe` and the examples. It reads the error's variant and fields (a parameter's `name`), never its
 //! message, so a change of wording in pe-core cannot change which flag the CLI names.
 //!
 //! A parameter's flag is its config field in kebab case (`rope_theta` is `--rope-theta`),
@@ -32,6 +32,11 @@ pub struct Flags {
     pub positions: Option<String>,
     /// The flag of the row count, with its value ([`Error::TooLarge`]).
     pub rows: Option<String>,
+    /// The flag of the token ids ([`Error::TokenOutOfRange`]).
+    pub tokens: Option<&'static str>,
+    /// Whether a config's fields are flags here (`pe rope` without `--config`): an error about
+    /// a config field ([`Error::Config`]) names the field's flag.
+    pub config_fields: bool,
     /// The flag for every other pe-core error, if the subcommand has one.
     pub other: Option<&'static str>,
     /// Whether the subcommand takes the sinusoidal spec flags (`--odd`, `--frequencies`),
@@ -56,6 +61,11 @@ impl Flags {
                 Some(format!("{positions} / --angle-scale"))
             }
             Error::TooLarge { .. } => self.rows.clone(),
+            Error::TokenOutOfRange { .. } => self.tokens.map(str::to_string),
+            Error::Config { field, .. } if self.config_fields => {
+                // `short_factor[3]` is set by `--short-factor`.
+                parameter(field.split('[').next().unwrap_or(field))
+            }
             _ => None,
         };
         named.or_else(|| self.other.map(str::to_string))
@@ -76,16 +86,24 @@ impl Flags {
         if let Some(fix) = fix(core).filter(|_| self.spec) {
             return anyhow::anyhow!("{core} (with pe: {fix})");
         }
-        match self.of(core) {
-            Some(flag) => err.context(flag),
-            None => err,
+        match (self.of(core), core) {
+            // A field given as a flag is not a "config field": the flag, then what is wrong.
+            (Some(flag), Error::Config { field, message }) => {
+                let entry = field.find('[').map(|i| &field[i..]);
+                match entry {
+                    Some(entry) => anyhow::anyhow!("{flag}: entry {entry} {message}"),
+                    None => anyhow::anyhow!("{flag}: {message}"),
+                }
+            }
+            (Some(flag), _) => err.context(flag),
+            (None, _) => err,
         }
     }
 }
 
 /// The flag of a pe-core parameter: [`FIELDS`], else a config field's name in kebab case;
 /// `None` for a name that is not a field (a formula or a description).
-pub fn parameter(name: &str) -> Option<String> {
+fn parameter(name: &str) -> Option<String> {
     if let Some((_, flag)) = FIELDS.iter().find(|(field, _)| *field == name) {
         return Some(flag.to_string());
     }
@@ -164,6 +182,24 @@ mod tests {
             ..Flags::default()
         };
         assert_eq!(grid.of(&width).as_deref(), Some("--width"));
+        // Config fields are flags only where the subcommand says so.
+        let field = |field: &str| Error::Config {
+            field: field.into(),
+            message: "must be finite and > 0, got -2".into(),
+        };
+        assert_eq!(rope.of(&field("short_factor[1]")), None);
+        let flag_mode = Flags {
+            config_fields: true,
+            ..rope.clone()
+        };
+        assert_eq!(
+            format!("{:#}", flag_mode.name(field("short_factor[1]"))),
+            "--short-factor: entry [1] must be finite and > 0, got -2"
+        );
+        assert_eq!(
+            format!("{:#}", flag_mode.name(field("long_factor"))),
+            "--long-factor: must be finite and > 0, got -2"
+        );
         // Carried through candle: found all the same.
         let carried: candle_core::Error = width.into();
         assert_eq!(

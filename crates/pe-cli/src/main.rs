@@ -19,7 +19,6 @@ mod atomic;
 mod canvas;
 mod device;
 mod families;
-mod flags;
 mod grid_plot;
 mod npy;
 mod options;
@@ -32,6 +31,7 @@ mod table;
 
 use std::process::ExitCode;
 
+use candle_pe_cli::{clap_line, error_line};
 use clap::error::ErrorKind;
 use clap::{Args, Parser, Subcommand};
 
@@ -203,25 +203,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-/// One line from clap's message: the problem and any hint, without the usage block.
-fn one_line(err: &clap::Error) -> String {
-    let rendered = err.render().to_string();
-    let parts: Vec<&str> = rendered
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more"))
-        .collect();
-    let mut line = String::new();
-    for part in parts {
-        if !line.is_empty() {
-            // "...not provided:" continues on the next line; other lines are separate hints.
-            line.push_str(if line.ends_with(':') { " " } else { "; " });
-        }
-        line.push_str(part);
-    }
-    line.strip_prefix("error: ").unwrap_or(&line).to_string()
-}
-
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -236,16 +217,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
         Err(err) => {
-            eprintln!("pe: error: {}", one_line(&err));
+            eprintln!("pe: error: {}", clap_line(&err));
             return ExitCode::from(2);
         }
     };
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            // The whole chain on one line: "what we tried: why it failed".
-            let message = format!("{err:#}").replace('\n', " ");
-            eprintln!("pe: error: {message}");
+            eprintln!("pe: error: {}", error_line(&err));
             ExitCode::from(1)
         }
     }

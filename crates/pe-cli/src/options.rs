@@ -7,8 +7,8 @@
 use candle_pe_core::{Frequencies, Layout, OddWidth, PeSpec, Preset, SinusoidalEncoding};
 use clap::{Args, ValueEnum};
 
-use crate::flags::Flags;
 use crate::positions::Positions;
+use candle_pe_cli::Flags;
 
 /// A preset, a width and optional overrides of the preset.
 #[derive(Debug, Args)]
@@ -72,8 +72,8 @@ pub fn name_flag(err: impl Into<anyhow::Error>, rows: Option<&Positions>) -> any
         frequencies: Some("--base / --angle-scale"),
         positions: rows.map(rows_flag),
         rows: rows.map(Positions::flag),
-        other: None,
         spec: true,
+        ..Flags::default()
     };
     flags.name(err)
 }

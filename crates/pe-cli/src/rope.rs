@@ -29,8 +29,8 @@ use candle_pe_core::{LongropePolicy, Rope, RopeConfig, RopeConfigs, RopeType, DE
 use clap::Args;
 
 use crate::device::{DeviceArg, DtypeArg};
-use crate::flags::Flags;
 use crate::output;
+use candle_pe_cli::Flags;
 
 /// Arguments of `pe rope`.
 #[derive(Debug, Args)]
@@ -83,9 +83,9 @@ pub struct RopeArgs {
     pub max_position_embeddings: Option<usize>,
     /// When longrope uses its long factors: transformers' rule (sequences longer than
     /// original_max_position_embeddings) or vLLM's (always, when max_position_embeddings is
-    /// longer).
-    #[arg(long, value_enum, default_value_t = LongropePolicy::Transformers)]
-    pub longrope_policy: LongropePolicy,
+    /// longer). Only longrope reads it [default: transformers]
+    #[arg(long, value_enum)]
+    pub longrope_policy: Option<LongropePolicy>,
     /// Number of consecutive positions, starting at --offset.
     #[arg(
         long,
@@ -208,12 +208,20 @@ fn read_ids(path: &Path) -> Result<Tensor> {
 pub fn write(args: &RopeArgs) -> Result<()> {
     let (config, layer) = args.resolve()?;
     check_extension(&args.out)?;
+    let policy = args.longrope_policy.unwrap_or_default();
     let rope = Rope::new(config.clone())
-        .and_then(|r| r.with_longrope_policy(args.longrope_policy))
+        .and_then(|r| r.with_longrope_policy(policy))
         .map_err(|e| match &args.config {
             Some(path) => anyhow::anyhow!("--config {}: {e}", path.display()),
             None => with_flags(e),
         })?;
+    if let (Some(given), false) = (args.longrope_policy, rope.reads_longrope_policy()) {
+        bail!(
+            "--longrope-policy {}: this rope ({}) has no long factors to choose; drop the flag",
+            format!("{given:?}").to_lowercase(),
+            config.rope_type.name()
+        );
+    }
     let ids = args.positions.as_deref().map(read_ids).transpose()?;
     let (rows, positions) = match (&ids, args.len) {
         (Some(ids), _) => {
@@ -287,10 +295,7 @@ pub fn write(args: &RopeArgs) -> Result<()> {
         metadata.push(("layer_type", layer));
     }
     if rope.reads_longrope_policy() {
-        metadata.push((
-            "longrope_policy",
-            format!("{:?}", args.longrope_policy).to_lowercase(),
-        ));
+        metadata.push(("longrope_policy", format!("{policy:?}").to_lowercase()));
     }
     output::write_safetensors(&args.out, &[("cos", &cos), ("sin", &sin)], &metadata)
 }
@@ -323,6 +328,7 @@ fn rope_flags() -> Flags {
         width: Some("--head-dim"),
         frequencies: Some("--rope-theta"),
         rows: Some("--len".to_string()),
+        config_fields: true,
         ..Flags::default()
     }
 }
