@@ -13,20 +13,9 @@
 //!
 //! stdout holds `ids: <new ids>` (the prompt excluded, an end-of-sequence id that stopped it
 //! included), then, when something was generated, the prefill's and the decode's speed; the
-//! model line, the progress bar and errors (one line, naming the flag and the file or field)
-//! go to stderr.
-
-use clap::Parser;
-use pe_models::generate_cli::{run, Args};
+//! model line, the progress bar and errors (one line, naming the flag and the file or field;
+//! exit code 2 for a bad command line, 1 for anything else) go to stderr.
 
 fn main() -> std::process::ExitCode {
-    let args = Args::parse();
-    let default_model = pe_testkit::fixture("models/llama31");
-    match run(&args, &default_model, &mut std::io::stdout().lock()) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    pe_models::generate_cli::main(&pe_testkit::fixture("models/llama31"))
 }

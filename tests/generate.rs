@@ -98,3 +98,185 @@ fn bad_flags_are_named() {
         "{e}"
     );
 }
+
+/// The example's bad-input suite: each case exits with its code (2 for a bad command line, 1
+/// for anything else), with one line on stderr holding every fragment, a flag first. `MODEL/x`
+/// is a copy of the fixture spoiled as [`spoiled_models`] says.
+#[test]
+fn every_bad_input_is_one_line_naming_its_flag() -> Result<()> {
+    let cases: &[(&str, u8, &[&str])] = &[
+        ("--max-new -1", 2, &["--max-new", "-1"]),
+        (
+            "--prompt-ids 1 --max-new 18446744073709551616",
+            2,
+            &["--max-new"],
+        ),
+        ("--prompt-ids a,b", 2, &["--prompt-ids", "\"a\""]),
+        ("--prompt-ids -1", 2, &["--prompt-ids", "\"-1\""]),
+        ("--prompt-ids 1 --eos x", 2, &["--eos", "\"x\""]),
+        (
+            "--prompt-ids 1 --position-offset -1",
+            2,
+            &["--position-offset", "-1"],
+        ),
+        ("--prompt-ids 1 --dtype f8", 2, &["--dtype", "f8"]),
+        ("--prompt-ids 1 --device tpu", 2, &["--device", "tpu"]),
+        ("--prompt-ids 1 --frobnicate", 2, &["--frobnicate"]),
+        ("--max-new 3", 2, &["--prompt-ids"]),
+        ("--prompt-ids 1,128", 1, &["--prompt-ids", "128"]),
+        (
+            "--prompt-ids 1 --position-offset 2147483647 --max-new 2",
+            1,
+            &["--position-offset", "2147483647"],
+        ),
+        (
+            "--prompt-ids 1 --max-new 18446744073709551615",
+            1,
+            &["--max-new", "18446744073709551615"],
+        ),
+        (
+            "--prompt-ids 1 --model /no/such/folder",
+            1,
+            &["--model /no/such/folder"],
+        ),
+        (
+            "--prompt-ids 1 --model MODEL/vocab_zero",
+            1,
+            &["--model", "vocab_size", "0"],
+        ),
+        (
+            "--prompt-ids 1 --model MODEL/vocab_small",
+            1,
+            &["--model", "embed_tokens", "[100, 64]"],
+        ),
+        (
+            "--prompt-ids 1 --model MODEL/config_array",
+            1,
+            &["--model", "JSON object"],
+        ),
+        (
+            "--prompt-ids 1 --model MODEL/config_deep",
+            1,
+            &["--model", "config.json"],
+        ),
+        (
+            "--prompt-ids 1 --model MODEL/config_not_utf8",
+            1,
+            &["--model", "config.json"],
+        ),
+        (
+            "--prompt-ids 1 --model MODEL/heads_string",
+            1,
+            &["--model", "num_attention_heads"],
+        ),
+        (
+            "--prompt-ids 1 --model MODEL/no_weights",
+            1,
+            &["--model", "model.safetensors"],
+        ),
+        (
+            "--prompt-ids 1 --model MODEL/weights_truncated",
+            1,
+            &["--model", "model.safetensors"],
+        ),
+        (
+            "--prompt-ids 1 --model MODEL/weights_huge_header",
+            1,
+            &["--model", "model.safetensors"],
+        ),
+        (
+            "--prompt-ids 1 --model MODEL/weights_garbage",
+            1,
+            &["--model", "model.safetensors"],
+        ),
+        (
+            "--prompt-ids 1 --model MODEL/eos_string",
+            1,
+            &["--model", "eos_token_id", "a token id or a list"],
+        ),
+    ];
+    let models = tempfile::tempdir()?;
+    spoiled_models(models.path())?;
+    let mut failures = vec![];
+    for (line, code, expected) in cases {
+        let line = line.replace("MODEL", models.path().to_str().unwrap());
+        let argv = std::iter::once("generate").chain(line.split_whitespace());
+        let (mut out, mut err) = (vec![], vec![]);
+        let exit = pe_models::generate_cli::main_with(argv, &default_model(), &mut out, &mut err);
+        let err = String::from_utf8_lossy(&err);
+        let ok = exit == std::process::ExitCode::from(*code)
+            && err.trim_end().lines().count() == 1
+            && !err.contains("backtrace")
+            && expected.iter().all(|f| err.contains(f));
+        if !ok {
+            failures.push(format!("generate {line}: {exit:?}, want {code}: {err}"));
+        }
+    }
+    eprintln!("generate: {} bad inputs", cases.len());
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    Ok(())
+}
+
+/// Copies of the fixture under `dir`, each spoiled in one way its name says.
+fn spoiled_models(dir: &std::path::Path) -> Result<()> {
+    let fixture = default_model();
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture.join("config.json"))?)?;
+    let with = |field: &str, value: serde_json::Value| {
+        let mut c = config.clone();
+        c[field] = value;
+        c.to_string().into_bytes()
+    };
+    let weights = std::fs::read(fixture.join("model.safetensors"))?;
+    let mut huge_header = weights.clone();
+    huge_header[..8].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    let spoiled: Vec<(&str, &str, Vec<u8>)> = vec![
+        ("vocab_zero", "config.json", with("vocab_size", 0.into())),
+        ("vocab_small", "config.json", with("vocab_size", 100.into())),
+        ("config_array", "config.json", b"[1, 2]".to_vec()),
+        (
+            "config_deep",
+            "config.json",
+            "[".repeat(100_000).into_bytes(),
+        ),
+        (
+            "config_not_utf8",
+            "config.json",
+            b"{\"vocab_size\": \xff}".to_vec(),
+        ),
+        (
+            "heads_string",
+            "config.json",
+            with("num_attention_heads", "4".into()),
+        ),
+        ("no_weights", "model.safetensors", vec![]),
+        (
+            "weights_truncated",
+            "model.safetensors",
+            weights[..weights.len() / 2].to_vec(),
+        ),
+        ("weights_huge_header", "model.safetensors", huge_header),
+        (
+            "weights_garbage",
+            "model.safetensors",
+            b"\x01\x02 not safetensors".to_vec(),
+        ),
+        (
+            "eos_string",
+            "generation_config.json",
+            br#"{"eos_token_id": "two"}"#.to_vec(),
+        ),
+    ];
+    for (name, file, bytes) in spoiled {
+        let model = dir.join(name);
+        std::fs::create_dir(&model)?;
+        for f in ["config.json", "model.safetensors"] {
+            std::fs::copy(fixture.join(f), model.join(f))?;
+        }
+        match (name, bytes.is_empty()) {
+            ("no_weights", _) => std::fs::remove_file(model.join(file))?,
+            _ => std::fs::write(model.join(file), bytes)?,
+        }
+    }
+    Ok(())
+}

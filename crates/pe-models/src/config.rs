@@ -114,6 +114,7 @@ impl LlamaConfig {
                 ))
             }
         };
+        require_positive(&root, &["vocab_size", "hidden_size", "intermediate_size"])?;
         let hidden_size: usize = root.require("hidden_size")?;
         let num_attention_heads: usize = root.require("num_attention_heads")?;
         if num_attention_heads == 0 {
@@ -234,6 +235,7 @@ impl M2M100Config {
                 ),
             ));
         }
+        require_positive(&root, &["vocab_size", "d_model", "encoder_ffn_dim"])?;
         let d_model: usize = root.require("d_model")?;
         let heads: usize = root.require("encoder_attention_heads")?;
         if heads == 0 || !d_model.is_multiple_of(heads) {
@@ -272,6 +274,17 @@ impl M2M100Config {
     }
 }
 
+/// Fails unless each size field `names` is given and positive, naming the first that is not
+/// (a zero size would surface later as a tensor shape that names no field).
+fn require_positive(root: &ConfigFields, names: &[&str]) -> candle_pe_core::Result<()> {
+    for &name in names {
+        if root.require::<usize>(name)? == 0 {
+            return Err(root.invalid(name, "must be positive, got 0"));
+        }
+    }
+    Ok(())
+}
+
 /// The end-of-sequence ids generation stops at, as transformers' `generate` takes them: the
 /// `eos_token_id` of the folder's `generation_config.json` when that file exists and sets
 /// it, else that of its `config.json`. The field holds one id or a list; absent or null, there
@@ -296,7 +309,7 @@ pub fn eos_token_ids(dir: impl AsRef<Path>) -> Result<Vec<u32>> {
 /// The `eos_token_id` field of a parsed config: one id or a list, `None` when absent or null.
 fn eos_field(json: &Value) -> candle_pe_core::Result<Option<Vec<u32>>> {
     #[derive(serde::Deserialize)]
-    #[serde(untagged)]
+    #[serde(untagged, expecting = "a token id or a list of token ids")]
     enum OneOrMany {
         One(u32),
         Many(Vec<u32>),

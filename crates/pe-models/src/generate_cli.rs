@@ -1,7 +1,8 @@
 //! The command line of `examples/generate.rs` (greedy generation from a local Hugging Face
 //! Llama-family checkpoint), as a library so tests run it in process: the flags ([`Args`]),
-//! their parsers (errors name the flag and the value) and [`run`], which writes `ids: <new
-//! ids>` and the prefill's and the decode's speed to `out`.
+//! their parsers (errors name the flag and the value), [`run`], which writes `ids: <new
+//! ids>` and the prefill's and the decode's speed to `out`, and [`main`], the whole program
+//! (every failure one line on stderr, as `pe`'s).
 //!
 //! ```
 //! use clap::Parser;
@@ -17,8 +18,11 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use std::process::ExitCode;
+
 use anyhow::{Context, Result};
 use candle_core::{DType, Device};
+use candle_pe_cli::{clap_line, error_line, Flags};
 use clap::{Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -33,17 +37,27 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub model: Option<PathBuf>,
     /// Prompt token ids, comma separated; "" is an empty prompt (nothing is generated)
-    #[arg(long, value_name = "IDS", value_parser = parse_ids)]
+    #[arg(long, value_name = "IDS", value_parser = parse_ids, allow_hyphen_values = true)]
     pub prompt_ids: Ids,
     /// New tokens to generate, at most
-    #[arg(long, value_name = "N", default_value_t = 32)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 32,
+        allow_negative_numbers = true
+    )]
     pub max_new: usize,
     /// End-of-sequence ids that stop the generation, comma separated; "" for none [default: the
     /// eos_token_id of the folder's generation_config.json, else of its config.json]
-    #[arg(long, value_name = "IDS", value_parser = parse_ids)]
+    #[arg(long, value_name = "IDS", value_parser = parse_ids, allow_hyphen_values = true)]
     pub eos: Option<Ids>,
     /// Position of the prompt's first token (as HF's position_ids = offset + 0, 1, ...)
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
     pub position_offset: u32,
     /// Compute dtype of the weights and activations
     #[arg(long, value_enum, default_value_t = Dtype::F32)]
@@ -169,11 +183,16 @@ pub fn run(args: &Args, default_model: &Path, out: &mut impl Write) -> Result<()
         &eos,
         |_| bar.inc(1),
     )
-    .with_context(|| {
-        format!(
+    .map_err(|e| {
+        let flags = Flags {
+            positions: Some("--position-offset / --max-new".into()),
+            tokens: Some("--prompt-ids"),
+            ..Flags::default()
+        };
+        flags.name(e).context(format!(
             "cannot generate from --prompt-ids at --position-offset {} with --max-new {}",
             args.position_offset, args.max_new
-        )
+        ))
     })?;
     bar.finish_and_clear();
     if generation.ended_at_eos {
@@ -203,4 +222,42 @@ pub fn run(args: &Args, default_model: &Path, out: &mut impl Write) -> Result<()
         generation.decode_tokens_per_second()
     )?;
     Ok(())
+}
+
+/// The `generate` program: parses the command line, runs it with `default_model` when no
+/// `--model` is given, and prints any failure as one line on stderr, exiting 2 for a bad
+/// command line and 1 for anything else.
+pub fn main(default_model: &Path) -> ExitCode {
+    let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
+    main_with(std::env::args_os(), default_model, &mut out, &mut err)
+}
+
+/// [`main`] with the command line `argv` (the program's name first), the ids and speeds
+/// written to `out` and any failure, one line, to `err`; the model line and the progress bar
+/// still go to stderr.
+pub fn main_with(
+    argv: impl IntoIterator<Item = impl Into<std::ffi::OsString> + Clone>,
+    default_model: &Path,
+    out: &mut impl Write,
+    err: &mut impl Write,
+) -> ExitCode {
+    let args = match Args::try_parse_from(argv) {
+        Ok(args) => args,
+        Err(e) if !e.use_stderr() => {
+            // --help and --version.
+            let _ = write!(out, "{}", e.render());
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let _ = writeln!(err, "generate: error: {}", clap_line(&e));
+            return ExitCode::from(2);
+        }
+    };
+    match run(&args, default_model, out) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let _ = writeln!(err, "generate: error: {}", error_line(&e));
+            ExitCode::from(1)
+        }
+    }
 }

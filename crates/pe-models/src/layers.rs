@@ -62,14 +62,26 @@ fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// The tensor `name` of shape `shape` under `vb`'s prefix; the error names it.
+/// The tensor `name` of shape `shape` under `vb`'s prefix; the error names it, and for a
+/// tensor of another shape gives both shapes.
 pub(crate) fn tensor<S: Into<candle_core::Shape>>(
     vb: &VarBuilder,
     shape: S,
     name: &str,
 ) -> Result<Tensor> {
-    vb.get(shape, name)
-        .with_context(|| format!("loading tensor {}", full_name(vb, name)))
+    let shape = shape.into();
+    match vb.get(shape.clone(), name) {
+        Ok(t) => Ok(t),
+        Err(e) => match vb.get_unchecked(name) {
+            Ok(held) if held.shape() != &shape => bail!(
+                "loading tensor {}: the config's sizes give shape {:?}, the checkpoint holds {:?}",
+                full_name(vb, name),
+                shape.dims(),
+                held.dims()
+            ),
+            _ => Err(e).with_context(|| format!("loading tensor {}", full_name(vb, name))),
+        },
+    }
 }
 
 fn full_name(vb: &VarBuilder, name: &str) -> String {
