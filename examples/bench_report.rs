@@ -21,7 +21,7 @@ use std::any::Any;
 use std::mem::MaybeUninit;
 use std::time::Instant;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use candle_core::{DType, Device, Module, Tensor};
 use rayon::prelude::*;
 
@@ -172,13 +172,24 @@ fn load() -> String {
         .join(" ")
 }
 
-fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let json_path = match args.as_slice() {
-        [] => None,
-        [flag, path] if flag == "--json" => Some(path.clone()),
-        _ => bail!("usage: bench_report [--json PATH]"),
-    };
+/// The quick performance report: markdown on stdout, and optionally JSON.
+#[derive(clap::Parser)]
+struct Args {
+    /// Also write the numbers as JSON to this file
+    #[arg(long, value_name = "PATH")]
+    json: Option<String>,
+}
+
+fn main() -> std::process::ExitCode {
+    let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+    match candle_pe_cli::parse_args::<Args>("bench_report", std::env::args_os(), &mut out, &mut err)
+    {
+        Ok(args) => candle_pe_cli::finish("bench_report", report(args.json), &mut err),
+        Err(code) => code,
+    }
+}
+
+fn report(json_path: Option<String>) -> Result<()> {
     let dev = Device::Cpu;
     let spec = PeSpec::fairseq(WIDTH);
     let pe = SinusoidalEncoding::new(spec)?;

@@ -1,6 +1,7 @@
 //! What `pe` and the workspace's example programs share about their command lines: the one
 //! map from the libraries' errors to the flags that set the value at fault ([`Flags`]), and
-//! the one-line rendering of every failure ([`clap_line`], [`error_line`]). The `pe` binary
+//! the one-line rendering of every failure ([`parse_args`] and [`finish`], which a program's
+//! `main` calls, and [`clap_line`] and [`error_line`] under them). The `pe` binary
 //! itself is `src/main.rs`.
 //!
 //! ```
@@ -21,4 +22,4 @@ mod flags;
 mod report;
 
 pub use flags::Flags;
-pub use report::{clap_line, error_line};
+pub use report::{clap_line, error_line, finish, parse_args};

@@ -31,8 +31,7 @@ mod table;
 
 use std::process::ExitCode;
 
-use candle_pe_cli::{clap_line, error_line};
-use clap::error::ErrorKind;
+use candle_pe_cli::{finish, parse_args};
 use clap::{Args, Parser, Subcommand};
 
 use crate::device::{DeviceArg, DtypeArg};
@@ -204,28 +203,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(err) if !err.use_stderr() => {
-            // --help and --version.
-            let _ = err.print();
-            return ExitCode::SUCCESS;
-        }
-        Err(err) if err.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            // `pe` alone: the help, on stderr.
-            eprint!("{}", err.render());
-            return ExitCode::from(2);
-        }
-        Err(err) => {
-            eprintln!("pe: error: {}", clap_line(&err));
-            return ExitCode::from(2);
-        }
-    };
-    match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("pe: error: {}", error_line(&err));
-            ExitCode::from(1)
-        }
+    let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+    match parse_args::<Cli>("pe", std::env::args_os(), &mut out, &mut err) {
+        Ok(cli) => finish("pe", run(cli), &mut err),
+        Err(code) => code,
     }
 }

@@ -13,6 +13,8 @@
 //! );
 //! ```
 
+use std::process::ExitCode;
+
 /// A command-line error from clap on one line: the problem and any hint, without the usage
 /// block.
 pub fn clap_line(err: &clap::Error) -> String {
@@ -31,6 +33,48 @@ pub fn clap_line(err: &clap::Error) -> String {
         line.push_str(part);
     }
     line.strip_prefix("error: ").unwrap_or(&line).to_string()
+}
+
+/// The command line `argv` (the program's name first) parsed as `P`, or the exit code once
+/// what it asked for is printed: `--help` and `--version` to `out` (0), the help to `err` for a
+/// program run without its subcommand (2), and any other problem as one line,
+/// `<program>: error: ...`, to `err` (2).
+pub fn parse_args<P: clap::Parser>(
+    program: &str,
+    argv: impl IntoIterator<Item = impl Into<std::ffi::OsString> + Clone>,
+    out: &mut impl std::io::Write,
+    err: &mut impl std::io::Write,
+) -> Result<P, ExitCode> {
+    use clap::error::ErrorKind;
+    P::try_parse_from(argv).map_err(|e| {
+        // Nothing more can be said if stdout or stderr is closed.
+        if !e.use_stderr() {
+            let _ = write!(out, "{}", e.render());
+            ExitCode::SUCCESS
+        } else if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+            let _ = write!(err, "{}", e.render());
+            ExitCode::from(2)
+        } else {
+            let _ = writeln!(err, "{program}: error: {}", clap_line(&e));
+            ExitCode::from(2)
+        }
+    })
+}
+
+/// The exit code of a run: 0, or 1 once its error is printed as one line,
+/// `<program>: error: ...`, to `err`.
+pub fn finish(
+    program: &str,
+    result: anyhow::Result<()>,
+    err: &mut impl std::io::Write,
+) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let _ = writeln!(err, "{program}: error: {}", error_line(&e));
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// `err` and its causes on one line, `: ` between them, without candle's backtraces.

@@ -18,12 +18,11 @@ use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, IndexOp, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::llama as ct;
-use clap::Parser;
 use pe_models::{greedy, LlamaFamily};
 use serde_json::{json, Value};
 
 /// Accuracy and decode speed of pe-models and candle-transformers on the llama31 fixture.
-#[derive(Parser, Debug)]
+#[derive(clap::Parser, Debug)]
 struct Args {
     /// Print the numbers as JSON instead of markdown tables
     #[arg(long)]
@@ -126,8 +125,16 @@ struct Row {
     tf_drift: f64,
 }
 
-fn main() -> Result<()> {
-    let args = Args::parse();
+fn main() -> std::process::ExitCode {
+    let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+    match candle_pe_cli::parse_args::<Args>("side_by_side", std::env::args_os(), &mut out, &mut err)
+    {
+        Ok(args) => candle_pe_cli::finish("side_by_side", compare(&args), &mut err),
+        Err(code) => code,
+    }
+}
+
+fn compare(args: &Args) -> Result<()> {
     let dir = fixture();
     let dev = Device::Cpu;
     let outputs: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("outputs.json"))?)?;

@@ -22,7 +22,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use candle_core::{DType, Device};
-use candle_pe_cli::{clap_line, error_line, Flags};
+use candle_pe_cli::{finish, parse_args, Flags};
 use clap::{Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -228,7 +228,7 @@ pub fn run(args: &Args, default_model: &Path, out: &mut impl Write) -> Result<()
 /// `--model` is given, and prints any failure as one line on stderr, exiting 2 for a bad
 /// command line and 1 for anything else.
 pub fn main(default_model: &Path) -> ExitCode {
-    let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
+    let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr());
     main_with(std::env::args_os(), default_model, &mut out, &mut err)
 }
 
@@ -241,23 +241,8 @@ pub fn main_with(
     out: &mut impl Write,
     err: &mut impl Write,
 ) -> ExitCode {
-    let args = match Args::try_parse_from(argv) {
-        Ok(args) => args,
-        Err(e) if !e.use_stderr() => {
-            // --help and --version.
-            let _ = write!(out, "{}", e.render());
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            let _ = writeln!(err, "generate: error: {}", clap_line(&e));
-            return ExitCode::from(2);
-        }
-    };
-    match run(&args, default_model, out) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            let _ = writeln!(err, "generate: error: {}", error_line(&e));
-            ExitCode::from(1)
-        }
+    match parse_args::<Args>("generate", argv, out, err) {
+        Ok(args) => finish("generate", run(&args, default_model, out), err),
+        Err(code) => code,
     }
 }
