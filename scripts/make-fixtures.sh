@@ -14,7 +14,7 @@
 #             rotary classes of Llama 3.1, Qwen2.5 (YaRN), DeepSeek-V3, gpt-oss, Phi-3/Phi-4-mini (longrope),
 #             Gemma 3 (both config forms), Gemma 4, Qwen2-VL and Qwen3-VL (M-RoPE) and dynamic NTK.
 #   models -> crates/pe-testkit/fixtures/models/<case>/{config.json, model.safetensors, outputs.safetensors, outputs.json}: tiny
-#             random checkpoints saved by transformers (Llama 3.1, Qwen2.5 YaRN, Phi-3 / Phi-4-mini longrope, Mistral
+#             random checkpoints saved by transformers (Llama 3.1, Qwen2.5 YaRN, Qwen3 qk-norm, Phi-3 / Phi-4-mini longrope, Mistral
 #             sliding window, M2M100) and the logits / encoder states transformers computes with them (prefill,
 #             cached greedy decode, left-padded batch, far positions).
 #   grids ->  crates/pe-testkit/fixtures/grids/<case>.json + <case>.safetensors: diffusers' FLUX.1 / FLUX.2 /
@@ -23,7 +23,10 @@
 #             (non-power-of-two head counts included).
 #
 # Nothing is downloaded except the pinned packages: configs are written in the generators, and the Hub is switched
-# off (HF_HUB_OFFLINE). Outputs are deterministic, so regenerating with unchanged pins leaves `git status` clean.
+# off (HF_HUB_OFFLINE). Outputs are deterministic on one machine, so regenerating there with unchanged pins leaves
+# `git status` clean; another CPU may change the models' recorded logits in their last bits (seen: up to 2.3e-6 in
+# the recorded checks between an Intel Xeon and an AMD EPYC), so regenerate only the cases you changed
+# (python scripts/fixtures/models.py qwen3, say, with the venv's python).
 #
 # Adding a generator: drop scripts/fixtures/<name>.py (runnable as a script, writing its own files; shared helpers
 # are in scripts/fixtures/_common.py, and files starting with `_` are not generators) and it runs with the others.

@@ -1,5 +1,5 @@
 //! The fields of an HF `config.json` the models read: [`LlamaConfig`] for a
-//! [`LlamaFamily`](crate::LlamaFamily) decoder (`model_type` `llama`, `qwen2`, `phi3`,
+//! [`LlamaFamily`](crate::LlamaFamily) decoder (`model_type` `llama`, `qwen2`, `qwen3`, `phi3`,
 //! `mistral`), [`M2M100Config`] for an [`M2M100Encoder`](crate::M2M100Encoder) (`m2m_100`:
 //! M2M100 and NLLB), each with `from_hf_config` (a parsed `config.json`, read through
 //! pe-core's [`ConfigFields`]: `null` is absent, errors name the field) and `from_file`
@@ -38,6 +38,9 @@ pub enum ModelType {
     Phi3,
     /// Mistral (`MistralForCausalLM`): optional sliding window.
     Mistral,
+    /// Qwen3 (`Qwen3ForCausalLM`): an RMSNorm on each head of q and of k before the rope
+    /// (qk-norm).
+    Qwen3,
 }
 
 impl ModelType {
@@ -48,6 +51,7 @@ impl ModelType {
             ModelType::Qwen2 => "qwen2",
             ModelType::Phi3 => "phi3",
             ModelType::Mistral => "mistral",
+            ModelType::Qwen3 => "qwen3",
         }
     }
 }
@@ -73,10 +77,13 @@ pub struct LlamaConfig {
     pub head_dim: usize,
     /// RMSNorm epsilon.
     pub rms_norm_eps: f64,
-    /// Biases on q, k, v (Qwen2 always; Llama's `attention_bias`).
+    /// Biases on q, k, v (Qwen2 always; Llama's and Qwen3's `attention_bias`).
     pub qkv_bias: bool,
-    /// Bias on o_proj (Llama's `attention_bias`).
+    /// Bias on o_proj (Llama's and Qwen3's `attention_bias`).
     pub o_bias: bool,
+    /// An RMSNorm over each head of q and of k, after the projections and before the rope
+    /// (Qwen3's `q_norm` and `k_norm`).
+    pub qk_norm: bool,
     /// Biases on the MLP projections (Llama's `mlp_bias`).
     pub mlp_bias: bool,
     /// Whether the output projection is the token embedding (`tie_word_embeddings`, default
@@ -104,12 +111,13 @@ impl LlamaConfig {
             "qwen2" => ModelType::Qwen2,
             "phi3" => ModelType::Phi3,
             "mistral" => ModelType::Mistral,
+            "qwen3" => ModelType::Qwen3,
             other => {
                 return Err(root.invalid(
                     "model_type",
                     format!(
-                        "unsupported model type {other:?} (supported: llama, qwen2, phi3, \
-                         mistral)"
+                        "unsupported model type {other:?} (supported: llama, qwen2, qwen3, \
+                         phi3, mistral)"
                     ),
                 ))
             }
@@ -145,11 +153,11 @@ impl LlamaConfig {
         let attention_bias: bool = root.get("attention_bias")?.unwrap_or(false);
         let sliding_window = match model_type {
             ModelType::Mistral | ModelType::Phi3 => root.get("sliding_window")?,
-            ModelType::Qwen2 => {
+            ModelType::Qwen2 | ModelType::Qwen3 => {
                 if root.get("use_sliding_window")?.unwrap_or(false) {
                     return Err(root.invalid(
                         "use_sliding_window",
-                        "Qwen2's per-layer sliding window is not supported",
+                        "Qwen's per-layer sliding window is not supported",
                     ));
                 }
                 None
@@ -180,7 +188,8 @@ impl LlamaConfig {
             head_dim,
             rms_norm_eps: root.require("rms_norm_eps")?,
             qkv_bias: model_type == ModelType::Qwen2 || attention_bias,
-            o_bias: model_type == ModelType::Llama && attention_bias,
+            o_bias: matches!(model_type, ModelType::Llama | ModelType::Qwen3) && attention_bias,
+            qk_norm: model_type == ModelType::Qwen3,
             mlp_bias: model_type == ModelType::Llama && root.get("mlp_bias")?.unwrap_or(false),
             tie_word_embeddings: root.get("tie_word_embeddings")?.unwrap_or(false),
             sliding_window,

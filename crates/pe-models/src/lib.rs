@@ -4,8 +4,8 @@
 //! embeddings ([`candle_pe_nn::RotaryEmbedding`]) and an encoder with sinusoidal ones
 //! ([`candle_pe_nn::SinusoidalEmbedding`]).
 //!
-//! [`LlamaFamily`] reads an HF `config.json` with `model_type` `llama`, `qwen2`, `phi3` or
-//! `mistral` ([`LlamaConfig`]) and the weights under HF's tensor names from a
+//! [`LlamaFamily`] reads an HF `config.json` with `model_type` `llama`, `qwen2`, `qwen3`,
+//! `phi3` or `mistral` ([`LlamaConfig`]) and the weights under HF's tensor names from a
 //! [`candle_nn::VarBuilder`]; its [`forward`](LlamaFamily::forward) takes `input_ids`,
 //! `position_ids` and an optional `attention_mask`, as transformers' does, and appends to a
 //! KV cache. [`greedy`] generates from a prompt with that cache, at any first position.

@@ -1,4 +1,4 @@
-//! [`LlamaFamily`]: a Llama / Qwen2 / Phi-3 / Mistral decoder from candle-nn layers and
+//! [`LlamaFamily`]: a Llama / Qwen2 / Qwen3 / Phi-3 / Mistral decoder from candle-nn layers and
 //! [`candle_pe_nn::RotaryEmbedding`].
 
 use std::path::Path;
@@ -15,6 +15,8 @@ use crate::layers::{checkpoint, linear, masked_softmax, rms_norm, tensor, SideBy
 struct Attention {
     /// The q, k and v projections: Phi-3's stacked `qkv_proj`, the others' three.
     qkv: SideBySide<3>,
+    /// Qwen3's RMSNorms over each head of q and of k.
+    qk_norm: Option<(RmsNorm, RmsNorm)>,
     o: Linear,
     heads: usize,
     kv_heads: usize,
@@ -46,8 +48,16 @@ impl Attention {
                 linear(hidden, kvh * d, cfg.qkv_bias, vb, "v_proj")?,
             ])?,
         };
+        let qk_norm = match cfg.qk_norm {
+            true => Some((
+                rms_norm(d, cfg.rms_norm_eps, vb, "q_norm")?,
+                rms_norm(d, cfg.rms_norm_eps, vb, "k_norm")?,
+            )),
+            false => None,
+        };
         Ok(Self {
             qkv,
+            qk_norm,
             o: linear(h * d, hidden, cfg.o_bias, vb, "o_proj")?,
             heads: h,
             kv_heads: kvh,
@@ -73,6 +83,10 @@ impl Attention {
             Ok(t.reshape((b, s, heads, d))?.transpose(1, 2)?.contiguous()?)
         };
         let (q, k, v) = (split(q, h)?, split(k, kvh)?, split(v, kvh)?);
+        let (q, k) = match &self.qk_norm {
+            Some((q_norm, k_norm)) => (q_norm.forward(&q)?, k_norm.forward(&k)?),
+            None => (q, k),
+        };
         let (q, k) = self.rotary.apply_at(&q, &k, positions)?;
         // Partial rotary returns a concatenated view: matmul wants contiguous rows. The new keys
         // are transposed once here, so a decode step does not transpose the whole cache.
@@ -163,7 +177,7 @@ struct Layer {
     mlp: Mlp,
 }
 
-/// A Llama-family decoder (`model_type` `llama`, `qwen2`, `phi3`, `mistral`) with a KV cache
+/// A Llama-family decoder (`model_type` `llama`, `qwen2`, `qwen3`, `phi3`, `mistral`) with a KV cache
 /// (bounded by the sliding window when there is one):
 /// RMSNorm, grouped-query attention with exact rotary embeddings at per-token positions
 /// ([`RotaryEmbedding::apply_at`]), a causal + padding mask (and Mistral's or Phi-3's sliding

@@ -14,8 +14,11 @@ fn fixture() -> PathBuf {
 }
 
 fn recorded(key: &str) -> Result<Vec<u32>> {
-    let tensors =
-        candle_core::safetensors::load(fixture().join("outputs.safetensors"), &Device::Cpu)?;
+    recorded_in(&fixture(), key)
+}
+
+fn recorded_in(dir: &std::path::Path, key: &str) -> Result<Vec<u32>> {
+    let tensors = candle_core::safetensors::load(dir.join("outputs.safetensors"), &Device::Cpu)?;
     Ok(tensors[key]
         .to_dtype(DType::U32)?
         .flatten_all()?
@@ -36,18 +39,31 @@ fn model(dir: &std::path::Path) -> Result<LlamaFamily> {
 
 /// The ids of transformers' `generate(do_sample=False)` at positions 0.., and the same ids
 /// with the prompt at 20,000 and 131,000 (transformers' own far logits drift by up to 3.9e-3
-/// there, against a top-2 margin of 2e-2 in this fixture).
+/// there, against a top-2 margin of 2e-2 in the llama31 fixture and 5e-2 in qwen3).
 #[test]
 fn greedy_ids_match_transformers_at_any_offset() -> Result<()> {
-    let (prompt, want) = prompt_and_greedy_ids()?;
-    let mut model = model(&fixture())?;
+    for name in ["llama31", "qwen3"] {
+        let dir = pe_testkit::fixture(&format!("models/{name}"));
+        let prompt = recorded_in(&dir, "prefill.input_ids")?;
+        let want = recorded_in(&dir, "decode.generated_ids")?;
+        greedy_ids_at_offsets(model(&dir)?, &prompt, &want, name)?;
+    }
+    Ok(())
+}
+
+fn greedy_ids_at_offsets(
+    mut model: LlamaFamily,
+    prompt: &[u32],
+    want: &[u32],
+    name: &str,
+) -> Result<()> {
     for offset in [0, 20_000, 131_000] {
         let mut seen = vec![];
-        let out = greedy(&mut model, &prompt, offset, want.len(), &[], |id| {
+        let out = greedy(&mut model, prompt, offset, want.len(), &[], |id| {
             seen.push(id)
         })?;
-        assert_eq!(out.ids, want, "first position {offset}");
-        assert_eq!(seen, want, "on_token at first position {offset}");
+        assert_eq!(out.ids, want, "{name} at first position {offset}");
+        assert_eq!(seen, want, "{name}: on_token at first position {offset}");
         assert_eq!(model.cached_len(), prompt.len() + want.len() - 1);
     }
     Ok(())

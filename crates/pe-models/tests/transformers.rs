@@ -394,6 +394,11 @@ fn mistral() -> Result<()> {
     run_case("mistral").map(drop)
 }
 
+#[test]
+fn qwen3() -> Result<()> {
+    run_case("qwen3").map(drop)
+}
+
 /// The same checkpoint loaded in bf16 and f16 (weights rounded to 8 and 11 significant bits;
 /// scores softmaxed in f32, rope tables in f32): the prefill's logits stay near transformers'
 /// f32 ones. Measured max differences: bf16 1.0e-1 to 1.9e-1, f16 1.5e-2 to 3.4e-2 (llama31,
