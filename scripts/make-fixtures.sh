@@ -14,7 +14,7 @@
 #             rotary classes of Llama 3.1, Qwen2.5 (YaRN), DeepSeek-V3, gpt-oss, Phi-3/Phi-4-mini (longrope),
 #             Gemma 3 (both config forms), Gemma 4, Qwen2-VL and Qwen3-VL (M-RoPE) and dynamic NTK.
 #   models -> crates/pe-testkit/fixtures/models/<case>/{config.json, model.safetensors, outputs.safetensors, outputs.json}: tiny
-#             random checkpoints saved by transformers (Llama 3.1, Qwen2.5 YaRN, Qwen3 qk-norm, Phi-3 / Phi-4-mini longrope, Mistral
+#             random checkpoints saved by transformers (Llama 3.1, Qwen2.5 YaRN, Qwen3 qk-norm, Gemma 3, Phi-3 / Phi-4-mini longrope, Mistral
 #             sliding window, M2M100) and the logits / encoder states transformers computes with them (prefill,
 #             cached greedy decode, left-padded batch, far positions).
 #   grids ->  crates/pe-testkit/fixtures/grids/<case>.json + <case>.safetensors: diffusers' FLUX.1 / FLUX.2 /

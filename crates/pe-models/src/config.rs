@@ -1,6 +1,6 @@
 //! The fields of an HF `config.json` the models read: [`LlamaConfig`] for a
 //! [`LlamaFamily`](crate::LlamaFamily) decoder (`model_type` `llama`, `qwen2`, `qwen3`, `phi3`,
-//! `mistral`), [`M2M100Config`] for an [`M2M100Encoder`](crate::M2M100Encoder) (`m2m_100`:
+//! `mistral`, `gemma3_text`), [`M2M100Config`] for an [`M2M100Encoder`](crate::M2M100Encoder) (`m2m_100`:
 //! M2M100 and NLLB), each with `from_hf_config` (a parsed `config.json`, read through
 //! pe-core's [`ConfigFields`]: `null` is absent, errors name the field) and `from_file`
 //! (errors name the file too).
@@ -24,7 +24,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use candle_nn::Activation;
-use candle_pe_core::{ConfigFields, RopeConfig};
+use candle_pe_core::{ConfigFields, RopeConfig, RopeConfigs};
 use serde_json::Value;
 
 /// The architecture a config describes.
@@ -41,6 +41,19 @@ pub enum ModelType {
     /// Qwen3 (`Qwen3ForCausalLM`): an RMSNorm on each head of q and of k before the rope
     /// (qk-norm).
     Qwen3,
+    /// Gemma 3's text decoder (`Gemma3ForCausalLM`, `model_type` `gemma3_text`): sliding and
+    /// global layers with their own ropes, qk-norm, norms around the attention and the MLP
+    /// whose weights store the scale minus one, a GELU MLP, scaled embeddings.
+    Gemma3,
+}
+
+/// What a layer's attention sees.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LayerType {
+    /// Every earlier token (`full_attention`).
+    Full,
+    /// The last `sliding_window` tokens (`sliding_attention`).
+    Sliding,
 }
 
 impl ModelType {
@@ -52,6 +65,7 @@ impl ModelType {
             ModelType::Phi3 => "phi3",
             ModelType::Mistral => "mistral",
             ModelType::Qwen3 => "qwen3",
+            ModelType::Gemma3 => "gemma3_text",
         }
     }
 }
@@ -65,8 +79,11 @@ pub struct LlamaConfig {
     pub vocab_size: usize,
     /// Model width.
     pub hidden_size: usize,
-    /// Width of the SwiGLU MLP.
+    /// Width of the gated MLP.
     pub intermediate_size: usize,
+    /// The gated MLP's activation: `silu` (`hidden_act`), or Gemma's `gelu_pytorch_tanh`
+    /// (`hidden_activation`).
+    pub hidden_act: Activation,
     /// Decoder layers.
     pub num_hidden_layers: usize,
     /// Query heads.
@@ -82,18 +99,33 @@ pub struct LlamaConfig {
     /// Bias on o_proj (Llama's and Qwen3's `attention_bias`).
     pub o_bias: bool,
     /// An RMSNorm over each head of q and of k, after the projections and before the rope
-    /// (Qwen3's `q_norm` and `k_norm`).
+    /// (Qwen3's and Gemma 3's `q_norm` and `k_norm`).
     pub qk_norm: bool,
+    /// Gemma's norms: weights that store the scale minus one, and a norm on the attention's
+    /// and on the MLP's output (`post_attention_layernorm`, `post_feedforward_layernorm`)
+    /// besides those on their inputs (`input_layernorm`, `pre_feedforward_layernorm`).
+    pub gemma_norms: bool,
+    /// What the attention scores are divided by the square root of: `head_dim`, or Gemma's
+    /// `query_pre_attn_scalar`.
+    pub query_pre_attn_scalar: f64,
+    /// A factor on the token embeddings (Gemma: `sqrt(hidden_size)`, rounded to f32).
+    pub embedding_scale: Option<f64>,
     /// Biases on the MLP projections (Llama's `mlp_bias`).
     pub mlp_bias: bool,
     /// Whether the output projection is the token embedding (`tie_word_embeddings`, default
     /// false).
     pub tie_word_embeddings: bool,
-    /// Sliding-window attention (Mistral, Phi-3): query `i` sees keys `j` with
-    /// `i - window < j <= i`.
+    /// Sliding-window attention (Mistral, Phi-3, Gemma 3's sliding layers): query `i` sees keys
+    /// `j` with `i - window < j <= i`.
     pub sliding_window: Option<usize>,
-    /// The rotary embedding, from [`RopeConfig::from_hf_config`].
+    /// Each layer's attention (`layer_types`); empty when the config has none, and then every
+    /// layer is sliding when there is a `sliding_window` and full otherwise.
+    pub layer_types: Vec<LayerType>,
+    /// The rotary embedding (of the full-attention layers, where layer types differ).
     pub rope: RopeConfig,
+    /// The rotary embedding of the sliding layers, where it differs (Gemma 3: theta 1e4, no
+    /// scaling).
+    pub sliding_rope: Option<RopeConfig>,
 }
 
 impl LlamaConfig {
@@ -112,18 +144,20 @@ impl LlamaConfig {
             "phi3" => ModelType::Phi3,
             "mistral" => ModelType::Mistral,
             "qwen3" => ModelType::Qwen3,
+            "gemma3_text" => ModelType::Gemma3,
             other => {
                 return Err(root.invalid(
                     "model_type",
                     format!(
                         "unsupported model type {other:?} (supported: llama, qwen2, qwen3, \
-                         phi3, mistral)"
+                         phi3, mistral, gemma3_text)"
                     ),
                 ))
             }
         };
         require_positive(&root, &["vocab_size", "hidden_size", "intermediate_size"])?;
         let hidden_size: usize = root.require("hidden_size")?;
+        let num_hidden_layers: usize = root.require("num_hidden_layers")?;
         let num_attention_heads: usize = root.require("num_attention_heads")?;
         if num_attention_heads == 0 {
             return Err(root.invalid("num_attention_heads", "must be positive"));
@@ -139,20 +173,50 @@ impl LlamaConfig {
                 ),
             ));
         }
-        let head_dim = root
-            .get("head_dim")?
-            .unwrap_or(hidden_size / num_attention_heads);
-        if let Some(act) = root.get::<String>("hidden_act")? {
-            if act != "silu" {
+        let gemma = model_type == ModelType::Gemma3;
+        // Gemma3TextConfig's default head_dim is 256, not hidden_size / num_attention_heads.
+        let head_dim = root.get("head_dim")?.unwrap_or(match gemma {
+            true => 256,
+            false => hidden_size / num_attention_heads,
+        });
+        let (act_field, act_default) = match gemma {
+            true => ("hidden_activation", "gelu_pytorch_tanh"),
+            false => ("hidden_act", "silu"),
+        };
+        let hidden_act = match root
+            .get::<String>(act_field)?
+            .as_deref()
+            .unwrap_or(act_default)
+        {
+            "silu" => Activation::Silu,
+            "gelu_pytorch_tanh" if gemma => Activation::GeluPytorchTanh,
+            act => {
                 return Err(root.invalid(
-                    "hidden_act",
-                    format!("unsupported activation {act:?} (only silu)"),
+                    act_field,
+                    format!(
+                        "unsupported activation {act:?} (silu, or gelu_pytorch_tanh for Gemma)"
+                    ),
+                ))
+            }
+        };
+        if gemma {
+            for field in ["final_logit_softcapping", "attn_logit_softcapping"] {
+                if root.value(field).is_some() {
+                    return Err(root.invalid(field, "logit softcapping is not supported"));
+                }
+            }
+            if root.get("use_bidirectional_attention")?.unwrap_or(false) {
+                return Err(root.invalid(
+                    "use_bidirectional_attention",
+                    "only causal attention is supported",
                 ));
             }
         }
         let attention_bias: bool = root.get("attention_bias")?.unwrap_or(false);
         let sliding_window = match model_type {
             ModelType::Mistral | ModelType::Phi3 => root.get("sliding_window")?,
+            // transformers' default for Gemma3TextConfig.
+            ModelType::Gemma3 => Some(root.get("sliding_window")?.unwrap_or(4096)),
             ModelType::Qwen2 | ModelType::Qwen3 => {
                 if root.get("use_sliding_window")?.unwrap_or(false) {
                     return Err(root.invalid(
@@ -167,7 +231,37 @@ impl LlamaConfig {
         if sliding_window == Some(0) {
             return Err(root.invalid("sliding_window", "must be positive"));
         }
-        let rope = RopeConfig::from_hf_config(json)?;
+        let ropes = RopeConfigs::from_hf_config(json)?;
+        let layer_types = match ropes.layer_types() {
+            Some(types) if types.len() != num_hidden_layers => {
+                return Err(root.invalid(
+                    "layer_types",
+                    format!("has {} entries for {num_hidden_layers} layers", types.len()),
+                ))
+            }
+            Some(types) => types
+                .iter()
+                .map(|t| match t.as_str() {
+                    "full_attention" => Ok(LayerType::Full),
+                    "sliding_attention" if sliding_window.is_some() => Ok(LayerType::Sliding),
+                    other => Err(root.invalid(
+                        "layer_types",
+                        format!("layer type {other:?} is not supported here"),
+                    )),
+                })
+                .collect::<candle_pe_core::Result<_>>()?,
+            None => vec![],
+        };
+        let (rope, sliding_rope) = match ropes.single() {
+            Some(rope) => (rope.clone(), None),
+            None => (
+                ropes.for_layer_type("full_attention")?.clone(),
+                match layer_types.contains(&LayerType::Sliding) {
+                    true => Some(ropes.for_layer_type("sliding_attention")?.clone()),
+                    false => None,
+                },
+            ),
+        };
         if rope.head_dim != head_dim {
             return Err(root.invalid(
                 "head_dim",
@@ -177,23 +271,41 @@ impl LlamaConfig {
                 ),
             ));
         }
+        let query_pre_attn_scalar = match gemma {
+            // transformers' default for Gemma3TextConfig.
+            true => root.get("query_pre_attn_scalar")?.unwrap_or(256.0),
+            false => head_dim as f64,
+        };
+        if !(query_pre_attn_scalar > 0.0 && query_pre_attn_scalar.is_finite()) {
+            return Err(root.invalid("query_pre_attn_scalar", "must be finite and positive"));
+        }
         Ok(Self {
             model_type,
             vocab_size: root.require("vocab_size")?,
             hidden_size,
             intermediate_size: root.require("intermediate_size")?,
-            num_hidden_layers: root.require("num_hidden_layers")?,
+            hidden_act,
+            num_hidden_layers,
             num_attention_heads,
             num_key_value_heads,
             head_dim,
             rms_norm_eps: root.require("rms_norm_eps")?,
             qkv_bias: model_type == ModelType::Qwen2 || attention_bias,
-            o_bias: matches!(model_type, ModelType::Llama | ModelType::Qwen3) && attention_bias,
-            qk_norm: model_type == ModelType::Qwen3,
+            o_bias: matches!(
+                model_type,
+                ModelType::Llama | ModelType::Qwen3 | ModelType::Gemma3
+            ) && attention_bias,
+            qk_norm: matches!(model_type, ModelType::Qwen3 | ModelType::Gemma3),
+            gemma_norms: gemma,
+            query_pre_attn_scalar,
+            embedding_scale: gemma.then(|| f64::from((hidden_size as f32).sqrt())),
             mlp_bias: model_type == ModelType::Llama && root.get("mlp_bias")?.unwrap_or(false),
-            tie_word_embeddings: root.get("tie_word_embeddings")?.unwrap_or(false),
+            // Gemma ties by default, the others do not.
+            tie_word_embeddings: root.get("tie_word_embeddings")?.unwrap_or(gemma),
             sliding_window,
+            layer_types,
             rope,
+            sliding_rope,
         })
     }
 }

@@ -28,7 +28,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::{eos_token_ids, greedy, LlamaFamily};
 
-/// Greedy generation with a Llama / Qwen2 / Qwen3 / Phi-3 / Mistral checkpoint.
+/// Greedy generation with a Llama / Qwen2 / Qwen3 / Phi-3 / Mistral / Gemma 3 checkpoint.
 #[derive(Parser, Debug)]
 #[command(name = "generate")]
 pub struct Args {

@@ -195,10 +195,22 @@ fn array<T, const N: usize>(items: Vec<T>) -> Result<[T; N]> {
         .map_err(|_| anyhow::anyhow!("expected {N} items, got {len}"))
 }
 
-/// The RMSNorm `name` (`name.weight`).
-pub(crate) fn rms_norm(size: usize, eps: f64, vb: &VarBuilder, name: &str) -> Result<RmsNorm> {
+/// The RMSNorm `name`, its scale `name.weight + offset` (`offset` 1 for Gemma's norms, which
+/// store the scale minus one).
+pub(crate) fn rms_norm(
+    size: usize,
+    eps: f64,
+    offset: f64,
+    vb: &VarBuilder,
+    name: &str,
+) -> Result<RmsNorm> {
     let vb = vb.pp(name);
-    Ok(RmsNorm::new(tensor(&vb, size, "weight")?, eps))
+    let weight = tensor(&vb, size, "weight")?;
+    let weight = match offset {
+        0.0 => weight,
+        _ => (weight + offset)?,
+    };
+    Ok(RmsNorm::new(weight, eps))
 }
 
 /// The LayerNorm `name` (`name.weight` and `name.bias`).

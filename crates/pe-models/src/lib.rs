@@ -5,7 +5,7 @@
 //! ([`candle_pe_nn::SinusoidalEmbedding`]).
 //!
 //! [`LlamaFamily`] reads an HF `config.json` with `model_type` `llama`, `qwen2`, `qwen3`,
-//! `phi3` or `mistral` ([`LlamaConfig`]) and the weights under HF's tensor names from a
+//! `phi3`, `mistral` or `gemma3_text` ([`LlamaConfig`]) and the weights under HF's tensor names from a
 //! [`candle_nn::VarBuilder`]; its [`forward`](LlamaFamily::forward) takes `input_ids`,
 //! `position_ids` and an optional `attention_mask`, as transformers' does, and appends to a
 //! KV cache. [`greedy`] generates from a prompt with that cache, at any first position.
@@ -48,7 +48,7 @@ mod layers;
 mod llama;
 mod m2m100;
 
-pub use config::{eos_token_ids, LlamaConfig, M2M100Config, ModelType};
+pub use config::{eos_token_ids, LayerType, LlamaConfig, M2M100Config, ModelType};
 pub use generate::{greedy, Generation};
 pub use llama::LlamaFamily;
 pub use m2m100::M2M100Encoder;

@@ -1,4 +1,5 @@
-//! [`LlamaFamily`]: a Llama / Qwen2 / Qwen3 / Phi-3 / Mistral decoder from candle-nn layers and
+//! [`LlamaFamily`]: a Llama / Qwen2 / Qwen3 / Phi-3 / Mistral / Gemma 3 decoder from candle-nn
+//! layers and
 //! [`candle_pe_nn::RotaryEmbedding`].
 
 use std::path::Path;
@@ -8,7 +9,7 @@ use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Embedding, Linear, RmsNorm, VarBuilder};
 use candle_pe_nn::{Positions, RotaryEmbedding};
 
-use crate::config::{LlamaConfig, ModelType};
+use crate::config::{LayerType, LlamaConfig, ModelType};
 use crate::layers::{checkpoint, linear, masked_softmax, rms_norm, tensor, SideBySide};
 
 #[derive(Clone, Debug)]
@@ -27,10 +28,18 @@ struct Attention {
     /// head_dim)`; the last `window` tokens with a sliding window.
     cache: Option<(Tensor, Tensor)>,
     window: Option<usize>,
+    /// What the scores are multiplied by: `1 / sqrt(head_dim)`, or Gemma's
+    /// `1 / sqrt(query_pre_attn_scalar)`.
+    scale: f64,
 }
 
 impl Attention {
-    fn new(cfg: &LlamaConfig, rotary: RotaryEmbedding, vb: &VarBuilder) -> Result<Self> {
+    fn new(
+        cfg: &LlamaConfig,
+        rotary: RotaryEmbedding,
+        window: Option<usize>,
+        vb: &VarBuilder,
+    ) -> Result<Self> {
         let (h, kvh, d) = (
             cfg.num_attention_heads,
             cfg.num_key_value_heads,
@@ -49,10 +58,7 @@ impl Attention {
             ])?,
         };
         let qk_norm = match cfg.qk_norm {
-            true => Some((
-                rms_norm(d, cfg.rms_norm_eps, vb, "q_norm")?,
-                rms_norm(d, cfg.rms_norm_eps, vb, "k_norm")?,
-            )),
+            true => Some((norm(cfg, d, vb, "q_norm")?, norm(cfg, d, vb, "k_norm")?)),
             false => None,
         };
         Ok(Self {
@@ -64,7 +70,8 @@ impl Attention {
             head_dim: d,
             rotary,
             cache: None,
-            window: cfg.sliding_window,
+            window,
+            scale: 1.0 / cfg.query_pre_attn_scalar.sqrt(),
         })
     }
 
@@ -97,8 +104,7 @@ impl Attention {
         };
         self.cache = Some((self.keep(&kt, 3)?, self.keep(&v, 2)?));
         let (kt, v) = (repeat_kv(&kt, h / kvh)?, repeat_kv(&v, h / kvh)?);
-        let scale = 1.0 / (d as f64).sqrt();
-        let scores = (q.matmul(&kt)? * scale)?;
+        let scores = (q.matmul(&kt)? * self.scale)?;
         let probs = masked_softmax(&scores, mask, v.dtype())?;
         let out = probs.matmul(&v)?.transpose(1, 2)?.reshape((b, s, h * d))?;
         Ok(self.o.forward(&out)?)
@@ -135,11 +141,13 @@ fn repeat_kv(x: &Tensor, n_rep: usize) -> Result<Tensor> {
     Ok(Tensor::cat(&copies, 2)?.reshape((b, kvh * n_rep, m, n))?)
 }
 
-/// The SwiGLU MLP: `down(silu(gate(x)) * up(x))`; Phi-3 stacks gate and up (gate rows first).
+/// The gated MLP: `down(act(gate(x)) * up(x))`, `act` SiLU or Gemma's GELU; Phi-3 stacks gate
+/// and up (gate rows first).
 #[derive(Clone, Debug)]
 struct Mlp {
     gate_up: SideBySide<2>,
     down: Linear,
+    act: candle_nn::Activation,
 }
 
 impl Mlp {
@@ -152,6 +160,7 @@ impl Mlp {
                     [inter, inter],
                 ),
                 down: linear(inter, hidden, false, vb, "down_proj")?,
+                act: cfg.hidden_act,
             },
             _ => Mlp {
                 gate_up: SideBySide::new([
@@ -159,25 +168,103 @@ impl Mlp {
                     linear(hidden, inter, bias, vb, "up_proj")?,
                 ])?,
                 down: linear(inter, hidden, bias, vb, "down_proj")?,
+                act: cfg.hidden_act,
             },
         })
     }
 
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let [gate, up] = self.gate_up.forward(x)?;
-        Ok(self.down.forward(&(candle_nn::ops::silu(&gate)? * up)?)?)
+        Ok(self.down.forward(&(self.act.forward(&gate)? * up)?)?)
     }
 }
 
+/// A decoder layer: `x + attn(norm(x))`, then `h + mlp(norm(h))`; Gemma also normalises the
+/// attention's and the MLP's outputs before adding them.
 #[derive(Clone, Debug)]
 struct Layer {
     input_norm: RmsNorm,
     attn: Attention,
-    post_norm: RmsNorm,
+    /// Gemma's `post_attention_layernorm`, on the attention's output.
+    attn_out_norm: Option<RmsNorm>,
+    /// The norm on the MLP's input: `post_attention_layernorm`, Gemma's
+    /// `pre_feedforward_layernorm`.
+    mlp_norm: RmsNorm,
     mlp: Mlp,
+    /// Gemma's `post_feedforward_layernorm`, on the MLP's output.
+    mlp_out_norm: Option<RmsNorm>,
 }
 
-/// A Llama-family decoder (`model_type` `llama`, `qwen2`, `qwen3`, `phi3`, `mistral`) with a KV cache
+impl Layer {
+    fn new(cfg: &LlamaConfig, index: usize, vb: &VarBuilder) -> Result<Self> {
+        let h = cfg.hidden_size;
+        let sliding = match cfg.layer_types.get(index) {
+            Some(t) => *t == LayerType::Sliding,
+            None => cfg.sliding_window.is_some(),
+        };
+        let rope = match (sliding, &cfg.sliding_rope) {
+            (true, Some(rope)) => rope,
+            _ => &cfg.rope,
+        };
+        let window = cfg.sliding_window.filter(|_| sliding);
+        let rotary = RotaryEmbedding::new(rope.clone())?;
+        let (attn_out_norm, mlp_norm, mlp_out_norm) = match cfg.gemma_norms {
+            true => (
+                Some(norm(cfg, h, vb, "post_attention_layernorm")?),
+                norm(cfg, h, vb, "pre_feedforward_layernorm")?,
+                Some(norm(cfg, h, vb, "post_feedforward_layernorm")?),
+            ),
+            false => (None, norm(cfg, h, vb, "post_attention_layernorm")?, None),
+        };
+        Ok(Self {
+            input_norm: norm(cfg, h, vb, "input_layernorm")?,
+            attn: Attention::new(cfg, rotary, window, &vb.pp("self_attn"))?,
+            attn_out_norm,
+            mlp_norm,
+            mlp: Mlp::new(cfg, &vb.pp("mlp"))?,
+            mlp_out_norm,
+        })
+    }
+
+    fn forward(&mut self, x: &Tensor, positions: &Positions, masks: &Masks) -> Result<Tensor> {
+        let mask = masks.get(self.attn.window);
+        let h = self
+            .attn
+            .forward(&self.input_norm.forward(x)?, positions, mask)?;
+        let h = match &self.attn_out_norm {
+            Some(n) => n.forward(&h)?,
+            None => h,
+        };
+        let x = (x + h)?;
+        let m = self.mlp.forward(&self.mlp_norm.forward(&x)?)?;
+        let m = match &self.mlp_out_norm {
+            Some(n) => n.forward(&m)?,
+            None => m,
+        };
+        Ok((x + m)?)
+    }
+}
+
+/// The RMSNorm `name` of width `size`, in `cfg`'s flavour (Gemma's store the scale minus one).
+fn norm(cfg: &LlamaConfig, size: usize, vb: &VarBuilder, name: &str) -> Result<RmsNorm> {
+    let offset = if cfg.gemma_norms { 1.0 } else { 0.0 };
+    rms_norm(size, cfg.rms_norm_eps, offset, vb, name)
+}
+
+/// The attention masks of one forward, one per window size the layers use.
+struct Masks(Vec<(Option<usize>, Option<Tensor>)>);
+
+impl Masks {
+    fn get(&self, window: Option<usize>) -> Option<&Tensor> {
+        self.0
+            .iter()
+            .find(|(w, _)| *w == window)
+            .and_then(|(_, m)| m.as_ref())
+    }
+}
+
+/// A Llama-family decoder (`model_type` `llama`, `qwen2`, `qwen3`, `phi3`, `mistral`,
+/// `gemma3_text`) with a KV cache
 /// (bounded by the sliding window when there is one):
 /// RMSNorm, grouped-query attention with exact rotary embeddings at per-token positions
 /// ([`RotaryEmbedding::apply_at`]), a causal + padding mask (and Mistral's or Phi-3's sliding
@@ -208,22 +295,10 @@ impl LlamaFamily {
             "embed_tokens.weight",
         )?;
         let embed = Embedding::new(embed_weight.clone(), cfg.hidden_size);
-        let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
-        for i in 0..cfg.num_hidden_layers {
-            let vb = model.pp(format!("layers.{i}"));
-            layers.push(Layer {
-                input_norm: rms_norm(cfg.hidden_size, cfg.rms_norm_eps, &vb, "input_layernorm")?,
-                attn: Attention::new(cfg, rotary.clone(), &vb.pp("self_attn"))?,
-                post_norm: rms_norm(
-                    cfg.hidden_size,
-                    cfg.rms_norm_eps,
-                    &vb,
-                    "post_attention_layernorm",
-                )?,
-                mlp: Mlp::new(cfg, &vb.pp("mlp"))?,
-            });
-        }
-        let norm = rms_norm(cfg.hidden_size, cfg.rms_norm_eps, &model, "norm")?;
+        let layers = (0..cfg.num_hidden_layers)
+            .map(|i| Layer::new(cfg, i, &model.pp(format!("layers.{i}"))))
+            .collect::<Result<Vec<_>>>()?;
+        let norm = norm(cfg, cfg.hidden_size, &model, "norm")?;
         let lm_head = match cfg.tie_word_embeddings {
             true => Linear::new(embed_weight, None),
             false => linear(cfg.hidden_size, cfg.vocab_size, false, &vb, "lm_head")?,
@@ -261,7 +336,8 @@ impl LlamaFamily {
         self.embed.embeddings().device()
     }
 
-    /// The rotary embedding every layer shares.
+    /// The rotary embedding of the layers (of the full-attention ones, where layer types
+    /// differ).
     pub fn rotary(&self) -> &RotaryEmbedding {
         &self.rotary
     }
@@ -271,10 +347,15 @@ impl LlamaFamily {
         self.cached
     }
 
-    /// Keys and values the KV cache holds per layer and head: [`Self::cached_len`], or with a
-    /// sliding window `w` at most `w` (the older ones are dropped, as no query sees them).
+    /// Keys and values the KV cache holds per head in the layer that holds most:
+    /// [`Self::cached_len`], or when every layer has a sliding window `w` at most `w` (the older
+    /// ones are dropped, as no query sees them).
     pub fn kv_len(&self) -> usize {
-        self.layers.first().map_or(0, |layer| layer.attn.held())
+        self.layers
+            .iter()
+            .map(|layer| layer.attn.held())
+            .max()
+            .unwrap_or(0)
     }
 
     /// Empties the KV cache (the next forward starts a new sequence).
@@ -321,32 +402,43 @@ impl LlamaFamily {
         // Checked (and read) once for every layer.
         let positions = Positions::new(position_ids)?;
         let total = self.cached + s;
-        let mask = self.mask(b, s, attention_mask, input_ids.device())?;
+        // One mask per window size (full layers, sliding layers), each over the keys its
+        // layers hold.
+        let mut masks = Masks(vec![]);
+        for layer in &self.layers {
+            let window = layer.attn.window;
+            if masks.0.iter().all(|(w, _)| *w != window) {
+                let held = layer.attn.held();
+                let mask = self.mask(b, s, attention_mask, window, held, input_ids.device())?;
+                masks.0.push((window, mask));
+            }
+        }
         let mut x = self.embed.forward(input_ids)?;
+        if let Some(scale) = self.config.embedding_scale {
+            x = (x * scale)?;
+        }
         for layer in &mut self.layers {
-            let normed = layer.input_norm.forward(&x)?;
-            let h = layer.attn.forward(&normed, &positions, mask.as_ref())?;
-            let x1 = (x + h)?;
-            x = (&x1 + layer.mlp.forward(&layer.post_norm.forward(&x1)?)?)?;
+            x = layer.forward(&x, &positions, &masks)?;
         }
         self.cached = total;
         Ok(self.lm_head.forward(&self.norm.forward(&x)?)?)
     }
 
-    /// The boolean mask `(batch, 1, seq, kv_len + seq)` as u8: the keys held and the new ones;
-    /// `None` when it holds no 0 (a decode step without padding, as long as the sliding window
-    /// reaches the oldest key held).
+    /// The boolean mask `(batch, 1, seq, held + seq)` as u8 of layers with `window` that hold
+    /// `held` keys: the keys held and the new ones; `None` when it holds no 0 (a decode step
+    /// without padding, as long as the sliding window reaches the oldest key held).
     fn mask(
         &self,
         b: usize,
         s: usize,
         attention_mask: Option<&Tensor>,
+        window: Option<usize>,
+        held: usize,
         device: &Device,
     ) -> Result<Option<Tensor>> {
         let (past, total) = (self.cached, self.cached + s);
         // The keys held start at token `first`.
-        let first = past - self.kv_len();
-        let window = self.config.sliding_window;
+        let first = past - held;
         // Without padding, a single new token sees every key held unless the window has left
         // the oldest behind: a decode step needs no mask.
         if attention_mask.is_none() && s == 1 && window.is_none_or(|w| first + w > past) {

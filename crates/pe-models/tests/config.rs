@@ -258,3 +258,46 @@ fn sliding_window_bounds_the_kv_cache() -> Result<()> {
     assert_eq!((model.cached_len(), model.kv_len()), (len, len));
     Ok(())
 }
+
+/// Gemma 3 as transformers' `Gemma3TextConfig` defaults it: GELU-tanh, tied embeddings,
+/// `query_pre_attn_scalar` 256, window 4096, one global layer in six, the legacy rope fields
+/// (`rope_theta` for global layers, `rope_local_base_freq` 1e4 for sliding ones); softcapping
+/// and bidirectional attention are refused by name.
+#[test]
+fn gemma3_reads_transformers_defaults() -> Result<()> {
+    let mut json = tiny("gemma3_text");
+    json["num_hidden_layers"] = json!(7);
+    json["rope_theta"] = json!(1e6);
+    json["rope_scaling"] = json!({"rope_type": "linear", "factor": 8.0});
+    let cfg = LlamaConfig::from_hf_config(&json)?;
+    assert_eq!(cfg.model_type, ModelType::Gemma3);
+    assert_eq!(cfg.hidden_act, candle_nn::Activation::GeluPytorchTanh);
+    assert!(cfg.tie_word_embeddings && cfg.qk_norm && cfg.gemma_norms);
+    assert_eq!((cfg.head_dim, cfg.query_pre_attn_scalar), (256, 256.0));
+    assert_eq!(cfg.sliding_window, Some(4096));
+    assert_eq!(cfg.embedding_scale, Some(f64::from(32f32.sqrt())));
+    use pe_models::LayerType::{Full, Sliding};
+    assert_eq!(
+        cfg.layer_types,
+        [Sliding, Sliding, Sliding, Sliding, Sliding, Full, Sliding]
+    );
+    assert_eq!(cfg.rope.rope_theta, 1e6);
+    let sliding = cfg.sliding_rope.as_ref().unwrap();
+    assert_eq!(sliding.rope_theta, 1e4);
+    assert_ne!(
+        cfg.rope.rope_type, sliding.rope_type,
+        "only global layers scale"
+    );
+    for (field, value) in [
+        ("final_logit_softcapping", json!(30.0)),
+        ("attn_logit_softcapping", json!(50.0)),
+        ("use_bidirectional_attention", json!(true)),
+        ("hidden_activation", json!("relu")),
+    ] {
+        let mut bad = json.clone();
+        bad[field] = value;
+        let msg = err_of(&bad);
+        assert!(msg.contains(field), "{msg}");
+    }
+    Ok(())
+}
