@@ -1,29 +1,38 @@
-//! pe-models' `LlamaFamily` next to candle-transformers' Llama on the llama31 fixture (a tiny
-//! random Llama 3.1: llama3 rope scaling, rope_theta 500,000): the distance of each to the
-//! logits transformers 5.23 recorded, at short and at far positions, and the decode speed.
+//! pe-models' `LlamaFamily` next to candle-transformers' models on the fixtures it has a
+//! counterpart for: `llama31` (Llama 3.1: llama3 rope scaling, rope_theta 500,000) against
+//! `llama::Llama`, `qwen3` (qk-norm, rope_theta 1e6) against `qwen3::ModelForCausalLM`, and
+//! `gemma3` (sliding layers at theta 1e4, global layers linear x8 at theta 1e6) against
+//! `gemma3::Model`: the distance of each to the logits transformers 5.23 recorded, at short
+//! and at far positions, and the decode speed.
 //!
 //! ```text
-//! cargo run --release -p pe-models --example side_by_side            # markdown
-//! cargo run --release -p pe-models --example side_by_side -- --json  # the same numbers
+//! cargo run --release -p pe-models --example side_by_side            # markdown, every fixture
+//! cargo run --release -p pe-models --example side_by_side -- --fixture gemma3 --json
 //! ```
 //!
 //! Both models read the same `config.json` and `model.safetensors`; candle-transformers'
-//! `LlamaConfig` knows only the pre-5.0 keys `rope_theta` and `rope_scaling`, so the
-//! `rope_parameters` block of the file is passed to it under those names.
+//! configs know only the pre-5.0 keys (`rope_theta`, `rope_scaling`, `rope_local_base_freq`,
+//! `sliding_window_pattern`), so the file's `rope_parameters` and `layer_types` are passed to
+//! them under those names (what they cannot express, Gemma 3's global scaling, they ignore).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use candle_core::{DType, Device, IndexOp, Tensor};
+use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
+use candle_transformers::models::gemma3 as ctg;
 use candle_transformers::models::llama as ct;
+use candle_transformers::models::qwen3 as ctq;
 use pe_models::{greedy, LlamaFamily};
 use serde_json::{json, Value};
 
-/// Accuracy and decode speed of pe-models and candle-transformers on the llama31 fixture.
+/// Accuracy and decode speed of pe-models and candle-transformers on the model fixtures.
 #[derive(clap::Parser, Debug)]
 struct Args {
+    /// The fixtures to compare [default: all of llama31, qwen3, gemma3]
+    #[arg(long, value_name = "NAME", value_parser = ["llama31", "qwen3", "gemma3"])]
+    fixture: Vec<String>,
     /// Print the numbers as JSON instead of markdown tables
     #[arg(long)]
     json: bool,
@@ -35,72 +44,132 @@ struct Args {
     tokens: u32,
 }
 
-fn fixture() -> PathBuf {
-    pe_testkit::fixture("models/llama31")
+/// candle-transformers' model of a fixture, with its KV cache.
+enum Theirs {
+    Llama(Box<(ct::Llama, ct::Config, ct::Cache)>),
+    Qwen3(ctq::ModelForCausalLM),
+    Gemma3(ctg::Model),
 }
 
-/// candle-transformers' config from the same `config.json`, with a rope table of `rows` rows.
-fn ct_config(path: &Path, rows: usize) -> Result<ct::Config> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
-    let mut json: Value = serde_json::from_str(&text)?;
-    // transformers 5 writes the rope under `rope_parameters`; without the old keys
-    // candle-transformers would silently use rope_theta 10,000 and no llama3 scaling.
-    if let Some(rope) = json.get("rope_parameters").cloned() {
-        let kind = rope["rope_type"].as_str().unwrap_or("default");
-        if !matches!(kind, "default" | "llama3") {
-            bail!(
-                "{}: rope_type {kind:?}: candle-transformers' Llama has only default and llama3",
-                path.display()
-            )
+impl Theirs {
+    /// The model of fixture `name` in `dir`, its rope tables `rows` long.
+    fn load(name: &str, dir: &Path, rows: usize) -> Result<Self> {
+        let path = dir.join("config.json");
+        let text = std::fs::read_to_string(&path).with_context(|| format!("{}", path.display()))?;
+        let mut json: Value = serde_json::from_str(&text)?;
+        let rope = json["rope_parameters"].clone();
+        let weights = dir.join("model.safetensors");
+        let dev = Device::Cpu;
+        // SAFETY: the fixture is mapped read-only and not changed while the model lives.
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &dev)? };
+        let named = |what: &str| format!("{}: as candle-transformers' {what}", path.display());
+        match name {
+            "llama31" => {
+                // Without the old keys candle-transformers would silently use rope_theta
+                // 10,000 and no llama3 scaling.
+                json["rope_theta"] = rope["rope_theta"].clone();
+                json["rope_scaling"] = rope;
+                let cfg: ct::LlamaConfig =
+                    serde_json::from_value(json).with_context(|| named("LlamaConfig"))?;
+                let mut cfg = cfg.into_config(false);
+                cfg.max_position_embeddings = cfg.max_position_embeddings.max(rows);
+                let cache = ct::Cache::new(true, DType::F32, &cfg, &dev)?;
+                Ok(Theirs::Llama(Box::new((
+                    ct::Llama::load(vb, &cfg)?,
+                    cfg,
+                    cache,
+                ))))
+            }
+            "qwen3" => {
+                json["rope_theta"] = rope["rope_theta"].clone();
+                json["max_position_embeddings"] = rows.max(40960).into();
+                let cfg: ctq::Config =
+                    serde_json::from_value(json).with_context(|| named("qwen3::Config"))?;
+                Ok(Theirs::Qwen3(ctq::ModelForCausalLM::new(&cfg, vb)?))
+            }
+            "gemma3" => {
+                json["rope_theta"] = rope["full_attention"]["rope_theta"].clone();
+                json["rope_local_base_freq"] = rope["sliding_attention"]["rope_theta"].clone();
+                // The fixture's layer types, sliding then full, are a pattern of 2.
+                json["sliding_window_pattern"] = 2.into();
+                json["max_position_embeddings"] = rows.max(131072).into();
+                let cfg: ctg::Config =
+                    serde_json::from_value(json).with_context(|| named("gemma3::Config"))?;
+                Ok(Theirs::Gemma3(ctg::Model::new(false, &cfg, vb)?))
+            }
+            other => bail!("no candle-transformers counterpart for fixture {other}"),
         }
-        json["rope_theta"] = rope["rope_theta"].clone();
-        if kind == "llama3" {
-            json["rope_scaling"] = rope;
+    }
+
+    /// Empties the KV cache.
+    fn clear(&mut self) -> Result<()> {
+        match self {
+            Theirs::Llama(llama) => {
+                llama.2 = ct::Cache::new(true, DType::F32, &llama.1, &Device::Cpu)?
+            }
+            Theirs::Qwen3(m) => m.clear_kv_cache(),
+            Theirs::Gemma3(m) => m.clear_kv_cache(),
         }
+        Ok(())
     }
-    let cfg: ct::LlamaConfig = serde_json::from_value(json)
-        .with_context(|| format!("{}: as candle-transformers' LlamaConfig", path.display()))?;
-    let mut cfg = cfg.into_config(false);
-    cfg.max_position_embeddings = cfg.max_position_embeddings.max(rows);
-    Ok(cfg)
+
+    /// The logits `(vocab,)` of the last of `ids`, which follow `offset` cached tokens.
+    fn forward(&mut self, ids: &[u32], offset: usize) -> Result<Tensor> {
+        let input = Tensor::new(ids, &Device::Cpu)?.unsqueeze(0)?;
+        let logits = match self {
+            Theirs::Llama(llama) => {
+                let (m, _, cache) = &mut **llama;
+                m.forward(&input, offset, cache)?
+            }
+            Theirs::Qwen3(m) => m.forward(&input, offset)?,
+            Theirs::Gemma3(m) => m.forward(&input, offset)?,
+        };
+        Ok(logits.flatten_all()?)
+    }
+
+    /// The logits at every prompt token, `(1, seq, vocab)`, the prompt at `first..`. Their
+    /// `forward` returns the last token's logits, and their causal masks for several tokens
+    /// assume they follow `offset` cached ones, so the prompt goes one token at a time through
+    /// the KV cache (the same attention as a causal prefill).
+    fn logits(&mut self, ids: &[u32], first: usize) -> Result<Tensor> {
+        self.clear()?;
+        let rows = (0..ids.len())
+            .map(|t| self.forward(&ids[t..t + 1], first + t))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Tensor::stack(&rows, 0)?.unsqueeze(0)?)
+    }
+
+    /// Greedy generation of `tokens` ids after `prompt` at positions 0.., timed as [`greedy`]
+    /// times ours: (ids, prefill, decode). The prompt goes in one forward, or with
+    /// `one_at_a_time` a token per forward (for a model that fails on several tokens).
+    fn greedy(
+        &mut self,
+        prompt: &[u32],
+        tokens: usize,
+        one_at_a_time: bool,
+    ) -> Result<(Vec<u32>, Duration, Duration)> {
+        self.clear()?;
+        let pick = |logits: Tensor| -> Result<u32> { Ok(logits.argmax(0)?.to_scalar()?) };
+        let start = Instant::now();
+        let last = match one_at_a_time {
+            false => self.forward(prompt, 0)?,
+            true => self.logits(prompt, 0)?.squeeze(0)?.get(prompt.len() - 1)?,
+        };
+        let mut next = pick(last)?;
+        let prefill = start.elapsed();
+        let mut ids = vec![next];
+        let start = Instant::now();
+        for pos in prompt.len()..prompt.len() + tokens - 1 {
+            next = pick(self.forward(&[next], pos)?)?;
+            ids.push(next);
+        }
+        Ok((ids, prefill, start.elapsed()))
+    }
 }
 
-/// candle-transformers' logits at every prompt token, `(1, seq, vocab)`. Its `forward` returns
-/// the last token's logits, and its causal mask for several tokens assumes they follow
-/// `index_pos` cached ones, so the prompt goes one token at a time through its KV cache (the
-/// same attention as a causal prefill).
-fn ct_logits(model: &ct::Llama, cfg: &ct::Config, ids: &[u32], first: usize) -> Result<Tensor> {
-    let dev = Device::Cpu;
-    let mut cache = ct::Cache::new(true, DType::F32, cfg, &dev)?;
-    let mut rows = vec![];
-    for (t, &id) in ids.iter().enumerate() {
-        rows.push(model.forward(&Tensor::new(&[[id]], &dev)?, first + t, &mut cache)?);
-    }
-    Ok(Tensor::stack(&rows, 1)?)
-}
-
-/// candle-transformers' greedy generation of `tokens` ids after `prompt` at positions 0..,
-/// timed as [`greedy`] times ours: (ids, prefill, decode).
-fn ct_greedy(
-    model: &ct::Llama,
-    cfg: &ct::Config,
-    prompt: &[u32],
-    tokens: usize,
-) -> Result<(Vec<u32>, Duration, Duration)> {
-    let dev = Device::Cpu;
-    let mut cache = ct::Cache::new(true, DType::F32, cfg, &dev)?;
-    let pick = |logits: Tensor| -> Result<u32> { Ok(logits.i(0)?.argmax(0)?.to_scalar()?) };
-    let start = Instant::now();
-    let mut next =
-        pick(model.forward(&Tensor::new(prompt, &dev)?.unsqueeze(0)?, 0, &mut cache)?)?;
-    let prefill = start.elapsed();
-    let mut ids = vec![next];
-    let start = Instant::now();
-    for pos in prompt.len()..prompt.len() + tokens - 1 {
-        next = pick(model.forward(&Tensor::new(&[[next]], &dev)?, pos, &mut cache)?)?;
-        ids.push(next);
-    }
-    Ok((ids, prefill, start.elapsed()))
+/// A candle-transformers distance, or why there is none.
+fn cell(v: Option<f64>) -> String {
+    v.map_or("cannot run".into(), |v| format!("{v:.1e}"))
 }
 
 fn max_diff(a: &Tensor, b: &Tensor) -> Result<f64> {
@@ -117,10 +186,11 @@ fn median(mut v: Vec<f64>) -> f64 {
 struct Row {
     first: usize,
     call: String,
-    /// Max |diff| to transformers' logits of the same call: (ours, candle-transformers).
-    vs_same: (f64, f64),
+    /// Max |diff| to transformers' logits of the same call: (ours, candle-transformers, when
+    /// it runs).
+    vs_same: (f64, Option<f64>),
     /// Max |diff| to transformers' prefill logits (positions 0..): (ours, candle-transformers).
-    vs_prefill: (f64, f64),
+    vs_prefill: (f64, Option<f64>),
     /// transformers' far logits against its own prefill ones.
     tf_drift: f64,
 }
@@ -134,15 +204,52 @@ fn main() -> std::process::ExitCode {
     }
 }
 
+/// What one fixture measured.
+struct Measured {
+    name: String,
+    prompt_len: usize,
+    rows: Vec<Row>,
+    /// Median prefill and decode tokens/s: (ours, candle-transformers) each.
+    prefill: (f64, Option<f64>),
+    decode: (f64, Option<f64>),
+    /// The median of the rounds' decode ratios, ours over candle-transformers.
+    ratio: Option<f64>,
+    same_ids: Option<bool>,
+    /// Why candle-transformers could not run the fixture, if it could not.
+    ct_error: Option<String>,
+    /// Why candle-transformers could not take the prompt in one forward (its prefill then
+    /// goes a token at a time), if it could not.
+    ct_prefill_error: Option<String>,
+}
+
 fn compare(args: &Args) -> Result<()> {
-    let dir = fixture();
+    let names = match args.fixture.is_empty() {
+        true => vec!["llama31".to_string(), "qwen3".into(), "gemma3".into()],
+        false => args.fixture.clone(),
+    };
+    let measured = names
+        .iter()
+        .map(|name| measure(name, args))
+        .collect::<Result<Vec<_>>>()?;
+    match args.json {
+        true => println!(
+            "{}",
+            serde_json::to_string_pretty(&as_json(&measured, args))?
+        ),
+        false => print_markdown(&measured, args),
+    }
+    Ok(())
+}
+
+fn measure(name: &str, args: &Args) -> Result<Measured> {
+    let dir = pe_testkit::fixture(&format!("models/{name}"));
     let dev = Device::Cpu;
     let outputs: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("outputs.json"))?)?;
     let rec = candle_core::safetensors::load(dir.join("outputs.safetensors"), &dev)?;
     let get = |k: &str| {
         rec.get(k)
             .cloned()
-            .with_context(|| format!("outputs.safetensors: no {k}"))
+            .with_context(|| format!("{name}/outputs.safetensors: no {k}"))
     };
     let prompt: Vec<u32> = get("prefill.input_ids")?
         .to_dtype(DType::U32)?
@@ -153,27 +260,30 @@ fn compare(args: &Args) -> Result<()> {
     // The calls: prefill at 0.., then each far prefill of the fixture.
     let mut calls = vec![("prefill".to_string(), 0usize)];
     for call in outputs["calls"].as_array().context("outputs.json: calls")? {
-        let name = call["name"].as_str().context("outputs.json: call name")?;
-        if name.starts_with("far") {
-            let pos: Vec<u32> = get(&format!("{name}.position_ids"))?
+        let call = call["name"].as_str().context("outputs.json: call name")?;
+        if call.starts_with("far") {
+            let pos: Vec<u32> = get(&format!("{call}.position_ids"))?
                 .to_dtype(DType::U32)?
                 .flatten_all()?
                 .to_vec1()?;
             let first = pos.first().context("outputs.json: empty far call")?;
-            calls.push((name.to_string(), *first as usize));
+            calls.push((call.to_string(), *first as usize));
         }
     }
     let rows_needed = calls.iter().map(|c| c.1).max().unwrap_or(0) + prompt.len();
-    let cfg = ct_config(
-        &dir.join("config.json"),
-        rows_needed.max(prompt.len() + args.tokens as usize),
-    )?;
-    let weights = dir.join("model.safetensors");
-    // SAFETY: the fixture is mapped read-only and not changed while the model lives.
-    let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &dev)? };
-    let theirs = ct::Llama::load(vb, &cfg)?;
+    let rows_needed = rows_needed.max(prompt.len() + args.tokens as usize);
+    let mut theirs = Theirs::load(name, &dir, rows_needed)?;
     let mut ours = LlamaFamily::from_dir(&dir, DType::F32, &dev)?;
 
+    // candle-transformers may fail on a checkpoint transformers runs: its error is reported.
+    let ct_error = theirs
+        .logits(&prompt, 0)
+        .err()
+        .map(|e| candle_pe_cli::error_line(&e));
+    let ct_prefill_error = match ct_error {
+        None => theirs.greedy(&prompt, 2, false).err(),
+        Some(_) => None,
+    };
     let mut rows = vec![];
     for (call, first) in &calls {
         ours.clear_cache();
@@ -184,13 +294,17 @@ fn compare(args: &Args) -> Result<()> {
             &pos,
             None,
         )?;
-        let b = ct_logits(&theirs, &cfg, &prompt, *first)?;
+        let b = match ct_error {
+            None => Some(theirs.logits(&prompt, *first)?),
+            Some(_) => None,
+        };
         let tf = get(&format!("{call}.logits"))?;
+        let theirs_vs = |reference: &Tensor| b.as_ref().map(|b| max_diff(b, reference)).transpose();
         rows.push(Row {
             first: *first,
             call: call.clone(),
-            vs_same: (max_diff(&a, &tf)?, max_diff(&b, &tf)?),
-            vs_prefill: (max_diff(&a, &tf_prefill)?, max_diff(&b, &tf_prefill)?),
+            vs_same: (max_diff(&a, &tf)?, theirs_vs(&tf)?),
+            vs_prefill: (max_diff(&a, &tf_prefill)?, theirs_vs(&tf_prefill)?),
             tf_drift: max_diff(&tf, &tf_prefill)?,
         });
     }
@@ -209,8 +323,13 @@ fn compare(args: &Args) -> Result<()> {
             ours_pre.push(g.prefill_tokens_per_second());
             Ok(g.ids)
         };
+        let runs = ct_error.is_none();
+        let one_at_a_time = ct_prefill_error.is_some();
         let mut run_ct = || -> Result<Vec<u32>> {
-            let (ids, prefill, decode) = ct_greedy(&theirs, &cfg, &prompt, tokens)?;
+            if !runs {
+                return Ok(vec![]);
+            }
+            let (ids, prefill, decode) = theirs.greedy(&prompt, tokens, one_at_a_time)?;
             ct_rates.push((tokens - 1) as f64 / decode.as_secs_f64());
             ct_pre.push(prompt.len() as f64 / prefill.as_secs_f64());
             Ok(ids)
@@ -223,90 +342,130 @@ fn compare(args: &Args) -> Result<()> {
             }
         };
         same_ids &= a == b;
-        ratios.push(ours_rates[ours_rates.len() - 1] / ct_rates[ct_rates.len() - 1]);
+        if let (Some(o), Some(c)) = (ours_rates.last(), ct_rates.last()) {
+            ratios.push(o / c);
+        }
     }
-    // The median of the rounds' ratios (not the ratio of the medians).
-    let ratio = median(ratios);
-    let speed = (
-        median(ours_pre),
-        median(ct_pre),
-        median(ours_rates),
-        median(ct_rates),
-    );
+    let runs = ct_error.is_none();
+    let ct_prefill_error = ct_prefill_error.map(|e| candle_pe_cli::error_line(&e));
+    Ok(Measured {
+        name: name.to_string(),
+        prompt_len: prompt.len(),
+        rows,
+        prefill: (median(ours_pre), runs.then(|| median(ct_pre))),
+        decode: (median(ours_rates), runs.then(|| median(ct_rates))),
+        // The median of the rounds' ratios (not the ratio of the medians).
+        ratio: runs.then(|| median(ratios)),
+        same_ids: runs.then_some(same_ids),
+        ct_error,
+        ct_prefill_error,
+    })
+}
 
-    if args.json {
-        let acc: Vec<Value> = rows
-            .iter()
-            .map(|r| {
-                json!({
-                    "call": r.call, "first_position": r.first,
-                    "vs_transformers_same_call": {"pe_models": r.vs_same.0, "candle_transformers": r.vs_same.1},
-                    "vs_transformers_prefill": {"pe_models": r.vs_prefill.0, "candle_transformers": r.vs_prefill.1},
-                    "transformers_drift_vs_prefill": r.tf_drift,
+fn as_json(measured: &[Measured], args: &Args) -> Value {
+    let fixtures: Vec<Value> = measured
+        .iter()
+        .map(|m| {
+            let acc: Vec<Value> = m
+                .rows
+                .iter()
+                .map(|r| {
+                    json!({
+                        "call": r.call, "first_position": r.first,
+                        "vs_transformers_same_call": {"pe_models": r.vs_same.0, "candle_transformers": r.vs_same.1},
+                        "vs_transformers_prefill": {"pe_models": r.vs_prefill.0, "candle_transformers": r.vs_prefill.1},
+                        "transformers_drift_vs_prefill": r.tf_drift,
+                    })
                 })
+                .collect();
+            json!({
+                "fixture": m.name, "dtype": "f32", "device": "cpu",
+                "candle_transformers_error": m.ct_error,
+                "candle_transformers_prefill_error": m.ct_prefill_error,
+                "accuracy_max_abs_logit_diff": acc,
+                "speed": {
+                    "rounds": args.rounds, "prompt_tokens": m.prompt_len,
+                    "decode_steps": args.tokens - 1,
+                    "prefill_tokens_per_s_median": {"pe_models": m.prefill.0, "candle_transformers": m.prefill.1},
+                    "decode_tokens_per_s_median": {"pe_models": m.decode.0, "candle_transformers": m.decode.1},
+                    "decode_ratio_median": m.ratio,
+                    "same_greedy_ids": m.same_ids,
+                },
             })
-            .collect();
-        let out = json!({
-            "fixture": "llama31", "dtype": "f32", "device": "cpu",
-            "accuracy_max_abs_logit_diff": acc,
-            "speed": {
-                "rounds": args.rounds, "prompt_tokens": prompt.len(), "decode_steps": tokens - 1,
-                "prefill_tokens_per_s_median": {"pe_models": speed.0, "candle_transformers": speed.1},
-                "decode_tokens_per_s_median": {"pe_models": speed.2, "candle_transformers": speed.3},
-                "decode_ratio_median": ratio,
-                "same_greedy_ids": same_ids,
-            },
-        });
-        println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(());
-    }
+        })
+        .collect();
+    json!({ "fixtures": fixtures })
+}
 
-    println!("## Max |logit difference| to transformers 5.23 (llama31 fixture, f32, CPU)\n");
-    println!("| prompt positions | pe-models vs tf, same positions | candle-transformers vs tf, same positions | pe-models vs tf at 0..11 (exact) | candle-transformers vs tf at 0..11 (exact) | tf's own drift from its 0..11 |");
-    println!("|---|---|---|---|---|---|");
-    for r in &rows {
-        let span = format!("{}..{}", r.first, r.first + prompt.len() - 1);
-        println!(
-            "| {span} | {:.1e} | {:.1e} | {:.1e} | {:.1e} | {:.1e} |",
-            r.vs_same.0, r.vs_same.1, r.vs_prefill.0, r.vs_prefill.1, r.tf_drift
-        );
+fn print_markdown(measured: &[Measured], args: &Args) {
+    println!("## Max |logit difference| to transformers 5.23 (f32, CPU)\n");
+    println!("| fixture | prompt positions | pe-models vs tf, same positions | candle-transformers vs tf, same positions | pe-models vs tf at 0..11 (exact) | candle-transformers vs tf at 0..11 (exact) | tf's own drift from its 0..11 |");
+    println!("|---|---|---|---|---|---|---|");
+    for m in measured {
+        for r in &m.rows {
+            let span = format!("{}..{}", r.first, r.first + m.prompt_len - 1);
+            println!(
+                "| {} | {span} | {:.1e} | {} | {:.1e} | {} | {:.1e} |",
+                m.name,
+                r.vs_same.0,
+                cell(r.vs_same.1),
+                r.vs_prefill.0,
+                cell(r.vs_prefill.1),
+                r.tf_drift
+            );
+        }
     }
     println!(
         "\nRope turns a query and a key by angles whose difference depends only on their \
          position difference, so the exact logits of a prompt at positions P..P+11 are its \
          logits at 0..11: transformers' prefill logits are the reference at every offset \
-         (columns 4 and 5). transformers builds its angles in f32 (inv_freq and \
+         (columns 5 and 6). transformers builds its angles in f32 (inv_freq and \
          `position * inv_freq` rounded to f32), so its own far logits drift from that \
          reference (last column). candle-transformers builds its cos/sin tables the same f32 \
-         way: it reproduces transformers' far logits, drift included (columns 3 and 5), where \
-         pe-models' exact angles give the reference (column 4) and differ from transformers' \
-         far logits by its drift (column 2). candle-transformers' logits at every prompt \
-         token come from feeding the prompt one token at a time through its KV cache (its \
-         forward returns the last token's logits only)."
+         way, so where its rope is right it reproduces transformers' far logits, drift \
+         included; on gemma3 it gives the global layers no x8 scaling, and is off at every \
+         position. candle-transformers' logits at every prompt token come from feeding the \
+         prompt one token at a time through its KV cache (its forward returns the last \
+         token's logits only)."
     );
     println!(
-        "\n## Speed (greedy, batch 1, {}-token prompt, {} decode steps, median of {} interleaved rounds)\n",
-        prompt.len(),
-        tokens - 1,
+        "\n## Speed (greedy, batch 1, {} decode steps, median of {} interleaved rounds)\n",
+        args.tokens - 1,
         args.rounds
     );
-    println!("| model | prefill tokens/s | decode tokens/s |");
-    println!("|---|---|---|");
+    println!("| fixture | pe-models prefill tokens/s | candle-transformers prefill tokens/s | pe-models decode tokens/s | candle-transformers decode tokens/s | decode ours/candle-transformers | same greedy ids |");
+    println!("|---|---|---|---|---|---|---|");
+    for m in measured {
+        let rate = |v: Option<f64>| v.map_or("cannot run".into(), |v| format!("{v:.0}"));
+        println!(
+            "| {} | {:.0} | {} | {:.0} | {} | {} | {} |",
+            m.name,
+            m.prefill.0,
+            rate(m.prefill.1),
+            m.decode.0,
+            rate(m.decode.1),
+            m.ratio.map_or("-".into(), |r| format!("{r:.3}")),
+            match m.same_ids {
+                Some(true) => "yes",
+                Some(false) => "no",
+                None => "-",
+            }
+        );
+    }
+    for m in measured {
+        if let Some(e) = &m.ct_error {
+            println!("\ncandle-transformers cannot run {}: {e}", m.name);
+        }
+        if let Some(e) = &m.ct_prefill_error {
+            println!(
+                "\ncandle-transformers cannot take {}'s prompt in one forward ({e}); its \
+                 prefill above fed the prompt one token at a time.",
+                m.name
+            );
+        }
+    }
     println!(
-        "| pe-models `LlamaFamily` | {:.0} | {:.0} |",
-        speed.0, speed.2
+        "\nThe ratio is the median of the rounds' ratios (each round runs both models back to \
+         back), above 1 when pe-models is faster."
     );
-    println!(
-        "| candle-transformers `llama::Llama` | {:.0} | {:.0} |",
-        speed.1, speed.3
-    );
-    println!(
-        "\nDecode tokens/s, pe-models over candle-transformers (median of the rounds' ratios; \
-         above 1 when pe-models is faster):\n\ndecode ours/candle-transformers: {ratio:.3}"
-    );
-    println!(
-        "\nSame greedy ids from both models in every round: {}.",
-        if same_ids { "yes" } else { "no" }
-    );
-    Ok(())
 }
