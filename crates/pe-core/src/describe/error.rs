@@ -121,6 +121,15 @@ pub enum Error {
         index: usize,
     },
 
+    /// A multi-axis coordinate that is NaN, infinite, or not below 2^31 in magnitude.
+    #[error("coordinates must be finite and below 2^31 = 2147483648 in magnitude, got {value} at flat index {index}")]
+    CoordinateOutOfRange {
+        /// The first coordinate out of range.
+        value: f64,
+        /// Its index in the flattened tensor.
+        index: usize,
+    },
+
     /// A tensor argument of the wrong rank.
     #[error("{name} must have rank {expected}, got shape {shape:?}")]
     WrongRank {

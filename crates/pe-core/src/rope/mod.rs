@@ -31,7 +31,7 @@ mod config;
 mod tables;
 mod types;
 
-pub use axes::{patch_ids, AxesRope};
+pub use axes::{cogvideox_coordinates, patch_ids, video_patch_ids, AxesRope};
 pub use cache::RopeCache;
 pub use config::{RopeConfig, RopeConfigs, DEFAULT_ROPE_THETA};
 pub use tables::Rope;
