@@ -426,6 +426,7 @@ fn bad_input_is_named() -> anyhow::Result<()> {
         AxesRope::wan(65).unwrap_err(),
         AxesRope::cogvideox(24).unwrap_err(),
         AxesRope::ltx(4, 3, 1e4).unwrap_err(),
+        AxesRope::ltx(4097, 3, 1e4).unwrap_err(),
     ] {
         assert!(matches!(err, Error::InvalidParameter { .. }), "{err}");
     }

@@ -180,27 +180,28 @@ impl AxesRope {
     }
 
     /// LTX-Video and LTX-2 (diffusers' `LTXVideoRotaryPosEmbed` and
-    /// `LTX2AudioVideoRotaryPosEmbed`; `axes` 3 for video, 1 for LTX-2's audio): `n =
-    /// floor(dim / (2 * axes))` frequencies `(pi / 2) * theta^(k / (n - 1))`, shared by every
-    /// axis, turning coordinate `u` (a patch's position as a fraction of the base size, as the
-    /// classes compute it) by the angle `(2u - 1) * w`. The tables are `dim / 2` columns wide:
-    /// first `dim / 2 - axes * n` columns that do not turn (cos 1, sin 0), then column
+    /// `LTX2AudioVideoRotaryPosEmbed`; `width` is their `dim`, the inner dim of all heads, even;
+    /// `axes` 3 for video, 1 for LTX-2's audio): `n = floor(width / (2 * axes))` frequencies
+    /// `(pi / 2) * theta^(k / (n - 1))`, shared by every axis, turning coordinate `u` (a patch's
+    /// position as a fraction of the base size, as the classes compute it) by the angle
+    /// `(2u - 1) * w`. The tables are `width / 2` columns wide:
+    /// first `width / 2 - axes * n` columns that do not turn (cos 1, sin 0), then column
     /// `axes * k + a` for frequency `k` of axis `a`.
     ///
     /// `rope_type: "interleaved"` turns adjacent pairs (candle's `rope_i` on the whole inner
     /// dim); `"split"` turns halves (candle's `rope`), head `h` of `heads` taking columns
-    /// `h * dim / (2 * heads) ..` of these tables. `rope_double_precision` changes only how
+    /// `h * width / (2 * heads) ..` of these tables. `rope_double_precision` changes only how
     /// diffusers rounds the frequencies; here they are exact either way.
-    pub fn ltx(dim: usize, axes: usize, theta: f64) -> Result<Self> {
+    pub fn ltx(width: usize, axes: usize, theta: f64) -> Result<Self> {
         if axes == 0 {
             return Err(invalid("axes", "at least one axis", 0));
         }
-        let n = dim / (2 * axes);
-        if n == 0 {
+        let n = width / (2 * axes);
+        if n == 0 || width % 2 == 1 {
             return Err(invalid(
-                "dim",
-                "at least 2 * axes (one frequency per axis)",
-                dim,
+                "width",
+                "even and at least 2 * axes (one frequency per axis)",
+                width,
             ));
         }
         if !(theta.is_finite() && theta > 0.0) {
@@ -227,7 +228,7 @@ impl AxesRope {
             axes_dim: vec![2 * n; axes],
             axes: vec![shared; axes],
             columns: Some(columns),
-            padding: dim / 2 - axes * n,
+            padding: width / 2 - axes * n,
             centred: true,
         })
     }
@@ -242,7 +243,7 @@ impl AxesRope {
         self.padding + self.axes_dim.iter().sum::<usize>() / 2
     }
 
-    /// The leading columns that do not turn (cos 1, sin 0): `dim / 2 - axes * n` for
+    /// The leading columns that do not turn (cos 1, sin 0): `width / 2 - axes * n` for
     /// [`ltx`](Self::ltx), 0 otherwise.
     pub fn padding(&self) -> usize {
         self.padding
