@@ -221,3 +221,27 @@ fn mismatches_are_named() -> anyhow::Result<()> {
     ));
     Ok(())
 }
+
+/// transformers 5 saves Qwen2-VL's legacy `"type": "mrope"` beside the `"rope_type": "default"`
+/// it maps it to; the two names of one type agree, two types still conflict.
+#[test]
+fn saved_qwen2_vl_rope_parameters_read_back() -> anyhow::Result<()> {
+    let dir = pe_testkit::fixture("qwen_vl/qwen2_vl");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("config.json"))?)?;
+    let params = &json["text_config"]["rope_parameters"];
+    assert_eq!(
+        (params["rope_type"].as_str(), params["type"].as_str()),
+        (Some("default"), Some("mrope"))
+    );
+    let config = candle_pe_core::RopeConfig::from_hf_config(&json)?;
+    assert_eq!(config.mrope_section, Some(vec![2, 3, 3]));
+    let mut conflicting = json.clone();
+    conflicting["text_config"]["rope_parameters"]["rope_type"] = "linear".into();
+    conflicting["text_config"]["rope_parameters"]["factor"] = 2.0.into();
+    assert!(matches!(
+        candle_pe_core::RopeConfig::from_hf_config(&conflicting),
+        Err(Error::ConfigConflict { .. })
+    ));
+    Ok(())
+}
