@@ -340,8 +340,8 @@ impl QwenVlPositions {
     }
 
     /// The ids `(3, batch, len)` of `len` tokens decoded after `attended[b]` attended tokens of
-    /// sequence `b` (the prompt's and the ones decoded since, padding not counted): `attended[b]
-    /// + j + rope_deltas[b]` on every row, as transformers continues them.
+    /// sequence `b` (the prompt's and the ones decoded since, padding not counted):
+    /// `attended[b] + j + rope_deltas[b]` on every row, as transformers continues them.
     pub fn decode(&self, attended: &[usize], len: usize) -> Result<Tensor> {
         let batch = self.deltas.len();
         if attended.len() != batch {
