@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::{cogvideox_coordinates, video_patch_ids, AxesRope, Error};
-use pe_testkit::{tolerance, Big};
+use pe_testkit::{assert_axes_exact, axes_slots, tolerance, Big};
 
 const U: f64 = 1.0 / (1u64 << 24) as f64;
 
@@ -76,8 +76,8 @@ fn f64_rounded_bound(_: f64, _: f64) -> f64 {
     U / 2.0 + 1e-15
 }
 
-/// The slots of [`AxesRope::new`]`(axes_dim, theta)`: axis by axis, `theta^(-2k / d)`.
-fn axes_slots(axes_dim: &[usize], theta: f64) -> Vec<Option<(usize, f64)>> {
+/// Each column of [`AxesRope::new`]`(axes_dim, theta)`: its axis and frequency `theta^(-2k / d)`.
+fn frequency_slots(axes_dim: &[usize], theta: f64) -> Vec<Option<(usize, f64)>> {
     axes_dim
         .iter()
         .enumerate()
@@ -104,7 +104,7 @@ fn wan() -> anyhow::Result<()> {
         assert_eq!(rope.axes_dim(), axes.as_slice());
         let ids = video_patch_ids(3, 4, 5, &Device::Cpu)?;
         let (cos, sin) = rope.at(&ids, DType::F64)?;
-        let cells = angles(&rows(&ids)?, &axes_slots(&axes, 10_000.0));
+        let cells = angles(&rows(&ids)?, &frequency_slots(&axes, 10_000.0));
         let theirs = (&t[&format!("{name}.cos")], &t[&format!("{name}.sin")]);
         assert_near(
             &format!("wan {name}"),
@@ -124,7 +124,7 @@ fn hunyuan_video() -> anyhow::Result<()> {
     let rope = AxesRope::hunyuan_video()?;
     let ids = video_patch_ids(3, 4, 5, &Device::Cpu)?;
     let (cos, sin) = rope.at(&ids, DType::F32)?;
-    let cells = angles(&rows(&ids)?, &axes_slots(&[16, 56, 56], 256.0));
+    let cells = angles(&rows(&ids)?, &frequency_slots(&[16, 56, 56], 256.0));
     let theirs = (&t["main.cos"], &t["main.sin"]);
     assert_near(
         "hunyuan_video",
@@ -143,7 +143,7 @@ fn hunyuan_video() -> anyhow::Result<()> {
 fn cogvideox() -> anyhow::Result<()> {
     let (json, t) = fixture("cogvideox")?;
     let rope = AxesRope::cogvideox(64)?;
-    let slots = axes_slots(&[16, 24, 24], 10_000.0);
+    let slots = frequency_slots(&[16, 24, 24], 10_000.0);
     for call in json["calls"].as_array().unwrap() {
         let name = call["name"].as_str().unwrap();
         let grid: Vec<usize> = serde_json::from_value(call["grid"].clone())?;
@@ -280,32 +280,7 @@ fn named_constructors_are_exact_at_large_ids() -> anyhow::Result<()> {
         ),
     ] {
         assert_eq!(rope.axes_dim(), axes_dim.as_slice(), "{name}");
-        let host = ids.to_vec2::<i64>()?;
-        let mut big = Big::new();
-        let slots: Vec<(usize, f64, f64)> = axes_dim
-            .iter()
-            .enumerate()
-            .flat_map(|(a, &d)| (0..d / 2).map(move |k| (a, 2.0 * k as f64, d as f64)))
-            .collect();
-        for dtype in [DType::F64, DType::F32, DType::F16, DType::BF16] {
-            let (cos, sin) = rope.at(&ids, dtype)?;
-            let (cos, sin) = (values(&cos)?, values(&sin)?);
-            for (j, &(a, num, den)) in slots.iter().enumerate() {
-                let w = big.pow(&Big::num(theta), &Big::ratio(num, den).neg());
-                for (r, row) in host.iter().enumerate() {
-                    let (s, c) = big.sin_cos(row[a] as f64, &w);
-                    let i = r * slots.len() + j;
-                    assert!(
-                        (cos[i] - c).abs() <= tolerance(dtype, c),
-                        "{name} {dtype:?} r{r} j{j}"
-                    );
-                    assert!(
-                        (sin[i] - s).abs() <= tolerance(dtype, s),
-                        "{name} {dtype:?} r{r} j{j}"
-                    );
-                }
-            }
-        }
+        assert_axes_exact(&rope, &ids, theta, &axes_slots(&axes_dim))?;
     }
     Ok(())
 }
