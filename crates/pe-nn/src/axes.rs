@@ -1,6 +1,7 @@
 //! [`AxesRotaryEmbedding`]: multi-axis rotary embeddings (FLUX.1, FLUX.2, HunyuanVideo, Wan,
-//! CogVideoX, LTX, Pixtral's vision tower) applied to queries and keys: pe-core's exact [`AxesRope`] tables,
-//! computed in f32 (f64 for f64 inputs) and rounded once to the input dtype. FLUX's axes turn
+//! CogVideoX, LTX, Pixtral's vision tower) applied to queries and keys: pe-core's exact
+//! [`AxesRope`] tables, computed in f32 (f64 for f64 inputs) and rounded once to the input
+//! dtype. FLUX's axes turn
 //! adjacent pairs `(2k, 2k + 1)` by slot `k` (candle's `rope_i`); Pixtral's split spectrum turns
 //! the two halves, `(k, k + d / 2)` (transformers' `rotate_half`, candle's `rope`).
 //!
