@@ -21,6 +21,12 @@
 #             Qwen-Image multi-axis rotary tables, transformers' Pixtral and Llama 4 vision-tower 2D ropes, diffusers'
 #             2D / 3D sin-cos grid embeddings, and transformers' BLOOM and MPT ALiBi slopes and biases
 #             (non-power-of-two head counts included).
+#   video ->  crates/pe-testkit/fixtures/video/<case>.json + <case>.safetensors: diffusers' 3-D rotary tables of Wan,
+#             HunyuanVideo, CogVideoX (crop rule and slice grids), LTX-Video and LTX-2 (fractional coordinates,
+#             rope_double_precision, interleaved and split).
+#   qwen_vl -> crates/pe-testkit/fixtures/qwen_vl/<case>/{config.json, positions.json, positions.safetensors}: the
+#             M-RoPE position ids and rope_deltas of transformers' Qwen2-VL, Qwen2.5-VL and Qwen3-VL get_rope_index on
+#             tiny configs (images, videos, second_per_grid_ts, left padding).
 #
 # Nothing is downloaded except the pinned packages: configs are written in the generators, and the Hub is switched
 # off (HF_HUB_OFFLINE). Outputs are deterministic on one machine, so regenerating there with unchanged pins leaves

@@ -5,6 +5,8 @@
 //! ```text
 //! pe rope-nd --axes-dim 16,56,56 --theta 10000 --positions ids.npy --out flux.safetensors
 //! pe rope-nd --split-spectrum 64 --theta 10000 --grid 64,64 --out pixtral.safetensors
+//! pe rope-nd --family wan --head-dim 128 --grid 21,30,52 --out wan.safetensors
+//! pe rope-nd --family ltx --width 4096 --positions fractions.npy --out ltx2.safetensors
 //! pe grid --width 1152 --grid 64,64 --base-size 32 --out pixart.npy
 //! pe alibi --heads 32 --len 2048 --out mpt.npy
 //! ```
@@ -13,9 +15,9 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
-use candle_pe_core::{patch_ids, AxesRope};
+use candle_pe_core::{cogvideox_coordinates, patch_ids, video_patch_ids, AxesRope};
 use candle_pe_core::{Alibi, SincosGrid, DEFAULT_ALIBI_BIAS_MAX, DEFAULT_BASE_SIZE};
-use clap::Args;
+use clap::{Args, ValueEnum};
 
 use crate::device::DtypeArg;
 use crate::output::{self, Format, TableWriter};
@@ -39,27 +41,72 @@ pub struct RopeNdArgs {
     /// vision tower, head_dim D): the row id turns the even frequencies, the column id the odd.
     #[arg(long, value_name = "D", allow_negative_numbers = true, group = "axes")]
     pub split_spectrum: Option<usize>,
-    /// Base of the frequencies of every axis.
-    #[arg(
-        long,
-        value_name = "THETA",
-        allow_hyphen_values = true,
-        default_value_t = 10_000.0
-    )]
-    pub theta: f64,
-    /// Integer positions, .npy of int64 shaped (n, axes): one column per axis (negative
-    /// positions too, |position| < 2^31).
+    /// Or a video-diffusion family's axes (frame, row, column), as its diffusers class builds
+    /// them: wan and cogvideox split --head-dim, hunyuan-video is 16,56,56 at theta 256, ltx
+    /// shares one spectrum over the columns of the positions (--width, the inner dim) and
+    /// turns fractions u by (2u - 1) w.
+    #[arg(long, value_enum, group = "axes")]
+    pub family: Option<VideoFamily>,
+    /// The head dim of --family wan or cogvideox.
+    #[arg(long, value_name = "D", allow_negative_numbers = true)]
+    pub head_dim: Option<usize>,
+    /// The inner dim (all heads) of --family ltx.
+    #[arg(long, value_name = "D", allow_negative_numbers = true)]
+    pub width: Option<usize>,
+    /// Base of the frequencies of every axis [default: 10000; wan, cogvideox and hunyuan-video
+    /// fix their own].
+    #[arg(long, value_name = "THETA", allow_hyphen_values = true)]
+    pub theta: Option<f64>,
+    /// Positions, .npy shaped (n, axes), one column per axis: int64 ids (negative too,
+    /// |position| < 2^31), or float64 coordinates (LTX's fractions; |c| < 2^31), turned by
+    /// the exact angle of their f64 value.
     #[arg(long, value_name = "PATH", group = "where")]
     pub positions: Option<PathBuf>,
-    /// Or the ids (row, column) of every patch of an H,W grid, row-major.
-    #[arg(long, value_name = "H,W", allow_hyphen_values = true, group = "where")]
+    /// Or the ids of every patch of a grid, row-major: H,W (row, column) or F,H,W (frame, row,
+    /// column).
+    #[arg(
+        long,
+        value_name = "[F,]H,W",
+        allow_hyphen_values = true,
+        group = "where"
+    )]
     pub grid: Option<List<i64>>,
+    /// With --family cogvideox and --grid F,H,W: CogVideoX 1.0's cropped coordinates for a base
+    /// grid of BH,BW patches (30,45 for 480 x 720 samples), instead of the integer ids of
+    /// CogVideoX 1.5.
+    #[arg(long, value_name = "BH,BW", allow_hyphen_values = true)]
+    pub crop_base: Option<List<i64>>,
     /// Element type of the tables.
     #[arg(long, value_enum, default_value_t = DtypeArg::F32)]
     pub dtype: DtypeArg,
     /// Output file (.safetensors, with tensors `cos` and `sin`, each (n, sum / 2)).
     #[arg(long, value_name = "PATH")]
     pub out: PathBuf,
+}
+
+/// The video-diffusion families of `pe rope-nd --family`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum VideoFamily {
+    /// Wan 2.1 / 2.2: --head-dim split d - 4*floor(d/6), 2*floor(d/6), 2*floor(d/6), theta 10000.
+    Wan,
+    /// HunyuanVideo: axes 16, 56, 56, theta 256.
+    HunyuanVideo,
+    /// CogVideoX: --head-dim split d/4, 3d/8, 3d/8, theta 10000.
+    Cogvideox,
+    /// LTX-Video and LTX-2: --width, fractional coordinates.
+    Ltx,
+}
+
+impl VideoFamily {
+    /// The name as typed after `--family`.
+    fn name(self) -> &'static str {
+        match self {
+            VideoFamily::Wan => "wan",
+            VideoFamily::HunyuanVideo => "hunyuan-video",
+            VideoFamily::Cogvideox => "cogvideox",
+            VideoFamily::Ltx => "ltx",
+        }
+    }
 }
 
 /// The grid flags of `pe grid` and `pe plot grid`: the width, the grid and diffusers' position
@@ -155,41 +202,115 @@ pub fn rope_nd(args: &RopeNdArgs) -> Result<()> {
     }
     let (ids, ids_flag) = match (&args.positions, &args.grid) {
         (Some(path), _) => {
-            let ids = crate::npy::read_i64(path, "--positions")?;
+            let ids = crate::npy::read_positions(path, "--positions")?;
             (ids, format!("--positions {}", path.display()))
         }
-        (None, Some(grid)) => (patch_ids_of(grid)?, format!("--grid {}", list_text(grid))),
+        (None, Some(grid)) => (
+            grid_ids_of(grid, args)?,
+            format!("--grid {}", list_text(grid)),
+        ),
         (None, None) => bail!("give --positions or --grid"),
     };
-    let (rope, axes_meta) = match (&args.axes_dim, args.split_spectrum) {
-        (Some(List(dims)), _) => {
+    let theta = args.theta.unwrap_or(10_000.0);
+    let (rope, axes_meta) = match (&args.axes_dim, args.split_spectrum, args.family) {
+        (Some(List(dims)), _, _) => {
             let axes: Vec<usize> = dims
                 .iter()
                 .map(|&d| {
                     usize::try_from(d).map_err(|_| anyhow::anyhow!("--axes-dim: {d} is negative"))
                 })
                 .collect::<Result<_>>()?;
-            let rope = AxesRope::new(&axes, args.theta)
-                .with_context(|| format!("--axes-dim {dims:?} --theta {}", args.theta))?;
+            let rope = AxesRope::new(&axes, theta)
+                .with_context(|| format!("--axes-dim {dims:?} --theta {theta}"))?;
             (rope, ("axes_dim", format!("{axes:?}")))
         }
-        (None, Some(d)) => {
+        (None, Some(d), _) => {
             let axes = ids.dims().last().copied().unwrap_or(0);
-            let rope = AxesRope::split_spectrum(d, axes, args.theta).with_context(|| {
+            let rope = AxesRope::split_spectrum(d, axes, theta).with_context(|| {
                 format!(
-                    "--split-spectrum {d} --theta {} over the {axes} columns of {ids_flag}",
-                    args.theta
+                    "--split-spectrum {d} --theta {theta} over the {axes} columns of {ids_flag}"
                 )
             })?;
             (rope, ("split_spectrum", d.to_string()))
         }
-        (None, None) => bail!("give --axes-dim or --split-spectrum"),
+        (None, None, Some(family)) => {
+            let axes = ids.dims().last().copied().unwrap_or(0);
+            (
+                video_rope(family, args, axes)?,
+                ("family", family.name().to_string()),
+            )
+        }
+        (None, None, None) => bail!("give --axes-dim, --split-spectrum or --family"),
     };
-    let (cos, sin) = rope
-        .at(&ids, args.dtype.into())
-        .with_context(|| ids_flag.clone())?;
-    let metadata = [axes_meta, ("theta", args.theta.to_string())];
+    let dtype = args.dtype.into();
+    let (cos, sin) = if ids.dtype() == DType::F64 {
+        rope.at_coordinates(&ids, dtype)
+    } else {
+        rope.at(&ids, dtype)
+    }
+    .with_context(|| ids_flag.clone())?;
+    let metadata = [axes_meta, ("theta", theta.to_string())];
     output::write_safetensors(&args.out, &[("cos", &cos), ("sin", &sin)], &metadata)
+}
+
+/// The rope of `pe rope-nd --family`, over positions of `axes` columns.
+fn video_rope(family: VideoFamily, args: &RopeNdArgs, axes: usize) -> Result<AxesRope> {
+    let named = |err: candle_pe_core::Error| Flags::default().name(err);
+    let head_dim = || {
+        args.head_dim
+            .ok_or_else(|| anyhow::anyhow!("--family {}: give --head-dim", family.name()))
+    };
+    if family != VideoFamily::Ltx {
+        if let Some(theta) = args.theta {
+            bail!(
+                "--theta {theta}: --family {} fixes its own theta",
+                family.name()
+            );
+        }
+    }
+    Ok(match family {
+        VideoFamily::Wan => AxesRope::wan(head_dim()?).map_err(named)?,
+        VideoFamily::HunyuanVideo => AxesRope::hunyuan_video().map_err(named)?,
+        VideoFamily::Cogvideox => AxesRope::cogvideox(head_dim()?).map_err(named)?,
+        VideoFamily::Ltx => {
+            let width = args
+                .width
+                .ok_or_else(|| anyhow::anyhow!("--family ltx: give --width (the inner dim)"))?;
+            AxesRope::ltx(width, axes, args.theta.unwrap_or(10_000.0)).map_err(named)?
+        }
+    })
+}
+
+/// `--grid` of `pe rope-nd`: the patch ids (row, column) of H,W, int64 `(H * W, 2)`, or
+/// (frame, row, column) of F,H,W, int64 `(F * H * W, 3)`; with `--crop-base`, CogVideoX 1.0's
+/// f64 coordinates of F,H,W.
+fn grid_ids_of(grid: &List<i64>, args: &RopeNdArgs) -> Result<Tensor> {
+    let side = |v: i64| usize::try_from(v).map_err(|_| anyhow::anyhow!("--grid: {v} is negative"));
+    if let [f, h, w] = grid.0.as_slice() {
+        let (f, h, w) = (side(*f)?, side(*h)?, side(*w)?);
+        let text = format!("--grid {f},{h},{w}");
+        if let Some(base) = &args.crop_base {
+            let [bh, bw] = base.0.as_slice() else {
+                bail!("--crop-base: give BH,BW, got {} numbers", base.0.len())
+            };
+            let base_side = |v: i64| {
+                usize::try_from(v).map_err(|_| anyhow::anyhow!("--crop-base: {v} is negative"))
+            };
+            if args.family != Some(VideoFamily::Cogvideox) {
+                bail!("--crop-base: only --family cogvideox crops its grid");
+            }
+            let (bh, bw) = (base_side(*bh)?, base_side(*bw)?);
+            return cogvideox_coordinates(f, h, w, bh, bw, &Device::Cpu)
+                .map_err(|e| Flags::default().name(e))
+                .with_context(|| format!("{text} --crop-base {bh},{bw}"));
+        }
+        let ids = video_patch_ids(f, h, w, &Device::Cpu).with_context(|| text)?;
+        return Ok(ids.to_dtype(DType::I64)?);
+    }
+    if args.crop_base.is_some() {
+        bail!("--crop-base: give --grid F,H,W");
+    }
+    patch_ids_of(grid)
 }
 
 /// `--grid H,W` of `pe rope-nd`: the patch ids (row, column), int64 `(H * W, 2)`.
@@ -205,13 +326,14 @@ fn list_text(list: &List<i64>) -> String {
     items.join(",")
 }
 
-/// `--grid` as (rows, columns): H,W, or one number for a square grid.
+/// `--grid` as (rows, columns): H,W, or one number for a square grid (F,H,W is read by
+/// [`grid_ids_of`]).
 fn grid_shape(grid: &List<i64>) -> Result<(usize, usize)> {
     let (h, w) = match grid.0.as_slice() {
         [n] => (*n, *n),
         [h, w] => (*h, *w),
         other => bail!(
-            "--grid: give H,W or one number, got {} numbers",
+            "--grid: give H,W, F,H,W or one number, got {} numbers",
             other.len()
         ),
     };

@@ -17,6 +17,7 @@ const FIELDS: &[(&str, &str)] = &[
     ),
     ("grid height", "--grid"),
     ("grid width", "--grid"),
+    ("grid frames", "--grid"),
     ("alibi_bias_max", "--max-bias"),
 ];
 
@@ -55,6 +56,7 @@ impl Flags {
             Error::InvalidWidth { .. } => self.width.map(str::to_string),
             Error::FrequencyOutOfRange { .. } => self.frequencies.map(str::to_string),
             Error::TimestepOutOfRange { .. } => Some("--timesteps".to_string()),
+            Error::CoordinateOutOfRange { .. } => self.positions.clone(),
             Error::PositionOutOfRange { .. } => self.positions.clone(),
             Error::AngleOutOfRange { .. } => {
                 let positions = self.positions.as_deref()?;
@@ -200,6 +202,15 @@ mod tests {
             format!("{:#}", flag_mode.name(field("long_factor"))),
             "--long-factor: must be finite and > 0, got -2"
         );
+        let rope_nd = Flags {
+            positions: Some("--positions".into()),
+            ..Flags::default()
+        };
+        let coordinate = Error::CoordinateOutOfRange {
+            value: f64::NAN,
+            index: 4,
+        };
+        assert_eq!(rope_nd.of(&coordinate).as_deref(), Some("--positions"));
         // Carried through candle: found all the same.
         let carried: candle_core::Error = width.into();
         assert_eq!(

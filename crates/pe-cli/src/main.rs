@@ -26,6 +26,7 @@ mod output;
 mod plot;
 mod positions;
 mod presets;
+mod qwen_vl;
 mod rope;
 mod table;
 

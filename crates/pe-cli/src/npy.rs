@@ -14,9 +14,7 @@ use candle_core::{DType, Tensor};
 /// The int64 tensor of the `.npy` file `path` given with `flag` (positions), once its header's
 /// shape and dtype account for exactly the bytes the file holds.
 pub fn read_i64(path: &Path, flag: &str) -> Result<Tensor> {
-    check_size(path).with_context(|| format!("{flag} {}", path.display()))?;
-    let t = Tensor::read_npy(path)
-        .with_context(|| format!("{flag} {}: cannot read it as .npy", path.display()))?;
+    let t = read_checked(path, flag)?;
     if t.dtype() != DType::I64 {
         bail!(
             "{flag} {}: the ids must be int64, got {:?}",
@@ -25,6 +23,27 @@ pub fn read_i64(path: &Path, flag: &str) -> Result<Tensor> {
         );
     }
     Ok(t)
+}
+
+/// The int64 or float64 tensor of the `.npy` file `path` given with `flag` (integer ids or real
+/// coordinates), checked as [`read_i64`] checks it.
+pub fn read_positions(path: &Path, flag: &str) -> Result<Tensor> {
+    let t = read_checked(path, flag)?;
+    if !matches!(t.dtype(), DType::I64 | DType::F64) {
+        bail!(
+            "{flag} {}: the positions must be int64 ids or float64 coordinates, got {:?}",
+            path.display(),
+            t.dtype()
+        );
+    }
+    Ok(t)
+}
+
+/// The tensor of `path`, once its header accounts for exactly the bytes the file holds.
+fn read_checked(path: &Path, flag: &str) -> Result<Tensor> {
+    check_size(path).with_context(|| format!("{flag} {}", path.display()))?;
+    Tensor::read_npy(path)
+        .with_context(|| format!("{flag} {}: cannot read it as .npy", path.display()))
 }
 
 /// Fails unless the header of `path` is a readable `.npy` header whose shape times the item size

@@ -242,6 +242,7 @@ fn le_bytes_of(flat: &Tensor) -> Result<Vec<u8>> {
         DType::F64 => le_bytes(&flat.to_vec1::<f64>()?, f64::to_le_bytes),
         DType::F16 => le_bytes(&flat.to_vec1::<f16>()?, f16::to_le_bytes),
         DType::BF16 => le_bytes(&flat.to_vec1::<bf16>()?, bf16::to_le_bytes),
+        DType::I64 => le_bytes(&flat.to_vec1::<i64>()?, i64::to_le_bytes),
         other => bail!("dtype {other:?} cannot be written"),
     })
 }
@@ -285,6 +286,7 @@ fn npy_header(dtype: DType, shape: &[usize]) -> Vec<u8> {
     let descr = match dtype {
         DType::F16 => "<f2",
         DType::F64 => "<f8",
+        DType::I64 => "<i8",
         _ => "<f4",
     };
     let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
@@ -312,6 +314,7 @@ fn safetensors_dtype(dtype: DType) -> &'static str {
         DType::F16 => "F16",
         DType::BF16 => "BF16",
         DType::F64 => "F64",
+        DType::I64 => "I64",
         _ => "F32",
     }
 }

@@ -91,7 +91,7 @@ pub struct RopeArgs {
         long,
         value_name = "N",
         allow_negative_numbers = true,
-        required_unless_present = "positions"
+        required_unless_present_any = ["positions", "input_ids"]
     )]
     pub len: Option<usize>,
     /// First position (tokens already in a KV cache).
@@ -107,6 +107,23 @@ pub struct RopeArgs {
     /// instead of --len and --offset.
     #[arg(long, value_name = "PATH", conflicts_with = "len")]
     pub positions: Option<PathBuf>,
+    /// With --config of a Qwen-VL model: a .npy of int64 token ids, (S,) or (batch, S). Writes
+    /// the M-RoPE `position_ids` (3, batch, S) and `rope_deltas` (batch,) that transformers'
+    /// get_rope_index builds from them, and `cos` and `sin` at those positions.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["positions", "len"])]
+    pub input_ids: Option<PathBuf>,
+    /// With --input-ids: the (t, h, w) patch grid of each image, in order, `;`-separated.
+    #[arg(long, value_name = "T,H,W;..")]
+    pub image_grid_thw: Option<crate::qwen_vl::Grids>,
+    /// With --input-ids: the (t, h, w) patch grid of each video, in order, `;`-separated.
+    #[arg(long, value_name = "T,H,W;..")]
+    pub video_grid_thw: Option<crate::qwen_vl::Grids>,
+    /// With --input-ids (Qwen2.5-VL): the seconds per temporal grid of each video [default: 1].
+    #[arg(long, value_name = "S,..")]
+    pub second_per_grid_ts: Option<crate::positions::List<f64>>,
+    /// With --input-ids: a .npy of int64 (batch, S), 0 for (left) padding.
+    #[arg(long, value_name = "PATH")]
+    pub attention_mask: Option<PathBuf>,
     /// Element type of the tables.
     #[arg(long, value_enum, default_value_t = DtypeArg::F32)]
     pub dtype: DtypeArg,
@@ -135,7 +152,7 @@ impl RopeArgs {
     }
 
     /// The config of `--config` (and `--layer-type` / `--layer`), or of the flags.
-    fn resolve(&self) -> Result<(RopeConfig, Option<String>)> {
+    pub(crate) fn resolve(&self) -> Result<(RopeConfig, Option<String>)> {
         let Some(path) = &self.config else {
             // clap's `requires` is not enforced under a subcommand: a layer without a config
             // would be ignored silently.
@@ -206,6 +223,10 @@ fn read_ids(path: &Path) -> Result<Tensor> {
 
 /// Builds the tables `args` describe and writes them to `args.out`.
 pub fn write(args: &RopeArgs) -> Result<()> {
+    if args.input_ids.is_some() {
+        return crate::qwen_vl::write(args);
+    }
+    crate::qwen_vl::check_unused(args)?;
     let (config, layer) = args.resolve()?;
     check_extension(&args.out)?;
     let policy = args.longrope_policy.unwrap_or_default();
@@ -301,7 +322,7 @@ pub fn write(args: &RopeArgs) -> Result<()> {
 }
 
 /// Fails unless `path` ends in `.safetensors`.
-fn check_extension(path: &Path) -> Result<()> {
+pub(crate) fn check_extension(path: &Path) -> Result<()> {
     let ext = path
         .extension()
         .and_then(|e| e.to_str())

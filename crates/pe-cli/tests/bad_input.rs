@@ -113,7 +113,8 @@ const ROPE_ND: &str = "
 1 | rope-nd --axes-dim 4,4 --grid 2,2 --out OUT.npy | --out | .safetensors
 1 | rope-nd --axes-dim 4,4 --positions IN/huge.npy --out OUT.safetensors | --positions | huge.npy
 1 | rope-nd --axes-dim 4,4 --positions IN/truncated.npy --out OUT.safetensors | --positions | truncated.npy
-1 | rope-nd --axes-dim 4,4 --positions IN/f64.npy --out OUT.safetensors | --positions | int64
+1 | rope-nd --axes-dim 4,4 --positions IN/f32.npy --out OUT.safetensors | --positions | int64
+1 | rope-nd --axes-dim 4,4 --positions IN/f64.npy --out OUT.safetensors | --positions | (n, 2)
 1 | rope-nd --axes-dim 4,4 --positions IN/garbage.npy --out OUT.safetensors | --positions | garbage.npy
 1 | rope-nd --axes-dim 4,4 --positions IN/empty.npy --out OUT.safetensors | --positions | empty.npy
 1 | rope-nd --axes-dim 4,4 --positions IN/missing.npy --out OUT.safetensors | --positions | missing.npy
@@ -189,6 +190,11 @@ fn inputs(dir: &Path) {
     npy("huge.npy", "<i8", "(1099511627776, 8)", &i64s(&[1, 2]));
     npy("truncated.npy", "<i8", "(10,)", &i64s(&[1, 2]));
     npy("f64.npy", "<f8", "(3,)", &i64s(&[1, 2, 3]));
+    let f32s: Vec<u8> = [1f32, 2.0, 3.0]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    npy("f32.npy", "<f4", "(3,)", &f32s);
     npy("ids_s.npy", "<i8", "(4,)", &i64s(&[1, 2, 3, 4]));
     npy("ids_s3.npy", "<i8", "(3, 2)", &i64s(&[1, 2, 3, 4, 5, 6]));
     npy("negative.npy", "<i8", "(2,)", &i64s(&[1, -7]));

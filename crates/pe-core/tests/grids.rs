@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::{patch_ids, AxesRope};
 use candle_pe_core::{Alibi, SincosGrid, SincosGrid3d};
-use pe_testkit::{tolerance, Big};
+use pe_testkit::{assert_axes_exact, axes_slots};
 
 fn fixture(name: &str) -> anyhow::Result<(serde_json::Value, HashMap<String, Tensor>)> {
     let dir = pe_testkit::fixture("grids");
@@ -56,48 +56,6 @@ fn flux_pos_embed() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Asserts that `rope`'s tables at `ids` (`(n, axes)`) are within [`tolerance`] of the exact
-/// values in every dtype; `slots[j]` is column `j`'s axis and the exponent `(num, den)` of its
-/// frequency `theta^(-num / den)`.
-fn assert_exact(
-    rope: &AxesRope,
-    ids: &Tensor,
-    theta: f64,
-    slots: &[(usize, f64, f64)],
-) -> anyhow::Result<()> {
-    let host = ids.to_dtype(DType::I64)?.to_vec2::<i64>()?;
-    let mut big = Big::new();
-    for dtype in [DType::F64, DType::F32, DType::F16, DType::BF16] {
-        let (cos, sin) = rope.at(ids, dtype)?;
-        let (cos, sin) = (values(&cos)?, values(&sin)?);
-        for (j, &(a, num, den)) in slots.iter().enumerate() {
-            let w = big.pow(&Big::num(theta), &Big::ratio(num, den).neg());
-            for (r, row) in host.iter().enumerate() {
-                let (s, c) = big.sin_cos(row[a] as f64, &w);
-                let i = r * slots.len() + j;
-                let id = row[a];
-                assert!(
-                    (cos[i] - c).abs() <= tolerance(dtype, c),
-                    "{dtype:?} id {id} slot {j}"
-                );
-                assert!(
-                    (sin[i] - s).abs() <= tolerance(dtype, s),
-                    "{dtype:?} id {id} slot {j}"
-                );
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The slots of [`AxesRope::new`]`(axes, ..)`: axis by axis, frequencies `theta^(-2k / d)`.
-fn axes_slots(axes: &[usize]) -> Vec<(usize, f64, f64)> {
-    axes.iter()
-        .enumerate()
-        .flat_map(|(a, &d)| (0..d / 2).map(move |k| (a, 2.0 * k as f64, d as f64)))
-        .collect()
-}
-
 /// Every slot of every axis against the exact values, at ids up to 2^31 - 1.
 #[test]
 fn axes_rope_is_exact_at_large_ids() -> anyhow::Result<()> {
@@ -105,7 +63,7 @@ fn axes_rope_is_exact_at_large_ids() -> anyhow::Result<()> {
     let rope = AxesRope::new(&axes, 10_000.0)?;
     let top = (1u32 << 31) - 1;
     let ids = Tensor::new(&[[top, 0, 7], [123_456, top - 5, 1 << 30]], &Device::Cpu)?;
-    assert_exact(&rope, &ids, 10_000.0, &axes_slots(&axes))
+    assert_axes_exact(&rope, &ids, 10_000.0, &axes_slots(&axes))
 }
 
 /// Negative ids (Qwen-Image centres its height and width ids) against the exact values, down to
@@ -117,7 +75,7 @@ fn axes_rope_is_exact_at_negative_ids() -> anyhow::Result<()> {
     let top = (1i64 << 31) - 1;
     let rows = [[0i64, -1, -3], [-top, top, -123_456], [7, -(1 << 30), 5]];
     let ids = Tensor::new(&rows, &Device::Cpu)?;
-    assert_exact(&rope, &ids, 10_000.0, &axes_slots(&axes))?;
+    assert_axes_exact(&rope, &ids, 10_000.0, &axes_slots(&axes))?;
     let small = [[3i32, -5, 0], [-1_000_000, 9, 2]];
     let ids = Tensor::new(&small, &Device::Cpu)?;
     let (cos, sin) = rope.at(&ids, DType::F32)?;
@@ -215,7 +173,7 @@ fn f32_reference_bound(angle: f64, theta: f64) -> f64 {
 }
 
 /// Asserts that our table `ours` (`(n, slots.len())`, at ids `(n, axes)`) is within
-/// [`f32_reference_bound`] of the reference's `theirs`, `slots` as in [`assert_exact`]. Returns
+/// [`f32_reference_bound`] of the reference's `theirs`, `slots` as in [`assert_axes_exact`]. Returns
 /// the largest difference and the largest fraction of its bound a value uses.
 fn assert_near_f32_reference(
     ours: &Tensor,
@@ -335,7 +293,7 @@ fn split_spectrum_is_exact_at_large_ids() -> anyhow::Result<()> {
     assert_eq!(rope.axes_dim(), &[16, 16, 16]);
     let top = (1u32 << 31) - 1;
     let ids = Tensor::new(&[[top, 0, 7], [123_456, top - 5, 1 << 30]], &Device::Cpu)?;
-    assert_exact(&rope, &ids, theta, &split_slots(head_dim, axes))?;
+    assert_axes_exact(&rope, &ids, theta, &split_slots(head_dim, axes))?;
     let column = ids.narrow(1, 0, 1)?;
     let one = AxesRope::split_spectrum(64, 1, theta)?.at(&column, DType::F32)?;
     let plain = AxesRope::new(&[64], theta)?.at(&column, DType::F32)?;

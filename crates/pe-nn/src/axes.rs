@@ -1,6 +1,7 @@
 //! [`AxesRotaryEmbedding`]: multi-axis rotary embeddings (FLUX.1, FLUX.2, HunyuanVideo, Wan,
-//! Pixtral's vision tower) applied to queries and keys: pe-core's exact [`AxesRope`] tables,
-//! computed in f32 (f64 for f64 inputs) and rounded once to the input dtype. FLUX's axes turn
+//! CogVideoX, LTX, Pixtral's vision tower) applied to queries and keys: pe-core's exact
+//! [`AxesRope`] tables, computed in f32 (f64 for f64 inputs) and rounded once to the input
+//! dtype. FLUX's axes turn
 //! adjacent pairs `(2k, 2k + 1)` by slot `k` (candle's `rope_i`); Pixtral's split spectrum turns
 //! the two halves, `(k, k + d / 2)` (transformers' `rotate_half`, candle's `rope`).
 //!
@@ -28,12 +29,25 @@ use candle_core::{bail, DType, Result, Tensor};
 use candle_nn::rotary_emb::{rope, rope_i};
 use candle_pe_core::{AxesRope, ToPositions};
 
-/// Multi-axis rotary embedding for `(batch, heads, n, sum(axes_dim))` queries and keys.
+/// Multi-axis rotary embedding for `(batch, heads, n, 2 * half_dim)` queries and keys.
 #[derive(Clone, Debug)]
 pub struct AxesRotaryEmbedding {
     rope: AxesRope,
     /// Slot `k` turns features `(k, k + d / 2)` (Pixtral) instead of `(2k, 2k + 1)` (FLUX).
     halves: bool,
+}
+
+/// The embedding of `rope` turning adjacent pairs `(2k, 2k + 1)` (candle's `rope_i`): FLUX's
+/// and the video families' ([`AxesRope::wan`], [`AxesRope::hunyuan_video`],
+/// [`AxesRope::cogvideox`], and [`AxesRope::ltx`] with `rope_type` `interleaved`, on queries
+/// and keys of one head spanning the inner dim).
+impl From<AxesRope> for AxesRotaryEmbedding {
+    fn from(rope: AxesRope) -> Self {
+        Self {
+            rope,
+            halves: false,
+        }
+    }
 }
 
 impl AxesRotaryEmbedding {
@@ -55,6 +69,20 @@ impl AxesRotaryEmbedding {
         })
     }
 
+    /// `q` and `k` (`(batch, heads, n, d)`) rotated at real `coordinates` shaped `(n, axes)` or
+    /// `(batch, n, axes)` ([`AxesRope::at_coordinates`]: LTX's fractions, CogVideoX 1.0's
+    /// cropped grid).
+    pub fn apply_at_coordinates(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        coordinates: &Tensor,
+    ) -> Result<(Tensor, Tensor)> {
+        let dtype = self.check(q, k, coordinates.dims(), "coordinates")?;
+        let tables = self.rope.at_coordinates(coordinates, dtype)?;
+        self.rotate(q, k, tables)
+    }
+
     /// The tables' source (pe-core).
     pub fn rope(&self) -> &AxesRope {
         &self.rope
@@ -69,6 +97,14 @@ impl AxesRotaryEmbedding {
         k: &Tensor,
         ids: &impl ToPositions,
     ) -> Result<(Tensor, Tensor)> {
+        let dtype = self.check(q, k, ids.dims(), "ids")?;
+        let tables = self.rope.at(ids, dtype)?;
+        self.rotate(q, k, tables)
+    }
+
+    /// Checks the shapes of `q`, `k` and the positions (`what`, shaped `dims`); returns the
+    /// dtype the tables are built in (f64 for f64 inputs, f32 otherwise).
+    fn check(&self, q: &Tensor, k: &Tensor, dims: &[usize], what: &str) -> Result<DType> {
         let d = 2 * self.rope.half_dim();
         let (batch, n) = match (q.dims(), k.dims()) {
             ([b, _, n, qd], [kb, _, kn, kd]) if *qd == d && kd == qd && kb == b && kn == n => {
@@ -81,18 +117,26 @@ impl AxesRotaryEmbedding {
             ),
         };
         let axes = self.rope.axes_dim().len();
-        if ids.dims() != [n, axes] && ids.dims() != [batch, n, axes] {
+        if dims != [n, axes] && dims != [batch, n, axes] {
             bail!(
-                "ids must have shape (n, axes) = [{n}, {axes}] or (batch, n, axes) = [{batch}, {n}, {axes}], got {:?}",
-                ids.dims()
+                "{what} must have shape (n, axes) = [{n}, {axes}] or (batch, n, axes) = [{batch}, {n}, {axes}], got {dims:?}"
             )
         }
-        let dtype = match q.dtype() {
+        Ok(match q.dtype() {
             DType::F64 => DType::F64,
             _ => DType::F32,
-        };
-        let (cos, sin) = self.rope.at(ids, dtype)?;
+        })
+    }
+
+    /// `q` and `k` turned by the tables `(cos, sin)`, in the tables' dtype, rounded once back.
+    fn rotate(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        (cos, sin): (Tensor, Tensor),
+    ) -> Result<(Tensor, Tensor)> {
         let (cos, sin) = (cos.to_device(q.device())?, sin.to_device(q.device())?);
+        let dtype = cos.dtype();
         let rotate = |x: &Tensor| -> Result<Tensor> {
             if x.elem_count() == 0 {
                 return Ok(x.clone());

@@ -42,6 +42,7 @@ pub use rotary::RotaryEmbedding;
 // The pe-core items this crate's public API takes or returns, so that a user of the blocks needs
 // no second dependency to name them.
 pub use candle_pe_core::{
-    patch_ids, Alibi, AxesRope, Backend, Frequencies, Layout, OddWidth, PeCache, PeSpec, Positions,
-    Preset, Rope, RopeCache, RopeConfig, RopeConfigs, RopeType, SincosGrid, ToPositions,
+    cogvideox_coordinates, patch_ids, video_patch_ids, Alibi, AxesRope, Backend, Frequencies,
+    Layout, OddWidth, PeCache, PeSpec, Positions, Preset, Rope, RopeCache, RopeConfig, RopeConfigs,
+    RopeType, SincosGrid, ToPositions,
 };

@@ -8,6 +8,7 @@
 //! - generators of random cases, seeded from `PE_TEST_SEED` ([`seeded_rng`],
 //!   [`random_encoding`], [`random_offset`]) and the per-backend test runner
 //!   ([`backend_tests!`]);
+//! - the exactness check of multi-axis rotary tables ([`assert_axes_exact`]);
 //! - the fixtures written by `scripts/make-fixtures.sh` ([`fixture`]);
 //! - the f32 constructions the benchmarks and examples measure against ([`naive_f32_table`],
 //!   [`naive_llama_rope`], ...).
@@ -24,12 +25,14 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
+mod axes;
 mod baseline;
 mod cases;
 mod fixtures;
 mod oracle;
 mod tolerance;
 
+pub use axes::{assert_axes_exact, axes_slots};
 pub use baseline::{
     gather_rope, marian_table, naive_f32_table, naive_llama_rope, whisper_sinusoids,
 };

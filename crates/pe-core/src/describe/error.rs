@@ -121,6 +121,43 @@ pub enum Error {
         index: usize,
     },
 
+    /// A multi-axis coordinate that is NaN, infinite, or not below 2^31 in magnitude.
+    #[error("coordinates must be finite and below 2^31 = 2147483648 in magnitude, got {value} at flat index {index}")]
+    CoordinateOutOfRange {
+        /// The first coordinate out of range.
+        value: f64,
+        /// Its index in the flattened tensor.
+        index: usize,
+    },
+
+    /// A run of Qwen-VL vision tokens whose length is not the token count of its grid.
+    #[error("sequence {sequence}: {kind} {index} has {tokens} tokens in the input ids, but its grid (t, h, w) = {grid:?} gives {expected} (t * h * w / spatial_merge_size^2)")]
+    VisionTokens {
+        /// The sequence of the batch.
+        sequence: usize,
+        /// `image`, `video` or `video frame` (Qwen3-VL gives each frame its own run).
+        kind: &'static str,
+        /// Which one, counting across the batch from 0.
+        index: usize,
+        /// The tokens of the run.
+        tokens: usize,
+        /// Its grid.
+        grid: [usize; 3],
+        /// The tokens the grid gives.
+        expected: usize,
+    },
+
+    /// More or fewer runs of Qwen-VL vision tokens than the grids describe.
+    #[error("the input ids hold {runs} runs of {kind} tokens, but the grids give {grids}")]
+    VisionGrids {
+        /// `image`, `video` or `video frame`.
+        kind: &'static str,
+        /// The runs of that kind in the input ids (attended tokens only).
+        runs: usize,
+        /// The runs the grids describe.
+        grids: usize,
+    },
+
     /// A tensor argument of the wrong rank.
     #[error("{name} must have rank {expected}, got shape {shape:?}")]
     WrongRank {

@@ -28,11 +28,13 @@
 mod axes;
 mod cache;
 mod config;
+mod qwen_vl;
 mod tables;
 mod types;
 
-pub use axes::{patch_ids, AxesRope};
+pub use axes::{cogvideox_coordinates, patch_ids, video_patch_ids, AxesRope};
 pub use cache::RopeCache;
 pub use config::{RopeConfig, RopeConfigs, DEFAULT_ROPE_THETA};
+pub use qwen_vl::{QwenVlConfig, QwenVlPositions, QwenVlVersion};
 pub use tables::Rope;
 pub use types::{Dynamic, Linear, Llama3, Longrope, LongropePolicy, Proportional, RopeType, Yarn};

@@ -291,6 +291,12 @@ impl Rope {
         Ok((gather(cos)?, gather(sin)?))
     }
 
+    /// The generator of every sequence's tables when the frequencies do not follow the length
+    /// (all rope types but dynamic NTK): what [`AxesRope`](super::AxesRope)'s axes share.
+    pub(crate) fn generator(&self) -> Arc<Generator> {
+        Arc::clone(&self.fixed)
+    }
+
     fn build(&self, request: Request, dtype: DType, device: &Device) -> Result<(Tensor, Tensor)> {
         let end = request.end;
         self.build_for(request, end, dtype, device)

@@ -257,7 +257,22 @@ impl RopeType {
     /// The type a rope dict gives (`fields`, in a config whose top level is `top`), read by
     /// the type that claims its `rope_type` (or legacy `type`; `default` when neither is given).
     pub(crate) fn from_dict(fields: &ConfigFields, top: &ConfigFields) -> Result<Self> {
-        let name: Option<String> = fields.either("rope_type", fields, "type")?;
+        // transformers 5 saves a legacy `type` beside the `rope_type` it maps it to (Qwen2-VL's
+        // `"type": "mrope"` beside `"rope_type": "default"`): two names of one type agree.
+        let aliases = match (
+            fields.get::<String>("rope_type")?,
+            fields.get::<String>("type")?,
+        ) {
+            (Some(a), Some(b)) => TYPES
+                .iter()
+                .any(|(names, _)| names.contains(&a.as_str()) && names.contains(&b.as_str()))
+                .then_some(a),
+            _ => None,
+        };
+        let name: Option<String> = match aliases {
+            Some(name) => Some(name),
+            None => fields.either("rope_type", fields, "type")?,
+        };
         let dict = RopeDict {
             name: name.unwrap_or_else(|| Unscaled::NAMES[0].into()),
             fields,

@@ -1,0 +1,173 @@
+//! `pe rope --config qwen-vl.json --input-ids ids.npy`: the M-RoPE position ids of Qwen2-VL,
+//! Qwen2.5-VL and Qwen3-VL, built from the token ids and the image and video grids as
+//! transformers' `get_rope_index` builds them (pe-core's `QwenVlConfig`), written with the
+//! `rope_deltas` that continue them and the `cos` and `sin` at those positions.
+//!
+//! ```text
+//! pe rope --config qwen2.5-vl/config.json --input-ids ids.npy --image-grid-thw 1,28,42 \
+//!     --video-grid-thw 8,20,30 --second-per-grid-ts 1.0 --attention-mask mask.npy \
+//!     --out vl.safetensors
+//! ```
+
+use std::str::FromStr;
+
+use anyhow::{bail, Context as _, Result};
+use candle_core::{DType, Device};
+use candle_pe_core::{Error, QwenVlConfig, Rope};
+
+use crate::rope::RopeArgs;
+
+/// Patch grids `T,H,W;T,H,W;..`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grids(pub Vec<[usize; 3]>);
+
+impl FromStr for Grids {
+    type Err = String;
+
+    /// Grids separated by `;`, each three non-negative integers separated by `,`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        s.split(';')
+            .enumerate()
+            .map(|(i, grid)| {
+                let sizes: Vec<usize> = grid
+                    .split(',')
+                    .map(|v| v.trim().parse())
+                    .collect::<Result<_, _>>()
+                    .map_err(|_| format!("grid {} '{grid}' is not T,H,W", i + 1))?;
+                <[usize; 3]>::try_from(sizes)
+                    .map_err(|_| format!("grid {} '{grid}' is not three sizes T,H,W", i + 1))
+            })
+            .collect::<Result<_, _>>()
+            .map(Grids)
+    }
+}
+
+/// Fails when a flag of `--input-ids` is given without it.
+pub fn check_unused(args: &RopeArgs) -> Result<()> {
+    for (given, flag) in [
+        (args.image_grid_thw.is_some(), "--image-grid-thw"),
+        (args.video_grid_thw.is_some(), "--video-grid-thw"),
+        (args.second_per_grid_ts.is_some(), "--second-per-grid-ts"),
+        (args.attention_mask.is_some(), "--attention-mask"),
+    ] {
+        if given {
+            bail!("{flag} needs --input-ids: it describes the vision tokens of the token ids");
+        }
+    }
+    Ok(())
+}
+
+/// The flag of the value a pe-core error of `QwenVlConfig::positions` is about.
+fn flag_of(err: &Error) -> &'static str {
+    match err {
+        Error::VisionTokens { .. } | Error::VisionGrids { .. } => {
+            "--input-ids / --image-grid-thw / --video-grid-thw"
+        }
+        Error::Config { field, .. } if field == "image_grid_thw" => "--image-grid-thw",
+        Error::Config { field, .. } if field == "video_grid_thw" => "--video-grid-thw",
+        Error::ShapeMismatch {
+            name: "second_per_grid_ts",
+            ..
+        } => "--second-per-grid-ts",
+        Error::ShapeMismatch {
+            name: "attention_mask",
+            ..
+        } => "--attention-mask",
+        _ => "--input-ids",
+    }
+}
+
+/// `pe rope --config C --input-ids I ..`: position_ids, rope_deltas, cos and sin.
+pub fn write(args: &RopeArgs) -> Result<()> {
+    let Some(path) = &args.config else {
+        bail!("--input-ids needs --config: a Qwen-VL config.json gives the vision token ids");
+    };
+    let input_ids = args.input_ids.as_deref().expect("called with --input-ids");
+    crate::rope::check_extension(&args.out)?;
+    if args.layer.is_some() || args.layer_type.is_some() {
+        bail!("--input-ids: Qwen-VL has one rope; drop --layer and --layer-type");
+    }
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--config {}: cannot read it", path.display()))?;
+    let json: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("--config {}: not JSON", path.display()))?;
+    let in_config = |e: Error| anyhow::anyhow!("--config {}: {e}", path.display());
+    let qwen = QwenVlConfig::from_hf_config(&json).map_err(in_config)?;
+    let (config, _) = args.resolve()?;
+    let rope = Rope::new(config.clone()).map_err(in_config)?;
+    let ids = crate::npy::read_i64(input_ids, "--input-ids")?;
+    let ids = match ids.rank() {
+        1 => ids.unsqueeze(0)?,
+        2 => ids,
+        _ => bail!(
+            "--input-ids {}: the token ids must be shaped (S,) or (batch, S), got {:?}",
+            input_ids.display(),
+            ids.dims()
+        ),
+    };
+    let mask = match &args.attention_mask {
+        Some(p) => Some(crate::npy::read_i64(p, "--attention-mask")?),
+        None => None,
+    };
+    let grids = |g: &Option<Grids>| g.as_ref().map_or(Vec::new(), |g| g.0.clone());
+    let seconds = args.second_per_grid_ts.as_ref().map(|s| s.0.clone());
+    let positions = qwen
+        .positions(
+            &ids,
+            &grids(&args.image_grid_thw),
+            &grids(&args.video_grid_thw),
+            seconds.as_deref(),
+            mask.as_ref(),
+        )
+        .map_err(|e| {
+            let flag = flag_of(&e);
+            anyhow::Error::from(e).context(flag)
+        })?;
+    let dtype: DType = args.dtype.into();
+    let device = args.device.open()?;
+    let position_ids = positions.position_ids().to_device(&device)?;
+    let (cos, sin) = rope.at_mrope(&position_ids, dtype).map_err(|e| {
+        anyhow::anyhow!(
+            "--config {}: {e} (M-RoPE needs the text config's mrope_section)",
+            path.display()
+        )
+    })?;
+    let (cos, sin) = (cos.to_device(&Device::Cpu)?, sin.to_device(&Device::Cpu)?);
+    let metadata = [
+        ("config", serde_json::to_string(&config)?),
+        (
+            "positions",
+            format!("get_rope_index of {}", input_ids.display()),
+        ),
+        ("model_type", format!("{:?}", qwen.version)),
+        ("attention_scaling", rope.attention_scaling().to_string()),
+    ];
+    crate::output::write_safetensors(
+        &args.out,
+        &[
+            ("position_ids", positions.position_ids()),
+            ("rope_deltas", positions.rope_deltas()),
+            ("cos", &cos),
+            ("sin", &sin),
+        ],
+        &metadata,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grids_parse_and_name_the_bad_one() {
+        assert_eq!(
+            "1,4,6;3, 4,4".parse::<Grids>(),
+            Ok(Grids(vec![[1, 4, 6], [3, 4, 4]]))
+        );
+        assert_eq!(
+            "1,4,6;3,4".parse::<Grids>().unwrap_err(),
+            "grid 2 '3,4' is not three sizes T,H,W"
+        );
+        assert!("1,-4,6".parse::<Grids>().unwrap_err().contains("grid 1"));
+    }
+}

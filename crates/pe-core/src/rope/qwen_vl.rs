@@ -1,0 +1,375 @@
+//! [`QwenVlConfig`]: the `(3, batch, seq)` M-RoPE position ids of Qwen2-VL, Qwen2.5-VL and
+//! Qwen3-VL, built from the token stream as transformers 5.23's `get_rope_index` builds them,
+//! and the `rope_deltas` that continue them while decoding ([`QwenVlPositions::decode`]).
+//!
+//! A run of text tokens counts on from the position where the run starts, the same on the three
+//! rows (temporal, height, width). A run of image or video tokens (consecutive tokens with the
+//! config's `image_token_id` or `video_token_id`) takes the next grid `(t, h, w)` of its kind:
+//! with `m = spatial_merge_size`, it holds `t * (h / m) * (w / m)` tokens, row-major (frame,
+//! then row, then column), at height `start + row`, width `start + column` and time `start +
+//! frame` (Qwen2.5-VL's videos: `start + trunc(frame * tokens_per_second *
+//! second_per_grid_ts)`, in f32 as transformers computes it). The next run starts at `start +
+//! max(h, w) / m`. Qwen3-VL gives each video frame its own run (a timestamp separates them).
+//! Left padding (a zero in the attention mask) is skipped, and its positions are 0.
+//! `rope_deltas[b]` is the largest position of sequence `b` plus one, minus its attended tokens.
+//!
+//! ```
+//! use candle_core::{Device, Tensor};
+//! use candle_pe_core::QwenVlConfig;
+//!
+//! let json = serde_json::json!({"model_type": "qwen2_vl", "image_token_id": 151655,
+//!     "video_token_id": 151656, "vision_config": {"spatial_merge_size": 2}});
+//! let config = QwenVlConfig::from_hf_config(&json)?;
+//! // Two text tokens, a 4 x 4 patch image (2 x 2 tokens after merging), one text token.
+//! let img = 151655i64;
+//! let ids = Tensor::new(&[[1i64, 2, img, img, img, img, 3]], &Device::Cpu)?;
+//! let positions = config.positions(&ids, &[[1, 4, 4]], &[], None, None)?;
+//! assert_eq!(
+//!     positions.position_ids().to_vec3::<i64>()?,
+//!     [[[0, 1, 2, 2, 2, 2, 4]], [[0, 1, 2, 2, 3, 3, 4]], [[0, 1, 2, 3, 2, 3, 4]]]
+//! );
+//! assert_eq!(positions.rope_deltas().to_vec1::<i64>()?, [-2]);
+//! // The next token, decoded after the 7 tokens of the prompt: 7 + (-2) on every row.
+//! assert_eq!(positions.decode(&[7], 1)?.to_vec3::<i64>()?, [[[5]], [[5]], [[5]]]);
+//! # Ok::<(), candle_pe_core::Error>(())
+//! ```
+
+use candle_core::{DType, Tensor};
+use serde_json::Value;
+
+use crate::{ConfigFields, Error, Result, MAX_POSITION};
+
+/// Which Qwen-VL generation's rules build the ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QwenVlVersion {
+    /// Qwen2-VL (`model_type` `qwen2_vl`).
+    Qwen2Vl,
+    /// Qwen2.5-VL (`qwen2_5_vl`): video time from `tokens_per_second * second_per_grid_ts`.
+    Qwen25Vl,
+    /// Qwen3-VL and Qwen3.5 (`qwen3_vl`, `qwen3_vl_moe`, `qwen3_5`, `qwen3_5_moe`): each video
+    /// frame its own run.
+    Qwen3Vl,
+}
+
+/// What `get_rope_index` reads from a Qwen-VL `config.json`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QwenVlConfig {
+    /// The generation.
+    pub version: QwenVlVersion,
+    /// The token id of an image patch.
+    pub image_token_id: i64,
+    /// The token id of a video patch.
+    pub video_token_id: i64,
+    /// `vision_config.spatial_merge_size`: patches merged per token along height and width.
+    pub spatial_merge_size: usize,
+    /// `vision_config.tokens_per_second` (Qwen2.5-VL; transformers' default 4).
+    pub tokens_per_second: f64,
+}
+
+/// The ids of a batch: `position_ids` `(3, batch, seq)` and `rope_deltas` `(batch,)`, i64.
+#[derive(Clone, Debug)]
+pub struct QwenVlPositions {
+    position_ids: Tensor,
+    rope_deltas: Tensor,
+    deltas: Vec<i64>,
+}
+
+/// The token kinds of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Text,
+    Image,
+    Video,
+}
+
+impl QwenVlConfig {
+    /// Reads `model_type`, `image_token_id`, `video_token_id` and `vision_config`'s
+    /// `spatial_merge_size` (default 2) and `tokens_per_second` (default 4).
+    pub fn from_hf_config(config: &Value) -> Result<Self> {
+        let root = ConfigFields::new(config)?;
+        let model_type: String = root.require("model_type")?;
+        let version = match model_type.as_str() {
+            "qwen2_vl" => QwenVlVersion::Qwen2Vl,
+            "qwen2_5_vl" => QwenVlVersion::Qwen25Vl,
+            "qwen3_vl" | "qwen3_vl_moe" | "qwen3_5" | "qwen3_5_moe" => QwenVlVersion::Qwen3Vl,
+            other => {
+                return Err(root.invalid(
+                    "model_type",
+                    format!("{other:?} is not a Qwen-VL model (qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe, qwen3_5, qwen3_5_moe)"),
+                ))
+            }
+        };
+        let vision = root.object("vision_config")?;
+        let vision_field = |name: &str| -> Result<Option<f64>> {
+            match &vision {
+                Some(v) => v.get::<f64>(name),
+                None => Ok(None),
+            }
+        };
+        let merge = vision_field("spatial_merge_size")?.unwrap_or(2.0);
+        if !(merge >= 1.0 && merge.fract() == 0.0 && merge < MAX_POSITION as f64) {
+            return Err(root.invalid(
+                "vision_config.spatial_merge_size",
+                format!("must be a positive integer, got {merge}"),
+            ));
+        }
+        let tokens_per_second = vision_field("tokens_per_second")?.unwrap_or(4.0);
+        if !(tokens_per_second.is_finite() && tokens_per_second >= 0.0) {
+            return Err(root.invalid(
+                "vision_config.tokens_per_second",
+                format!("must be finite and >= 0, got {tokens_per_second}"),
+            ));
+        }
+        Ok(Self {
+            version,
+            image_token_id: root.require("image_token_id")?,
+            video_token_id: root.require("video_token_id")?,
+            spatial_merge_size: merge as usize,
+            tokens_per_second,
+        })
+    }
+
+    /// The position ids and deltas of `input_ids` `(batch, seq)` (any integer dtype) with the
+    /// grids `(t, h, w)` of the images and videos in the order their runs appear (across the
+    /// batch), Qwen2.5-VL's `second_per_grid_ts` (one per video, 1 when not given) and an
+    /// optional `attention_mask` `(batch, seq)` (0 for padding). A run whose length is not its
+    /// grid's token count ([`Error::VisionTokens`]), or more or fewer runs than grids
+    /// ([`Error::VisionGrids`]), is an error naming them.
+    pub fn positions(
+        &self,
+        input_ids: &Tensor,
+        image_grid_thw: &[[usize; 3]],
+        video_grid_thw: &[[usize; 3]],
+        second_per_grid_ts: Option<&[f64]>,
+        attention_mask: Option<&Tensor>,
+    ) -> Result<QwenVlPositions> {
+        let (batch, seq) = match input_ids.dims() {
+            &[b, s] => (b, s),
+            dims => {
+                return Err(Error::ShapeMismatch {
+                    name: "input_ids",
+                    expected: "(batch, seq)".into(),
+                    shape: dims.to_vec(),
+                })
+            }
+        };
+        if !input_ids.dtype().is_int() {
+            return Err(Error::NotInteger {
+                name: "input ids",
+                dtype: input_ids.dtype(),
+            });
+        }
+        let ids = input_ids
+            .to_dtype(DType::I64)?
+            .flatten_all()?
+            .to_vec1::<i64>()?;
+        let attended = match attention_mask {
+            None => vec![true; ids.len()],
+            Some(mask) => {
+                if mask.dims() != [batch, seq] {
+                    return Err(Error::ShapeMismatch {
+                        name: "attention_mask",
+                        expected: format!("(batch, seq) = ({batch}, {seq}), as the input ids"),
+                        shape: mask.dims().to_vec(),
+                    });
+                }
+                let mask = mask.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?;
+                mask.iter().map(|&v| v != 0.0).collect()
+            }
+        };
+        let m = self.spatial_merge_size;
+        for (name, grids) in [
+            ("image_grid_thw", image_grid_thw),
+            ("video_grid_thw", video_grid_thw),
+        ] {
+            for g in grids {
+                if g.contains(&0) || g[1] % m != 0 || g[2] % m != 0 {
+                    return Err(Error::Config {
+                        field: name.into(),
+                        message: format!(
+                            "grid (t, h, w) = {g:?}: every size must be positive, h and w multiples of spatial_merge_size {m}"
+                        ),
+                    });
+                }
+            }
+        }
+        let seconds = match second_per_grid_ts {
+            Some(s) if s.len() != video_grid_thw.len() => {
+                return Err(Error::ShapeMismatch {
+                    name: "second_per_grid_ts",
+                    expected: format!("one per video grid: ({},)", video_grid_thw.len()),
+                    shape: vec![s.len()],
+                })
+            }
+            Some(s) => s.to_vec(),
+            None => vec![1.0; video_grid_thw.len()],
+        };
+        // Qwen3-VL: each frame of a video is a grid of its own, t = 1.
+        let (videos, video_kind, seconds) = match self.version {
+            QwenVlVersion::Qwen3Vl => {
+                let frames: Vec<[usize; 3]> = video_grid_thw
+                    .iter()
+                    .flat_map(|&[t, h, w]| std::iter::repeat_n([1, h, w], t))
+                    .collect();
+                let ones = vec![1.0; frames.len()];
+                (frames, "video frame", ones)
+            }
+            _ => (video_grid_thw.to_vec(), "video", seconds),
+        };
+        let kind_of = |id: i64| match id {
+            id if id == self.image_token_id => Kind::Image,
+            id if id == self.video_token_id => Kind::Video,
+            _ => Kind::Text,
+        };
+        // Runs of attended tokens, per sequence: (kind, indices into the sequence).
+        let runs: Vec<Vec<(Kind, Vec<usize>)>> = (0..batch)
+            .map(|b| {
+                let mut runs: Vec<(Kind, Vec<usize>)> = Vec::new();
+                for i in (0..seq).filter(|&i| attended[b * seq + i]) {
+                    let kind = kind_of(ids[b * seq + i]);
+                    match runs.last_mut() {
+                        Some((k, idx)) if *k == kind => idx.push(i),
+                        _ => runs.push((kind, vec![i])),
+                    }
+                }
+                runs
+            })
+            .collect();
+        for (kind, name, grids) in [
+            (Kind::Image, "image", image_grid_thw.len()),
+            (Kind::Video, video_kind, videos.len()),
+        ] {
+            let count = runs.iter().flatten().filter(|(k, _)| *k == kind).count();
+            if count != grids {
+                return Err(Error::VisionGrids {
+                    kind: name,
+                    runs: count,
+                    grids,
+                });
+            }
+        }
+        let mut out = vec![0i64; 3 * batch * seq];
+        let mut deltas = Vec::with_capacity(batch);
+        let (mut next_image, mut next_video) = (0, 0);
+        for (b, runs) in runs.iter().enumerate() {
+            let mut start = 0i64;
+            let mut largest = None::<i64>;
+            let mut put = |i: usize, p: [i64; 3]| {
+                for (axis, v) in p.into_iter().enumerate() {
+                    out[(axis * batch + b) * seq + i] = v;
+                    largest = Some(largest.map_or(v, |l| l.max(v)));
+                }
+            };
+            for (kind, idx) in runs {
+                let (grid, interval, name, index) = match kind {
+                    Kind::Text => {
+                        for (j, &i) in idx.iter().enumerate() {
+                            put(i, [start + j as i64; 3]);
+                        }
+                        start += idx.len() as i64;
+                        continue;
+                    }
+                    Kind::Image => {
+                        next_image += 1;
+                        (
+                            image_grid_thw[next_image - 1],
+                            None,
+                            "image",
+                            next_image - 1,
+                        )
+                    }
+                    Kind::Video => {
+                        next_video += 1;
+                        let v = next_video - 1;
+                        let interval = (self.version == QwenVlVersion::Qwen25Vl)
+                            .then(|| self.tokens_per_second as f32 * seconds[v] as f32);
+                        (videos[v], interval, video_kind, v)
+                    }
+                };
+                let [t, h, w] = grid;
+                let (h, w) = (h / m, w / m);
+                let expected = t * h * w;
+                if idx.len() != expected {
+                    return Err(Error::VisionTokens {
+                        sequence: b,
+                        kind: name,
+                        index,
+                        tokens: idx.len(),
+                        grid,
+                        expected,
+                    });
+                }
+                let mut slots = idx.iter();
+                for frame in 0..t {
+                    let time = match interval {
+                        // transformers: (arange(t) * interval).long(), in f32, truncated.
+                        Some(interval) => (frame as f32 * interval) as i64,
+                        None => frame as i64,
+                    };
+                    for row in 0..h {
+                        for column in 0..w {
+                            let &i = slots.next().expect("the run holds t * h * w tokens");
+                            put(i, [start + time, start + row as i64, start + column as i64]);
+                        }
+                    }
+                }
+                start += h.max(w) as i64;
+            }
+            let len = runs.iter().map(|(_, idx)| idx.len()).sum::<usize>() as i64;
+            deltas.push(largest.map_or(0, |l| l + 1 - len));
+        }
+        let device = input_ids.device();
+        Ok(QwenVlPositions {
+            position_ids: Tensor::from_vec(out, (3, batch, seq), device)?,
+            rope_deltas: Tensor::new(deltas.as_slice(), device)?,
+            deltas,
+        })
+    }
+}
+
+impl QwenVlPositions {
+    /// `(3, batch, seq)` i64: rows temporal, height, width; padding at 0.
+    pub fn position_ids(&self) -> &Tensor {
+        &self.position_ids
+    }
+
+    /// `(batch,)` i64: each sequence's largest position plus one, minus its attended tokens
+    /// (transformers returns it shaped `(batch, 1)`).
+    pub fn rope_deltas(&self) -> &Tensor {
+        &self.rope_deltas
+    }
+
+    /// The ids `(3, batch, len)` of `len` tokens decoded after `attended[b]` attended tokens of
+    /// sequence `b` (the prompt's and the ones decoded since, padding not counted):
+    /// `attended[b] + j + rope_deltas[b]` on every row, as transformers continues them.
+    pub fn decode(&self, attended: &[usize], len: usize) -> Result<Tensor> {
+        let batch = self.deltas.len();
+        if attended.len() != batch {
+            return Err(Error::ShapeMismatch {
+                name: "attended",
+                expected: format!("one count per sequence: ({batch},)"),
+                shape: vec![attended.len()],
+            });
+        }
+        let mut out = Vec::with_capacity(3 * batch * len);
+        for _ in 0..3 {
+            for (&n, &delta) in attended.iter().zip(&self.deltas) {
+                for j in 0..len {
+                    let p = n as i128 + j as i128 + delta as i128;
+                    if p < 0 || p >= MAX_POSITION as i128 {
+                        return Err(Error::PositionOutOfRange {
+                            name: "attended + j + rope_deltas",
+                            value: p,
+                        });
+                    }
+                    out.push(p as i64);
+                }
+            }
+        }
+        Ok(Tensor::from_vec(
+            out,
+            (3, batch, len),
+            self.rope_deltas.device(),
+        )?)
+    }
+}
