@@ -31,6 +31,7 @@ mod embedding;
 mod grid;
 mod rotary;
 mod rotary_rows;
+mod rotary_shift;
 
 pub use alibi::AlibiBias;
 pub use axes::AxesRotaryEmbedding;

@@ -55,7 +55,7 @@ pub struct RotaryEmbedding {
 
 /// The layout of q and k, read from their rank.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Layout {
+pub(crate) enum Layout {
     /// `(batch, heads, seq, head_dim)`.
     Bhsd { batch: usize, seq: usize },
     /// `(tokens, heads, head_dim)`.
@@ -74,7 +74,7 @@ impl Layout {
 
 /// How the rotation is computed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Path {
+pub(crate) enum Path {
     /// candle-nn's fused `rope` / `rope_i` kernels.
     Fused,
     /// Plain candle ops (broadcast multiplies), the reference twin.
@@ -111,7 +111,7 @@ impl RotaryEmbedding {
     /// For a rope type that tracks a length, updates it with a call reaching `reach`
     /// positions and returns the length whose frequencies this call uses when the cached
     /// tables do not serve it (past the length up to which the frequencies are fixed).
-    fn track(&self, reach: usize) -> Option<usize> {
+    pub(crate) fn track(&self, reach: usize) -> Option<usize> {
         let state = self.tracked.as_ref()?;
         let mut tracked = state.lock().unwrap_or_else(|e| e.into_inner());
         *tracked = self.rope().next_tracked_len(*tracked, reach);
@@ -347,7 +347,7 @@ impl RotaryEmbedding {
     }
 
     /// Checks the rank, head width and dtype of one input.
-    fn check(&self, name: &str, x: &Tensor) -> Result<Layout> {
+    pub(crate) fn check(&self, name: &str, x: &Tensor) -> Result<Layout> {
         let head_dim = self.rope().config().head_dim;
         let layout = match *x.dims() {
             [batch, _, seq, d] if d == head_dim => Layout::Bhsd { batch, seq },
@@ -365,7 +365,7 @@ impl RotaryEmbedding {
 
     /// One non-empty input rotated: the first `rotary_dim` features turn in the tables' dtype,
     /// rounded once to x's dtype; the rest pass unchanged (partial rotary: phi, GPT-NeoX).
-    fn rotate(
+    pub(crate) fn rotate(
         &self,
         x: &Tensor,
         layout: Layout,
@@ -470,7 +470,7 @@ fn check_positions(q: &Tensor, layout: Layout, positions: &impl ToPositions) -> 
 
 /// The dtype the tables are built and the rotation computed in: f64 for f64 inputs, f32
 /// otherwise.
-fn table_dtype(input: DType) -> DType {
+pub(crate) fn table_dtype(input: DType) -> DType {
     if input == DType::F64 {
         DType::F64
     } else {
