@@ -47,8 +47,10 @@ pub mod generate_cli;
 mod layers;
 mod llama;
 mod m2m100;
+mod stream;
 
 pub use config::{eos_token_ids, LayerType, LlamaConfig, M2M100Config, ModelType};
 pub use generate::{greedy, Generation};
 pub use llama::LlamaFamily;
 pub use m2m100::M2M100Encoder;
+pub use stream::{CachePolicy, SinkPositions};
