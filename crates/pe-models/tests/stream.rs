@@ -5,6 +5,8 @@
 //! tokens is not the reference: their deeper keys saw the evicted tokens.
 
 use candle_core::{DType, Device, Tensor};
+use clap::Parser;
+use pe_models::generate_cli::{run, Args};
 use pe_models::{greedy, CachePolicy, LlamaFamily, SinkPositions};
 
 /// Half an f32 ulp of `y`.
@@ -178,5 +180,60 @@ fn bounded_equals_unbounded_before_the_first_eviction() -> anyhow::Result<()> {
     let mut model = LlamaFamily::from_dir(&dir, DType::F32, &dev)?.with_cache_policy(policy)?;
     let b = greedy(&mut model, &[5, 6, 7], 0, 12, &[], |_| {})?;
     assert_eq!(a.ids, b.ids);
+    Ok(())
+}
+
+fn cli(args: &[&str]) -> anyhow::Result<String> {
+    let mut all = vec!["generate"];
+    all.extend(args);
+    let args = Args::try_parse_from(all)?;
+    let mut out = vec![];
+    run(&args, &pe_testkit::fixture("models/llama31"), &mut out)?;
+    Ok(String::from_utf8(out)?)
+}
+
+#[test]
+fn generate_flags_bound_the_cache() -> anyhow::Result<()> {
+    let base = ["--prompt-ids", "5,6,7", "--max-new", "80", "--eos", ""];
+    for extra in [
+        &["--sink", "4", "--window", "12"][..],
+        &[
+            "--sink",
+            "4",
+            "--window",
+            "12",
+            "--sink-positions",
+            "transformers",
+        ],
+        &["--keep", "4", "--context-size", "16"],
+    ] {
+        let out = cli(&[&base[..], extra].concat())?;
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("cache: "))
+            .expect("a cache line");
+        let held: usize = line["cache: ".len()..].split(' ').next().unwrap().parse()?;
+        assert!(
+            held <= 16 && line.ends_with("of 82 seen"),
+            "{extra:?}: {out}"
+        );
+    }
+    for (extra, needle) in [
+        (&["--sink", "4"][..], "--window"),
+        (&["--window", "4"], "--sink"),
+        (&["--sink", "4", "--window", "4", "--keep", "2"], "--keep"),
+        (&["--keep", "15", "--context-size", "16"], "--keep 15"),
+        (
+            &["--sink", "4", "--window", "0"],
+            "--window must be at least 1",
+        ),
+        (
+            &["--sink", "2", "--window", "4", "--position-offset", "3"],
+            "--position-offset 3",
+        ),
+    ] {
+        let err = cli(&[&base[..], extra].concat()).unwrap_err();
+        assert!(format!("{err:#}").contains(needle), "{extra:?}: {err:#}");
+    }
     Ok(())
 }
