@@ -150,8 +150,9 @@ impl Attention {
     }
 
     /// Drops the tokens `surgery.drop` from the cache and rotates the keys of `surgery.moved`
-    /// again, from their keys before rotation, at `moved` `(batch, moved)`: one rounding from
-    /// the exact rotation at the new position, however often a token moves.
+    /// again, from their keys before rotation, at `moved` `(batch, moved)` (as the new keys are
+    /// rotated): one rounding from the exact rotation at the new position, however often a
+    /// token moves.
     fn operate(&mut self, surgery: &Surgery, moved: &Positions) -> Result<()> {
         let (Some((kt, v)), Some(unrotated)) = (&self.cache, &self.unrotated) else {
             return Ok(());
@@ -192,8 +193,7 @@ impl Attention {
         let m = surgery.moved.len();
         if m > 0 {
             let keys = unrotated.narrow(2, surgery.moved.start, m)?.contiguous()?;
-            let zeros = Tensor::zeros(moved.dims(), DType::U32, keys.device())?;
-            let turned = self.rotary.shift_at(&keys, &zeros, moved)?;
+            let turned = self.rotary.apply_k_at(&keys, moved)?;
             kt = splice(&kt, 3, &surgery.moved, Some(&turned.t()?.contiguous()?))?;
         }
         self.cache = Some((kt, v));

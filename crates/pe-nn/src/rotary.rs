@@ -202,6 +202,28 @@ impl RotaryEmbedding {
         self.rotate_both(q, k, layout, &cos, &sin, Path::Fused)
     }
 
+    /// `k` alone rotated at `positions`, as [`apply_at`](Self::apply_at) rotates it (same
+    /// bits): the keys of a cache kept before rotation and rotated at the positions the cache
+    /// gives them.
+    pub fn apply_k_at(&self, k: &Tensor, positions: &impl ToPositions) -> Result<Tensor> {
+        let layout = self.check("k", k)?;
+        let positions = check_positions(k, layout, positions)?;
+        if let Some((rows, cos, sin)) = self.cached_rows(k, &positions)? {
+            let op = RotateRows {
+                positions: rows,
+                rows: positions.end(),
+                rotary_dim: self.rope().config().rotary_dim(),
+                interleaved: self.interleaved,
+            };
+            return op.apply(k, &cos, &sin);
+        }
+        let (cos, sin) = self.tables_at(k, &positions)?;
+        if k.elem_count() == 0 {
+            return Ok(k.clone());
+        }
+        self.rotate(k, layout, &cos, &sin, Path::Fused)
+    }
+
     /// On the CPU, when every position is within the cache's limit (and the rope tracks no
     /// length across calls, which would make the tables depend on the call), with the
     /// positions on the host: the positions and views of the cached cos and sin tables holding

@@ -499,3 +499,40 @@ fn errors_name_the_argument() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// `apply_k_at` rotates keys alone with the bits `apply_at` gives them, in both layouts, on the
+/// one-pass path and the kernels', with either generator's tables.
+#[test]
+fn apply_k_at_is_the_k_of_apply_at() -> anyhow::Result<()> {
+    let dev = Device::Cpu;
+    for interleaved in [false, true] {
+        let case = default_case(32, 0.5, interleaved);
+        let generic = case.rotary.clone().with_backend(Backend::Generic);
+        for dtype in DTYPES {
+            let k4 = Tensor::randn(0f64, 1.0, (2, 3, 5, 32), &dev)?.to_dtype(dtype)?;
+            let p4 = Tensor::new(&[[0u32, 9, 4, 100_000, 7], [3, 3, 3, 1 << 30, 2]], &dev)?;
+            let k3 = Tensor::randn(0f64, 1.0, (4, 3, 32), &dev)?.to_dtype(dtype)?;
+            let p3 = Tensor::new(&[5u32, 0, 70_000, 12], &dev)?;
+            for (k, p) in [(&k4, &p4), (&k3, &p3)] {
+                // (p4 reaches past the cache's limit: the gathered tables and the kernels.)
+                let (_, want) = case.rotary.apply_at(k, k, p)?;
+                assert_bits(&case.rotary.apply_k_at(k, p)?, &want, "apply_k_at")?;
+                let (_, want) = generic.apply_at(k, k, p)?;
+                assert_bits(&generic.apply_k_at(k, p)?, &want, "apply_k_at generic")?;
+            }
+        }
+    }
+    let err = default_case(32, 1.0, false)
+        .rotary
+        .apply_k_at(
+            &Tensor::zeros((2, 1, 3, 32), DType::F32, &dev)?,
+            &Tensor::new(&[1u32, 2], &dev)?,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("positions must have shape (batch, seq) = [2, 3]"),
+        "{err}"
+    );
+    Ok(())
+}
