@@ -67,10 +67,21 @@ pub struct Args {
     pub device: DeviceArg,
     /// Attention-sink cache: keep the first N tokens (with --window); generation may then run
     /// past the model's context
-    #[arg(long, value_name = "N", requires = "window", conflicts_with = "keep")]
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "window",
+        conflicts_with = "keep",
+        allow_negative_numbers = true
+    )]
     pub sink: Option<usize>,
     /// Attention-sink cache: keep the last W tokens besides the sinks (with --sink)
-    #[arg(long, value_name = "W", requires = "sink")]
+    #[arg(
+        long,
+        value_name = "W",
+        requires = "sink",
+        allow_negative_numbers = true
+    )]
     pub window: Option<usize>,
     /// Positions of the sink cache: contiguous (StreamingLLM: each token at its index in the
     /// cache) or transformers (transformers 4.52.4's SinkCache, window_length = sink + window)
@@ -78,10 +89,15 @@ pub struct Args {
     pub sink_positions: Option<SinkPositions>,
     /// Context shift (llama.cpp): when the context is full, keep the first N tokens, drop half
     /// of the others and shift the rest
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub keep: Option<usize>,
     /// Tokens the --keep cache holds [default: the config's max_position_embeddings]
-    #[arg(long, value_name = "N", requires = "keep")]
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "keep",
+        allow_negative_numbers = true
+    )]
     pub context_size: Option<usize>,
 }
 

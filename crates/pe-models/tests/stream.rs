@@ -220,6 +220,8 @@ fn generate_flags_bound_the_cache() -> anyhow::Result<()> {
     }
     for (extra, needle) in [
         (&["--sink", "4"][..], "--window"),
+        (&["--sink", "-1", "--window", "4"], "--sink"),
+        (&["--keep", "-2"], "--keep"),
         (&["--window", "4"], "--sink"),
         (&["--sink", "4", "--window", "4", "--keep", "2"], "--keep"),
         (&["--keep", "15", "--context-size", "16"], "--keep 15"),
