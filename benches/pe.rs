@@ -6,6 +6,7 @@
 //! cargo bench                          # everything (about ten minutes on 2 cores)
 //! cargo bench -- cpu_decode            # one group
 //! cargo bench -- cpu_generic           # the candle-op generator (what runs on CUDA)
+//! cargo bench -- cpu_shift             # re-rotating cached keys against a copy
 //! cargo bench -- --test                # each case once, small sizes only (what CI runs)
 //! ```
 
@@ -397,6 +398,43 @@ fn rope(c: &mut Criterion, dev: &Device) {
     group.finish();
 }
 
+/// Re-rotating cached keys: k (1, 8, len, 128) bf16 moved back by 1,000 positions (`shift`, one
+/// table row), and moved per token from positions `p` to `p - 1000` (`shift_at`), against a copy
+/// of k (`Tensor::copy`, the memory reference).
+fn shift(c: &mut Criterion, dev: &Device) {
+    let head_dim = 128;
+    let len = if quick() { 256 } else { 32_768 };
+    let mut group = c.benchmark_group(format!("{}_shift", prefix(dev)));
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    let rotary = RotaryEmbedding::new(RopeConfig::new(head_dim, 500_000.0)).unwrap();
+    let k = Tensor::randn(0f32, 1.0, (1, 8, len, head_dim), dev)
+        .unwrap()
+        .to_dtype(DType::BF16)
+        .unwrap();
+    let from = Tensor::arange(1000u32, 1000 + len as u32, dev)
+        .unwrap()
+        .unsqueeze(0)
+        .unwrap();
+    let to = Tensor::arange(0u32, len as u32, dev)
+        .unwrap()
+        .unsqueeze(0)
+        .unwrap();
+    group.throughput(Throughput::Bytes((2 * 8 * len * head_dim * 2) as u64));
+    group.bench_function(BenchmarkId::new("shift", len), |b| {
+        b.iter_custom(|n| timed(dev, n, || rotary.shift(&k, -1000).unwrap()))
+    });
+    group.bench_function(BenchmarkId::new("shift_at", len), |b| {
+        b.iter_custom(|n| timed(dev, n, || rotary.shift_at(&k, &from, &to).unwrap()))
+    });
+    group.bench_function(BenchmarkId::new("copy", len), |b| {
+        b.iter_custom(|n| timed(dev, n, || k.copy().unwrap()))
+    });
+    group.finish();
+}
+
 fn pe_core_positions(tokens: &Tensor) -> Tensor {
     candle_pe::padding_aware_positions(tokens, 1, 0).unwrap()
 }
@@ -411,5 +449,6 @@ fn main() {
     embed(&mut c, &dev);
     ids(&mut c, &dev);
     rope(&mut c, &dev);
+    shift(&mut c, &dev);
     c.final_summary();
 }

@@ -112,6 +112,16 @@ fn fresh_write(n: usize) -> Box<[MaybeUninit<f32>]> {
     out
 }
 
+/// A copy of `src` (2-byte elements, as bf16 keys) into fresh memory by the rayon pool, in
+/// chunks of 64 Ki values: what re-rotating keys costs at least (each read and written once).
+fn parallel_copy_u16(src: &[u16]) -> Vec<u16> {
+    let mut out = vec![0u16; src.len()];
+    out.par_chunks_mut(1 << 16)
+        .zip(src.par_chunks(1 << 16))
+        .for_each(|(dst, src)| dst.copy_from_slice(src));
+    out
+}
+
 /// A copy of `src` into fresh memory by the rayon pool.
 fn parallel_copy(src: &[f32]) -> Vec<f32> {
     src.par_iter().copied().collect()
@@ -406,6 +416,26 @@ fn report(json_path: Option<String>) -> Result<()> {
     let (cos, sin) = rope.range(0, ROPE_LEN, DType::F32, &dev)?;
     let err_rope = max_abs_diff(&cos, &exact_cos)?.max(max_abs_diff(&sin, &exact_sin)?);
 
+    // Re-rotating cached keys: k (1, 8, 32,768, 128) bf16 shifted back by 1,000 positions (a
+    // window cache's eviction), against a fresh read + write of the same bytes.
+    eprintln!("shift k (1, 8, 32768, 128) bf16:");
+    let shape = (1, 8, 32_768, HEAD_DIM);
+    let keys = Tensor::randn(0f32, 1.0, shape, &dev)?.to_dtype(DType::BF16)?;
+    let bits = vec![0x3f80u16; keys.elem_count()];
+    let shifts = interleaved(
+        15,
+        vec![
+            case("floor (fresh read + write of k)", || {
+                Ok(parallel_copy_u16(&bits))
+            }),
+            case("shift", || Ok(rotary.shift(&keys, -1000)?)),
+        ],
+    )?;
+    let [shift_floor_ms, shift_ms] = shifts.medians()[..] else {
+        unreachable!()
+    };
+    drop((keys, bits));
+
     let report = [
         ("generate_ms", generate_ms),
         ("copy_ms", copy_ms),
@@ -449,6 +479,9 @@ fn report(json_path: Option<String>) -> Result<()> {
         ("rope_apply_at_us", rope_apply_at_us),
         ("gather_rope_us", gather_rope_us),
         ("rope_apply_at_over_gather", at.ratio(0, 1)),
+        ("shift_ms", shift_ms),
+        ("shift_floor_ms", shift_floor_ms),
+        ("shift_over_floor", shifts.ratio(1, 0)),
     ];
 
     println!(
@@ -552,6 +585,12 @@ fn report(json_path: Option<String>) -> Result<()> {
         us(rope_apply_at_us),
         us(gather_rope_us),
         x(at.ratio(0, 1)),
+    );
+    row(
+        "shift k (1, 8, 32,768, 128) bf16 by -1,000 vs fresh read + write of k (same threads)",
+        ms(shift_ms),
+        ms(shift_floor_ms),
+        x(shifts.ratio(1, 0)),
     );
     row(
         "max abs error, positions up to 1,000,000",

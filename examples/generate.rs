@@ -8,6 +8,11 @@
 //! cargo run --release --example generate -- --model DIR --prompt-ids 1,2,3 --max-new 32
 //! ```
 //!
+//! `--sink N --window W [--sink-positions contiguous|transformers]` bounds the KV cache to the
+//! first N and the last W tokens (StreamingLLM, or transformers 4.52.4's `SinkCache`), and
+//! `--keep N [--context-size C]` shifts the context as llama.cpp does when it is full: either
+//! generates past the model's context (docs/cache-surgery.md).
+//!
 //! Generation stops after `--max-new` tokens or at an end-of-sequence id (`--eos`; by default
 //! the checkpoint's `eos_token_id`, as transformers' `generate` reads it).
 //!

@@ -28,6 +28,12 @@
 #             M-RoPE position ids and rope_deltas of transformers' Qwen2-VL, Qwen2.5-VL and Qwen3-VL get_rope_index on
 #             tiny configs (images, videos, second_per_grid_ts, left padding).
 #
+#   sink  ->  crates/pe-testkit/fixtures/sink/<case>/{config.json, model.safetensors, outputs.json}: greedy ids of
+#             transformers 4.52.4's SinkCache on tiny random Llamas (llama3 rope; a short context generated past).
+#
+# A generator with its own pins, scripts/fixtures/requirements-<name>.txt (sink: transformers 4.52.4), runs in a venv of
+# its own, <venv>-<name>, made and kept up to date the same way.
+#
 # Nothing is downloaded except the pinned packages: configs are written in the generators, and the Hub is switched
 # off (HF_HUB_OFFLINE). Outputs are deterministic on one machine, so regenerating there with unchanged pins leaves
 # `git status` clean; another CPU may change the models' recorded logits in their last bits (seen: up to 2.3e-6 in
@@ -43,14 +49,19 @@ dir="$root/scripts/fixtures"
 requirements="$dir/requirements.txt"
 venv=${FIXTURES_VENV:-"${XDG_CACHE_HOME:-$HOME/.cache}/candle-pe/fixtures-venv"}
 
-want=$(sha256sum "$requirements" | cut -d' ' -f1)
-stamp="$venv/.requirements.sha256"
-if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    echo "setting up $venv from scripts/fixtures/requirements.txt" >&2
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
-    echo "$want" >"$stamp"
-fi
+# ensure_venv VENV REQUIREMENTS: creates VENV, or reinstalls it when REQUIREMENTS changed.
+ensure_venv() {
+    local venv=$1 requirements=$2
+    local want stamp
+    want=$(sha256sum "$requirements" | cut -d' ' -f1)
+    stamp="$venv/.requirements.sha256"
+    if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+        echo "setting up $venv from ${requirements#"$root/"}" >&2
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
+        echo "$want" >"$stamp"
+    fi
+}
 
 if [ $# -eq 0 ]; then
     names=()
@@ -70,6 +81,13 @@ for name in "${names[@]}"; do
         echo "no generator scripts/fixtures/$name.py" >&2
         exit 2
     fi
+    python=$venv/bin/python
+    if [ -f "$dir/requirements-$name.txt" ]; then
+        ensure_venv "$venv-$name" "$dir/requirements-$name.txt"
+        python=$venv-$name/bin/python
+    else
+        ensure_venv "$venv" "$requirements"
+    fi
     echo "== $name" >&2
-    (cd "$root" && "$venv/bin/python" "$script")
+    (cd "$root" && "$python" "$script")
 done

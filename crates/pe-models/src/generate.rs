@@ -72,6 +72,10 @@ fn rate(tokens: usize, time: Duration) -> f64 {
 /// last id); an empty `eos` never stops early. The model's KV cache is cleared first and holds
 /// the sequence afterwards. `on_token` sees each new id as it is picked.
 ///
+/// With a [`CachePolicy`](crate::CachePolicy) the cache chooses the positions
+/// ([`LlamaFamily::forward_stream`]), `first_position` must be 0, and the generation may run
+/// past the model's context.
+///
 /// An empty prompt or `max_new == 0` generates nothing (there are no logits to pick from).
 /// Errors name the prompt id past the vocabulary, or the position past 2^31 - 1.
 pub fn greedy(
@@ -91,11 +95,15 @@ pub fn greedy(
         bail!("prompt id {id} (index {i}) is not below the vocabulary size {vocab}")
     }
     let generates = !prompt.is_empty() && max_new > 0;
+    let stream = model.cache_policy().is_some();
+    if stream && first_position != 0 {
+        bail!("first position {first_position}: with a cache policy the positions are the cache's, from 0")
+    }
     // Positions fed: the prompt's and those of every new token but the last; checked before
     // anything is reserved for the new ids.
     let fed = prompt.len() as u128 + max_new as u128;
     let last = u128::from(first_position) + fed.saturating_sub(2);
-    if generates && last >= u128::from(MAX_POSITION) {
+    if generates && !stream && last >= u128::from(MAX_POSITION) {
         bail!(
             "first position {first_position} + {} prompt tokens + {max_new} new tokens reach position {last}, past the largest supported position {}",
             prompt.len(),
@@ -118,18 +126,24 @@ pub fn greedy(
     let ids = Tensor::new(prompt, &device)?.unsqueeze(0)?;
     let end = first_position + prompt.len() as u32;
     let positions = Tensor::arange(first_position, end, &device)?.unsqueeze(0)?;
-    let mut next = pick(&model.forward(&ids, &positions, None)?)?;
+    let mut step = |ids: &Tensor, positions: &Tensor| match stream {
+        true => model.forward_stream(ids),
+        false => model.forward(ids, positions, None),
+    };
+    let mut next = pick(&step(&ids, &positions)?)?;
     out.prefill = start.elapsed();
     out.ids.push(next);
     on_token(next);
     let start = Instant::now();
-    for position in end..end + (max_new - 1) as u32 {
+    for i in 0..max_new - 1 {
         if eos.contains(&next) {
             break;
         }
         let ids = Tensor::new(&[[next]], &device)?;
+        // Unused with a cache policy, whose positions may run past 2^31 - 1 tokens.
+        let position = end.wrapping_add(i as u32);
         let positions = Tensor::new(&[[position]], &device)?;
-        next = pick(&model.forward(&ids, &positions, None)?)?;
+        next = pick(&step(&ids, &positions)?)?;
         out.ids.push(next);
         on_token(next);
     }

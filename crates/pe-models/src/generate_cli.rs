@@ -26,7 +26,7 @@ use candle_pe_cli::{finish, parse_args, Flags};
 use clap::{Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::{eos_token_ids, greedy, LlamaFamily};
+use crate::{eos_token_ids, greedy, CachePolicy, LlamaFamily, SinkPositions};
 
 /// Greedy generation with a Llama / Qwen2 / Qwen3 / Phi-3 / Mistral / Gemma 3 checkpoint.
 #[derive(Parser, Debug)]
@@ -65,6 +65,66 @@ pub struct Args {
     /// Where to run: cpu, cuda (GPU 0) or cuda:N (CUDA needs a build with --features cuda)
     #[arg(long, value_name = "DEVICE", value_parser = parse_device, default_value = "cpu")]
     pub device: DeviceArg,
+    /// Attention-sink cache: keep the first N tokens (with --window); generation may then run
+    /// past the model's context
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "window",
+        conflicts_with = "keep",
+        allow_negative_numbers = true
+    )]
+    pub sink: Option<usize>,
+    /// Attention-sink cache: keep the last W tokens besides the sinks (with --sink)
+    #[arg(
+        long,
+        value_name = "W",
+        requires = "sink",
+        allow_negative_numbers = true
+    )]
+    pub window: Option<usize>,
+    /// Positions of the sink cache: contiguous (StreamingLLM: each token at its index in the
+    /// cache) or transformers (transformers 4.52.4's SinkCache, window_length = sink + window)
+    #[arg(long, value_enum, requires = "sink")]
+    pub sink_positions: Option<SinkPositions>,
+    /// Context shift (llama.cpp): when the context is full, keep the first N tokens, drop half
+    /// of the others and shift the rest
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub keep: Option<usize>,
+    /// Tokens the --keep cache holds [default: the config's max_position_embeddings]
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "keep",
+        allow_negative_numbers = true
+    )]
+    pub context_size: Option<usize>,
+}
+
+impl Args {
+    /// The cache policy the flags ask for, `None` for the unbounded cache.
+    pub fn cache_policy(
+        &self,
+        max_position_embeddings: Option<usize>,
+    ) -> Result<Option<CachePolicy>> {
+        let policy = match (self.sink, self.window, self.keep) {
+            (Some(sink), Some(window), None) => CachePolicy::Sink {
+                sink,
+                window,
+                positions: self.sink_positions.unwrap_or_default(),
+            },
+            (None, None, Some(keep)) => {
+                let size = self.context_size.or(max_position_embeddings).context(
+                    "--keep needs --context-size: the config gives no max_position_embeddings",
+                )?;
+                CachePolicy::Keep { keep, size }
+            }
+            (None, None, None) => return Ok(None),
+            _ => anyhow::bail!("give --sink N --window W, or --keep N, not both"),
+        };
+        policy.check()?;
+        Ok(Some(policy))
+    }
 }
 
 /// The `--device` choice.
@@ -147,6 +207,17 @@ pub fn run(args: &Args, default_model: &Path, out: &mut impl Write) -> Result<()
     let device = args.device.candle()?;
     let mut model = LlamaFamily::from_dir(&dir, args.dtype.candle(), &device)
         .with_context(|| format!("--model {}: cannot load the checkpoint", dir.display()))?;
+    let policy = args.cache_policy(model.config().rope.max_position_embeddings)?;
+    if let Some(policy) = policy {
+        if args.position_offset != 0 {
+            anyhow::bail!(
+                "--position-offset {}: with --sink or --keep the cache chooses the positions, from 0",
+                args.position_offset
+            )
+        }
+        model = model.with_cache_policy(policy)?;
+        eprintln!("cache: {policy:?}");
+    }
     let eos = match &args.eos {
         Some(ids) => ids.0.clone(),
         None => eos_token_ids(&dir).with_context(|| {
@@ -204,6 +275,14 @@ pub fn run(args: &Args, default_model: &Path, out: &mut impl Write) -> Result<()
     }
     let ids: Vec<String> = generation.ids.iter().map(u32::to_string).collect();
     writeln!(out, "ids: {}", ids.join(" "))?;
+    if policy.is_some() {
+        writeln!(
+            out,
+            "cache: {} tokens held of {} seen",
+            model.kv_len(),
+            model.cached_len()
+        )?;
+    }
     if generation.ids.is_empty() {
         return Ok(());
     }

@@ -8,7 +8,9 @@
 //! `phi3`, `mistral` or `gemma3_text` ([`LlamaConfig`]) and the weights under HF's tensor names from a
 //! [`candle_nn::VarBuilder`]; its [`forward`](LlamaFamily::forward) takes `input_ids`,
 //! `position_ids` and an optional `attention_mask`, as transformers' does, and appends to a
-//! KV cache. [`greedy`] generates from a prompt with that cache, at any first position.
+//! KV cache. [`greedy`] generates from a prompt with that cache, at any first position; a
+//! [`CachePolicy`] bounds the cache (attention sinks and a window, or llama.cpp's context
+//! shift) so that generation runs past the model's context.
 //!
 //! [`M2M100Encoder`] reads an M2M100 / NLLB `config.json` (`model_type` `m2m_100`,
 //! [`M2M100Config`]) and the encoder's weights; its [`forward`](M2M100Encoder::forward) takes
@@ -47,8 +49,10 @@ pub mod generate_cli;
 mod layers;
 mod llama;
 mod m2m100;
+mod stream;
 
 pub use config::{eos_token_ids, LayerType, LlamaConfig, M2M100Config, ModelType};
 pub use generate::{greedy, Generation};
 pub use llama::LlamaFamily;
 pub use m2m100::M2M100Encoder;
+pub use stream::{CachePolicy, SinkPositions};

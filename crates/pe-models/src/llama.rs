@@ -11,6 +11,7 @@ use candle_pe_nn::{Positions, RotaryEmbedding};
 
 use crate::config::{LayerType, LlamaConfig, ModelType};
 use crate::layers::{checkpoint, linear, masked_softmax, rms_norm, tensor, SideBySide};
+use crate::stream::{CachePolicy, Stream, Surgery};
 
 #[derive(Clone, Debug)]
 struct Attention {
@@ -31,6 +32,18 @@ struct Attention {
     /// What the scores are multiplied by: `1 / sqrt(head_dim)`, or Gemma's
     /// `1 / sqrt(query_pre_attn_scalar)`.
     scale: f64,
+    /// With a [`CachePolicy`]: the cached keys before rotation, `(batch, kv_heads, len,
+    /// head_dim)`, from which kept keys are rotated again at their new positions.
+    unrotated: Option<Tensor>,
+    /// With a [`CachePolicy`]: the keys before rotation and the values of the last step's new
+    /// tokens, as first computed.
+    fresh: Option<(Tensor, Tensor)>,
+}
+
+/// What a step of a [`CachePolicy`] cache does to the keys held before the new ones join: the
+/// surgery and the new positions of the tokens it moves, `(batch, moved)`.
+struct StreamStep<'a> {
+    surgery: Option<(&'a Surgery, &'a Positions)>,
 }
 
 impl Attention {
@@ -72,6 +85,8 @@ impl Attention {
             cache: None,
             window,
             scale: 1.0 / cfg.query_pre_attn_scalar.sqrt(),
+            unrotated: None,
+            fresh: None,
         })
     }
 
@@ -82,6 +97,7 @@ impl Attention {
         x: &Tensor,
         positions: &Positions,
         mask: Option<&Tensor>,
+        stream: Option<StreamStep>,
     ) -> Result<Tensor> {
         let (b, s, _) = x.dims3()?;
         let (h, kvh, d) = (self.heads, self.kv_heads, self.head_dim);
@@ -94,20 +110,95 @@ impl Attention {
             Some((q_norm, k_norm)) => (q_norm.forward(&q)?, k_norm.forward(&k)?),
             None => (q, k),
         };
+        let unrotated = k.clone();
         let (q, k) = self.rotary.apply_at(&q, &k, positions)?;
         // Partial rotary returns a concatenated view: matmul wants contiguous rows. The new keys
         // are transposed once here, so a decode step does not transpose the whole cache.
         let (q, kt) = (q.contiguous()?, k.t()?.contiguous()?);
-        let (kt, v) = match &self.cache {
-            Some((pk, pv)) => (Tensor::cat(&[pk, &kt], 3)?, Tensor::cat(&[pv, &v], 2)?),
-            None => (kt, v),
+        let (kt, v) = match stream {
+            Some(step) => {
+                if let Some((surgery, moved)) = step.surgery {
+                    self.operate(surgery, moved)?;
+                }
+                self.fresh = Some((unrotated.clone(), v.clone()));
+                let (kt, v, unrotated) = match (&self.cache, &self.unrotated) {
+                    (Some((pk, pv)), Some(pu)) => (
+                        Tensor::cat(&[pk, &kt], 3)?,
+                        Tensor::cat(&[pv, &v], 2)?,
+                        Tensor::cat(&[pu, &unrotated], 2)?,
+                    ),
+                    _ => (kt, v, unrotated),
+                };
+                self.unrotated = Some(unrotated);
+                self.cache = Some((kt.clone(), v.clone()));
+                (kt, v)
+            }
+            None => {
+                let (kt, v) = match &self.cache {
+                    Some((pk, pv)) => (Tensor::cat(&[pk, &kt], 3)?, Tensor::cat(&[pv, &v], 2)?),
+                    None => (kt, v),
+                };
+                self.cache = Some((self.keep(&kt, 3)?, self.keep(&v, 2)?));
+                (kt, v)
+            }
         };
-        self.cache = Some((self.keep(&kt, 3)?, self.keep(&v, 2)?));
         let (kt, v) = (repeat_kv(&kt, h / kvh)?, repeat_kv(&v, h / kvh)?);
         let scores = (q.matmul(&kt)? * self.scale)?;
         let probs = masked_softmax(&scores, mask, v.dtype())?;
         let out = probs.matmul(&v)?.transpose(1, 2)?.reshape((b, s, h * d))?;
         Ok(self.o.forward(&out)?)
+    }
+
+    /// Drops the tokens `surgery.drop` from the cache and rotates the keys of `surgery.moved`
+    /// again, from their keys before rotation, at `moved` `(batch, moved)` (as the new keys are
+    /// rotated): one rounding from the exact rotation at the new position, however often a
+    /// token moves.
+    fn operate(&mut self, surgery: &Surgery, moved: &Positions) -> Result<()> {
+        let (Some((kt, v)), Some(unrotated)) = (&self.cache, &self.unrotated) else {
+            return Ok(());
+        };
+        let len = v.dim(2)?;
+        // `t` without the tokens of `range` along `axis`; `keep` replaces those of `replace`.
+        let splice = |t: &Tensor,
+                      axis: usize,
+                      range: &std::ops::Range<usize>,
+                      middle: Option<&Tensor>|
+         -> Result<Tensor> {
+            let total = t.dim(axis)?;
+            let mut parts = vec![];
+            if range.start > 0 {
+                parts.push(t.narrow(axis, 0, range.start)?);
+            }
+            if let Some(m) = middle {
+                parts.push(m.clone());
+            }
+            if range.end < total {
+                parts.push(t.narrow(axis, range.end, total - range.end)?);
+            }
+            Ok(match parts.len() {
+                1 => parts.remove(0).contiguous()?,
+                _ => Tensor::cat(&parts, axis)?,
+            })
+        };
+        let drop = &surgery.drop;
+        let (mut kt, v, unrotated) = if drop.is_empty() || drop.end > len {
+            (kt.clone(), v.clone(), unrotated.clone())
+        } else {
+            (
+                splice(kt, 3, drop, None)?,
+                splice(v, 2, drop, None)?,
+                splice(unrotated, 2, drop, None)?,
+            )
+        };
+        let m = surgery.moved.len();
+        if m > 0 {
+            let keys = unrotated.narrow(2, surgery.moved.start, m)?.contiguous()?;
+            let turned = self.rotary.apply_k_at(&keys, moved)?;
+            kt = splice(&kt, 3, &surgery.moved, Some(&turned.t()?.contiguous()?))?;
+        }
+        self.cache = Some((kt, v));
+        self.unrotated = Some(unrotated);
+        Ok(())
     }
 
     /// What the cache keeps of `t`, whose tokens lie along axis `axis`: all of it, or with a
@@ -228,9 +319,20 @@ impl Layer {
 
     fn forward(&mut self, x: &Tensor, positions: &Positions, masks: &Masks) -> Result<Tensor> {
         let mask = masks.get(self.attn.window);
+        self.forward_with(x, positions, mask, None)
+    }
+
+    /// The layer with the attention's mask given, and a bounded cache's step.
+    fn forward_with(
+        &mut self,
+        x: &Tensor,
+        positions: &Positions,
+        mask: Option<&Tensor>,
+        stream: Option<StreamStep>,
+    ) -> Result<Tensor> {
         let h = self
             .attn
-            .forward(&self.input_norm.forward(x)?, positions, mask)?;
+            .forward(&self.input_norm.forward(x)?, positions, mask, stream)?;
         let h = match &self.attn_out_norm {
             Some(n) => n.forward(&h)?,
             None => h,
@@ -280,6 +382,8 @@ pub struct LlamaFamily {
     rotary: RotaryEmbedding,
     /// Tokens seen since the cache was last cleared.
     cached: usize,
+    /// The bounded cache's policy and positions, when there is one.
+    stream: Option<Stream>,
 }
 
 impl LlamaFamily {
@@ -311,6 +415,7 @@ impl LlamaFamily {
             lm_head,
             rotary,
             cached: 0,
+            stream: None,
         })
     }
 
@@ -362,8 +467,13 @@ impl LlamaFamily {
     pub fn clear_cache(&mut self) {
         for layer in &mut self.layers {
             layer.attn.cache = None;
+            layer.attn.unrotated = None;
+            layer.attn.fresh = None;
         }
         self.cached = 0;
+        if let Some(stream) = &mut self.stream {
+            stream.positions.clear();
+        }
     }
 
     /// The logits `(batch, seq, vocab)` of `input_ids` `(batch, seq)` at `position_ids`
@@ -399,6 +509,9 @@ impl LlamaFamily {
                 input_ids.device(),
             )?);
         }
+        if self.stream.is_some() {
+            bail!("this model has a cache policy: call forward_stream, which chooses the positions")
+        }
         // Checked (and read) once for every layer.
         let positions = Positions::new(position_ids)?;
         let total = self.cached + s;
@@ -421,6 +534,113 @@ impl LlamaFamily {
             x = layer.forward(&x, &positions, &masks)?;
         }
         self.cached = total;
+        Ok(self.lm_head.forward(&self.norm.forward(&x)?)?)
+    }
+
+    /// The same model bounding its KV cache by `policy` (see [`CachePolicy`]): generation then
+    /// goes through [`forward_stream`](Self::forward_stream), which chooses the positions, and
+    /// can go on past the model's context. The policy replaces the config's sliding window.
+    /// The cache is cleared.
+    pub fn with_cache_policy(mut self, policy: CachePolicy) -> Result<Self> {
+        policy.check()?;
+        self.stream = Some(Stream::new(policy));
+        self.clear_cache();
+        Ok(self)
+    }
+
+    /// The cache policy, if the cache is bounded by one.
+    pub fn cache_policy(&self) -> Option<CachePolicy> {
+        self.stream.as_ref().map(|s| s.policy)
+    }
+
+    /// With a cache policy, the position of each token held, in cache order (the keys held are
+    /// rotated at them); empty otherwise.
+    pub fn cache_positions(&self) -> Vec<i64> {
+        self.stream
+            .as_ref()
+            .map_or_else(Vec::new, |s| s.positions.clone())
+    }
+
+    /// Layer `layer`'s cache: the keys held, rotated, `(batch, kv_heads, len, head_dim)`, and the
+    /// values `(batch, kv_heads, len, head_dim)`; `None` when empty or past the last layer.
+    pub fn kv_cache(&self, layer: usize) -> Result<Option<(Tensor, Tensor)>> {
+        let Some((kt, v)) = self.layers.get(layer).and_then(|l| l.attn.cache.as_ref()) else {
+            return Ok(None);
+        };
+        Ok(Some((kt.t()?.contiguous()?, v.clone())))
+    }
+
+    /// With a cache policy, layer `layer`'s keys before rotation and values of the tokens of the
+    /// last [`forward_stream`](Self::forward_stream), as they were computed, `(batch, kv_heads,
+    /// seq, head_dim)` each.
+    pub fn fresh_kv(&self, layer: usize) -> Option<(Tensor, Tensor)> {
+        self.layers.get(layer)?.attn.fresh.clone()
+    }
+
+    /// The logits `(batch, seq, vocab)` of `input_ids` `(batch, seq)` appended to a cache bounded
+    /// by the [`CachePolicy`] (every row at the same positions, no padding): the policy
+    /// chooses the new tokens' positions, drops the tokens it evicts and rotates the keys it
+    /// moves again at their new positions, in every layer, before the new tokens attend to the
+    /// cache (all of it, and the new tokens causally). On an error the cache should be
+    /// cleared.
+    pub fn forward_stream(&mut self, input_ids: &Tensor) -> Result<Tensor> {
+        let (b, s) = input_ids
+            .dims2()
+            .context("input_ids must be (batch, seq)")?;
+        let Some(stream) = self.stream.as_mut() else {
+            bail!("forward_stream needs a cache policy (with_cache_policy)")
+        };
+        if b == 0 || s == 0 {
+            let vocab = self.config.vocab_size;
+            return Ok(Tensor::zeros(
+                (b, s, vocab),
+                self.embed.embeddings().dtype(),
+                input_ids.device(),
+            )?);
+        }
+        candle_pe_core::check_tokens(input_ids, self.config.vocab_size)?;
+        let device = input_ids.device().clone();
+        let rows = |values: &[i64]| -> Result<Positions> {
+            let n = values.len();
+            let t = Tensor::from_slice(values, (1, n), &device)?.repeat((b, 1))?;
+            Ok(Positions::new(&t)?)
+        };
+        let (surgery, new) = stream.before(s)?;
+        let moved = match &surgery {
+            Some(sg) => Some(rows(&stream.positions[sg.moved.clone()])?),
+            None => None,
+        };
+        let positions = rows(&new)?;
+        let held = stream.positions.len() - s;
+        let mask = match s {
+            1 => None,
+            _ => {
+                let data: Vec<u8> = (0..s)
+                    .flat_map(|t| (0..held + s).map(move |j| u8::from(j <= held + t)))
+                    .collect();
+                let one = Tensor::from_vec(data, (1, 1, s, held + s), &device)?;
+                Some(one.repeat((b, 1, 1, 1))?)
+            }
+        };
+        let mut x = self.embed.forward(input_ids)?;
+        if let Some(scale) = self.config.embedding_scale {
+            x = (x * scale)?;
+        }
+        for layer in &mut self.layers {
+            let step = StreamStep {
+                surgery: surgery.as_ref().zip(moved.as_ref()),
+            };
+            x = layer.forward_with(&x, &positions, mask.as_ref(), Some(step))?;
+        }
+        self.cached += s;
+        if let Some(stream) = self.stream.as_mut() {
+            if let Some(sg) = stream.after() {
+                let moved = rows(&stream.positions[sg.moved.clone()])?;
+                for layer in &mut self.layers {
+                    layer.attn.operate(&sg, &moved)?;
+                }
+            }
+        }
         Ok(self.lm_head.forward(&self.norm.forward(&x)?)?)
     }
 

@@ -2,7 +2,8 @@
 //! `sqrt(d)` (or any) scale, and an exact sinusoidal positional encoding from pe-core, built
 //! from a `candle_nn::VarBuilder` like any candle-nn layer; and [`RotaryEmbedding`], which
 //! rotates queries and keys with exact rotary tables, in `(batch, heads, seq, head_dim)` or
-//! `(tokens, heads, head_dim)`, at consecutive or per-token positions; [`GridEmbedding`], a
+//! `(tokens, heads, head_dim)`, at consecutive or per-token positions, and moves cached keys to
+//! other positions exactly ([`RotaryEmbedding::shift`]); [`GridEmbedding`], a
 //! fixed 2-D sin-cos grid added to patch embeddings; [`AxesRotaryEmbedding`], multi-axis
 //! rotary embeddings (FLUX); and [`AlibiBias`], ALiBi added to attention scores.
 //!
@@ -31,6 +32,7 @@ mod embedding;
 mod grid;
 mod rotary;
 mod rotary_rows;
+mod rotary_shift;
 
 pub use alibi::AlibiBias;
 pub use axes::AxesRotaryEmbedding;

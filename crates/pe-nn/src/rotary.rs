@@ -55,7 +55,7 @@ pub struct RotaryEmbedding {
 
 /// The layout of q and k, read from their rank.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Layout {
+pub(crate) enum Layout {
     /// `(batch, heads, seq, head_dim)`.
     Bhsd { batch: usize, seq: usize },
     /// `(tokens, heads, head_dim)`.
@@ -74,7 +74,7 @@ impl Layout {
 
 /// How the rotation is computed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Path {
+pub(crate) enum Path {
     /// candle-nn's fused `rope` / `rope_i` kernels.
     Fused,
     /// Plain candle ops (broadcast multiplies), the reference twin.
@@ -111,7 +111,7 @@ impl RotaryEmbedding {
     /// For a rope type that tracks a length, updates it with a call reaching `reach`
     /// positions and returns the length whose frequencies this call uses when the cached
     /// tables do not serve it (past the length up to which the frequencies are fixed).
-    fn track(&self, reach: usize) -> Option<usize> {
+    pub(crate) fn track(&self, reach: usize) -> Option<usize> {
         let state = self.tracked.as_ref()?;
         let mut tracked = state.lock().unwrap_or_else(|e| e.into_inner());
         *tracked = self.rope().next_tracked_len(*tracked, reach);
@@ -200,6 +200,28 @@ impl RotaryEmbedding {
         }
         let (cos, sin) = self.tables_at(q, &positions)?;
         self.rotate_both(q, k, layout, &cos, &sin, Path::Fused)
+    }
+
+    /// `k` alone rotated at `positions`, as [`apply_at`](Self::apply_at) rotates it (same
+    /// bits): the keys of a cache kept before rotation and rotated at the positions the cache
+    /// gives them.
+    pub fn apply_k_at(&self, k: &Tensor, positions: &impl ToPositions) -> Result<Tensor> {
+        let layout = self.check("k", k)?;
+        let positions = check_positions(k, layout, positions)?;
+        if let Some((rows, cos, sin)) = self.cached_rows(k, &positions)? {
+            let op = RotateRows {
+                positions: rows,
+                rows: positions.end(),
+                rotary_dim: self.rope().config().rotary_dim(),
+                interleaved: self.interleaved,
+            };
+            return op.apply(k, &cos, &sin);
+        }
+        let (cos, sin) = self.tables_at(k, &positions)?;
+        if k.elem_count() == 0 {
+            return Ok(k.clone());
+        }
+        self.rotate(k, layout, &cos, &sin, Path::Fused)
     }
 
     /// On the CPU, when every position is within the cache's limit (and the rope tracks no
@@ -347,7 +369,7 @@ impl RotaryEmbedding {
     }
 
     /// Checks the rank, head width and dtype of one input.
-    fn check(&self, name: &str, x: &Tensor) -> Result<Layout> {
+    pub(crate) fn check(&self, name: &str, x: &Tensor) -> Result<Layout> {
         let head_dim = self.rope().config().head_dim;
         let layout = match *x.dims() {
             [batch, _, seq, d] if d == head_dim => Layout::Bhsd { batch, seq },
@@ -365,7 +387,7 @@ impl RotaryEmbedding {
 
     /// One non-empty input rotated: the first `rotary_dim` features turn in the tables' dtype,
     /// rounded once to x's dtype; the rest pass unchanged (partial rotary: phi, GPT-NeoX).
-    fn rotate(
+    pub(crate) fn rotate(
         &self,
         x: &Tensor,
         layout: Layout,
@@ -470,7 +492,7 @@ fn check_positions(q: &Tensor, layout: Layout, positions: &impl ToPositions) -> 
 
 /// The dtype the tables are built and the rotation computed in: f64 for f64 inputs, f32
 /// otherwise.
-fn table_dtype(input: DType) -> DType {
+pub(crate) fn table_dtype(input: DType) -> DType {
     if input == DType::F64 {
         DType::F64
     } else {

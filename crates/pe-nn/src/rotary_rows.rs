@@ -21,6 +21,7 @@
 //! # Ok::<(), candle_core::Error>(())
 //! ```
 
+use std::mem::MaybeUninit;
 use std::ops::{Add, Mul, Sub};
 
 use candle_core::backend::BackendStorage;
@@ -61,25 +62,31 @@ impl RotateRows<'_> {
         let (d, heads) = (dims[dims.len() - 1], dims[1]);
         let seq = if dims.len() == 4 { dims[2] } else { 1 };
         let (rotary, half) = (self.rotary_dim, self.rotary_dim / 2);
-        let mut dst = vec![T::default(); src.len()];
-        let turn_row = |(row, (src, dst)): (usize, (&[T], &mut [T]))| {
+        // Every element is written once below (turned or passed): no zero fill first.
+        let mut out: Vec<T> = Vec::with_capacity(src.len());
+        let dst = &mut out.spare_capacity_mut()[..src.len()];
+        let turn_row = |(row, (src, dst)): (usize, (&[T], &mut [MaybeUninit<T>]))| {
             let token = row / (heads * seq) * seq + row % seq;
             let at = self.positions[token] as usize * half;
             let (cos, sin) = (&cos[at..at + half], &sin[at..at + half]);
             let (src, kept) = src.split_at(rotary);
             let (dst, passed) = dst.split_at_mut(rotary);
-            passed.copy_from_slice(kept);
+            for (y, &x) in passed.iter_mut().zip(kept) {
+                y.write(x);
+            }
             if self.interleaved {
                 let pairs = src.chunks_exact(2).zip(dst.chunks_exact_mut(2));
                 for ((x, y), (&c, &s)) in pairs.zip(cos.iter().zip(sin)) {
-                    (y[0], y[1]) = turn_pair(x[0], x[1], c, s);
+                    let (a, b) = turn_pair(x[0], x[1], c, s);
+                    (y[0], y[1]) = (MaybeUninit::new(a), MaybeUninit::new(b));
                 }
             } else {
                 let (x1, x2) = src.split_at(half);
                 let (y1, y2) = dst.split_at_mut(half);
                 let pairs = x1.iter().zip(x2).zip(y1.iter_mut().zip(y2));
                 for (((&x1, &x2), (y1, y2)), (&c, &s)) in pairs.zip(cos.iter().zip(sin)) {
-                    (*y1, *y2) = turn_pair(x1, x2, c, s);
+                    let (a, b) = turn_pair(x1, x2, c, s);
+                    (*y1, *y2) = (MaybeUninit::new(a), MaybeUninit::new(b));
                 }
             }
         };
@@ -95,7 +102,11 @@ impl RotateRows<'_> {
                 .with_min_len(MIN_TASK_ELEMS.div_ceil(d))
                 .for_each(turn_row);
         }
-        dst
+        // SAFETY: the rows above cover `dst`, the first `src.len()` elements of the spare
+        // capacity, and each writes every one of its `d` elements (`rotary_dim` turned, the
+        // rest passed; `slices` checked `rotary_dim <= d`).
+        unsafe { out.set_len(src.len()) };
+        out
     }
 
     /// Checks the shapes against the positions and the tables; returns the contiguous slices.

@@ -6,7 +6,8 @@
 //!   [`RopeConfigs`], a model's ropes per layer (Gemma 3 and 4 have one per layer type);
 //! - `types.rs`: each rope type's parameters and frequency formula ([`RopeType`]);
 //! - `tables.rs`: [`Rope`], a checked config that builds the tables (M-RoPE's from 3-D ids too);
-//! - `cache.rs`: [`RopeCache`], the tables kept per device and dtype, served as views.
+//! - `cache.rs`: [`RopeCache`], the tables kept per device and dtype, served as views;
+//! - `shift.rs`: the tables of the turn that moves keys rotated at one position to another.
 //!
 //! ```
 //! use candle_core::{DType, Device};
@@ -29,6 +30,7 @@ mod axes;
 mod cache;
 mod config;
 mod qwen_vl;
+mod shift;
 mod tables;
 mod types;
 

@@ -297,6 +297,18 @@ impl Rope {
         Arc::clone(&self.fixed)
     }
 
+    /// The plan (frequencies and attention factor) of a sequence of `len` positions.
+    pub(super) fn plan_for(&self, len: usize) -> Result<Plan> {
+        Ok(match self.fixed_up_to {
+            Some(limit) if len > limit => {
+                generator(&self.config, self.longrope_policy, self.backend, len)?
+                    .plan()
+                    .clone()
+            }
+            _ => self.fixed.plan().clone(),
+        })
+    }
+
     fn build(&self, request: Request, dtype: DType, device: &Device) -> Result<(Tensor, Tensor)> {
         let end = request.end;
         self.build_for(request, end, dtype, device)
@@ -330,7 +342,7 @@ impl Rope {
 }
 
 /// The row of M-RoPE's position ids that frequency slot `k` takes its angle from.
-fn mrope_axis(section: &[usize], interleaved: bool, k: usize) -> usize {
+pub(super) fn mrope_axis(section: &[usize], interleaved: bool, k: usize) -> usize {
     if interleaved {
         match k % 3 {
             1 if k < 3 * section[1] => 1,

@@ -1,0 +1,241 @@
+//! Bounded KV caches (`CachePolicy`): after every step, in every layer, each cached key is the
+//! key its token had before rotation, as first computed, rotated exactly at the position the
+//! cache now gives it, to within one f32 rounding; each cached value is the one first computed.
+//! Tokens are told apart by their values (random, so distinct). A fresh forward of the kept
+//! tokens is not the reference: their deeper keys saw the evicted tokens.
+
+use candle_core::{DType, Device, Tensor};
+use clap::Parser;
+use pe_models::generate_cli::{run, Args};
+use pe_models::{greedy, CachePolicy, LlamaFamily, SinkPositions};
+
+/// Half an f32 ulp of `y`.
+fn half_ulp(y: f64) -> f64 {
+    let e = if y == 0.0 {
+        -126
+    } else {
+        (y.abs().log2().floor() as i32).max(-126)
+    };
+    2f64.powi(e - 24)
+}
+
+fn rows(t: &Tensor) -> anyhow::Result<Vec<Vec<f64>>> {
+    // (1, kv_heads, len, d) -> per token, all heads' features.
+    let t = t.squeeze(0)?.transpose(0, 1)?.contiguous()?; // (len, kv_heads, d)
+    let (len, h, d) = t.dims3()?;
+    let flat = t.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?;
+    Ok((0..len)
+        .map(|i| flat[i * h * d..(i + 1) * h * d].to_vec())
+        .collect())
+}
+
+/// Runs `steps` one-token steps after a prompt under `policy`, checking every layer after each.
+/// Returns the token (by order of arrival) of each cached slot after the last step.
+fn check_policy(policy: CachePolicy, prompt: &[u32], steps: usize) -> anyhow::Result<Vec<usize>> {
+    let dev = Device::Cpu;
+    let dir = pe_testkit::fixture("models/llama31");
+    let mut model = LlamaFamily::from_dir(dir, DType::F32, &dev)?.with_cache_policy(policy)?;
+    let layers = model.config().num_hidden_layers;
+    let rope = model.rotary().rope().clone();
+    let (heads, d) = (model.config().num_key_value_heads, model.config().head_dim);
+    let half = rope.half_dim();
+    // Per layer, per token: (key before rotation, value) as first computed.
+    let mut seen: Vec<Vec<(Vec<f64>, Vec<f64>)>> = vec![vec![]; layers];
+    let mut input = Tensor::new(prompt, &dev)?.unsqueeze(0)?;
+    let mut slots = vec![];
+    for step in 0..=steps {
+        let logits = model.forward_stream(&input)?;
+        let positions = model.cache_positions();
+        for (layer, tokens) in seen.iter_mut().enumerate() {
+            let (k, v) = model.fresh_kv(layer).expect("fresh keys");
+            tokens.extend(rows(&k)?.into_iter().zip(rows(&v)?));
+            let (keys, values) = model.kv_cache(layer)?.expect("a cache");
+            let (keys, values) = (rows(&keys)?, rows(&values)?);
+            assert_eq!(keys.len(), positions.len());
+            let ids = Tensor::new(positions.as_slice(), &dev)?;
+            let (cos, sin) = rope.at(&ids, DType::F64)?;
+            let (cos, sin) = (cos.to_vec2::<f64>()?, sin.to_vec2::<f64>()?);
+            slots.clear();
+            for (slot, (key, value)) in keys.iter().zip(&values).enumerate() {
+                // The first later token with this value (a repeated token id has the same
+                // values in the first layer): tokens stay in the order they came.
+                let after = slots.last().map_or(0, |&t| t + 1);
+                let token = after
+                    + tokens[after..]
+                        .iter()
+                        .position(|(_, v)| v == value)
+                        .unwrap_or_else(|| {
+                            panic!(
+                                "step {step} layer {layer} slot {slot}: a value no later token had"
+                            )
+                        });
+                slots.push(token);
+                let pre = &tokens[token].0;
+                for hd in 0..heads {
+                    let base = hd * d;
+                    for i in 0..half {
+                        let (a, b) = (base + i, base + i + half);
+                        let (c, s) = (cos[slot][i], sin[slot][i]);
+                        for (j, want) in
+                            [(a, pre[a] * c - pre[b] * s), (b, pre[a] * s + pre[b] * c)]
+                        {
+                            let bound = half_ulp(want)
+                                + 4.0 * 2f64.powi(-24) * (pre[a].abs() + pre[b].abs());
+                            assert!(
+                                (key[j] - want).abs() <= bound,
+                                "{policy:?} step {step} layer {layer} slot {slot} (token {token} at {}): key {} vs exact {want}",
+                                positions[slot],
+                                key[j]
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        let next = logits.squeeze(0)?.get(logits.dim(1)? - 1)?;
+        input = Tensor::new(&[[next.argmax(0)?.to_scalar::<u32>()?]], &dev)?;
+    }
+    Ok(slots)
+}
+
+#[test]
+fn contiguous_sink_cache_is_consistent_after_every_eviction() -> anyhow::Result<()> {
+    let policy = CachePolicy::Sink {
+        sink: 4,
+        window: 8,
+        positions: SinkPositions::Contiguous,
+    };
+    let slots = check_policy(policy, &[5, 6, 7, 8, 9, 10], 30)?;
+    // The 4 sinks and the 8 latest of the 36 tokens (6 prompt tokens, 30 steps).
+    let want: Vec<usize> = (0..4).chain(28..36).collect();
+    assert_eq!(slots, want);
+    // A prompt longer than the cache is cut back to it after its forward.
+    let slots = check_policy(policy, &(1..30).collect::<Vec<u32>>(), 3)?;
+    assert_eq!(slots, (0..4).chain(24..32).collect::<Vec<_>>());
+    Ok(())
+}
+
+#[test]
+fn transformers_sink_cache_is_consistent_after_every_eviction() -> anyhow::Result<()> {
+    let policy = CachePolicy::Sink {
+        sink: 2,
+        window: 6,
+        positions: SinkPositions::Transformers,
+    };
+    let slots = check_policy(policy, &[5, 6, 7, 8, 9], 20)?;
+    assert_eq!(slots.len(), 8);
+    check_policy(policy, &(1..12).collect::<Vec<u32>>(), 4)?;
+    Ok(())
+}
+
+#[test]
+fn context_shift_is_consistent_after_every_shift() -> anyhow::Result<()> {
+    let policy = CachePolicy::Keep { keep: 3, size: 12 };
+    let slots = check_policy(policy, &[5, 6, 7, 8, 9], 30)?;
+    assert_eq!(&slots[..3], &[0, 1, 2]);
+    Ok(())
+}
+
+/// A bounded cache generates any number of tokens in bounded memory; the positions stay within
+/// the cache.
+#[test]
+fn greedy_runs_past_the_cache_in_bounded_memory() -> anyhow::Result<()> {
+    let dev = Device::Cpu;
+    let dir = pe_testkit::fixture("models/llama31");
+    for policy in [
+        CachePolicy::Sink {
+            sink: 4,
+            window: 28,
+            positions: SinkPositions::Contiguous,
+        },
+        CachePolicy::Sink {
+            sink: 4,
+            window: 28,
+            positions: SinkPositions::Transformers,
+        },
+        CachePolicy::Keep { keep: 4, size: 32 },
+    ] {
+        let mut model = LlamaFamily::from_dir(&dir, DType::F32, &dev)?.with_cache_policy(policy)?;
+        let out = greedy(&mut model, &[5, 6, 7], 0, 300, &[], |_| {})?;
+        assert_eq!(out.ids.len(), 300);
+        assert!(model.kv_len() <= 32, "{policy:?}: {}", model.kv_len());
+        assert!(model.cache_positions().iter().all(|&p| p < 40));
+        assert!(greedy(&mut model, &[5], 3, 2, &[], |_| {}).is_err());
+    }
+    Ok(())
+}
+
+/// Until the first eviction, a bounded cache gives the logits of the unbounded one.
+#[test]
+fn bounded_equals_unbounded_before_the_first_eviction() -> anyhow::Result<()> {
+    let dev = Device::Cpu;
+    let dir = pe_testkit::fixture("models/llama31");
+    let mut full = LlamaFamily::from_dir(&dir, DType::F32, &dev)?;
+    let a = greedy(&mut full, &[5, 6, 7], 0, 12, &[], |_| {})?;
+    let policy = CachePolicy::Sink {
+        sink: 4,
+        window: 12,
+        positions: SinkPositions::Contiguous,
+    };
+    let mut model = LlamaFamily::from_dir(&dir, DType::F32, &dev)?.with_cache_policy(policy)?;
+    let b = greedy(&mut model, &[5, 6, 7], 0, 12, &[], |_| {})?;
+    assert_eq!(a.ids, b.ids);
+    Ok(())
+}
+
+fn cli(args: &[&str]) -> anyhow::Result<String> {
+    let mut all = vec!["generate"];
+    all.extend(args);
+    let args = Args::try_parse_from(all)?;
+    let mut out = vec![];
+    run(&args, &pe_testkit::fixture("models/llama31"), &mut out)?;
+    Ok(String::from_utf8(out)?)
+}
+
+#[test]
+fn generate_flags_bound_the_cache() -> anyhow::Result<()> {
+    let base = ["--prompt-ids", "5,6,7", "--max-new", "80", "--eos", ""];
+    for extra in [
+        &["--sink", "4", "--window", "12"][..],
+        &[
+            "--sink",
+            "4",
+            "--window",
+            "12",
+            "--sink-positions",
+            "transformers",
+        ],
+        &["--keep", "4", "--context-size", "16"],
+    ] {
+        let out = cli(&[&base[..], extra].concat())?;
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("cache: "))
+            .expect("a cache line");
+        let held: usize = line["cache: ".len()..].split(' ').next().unwrap().parse()?;
+        assert!(
+            held <= 16 && line.ends_with("of 82 seen"),
+            "{extra:?}: {out}"
+        );
+    }
+    for (extra, needle) in [
+        (&["--sink", "4"][..], "--window"),
+        (&["--sink", "-1", "--window", "4"], "--sink"),
+        (&["--keep", "-2"], "--keep"),
+        (&["--window", "4"], "--sink"),
+        (&["--sink", "4", "--window", "4", "--keep", "2"], "--keep"),
+        (&["--keep", "15", "--context-size", "16"], "--keep 15"),
+        (
+            &["--sink", "4", "--window", "0"],
+            "--window must be at least 1",
+        ),
+        (
+            &["--sink", "2", "--window", "4", "--position-offset", "3"],
+            "--position-offset 3",
+        ),
+    ] {
+        let err = cli(&[&base[..], extra].concat()).unwrap_err();
+        assert!(format!("{err:#}").contains(needle), "{extra:?}: {err:#}");
+    }
+    Ok(())
+}
