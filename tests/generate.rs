@@ -122,6 +122,19 @@ fn every_bad_input_is_one_line_naming_its_flag() -> Result<()> {
         ("--prompt-ids 1 --dtype f8", 2, &["--dtype", "f8"]),
         ("--prompt-ids 1 --device tpu", 2, &["--device", "tpu"]),
         ("--prompt-ids 1 --frobnicate", 2, &["--frobnicate"]),
+        ("--prompt-ids 1 --sink 4", 2, &["--window"]),
+        ("--prompt-ids 1 --sink 4 --window 0", 1, &["--window", "0"]),
+        ("--prompt-ids 1 --keep 99999999", 1, &["--keep 99999999"]),
+        (
+            "--prompt-ids 1 --sink 2 --window 4 --sink-positions up",
+            2,
+            &["--sink-positions", "up"],
+        ),
+        (
+            "--prompt-ids 1 --keep 2 --sink 2 --window 4",
+            2,
+            &["--keep", "--sink"],
+        ),
         ("--max-new 3", 2, &["--prompt-ids"]),
         ("--prompt-ids 1,128", 1, &["--prompt-ids", "128"]),
         (

@@ -19,6 +19,8 @@ const FIELDS: &[(&str, &str)] = &[
     ("grid width", "--grid"),
     ("grid frames", "--grid"),
     ("alibi_bias_max", "--max-bias"),
+    ("base_height", "--crop-base"),
+    ("base_width", "--crop-base"),
 ];
 
 /// What a subcommand's flags are, for the errors pe-core reports without a parameter name.

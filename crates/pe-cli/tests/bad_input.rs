@@ -119,6 +119,10 @@ const ROPE_ND: &str = "
 1 | rope-nd --axes-dim 4,4 --positions IN/empty.npy --out OUT.safetensors | --positions | empty.npy
 1 | rope-nd --axes-dim 4,4 --positions IN/missing.npy --out OUT.safetensors | --positions | missing.npy
 1 | rope-nd --axes-dim 4,4,4 --positions IN/ids_s.npy --out OUT.safetensors | --positions | ids_s.npy
+2 | rope-nd --family nope --head-dim 8 --grid 2,2,2 --out OUT.safetensors | --family | nope
+1 | rope-nd --family wan --head-dim 0 --grid 2,2,2 --out OUT.safetensors | --head-dim | 0
+1 | rope-nd --family cogvideox --head-dim 64 --grid 2,2,2 --crop-base 0,0 --out OUT.safetensors | --crop-base | 0
+1 | rope-nd --family wan --head-dim 128 --crop-base 4,4 --grid 2,2,2 --out OUT.safetensors | --crop-base | cogvideox
 ";
 
 const ROPE_FLAGS: &str = "
@@ -169,6 +173,9 @@ const ROPE_CONFIG: &str = "
 1 | rope --config IN/no_head_dim.json --len 4 --out OUT.safetensors | --config | head_dim
 2 | rope --config IN/layer_types.json --head-dim 8 --len 4 --out OUT.safetensors | --config | --head-dim
 1 | rope --config IN/layer_types.json --len 4 --out OUT.safetensors linear --factor 2 | --config | linear
+1 | rope --head-dim 8 --input-ids IN/ids_s.npy --out OUT.safetensors | --input-ids | --config
+1 | rope --head-dim 8 --len 4 --image-grid-thw 1,2,2 --out OUT.safetensors | --image-grid-thw | --input-ids
+1 | rope --config IN/layer_types.json --input-ids IN/ids_s.npy --out OUT.safetensors | --config | model_type
 ";
 
 /// The hostile and malformed input files the cases read, by name.
