@@ -217,7 +217,36 @@ fn deepseek_v3() -> anyhow::Result<()> {
     let fx = fixture("deepseek_v3")?;
     let c = RopeConfig::from_hf_config(&fx.json["config_input"])?;
     assert_eq!((c.head_dim, c.rotary_dim()), (64, 64), "qk_rope_head_dim");
+    // transformers' DeepseekV3Config defaults rope_interleave to true; the config.json omits it.
+    assert_eq!(
+        c.rope_interleave,
+        fx.json["rope_interleave"].as_bool().unwrap()
+    );
+    assert!(c.rope_interleave);
+    // The attention's softmax scale, qk_head_dim^-0.5 * mscale(40, 1)^2, as transformers' f64
+    // Python computes it: a product of three f64 roundings, so within 4 f64 ulps.
+    let qk_head_dim = fx.json["qk_head_dim"].as_f64().unwrap();
+    let theirs = fx.json["softmax_scale"].as_f64().unwrap();
+    let ours = Rope::new(c)?.softmax_scale() * qk_head_dim.powf(-0.5);
+    let ulps = ((ours - theirs) / theirs).abs() / f64::EPSILON;
+    eprintln!("deepseek_v3: softmax scale {ours} vs {theirs}, {ulps} f64 ulps");
+    assert!(ulps <= 4.0, "softmax scale {ours}, transformers {theirs}");
     matches_transformers("deepseek_v3").map(drop)
+}
+
+/// HunYuan's `dynamic` with `alpha`: fixed NTK, the same frequencies at every length
+/// (transformers' `ntk_alpha`), dense and MoE.
+#[test]
+fn hunyuan() -> anyhow::Result<()> {
+    for name in ["hunyuan_dense", "hunyuan_moe"] {
+        let fx = fixture(name)?;
+        assert_eq!(fx.json["rope_type"], "ntk_alpha", "{name}");
+        let c = RopeConfig::from_hf_config(&fx.json["config_input"])?;
+        assert_eq!(c.rope_type.name(), "ntk_alpha", "{name}");
+        assert_eq!(Rope::new(c)?.fixed_up_to(), None, "{name}");
+        matches_transformers(name)?;
+    }
+    Ok(())
 }
 
 #[test]

@@ -83,7 +83,8 @@ enum Path {
 
 impl RotaryEmbedding {
     /// The rotary embedding of `config`, rotating the two halves of each head (HF Llama's
-    /// `rotate_half`, candle's `rope`).
+    /// `rotate_half`, candle's `rope`), or adjacent pairs when the config sets
+    /// `rope_interleave` (DeepSeek-V3).
     ///
     /// For a rope type that tracks a length across calls ([`Rope::tracked_len`]: dynamic NTK)
     /// the embedding keeps transformers' state: the frequencies are those of the longest
@@ -93,9 +94,10 @@ impl RotaryEmbedding {
     pub fn new(config: RopeConfig) -> Result<Self> {
         let rope = Rope::new(config)?;
         let tracked = rope.tracked_len().map(|len| Arc::new(Mutex::new(len)));
+        let interleaved = rope.config().rope_interleave;
         Ok(Self {
             cache: RopeCache::new(rope),
-            interleaved: false,
+            interleaved,
             tracked,
         })
     }

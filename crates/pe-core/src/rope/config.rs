@@ -64,6 +64,11 @@ pub struct RopeConfig {
     /// other (Qwen2-VL, Qwen2.5-VL).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub mrope_interleaved: bool,
+    /// Whether the model rotates adjacent pairs `(2i, 2i + 1)` (`rope_interleave`: DeepSeek-V3,
+    /// GLM-4-MoE-Lite, Mistral 4, whose config classes default it to true) instead of the two
+    /// halves of each head. The tables are the same either way.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub rope_interleave: bool,
 }
 
 impl RopeConfig {
@@ -77,6 +82,7 @@ impl RopeConfig {
             rope_type: RopeType::Default,
             mrope_section: None,
             mrope_interleaved: false,
+            rope_interleave: false,
         }
     }
 
@@ -396,6 +402,10 @@ fn read_model(root: &ConfigFields, outer_model_type: Option<&str>) -> Result<Rop
     })
 }
 
+/// The `model_type`s whose config class defaults `rope_interleave` to true.
+const INTERLEAVED_BY_DEFAULT: [&str; 5] =
+    ["deepseek_v3", "glm4_moe_lite", "mistral4", "youtu", "axk1"];
+
 /// The `model_type`s whose config class defaults `head_dim` to 256.
 const GEMMA_HEAD_DIM_256: [&str; 4] = ["gemma", "gemma2", "gemma3", "gemma3_text"];
 
@@ -466,5 +476,8 @@ fn read_one(
         rope_type,
         mrope_section,
         mrope_interleaved,
+        rope_interleave: root
+            .get("rope_interleave")?
+            .unwrap_or(INTERLEAVED_BY_DEFAULT.contains(&model_type)),
     })
 }

@@ -37,4 +37,6 @@ pub use cache::RopeCache;
 pub use config::{RopeConfig, RopeConfigs, DEFAULT_ROPE_THETA};
 pub use qwen_vl::{QwenVlConfig, QwenVlPositions, QwenVlVersion};
 pub use tables::Rope;
-pub use types::{Dynamic, Linear, Llama3, Longrope, LongropePolicy, Proportional, RopeType, Yarn};
+pub use types::{
+    Dynamic, Linear, Llama3, Longrope, LongropePolicy, NtkAlpha, Proportional, RopeType, Yarn,
+};

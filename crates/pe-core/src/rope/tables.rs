@@ -179,6 +179,24 @@ impl Rope {
         self.fixed.plan().amplitude()
     }
 
+    /// The factor the model multiplies its attention softmax scale (`head_dim^-0.5`) by, from the
+    /// rope config: DeepSeek-V3's `mscale(factor, mscale_all_dim)^2` for YaRN with
+    /// `mscale_all_dim`, 1 otherwise. It is not in the tables: the attention applies it.
+    ///
+    /// ```
+    /// use candle_pe_core::{Rope, RopeConfig, RopeType, Yarn};
+    ///
+    /// let yarn = Yarn { mscale: Some(1.0), mscale_all_dim: Some(1.0), ..Yarn::new(40.0, 4096) };
+    /// let rope = Rope::new(RopeConfig::new(64, 1e4).with_rope_type(RopeType::Yarn(yarn)))?;
+    /// let m = 0.1 * 40f64.ln() + 1.0;
+    /// assert_eq!(rope.softmax_scale(), m * m);
+    /// assert_eq!(rope.attention_scaling(), 1.0); // mscale / mscale_all_dim
+    /// # Ok::<(), candle_pe_core::Error>(())
+    /// ```
+    pub fn softmax_scale(&self) -> f64 {
+        self.config.rope_type.formula().softmax_scale()
+    }
+
     /// The angular frequencies `w_i` for a sequence of `seq_len` positions, rounded to f64 (the
     /// tables use them to double-double precision).
     pub fn inv_freq(&self, seq_len: usize) -> Vec<f64> {
