@@ -185,6 +185,12 @@ impl RopeArgs {
                 configs
                     .for_layer_type(t)
                     .map_err(|e| anyhow::anyhow!("--layer-type {t}: {e}"))?
+                    .ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "--layer-type {t}: layers of type {t:?} have no rotary embedding \
+                             (NoPE): no tables to write"
+                        )
+                    })?
                     .clone(),
                 Some(t.clone()),
             ),
@@ -192,6 +198,12 @@ impl RopeArgs {
                 configs
                     .for_layer(l)
                     .map_err(|e| anyhow::anyhow!("--layer {l}: {e}"))?
+                    .ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "--layer {l}: layer {l} has no rotary embedding (NoPE): no tables \
+                             to write"
+                        )
+                    })?
                     .clone(),
                 configs.layer_types().and_then(|t| t.get(l).cloned()),
             ),

@@ -663,10 +663,10 @@ fn hf_families_parse() -> anyhow::Result<()> {
             "model_type": "gemma3_text", "num_hidden_layers": 34, "sliding_window_pattern": 6,
             "rope_scaling": {"factor": 8.0, "rope_type": "linear"}}}"#,
     )?)?;
-    let full = gemma3.for_layer(5)?;
+    let full = gemma3.for_layer(5)?.unwrap();
     assert_eq!((full.head_dim, full.rope_theta), (256, 1e6));
     assert_eq!(full.rope_type, RopeType::Linear(Linear { factor: 8.0 }));
-    let sliding = gemma3.for_layer(33)?;
+    let sliding = gemma3.for_layer(33)?.unwrap();
     assert_eq!((sliding.head_dim, sliding.rope_theta), (256, 1e4));
     assert_eq!(sliding.rope_type, RopeType::Default);
     let err = gemma3.for_layer(34).unwrap_err();
@@ -680,12 +680,11 @@ fn hf_families_parse() -> anyhow::Result<()> {
         r#"{"head_dim": 64, "layer_types": ["a", "b", "a"],
             "rope_parameters": {"a": {"rope_theta": 1e4}, "b": null}}"#,
     )?)?;
-    assert_eq!(configs.for_layer(2)?.rope_theta, 1e4);
+    assert_eq!(configs.for_layer(2)?.unwrap().rope_theta, 1e4);
+    // A NoPE layer type (null): no rotary embedding, no error.
+    assert!(configs.for_layer(1)?.is_none());
+    assert!(configs.for_layer_type("b")?.is_none());
     for (err, needles) in [
-        (
-            configs.for_layer(1).unwrap_err(),
-            &["rope_parameters.b", "no rotary"][..],
-        ),
         (
             configs.for_layer(3).unwrap_err(),
             &["layer_types", "layer 3"],

@@ -173,7 +173,7 @@ fn matches_transformers_with(
     let mut worst: Worst = (0.0, 0.0);
     for call in fx.json["calls"].as_array().unwrap() {
         let config = match call["layer_type"].as_str() {
-            Some(t) => configs.for_layer_type(t)?.clone(),
+            Some(t) => configs.for_layer_type(t)?.unwrap().clone(),
             None => RopeConfig::from_hf_config(&fx.json["config_input"])?,
         };
         let rope = Rope::new(config)?.with_longrope_policy(policy)?;
@@ -324,15 +324,50 @@ fn gemma3() -> anyhow::Result<()> {
 fn gemma4() -> anyhow::Result<()> {
     let fx = fixture("gemma4")?;
     let configs = RopeConfigs::from_hf_config(&fx.json["config_input"])?;
-    let full = configs.for_layer_type("full_attention")?;
+    let full = configs.for_layer_type("full_attention")?.unwrap();
     assert_eq!(
         (full.head_dim, full.rotary_dim()),
         (512, 512),
         "global_head_dim"
     );
-    assert_eq!(configs.for_layer_type("sliding_attention")?.head_dim, 256);
-    assert_eq!(configs.for_layer(11)?, full);
+    assert_eq!(
+        configs
+            .for_layer_type("sliding_attention")?
+            .unwrap()
+            .head_dim,
+        256
+    );
+    assert_eq!(configs.for_layer(11)?, Some(full));
     matches_transformers("gemma4").map(drop)
+}
+
+/// Gemma 4 as save_pretrained writes it: the full-attention layers' head_dim in
+/// per_layer_config, keyed by layer index ("05", "11"); the same ropes as the gemma4 case.
+/// Layers of one type that override it differently are an error naming them.
+#[test]
+fn gemma4_saved() -> anyhow::Result<()> {
+    let fx = fixture("gemma4_saved")?;
+    assert!(fx.json["config_input"].get("global_head_dim").is_none());
+    let saved = RopeConfigs::from_hf_config(&fx.json["config_input"])?;
+    let given = RopeConfigs::from_hf_config(&fixture("gemma4")?.json["config_input"])?;
+    for i in 0..12 {
+        assert_eq!(saved.for_layer(i)?, given.for_layer(i)?, "layer {i}");
+    }
+    assert_eq!(saved.for_layer(5)?.unwrap().head_dim, 512);
+    assert_eq!(saved.for_layer(4)?.unwrap().head_dim, 256);
+    matches_transformers("gemma4_saved")?;
+
+    let mut split = fx.json["config_input"].clone();
+    split["per_layer_config"]["11"] = serde_json::json!({"head_dim": 256});
+    let err = RopeConfigs::from_hf_config(&split).unwrap_err().to_string();
+    for needle in ["per_layer_config", "layers 5 and 11", "full_attention"] {
+        assert!(err.contains(needle), "{err}");
+    }
+    // Fields no rope reads (num_key_value_heads) may differ.
+    let mut kv = fx.json["config_input"].clone();
+    kv["per_layer_config"]["11"]["num_key_value_heads"] = serde_json::json!(1);
+    assert_eq!(RopeConfigs::from_hf_config(&kv)?, saved);
+    Ok(())
 }
 
 #[test]

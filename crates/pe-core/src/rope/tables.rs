@@ -20,6 +20,7 @@ use std::sync::Arc;
 use candle_core::{DType, Device, Tensor, D};
 
 use super::config::RopeConfig;
+use super::query_scale::QueryScale;
 use super::types::{invalid, positive, Context, LongropePolicy};
 use crate::describe::freq::Plan;
 use crate::describe::positions::{self, Request, ToPositions};
@@ -72,6 +73,9 @@ impl Rope {
                     ),
                 });
             }
+        }
+        if let Some(scale) = &config.query_scale {
+            scale.check()?;
         }
         Self::checked(config, Backend::Auto, LongropePolicy::default())
     }
@@ -177,6 +181,13 @@ impl Rope {
     /// for most types.
     pub fn attention_scaling(&self) -> f64 {
         self.fixed.plan().amplitude()
+    }
+
+    /// The factor on the queries at each position after the rotation (query temperature:
+    /// Ministral 3's `llama_4_scaling_beta`), if the config gives one; its tensors are
+    /// [`QueryScale::range`] and [`QueryScale::at`].
+    pub fn query_scale(&self) -> Option<&QueryScale> {
+        self.config.query_scale.as_ref()
     }
 
     /// The factor the model multiplies its attention softmax scale (`head_dim^-0.5`) by, from the
