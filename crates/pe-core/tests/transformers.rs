@@ -380,6 +380,25 @@ fn qwen3_vl() -> anyhow::Result<()> {
     mrope("qwen3_vl", true)
 }
 
+/// M-RoPE composed with a scaled rope type (issue 19 item 1), contiguous (Qwen2.5-VL) and
+/// interleaved (Qwen3-VL) sections: the type's frequencies and attention factor, slot by slot.
+#[test]
+fn mrope_with_scaling() -> anyhow::Result<()> {
+    for (name, interleaved, rope_type) in [
+        ("qwen25_vl_yarn", false, "yarn"),
+        ("qwen25_vl_linear", false, "linear"),
+        ("qwen3_vl_yarn", true, "yarn"),
+        ("qwen3_vl_linear", true, "linear"),
+    ] {
+        let fx = fixture(name)?;
+        let config = RopeConfig::from_hf_config(&fx.json["config_input"])?;
+        assert_eq!(config.rope_type.name(), rope_type, "{name}");
+        assert!(config.mrope_section.is_some(), "{name}");
+        mrope(name, interleaved)?;
+    }
+    Ok(())
+}
+
 /// Both calls (3-D ids, text only); text-only ids give the 1-D tables bit for bit.
 fn mrope(name: &str, interleaved: bool) -> anyhow::Result<()> {
     matches_transformers(name)?;
