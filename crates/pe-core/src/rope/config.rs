@@ -222,7 +222,14 @@ impl RopeConfigs {
 
     /// The rope of the layers of type `layer_type` (`full_attention`, `sliding_attention`);
     /// `None` when that type has no rotary embedding (a NoPE layer type, given as `null`).
+    /// A type all of whose layers are NoPE (Llama 4's `full_attention`) is `None` too.
     pub fn for_layer_type(&self, layer_type: &str) -> Result<Option<&RopeConfig>> {
+        if let (Some(types), Some(nope)) = (&self.layer_types, &self.nope) {
+            let mut of_type = types.iter().zip(nope).filter(|(t, _)| *t == layer_type);
+            if of_type.clone().next().is_some() && of_type.all(|(_, &n)| n) {
+                return Ok(None);
+            }
+        }
         match &self.layers {
             Layers::Single(c) => match &self.layer_types {
                 Some(types) if !types.iter().any(|t| t == layer_type) => Err(Error::Config {
