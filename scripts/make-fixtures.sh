@@ -12,7 +12,10 @@
 # What is written is up to each generator (its docstring says). Today:
 #   rope  ->  crates/pe-testkit/fixtures/rope/<case>.json + <case>.safetensors: inv_freq and cos/sin tables of the
 #             rotary classes of Llama 3.1, Qwen2.5 (YaRN), DeepSeek-V3, gpt-oss, Phi-3/Phi-4-mini (longrope),
-#             Gemma 3 (both config forms), Gemma 4, Qwen2-VL and Qwen3-VL (M-RoPE) and dynamic NTK.
+#             Gemma 3 (both config forms), Gemma 4 (as given and as saved), Qwen2-VL and Qwen3-VL (M-RoPE),
+#             M-RoPE with yarn and linear (Qwen2.5-VL, Qwen3-VL), dynamic NTK and HunYuan (ntk_alpha).
+#   query_scale -> crates/pe-testkit/fixtures/rope/query_scale_<family>.json + .safetensors: the factor on the queries
+#             per position that Ministral 3, Mistral 4 and Llama 4 (NoPE layers) compute.
 #   models -> crates/pe-testkit/fixtures/models/<case>/{config.json, model.safetensors, outputs.safetensors, outputs.json}: tiny
 #             random checkpoints saved by transformers (Llama 3.1, Qwen2.5 YaRN, Qwen3 qk-norm, Gemma 3, Phi-3 / Phi-4-mini longrope, Mistral
 #             sliding window, M2M100) and the logits / encoder states transformers computes with them (prefill,

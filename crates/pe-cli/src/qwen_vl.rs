@@ -93,7 +93,7 @@ pub fn write(args: &RopeArgs) -> Result<()> {
         .with_context(|| format!("--config {}: not JSON", path.display()))?;
     let in_config = |e: Error| anyhow::anyhow!("--config {}: {e}", path.display());
     let qwen = QwenVlConfig::from_hf_config(&json).map_err(in_config)?;
-    let (config, _) = args.resolve()?;
+    let (config, _) = args.resolve_rope()?;
     let rope = Rope::new(config.clone()).map_err(in_config)?;
     let ids = crate::npy::read_i64(input_ids, "--input-ids")?;
     let ids = match ids.rank() {

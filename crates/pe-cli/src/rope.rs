@@ -11,6 +11,11 @@
 //! a sequence of offset + len positions) or the int64 position ids of a `.npy` file
 //! (`--positions`), shaped `(S,)`, or `(3, S)` for M-RoPE (Qwen2-VL, Qwen3-VL).
 //!
+//! A layer that scales its queries by position (Ministral 3's `llama_4_scaling_beta`) also gets
+//! `query_scale` `(S,)`. A layer without rotary (NoPE, `--layer L` of Llama 4 or SmolLM3) gets
+//! `query_scale` alone when it has one (Llama 4's `attn_temperature_tuning`), and is an error
+//! naming the layer otherwise; the metadata's `nope` says which.
+//!
 //! ```text
 //! pe rope --head-dim 128 --rope-theta 500000 --len 8192 --out llama31.safetensors \
 //!     llama3 --factor 8 --low-freq-factor 1 --high-freq-factor 4 \
@@ -25,7 +30,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context as _, Result};
 use candle_core::{DType, Tensor};
 use candle_pe_core::Positions;
-use candle_pe_core::{LongropePolicy, Rope, RopeConfig, RopeConfigs, RopeType, DEFAULT_ROPE_THETA};
+use candle_pe_core::{
+    LongropePolicy, QueryScale, Rope, RopeConfig, RopeConfigs, RopeType, DEFAULT_ROPE_THETA,
+};
 use clap::Args;
 
 use crate::device::{DeviceArg, DtypeArg};
@@ -130,7 +137,8 @@ pub struct RopeArgs {
     /// Device that builds the tables (cuda needs a build with the `cuda` feature and a GPU).
     #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
     pub device: DeviceArg,
-    /// Output file (.safetensors, with two tensors named `cos` and `sin`).
+    /// Output file (.safetensors, with tensors `cos` and `sin`, and `query_scale` for a layer
+    /// that scales its queries).
     #[arg(long, value_name = "PATH")]
     pub out: PathBuf,
     /// The rope type and its parameters (HF `rope_type`); `default` when omitted.
@@ -151,8 +159,21 @@ impl RopeArgs {
         }
     }
 
-    /// The config of `--config` (and `--layer-type` / `--layer`), or of the flags.
-    pub(crate) fn resolve(&self) -> Result<(RopeConfig, Option<String>)> {
+    /// The rope of `--config` (and `--layer-type` / `--layer`), or of the flags, and the
+    /// layer's type; a layer without rotary (NoPE) is an error naming it.
+    pub(crate) fn resolve_rope(&self) -> Result<(RopeConfig, Option<String>)> {
+        let resolved = self.resolve()?;
+        match resolved.config {
+            Some(config) => Ok((config, resolved.layer_type)),
+            None => bail!(
+                "{}: the layer has no rotary embedding (NoPE): no tables to write",
+                resolved.layer.as_deref().unwrap_or("--config")
+            ),
+        }
+    }
+
+    /// The layer `--config` (and `--layer-type` / `--layer`) describes, or the flags' rope.
+    fn resolve(&self) -> Result<Resolved> {
         let Some(path) = &self.config else {
             // clap's `requires` is not enforced under a subcommand: a layer without a config
             // would be ignored silently.
@@ -164,7 +185,12 @@ impl RopeArgs {
             if let Some(l) = self.layer {
                 bail!("--layer {l} needs --config: a layer picks a rope of a config file");
             }
-            return Ok((self.config(), None));
+            return Ok(Resolved {
+                config: Some(self.config()),
+                nope_scale: None,
+                layer_type: None,
+                layer: None,
+            });
         };
         if let Some(t) = &self.rope_type {
             bail!(
@@ -180,33 +206,74 @@ impl RopeArgs {
         let in_config =
             |e: candle_pe_core::Error| anyhow::anyhow!("--config {}: {e}", path.display());
         let configs = RopeConfigs::from_hf_config(&json).map_err(in_config)?;
-        let (config, layer) = match (&self.layer_type, self.layer) {
-            (Some(t), _) => (
-                configs
+        match (&self.layer_type, self.layer) {
+            (Some(t), _) => {
+                let flag = format!("--layer-type {t}");
+                let config = configs
                     .for_layer_type(t)
-                    .map_err(|e| anyhow::anyhow!("--layer-type {t}: {e}"))?
-                    .clone(),
-                Some(t.clone()),
-            ),
-            (None, Some(l)) => (
-                configs
+                    .map_err(|e| anyhow::anyhow!("{flag}: {e}"))?
+                    .cloned();
+                // A NoPE type's query scale is that of its first layer.
+                let first = configs
+                    .layer_types()
+                    .and_then(|types| types.iter().position(|x| x == t));
+                let nope_scale = match (&config, first) {
+                    (None, Some(i)) => configs
+                        .query_scale(i)
+                        .map_err(|e| anyhow::anyhow!("{flag}: {e}"))?,
+                    _ => None,
+                };
+                Ok(Resolved {
+                    config,
+                    nope_scale,
+                    layer_type: Some(t.clone()),
+                    layer: Some(flag),
+                })
+            }
+            (None, Some(l)) => {
+                let flag = format!("--layer {l}");
+                let config = configs
                     .for_layer(l)
-                    .map_err(|e| anyhow::anyhow!("--layer {l}: {e}"))?
-                    .clone(),
-                configs.layer_types().and_then(|t| t.get(l).cloned()),
-            ),
-            (None, None) => (
-                RopeConfig::from_hf_config(&json).map_err(|e| {
+                    .map_err(|e| anyhow::anyhow!("{flag}: {e}"))?
+                    .cloned();
+                let nope_scale = match &config {
+                    None => configs
+                        .query_scale(l)
+                        .map_err(|e| anyhow::anyhow!("{flag}: {e}"))?,
+                    Some(_) => None,
+                };
+                Ok(Resolved {
+                    config,
+                    nope_scale,
+                    layer_type: configs.layer_types().and_then(|t| t.get(l).cloned()),
+                    layer: Some(flag),
+                })
+            }
+            (None, None) => Ok(Resolved {
+                config: Some(RopeConfig::from_hf_config(&json).map_err(|e| {
                     anyhow::anyhow!(
                         "--config {}: {e}; pick one with --layer-type or --layer",
                         path.display()
                     )
-                })?,
-                None,
-            ),
-        };
-        Ok((config, layer))
+                })?),
+                nope_scale: None,
+                layer_type: None,
+                layer: None,
+            }),
+        }
     }
+}
+
+/// The layer `pe rope` writes.
+struct Resolved {
+    /// Its rope; `None` on a layer without rotary (NoPE).
+    config: Option<RopeConfig>,
+    /// A NoPE layer's query scale (Llama 4's `attn_temperature_tuning`).
+    nope_scale: Option<QueryScale>,
+    /// Its type in `layer_types`.
+    layer_type: Option<String>,
+    /// The flag that picked it (`--layer 3`).
+    layer: Option<String>,
 }
 
 /// Reads the int64 ids of `path` (`.npy`, shaped (S,) or (3, S)).
@@ -227,9 +294,13 @@ pub fn write(args: &RopeArgs) -> Result<()> {
         return crate::qwen_vl::write(args);
     }
     crate::qwen_vl::check_unused(args)?;
-    let (config, layer) = args.resolve()?;
+    let resolved = args.resolve()?;
     check_extension(&args.out)?;
     let policy = args.longrope_policy.unwrap_or_default();
+    let layer = resolved.layer_type.clone();
+    let Some(config) = resolved.config.clone() else {
+        return write_nope(args, &resolved);
+    };
     let rope = Rope::new(config.clone())
         .and_then(|r| r.with_longrope_policy(policy))
         .map_err(|e| match &args.config {
@@ -307,18 +378,91 @@ pub fn write(args: &RopeArgs) -> Result<()> {
             .range(args.offset, rows, dtype, &device)
             .map_err(|e| range_flags(args.offset, rows).name(e))?,
     };
+    let mut tensors = vec![("cos", cos), ("sin", sin)];
+    if let Some(scale) = rope.query_scale() {
+        let s = match &ids {
+            Some(ids) => scale.at(&ids.to_device(&device)?, dtype),
+            None => scale.range(args.offset, rows, dtype, &device),
+        };
+        tensors.push(("query_scale", s.map_err(|e| rope_flags().name(e))?));
+    }
     let mut metadata = vec![
         ("config", serde_json::to_string(&config)?),
         ("positions", positions),
         ("attention_scaling", rope.attention_scaling().to_string()),
     ];
+    if resolved.layer.is_some() {
+        metadata.push(("nope", "false".to_string()));
+    }
     if let Some(layer) = layer {
         metadata.push(("layer_type", layer));
     }
     if rope.reads_longrope_policy() {
         metadata.push(("longrope_policy", format!("{policy:?}").to_lowercase()));
     }
-    output::write_safetensors(&args.out, &[("cos", &cos), ("sin", &sin)], &metadata)
+    let tensors: Vec<(&str, &Tensor)> = tensors.iter().map(|(n, t)| (*n, t)).collect();
+    output::write_safetensors(&args.out, &tensors, &metadata)
+}
+
+/// A layer without rotary (NoPE): its query scale alone, `query_scale` `(N,)`, or an error
+/// naming the layer when it has none.
+fn write_nope(args: &RopeArgs, resolved: &Resolved) -> Result<()> {
+    let flag = resolved.layer.as_deref().unwrap_or("--config");
+    let Some(scale) = &resolved.nope_scale else {
+        bail!(
+            "{flag}: the layer has no rotary embedding (NoPE) and no query scale: nothing to write"
+        );
+    };
+    let ids = args.positions.as_deref().map(read_ids).transpose()?;
+    let device = args.device.open()?;
+    let dtype: DType = args.dtype.into();
+    let (rows, positions) = match (&ids, args.len) {
+        (Some(ids), _) if ids.rank() == 2 => {
+            bail!("--positions: ids shaped (3, S) are M-RoPE's, and {flag} has no rotary embedding")
+        }
+        (Some(ids), _) => (
+            ids.dim(0)?,
+            format!(
+                "ids from {}",
+                args.positions.as_deref().unwrap_or(Path::new("")).display()
+            ),
+        ),
+        (None, Some(len)) => {
+            let end = Positions::check_range(args.offset, len)
+                .map_err(|e| range_flags(args.offset, len).name(e))?;
+            (len, format!("range {}..{end}", args.offset))
+        }
+        (None, None) => bail!("give --len or --positions"),
+    };
+    output::check_free_space(
+        &args.out,
+        output::safetensors_bytes(&["query_scale"], dtype, (rows, 1), &[])?,
+        &format!("{rows} positions (query_scale, {rows} values)"),
+    )?;
+    let s = match &ids {
+        Some(ids) => {
+            let flags = Flags {
+                positions: Some("--positions".to_string()),
+                other: Some("--positions"),
+                ..Flags::default()
+            };
+            scale
+                .at(&ids.to_device(&device)?, dtype)
+                .map_err(|e| flags.name(e))?
+        }
+        None => scale
+            .range(args.offset, rows, dtype, &device)
+            .map_err(|e| range_flags(args.offset, rows).name(e))?,
+    };
+    let mut metadata = vec![
+        ("nope", "true".to_string()),
+        ("query_scale", serde_json::to_string(scale)?),
+        ("positions", positions),
+    ];
+    if let Some(t) = &resolved.layer_type {
+        metadata.push(("layer_type", t.clone()));
+    }
+    output::write_safetensors(&args.out, &[("query_scale", &s)], &metadata)
 }
 
 /// Fails unless `path` ends in `.safetensors`.

@@ -506,7 +506,7 @@ fn config_files_write_each_layers_tables() {
         args.extend(flags);
         args.extend(["--out", s(&out)]);
         pe_ok(&args);
-        let rope = Rope::new(configs.for_layer_type(layer_type).unwrap().clone()).unwrap();
+        let rope = Rope::new(configs.for_layer_type(layer_type).unwrap().unwrap().clone()).unwrap();
         let (cos, sin) = rope.range(70000, 9, DType::F32, &Device::Cpu).unwrap();
         let (wcos, wsin) = written(&out);
         assert_same(&wcos, &cos, layer_type);

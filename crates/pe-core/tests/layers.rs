@@ -13,7 +13,7 @@ fn layer_of_file(path: &str) -> usize {
     match path {
         p if p.starts_with("exact/") => 0,
         p if p.starts_with("describe/") => 1,
-        "rope/config.rs" | "rope/types.rs" => 1,
+        "rope/config.rs" | "rope/types.rs" | "rope/query_scale.rs" => 1,
         p if p.starts_with("generate/") => 2,
         _ => 3,
     }
@@ -47,6 +47,8 @@ fn layer_of_name(name: &str) -> usize {
         | "Longrope"
         | "LongropePolicy"
         | "Proportional"
+        | "QueryScale"
+        | "NtkAlpha"
         | "Yarn"
         | "DEFAULT_ROPE_THETA" => 1,
         "generate" | "Backend" => 2,

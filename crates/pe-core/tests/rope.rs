@@ -5,7 +5,7 @@
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::RopeConfigs;
 use candle_pe_core::{Backend, Error, Rope, RopeCache, RopeConfig, RopeType, MAX_POSITION};
-use candle_pe_core::{Dynamic, Linear, Llama3, Longrope, Proportional, Yarn};
+use candle_pe_core::{Dynamic, Linear, Llama3, Longrope, NtkAlpha, Proportional, Yarn};
 use pe_testkit::{backend_tests, to_f64, tolerance, Big, BigFloat};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -37,6 +37,14 @@ fn oracle_frequencies(big: &mut Big, c: &RopeConfig, seq_len: usize) -> Vec<BigF
                     &Big::num(factor - 1.0),
                 );
                 let grown = Big::mul(&base, &big.pow(&growth, &Big::ratio(dim, dim - 2.0)));
+                theta(big, &grown, i)
+            }
+            RopeType::NtkAlpha(NtkAlpha { alpha }) => {
+                // HunYuan: base * alpha^(dim / (dim - 2)), whatever the length.
+                let grown = Big::mul(
+                    &base,
+                    &big.pow(&Big::num(*alpha), &Big::ratio(dim, dim - 2.0)),
+                );
                 theta(big, &grown, i)
             }
             RopeType::Llama3(Llama3 {
@@ -200,7 +208,7 @@ fn assert_tables(
 }
 
 /// The rope types `random_config` draws from (each one the oracle knows).
-const ORACLE_TYPES: usize = 7;
+const ORACLE_TYPES: usize = 8;
 
 fn random_config(rng: &mut StdRng) -> RopeConfig {
     let head_dim = 2 * rng.random_range(2..=128);
@@ -244,8 +252,11 @@ fn random_config(rng: &mut StdRng) -> RopeConfig {
                 attention_factor: rng.random_bool(0.2).then_some(1.25),
             })
         }
-        _ => RopeType::Proportional(Proportional {
+        6 => RopeType::Proportional(Proportional {
             factor: [1.0, factor][rng.random_range(0..2)],
+        }),
+        _ => RopeType::NtkAlpha(NtkAlpha {
+            alpha: [1000.0, factor][rng.random_range(0..2)],
         }),
     };
     let mut c = RopeConfig::new(head_dim, base).with_rope_type(rope_type);
@@ -652,10 +663,10 @@ fn hf_families_parse() -> anyhow::Result<()> {
             "model_type": "gemma3_text", "num_hidden_layers": 34, "sliding_window_pattern": 6,
             "rope_scaling": {"factor": 8.0, "rope_type": "linear"}}}"#,
     )?)?;
-    let full = gemma3.for_layer(5)?;
+    let full = gemma3.for_layer(5)?.unwrap();
     assert_eq!((full.head_dim, full.rope_theta), (256, 1e6));
     assert_eq!(full.rope_type, RopeType::Linear(Linear { factor: 8.0 }));
-    let sliding = gemma3.for_layer(33)?;
+    let sliding = gemma3.for_layer(33)?.unwrap();
     assert_eq!((sliding.head_dim, sliding.rope_theta), (256, 1e4));
     assert_eq!(sliding.rope_type, RopeType::Default);
     let err = gemma3.for_layer(34).unwrap_err();
@@ -669,12 +680,11 @@ fn hf_families_parse() -> anyhow::Result<()> {
         r#"{"head_dim": 64, "layer_types": ["a", "b", "a"],
             "rope_parameters": {"a": {"rope_theta": 1e4}, "b": null}}"#,
     )?)?;
-    assert_eq!(configs.for_layer(2)?.rope_theta, 1e4);
+    assert_eq!(configs.for_layer(2)?.unwrap().rope_theta, 1e4);
+    // A NoPE layer type (null): no rotary embedding, no error.
+    assert!(configs.for_layer(1)?.is_none());
+    assert!(configs.for_layer_type("b")?.is_none());
     for (err, needles) in [
-        (
-            configs.for_layer(1).unwrap_err(),
-            &["rope_parameters.b", "no rotary"][..],
-        ),
         (
             configs.for_layer(3).unwrap_err(),
             &["layer_types", "layer 3"],
@@ -708,8 +718,8 @@ fn hf_families_parse() -> anyhow::Result<()> {
             &["rope_scaling.mrope_section"],
         ),
         (
-            r#"{"head_dim": 64, "rope_scaling": {"rope_type": "ntk_alpha", "alpha": 2}}"#,
-            &["rope_scaling.rope_type", "ntk_alpha"],
+            r#"{"head_dim": 64, "rope_scaling": {"rope_type": "axial", "alpha": 2}}"#,
+            &["rope_scaling.rope_type", "axial"],
         ),
         (
             r#"{"head_dim": 64, "rope_scaling": {"rope_type": "longrope", "short_factor": [1]}}"#,
@@ -750,6 +760,11 @@ fn hf_families_parse() -> anyhow::Result<()> {
     };
     let err = Rope::new(bad_section).unwrap_err().to_string();
     assert!(err.contains("mrope_section"), "{err}");
+    // HunYuan's dynamic with alpha is fixed NTK, never dynamic NTK; a zero alpha is an error.
+    let hunyuan = r#"{"head_dim": 128, "max_position_embeddings": 32768,
+        "rope_scaling": {"type": "dynamic", "alpha": 0.0, "factor": 1.0}}"#;
+    let err = Rope::new(parse(hunyuan)?).unwrap_err().to_string();
+    assert!(err.contains("alpha") && err.contains('0'), "{err}");
     let err = Rope::new(RopeConfig {
         partial_rotary_factor: 0.01,
         ..RopeConfig::new(64, 1e4)

@@ -173,7 +173,7 @@ fn matches_transformers_with(
     let mut worst: Worst = (0.0, 0.0);
     for call in fx.json["calls"].as_array().unwrap() {
         let config = match call["layer_type"].as_str() {
-            Some(t) => configs.for_layer_type(t)?.clone(),
+            Some(t) => configs.for_layer_type(t)?.unwrap().clone(),
             None => RopeConfig::from_hf_config(&fx.json["config_input"])?,
         };
         let rope = Rope::new(config)?.with_longrope_policy(policy)?;
@@ -217,7 +217,36 @@ fn deepseek_v3() -> anyhow::Result<()> {
     let fx = fixture("deepseek_v3")?;
     let c = RopeConfig::from_hf_config(&fx.json["config_input"])?;
     assert_eq!((c.head_dim, c.rotary_dim()), (64, 64), "qk_rope_head_dim");
+    // transformers' DeepseekV3Config defaults rope_interleave to true; the config.json omits it.
+    assert_eq!(
+        c.rope_interleave,
+        fx.json["rope_interleave"].as_bool().unwrap()
+    );
+    assert!(c.rope_interleave);
+    // The attention's softmax scale, qk_head_dim^-0.5 * mscale(40, 1)^2, as transformers' f64
+    // Python computes it: a product of three f64 roundings, so within 4 f64 ulps.
+    let qk_head_dim = fx.json["qk_head_dim"].as_f64().unwrap();
+    let theirs = fx.json["softmax_scale"].as_f64().unwrap();
+    let ours = Rope::new(c)?.softmax_scale() * qk_head_dim.powf(-0.5);
+    let ulps = ((ours - theirs) / theirs).abs() / f64::EPSILON;
+    eprintln!("deepseek_v3: softmax scale {ours} vs {theirs}, {ulps} f64 ulps");
+    assert!(ulps <= 4.0, "softmax scale {ours}, transformers {theirs}");
     matches_transformers("deepseek_v3").map(drop)
+}
+
+/// HunYuan's `dynamic` with `alpha`: fixed NTK, the same frequencies at every length
+/// (transformers' `ntk_alpha`), dense and MoE.
+#[test]
+fn hunyuan() -> anyhow::Result<()> {
+    for name in ["hunyuan_dense", "hunyuan_moe"] {
+        let fx = fixture(name)?;
+        assert_eq!(fx.json["rope_type"], "ntk_alpha", "{name}");
+        let c = RopeConfig::from_hf_config(&fx.json["config_input"])?;
+        assert_eq!(c.rope_type.name(), "ntk_alpha", "{name}");
+        assert_eq!(Rope::new(c)?.fixed_up_to(), None, "{name}");
+        matches_transformers(name)?;
+    }
+    Ok(())
 }
 
 #[test]
@@ -295,15 +324,50 @@ fn gemma3() -> anyhow::Result<()> {
 fn gemma4() -> anyhow::Result<()> {
     let fx = fixture("gemma4")?;
     let configs = RopeConfigs::from_hf_config(&fx.json["config_input"])?;
-    let full = configs.for_layer_type("full_attention")?;
+    let full = configs.for_layer_type("full_attention")?.unwrap();
     assert_eq!(
         (full.head_dim, full.rotary_dim()),
         (512, 512),
         "global_head_dim"
     );
-    assert_eq!(configs.for_layer_type("sliding_attention")?.head_dim, 256);
-    assert_eq!(configs.for_layer(11)?, full);
+    assert_eq!(
+        configs
+            .for_layer_type("sliding_attention")?
+            .unwrap()
+            .head_dim,
+        256
+    );
+    assert_eq!(configs.for_layer(11)?, Some(full));
     matches_transformers("gemma4").map(drop)
+}
+
+/// Gemma 4 as save_pretrained writes it: the full-attention layers' head_dim in
+/// per_layer_config, keyed by layer index ("05", "11"); the same ropes as the gemma4 case.
+/// Layers of one type that override it differently are an error naming them.
+#[test]
+fn gemma4_saved() -> anyhow::Result<()> {
+    let fx = fixture("gemma4_saved")?;
+    assert!(fx.json["config_input"].get("global_head_dim").is_none());
+    let saved = RopeConfigs::from_hf_config(&fx.json["config_input"])?;
+    let given = RopeConfigs::from_hf_config(&fixture("gemma4")?.json["config_input"])?;
+    for i in 0..12 {
+        assert_eq!(saved.for_layer(i)?, given.for_layer(i)?, "layer {i}");
+    }
+    assert_eq!(saved.for_layer(5)?.unwrap().head_dim, 512);
+    assert_eq!(saved.for_layer(4)?.unwrap().head_dim, 256);
+    matches_transformers("gemma4_saved")?;
+
+    let mut split = fx.json["config_input"].clone();
+    split["per_layer_config"]["11"] = serde_json::json!({"head_dim": 256});
+    let err = RopeConfigs::from_hf_config(&split).unwrap_err().to_string();
+    for needle in ["per_layer_config", "layers 5 and 11", "full_attention"] {
+        assert!(err.contains(needle), "{err}");
+    }
+    // Fields no rope reads (num_key_value_heads) may differ.
+    let mut kv = fx.json["config_input"].clone();
+    kv["per_layer_config"]["11"]["num_key_value_heads"] = serde_json::json!(1);
+    assert_eq!(RopeConfigs::from_hf_config(&kv)?, saved);
+    Ok(())
 }
 
 #[test]
@@ -314,6 +378,25 @@ fn qwen2_vl() -> anyhow::Result<()> {
 #[test]
 fn qwen3_vl() -> anyhow::Result<()> {
     mrope("qwen3_vl", true)
+}
+
+/// M-RoPE composed with a scaled rope type (issue 19 item 1), contiguous (Qwen2.5-VL) and
+/// interleaved (Qwen3-VL) sections: the type's frequencies and attention factor, slot by slot.
+#[test]
+fn mrope_with_scaling() -> anyhow::Result<()> {
+    for (name, interleaved, rope_type) in [
+        ("qwen25_vl_yarn", false, "yarn"),
+        ("qwen25_vl_linear", false, "linear"),
+        ("qwen3_vl_yarn", true, "yarn"),
+        ("qwen3_vl_linear", true, "linear"),
+    ] {
+        let fx = fixture(name)?;
+        let config = RopeConfig::from_hf_config(&fx.json["config_input"])?;
+        assert_eq!(config.rope_type.name(), rope_type, "{name}");
+        assert!(config.mrope_section.is_some(), "{name}");
+        mrope(name, interleaved)?;
+    }
+    Ok(())
 }
 
 /// Both calls (3-D ids, text only); text-only ids give the 1-D tables bit for bit.

@@ -252,12 +252,23 @@ impl LlamaConfig {
                 .collect::<candle_pe_core::Result<_>>()?,
             None => vec![],
         };
+        // A layer type without rotary (NoPE) is not one these models have.
+        let rotary = |t: &str| {
+            ropes.for_layer_type(t)?.cloned().ok_or_else(|| {
+                root.invalid(
+                    "rope_parameters",
+                    format!(
+                        "layers of type {t:?} have no rotary embedding (NoPE): not supported here"
+                    ),
+                )
+            })
+        };
         let (rope, sliding_rope) = match ropes.single() {
             Some(rope) => (rope.clone(), None),
             None => (
-                ropes.for_layer_type("full_attention")?.clone(),
+                rotary("full_attention")?,
                 match layer_types.contains(&LayerType::Sliding) {
-                    true => Some(ropes.for_layer_type("sliding_attention")?.clone()),
+                    true => Some(rotary("sliding_attention")?),
                     false => None,
                 },
             ),

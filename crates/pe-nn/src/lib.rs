@@ -30,6 +30,7 @@ mod axes;
 mod config;
 mod embedding;
 mod grid;
+mod layer_rotary;
 mod rotary;
 mod rotary_rows;
 mod rotary_shift;
@@ -39,12 +40,13 @@ pub use axes::AxesRotaryEmbedding;
 pub use config::{EmbeddingScale, PositionMode, SinusoidalEmbeddingConfig, StoredTable};
 pub use embedding::{sinusoidal_embedding, SinusoidalEmbedding};
 pub use grid::GridEmbedding;
+pub use layer_rotary::LayerRotary;
 pub use rotary::RotaryEmbedding;
 
 // The pe-core items this crate's public API takes or returns, so that a user of the blocks needs
 // no second dependency to name them.
 pub use candle_pe_core::{
     cogvideox_coordinates, patch_ids, video_patch_ids, Alibi, AxesRope, Backend, Frequencies,
-    Layout, OddWidth, PeCache, PeSpec, Positions, Preset, Rope, RopeCache, RopeConfig, RopeConfigs,
-    RopeType, SincosGrid, ToPositions,
+    Layout, OddWidth, PeCache, PeSpec, Positions, Preset, QueryScale, Rope, RopeCache, RopeConfig,
+    RopeConfigs, RopeType, SincosGrid, ToPositions,
 };

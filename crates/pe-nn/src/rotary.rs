@@ -83,7 +83,8 @@ pub(crate) enum Path {
 
 impl RotaryEmbedding {
     /// The rotary embedding of `config`, rotating the two halves of each head (HF Llama's
-    /// `rotate_half`, candle's `rope`).
+    /// `rotate_half`, candle's `rope`), or adjacent pairs when the config sets
+    /// `rope_interleave` (DeepSeek-V3).
     ///
     /// For a rope type that tracks a length across calls ([`Rope::tracked_len`]: dynamic NTK)
     /// the embedding keeps transformers' state: the frequencies are those of the longest
@@ -93,9 +94,10 @@ impl RotaryEmbedding {
     pub fn new(config: RopeConfig) -> Result<Self> {
         let rope = Rope::new(config)?;
         let tracked = rope.tracked_len().map(|len| Arc::new(Mutex::new(len)));
+        let interleaved = rope.config().rope_interleave;
         Ok(Self {
             cache: RopeCache::new(rope),
-            interleaved: false,
+            interleaved,
             tracked,
         })
     }
@@ -170,7 +172,11 @@ impl RotaryEmbedding {
             }
             _ => self.cache.range(offset, seq, dtype, q.device())?,
         };
-        self.rotate_both(q, k, layout, &cos, &sin, Path::Fused)
+        let scale = match self.rope().query_scale() {
+            Some(s) => Some(s.range(offset, seq, dtype, q.device())?),
+            None => None,
+        };
+        self.rotate_both(q, k, layout, &cos, &sin, scale.as_ref(), Path::Fused)
     }
 
     /// `q` and `k` rotated at explicit integer positions (u8, u32, i16, i32 or i64, each in
@@ -190,16 +196,37 @@ impl RotaryEmbedding {
         let layout = self.check_pair(q, k)?;
         let positions = check_positions(q, layout, positions)?;
         if let Some((rows, cos, sin)) = self.cached_rows(q, &positions)? {
+            let scales: Option<Vec<f64>> = self
+                .rope()
+                .query_scale()
+                .map(|s| rows.iter().map(|&p| s.value(p as usize)).collect());
             let op = RotateRows {
                 positions: rows,
                 rows: positions.end(),
                 rotary_dim: self.rope().config().rotary_dim(),
                 interleaved: self.interleaved,
+                scales: None,
             };
-            return Ok((op.apply(q, &cos, &sin)?, op.apply(k, &cos, &sin)?));
+            let q_op = RotateRows {
+                scales: scales.as_deref(),
+                ..op
+            };
+            return Ok((q_op.apply(q, &cos, &sin)?, op.apply(k, &cos, &sin)?));
         }
         let (cos, sin) = self.tables_at(q, &positions)?;
-        self.rotate_both(q, k, layout, &cos, &sin, Path::Fused)
+        let scale = self.scale_at(q, &positions)?;
+        self.rotate_both(q, k, layout, &cos, &sin, scale.as_ref(), Path::Fused)
+    }
+
+    /// The query scale at checked positions, on q's device, in the tables' dtype.
+    fn scale_at(&self, q: &Tensor, positions: &Positions) -> Result<Option<Tensor>> {
+        match self.rope().query_scale() {
+            Some(s) => Ok(Some(
+                s.at(positions, table_dtype(q.dtype()))?
+                    .to_device(q.device())?,
+            )),
+            None => Ok(None),
+        }
     }
 
     /// `k` alone rotated at `positions`, as [`apply_at`](Self::apply_at) rotates it (same
@@ -221,7 +248,7 @@ impl RotaryEmbedding {
         if k.elem_count() == 0 {
             return Ok(k.clone());
         }
-        self.rotate(k, layout, &cos, &sin, Path::Fused)
+        self.rotate(k, layout, &cos, &sin, None, Path::Fused)
     }
 
     /// On the CPU, when every position is within the cache's limit (and the rope tracks no
@@ -276,7 +303,7 @@ impl RotaryEmbedding {
             .rope()
             .at_mrope(&position_ids, table_dtype(q.dtype()))?;
         let (cos, sin) = (cos.to_device(q.device())?, sin.to_device(q.device())?);
-        self.rotate_both(q, k, layout, &cos, &sin, Path::Fused)
+        self.rotate_both(q, k, layout, &cos, &sin, None, Path::Fused)
     }
 
     /// [`apply_at`](Self::apply_at) computed with plain candle ops (broadcast multiplies, no
@@ -291,7 +318,8 @@ impl RotaryEmbedding {
         let layout = self.check_pair(q, k)?;
         let positions = check_positions(q, layout, positions)?;
         let (cos, sin) = self.tables_at(q, &positions)?;
-        self.rotate_both(q, k, layout, &cos, &sin, Path::Slow)
+        let scale = self.scale_at(q, &positions)?;
+        self.rotate_both(q, k, layout, &cos, &sin, scale.as_ref(), Path::Slow)
     }
 
     /// The gathered tables `positions.dims() + [rotary_dim / 2]` on q's device, for positions
@@ -311,7 +339,9 @@ impl RotaryEmbedding {
     }
 
     /// Rotates each of q and k that is not empty (candle-nn's kernels do not take an empty
-    /// sequence); `cos` and `sin` are `(seq, half)`, `(batch, seq, half)` or `(tokens, half)`.
+    /// sequence); `cos` and `sin` are `(seq, half)`, `(batch, seq, half)` or `(tokens, half)`,
+    /// and `scale`, q's factor per position, `(seq,)`, `(batch, seq)` or `(tokens,)`.
+    #[allow(clippy::too_many_arguments)]
     fn rotate_both(
         &self,
         q: &Tensor,
@@ -319,16 +349,17 @@ impl RotaryEmbedding {
         layout: Layout,
         cos: &Tensor,
         sin: &Tensor,
+        scale: Option<&Tensor>,
         path: Path,
     ) -> Result<(Tensor, Tensor)> {
-        let rotate = |x: &Tensor| {
+        let rotate = |x: &Tensor, scale: Option<&Tensor>| {
             if x.elem_count() == 0 {
                 Ok(x.clone())
             } else {
-                self.rotate(x, layout, cos, sin, path)
+                self.rotate(x, layout, cos, sin, scale, path)
             }
         };
-        Ok((rotate(q)?, rotate(k)?))
+        Ok((rotate(q, scale)?, rotate(k, None)?))
     }
 
     /// Checks q and k; returns their layout.
@@ -386,15 +417,18 @@ impl RotaryEmbedding {
     }
 
     /// One non-empty input rotated: the first `rotary_dim` features turn in the tables' dtype,
-    /// rounded once to x's dtype; the rest pass unchanged (partial rotary: phi, GPT-NeoX).
+    /// times `scale` when given, rounded once to x's dtype; the rest pass unchanged (partial
+    /// rotary: phi, GPT-NeoX), or times `scale`, rounded once.
     pub(crate) fn rotate(
         &self,
         x: &Tensor,
         layout: Layout,
         cos: &Tensor,
         sin: &Tensor,
+        scale: Option<&Tensor>,
         path: Path,
     ) -> Result<Tensor> {
+        let scale = scale.map(|s| spread_scale(s, layout)).transpose()?;
         let (head_dim, rotary_dim) = (x.dim(D::Minus1)?, self.rope().config().rotary_dim());
         // The common case (a whole contiguous head in the tables' dtype) turns x itself, with
         // none of the narrow, conversions and copy that would each clone it (a decode step
@@ -411,6 +445,10 @@ impl RotaryEmbedding {
             Path::Fused => self.fused(&turned, layout, cos, sin)?,
             Path::Slow => self.slow(&turned, layout, cos, sin)?,
         };
+        let turned = match &scale {
+            Some(s) => turned.broadcast_mul(s)?,
+            None => turned,
+        };
         if whole {
             return Ok(turned);
         }
@@ -419,6 +457,13 @@ impl RotaryEmbedding {
             return Ok(turned);
         }
         let passed = x.narrow(D::Minus1, rotary_dim, head_dim - rotary_dim)?;
+        let passed = match &scale {
+            Some(s) => passed
+                .to_dtype(s.dtype())?
+                .broadcast_mul(s)?
+                .to_dtype(x.dtype())?,
+            None => passed,
+        };
         // candle concatenates along the last axis through a transposed view: make it a plain
         // tensor, which matmul and the attention kernels expect.
         Tensor::cat(&[&turned, &passed], D::Minus1)?.contiguous()
@@ -471,6 +516,18 @@ impl RotaryEmbedding {
             let y2 = (x1.broadcast_mul(&sin)? + x2.broadcast_mul(&cos)?)?;
             Tensor::cat(&[y1, y2], D::Minus1)
         }
+    }
+}
+
+/// A factor per position shaped to broadcast over q: `(seq,)` or `(batch, seq)` to
+/// `(batch or 1, 1, seq, 1)`, `(tokens,)` to `(tokens, 1, 1)`.
+fn spread_scale(scale: &Tensor, layout: Layout) -> Result<Tensor> {
+    match layout {
+        Layout::Bhsd { seq, .. } => {
+            let batch = if scale.rank() == 2 { scale.dim(0)? } else { 1 };
+            scale.reshape((batch, 1, seq, 1))
+        }
+        Layout::Thd { tokens } => scale.reshape((tokens, 1, 1)),
     }
 }
 

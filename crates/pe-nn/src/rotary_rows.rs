@@ -46,6 +46,9 @@ pub(crate) struct RotateRows<'a> {
     pub rotary_dim: usize,
     /// Adjacent pairs `(2i, 2i + 1)` (`rope_i`) rather than the two halves (`rope`).
     pub interleaved: bool,
+    /// A factor per token (query temperature) multiplying the rotated row (and the features
+    /// passed unrotated) before the one rounding; `None` for keys and most models.
+    pub scales: Option<&'a [f64]>,
 }
 
 impl RotateRows<'_> {
@@ -71,13 +74,17 @@ impl RotateRows<'_> {
             let (cos, sin) = (&cos[at..at + half], &sin[at..at + half]);
             let (src, kept) = src.split_at(rotary);
             let (dst, passed) = dst.split_at_mut(rotary);
+            let k = self.scales.map(|scales| T::factor(scales[token]));
             for (y, &x) in passed.iter_mut().zip(kept) {
-                y.write(x);
+                y.write(match k {
+                    None => x,
+                    Some(k) => T::narrow(x.widen() * k),
+                });
             }
             if self.interleaved {
                 let pairs = src.chunks_exact(2).zip(dst.chunks_exact_mut(2));
                 for ((x, y), (&c, &s)) in pairs.zip(cos.iter().zip(sin)) {
-                    let (a, b) = turn_pair(x[0], x[1], c, s);
+                    let (a, b) = turn_pair(x[0], x[1], c, s, k);
                     (y[0], y[1]) = (MaybeUninit::new(a), MaybeUninit::new(b));
                 }
             } else {
@@ -85,7 +92,7 @@ impl RotateRows<'_> {
                 let (y1, y2) = dst.split_at_mut(half);
                 let pairs = x1.iter().zip(x2).zip(y1.iter_mut().zip(y2));
                 for (((&x1, &x2), (y1, y2)), (&c, &s)) in pairs.zip(cos.iter().zip(sin)) {
-                    let (a, b) = turn_pair(x1, x2, c, s);
+                    let (a, b) = turn_pair(x1, x2, c, s, k);
                     (*y1, *y2) = (MaybeUninit::new(a), MaybeUninit::new(b));
                 }
             }
@@ -138,6 +145,7 @@ impl RotateRows<'_> {
         };
         let rows = self.rows;
         if tokens != self.positions.len()
+            || self.scales.is_some_and(|s| s.len() != tokens)
             || 2 * half != self.rotary_dim
             || self.rotary_dim > dims[dims.len() - 1]
             || l_cos.dims() != l_sin.dims()
@@ -198,14 +206,16 @@ impl CustomOp3 for RotateRows<'_> {
 }
 
 /// One pair rotated by the angle of `(cos, sin)`, with candle-nn's formula and order:
-/// `(x1 cos - x2 sin, x1 sin + x2 cos)`, in `T::Math`, each rounded once to `T`.
+/// `(x1 cos - x2 sin, x1 sin + x2 cos)`, in `T::Math`, then times `k` when given, each rounded
+/// once to `T`.
 #[inline(always)]
-fn turn_pair<T: Lane>(x1: T, x2: T, cos: T::Math, sin: T::Math) -> (T, T) {
+fn turn_pair<T: Lane>(x1: T, x2: T, cos: T::Math, sin: T::Math, k: Option<T::Math>) -> (T, T) {
     let (x1, x2) = (x1.widen(), x2.widen());
-    (
-        T::narrow(x1 * cos - x2 * sin),
-        T::narrow(x1 * sin + x2 * cos),
-    )
+    let (y1, y2) = (x1 * cos - x2 * sin, x1 * sin + x2 * cos);
+    match k {
+        None => (T::narrow(y1), T::narrow(y2)),
+        Some(k) => (T::narrow(y1 * k), T::narrow(y2 * k)),
+    }
 }
 
 /// An input element and the float it is rotated in.
@@ -221,10 +231,15 @@ trait Lane: WithDType + Default {
     fn widen(self) -> Self::Math;
     /// `Math` rounded to the element (as candle's `to_dtype` does).
     fn narrow(x: Self::Math) -> Self;
+    /// A factor rounded to `Math` (as candle's `to_dtype` rounds f64 to f32).
+    fn factor(x: f64) -> Self::Math;
 }
 
 impl Lane for f32 {
     type Math = f32;
+    fn factor(x: f64) -> f32 {
+        x as f32
+    }
     fn widen(self) -> f32 {
         self
     }
@@ -235,6 +250,9 @@ impl Lane for f32 {
 
 impl Lane for f64 {
     type Math = f64;
+    fn factor(x: f64) -> f64 {
+        x
+    }
     fn widen(self) -> f64 {
         self
     }
@@ -245,6 +263,9 @@ impl Lane for f64 {
 
 impl Lane for bf16 {
     type Math = f32;
+    fn factor(x: f64) -> f32 {
+        x as f32
+    }
     fn widen(self) -> f32 {
         self.to_f32()
     }
@@ -255,6 +276,9 @@ impl Lane for bf16 {
 
 impl Lane for f16 {
     type Math = f32;
+    fn factor(x: f64) -> f32 {
+        x as f32
+    }
     fn widen(self) -> f32 {
         self.to_f32()
     }

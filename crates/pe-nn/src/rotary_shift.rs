@@ -221,6 +221,6 @@ impl RotaryEmbedding {
             Route::Auto => Path::Fused,
             Route::Slow => Path::Slow,
         };
-        self.rotate(k, layout, &cos, &sin, path)
+        self.rotate(k, layout, &cos, &sin, None, path)
     }
 }

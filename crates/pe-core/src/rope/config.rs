@@ -34,8 +34,9 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
+use super::query_scale::QueryScale;
 use super::types::RopeType;
 use crate::{ConfigFields, Error, Result};
 
@@ -64,6 +65,15 @@ pub struct RopeConfig {
     /// other (Qwen2-VL, Qwen2.5-VL).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub mrope_interleaved: bool,
+    /// Whether the model rotates adjacent pairs `(2i, 2i + 1)` (`rope_interleave`: DeepSeek-V3,
+    /// GLM-4-MoE-Lite, Mistral 4, whose config classes default it to true) instead of the two
+    /// halves of each head. The tables are the same either way.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub rope_interleave: bool,
+    /// A factor on the queries at each position, after the rotation (Ministral 3, Mistral 4:
+    /// `llama_4_scaling_beta`); `None` for most models.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub query_scale: Option<QueryScale>,
 }
 
 impl RopeConfig {
@@ -77,6 +87,8 @@ impl RopeConfig {
             rope_type: RopeType::Default,
             mrope_section: None,
             mrope_interleaved: false,
+            rope_interleave: false,
+            query_scale: None,
         }
     }
 
@@ -101,6 +113,15 @@ impl RopeConfig {
     /// [`RopeConfigs::from_hf_config`].
     pub fn from_hf_config(config: &Value) -> Result<Self> {
         let configs = RopeConfigs::from_hf_config(config)?;
+        if let Some(layer) = configs.nope.iter().flatten().position(|&n| n) {
+            return Err(Error::Config {
+                field: "no_rope_layers".into(),
+                message: format!(
+                    "layer {layer} has no rotary embedding (NoPE): read the config with \
+                     RopeConfigs::from_hf_config, then for_layer"
+                ),
+            });
+        }
         match configs.layers {
             Layers::Single(config) => Ok(config),
             Layers::PerType { field, configs } => Err(Error::Config {
@@ -137,8 +158,8 @@ impl<'de> Deserialize<'de> for RopeConfig {
 ///   "num_hidden_layers": 12, "sliding_window_pattern": 6, "rope_theta": 1000000.0,
 ///   "rope_local_base_freq": 10000.0, "rope_scaling": {"rope_type": "linear", "factor": 8.0}}"#)?;
 /// let configs = RopeConfigs::from_hf_config(&gemma3)?;
-/// assert_eq!(configs.for_layer(5)?.rope_type.name(), "linear"); // full attention
-/// assert_eq!(configs.for_layer(0)?.rope_theta, 10000.0); // sliding
+/// assert_eq!(configs.for_layer(5)?.unwrap().rope_type.name(), "linear"); // full attention
+/// assert_eq!(configs.for_layer(0)?.unwrap().rope_theta, 10000.0); // sliding
 /// assert!(configs.for_layer(12).is_err());
 /// assert!(configs.for_layer_type("chunked_attention").is_err());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -147,6 +168,11 @@ impl<'de> Deserialize<'de> for RopeConfig {
 pub struct RopeConfigs {
     layers: Layers,
     layer_types: Option<Vec<String>>,
+    /// Per layer, whether it has no rotary embedding (NoPE), from `no_rope_layers` (where 0
+    /// marks a NoPE layer) or its default; `None` when every layer has rotary.
+    nope: Option<Vec<bool>>,
+    /// The query scale of the NoPE layers (Llama 4's `attn_temperature_tuning`).
+    nope_query_scale: Option<QueryScale>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -194,22 +220,26 @@ impl RopeConfigs {
         }
     }
 
-    /// The rope of the layers of type `layer_type` (`full_attention`, `sliding_attention`).
-    pub fn for_layer_type(&self, layer_type: &str) -> Result<&RopeConfig> {
+    /// The rope of the layers of type `layer_type` (`full_attention`, `sliding_attention`);
+    /// `None` when that type has no rotary embedding (a NoPE layer type, given as `null`).
+    /// A type all of whose layers are NoPE (Llama 4's `full_attention`) is `None` too.
+    pub fn for_layer_type(&self, layer_type: &str) -> Result<Option<&RopeConfig>> {
+        if let (Some(types), Some(nope)) = (&self.layer_types, &self.nope) {
+            let mut of_type = types.iter().zip(nope).filter(|(t, _)| *t == layer_type);
+            if of_type.clone().next().is_some() && of_type.all(|(_, &n)| n) {
+                return Ok(None);
+            }
+        }
         match &self.layers {
             Layers::Single(c) => match &self.layer_types {
                 Some(types) if !types.iter().any(|t| t == layer_type) => Err(Error::Config {
                     field: "layer_types".into(),
                     message: format!("no layer has type {layer_type:?}"),
                 }),
-                _ => Ok(c),
+                _ => Ok(Some(c)),
             },
             Layers::PerType { field, configs } => match configs.get(layer_type) {
-                Some(Some(c)) => Ok(c),
-                Some(None) => Err(Error::Config {
-                    field: format!("{field}.{layer_type}"),
-                    message: format!("layers of type {layer_type:?} have no rotary embedding"),
-                }),
+                Some(c) => Ok(c.as_ref()),
                 None => Err(Error::Config {
                     field: field.clone(),
                     message: format!(
@@ -221,26 +251,67 @@ impl RopeConfigs {
         }
     }
 
-    /// The rope of layer `index` (counted from 0), by its type in `layer_types`.
-    pub fn for_layer(&self, index: usize) -> Result<&RopeConfig> {
+    /// The number of layers, when the config says (`layer_types`, `no_rope_layers` or
+    /// `num_hidden_layers`).
+    pub fn num_layers(&self) -> Option<usize> {
+        self.layer_types
+            .as_ref()
+            .map(Vec::len)
+            .or(self.nope.as_ref().map(Vec::len))
+    }
+
+    /// The rope of layer `index` (counted from 0), by its type in `layer_types`; `None` for a
+    /// layer without rotary embedding (NoPE: Llama 4's and SmolLM3's `no_rope_layers`, a NoPE
+    /// layer type).
+    ///
+    /// ```
+    /// use candle_pe_core::RopeConfigs;
+    ///
+    /// let smollm3 = serde_json::json!({"model_type": "smollm3", "head_dim": 128,
+    ///     "num_hidden_layers": 8, "rope_theta": 2e6});
+    /// let configs = RopeConfigs::from_hf_config(&smollm3)?;
+    /// assert!(configs.for_layer(2)?.is_some());
+    /// assert!(configs.for_layer(3)?.is_none()); // every 4th layer is NoPE by default
+    /// assert!(configs.for_layer(8).is_err());
+    /// # Ok::<(), candle_pe_core::Error>(())
+    /// ```
+    pub fn for_layer(&self, index: usize) -> Result<Option<&RopeConfig>> {
+        if let Some(nope) = &self.nope {
+            match nope.get(index) {
+                Some(true) => return Ok(None),
+                Some(false) => {}
+                None => return Err(past_last("no_rope_layers", index, nope.len())),
+            }
+        }
         match (&self.layer_types, &self.layers) {
             (Some(types), _) => match types.get(index) {
                 Some(t) => self.for_layer_type(t),
-                None => Err(Error::Config {
-                    field: "layer_types".into(),
-                    message: format!(
-                        "layer {index} is past the last of the {} layers",
-                        types.len()
-                    ),
-                }),
+                None => Err(past_last("layer_types", index, types.len())),
             },
-            (None, Layers::Single(c)) => Ok(c),
+            (None, Layers::Single(c)) => Ok(Some(c)),
             (None, Layers::PerType { .. }) => Err(Error::MissingParameter {
                 name: "layer_types",
                 needed_by: "picking a layer's rope by index (give layer_types, or \
                             num_hidden_layers with sliding_window_pattern)",
             }),
         }
+    }
+
+    /// The factor on the queries of layer `index` at each position, if it has one: its rope's
+    /// ([`RopeConfig::query_scale`], Ministral 3), or on a NoPE layer Llama 4's
+    /// `attn_temperature_tuning` ([`QueryScale::AttnTemperature`]).
+    pub fn query_scale(&self, index: usize) -> Result<Option<QueryScale>> {
+        Ok(match self.for_layer(index)? {
+            Some(c) => c.query_scale,
+            None => self.nope_query_scale,
+        })
+    }
+}
+
+fn past_last(field: &str, index: usize, layers: usize) -> Error {
+    Error::Config {
+        field: field.into(),
+        message: format!("layer {index} is past the last of the {layers} layers"),
     }
 }
 
@@ -303,6 +374,215 @@ impl Theta {
 fn read_model(root: &ConfigFields, outer_model_type: Option<&str>) -> Result<RopeConfigs> {
     let model_type: Option<String> = root.get("model_type")?;
     let model_type = model_type.as_deref().or(outer_model_type).unwrap_or("");
+    let overrides = Overrides::read(root)?;
+    let (layers, layer_types) = read_layers(root, model_type, &overrides)?;
+    Ok(RopeConfigs {
+        layers,
+        layer_types,
+        nope: read_nope(root, model_type)?,
+        nope_query_scale: read_attn_temperature(root, model_type)?,
+    })
+}
+
+/// The `model_type`s whose config class gives every `no_rope_layer_interval`-th layer no rotary
+/// when `no_rope_layers` is absent.
+const NOPE_BY_DEFAULT: [&str; 3] = ["smollm3", "llama4", "llama4_text"];
+
+/// Per layer, whether it is NoPE: `no_rope_layers` (1 for rotary, 0 for none, as transformers
+/// reads it), or for Llama 4 and SmolLM3 every `no_rope_layer_interval`-th layer (default 4).
+fn read_nope(root: &ConfigFields, model_type: &str) -> Result<Option<Vec<bool>>> {
+    if let Some(list) = root.get::<Vec<i64>>("no_rope_layers")? {
+        if !list.is_empty() {
+            return Ok(Some(list.iter().map(|&r| r == 0).collect()));
+        }
+    }
+    if !NOPE_BY_DEFAULT.contains(&model_type) {
+        return Ok(None);
+    }
+    let interval = root.get::<usize>("no_rope_layer_interval")?.unwrap_or(4);
+    if interval == 0 {
+        return Err(root.invalid("no_rope_layer_interval", "must be at least 1, got 0"));
+    }
+    let layers = root.get::<usize>("num_hidden_layers")?;
+    Ok(layers.map(|n| (0..n).map(|i| (i + 1) % interval == 0).collect()))
+}
+
+/// Llama 4's query temperature on its NoPE layers: `attn_temperature_tuning` (default on, a
+/// bool or, in early configs, a number), `floor_scale` (8192) and `attn_scale` (0.1).
+fn read_attn_temperature(root: &ConfigFields, model_type: &str) -> Result<Option<QueryScale>> {
+    if !model_type.starts_with("llama4") {
+        return Ok(None);
+    }
+    let on = match root.value("attn_temperature_tuning") {
+        None => true,
+        Some(Value::Bool(b)) => *b,
+        Some(Value::Number(n)) => n.as_f64() != Some(0.0),
+        Some(other) => {
+            return Err(root.invalid(
+                "attn_temperature_tuning",
+                format!("must be a bool, got {other}"),
+            ))
+        }
+    };
+    if !on {
+        return Ok(None);
+    }
+    let scale = QueryScale::AttnTemperature {
+        floor_scale: root.get("floor_scale")?.unwrap_or(8192),
+        attn_scale: root.get("attn_scale")?.unwrap_or(0.1),
+    };
+    scale.check()?;
+    Ok(Some(scale))
+}
+
+/// The fields a layer's rope is read from, which `per_layer_config` may override.
+const ROPE_FIELDS: [&str; 12] = [
+    "head_dim",
+    "global_head_dim",
+    "qk_rope_head_dim",
+    "hidden_size",
+    "num_attention_heads",
+    "rope_theta",
+    "rope_local_base_freq",
+    "partial_rotary_factor",
+    "max_position_embeddings",
+    "mrope_section",
+    "mrope_interleaved",
+    "rope_interleave",
+];
+
+/// transformers 5's `per_layer_config`: per layer index, the fields of the root that layer
+/// overrides (only those a rope reads are kept).
+struct Overrides {
+    /// Layer index, the override's path (`per_layer_config.5`) and its rope fields.
+    layers: BTreeMap<usize, (String, Map<String, Value>)>,
+}
+
+/// A root to read a layer's rope from: the config's own, or one with a layer's overrides.
+enum LayerRoot<'a> {
+    Given(ConfigFields<'a>),
+    Overridden(Value),
+}
+
+impl LayerRoot<'_> {
+    fn fields(&self) -> Result<ConfigFields<'_>> {
+        match self {
+            LayerRoot::Given(f) => Ok(f.clone()),
+            LayerRoot::Overridden(v) => ConfigFields::new(v),
+        }
+    }
+}
+
+impl Overrides {
+    fn read(root: &ConfigFields) -> Result<Self> {
+        let mut layers = BTreeMap::new();
+        let Some(per_layer) = root.object("per_layer_config")? else {
+            return Ok(Self { layers });
+        };
+        for key in per_layer.keys() {
+            let index: usize = key
+                .parse()
+                .map_err(|_| per_layer.invalid(key, "keys must be layer indices (0, 1, ...)"))?;
+            let Some(fields) = per_layer.object(key)? else {
+                continue;
+            };
+            for refused in ["rope_parameters", "rope_scaling"] {
+                if fields.has(refused) {
+                    return Err(fields.invalid(
+                        refused,
+                        "a per-layer rope dict is not read; give it per layer type in \
+                         rope_parameters",
+                    ));
+                }
+            }
+            let kept: Map<String, Value> = ROPE_FIELDS
+                .iter()
+                .filter_map(|&f| fields.value(f).map(|v| (f.to_string(), v.clone())))
+                .collect();
+            if !kept.is_empty() {
+                layers.insert(index, (fields.path().to_string(), kept));
+            }
+        }
+        Ok(Self { layers })
+    }
+
+    /// The root the layers of `layer_type` (every layer when `None`) read their rope from: the
+    /// overrides they share; layers of one type whose overrides differ are an error naming two
+    /// of them.
+    fn root<'a>(
+        &self,
+        root: &ConfigFields<'a>,
+        layer_types: Option<&[String]>,
+        layer_type: Option<&str>,
+    ) -> Result<LayerRoot<'a>> {
+        if self.layers.is_empty() {
+            return Ok(LayerRoot::Given(root.clone()));
+        }
+        let of_type = |i: usize| match (layer_types, layer_type) {
+            (Some(types), Some(t)) => types.get(i).is_some_and(|ti| ti == t),
+            _ => true,
+        };
+        let count = layer_types.map(<[String]>::len);
+        let Some(count) = count else {
+            return Err(Error::MissingParameter {
+                name: "layer_types",
+                needed_by: "per_layer_config: which layers share a rope (give layer_types)",
+            });
+        };
+        let indices: Vec<usize> = (0..count).filter(|&i| of_type(i)).collect();
+        let none = Map::new();
+        let get = |i: usize| self.layers.get(&i).map_or(&none, |(_, m)| m);
+        if let Some(&first) = indices.first() {
+            if let Some(&other) = indices.iter().find(|&&i| get(i) != get(first)) {
+                let show = |i: usize| Value::Object(get(i).clone()).to_string();
+                return Err(Error::Config {
+                    field: "per_layer_config".into(),
+                    message: format!(
+                        "layers {first} and {other} are both {} but override the rope's \
+                         fields differently ({} vs {}): one rope per layer type",
+                        layer_type.unwrap_or("layers of the one rope"),
+                        show(first),
+                        show(other)
+                    ),
+                });
+            }
+            if let Some(&past) = self.layers.keys().find(|&&i| i >= count) {
+                return Err(Error::Config {
+                    field: format!("per_layer_config.{past}"),
+                    message: format!("layer {past} is past the last of the {count} layers"),
+                });
+            }
+            let fields = get(first);
+            if !fields.is_empty() {
+                let mut value = Value::Object(root_map(root));
+                if let Value::Object(map) = &mut value {
+                    if fields.contains_key("head_dim") {
+                        // The layer's own head_dim replaces the global one Gemma 4 used to give.
+                        map.remove("global_head_dim");
+                    }
+                    map.extend(fields.clone());
+                }
+                return Ok(LayerRoot::Overridden(value));
+            }
+        }
+        Ok(LayerRoot::Given(root.clone()))
+    }
+}
+
+/// The fields of `root` as a JSON map.
+fn root_map(root: &ConfigFields) -> Map<String, Value> {
+    root.keys()
+        .filter_map(|k| root.value(k).map(|v| (k.to_string(), v.clone())))
+        .collect()
+}
+
+/// The ropes of a model's layers, and its `layer_types`; `overrides` gives the root a layer type
+/// reads its fields from (transformers 5's `per_layer_config`).
+fn read_layers(
+    root: &ConfigFields,
+    model_type: &str,
+    overrides: &Overrides,
+) -> Result<(Layers, Option<Vec<String>>)> {
     let is_gemma3 = model_type.starts_with("gemma3");
     let is_gemma4 = model_type.starts_with("gemma4");
     let mut layer_types: Option<Vec<String>> = root.get("layer_types")?;
@@ -335,7 +615,9 @@ fn read_model(root: &ConfigFields, outer_model_type: Option<&str>) -> Result<Rop
             let config = match params.object(layer_type)? {
                 None => None,
                 Some(dict) => Some(read_one(
-                    root,
+                    &overrides
+                        .root(root, layer_types.as_deref(), Some(layer_type))?
+                        .fields()?,
                     Some(&dict),
                     Some(layer_type),
                     model_type,
@@ -344,13 +626,11 @@ fn read_model(root: &ConfigFields, outer_model_type: Option<&str>) -> Result<Rop
             };
             configs.insert(layer_type.to_string(), config);
         }
-        return Ok(RopeConfigs {
-            layers: Layers::PerType {
-                field: params.path().to_string(),
-                configs,
-            },
-            layer_types,
-        });
+        let layers = Layers::PerType {
+            field: params.path().to_string(),
+            configs,
+        };
+        return Ok((layers, layer_types));
     }
     if is_gemma4 {
         return Err(root.invalid(
@@ -363,15 +643,20 @@ fn read_model(root: &ConfigFields, outer_model_type: Option<&str>) -> Result<Rop
         // Gemma 3's legacy form: rope_theta and rope_scaling for full-attention layers,
         // rope_local_base_freq for sliding ones.
         implied_layer_types(&mut layer_types)?;
+        let types = layer_types.as_deref();
         let full = read_one(
-            root,
+            &overrides
+                .root(root, types, Some("full_attention"))?
+                .fields()?,
             params.as_ref(),
             Some("full_attention"),
             model_type,
             Theta::GEMMA3_FULL,
         )?;
         let sliding = read_one(
-            root,
+            &overrides
+                .root(root, types, Some("sliding_attention"))?
+                .fields()?,
             None,
             Some("sliding_attention"),
             model_type,
@@ -381,20 +666,27 @@ fn read_model(root: &ConfigFields, outer_model_type: Option<&str>) -> Result<Rop
             ("full_attention".to_string(), Some(full)),
             ("sliding_attention".to_string(), Some(sliding)),
         ]);
-        return Ok(RopeConfigs {
-            layers: Layers::PerType {
-                field: root.path_of("rope_local_base_freq"),
-                configs,
-            },
-            layer_types,
-        });
+        let layers = Layers::PerType {
+            field: root.path_of("rope_local_base_freq"),
+            configs,
+        };
+        return Ok((layers, layer_types));
     }
-    let config = read_one(root, params.as_ref(), None, model_type, Theta::ROPE_THETA)?;
-    Ok(RopeConfigs {
-        layers: Layers::Single(config),
-        layer_types,
-    })
+    let config = read_one(
+        &overrides
+            .root(root, layer_types.as_deref(), None)?
+            .fields()?,
+        params.as_ref(),
+        None,
+        model_type,
+        Theta::ROPE_THETA,
+    )?;
+    Ok((Layers::Single(config), layer_types))
 }
+
+/// The `model_type`s whose config class defaults `rope_interleave` to true.
+const INTERLEAVED_BY_DEFAULT: [&str; 5] =
+    ["deepseek_v3", "glm4_moe_lite", "mistral4", "youtu", "axk1"];
 
 /// The `model_type`s whose config class defaults `head_dim` to 256.
 const GEMMA_HEAD_DIM_256: [&str; 4] = ["gemma", "gemma2", "gemma3", "gemma3_text"];
@@ -455,6 +747,32 @@ fn read_one(
         ),
         None => (root.get("mrope_section")?, root.get("mrope_interleaved")?),
     };
+    let query_scale = match dict {
+        Some(dict) => {
+            match dict.either::<f64>("llama_4_scaling_beta", root, "llama_4_scaling_beta")? {
+                Some(beta) => {
+                    let original = dict
+                        .either::<usize>(
+                            "original_max_position_embeddings",
+                            root,
+                            "original_max_position_embeddings",
+                        )?
+                        .ok_or(Error::MissingParameter {
+                            name: "original_max_position_embeddings",
+                            needed_by: "llama_4_scaling_beta's query scale",
+                        })?;
+                    let scale = QueryScale::Llama4Scaling {
+                        beta,
+                        original_max_position_embeddings: original,
+                    };
+                    scale.check()?;
+                    Some(scale)
+                }
+                None => None,
+            }
+        }
+        None => None,
+    };
     // Qwen3-VL always interleaves (transformers never reads mrope_interleaved).
     let mrope_interleaved = interleaved.unwrap_or(false) || model_type.starts_with("qwen3_vl");
     Ok(RopeConfig {
@@ -466,5 +784,9 @@ fn read_one(
         rope_type,
         mrope_section,
         mrope_interleaved,
+        rope_interleave: root
+            .get("rope_interleave")?
+            .unwrap_or(INTERLEAVED_BY_DEFAULT.contains(&model_type)),
+        query_scale,
     })
 }

@@ -6,6 +6,8 @@
 //!   [`RopeConfigs`], a model's ropes per layer (Gemma 3 and 4 have one per layer type);
 //! - `types.rs`: each rope type's parameters and frequency formula ([`RopeType`]);
 //! - `tables.rs`: [`Rope`], a checked config that builds the tables (M-RoPE's from 3-D ids too);
+//! - `query_scale.rs`: [`QueryScale`], a factor on the queries per position (query temperature),
+//!   and `scales.rs` its tensors;
 //! - `cache.rs`: [`RopeCache`], the tables kept per device and dtype, served as views;
 //! - `shift.rs`: the tables of the turn that moves keys rotated at one position to another.
 //!
@@ -29,7 +31,9 @@
 mod axes;
 mod cache;
 mod config;
+mod query_scale;
 mod qwen_vl;
+mod scales;
 mod shift;
 mod tables;
 mod types;
@@ -37,6 +41,9 @@ mod types;
 pub use axes::{cogvideox_coordinates, patch_ids, video_patch_ids, AxesRope};
 pub use cache::RopeCache;
 pub use config::{RopeConfig, RopeConfigs, DEFAULT_ROPE_THETA};
+pub use query_scale::QueryScale;
 pub use qwen_vl::{QwenVlConfig, QwenVlPositions, QwenVlVersion};
 pub use tables::Rope;
-pub use types::{Dynamic, Linear, Llama3, Longrope, LongropePolicy, Proportional, RopeType, Yarn};
+pub use types::{
+    Dynamic, Linear, Llama3, Longrope, LongropePolicy, NtkAlpha, Proportional, RopeType, Yarn,
+};

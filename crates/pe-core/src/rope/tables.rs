@@ -20,6 +20,7 @@ use std::sync::Arc;
 use candle_core::{DType, Device, Tensor, D};
 
 use super::config::RopeConfig;
+use super::query_scale::QueryScale;
 use super::types::{invalid, positive, Context, LongropePolicy};
 use crate::describe::freq::Plan;
 use crate::describe::positions::{self, Request, ToPositions};
@@ -72,6 +73,9 @@ impl Rope {
                     ),
                 });
             }
+        }
+        if let Some(scale) = &config.query_scale {
+            scale.check()?;
         }
         Self::checked(config, Backend::Auto, LongropePolicy::default())
     }
@@ -177,6 +181,31 @@ impl Rope {
     /// for most types.
     pub fn attention_scaling(&self) -> f64 {
         self.fixed.plan().amplitude()
+    }
+
+    /// The factor on the queries at each position after the rotation (query temperature:
+    /// Ministral 3's `llama_4_scaling_beta`), if the config gives one; its tensors are
+    /// [`QueryScale::range`] and [`QueryScale::at`].
+    pub fn query_scale(&self) -> Option<&QueryScale> {
+        self.config.query_scale.as_ref()
+    }
+
+    /// The factor the model multiplies its attention softmax scale (`head_dim^-0.5`) by, from the
+    /// rope config: DeepSeek-V3's `mscale(factor, mscale_all_dim)^2` for YaRN with
+    /// `mscale_all_dim`, 1 otherwise. It is not in the tables: the attention applies it.
+    ///
+    /// ```
+    /// use candle_pe_core::{Rope, RopeConfig, RopeType, Yarn};
+    ///
+    /// let yarn = Yarn { mscale: Some(1.0), mscale_all_dim: Some(1.0), ..Yarn::new(40.0, 4096) };
+    /// let rope = Rope::new(RopeConfig::new(64, 1e4).with_rope_type(RopeType::Yarn(yarn)))?;
+    /// let m = 0.1 * 40f64.ln() + 1.0;
+    /// assert_eq!(rope.softmax_scale(), m * m);
+    /// assert_eq!(rope.attention_scaling(), 1.0); // mscale / mscale_all_dim
+    /// # Ok::<(), candle_pe_core::Error>(())
+    /// ```
+    pub fn softmax_scale(&self) -> f64 {
+        self.config.rope_type.formula().softmax_scale()
     }
 
     /// The angular frequencies `w_i` for a sequence of `seq_len` positions, rounded to f64 (the

@@ -84,6 +84,11 @@ pub(crate) trait Formula: Named + JsonFields {
     fn attention_factor(&self, _ctx: &Context) -> f64 {
         1.0
     }
+    /// The factor a model multiplies its attention softmax scale by (DeepSeek's
+    /// `mscale(factor, mscale_all_dim)^2`); 1 by default.
+    fn softmax_scale(&self) -> f64 {
+        1.0
+    }
     /// The width the tables cover, twice their column count: by default the rotated part of
     /// the head, `head_dim * partial_rotary_factor` rounded down.
     fn rotary_dim(&self, head_dim: usize, partial_rotary_factor: f64) -> usize {
@@ -203,6 +208,8 @@ pub enum RopeType {
     Linear(Linear),
     /// Dynamic NTK: past `max_position_embeddings`, the base grows with the sequence length.
     Dynamic(Dynamic),
+    /// Fixed NTK (HunYuan's `dynamic` with `alpha`): the base times `alpha^(d / (d - 2))`.
+    NtkAlpha(NtkAlpha),
     /// Llama 3.1: long wavelengths divided by `factor`, short ones kept, a smooth blend between.
     Llama3(Llama3),
     /// YaRN: interpolation and extrapolation blended by a ramp over the dimensions, and an
@@ -220,12 +227,13 @@ pub enum RopeType {
 type Reader = fn(&RopeDict) -> Option<Result<RopeType>>;
 
 /// Every rope type, with its names, as config reading looks them up.
-const TYPES: [(&[&str], Reader); 7] = [
+const TYPES: [(&[&str], Reader); 8] = [
     (Unscaled::NAMES, |d| {
         read_as(d, |Unscaled| RopeType::Default)
     }),
     (Linear::NAMES, |d| read_as(d, RopeType::Linear)),
     (Dynamic::NAMES, |d| read_as(d, RopeType::Dynamic)),
+    (NtkAlpha::NAMES, |d| read_as(d, RopeType::NtkAlpha)),
     (Llama3::NAMES, |d| read_as(d, RopeType::Llama3)),
     (Yarn::NAMES, |d| read_as(d, RopeType::Yarn)),
     (Longrope::NAMES, |d| read_as(d, RopeType::Longrope)),
@@ -247,6 +255,7 @@ impl RopeType {
             RopeType::Default => &Unscaled,
             RopeType::Linear(t) => t,
             RopeType::Dynamic(t) => t,
+            RopeType::NtkAlpha(t) => t,
             RopeType::Llama3(t) => t,
             RopeType::Yarn(t) => t,
             RopeType::Longrope(t) => t,
@@ -419,6 +428,11 @@ impl Dynamic {
 impl ReadRope for Dynamic {
     const NAMES: &'static [&'static str] = &["dynamic"];
 
+    /// A `dynamic` dict with `alpha` is [`NtkAlpha`]'s (HunYuan).
+    fn claims(dict: &RopeDict) -> bool {
+        Self::NAMES.contains(&dict.name()) && !dict.has("alpha")
+    }
+
     fn read(dict: &RopeDict) -> Result<Self> {
         Ok(Self {
             factor: dict.require("factor")?,
@@ -463,6 +477,63 @@ impl Formula for Dynamic {
             Some(max) => Self::next_cached_len(max, tracked, reach),
             None => reach,
         }
+    }
+}
+
+/// Fixed NTK scaling (HunYuan; transformers' `ntk_alpha`, which HunYuan checkpoints label
+/// `dynamic` with an `alpha`): the base becomes `rope_theta * alpha^(rotary_dim / (rotary_dim -
+/// 2))` for every sequence length, `w_i = base^(-2i/rotary_dim)`.
+///
+/// ```
+/// use candle_pe_core::{RopeConfig, RopeType};
+///
+/// let json = serde_json::json!({"head_dim": 128, "rope_theta": 10000.0,
+///     "max_position_embeddings": 32768,
+///     "rope_scaling": {"type": "dynamic", "alpha": 1000.0, "factor": 1.0}});
+/// let config = RopeConfig::from_hf_config(&json)?;
+/// assert!(matches!(config.rope_type, RopeType::NtkAlpha(a) if a.alpha == 1000.0));
+/// # Ok::<(), candle_pe_core::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct NtkAlpha {
+    /// The base is multiplied by `alpha^(rotary_dim / (rotary_dim - 2))`.
+    #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
+    pub alpha: f64,
+}
+
+impl ReadRope for NtkAlpha {
+    /// transformers' name, then the one HunYuan's configs give it (with `alpha`).
+    const NAMES: &'static [&'static str] = &["ntk_alpha", "dynamic"];
+
+    fn claims(dict: &RopeDict) -> bool {
+        dict.name() == Self::NAMES[0] || (dict.name() == Self::NAMES[1] && dict.has("alpha"))
+    }
+
+    fn read(dict: &RopeDict) -> Result<Self> {
+        Ok(Self {
+            alpha: dict.require("alpha")?,
+        })
+    }
+}
+
+impl Formula for NtkAlpha {
+    fn check(&self, ctx: &Context) -> Result<()> {
+        positive("alpha", self.alpha)?;
+        if ctx.rotary_dim <= 2 {
+            return Err(invalid(
+                "rotary dim",
+                "above 2 for ntk_alpha",
+                ctx.rotary_dim as f64,
+            ));
+        }
+        Ok(())
+    }
+
+    fn frequencies(&self, ctx: &Context) -> Vec<Dd> {
+        let dim = ctx.rotary_dim as f64;
+        let base = Dd::new(self.alpha).powf(Dd::ratio(dim, dim - 2.0)) * ctx.rope_theta;
+        ctx.default_frequencies(base)
     }
 }
 
@@ -608,6 +679,16 @@ impl Yarn {
         }
     }
 
+    /// YaRN's magnitude correction for a context `scale` times longer: `0.1 mscale ln(scale) + 1`,
+    /// or 1 when `scale <= 1`.
+    fn get_mscale(scale: f64, mscale: f64) -> f64 {
+        if scale <= 1.0 {
+            1.0
+        } else {
+            0.1 * mscale * scale.ln() + 1.0
+        }
+    }
+
     fn original(&self, ctx: &Context) -> Result<usize> {
         match self.original_max_position_embeddings {
             Some(n) => at_least_one("original_max_position_embeddings", n).map(|_| n),
@@ -709,17 +790,20 @@ impl Formula for Yarn {
     }
 
     fn attention_factor(&self, _ctx: &Context) -> f64 {
-        let m = |scale: f64, mscale: f64| {
-            if scale <= 1.0 {
-                1.0
-            } else {
-                0.1 * mscale * scale.ln() + 1.0
-            }
-        };
+        let m = |mscale| Self::get_mscale(self.factor, mscale);
         match (self.attention_factor, self.mscale, self.mscale_all_dim) {
             (Some(a), _, _) => a,
-            (None, Some(ms), Some(all)) => m(self.factor, ms) / m(self.factor, all),
-            _ => m(self.factor, 1.0),
+            (None, Some(ms), Some(all)) => m(ms) / m(all),
+            _ => m(1.0),
+        }
+    }
+
+    /// DeepSeek-V3's attention multiplies its softmax scale by `mscale(factor,
+    /// mscale_all_dim)^2` when the config gives `mscale_all_dim` (not 0).
+    fn softmax_scale(&self) -> f64 {
+        match self.mscale_all_dim {
+            Some(all) if all != 0.0 => Self::get_mscale(self.factor, all).powi(2),
+            _ => 1.0,
         }
     }
 }
