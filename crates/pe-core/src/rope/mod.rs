@@ -4,6 +4,8 @@
 //!
 //! - `config.rs`: [`RopeConfig`], in the words of `config.json`, and how it is read, and
 //!   [`RopeConfigs`], a model's ropes per layer (Gemma 3 and 4 have one per layer type);
+//! - `gguf.rs`: [`GgufRope`], the same configs read from a GGUF file's metadata and rope
+//!   tensors, with the pair layout of its weights;
 //! - `types.rs`: each rope type's parameters and frequency formula ([`RopeType`]);
 //! - `tables.rs`: [`Rope`], a checked config that builds the tables (M-RoPE's from 3-D ids too);
 //! - `cache.rs`: [`RopeCache`], the tables kept per device and dtype, served as views;
@@ -29,6 +31,7 @@
 mod axes;
 mod cache;
 mod config;
+mod gguf;
 mod qwen_vl;
 mod shift;
 mod tables;
@@ -37,6 +40,7 @@ mod types;
 pub use axes::{cogvideox_coordinates, patch_ids, video_patch_ids, AxesRope};
 pub use cache::RopeCache;
 pub use config::{RopeConfig, RopeConfigs, DEFAULT_ROPE_THETA};
+pub use gguf::{FreqFactors, GgufRope, PairLayout, ValueSource};
 pub use qwen_vl::{QwenVlConfig, QwenVlPositions, QwenVlVersion};
 pub use tables::Rope;
 pub use types::{Dynamic, Linear, Llama3, Longrope, LongropePolicy, Proportional, RopeType, Yarn};
