@@ -1,8 +1,9 @@
 //! `pe rope`: the rotary (RoPE) `cos` and `sin` tables of one head, for any of pe-core's rope
 //! types, written to a `.safetensors` file.
 //!
-//! The rope is read from an HF `config.json` (`--config`, with `--layer-type` or `--layer` for
-//! models with one rope per layer type, as Gemma 3 and 4), or given by flags: the fields of
+//! The rope is read from an HF `config.json` (`--config`) or a GGUF file's metadata and rope
+//! tensors (`--gguf`), with `--layer-type` or `--layer` for models with one rope per layer type
+//! (Gemma 3 and 4), or given by flags: the fields of
 //! pe-core's `RopeConfig` and rope types, in kebab case (`rope_theta` is `--rope-theta`,
 //! `original_max_position_embeddings` is `--original-max-position-embeddings`), the rope type a
 //! subcommand after the common flags, taking exactly its own parameters.
@@ -18,6 +19,7 @@
 //! pe rope --config gemma3/config.json --layer-type sliding_attention --len 4096 \
 //!     --out g.safetensors
 //! pe rope --config qwen2-vl/config.json --positions ids.npy --out vl.safetensors
+//! pe rope --gguf llama-3.1-8b-instruct.Q8_0.gguf --offset 100000 --len 16 --out l.safetensors
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -25,7 +27,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context as _, Result};
 use candle_core::{DType, Tensor};
 use candle_pe_core::Positions;
-use candle_pe_core::{LongropePolicy, Rope, RopeConfig, RopeConfigs, RopeType, DEFAULT_ROPE_THETA};
+use candle_pe_core::{
+    LongropePolicy, PairLayout, Rope, RopeConfig, RopeConfigs, RopeType, DEFAULT_ROPE_THETA,
+};
 use clap::Args;
 
 use crate::device::{DeviceArg, DtypeArg};
@@ -51,23 +55,32 @@ pub struct RopeArgs {
         ]
     )]
     pub config: Option<PathBuf>,
-    /// With --config: the layer type whose rope to write (`full_attention`, `sliding_attention`).
-    #[arg(long, value_name = "T", requires = "config", conflicts_with = "layer")]
-    pub layer_type: Option<String>,
-    /// With --config: the layer (counted from 0) whose rope to write, by its type in `layer_types`.
+    /// A GGUF file to read the rope from: llama.cpp's metadata keys and rope tensors (instead
+    /// of --head-dim and the rope type flags).
     #[arg(
         long,
-        value_name = "L",
-        requires = "config",
-        allow_negative_numbers = true
+        value_name = "PATH",
+        conflicts_with_all = [
+            "config",
+            "head_dim",
+            "rope_theta",
+            "partial_rotary_factor",
+            "max_position_embeddings",
+        ]
     )]
+    pub gguf: Option<PathBuf>,
+    /// With --config or --gguf: the layer type whose rope to write (`full_attention`, `sliding_attention`).
+    #[arg(long, value_name = "T", conflicts_with = "layer")]
+    pub layer_type: Option<String>,
+    /// With --config or --gguf: the layer (counted from 0) whose rope to write, by its type in `layer_types`.
+    #[arg(long, value_name = "L", allow_negative_numbers = true)]
     pub layer: Option<usize>,
     /// Width of each attention head (HF `head_dim`, or hidden_size / num_attention_heads).
     #[arg(
         long,
         value_name = "D",
         allow_negative_numbers = true,
-        required_unless_present = "config"
+        required_unless_present_any = ["config", "gguf"]
     )]
     pub head_dim: Option<usize>,
     /// Base of the frequencies (HF `rope_theta`) [default: 10000].
@@ -151,18 +164,59 @@ impl RopeArgs {
         }
     }
 
-    /// The config of `--config` (and `--layer-type` / `--layer`), or of the flags.
+    /// The config of `--config` or `--gguf` (and `--layer-type` / `--layer`), or of the flags,
+    /// and the layer's type.
     pub(crate) fn resolve(&self) -> Result<(RopeConfig, Option<String>)> {
+        self.resolve_with_layout()
+            .map(|(config, layer, _)| (config, layer))
+    }
+
+    /// [`Self::resolve`], and with `--gguf` the pair layout of the file's weights.
+    fn resolve_with_layout(&self) -> Result<(RopeConfig, Option<String>, Option<PairLayout>)> {
+        if let Some(path) = &self.gguf {
+            return self.resolve_gguf(path);
+        }
+        let (config, layer) = self.resolve_config()?;
+        Ok((config, layer, None))
+    }
+
+    /// The rope of the GGUF file `path`, for `--layer-type` / `--layer`.
+    fn resolve_gguf(
+        &self,
+        path: &Path,
+    ) -> Result<(RopeConfig, Option<String>, Option<PairLayout>)> {
+        if let Some(t) = &self.rope_type {
+            bail!(
+                "--gguf {}: the rope type comes from the file; drop the `{}` subcommand",
+                path.display(),
+                t.name()
+            );
+        }
+        let rope = crate::gguf::read(path, "--gguf")?;
+        let (config, layer) = pick_layer(&rope.configs, self.layer_type.as_deref(), self.layer)
+            .map_err(|e| match e {
+                PickError::Flag(e) => e,
+                PickError::NeedsLayer(e) => anyhow::anyhow!(
+                    "--gguf {}: {e}; pick one with --layer-type or --layer",
+                    path.display()
+                ),
+            })?;
+        Ok((config, layer, Some(rope.layout)))
+    }
+
+    /// The config of `--config` (and `--layer-type` / `--layer`), or of the flags.
+    fn resolve_config(&self) -> Result<(RopeConfig, Option<String>)> {
         let Some(path) = &self.config else {
             // clap's `requires` is not enforced under a subcommand: a layer without a config
             // would be ignored silently.
             if let Some(t) = &self.layer_type {
                 bail!(
-                    "--layer-type {t} needs --config: a layer type picks a rope of a config file"
+                    "--layer-type {t} needs --config or --gguf: a layer type picks a rope of a \
+                     model file"
                 );
             }
             if let Some(l) = self.layer {
-                bail!("--layer {l} needs --config: a layer picks a rope of a config file");
+                bail!("--layer {l} needs --config or --gguf: a layer picks a rope of a model file");
             }
             return Ok((self.config(), None));
         };
@@ -180,32 +234,58 @@ impl RopeArgs {
         let in_config =
             |e: candle_pe_core::Error| anyhow::anyhow!("--config {}: {e}", path.display());
         let configs = RopeConfigs::from_hf_config(&json).map_err(in_config)?;
-        let (config, layer) = match (&self.layer_type, self.layer) {
-            (Some(t), _) => (
-                configs
-                    .for_layer_type(t)
-                    .map_err(|e| anyhow::anyhow!("--layer-type {t}: {e}"))?
-                    .clone(),
-                Some(t.clone()),
-            ),
-            (None, Some(l)) => (
-                configs
-                    .for_layer(l)
-                    .map_err(|e| anyhow::anyhow!("--layer {l}: {e}"))?
-                    .clone(),
-                configs.layer_types().and_then(|t| t.get(l).cloned()),
-            ),
-            (None, None) => (
-                RopeConfig::from_hf_config(&json).map_err(|e| {
+        let (config, layer) = pick_layer(&configs, self.layer_type.as_deref(), self.layer)
+            .map_err(|e| match e {
+                PickError::Flag(e) => e,
+                // The config's own error names the field that makes the rope per layer type.
+                PickError::NeedsLayer(e) => {
+                    let e = RopeConfig::from_hf_config(&json).err().unwrap_or(e);
                     anyhow::anyhow!(
                         "--config {}: {e}; pick one with --layer-type or --layer",
                         path.display()
                     )
-                })?,
-                None,
-            ),
-        };
+                }
+            })?;
         Ok((config, layer))
+    }
+}
+
+/// Why a layer's rope could not be picked.
+enum PickError {
+    /// An error naming `--layer-type` or `--layer`.
+    Flag(anyhow::Error),
+    /// The model has one rope per layer type and neither flag was given.
+    NeedsLayer(candle_pe_core::Error),
+}
+
+/// The rope of `--layer-type` or `--layer` in `configs` (the only one when neither is given),
+/// and the layer's type.
+fn pick_layer(
+    configs: &RopeConfigs,
+    layer_type: Option<&str>,
+    layer: Option<usize>,
+) -> std::result::Result<(RopeConfig, Option<String>), PickError> {
+    match (layer_type, layer) {
+        (Some(t), _) => configs
+            .for_layer_type(t)
+            .map(|c| (c.clone(), Some(t.to_string())))
+            .map_err(|e| PickError::Flag(anyhow::anyhow!("--layer-type {t}: {e}"))),
+        (None, Some(l)) => configs
+            .for_layer(l)
+            .map(|c| {
+                let t = configs.layer_types().and_then(|t| t.get(l).cloned());
+                (c.clone(), t)
+            })
+            .map_err(|e| PickError::Flag(anyhow::anyhow!("--layer {l}: {e}"))),
+        (None, None) => match configs.single() {
+            Some(c) => Ok((c.clone(), None)),
+            None => Err(PickError::NeedsLayer(
+                candle_pe_core::Error::MissingParameter {
+                    name: "layer_types",
+                    needed_by: "the model sets one rope per layer type",
+                },
+            )),
+        },
     }
 }
 
@@ -227,14 +307,15 @@ pub fn write(args: &RopeArgs) -> Result<()> {
         return crate::qwen_vl::write(args);
     }
     crate::qwen_vl::check_unused(args)?;
-    let (config, layer) = args.resolve()?;
+    let (config, layer, layout) = args.resolve_with_layout()?;
     check_extension(&args.out)?;
     let policy = args.longrope_policy.unwrap_or_default();
     let rope = Rope::new(config.clone())
         .and_then(|r| r.with_longrope_policy(policy))
-        .map_err(|e| match &args.config {
-            Some(path) => anyhow::anyhow!("--config {}: {e}", path.display()),
-            None => with_flags(e),
+        .map_err(|e| match (&args.config, &args.gguf) {
+            (Some(path), _) => anyhow::anyhow!("--config {}: {e}", path.display()),
+            (_, Some(path)) => anyhow::anyhow!("--gguf {}: {e}", path.display()),
+            (None, None) => with_flags(e),
         })?;
     if let (Some(given), false) = (args.longrope_policy, rope.reads_longrope_policy()) {
         bail!(
@@ -314,6 +395,14 @@ pub fn write(args: &RopeArgs) -> Result<()> {
     ];
     if let Some(layer) = layer {
         metadata.push(("layer_type", layer));
+    }
+    if let Some(layout) = layout {
+        let name = if layout.is_interleaved() {
+            "interleaved (adjacent pairs: candle's rope_i)"
+        } else {
+            "halves (rotate_half: candle's rope)"
+        };
+        metadata.push(("pair_layout", name.to_string()));
     }
     if rope.reads_longrope_policy() {
         metadata.push(("longrope_policy", format!("{policy:?}").to_lowercase()));
