@@ -107,6 +107,17 @@ fn llama3_is_recovered_from_the_converters_rope_freqs() -> anyhow::Result<()> {
             hf_config(pe_testkit::fixture("gguf").join(format!("{name}.config.json")))?
         };
         assert_eq!(RopeType::Llama3(p), theirs.rope_type, "{name}");
+        let type_sources: Vec<&str> = rope
+            .sources
+            .iter()
+            .filter(|s| s.value == "rope_type")
+            .map(|s| s.source.as_str())
+            .collect();
+        assert_eq!(type_sources.len(), 1, "{type_sources:?}");
+        assert!(
+            type_sources[0].starts_with("tensor rope_freqs.weight"),
+            "{type_sources:?}"
+        );
         assert_eq!(ours, theirs, "{name}");
         assert_same_tables(&ours, &theirs, name)?;
     }

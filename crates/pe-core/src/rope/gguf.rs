@@ -833,6 +833,8 @@ fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
                 });
             }
             check_factors(&name, &values, rotary_dim, &dim_key)?;
+            // The tensor, not the (absent) scaling type, gives the rope type.
+            m.sources.retain(|s| s.value != "rope_type");
             let candidates = llama3_candidates(factor, original);
             match candidates
                 .into_iter()
