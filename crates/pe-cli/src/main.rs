@@ -62,7 +62,7 @@ enum Command {
     /// `pe plot grid` draws a 2-D patch grid.
     Plot(PlotCommand),
     /// Write rotary (RoPE) cos and sin tables, each (len, rotary_dim/2), to a .safetensors file.
-    Rope(rope::RopeArgs),
+    Rope(Box<rope::RopeArgs>),
     /// Write multi-axis rotary (FLUX) cos and sin tables for int64 ids (n, axes) to .safetensors.
     RopeNd(families::RopeNdArgs),
     /// Write a 2-D sin-cos patch grid (DiT, PixArt, MAE), (H*W, D), to .npy, .safetensors or .csv.

@@ -175,6 +175,7 @@ fn config(content: &Content, rope: &GgufRope) -> Result<LlamaConfig> {
         vocab_size,
         hidden_size: required("embedding_length")?,
         intermediate_size: required("feed_forward_length")?,
+        hidden_act: candle_nn::Activation::Silu,
         num_hidden_layers: required("block_count")?,
         num_attention_heads: heads,
         num_key_value_heads: count(content, &key("attention.head_count_kv"))?.unwrap_or(heads),
@@ -182,9 +183,15 @@ fn config(content: &Content, rope: &GgufRope) -> Result<LlamaConfig> {
         rms_norm_eps: eps,
         qkv_bias: has("blk.0.attn_q.bias") || has("blk.0.attn_qkv.bias"),
         o_bias: has("blk.0.attn_output.bias"),
+        qk_norm: false,
+        gemma_norms: false,
+        query_pre_attn_scalar: rope_config.head_dim as f64,
+        embedding_scale: None,
         mlp_bias: has("blk.0.ffn_down.bias"),
         tie_word_embeddings: !has("output.weight"),
         sliding_window: count(content, &key("attention.sliding_window"))?,
+        layer_types: Vec::new(),
         rope: rope_config,
+        sliding_rope: None,
     })
 }
