@@ -33,5 +33,9 @@ struct SinusoidalDoctests;
 struct RotaryDoctests;
 
 #[cfg(doctest)]
+#[doc = include_str!("../docs/gguf.md")]
+struct GgufDoctests;
+
+#[cfg(doctest)]
 #[doc = include_str!("../docs/families.md")]
 struct FamiliesDoctests;

@@ -40,6 +40,9 @@ pub struct Flags {
     /// Whether a config's fields are flags here (`pe rope` without `--config`): an error about
     /// a config field ([`Error::Config`]) names the field's flag.
     pub config_fields: bool,
+    /// The flag of the file a rope was read from, with its path (`--gguf model.gguf`), for the
+    /// errors about a GGUF file's keys and tensors.
+    pub file: Option<String>,
     /// The flag for every other pe-core error, if the subcommand has one.
     pub other: Option<&'static str>,
     /// Whether the subcommand takes the sinusoidal spec flags (`--odd`, `--frequencies`),
@@ -69,6 +72,9 @@ impl Flags {
             Error::Config { field, .. } if self.config_fields => {
                 // `short_factor[3]` is set by `--short-factor`.
                 parameter(field.split('[').next().unwrap_or(field))
+            }
+            Error::GgufKey { .. } | Error::GgufMissing { .. } | Error::GgufConflict { .. } => {
+                self.file.clone()
             }
             _ => None,
         };

@@ -10,6 +10,8 @@
 //! pe plot grid --width 128 --grid 16,24 --out grid.png
 //! pe rope --head-dim 128 --rope-theta 500000 --len 4096 --out rope.safetensors \
 //!     llama3 --factor 8 --low-freq-factor 1 --high-freq-factor 4 --original-max-position-embeddings 8192
+//! pe rope --gguf llama-3.1-8b.Q8_0.gguf --len 4096 --out rope.safetensors
+//! pe inspect llama-3.1-8b.Q8_0.gguf
 //! ```
 //!
 //! Every failure prints one line naming the problem to stderr and exits non-zero (2 for a bad
@@ -19,7 +21,9 @@ mod atomic;
 mod canvas;
 mod device;
 mod families;
+mod gguf;
 mod grid_plot;
+mod inspect;
 mod npy;
 mod options;
 mod output;
@@ -58,13 +62,16 @@ enum Command {
     /// `pe plot grid` draws a 2-D patch grid.
     Plot(PlotCommand),
     /// Write rotary (RoPE) cos and sin tables, each (len, rotary_dim/2), to a .safetensors file.
-    Rope(rope::RopeArgs),
+    Rope(Box<rope::RopeArgs>),
     /// Write multi-axis rotary (FLUX) cos and sin tables for int64 ids (n, axes) to .safetensors.
     RopeNd(families::RopeNdArgs),
     /// Write a 2-D sin-cos patch grid (DiT, PixArt, MAE), (H*W, D), to .npy, .safetensors or .csv.
     Grid(families::GridArgs),
     /// Write ALiBi slopes (H,), or with --len the (H, N) causal bias, to .npy or .safetensors.
     Alibi(families::AlibiArgs),
+    /// Print the rope of a config.json or GGUF file per layer type: resolved values, where each
+    /// came from, and the angle error of f32- and bf16-built tables.
+    Inspect(inspect::InspectArgs),
 }
 
 /// The positions of a table: a range, explicit integer ids or fractional timesteps.
@@ -200,6 +207,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::RopeNd(args) => families::rope_nd(&args),
         Command::Grid(args) => families::grid(&args),
         Command::Alibi(args) => families::alibi(&args),
+        Command::Inspect(args) => inspect::run(&args),
     }
 }
 

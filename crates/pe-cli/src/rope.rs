@@ -1,8 +1,9 @@
 //! `pe rope`: the rotary (RoPE) `cos` and `sin` tables of one head, for any of pe-core's rope
 //! types, written to a `.safetensors` file.
 //!
-//! The rope is read from an HF `config.json` (`--config`, with `--layer-type` or `--layer` for
-//! models with one rope per layer type, as Gemma 3 and 4), or given by flags: the fields of
+//! The rope is read from an HF `config.json` (`--config`) or a GGUF file's metadata and rope
+//! tensors (`--gguf`), with `--layer-type` or `--layer` for models with one rope per layer type
+//! (Gemma 3 and 4), or given by flags: the fields of
 //! pe-core's `RopeConfig` and rope types, in kebab case (`rope_theta` is `--rope-theta`,
 //! `original_max_position_embeddings` is `--original-max-position-embeddings`), the rope type a
 //! subcommand after the common flags, taking exactly its own parameters.
@@ -23,6 +24,7 @@
 //! pe rope --config gemma3/config.json --layer-type sliding_attention --len 4096 \
 //!     --out g.safetensors
 //! pe rope --config qwen2-vl/config.json --positions ids.npy --out vl.safetensors
+//! pe rope --gguf llama-3.1-8b-instruct.Q8_0.gguf --offset 100000 --len 16 --out l.safetensors
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -31,7 +33,8 @@ use anyhow::{bail, Context as _, Result};
 use candle_core::{DType, Tensor};
 use candle_pe_core::Positions;
 use candle_pe_core::{
-    LongropePolicy, QueryScale, Rope, RopeConfig, RopeConfigs, RopeType, DEFAULT_ROPE_THETA,
+    LongropePolicy, PairLayout, QueryScale, Rope, RopeConfig, RopeConfigs, RopeType,
+    DEFAULT_ROPE_THETA,
 };
 use clap::Args;
 
@@ -58,23 +61,34 @@ pub struct RopeArgs {
         ]
     )]
     pub config: Option<PathBuf>,
-    /// With --config: the layer type whose rope to write (`full_attention`, `sliding_attention`).
-    #[arg(long, value_name = "T", requires = "config", conflicts_with = "layer")]
-    pub layer_type: Option<String>,
-    /// With --config: the layer (counted from 0) whose rope to write, by its type in `layer_types`.
+    /// A GGUF file to read the rope from: llama.cpp's metadata keys and rope tensors (instead
+    /// of --head-dim and the rope type flags).
     #[arg(
         long,
-        value_name = "L",
-        requires = "config",
-        allow_negative_numbers = true
+        value_name = "PATH",
+        conflicts_with_all = [
+            "config",
+            "head_dim",
+            "rope_theta",
+            "partial_rotary_factor",
+            "max_position_embeddings",
+        ]
     )]
+    pub gguf: Option<PathBuf>,
+    /// With --config or --gguf: the layer type whose rope to write (`full_attention`,
+    /// `sliding_attention`).
+    #[arg(long, value_name = "T", conflicts_with = "layer")]
+    pub layer_type: Option<String>,
+    /// With --config or --gguf: the layer (counted from 0) whose rope to write, by its type in
+    /// `layer_types`.
+    #[arg(long, value_name = "L", allow_negative_numbers = true)]
     pub layer: Option<usize>,
     /// Width of each attention head (HF `head_dim`, or hidden_size / num_attention_heads).
     #[arg(
         long,
         value_name = "D",
         allow_negative_numbers = true,
-        required_unless_present = "config"
+        required_unless_present_any = ["config", "gguf"]
     )]
     pub head_dim: Option<usize>,
     /// Base of the frequencies (HF `rope_theta`) [default: 10000].
@@ -172,25 +186,24 @@ impl RopeArgs {
         }
     }
 
-    /// The layer `--config` (and `--layer-type` / `--layer`) describes, or the flags' rope.
+    /// The layer `--config` or `--gguf` (and `--layer-type` / `--layer`) describes, or the
+    /// flags' rope.
     fn resolve(&self) -> Result<Resolved> {
+        if let Some(path) = &self.gguf {
+            return self.resolve_gguf(path);
+        }
         let Some(path) = &self.config else {
-            // clap's `requires` is not enforced under a subcommand: a layer without a config
-            // would be ignored silently.
+            // A layer without a model file would be ignored silently.
             if let Some(t) = &self.layer_type {
                 bail!(
-                    "--layer-type {t} needs --config: a layer type picks a rope of a config file"
+                    "--layer-type {t} needs --config or --gguf: a layer type picks a rope of a \
+                     model file"
                 );
             }
             if let Some(l) = self.layer {
-                bail!("--layer {l} needs --config: a layer picks a rope of a config file");
+                bail!("--layer {l} needs --config or --gguf: a layer picks a rope of a model file");
             }
-            return Ok(Resolved {
-                config: Some(self.config()),
-                nope_scale: None,
-                layer_type: None,
-                layer: None,
-            });
+            return Ok(Resolved::rotary(self.config(), None));
         };
         if let Some(t) = &self.rope_type {
             bail!(
@@ -206,6 +219,44 @@ impl RopeArgs {
         let in_config =
             |e: candle_pe_core::Error| anyhow::anyhow!("--config {}: {e}", path.display());
         let configs = RopeConfigs::from_hf_config(&json).map_err(in_config)?;
+        if self.layer_type.is_some() || self.layer.is_some() {
+            return self.pick(&configs);
+        }
+        let config = RopeConfig::from_hf_config(&json).map_err(|e| {
+            anyhow::anyhow!(
+                "--config {}: {e}; pick one with --layer-type or --layer",
+                path.display()
+            )
+        })?;
+        Ok(Resolved::rotary(config, None))
+    }
+
+    /// The rope of the GGUF file `path`, for `--layer-type` / `--layer`, with the pair layout
+    /// of the file's weights.
+    fn resolve_gguf(&self, path: &Path) -> Result<Resolved> {
+        if let Some(t) = &self.rope_type {
+            bail!(
+                "--gguf {}: the rope type comes from the file; drop the `{}` subcommand",
+                path.display(),
+                t.name()
+            );
+        }
+        let rope = crate::gguf::read(path, "--gguf")?;
+        let mut resolved = match (&self.layer_type, self.layer, rope.configs.single()) {
+            (None, None, Some(config)) => Resolved::rotary(config.clone(), None),
+            (None, None, None) => bail!(
+                "--gguf {}: the model sets one rope per layer type; pick one with --layer-type \
+                 or --layer",
+                path.display()
+            ),
+            _ => self.pick(&rope.configs)?,
+        };
+        resolved.layout = Some(rope.layout);
+        Ok(resolved)
+    }
+
+    /// The layer of `configs` that `--layer-type` or `--layer` picks.
+    fn pick(&self, configs: &RopeConfigs) -> Result<Resolved> {
         match (&self.layer_type, self.layer) {
             (Some(t), _) => {
                 let flag = format!("--layer-type {t}");
@@ -228,6 +279,7 @@ impl RopeArgs {
                     nope_scale,
                     layer_type: Some(t.clone()),
                     layer: Some(flag),
+                    layout: None,
                 })
             }
             (None, Some(l)) => {
@@ -247,19 +299,10 @@ impl RopeArgs {
                     nope_scale,
                     layer_type: configs.layer_types().and_then(|t| t.get(l).cloned()),
                     layer: Some(flag),
+                    layout: None,
                 })
             }
-            (None, None) => Ok(Resolved {
-                config: Some(RopeConfig::from_hf_config(&json).map_err(|e| {
-                    anyhow::anyhow!(
-                        "--config {}: {e}; pick one with --layer-type or --layer",
-                        path.display()
-                    )
-                })?),
-                nope_scale: None,
-                layer_type: None,
-                layer: None,
-            }),
+            (None, None) => bail!("pick a layer with --layer-type or --layer"),
         }
     }
 }
@@ -274,6 +317,21 @@ struct Resolved {
     layer_type: Option<String>,
     /// The flag that picked it (`--layer 3`).
     layer: Option<String>,
+    /// With `--gguf`, the pair layout of the file's weights.
+    layout: Option<PairLayout>,
+}
+
+impl Resolved {
+    /// A layer with the rotary embedding `config`, of type `layer_type`.
+    fn rotary(config: RopeConfig, layer_type: Option<String>) -> Self {
+        Self {
+            config: Some(config),
+            nope_scale: None,
+            layer_type,
+            layer: None,
+            layout: None,
+        }
+    }
 }
 
 /// Reads the int64 ids of `path` (`.npy`, shaped (S,) or (3, S)).
@@ -303,9 +361,10 @@ pub fn write(args: &RopeArgs) -> Result<()> {
     };
     let rope = Rope::new(config.clone())
         .and_then(|r| r.with_longrope_policy(policy))
-        .map_err(|e| match &args.config {
-            Some(path) => anyhow::anyhow!("--config {}: {e}", path.display()),
-            None => with_flags(e),
+        .map_err(|e| match (&args.config, &args.gguf) {
+            (Some(path), _) => anyhow::anyhow!("--config {}: {e}", path.display()),
+            (_, Some(path)) => anyhow::anyhow!("--gguf {}: {e}", path.display()),
+            (None, None) => with_flags(e),
         })?;
     if let (Some(given), false) = (args.longrope_policy, rope.reads_longrope_policy()) {
         bail!(
@@ -396,6 +455,14 @@ pub fn write(args: &RopeArgs) -> Result<()> {
     }
     if let Some(layer) = layer {
         metadata.push(("layer_type", layer));
+    }
+    if let Some(layout) = resolved.layout {
+        let name = if layout.is_interleaved() {
+            "interleaved (adjacent pairs: candle's rope_i)"
+        } else {
+            "halves (rotate_half: candle's rope)"
+        };
+        metadata.push(("pair_layout", name.to_string()));
     }
     if rope.reads_longrope_policy() {
         metadata.push(("longrope_policy", format!("{policy:?}").to_lowercase()));

@@ -66,7 +66,8 @@ pub use encoding::SinusoidalEncoding;
 pub use generate::Backend;
 pub use grid::{SincosGrid, SincosGrid3d, DEFAULT_BASE_SIZE};
 pub use rope::{
-    cogvideox_coordinates, patch_ids, video_patch_ids, AxesRope, Dynamic, Linear, Llama3, Longrope,
-    LongropePolicy, NtkAlpha, Proportional, QueryScale, QwenVlConfig, QwenVlPositions,
-    QwenVlVersion, Rope, RopeCache, RopeConfig, RopeConfigs, RopeType, Yarn, DEFAULT_ROPE_THETA,
+    cogvideox_coordinates, patch_ids, video_patch_ids, AxesRope, Dynamic, FreqFactors, GgufRope,
+    Linear, Llama3, Longrope, LongropePolicy, NtkAlpha, PairLayout, Proportional, QueryScale,
+    QwenVlConfig, QwenVlPositions, QwenVlVersion, Rope, RopeCache, RopeConfig, RopeConfigs,
+    RopeType, ValueSource, Yarn, DEFAULT_ROPE_THETA,
 };

@@ -13,7 +13,7 @@ fn layer_of_file(path: &str) -> usize {
     match path {
         p if p.starts_with("exact/") => 0,
         p if p.starts_with("describe/") => 1,
-        "rope/config.rs" | "rope/types.rs" | "rope/query_scale.rs" => 1,
+        "rope/config.rs" | "rope/types.rs" | "rope/query_scale.rs" | "rope/gguf.rs" => 1,
         p if p.starts_with("generate/") => 2,
         _ => 3,
     }
@@ -50,7 +50,11 @@ fn layer_of_name(name: &str) -> usize {
         | "QueryScale"
         | "NtkAlpha"
         | "Yarn"
-        | "DEFAULT_ROPE_THETA" => 1,
+        | "DEFAULT_ROPE_THETA"
+        | "GgufRope"
+        | "PairLayout"
+        | "FreqFactors"
+        | "ValueSource" => 1,
         "generate" | "Backend" => 2,
         _ => 3,
     }

@@ -33,8 +33,9 @@ use crate::{eos_token_ids, greedy, CachePolicy, LlamaFamily, SinkPositions};
 #[command(name = "generate")]
 pub struct Args {
     /// Checkpoint folder: config.json and model.safetensors (or model.safetensors.index.json
-    /// and its shards) [default: the tiny llama31 test fixture]
-    #[arg(long, value_name = "DIR")]
+    /// and its shards), or a GGUF file (llama, mistral, qwen2, phi3; weights dequantized)
+    /// [default: the tiny llama31 test fixture]
+    #[arg(long, value_name = "PATH")]
     pub model: Option<PathBuf>,
     /// Prompt token ids, comma separated; "" is an empty prompt (nothing is generated)
     #[arg(long, value_name = "IDS", value_parser = parse_ids, allow_hyphen_values = true)]
@@ -205,8 +206,13 @@ pub fn run(args: &Args, default_model: &Path, out: &mut impl Write) -> Result<()
         .clone()
         .unwrap_or_else(|| default_model.to_path_buf());
     let device = args.device.candle()?;
-    let mut model = LlamaFamily::from_dir(&dir, args.dtype.candle(), &device)
-        .with_context(|| format!("--model {}: cannot load the checkpoint", dir.display()))?;
+    let gguf = dir.is_file();
+    let mut model = if gguf {
+        LlamaFamily::from_gguf(&dir, args.dtype.candle(), &device)
+    } else {
+        LlamaFamily::from_dir(&dir, args.dtype.candle(), &device)
+    }
+    .with_context(|| format!("--model {}: cannot load the checkpoint", dir.display()))?;
     let policy = args.cache_policy(model.config().rope.max_position_embeddings)?;
     if let Some(policy) = policy {
         if args.position_offset != 0 {
@@ -220,6 +226,12 @@ pub fn run(args: &Args, default_model: &Path, out: &mut impl Write) -> Result<()
     }
     let eos = match &args.eos {
         Some(ids) => ids.0.clone(),
+        None if gguf => crate::gguf_eos_token_ids(&dir).with_context(|| {
+            format!(
+                "--model {}: cannot read the end-of-sequence id (or give --eos)",
+                dir.display()
+            )
+        })?,
         None => eos_token_ids(&dir).with_context(|| {
             format!(
                 "--model {}: cannot read the end-of-sequence ids (or give --eos)",

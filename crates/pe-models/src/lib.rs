@@ -46,6 +46,7 @@
 mod config;
 mod generate;
 pub mod generate_cli;
+mod gguf;
 mod layers;
 mod llama;
 mod m2m100;
@@ -53,6 +54,7 @@ mod stream;
 
 pub use config::{eos_token_ids, LayerType, LlamaConfig, M2M100Config, ModelType};
 pub use generate::{greedy, Generation};
+pub use gguf::gguf_eos_token_ids;
 pub use llama::LlamaFamily;
 pub use m2m100::M2M100Encoder;
 pub use stream::{CachePolicy, SinkPositions};

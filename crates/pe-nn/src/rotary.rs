@@ -241,6 +241,7 @@ impl RotaryEmbedding {
                 rows: positions.end(),
                 rotary_dim: self.rope().config().rotary_dim(),
                 interleaved: self.interleaved,
+                scales: None,
             };
             return op.apply(k, &cos, &sin);
         }

@@ -198,6 +198,7 @@ impl RotaryEmbedding {
                 rows,
                 rotary_dim: self.rope().config().rotary_dim(),
                 interleaved: self.is_interleaved(),
+                scales: None,
             };
             return op.apply(k, &cos.contiguous()?, &sin.contiguous()?);
         }

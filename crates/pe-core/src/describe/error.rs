@@ -244,6 +244,40 @@ pub enum Error {
         other_value: String,
     },
 
+    /// A GGUF metadata key (`llama.rope.freq_base`) or tensor (`rope_freqs.weight`) whose value
+    /// cannot be read, or which says something no rope type of this crate can express.
+    #[error("GGUF {key}: {message}")]
+    GgufKey {
+        /// The key or tensor name, as the file spells it.
+        key: String,
+        /// What is wrong with it.
+        message: String,
+    },
+
+    /// A GGUF file without a key or tensor that must be given.
+    #[error("GGUF {key} is missing; {needed_by}")]
+    GgufMissing {
+        /// The key or tensor name.
+        key: String,
+        /// What needs it.
+        needed_by: &'static str,
+    },
+
+    /// Two GGUF keys (or a key and a tensor) that contradict each other.
+    #[error("GGUF {key} = {value} contradicts {other} = {other_value}: {why}")]
+    GgufConflict {
+        /// One key or tensor.
+        key: String,
+        /// Its value, as read.
+        value: String,
+        /// The other key or tensor.
+        other: String,
+        /// Its value.
+        other_value: String,
+        /// Why they cannot both hold.
+        why: &'static str,
+    },
+
     /// An output dtype other than f32, f16, bf16 or f64.
     #[error("dtype {0:?} is not supported for positional encodings; use f32, f16, bf16 or f64")]
     UnsupportedDtype(DType),

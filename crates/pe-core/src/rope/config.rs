@@ -201,6 +201,33 @@ impl RopeConfigs {
         read_model(&root, None)
     }
 
+    /// One rope for every layer (read from another format, as `gguf.rs` does).
+    pub(super) fn for_all_layers(config: RopeConfig, layer_types: Option<Vec<String>>) -> Self {
+        Self {
+            layers: Layers::Single(config),
+            layer_types,
+            nope: None,
+            nope_query_scale: None,
+        }
+    }
+
+    /// One rope per layer type; `field` is what makes the rope per layer type (a key).
+    pub(super) fn per_layer_type(
+        field: String,
+        configs: BTreeMap<String, RopeConfig>,
+        layer_types: Option<Vec<String>>,
+    ) -> Self {
+        Self {
+            layers: Layers::PerType {
+                field,
+                configs: configs.into_iter().map(|(k, c)| (k, Some(c))).collect(),
+            },
+            layer_types,
+            nope: None,
+            nope_query_scale: None,
+        }
+    }
+
     /// Whether the layers have rope parameters per layer type.
     pub fn is_per_layer_type(&self) -> bool {
         matches!(self.layers, Layers::PerType { .. })
@@ -331,7 +358,7 @@ fn is_nested(params: &ConfigFields, layer_types: Option<&[String]>) -> bool {
 
 /// The Gemma layer types for `layers` layers, every `pattern`-th one full attention (and the
 /// last one for Gemma 4).
-fn pattern_layer_types(layers: usize, pattern: usize, last_full: bool) -> Vec<String> {
+pub(super) fn pattern_layer_types(layers: usize, pattern: usize, last_full: bool) -> Vec<String> {
     (0..layers)
         .map(|i| {
             let full = (pattern > 0 && (i + 1) % pattern == 0) || (last_full && i + 1 == layers);

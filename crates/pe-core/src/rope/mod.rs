@@ -4,6 +4,8 @@
 //!
 //! - `config.rs`: [`RopeConfig`], in the words of `config.json`, and how it is read, and
 //!   [`RopeConfigs`], a model's ropes per layer (Gemma 3 and 4 have one per layer type);
+//! - `gguf.rs`: [`GgufRope`], the same configs read from a GGUF file's metadata and rope
+//!   tensors, with the pair layout of its weights;
 //! - `types.rs`: each rope type's parameters and frequency formula ([`RopeType`]);
 //! - `tables.rs`: [`Rope`], a checked config that builds the tables (M-RoPE's from 3-D ids too);
 //! - `query_scale.rs`: [`QueryScale`], a factor on the queries per position (query temperature),
@@ -31,6 +33,7 @@
 mod axes;
 mod cache;
 mod config;
+mod gguf;
 mod query_scale;
 mod qwen_vl;
 mod scales;
@@ -41,6 +44,7 @@ mod types;
 pub use axes::{cogvideox_coordinates, patch_ids, video_patch_ids, AxesRope};
 pub use cache::RopeCache;
 pub use config::{RopeConfig, RopeConfigs, DEFAULT_ROPE_THETA};
+pub use gguf::{FreqFactors, GgufRope, PairLayout, ValueSource};
 pub use query_scale::QueryScale;
 pub use qwen_vl::{QwenVlConfig, QwenVlPositions, QwenVlVersion};
 pub use tables::Rope;

@@ -1,0 +1,336 @@
+//! `pe inspect`: a rope doctor for an HF `config.json` or a GGUF file. For each layer type it
+//! prints the resolved rope (type, theta, rotary width, pair layout, attention factor, the
+//! factors in short), where each value came from (a key or field, or a default), and the
+//! largest angle error of tables built the usual ways, against this crate's, near positions
+//! 4,096, 32,768, 131,072 and the model's context:
+//!
+//! - **f32-built**: the frequencies rounded to f32 and the angle `position * frequency` computed
+//!   in f32 (candle's models, transformers' default), the best case of f32 (a frequency computed
+//!   with f32 `powf` adds its own rounding);
+//! - **bf16-built**: the position, the frequency and their product rounded to bf16 (tables built
+//!   in the model's bf16 dtype).
+//!
+//! The error is the angle's distance to the exact one, in radians (wrapped to `0 ..= pi`), the
+//! largest over the 64 positions ending at the one shown and over every pair.
+//!
+//! ```text
+//! pe inspect Meta-Llama-3.1-8B-Instruct/config.json
+//! pe inspect qwen2.5-7b-instruct-q8_0.gguf
+//! ```
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result};
+use candle_pe_core::{PairLayout, Rope, RopeConfig, RopeConfigs, RopeType, ValueSource};
+use clap::Args;
+use serde_json::Value;
+
+/// Arguments of `pe inspect`.
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// An HF config.json, or a GGUF file (told apart by the file's first bytes).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+}
+
+/// The positions the angle errors are shown at, besides the model's context.
+const POSITIONS: [usize; 3] = [4_096, 32_768, 131_072];
+
+/// How many positions, ending at each shown one, the largest error is taken over.
+const WINDOW: usize = 64;
+
+/// What a file says about its ropes.
+struct Resolved {
+    kind: String,
+    configs: RopeConfigs,
+    layout: PairLayout,
+    layout_source: String,
+    sources: Vec<ValueSource>,
+}
+
+/// Prints the rope doctor's report on `args.file` to stdout.
+pub fn run(args: &InspectArgs) -> Result<()> {
+    let resolved = resolve(&args.file)?;
+    print!("{}", report(&args.file, &resolved)?);
+    Ok(())
+}
+
+fn resolve(path: &Path) -> Result<Resolved> {
+    if crate::gguf::is_gguf(path) {
+        let rope = crate::gguf::read(path, "pe inspect")?;
+        return Ok(Resolved {
+            kind: format!("GGUF, architecture {}", rope.architecture),
+            configs: rope.configs,
+            layout: rope.layout,
+            layout_source: "llama.cpp's rope type of the architecture (general.architecture)"
+                .into(),
+            sources: rope.sources,
+        });
+    }
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("pe inspect {}: cannot read it", path.display()))?;
+    let json: Value = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "pe inspect {}: neither a GGUF file nor JSON",
+            path.display()
+        )
+    })?;
+    let configs = RopeConfigs::from_hf_config(&json)
+        .map_err(|e| anyhow::anyhow!("pe inspect {}: {e}", path.display()))?;
+    let model_type = json
+        .get("model_type")
+        .and_then(Value::as_str)
+        .unwrap_or("unknown");
+    Ok(Resolved {
+        kind: format!("config.json, model_type {model_type}"),
+        configs,
+        layout: PairLayout::Halves,
+        layout_source: "transformers' rotate_half (safetensors checkpoints)".into(),
+        sources: config_sources(&json),
+    })
+}
+
+/// Where a config.json gives each rope field: the rope dict, the top level (or `text_config`),
+/// or nowhere (a default).
+fn config_sources(json: &Value) -> Vec<ValueSource> {
+    let root = match json.get("text_config") {
+        Some(text)
+            if text.get("rope_parameters").is_some() || text.get("rope_scaling").is_some() =>
+        {
+            ("text_config.", text)
+        }
+        _ => ("", json),
+    };
+    let (prefix, root) = root;
+    let dict = ["rope_parameters", "rope_scaling"]
+        .into_iter()
+        .find_map(|k| root.get(k).filter(|v| v.is_object()).map(|v| (k, v)));
+    let given = |v: Option<&Value>| v.is_some_and(|v| !v.is_null());
+    let fields: [(&'static str, &[&str], &str); 5] = [
+        ("rope_theta", &["rope_theta"], "default (10000)"),
+        (
+            "head_dim",
+            &["head_dim", "qk_rope_head_dim", "hidden_size"],
+            "default",
+        ),
+        (
+            "partial_rotary_factor",
+            &["partial_rotary_factor"],
+            "default (1)",
+        ),
+        (
+            "max_position_embeddings",
+            &["max_position_embeddings"],
+            "none",
+        ),
+        ("rope_type", &["rope_type", "type"], "default (unscaled)"),
+    ];
+    fields
+        .iter()
+        .map(|(value, names, default)| {
+            let in_dict = dict.and_then(|(d, v)| {
+                names
+                    .iter()
+                    .find(|n| given(v.get(**n)))
+                    .map(|n| format!("{prefix}{d}.{n}"))
+            });
+            let at_top = || {
+                names.iter().find(|n| given(root.get(**n))).map(|n| {
+                    if *n == "hidden_size" {
+                        format!("{prefix}hidden_size / {prefix}num_attention_heads")
+                    } else {
+                        format!("{prefix}{n}")
+                    }
+                })
+            };
+            ValueSource {
+                layer_type: None,
+                value,
+                source: in_dict
+                    .or_else(at_top)
+                    .unwrap_or_else(|| default.to_string()),
+            }
+        })
+        .collect()
+}
+
+/// The report: one section per layer type.
+fn report(path: &Path, r: &Resolved) -> Result<String> {
+    let mut out = String::new();
+    writeln!(out, "{} ({})", path.display(), r.kind)?;
+    let layout = if r.layout.is_interleaved() {
+        "interleaved: adjacent pairs (2i, 2i+1), candle's rope_i"
+    } else {
+        "halves: pairs (i, i + rotary_dim/2), rotate_half, candle's rope"
+    };
+    writeln!(out, "pair layout: {layout}  <- {}", r.layout_source)?;
+    let types: Vec<Option<String>> = if r.configs.is_per_layer_type() {
+        let mut types: Vec<String> = match r.configs.layer_types() {
+            Some(t) => t.to_vec(),
+            None => vec!["full_attention".into(), "sliding_attention".into()],
+        };
+        types.sort();
+        types.dedup();
+        types.into_iter().map(Some).collect()
+    } else {
+        vec![None]
+    };
+    for layer_type in types {
+        let config = match &layer_type {
+            Some(t) => match r.configs.for_layer_type(t)? {
+                Some(config) => config,
+                None => {
+                    writeln!(out, "\n{t}: no rotary embedding (NoPE)")?;
+                    continue;
+                }
+            },
+            None => r
+                .configs
+                .single()
+                .context("a single rope for every layer")?,
+        };
+        let layers = match (&layer_type, r.configs.layer_types()) {
+            (Some(t), Some(all)) => {
+                let n = all.iter().filter(|x| *x == t).count();
+                format!(" ({n} of {} layers)", all.len())
+            }
+            _ => String::new(),
+        };
+        writeln!(
+            out,
+            "\n{}{layers}",
+            layer_type.as_deref().unwrap_or("every layer")
+        )?;
+        section(&mut out, config, layer_type.as_deref(), &r.sources)?;
+    }
+    Ok(out)
+}
+
+fn section(
+    out: &mut String,
+    config: &RopeConfig,
+    layer_type: Option<&str>,
+    sources: &[ValueSource],
+) -> Result<()> {
+    let rope = Rope::new(config.clone())?;
+    writeln!(out, "  rope_type: {}", describe_type(&config.rope_type))?;
+    writeln!(out, "  rope_theta: {}", config.rope_theta)?;
+    writeln!(
+        out,
+        "  rotary_dim: {} of head_dim {}",
+        config.rotary_dim(),
+        config.head_dim
+    )?;
+    if let Some(s) = &config.mrope_section {
+        let how = if config.mrope_interleaved {
+            "interleaved"
+        } else {
+            "in sections"
+        };
+        writeln!(out, "  mrope_section: {s:?} ({how})")?;
+    }
+    writeln!(out, "  attention factor: {}", rope.attention_scaling())?;
+    let context = config.max_position_embeddings;
+    match context {
+        Some(c) => writeln!(out, "  context (max_position_embeddings): {c}")?,
+        None => writeln!(out, "  context (max_position_embeddings): not given")?,
+    }
+    writeln!(out, "  where each value came from:")?;
+    for s in sources
+        .iter()
+        .filter(|s| s.layer_type.is_none() || s.layer_type.as_deref() == layer_type)
+    {
+        writeln!(out, "    {:<32} <- {}", s.value, s.source)?;
+    }
+    writeln!(
+        out,
+        "  largest angle error vs these tables (radians, {WINDOW} positions up to each):"
+    )?;
+    writeln!(
+        out,
+        "    {:>10}  {:>12}  {:>12}",
+        "position", "f32-built", "bf16-built"
+    )?;
+    let mut positions: Vec<usize> = POSITIONS.to_vec();
+    if let Some(c) = context.filter(|c| !POSITIONS.contains(c) && *c > 0) {
+        positions.push(c);
+    }
+    positions.sort_unstable();
+    for p in positions {
+        let (e32, e16) = angle_errors(&rope, p);
+        let note = if Some(p) == context {
+            "  (context)"
+        } else {
+            ""
+        };
+        writeln!(out, "    {p:>10}  {e32:>12.3e}  {e16:>12.3e}{note}")?;
+    }
+    Ok(())
+}
+
+/// The rope type and its parameters in one line, factor lists in short.
+fn describe_type(t: &RopeType) -> String {
+    let Ok(Value::Object(fields)) = serde_json::to_value(t) else {
+        return t.name().to_string();
+    };
+    let mut parts = Vec::new();
+    for (k, v) in fields {
+        if k == "rope_type" {
+            continue;
+        }
+        let v = match v {
+            Value::Array(items) if items.len() > 4 => {
+                let show = |x: &Value| {
+                    x.as_f64()
+                        .map_or_else(|| x.to_string(), |f| format!("{f:.4}"))
+                };
+                format!(
+                    "[{}, {}, ..., {}] ({} numbers)",
+                    show(&items[0]),
+                    show(&items[1]),
+                    show(&items[items.len() - 1]),
+                    items.len()
+                )
+            }
+            v => v.to_string(),
+        };
+        parts.push(format!("{k} {v}"));
+    }
+    if parts.is_empty() {
+        t.name().to_string()
+    } else {
+        format!("{} ({})", t.name(), parts.join(", "))
+    }
+}
+
+/// bf16 rounding (to nearest, ties to even) of an f32.
+fn bf16(x: f32) -> f32 {
+    let bits = x.to_bits();
+    let rounded = bits.wrapping_add(0x7FFF + ((bits >> 16) & 1)) & 0xFFFF_0000;
+    f32::from_bits(rounded)
+}
+
+/// The distance of two angles on the circle.
+fn circle_distance(a: f64, b: f64) -> f64 {
+    let two_pi = 2.0 * std::f64::consts::PI;
+    let d = (a - b).rem_euclid(two_pi);
+    d.min(two_pi - d)
+}
+
+/// The largest angle errors of f32-built and bf16-built tables over the positions
+/// `p - WINDOW + 1 ..= p`, with the frequencies of a sequence reaching `p`.
+fn angle_errors(rope: &Rope, p: usize) -> (f64, f64) {
+    let w = rope.inv_freq(p + 1);
+    let (mut e32, mut e16) = (0.0f64, 0.0f64);
+    for pos in p.saturating_sub(WINDOW - 1)..=p {
+        for &wi in &w {
+            let exact = pos as f64 * wi;
+            let a32 = (pos as f32) * (wi as f32);
+            let a16 = bf16(bf16(pos as f32) * bf16(wi as f32));
+            e32 = e32.max(circle_distance(a32 as f64, exact));
+            e16 = e16.max(circle_distance(a16 as f64, exact));
+        }
+    }
+    (e32, e16)
+}

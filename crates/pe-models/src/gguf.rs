@@ -1,0 +1,197 @@
+//! [`LlamaFamily::from_gguf`]: the reference decoder from a GGUF file (llama, mistral, qwen2 and
+//! phi3 architectures), its rotary embedding from pe-core's [`GgufRope`], its weights
+//! dequantized to f32.
+//!
+//! The configuration comes from llama.cpp's keys (`embedding_length`, `feed_forward_length`,
+//! `block_count`, `attention.head_count`, `attention.head_count_kv`,
+//! `attention.layer_norm_rms_epsilon`, `attention.sliding_window`), the vocabulary from
+//! `token_embd.weight`, the biases and the tied output from which tensors exist. Tensors are
+//! renamed to transformers' names; the Q and K rows of files whose pairs are adjacent
+//! ([`PairLayout::Interleaved`], llama.cpp's converter permutes them) are put back in
+//! transformers' order, so the decoder rotates halves as for a safetensors checkpoint.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use anyhow::{bail, Context as _, Result};
+use candle_core::quantized::gguf_file::{Content, Value};
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_pe_core::{GgufRope, PairLayout};
+
+use crate::config::{LlamaConfig, ModelType};
+use crate::llama::LlamaFamily;
+
+impl LlamaFamily {
+    /// The decoder stored in the GGUF file at `path`, its weights dequantized (to f32, then
+    /// `dtype`) on `device`. Errors name the file and the key or tensor.
+    pub fn from_gguf(path: impl AsRef<Path>, dtype: DType, device: &Device) -> Result<Self> {
+        let path = path.as_ref();
+        let in_file = || format!("{}", path.display());
+        let mut file = std::fs::File::open(path).with_context(in_file)?;
+        let content = Content::read(&mut file).with_context(in_file)?;
+        let rope = GgufRope::from_gguf(&content, &mut file)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let config = config(&content, &rope).with_context(in_file)?;
+        let mut tensors = HashMap::new();
+        for name in content.tensor_infos.keys() {
+            let Some(hf) = hf_name(name, config.model_type) else {
+                continue;
+            };
+            let t = content
+                .tensor(&mut file, name, device)
+                .and_then(|q| q.dequantize(device))
+                .with_context(|| format!("{}: tensor {name}", path.display()))?;
+            let t = match (rope.layout, hf.rsplit('.').nth(1)) {
+                (PairLayout::Interleaved, Some("q_proj")) => {
+                    unpermute(&t, config.num_attention_heads)?
+                }
+                (PairLayout::Interleaved, Some("k_proj")) => {
+                    unpermute(&t, config.num_key_value_heads)?
+                }
+                _ => t,
+            };
+            tensors.insert(hf, t);
+        }
+        let vb = VarBuilder::from_tensors(tensors, dtype, device);
+        Self::new(&config, vb).with_context(in_file)
+    }
+}
+
+/// The end-of-sequence id of a GGUF file's tokenizer (`tokenizer.ggml.eos_token_id`), none
+/// when absent.
+pub fn gguf_eos_token_ids(path: impl AsRef<Path>) -> Result<Vec<u32>> {
+    let path = path.as_ref();
+    let mut file = std::fs::File::open(path).with_context(|| format!("{}", path.display()))?;
+    let content = Content::read(&mut file).with_context(|| format!("{}", path.display()))?;
+    Ok(count(&content, "tokenizer.ggml.eos_token_id")?
+        .map(|id| vec![id as u32])
+        .unwrap_or_default())
+}
+
+/// transformers' name of a GGUF tensor; `None` for the rope tensors (read by [`GgufRope`]).
+fn hf_name(name: &str, model_type: ModelType) -> Option<String> {
+    let fixed = match name {
+        "token_embd.weight" => Some("model.embed_tokens.weight"),
+        "output_norm.weight" => Some("model.norm.weight"),
+        "output.weight" => Some("lm_head.weight"),
+        _ => None,
+    };
+    if let Some(n) = fixed {
+        return Some(n.to_string());
+    }
+    let rest = name.strip_prefix("blk.")?;
+    let (layer, rest) = rest.split_once('.')?;
+    let (part, suffix) = rest.rsplit_once('.')?;
+    let hf = match part {
+        "attn_norm" => "input_layernorm",
+        "ffn_norm" => "post_attention_layernorm",
+        "attn_q" => "self_attn.q_proj",
+        "attn_k" => "self_attn.k_proj",
+        "attn_v" => "self_attn.v_proj",
+        "attn_qkv" => "self_attn.qkv_proj",
+        "attn_output" => "self_attn.o_proj",
+        "ffn_gate" => "mlp.gate_proj",
+        "ffn_up" if model_type == ModelType::Phi3 => "mlp.gate_up_proj",
+        "ffn_up" => "mlp.up_proj",
+        "ffn_down" => "mlp.down_proj",
+        _ => return None,
+    };
+    Some(format!("model.layers.{layer}.{hf}.{suffix}"))
+}
+
+/// The inverse of the converter's per-head permutation of Q or K rows (`heads` heads): the two
+/// interleaved halves of each head back in order.
+fn unpermute(t: &Tensor, heads: usize) -> Result<Tensor> {
+    let dims = t.dims().to_vec();
+    let rows = dims[0];
+    let cols: usize = dims[1..].iter().product();
+    if heads == 0 || !rows.is_multiple_of(2 * heads) {
+        bail!("{rows} rows of Q or K do not split into {heads} heads of pairs");
+    }
+    Ok(t.reshape((heads, rows / heads / 2, 2, cols))?
+        .transpose(1, 2)?
+        .contiguous()?
+        .reshape(dims)?)
+}
+
+fn count(content: &Content, key: &str) -> Result<Option<usize>> {
+    let Some(v) = content.metadata.get(key) else {
+        return Ok(None);
+    };
+    let n = match v {
+        Value::U8(x) => Some(*x as usize),
+        Value::U16(x) => Some(*x as usize),
+        Value::U32(x) => Some(*x as usize),
+        Value::U64(x) => usize::try_from(*x).ok(),
+        Value::I32(x) => usize::try_from(*x).ok(),
+        Value::I64(x) => usize::try_from(*x).ok(),
+        _ => None,
+    };
+    n.map(Some)
+        .with_context(|| format!("key {key}: must be a non-negative integer, got {v:?}"))
+}
+
+fn config(content: &Content, rope: &GgufRope) -> Result<LlamaConfig> {
+    let arch = rope.architecture.as_str();
+    let model_type = match arch {
+        "llama" => ModelType::Llama,
+        "qwen2" => ModelType::Qwen2,
+        "phi3" => ModelType::Phi3,
+        other => bail!(
+            "key general.architecture: the reference decoder reads llama (Mistral converts as \
+             llama), qwen2 and phi3 files, got {other:?}"
+        ),
+    };
+    let key = |k: &str| format!("{arch}.{k}");
+    let required = |k: &str| -> Result<usize> {
+        count(content, &key(k))?.with_context(|| format!("key {} is missing", key(k)))
+    };
+    let rope_config = rope
+        .configs
+        .single()
+        .context("the file sets one rope per layer type, which this decoder does not take")?
+        .clone();
+    let vocab_size = match content.tensor_infos.get("token_embd.weight") {
+        Some(info) => info.shape.dims()[0],
+        None => bail!("tensor token_embd.weight is missing"),
+    };
+    let heads = required("attention.head_count")?;
+    let eps = match content
+        .metadata
+        .get(&key("attention.layer_norm_rms_epsilon"))
+    {
+        Some(Value::F32(x)) => *x as f64,
+        Some(Value::F64(x)) => *x,
+        Some(other) => bail!(
+            "key {}: must be a float, got {other:?}",
+            key("attention.layer_norm_rms_epsilon")
+        ),
+        None => 1e-5,
+    };
+    let has = |t: &str| content.tensor_infos.contains_key(t);
+    Ok(LlamaConfig {
+        model_type,
+        vocab_size,
+        hidden_size: required("embedding_length")?,
+        intermediate_size: required("feed_forward_length")?,
+        hidden_act: candle_nn::Activation::Silu,
+        num_hidden_layers: required("block_count")?,
+        num_attention_heads: heads,
+        num_key_value_heads: count(content, &key("attention.head_count_kv"))?.unwrap_or(heads),
+        head_dim: rope_config.head_dim,
+        rms_norm_eps: eps,
+        qkv_bias: has("blk.0.attn_q.bias") || has("blk.0.attn_qkv.bias"),
+        o_bias: has("blk.0.attn_output.bias"),
+        qk_norm: false,
+        gemma_norms: false,
+        query_pre_attn_scalar: rope_config.head_dim as f64,
+        embedding_scale: None,
+        mlp_bias: has("blk.0.ffn_down.bias"),
+        tie_word_embeddings: !has("output.weight"),
+        sliding_window: count(content, &key("attention.sliding_window"))?,
+        layer_types: Vec::new(),
+        rope: rope_config,
+        sliding_rope: None,
+    })
+}
