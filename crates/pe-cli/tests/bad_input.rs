@@ -261,9 +261,12 @@ fn check(case: &Case, inputs_dir: &Path) -> Result<bool, String> {
         let out_text = out.to_str().unwrap();
         let args: Vec<String> = line
             .split_whitespace()
-            .map(|a| {
-                a.replace("OUT", out_text)
-                    .replace("IN/", &format!("{}/", inputs_dir.display()))
+            // Placeholders start an argument; a temporary folder's random name may hold "OUT"
+            // or "IN/" itself, so nothing else is replaced.
+            .map(|a| match (a.strip_prefix("OUT"), a.strip_prefix("IN/")) {
+                (Some(ext), _) => format!("{out_text}{ext}"),
+                (_, Some(name)) => inputs_dir.join(name).display().to_string(),
+                _ => a.to_string(),
             })
             .collect();
         let target = args
