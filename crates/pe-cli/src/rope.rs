@@ -374,30 +374,10 @@ pub fn write(args: &RopeArgs) -> Result<()> {
         );
     }
     let ids = args.positions.as_deref().map(read_ids).transpose()?;
-    let (rows, positions) = match (&ids, args.len) {
-        (Some(ids), _) => {
-            let rows = *ids.dims().last().unwrap_or(&0);
-            if ids.rank() == 2 && config.mrope_section.is_none() {
-                bail!(
-                    "--positions: ids shaped (3, S) are M-RoPE's, and the rope has no \
-                     mrope_section"
-                );
-            }
-            (
-                rows,
-                format!(
-                    "ids from {}",
-                    args.positions.as_deref().unwrap_or(Path::new("")).display()
-                ),
-            )
-        }
-        (None, Some(len)) => {
-            let end = Positions::check_range(args.offset, len)
-                .map_err(|e| range_flags(args.offset, len).name(e))?;
-            (len, format!("range {}..{end}", args.offset))
-        }
-        (None, None) => bail!("give --len or --positions"),
-    };
+    if ids.as_ref().is_some_and(|ids| ids.rank() == 2) && config.mrope_section.is_none() {
+        bail!("--positions: ids shaped (3, S) are M-RoPE's, and the rope has no mrope_section");
+    }
+    let (rows, positions) = rows_of(args, ids.as_ref())?;
     let what = if ids.is_some() {
         "--positions"
     } else {
@@ -471,6 +451,26 @@ pub fn write(args: &RopeArgs) -> Result<()> {
     output::write_safetensors(&args.out, &tensors, &metadata)
 }
 
+/// The rows `pe rope` writes and how its metadata names them: the ids of `--positions` (read
+/// as `ids`, their last dimension), or the range of `--offset` and `--len`, checked.
+fn rows_of(args: &RopeArgs, ids: Option<&Tensor>) -> Result<(usize, String)> {
+    match (ids, args.len) {
+        (Some(ids), _) => {
+            let path = args.positions.as_deref().unwrap_or(Path::new(""));
+            Ok((
+                ids.dims().last().copied().unwrap_or(0),
+                format!("ids from {}", path.display()),
+            ))
+        }
+        (None, Some(len)) => {
+            let end = Positions::check_range(args.offset, len)
+                .map_err(|e| range_flags(args.offset, len).name(e))?;
+            Ok((len, format!("range {}..{end}", args.offset)))
+        }
+        (None, None) => bail!("give --len or --positions"),
+    }
+}
+
 /// A layer without rotary (NoPE): its query scale alone, `query_scale` `(N,)`, or an error
 /// naming the layer when it has none.
 fn write_nope(args: &RopeArgs, resolved: &Resolved) -> Result<()> {
@@ -483,24 +483,10 @@ fn write_nope(args: &RopeArgs, resolved: &Resolved) -> Result<()> {
     let ids = args.positions.as_deref().map(read_ids).transpose()?;
     let device = args.device.open()?;
     let dtype: DType = args.dtype.into();
-    let (rows, positions) = match (&ids, args.len) {
-        (Some(ids), _) if ids.rank() == 2 => {
-            bail!("--positions: ids shaped (3, S) are M-RoPE's, and {flag} has no rotary embedding")
-        }
-        (Some(ids), _) => (
-            ids.dim(0)?,
-            format!(
-                "ids from {}",
-                args.positions.as_deref().unwrap_or(Path::new("")).display()
-            ),
-        ),
-        (None, Some(len)) => {
-            let end = Positions::check_range(args.offset, len)
-                .map_err(|e| range_flags(args.offset, len).name(e))?;
-            (len, format!("range {}..{end}", args.offset))
-        }
-        (None, None) => bail!("give --len or --positions"),
-    };
+    if ids.as_ref().is_some_and(|ids| ids.rank() == 2) {
+        bail!("--positions: ids shaped (3, S) are M-RoPE's, and {flag} has no rotary embedding")
+    }
+    let (rows, positions) = rows_of(args, ids.as_ref())?;
     output::check_free_space(
         &args.out,
         output::safetensors_bytes(&["query_scale"], dtype, (rows, 1), &[])?,

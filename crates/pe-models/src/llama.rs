@@ -447,6 +447,17 @@ impl LlamaFamily {
         &self.rotary
     }
 
+    /// The logits `(b, s, vocab)` of a call without tokens (`b` or `s` zero): empty, and the
+    /// cache as it was.
+    fn no_logits(&self, b: usize, s: usize, device: &Device) -> Result<Tensor> {
+        let dtype = self.embed.embeddings().dtype();
+        Ok(Tensor::zeros(
+            (b, s, self.config.vocab_size),
+            dtype,
+            device,
+        )?)
+    }
+
     /// Tokens seen since the cache was last cleared: the next `attention_mask` covers them.
     pub fn cached_len(&self) -> usize {
         self.cached
@@ -501,13 +512,7 @@ impl LlamaFamily {
             )
         }
         if b == 0 || s == 0 {
-            // No token to run: empty logits, the cache as it was.
-            let vocab = self.config.vocab_size;
-            return Ok(Tensor::zeros(
-                (b, s, vocab),
-                self.embed.embeddings().dtype(),
-                input_ids.device(),
-            )?);
+            return self.no_logits(b, s, input_ids.device());
         }
         if self.stream.is_some() {
             bail!("this model has a cache policy: call forward_stream, which chooses the positions")
@@ -591,12 +596,7 @@ impl LlamaFamily {
             bail!("forward_stream needs a cache policy (with_cache_policy)")
         };
         if b == 0 || s == 0 {
-            let vocab = self.config.vocab_size;
-            return Ok(Tensor::zeros(
-                (b, s, vocab),
-                self.embed.embeddings().dtype(),
-                input_ids.device(),
-            )?);
+            return self.no_logits(b, s, input_ids.device());
         }
         candle_pe_core::check_tokens(input_ids, self.config.vocab_size)?;
         let device = input_ids.device().clone();

@@ -200,13 +200,7 @@ impl RotaryEmbedding {
                 .rope()
                 .query_scale()
                 .map(|s| rows.iter().map(|&p| s.value(p as usize)).collect());
-            let op = RotateRows {
-                positions: rows,
-                rows: positions.end(),
-                rotary_dim: self.rope().config().rotary_dim(),
-                interleaved: self.interleaved,
-                scales: None,
-            };
+            let op = self.rows_op(rows, positions.end());
             let q_op = RotateRows {
                 scales: scales.as_deref(),
                 ..op
@@ -216,6 +210,18 @@ impl RotaryEmbedding {
         let (cos, sin) = self.tables_at(q, &positions)?;
         let scale = self.scale_at(q, &positions)?;
         self.rotate_both(q, k, layout, &cos, &sin, scale.as_ref(), Path::Fused)
+    }
+
+    /// The one-pass rotation of each token by the table row `positions[token]` of tables with
+    /// `rows` rows, unscaled (keys; `apply_at` adds the queries' scale).
+    pub(crate) fn rows_op<'a>(&self, positions: &'a [i64], rows: usize) -> RotateRows<'a> {
+        RotateRows {
+            positions,
+            rows,
+            rotary_dim: self.rope().config().rotary_dim(),
+            interleaved: self.interleaved,
+            scales: None,
+        }
     }
 
     /// The query scale at checked positions, on q's device, in the tables' dtype.
@@ -236,14 +242,7 @@ impl RotaryEmbedding {
         let layout = self.check("k", k)?;
         let positions = check_positions(k, layout, positions)?;
         if let Some((rows, cos, sin)) = self.cached_rows(k, &positions)? {
-            let op = RotateRows {
-                positions: rows,
-                rows: positions.end(),
-                rotary_dim: self.rope().config().rotary_dim(),
-                interleaved: self.interleaved,
-                scales: None,
-            };
-            return op.apply(k, &cos, &sin);
+            return self.rows_op(rows, positions.end()).apply(k, &cos, &sin);
         }
         let (cos, sin) = self.tables_at(k, &positions)?;
         if k.elem_count() == 0 {

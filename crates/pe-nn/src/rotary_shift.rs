@@ -32,7 +32,6 @@ use candle_core::{bail, Device, Result, Tensor};
 use candle_pe_core::{Backend, ToPositions, MAX_POSITION};
 
 use crate::rotary::{table_dtype, Layout, Path, RotaryEmbedding};
-use crate::rotary_rows::RotateRows;
 
 /// How a shift is computed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -193,13 +192,7 @@ impl RotaryEmbedding {
                 Tables::Shared(cos, sin) => (1, vec![0; tokens], cos, sin),
                 Tables::PerToken(cos, sin) => (tokens, (0..tokens as i64).collect(), cos, sin),
             };
-            let op = RotateRows {
-                positions: &positions,
-                rows,
-                rotary_dim: self.rope().config().rotary_dim(),
-                interleaved: self.is_interleaved(),
-                scales: None,
-            };
+            let op = self.rows_op(&positions, rows);
             return op.apply(k, &cos.contiguous()?, &sin.contiguous()?);
         }
         // Tables as the kernels take them: (seq, half), (batch, seq, half) or (tokens, half).
