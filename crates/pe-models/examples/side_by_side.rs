@@ -1,37 +1,63 @@
 //! pe-models' `LlamaFamily` next to candle-transformers' models on the fixtures it has a
-//! counterpart for: `llama31` (Llama 3.1: llama3 rope scaling, rope_theta 500,000) against
-//! `llama::Llama`, `qwen3` (qk-norm, rope_theta 1e6) against `qwen3::ModelForCausalLM`, and
-//! `gemma3` (sliding layers at theta 1e4, global layers linear x8 at theta 1e6) against
-//! `gemma3::Model`: the distance of each to the logits transformers 5.23 recorded, at short
-//! and at far positions, and the decode speed.
+//! counterpart for, from `config.json` and safetensors:
+//! - `llama31` (Llama 3.1: llama3 rope scaling, rope_theta 500,000) against `llama::Llama`;
+//! - `qwen3` (qk-norm, rope_theta 1e6) against `qwen3::ModelForCausalLM`;
+//! - `gemma3` (sliding layers at theta 1e4, global layers linear x8 at theta 1e6) against
+//!   `gemma3::Model`;
+//!
+//! and from the GGUF files llama.cpp's converter writes (F32 and Q8_0 each):
+//! - `llama31_*` against `quantized_llama::ModelWeights`;
+//! - `qwen25_yarn_*` (YaRN x4) against `quantized_qwen2::ModelWeights`;
+//! - `phi3_longrope_*` (LongRoPE) against `quantized_phi3::ModelWeights`.
+//!
+//! It prints the distance of each to the logits transformers 5.23 recorded, with the prompt at
+//! positions 0, 4,000 and the fixture's far offsets, and the decode speed of both.
 //!
 //! ```text
 //! cargo run --release -p pe-models --example side_by_side            # markdown, every fixture
 //! cargo run --release -p pe-models --example side_by_side -- --fixture gemma3 --json
 //! ```
 //!
-//! Both models read the same `config.json` and `model.safetensors`; candle-transformers'
-//! configs know only the pre-5.0 keys (`rope_theta`, `rope_scaling`, `rope_local_base_freq`,
-//! `sliding_window_pattern`), so the file's `rope_parameters` and `layer_types` are passed to
-//! them under those names (what they cannot express, Gemma 3's global scaling, they ignore).
+//! Both models read the same files. candle-transformers' configs know only the pre-5.0 keys
+//! (`rope_theta`, `rope_scaling`, `rope_local_base_freq`, `sliding_window_pattern`), so the
+//! file's `rope_parameters` and `layer_types` are passed to them under those names (what they
+//! cannot express, Gemma 3's global scaling, they ignore). Their GGUF models read the file
+//! as they do in candle's examples.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use candle_core::quantized::gguf_file::Content;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
+use candle_pe_core::Rope;
 use candle_transformers::models::gemma3 as ctg;
 use candle_transformers::models::llama as ct;
+use candle_transformers::models::quantized_llama as qllama;
+use candle_transformers::models::quantized_phi3 as qphi3;
+use candle_transformers::models::quantized_qwen2 as qqwen2;
 use candle_transformers::models::qwen3 as ctq;
 use pe_models::{greedy, LlamaFamily};
 use serde_json::{json, Value};
 
+/// The fixtures from `config.json` and safetensors (`models/NAME`).
+const MODELS: [&str; 3] = ["llama31", "qwen3", "gemma3"];
+/// The fixtures from GGUF files (`gguf/NAME.gguf`).
+const GGUFS: [&str; 6] = [
+    "llama31_f32",
+    "llama31_q8_0",
+    "qwen25_yarn_f32",
+    "qwen25_yarn_q8_0",
+    "phi3_longrope_f32",
+    "phi3_longrope_q8_0",
+];
+
 /// Accuracy and decode speed of pe-models and candle-transformers on the model fixtures.
 #[derive(clap::Parser, Debug)]
 struct Args {
-    /// The fixtures to compare [default: all of llama31, qwen3, gemma3]
-    #[arg(long, value_name = "NAME", value_parser = ["llama31", "qwen3", "gemma3"])]
+    /// The fixtures to compare [default: all of them]
+    #[arg(long, value_name = "NAME", value_parser = MODELS.into_iter().chain(GGUFS).collect::<Vec<_>>())]
     fixture: Vec<String>,
     /// Print the numbers as JSON instead of markdown tables
     #[arg(long)]
@@ -44,16 +70,106 @@ struct Args {
     tokens: u32,
 }
 
+/// Where a fixture's checkpoint and transformers' recorded calls are.
+struct Fixture {
+    name: String,
+    /// The `models/NAME` folder, or the `gguf/NAME.gguf` file.
+    checkpoint: PathBuf,
+    /// transformers' calls: their description and their tensors.
+    outputs: (PathBuf, PathBuf),
+}
+
+impl Fixture {
+    fn new(name: &str) -> Self {
+        match MODELS.contains(&name) {
+            true => {
+                let dir = pe_testkit::fixture(&format!("models/{name}"));
+                let outputs = (dir.join("outputs.json"), dir.join("outputs.safetensors"));
+                Fixture {
+                    name: name.into(),
+                    checkpoint: dir,
+                    outputs,
+                }
+            }
+            false => {
+                let at = |ext: &str| pe_testkit::fixture(&format!("gguf/{name}.{ext}"));
+                let outputs = (at("json"), at("safetensors"));
+                Fixture {
+                    name: name.into(),
+                    checkpoint: at("gguf"),
+                    outputs,
+                }
+            }
+        }
+    }
+
+    fn is_gguf(&self) -> bool {
+        self.checkpoint.extension().is_some_and(|e| e == "gguf")
+    }
+
+    /// What the checkpoint is stored as: `f32` or the GGUF file's quantization.
+    fn weights(&self) -> &str {
+        self.name.rsplit_once('_').map_or("f32", |(_, w)| match w {
+            "0" => "q8_0",
+            w => w,
+        })
+    }
+
+    fn ours(&self) -> Result<LlamaFamily> {
+        match self.is_gguf() {
+            true => LlamaFamily::from_gguf(&self.checkpoint, DType::F32, &Device::Cpu),
+            false => LlamaFamily::from_dir(&self.checkpoint, DType::F32, &Device::Cpu),
+        }
+    }
+}
+
 /// candle-transformers' model of a fixture, with its KV cache.
 enum Theirs {
     Llama(Box<(ct::Llama, ct::Config, ct::Cache)>),
     Qwen3(ctq::ModelForCausalLM),
     Gemma3(ctg::Model),
+    QLlama(qllama::ModelWeights),
+    QQwen2(qqwen2::ModelWeights),
+    /// Its KV cache cannot be emptied: the model is read again from its file.
+    QPhi3(Box<qphi3::ModelWeights>, PathBuf),
 }
 
 impl Theirs {
+    /// The model of `fixture`, its rope tables at least `rows` long where it lets them be set.
+    fn load(fixture: &Fixture, rows: usize) -> Result<Self> {
+        match fixture.is_gguf() {
+            true => Self::load_gguf(&fixture.checkpoint),
+            false => Self::load_model(&fixture.name, &fixture.checkpoint, rows),
+        }
+    }
+
+    /// The GGUF file at `path`, read by the candle-transformers model of its architecture.
+    fn load_gguf(path: &Path) -> Result<Self> {
+        let dev = Device::Cpu;
+        let mut file = std::fs::File::open(path).with_context(|| format!("{}", path.display()))?;
+        let content = Content::read(&mut file)?;
+        let arch = content
+            .metadata
+            .get("general.architecture")
+            .context("no general.architecture")?
+            .to_string()?
+            .clone();
+        Ok(match arch.as_str() {
+            "llama" => Theirs::QLlama(qllama::ModelWeights::from_gguf(content, &mut file, &dev)?),
+            "qwen2" => Theirs::QQwen2(qqwen2::ModelWeights::from_gguf(content, &mut file, &dev)?),
+            "phi3" => {
+                let model = qphi3::ModelWeights::from_gguf(false, content, &mut file, &dev)?;
+                Theirs::QPhi3(Box::new(model), path.to_path_buf())
+            }
+            other => bail!(
+                "{}: no candle-transformers model for {other}",
+                path.display()
+            ),
+        })
+    }
+
     /// The model of fixture `name` in `dir`, its rope tables `rows` long.
-    fn load(name: &str, dir: &Path, rows: usize) -> Result<Self> {
+    fn load_model(name: &str, dir: &Path, rows: usize) -> Result<Self> {
         let path = dir.join("config.json");
         let text = std::fs::read_to_string(&path).with_context(|| format!("{}", path.display()))?;
         let mut json: Value = serde_json::from_str(&text)?;
@@ -109,6 +225,12 @@ impl Theirs {
             }
             Theirs::Qwen3(m) => m.clear_kv_cache(),
             Theirs::Gemma3(m) => m.clear_kv_cache(),
+            Theirs::QLlama(m) => m.clear_kv_cache(),
+            Theirs::QQwen2(m) => m.clear_kv_cache(),
+            Theirs::QPhi3(_, path) => {
+                let path = path.clone();
+                *self = Self::load_gguf(&path)?;
+            }
         }
         Ok(())
     }
@@ -123,6 +245,9 @@ impl Theirs {
             }
             Theirs::Qwen3(m) => m.forward(&input, offset)?,
             Theirs::Gemma3(m) => m.forward(&input, offset)?,
+            Theirs::QLlama(m) => m.forward(&input, offset)?,
+            Theirs::QQwen2(m) => m.forward(&input, offset)?,
+            Theirs::QPhi3(m, _) => m.forward(&input, offset)?,
         };
         Ok(logits.flatten_all()?)
     }
@@ -167,7 +292,7 @@ impl Theirs {
     }
 }
 
-/// A candle-transformers distance, or why there is none.
+/// A candle-transformers distance, `cannot run` where there is none.
 fn cell(v: Option<f64>) -> String {
     v.map_or("cannot run".into(), |v| format!("{v:.1e}"))
 }
@@ -182,17 +307,21 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// One row of the accuracy table.
+/// One row of the accuracy table: the prompt at positions `first..`.
 struct Row {
     first: usize,
-    call: String,
-    /// Max |diff| to transformers' logits of the same call: (ours, candle-transformers, when
-    /// it runs).
-    vs_same: (f64, Option<f64>),
-    /// Max |diff| to transformers' prefill logits (positions 0..): (ours, candle-transformers).
-    vs_prefill: (f64, Option<f64>),
-    /// transformers' far logits against its own prefill ones.
-    tf_drift: f64,
+    /// Max |diff| to transformers' prefill logits (positions 0.., the exact answer where the
+    /// rope's angles depend on positions only through their differences): ours, and
+    /// candle-transformers' where it runs. `None` where the frequencies differ from those at
+    /// 0.. (LongRoPE's long factors, dynamic NTK past the original context).
+    vs_exact: Option<(f64, Option<f64>)>,
+    /// Max |diff| to transformers' logits at the same positions, where the fixture recorded
+    /// them: ours, and candle-transformers' where it runs.
+    vs_same: Option<(f64, Option<f64>)>,
+    /// transformers' own logits at these positions against its prefill ones, where recorded.
+    tf_drift: Option<f64>,
+    /// Why candle-transformers cannot run the prompt at these positions, if it cannot.
+    ct_error: Option<String>,
 }
 
 fn main() -> std::process::ExitCode {
@@ -207,6 +336,7 @@ fn main() -> std::process::ExitCode {
 /// What one fixture measured.
 struct Measured {
     name: String,
+    weights: String,
     prompt_len: usize,
     rows: Vec<Row>,
     /// Median prefill and decode tokens/s: (ours, candle-transformers) each.
@@ -215,21 +345,22 @@ struct Measured {
     /// The median of the rounds' decode ratios, ours over candle-transformers.
     ratio: Option<f64>,
     same_ids: Option<bool>,
-    /// Why candle-transformers could not run the fixture, if it could not.
-    ct_error: Option<String>,
+    /// Whether the greedy ids start with the ones transformers recorded (its decode call):
+    /// ours, and candle-transformers' where it runs; and how many transformers recorded.
+    tf_ids: (bool, Option<bool>, usize),
     /// Why candle-transformers could not take the prompt in one forward (its prefill then
     /// goes a token at a time), if it could not.
     ct_prefill_error: Option<String>,
 }
 
 fn compare(args: &Args) -> Result<()> {
-    let names = match args.fixture.is_empty() {
-        true => vec!["llama31".to_string(), "qwen3".into(), "gemma3".into()],
-        false => args.fixture.clone(),
+    let names: Vec<&str> = match args.fixture.is_empty() {
+        true => MODELS.into_iter().chain(GGUFS).collect(),
+        false => args.fixture.iter().map(String::as_str).collect(),
     };
     let measured = names
         .iter()
-        .map(|name| measure(name, args))
+        .map(|name| measure(&Fixture::new(name), args))
         .collect::<Result<Vec<_>>>()?;
     match args.json {
         true => println!(
@@ -241,51 +372,60 @@ fn compare(args: &Args) -> Result<()> {
     Ok(())
 }
 
-fn measure(name: &str, args: &Args) -> Result<Measured> {
-    let dir = pe_testkit::fixture(&format!("models/{name}"));
+/// The prompt's first positions the table shows besides the fixture's far calls: 0 and 4,000
+/// (where every candle-transformers table still reaches).
+const OFFSETS: [usize; 2] = [0, 4000];
+
+fn measure(fixture: &Fixture, args: &Args) -> Result<Measured> {
     let dev = Device::Cpu;
-    let outputs: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("outputs.json"))?)?;
-    let rec = candle_core::safetensors::load(dir.join("outputs.safetensors"), &dev)?;
+    let (json_path, tensors_path) = &fixture.outputs;
+    let text =
+        std::fs::read_to_string(json_path).with_context(|| format!("{}", json_path.display()))?;
+    let outputs: Value = serde_json::from_str(&text)?;
+    let rec = candle_core::safetensors::load(tensors_path, &dev)?;
     let get = |k: &str| {
         rec.get(k)
             .cloned()
-            .with_context(|| format!("{name}/outputs.safetensors: no {k}"))
+            .with_context(|| format!("{}: no {k}", tensors_path.display()))
     };
     let prompt: Vec<u32> = get("prefill.input_ids")?
         .to_dtype(DType::U32)?
         .flatten_all()?
         .to_vec1()?;
     let tf_prefill = get("prefill.logits")?;
+    let tf_ids: Vec<u32> = get("decode.generated_ids")?
+        .to_dtype(DType::U32)?
+        .flatten_all()?
+        .to_vec1()?;
 
-    // The calls: prefill at 0.., then each far prefill of the fixture.
-    let mut calls = vec![("prefill".to_string(), 0usize)];
-    for call in outputs["calls"].as_array().context("outputs.json: calls")? {
-        let call = call["name"].as_str().context("outputs.json: call name")?;
+    // The first positions: 0 and 4,000, then the fixture's far calls, each with the call
+    // transformers recorded there if any.
+    let mut starts: Vec<(usize, Option<String>)> = OFFSETS
+        .iter()
+        .map(|&first| (first, (first == 0).then(|| "prefill".to_string())))
+        .collect();
+    for call in outputs["calls"].as_array().context("outputs: calls")? {
+        let call = call["name"].as_str().context("outputs: call name")?;
         if call.starts_with("far") {
             let pos: Vec<u32> = get(&format!("{call}.position_ids"))?
                 .to_dtype(DType::U32)?
                 .flatten_all()?
                 .to_vec1()?;
-            let first = pos.first().context("outputs.json: empty far call")?;
-            calls.push((call.to_string(), *first as usize));
+            let first = pos.first().context("outputs: empty far call")?;
+            starts.push((*first as usize, Some(call.to_string())));
         }
     }
-    let rows_needed = calls.iter().map(|c| c.1).max().unwrap_or(0) + prompt.len();
+    let rows_needed = starts.iter().map(|c| c.0).max().unwrap_or(0) + prompt.len();
     let rows_needed = rows_needed.max(prompt.len() + args.tokens as usize);
-    let mut theirs = Theirs::load(name, &dir, rows_needed)?;
-    let mut ours = LlamaFamily::from_dir(&dir, DType::F32, &dev)?;
+    let mut theirs = Theirs::load(fixture, rows_needed)?;
+    let mut ours = fixture.ours()?;
+    // A prompt's logits at P.. equal its logits at 0.. where the frequencies are the same
+    // (not past the original context of LongRoPE or dynamic NTK).
+    let rope = Rope::new(ours.config().rope.clone())?;
+    let relative = |reach: usize| rope.inv_freq(reach) == rope.inv_freq(prompt.len());
 
-    // candle-transformers may fail on a checkpoint transformers runs: its error is reported.
-    let ct_error = theirs
-        .logits(&prompt, 0)
-        .err()
-        .map(|e| candle_pe_cli::error_line(&e));
-    let ct_prefill_error = match ct_error {
-        None => theirs.greedy(&prompt, 2, false).err(),
-        Some(_) => None,
-    };
     let mut rows = vec![];
-    for (call, first) in &calls {
+    for (first, call) in &starts {
         ours.clear_cache();
         let end = (*first + prompt.len()) as u32;
         let pos = Tensor::arange(*first as u32, end, &dev)?.unsqueeze(0)?;
@@ -294,20 +434,40 @@ fn measure(name: &str, args: &Args) -> Result<Measured> {
             &pos,
             None,
         )?;
-        let b = match ct_error {
-            None => Some(theirs.logits(&prompt, *first)?),
-            Some(_) => None,
+        // candle-transformers may fail where transformers runs: its error is reported.
+        let (b, ct_error) = match theirs.logits(&prompt, *first) {
+            Ok(b) => (Some(b), None),
+            Err(e) => (None, Some(candle_pe_cli::error_line(&e))),
         };
-        let tf = get(&format!("{call}.logits"))?;
         let theirs_vs = |reference: &Tensor| b.as_ref().map(|b| max_diff(b, reference)).transpose();
+        let tf = call
+            .as_ref()
+            .map(|c| get(&format!("{c}.logits")))
+            .transpose()?;
         rows.push(Row {
             first: *first,
-            call: call.clone(),
-            vs_same: (max_diff(&a, &tf)?, theirs_vs(&tf)?),
-            vs_prefill: (max_diff(&a, &tf_prefill)?, theirs_vs(&tf_prefill)?),
-            tf_drift: max_diff(&tf, &tf_prefill)?,
+            vs_exact: match relative(*first + prompt.len()) {
+                true => Some((max_diff(&a, &tf_prefill)?, theirs_vs(&tf_prefill)?)),
+                false => None,
+            },
+            vs_same: match &tf {
+                Some(tf) => Some((max_diff(&a, tf)?, theirs_vs(tf)?)),
+                None => None,
+            },
+            tf_drift: tf
+                .as_ref()
+                .map(|tf| max_diff(tf, &tf_prefill))
+                .transpose()?,
+            ct_error,
         });
     }
+    // candle-transformers runs the speed rounds when it runs the prompt at 0.., a token at a
+    // time if it cannot take it in one forward.
+    let runs = rows.first().is_some_and(|r| r.ct_error.is_none());
+    let ct_prefill_error = match runs {
+        true => theirs.greedy(&prompt, 2, false).err(),
+        false => None,
+    };
 
     // Decode speed: interleaved rounds, the order alternating, medians.
     let tokens = args.tokens as usize;
@@ -316,6 +476,8 @@ fn measure(name: &str, args: &Args) -> Result<Measured> {
     // a change of the machine's load between rounds cancels out.
     let mut ratios = vec![];
     let mut same_ids = true;
+    let starts_as_tf = |ids: &[u32]| ids.starts_with(&tf_ids[..tf_ids.len().min(tokens)]);
+    let mut tf_match = (true, runs.then_some(true));
     for round in 0..args.rounds {
         let mut run_ours = || -> Result<Vec<u32>> {
             let g = greedy(&mut ours, &prompt, 0, tokens, &[], |_| {})?;
@@ -323,7 +485,6 @@ fn measure(name: &str, args: &Args) -> Result<Measured> {
             ours_pre.push(g.prefill_tokens_per_second());
             Ok(g.ids)
         };
-        let runs = ct_error.is_none();
         let one_at_a_time = ct_prefill_error.is_some();
         let mut run_ct = || -> Result<Vec<u32>> {
             if !runs {
@@ -342,14 +503,15 @@ fn measure(name: &str, args: &Args) -> Result<Measured> {
             }
         };
         same_ids &= a == b;
+        tf_match.0 &= starts_as_tf(&a);
+        tf_match.1 = tf_match.1.map(|m| m && starts_as_tf(&b));
         if let (Some(o), Some(c)) = (ours_rates.last(), ct_rates.last()) {
             ratios.push(o / c);
         }
     }
-    let runs = ct_error.is_none();
-    let ct_prefill_error = ct_prefill_error.map(|e| candle_pe_cli::error_line(&e));
     Ok(Measured {
-        name: name.to_string(),
+        name: fixture.name.clone(),
+        weights: fixture.weights().to_string(),
         prompt_len: prompt.len(),
         rows,
         prefill: (median(ours_pre), runs.then(|| median(ct_pre))),
@@ -357,8 +519,8 @@ fn measure(name: &str, args: &Args) -> Result<Measured> {
         // The median of the rounds' ratios (not the ratio of the medians).
         ratio: runs.then(|| median(ratios)),
         same_ids: runs.then_some(same_ids),
-        ct_error,
-        ct_prefill_error,
+        tf_ids: (tf_match.0, tf_match.1, tf_ids.len().min(tokens)),
+        ct_prefill_error: ct_prefill_error.map(|e| candle_pe_cli::error_line(&e)),
     })
 }
 
@@ -371,16 +533,16 @@ fn as_json(measured: &[Measured], args: &Args) -> Value {
                 .iter()
                 .map(|r| {
                     json!({
-                        "call": r.call, "first_position": r.first,
-                        "vs_transformers_same_call": {"pe_models": r.vs_same.0, "candle_transformers": r.vs_same.1},
-                        "vs_transformers_prefill": {"pe_models": r.vs_prefill.0, "candle_transformers": r.vs_prefill.1},
+                        "first_position": r.first,
+                        "vs_transformers_prefill": r.vs_exact.map(|(o, t)| json!({"pe_models": o, "candle_transformers": t})),
+                        "vs_transformers_same_positions": r.vs_same.map(|(o, t)| json!({"pe_models": o, "candle_transformers": t})),
                         "transformers_drift_vs_prefill": r.tf_drift,
+                        "candle_transformers_error": r.ct_error,
                     })
                 })
                 .collect();
             json!({
-                "fixture": m.name, "dtype": "f32", "device": "cpu",
-                "candle_transformers_error": m.ct_error,
+                "fixture": m.name, "weights": m.weights, "compute_dtype": "f32", "device": "cpu",
                 "candle_transformers_prefill_error": m.ct_prefill_error,
                 "accuracy_max_abs_logit_diff": acc,
                 "speed": {
@@ -390,6 +552,7 @@ fn as_json(measured: &[Measured], args: &Args) -> Value {
                     "decode_tokens_per_s_median": {"pe_models": m.decode.0, "candle_transformers": m.decode.1},
                     "decode_ratio_median": m.ratio,
                     "same_greedy_ids": m.same_ids,
+                    "transformers_greedy_ids": {"count": m.tf_ids.2, "pe_models": m.tf_ids.0, "candle_transformers": m.tf_ids.1},
                 },
             })
         })
@@ -397,65 +560,89 @@ fn as_json(measured: &[Measured], args: &Args) -> Value {
     json!({ "fixtures": fixtures })
 }
 
+fn yes_no(v: Option<bool>) -> &'static str {
+    match v {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "-",
+    }
+}
+
 fn print_markdown(measured: &[Measured], args: &Args) {
-    println!("## Max |logit difference| to transformers 5.23 (f32, CPU)\n");
-    println!("| fixture | prompt positions | pe-models vs tf, same positions | candle-transformers vs tf, same positions | pe-models vs tf at 0..11 (exact) | candle-transformers vs tf at 0..11 (exact) | tf's own drift from its 0..11 |");
-    println!("|---|---|---|---|---|---|---|");
+    println!("## Max |logit difference| to transformers 5.23 (f32 compute, CPU)\n");
+    println!("| fixture | weights | prompt positions | pe-models vs tf at 0.. (exact) | candle-transformers vs tf at 0.. (exact) | pe-models vs tf, same positions | candle-transformers vs tf, same positions | tf's own drift from its 0.. |");
+    println!("|---|---|---|---:|---:|---:|---:|---:|");
     for m in measured {
         for r in &m.rows {
             let span = format!("{}..{}", r.first, r.first + m.prompt_len - 1);
+            let exact = match r.vs_exact {
+                Some((o, t)) => format!("{o:.1e} | {}", cell(t)),
+                None => "n/a | n/a".into(),
+            };
+            let (same, drift) = match (r.vs_same, r.tf_drift) {
+                (Some((o, t)), Some(d)) => (format!("{o:.1e} | {}", cell(t)), format!("{d:.1e}")),
+                _ => ("not recorded | not recorded".into(), "-".into()),
+            };
             println!(
-                "| {} | {span} | {:.1e} | {} | {:.1e} | {} | {:.1e} |",
-                m.name,
-                r.vs_same.0,
-                cell(r.vs_same.1),
-                r.vs_prefill.0,
-                cell(r.vs_prefill.1),
-                r.tf_drift
+                "| {} | {} | {span} | {exact} | {same} | {drift} |",
+                m.name, m.weights
             );
         }
     }
     println!(
         "\nRope turns a query and a key by angles whose difference depends only on their \
-         position difference, so the exact logits of a prompt at positions P..P+11 are its \
-         logits at 0..11: transformers' prefill logits are the reference at every offset \
-         (columns 5 and 6). transformers builds its angles in f32 (inv_freq and \
+         position difference, so the exact logits of a prompt at positions P.. are its \
+         logits at 0..: transformers' prefill logits are the reference at every offset \
+         (columns 4 and 5). transformers builds its angles in f32 (inv_freq and \
          `position * inv_freq` rounded to f32), so its own far logits drift from that \
          reference (last column). candle-transformers builds its cos/sin tables the same f32 \
          way, so where its rope is right it reproduces transformers' far logits, drift \
-         included; on gemma3 it gives the global layers no x8 scaling, and is off at every \
-         position. candle-transformers' logits at every prompt token come from feeding the \
+         included. Where the spectrum changes with the positions (LongRoPE's long factors \
+         past the original context), the 0.. logits are no reference (n/a) and transformers' \
+         logits at the same positions are. The GGUF fixtures' reference is transformers on the file's dequantized \
+         weights. candle-transformers' logits at every prompt token come from feeding the \
          prompt one token at a time through its KV cache (its forward returns the last \
          token's logits only)."
     );
+    let errors: Vec<String> = measured
+        .iter()
+        .flat_map(|m| {
+            m.rows.iter().filter_map(move |r| {
+                let e = r.ct_error.as_ref()?;
+                Some(format!("- {} at {}..: {e}", m.name, r.first))
+            })
+        })
+        .collect();
+    if !errors.is_empty() {
+        println!(
+            "\nWhere candle-transformers cannot run:\n{}",
+            errors.join("\n")
+        );
+    }
     println!(
         "\n## Speed (greedy, batch 1, {} decode steps, median of {} interleaved rounds)\n",
         args.tokens - 1,
         args.rounds
     );
-    println!("| fixture | pe-models prefill tokens/s | candle-transformers prefill tokens/s | pe-models decode tokens/s | candle-transformers decode tokens/s | decode ours/candle-transformers | same greedy ids |");
-    println!("|---|---|---|---|---|---|---|");
+    println!("| fixture | weights | pe-models prefill tokens/s | candle-transformers prefill tokens/s | pe-models decode tokens/s | candle-transformers decode tokens/s | decode ours/candle-transformers | same greedy ids | pe-models = transformers' ids | candle-transformers = transformers' ids |");
+    println!("|---|---|---:|---:|---:|---:|---:|---|---|---|");
     for m in measured {
         let rate = |v: Option<f64>| v.map_or("cannot run".into(), |v| format!("{v:.0}"));
         println!(
-            "| {} | {:.0} | {} | {:.0} | {} | {} | {} |",
+            "| {} | {} | {:.0} | {} | {:.0} | {} | {} | {} | {} | {} |",
             m.name,
+            m.weights,
             m.prefill.0,
             rate(m.prefill.1),
             m.decode.0,
             rate(m.decode.1),
             m.ratio.map_or("-".into(), |r| format!("{r:.3}")),
-            match m.same_ids {
-                Some(true) => "yes",
-                Some(false) => "no",
-                None => "-",
-            }
+            yes_no(m.same_ids),
+            yes_no(Some(m.tf_ids.0)),
+            yes_no(m.tf_ids.1),
         );
     }
     for m in measured {
-        if let Some(e) = &m.ct_error {
-            println!("\ncandle-transformers cannot run {}: {e}", m.name);
-        }
         if let Some(e) = &m.ct_prefill_error {
             println!(
                 "\ncandle-transformers cannot take {}'s prompt in one forward ({e}); its \
@@ -464,6 +651,11 @@ fn print_markdown(measured: &[Measured], args: &Args) {
             );
         }
     }
+    println!(
+        "\nThe last two columns compare the first {} greedy ids with the ones transformers \
+         recorded for the fixture.",
+        measured.iter().map(|m| m.tf_ids.2).min().unwrap_or(0)
+    );
     println!(
         "\nThe ratio is the median of the rounds' ratios (each round runs both models back to \
          back), above 1 when pe-models is faster."
