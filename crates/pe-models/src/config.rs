@@ -45,6 +45,9 @@ pub enum ModelType {
     /// global layers with their own ropes, qk-norm, norms around the attention and the MLP
     /// whose weights store the scale minus one, a GELU MLP, scaled embeddings.
     Gemma3,
+    /// The language model of Qwen2-VL and Qwen2.5-VL (`qwen2_vl`, `qwen2_5_vl`; its fields under
+    /// `text_config`): Qwen2 layers with M-RoPE, at position ids `(3, batch, seq)`.
+    Qwen2Vl,
 }
 
 /// What a layer's attention sees.
@@ -66,6 +69,7 @@ impl ModelType {
             ModelType::Mistral => "mistral",
             ModelType::Qwen3 => "qwen3",
             ModelType::Gemma3 => "gemma3_text",
+            ModelType::Qwen2Vl => "qwen2_vl",
         }
     }
 }
@@ -136,8 +140,13 @@ impl LlamaConfig {
 
     /// Reads a parsed `config.json`; errors name the field.
     pub fn from_hf_config(json: &Value) -> candle_pe_core::Result<Self> {
-        let root = ConfigFields::new(json)?;
-        let model_type: String = root.require("model_type")?;
+        let outer = ConfigFields::new(json)?;
+        let model_type: String = outer.require("model_type")?;
+        // Qwen-VL configs nest the decoder's fields under text_config (older ones do not).
+        let root = match model_type.as_str() {
+            "qwen2_vl" | "qwen2_5_vl" => outer.object("text_config")?.unwrap_or(outer),
+            _ => outer,
+        };
         let model_type = match model_type.as_str() {
             "llama" => ModelType::Llama,
             "qwen2" => ModelType::Qwen2,
@@ -145,12 +154,13 @@ impl LlamaConfig {
             "mistral" => ModelType::Mistral,
             "qwen3" => ModelType::Qwen3,
             "gemma3_text" => ModelType::Gemma3,
+            "qwen2_vl" | "qwen2_5_vl" => ModelType::Qwen2Vl,
             other => {
                 return Err(root.invalid(
                     "model_type",
                     format!(
                         "unsupported model type {other:?} (supported: llama, qwen2, qwen3, \
-                         phi3, mistral, gemma3_text)"
+                         phi3, mistral, gemma3_text, qwen2_vl, qwen2_5_vl)"
                     ),
                 ))
             }
@@ -217,7 +227,7 @@ impl LlamaConfig {
             ModelType::Mistral | ModelType::Phi3 => root.get("sliding_window")?,
             // transformers' default for Gemma3TextConfig.
             ModelType::Gemma3 => Some(root.get("sliding_window")?.unwrap_or(4096)),
-            ModelType::Qwen2 | ModelType::Qwen3 => {
+            ModelType::Qwen2 | ModelType::Qwen3 | ModelType::Qwen2Vl => {
                 if root.get("use_sliding_window")?.unwrap_or(false) {
                     return Err(root.invalid(
                         "use_sliding_window",
@@ -301,7 +311,7 @@ impl LlamaConfig {
             num_key_value_heads,
             head_dim,
             rms_norm_eps: root.require("rms_norm_eps")?,
-            qkv_bias: model_type == ModelType::Qwen2 || attention_bias,
+            qkv_bias: matches!(model_type, ModelType::Qwen2 | ModelType::Qwen2Vl) || attention_bias,
             o_bias: matches!(
                 model_type,
                 ModelType::Llama | ModelType::Qwen3 | ModelType::Gemma3
@@ -438,7 +448,8 @@ pub fn eos_token_ids(dir: impl AsRef<Path>) -> Result<Vec<u32>> {
     Ok(read_config(&dir.join("config.json"), eos_field)?.unwrap_or_default())
 }
 
-/// The `eos_token_id` field of a parsed config: one id or a list, `None` when absent or null.
+/// The `eos_token_id` field of a parsed config (else of its `text_config`, as vision-language
+/// models nest it): one id or a list, `None` when absent or null.
 fn eos_field(json: &Value) -> candle_pe_core::Result<Option<Vec<u32>>> {
     #[derive(serde::Deserialize)]
     #[serde(untagged, expecting = "a token id or a list of token ids")]
@@ -446,13 +457,19 @@ fn eos_field(json: &Value) -> candle_pe_core::Result<Option<Vec<u32>>> {
         One(u32),
         Many(Vec<u32>),
     }
-    Ok(
-        match ConfigFields::new(json)?.get::<OneOrMany>("eos_token_id")? {
-            None => None,
-            Some(OneOrMany::One(id)) => Some(vec![id]),
-            Some(OneOrMany::Many(ids)) => Some(ids),
-        },
-    )
+    let root = ConfigFields::new(json)?;
+    let field = match (
+        root.get::<OneOrMany>("eos_token_id")?,
+        root.object("text_config")?,
+    ) {
+        (None, Some(text)) => text.get::<OneOrMany>("eos_token_id")?,
+        (field, _) => field,
+    };
+    Ok(match field {
+        None => None,
+        Some(OneOrMany::One(id)) => Some(vec![id]),
+        Some(OneOrMany::Many(ids)) => Some(ids),
+    })
 }
 
 /// The config in the file `path`, read by `from_hf_config`; errors name the file.

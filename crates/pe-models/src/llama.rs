@@ -90,7 +90,8 @@ impl Attention {
         })
     }
 
-    /// `x` `(batch, seq, hidden)`, `positions` `(batch, seq)`, `mask` `(batch, 1, seq, total)`
+    /// `x` `(batch, seq, hidden)`, `positions` `(batch, seq)` (M-RoPE ids: `(3, batch, seq)`),
+    /// `mask` `(batch, 1, seq, total)`
     /// (true where a query may see a key; `None` when every query sees every key).
     fn forward(
         &mut self,
@@ -111,7 +112,10 @@ impl Attention {
             None => (q, k),
         };
         let unrotated = k.clone();
-        let (q, k) = self.rotary.apply_at(&q, &k, positions)?;
+        let (q, k) = match positions.dims().len() {
+            3 => self.rotary.apply_mrope(&q, &k, positions)?,
+            _ => self.rotary.apply_at(&q, &k, positions)?,
+        };
         // Partial rotary returns a concatenated view: matmul wants contiguous rows. The new keys
         // are transposed once here, so a decode step does not transpose the whole cache.
         let (q, kt) = (q.contiguous()?, k.t()?.contiguous()?);
@@ -150,9 +154,9 @@ impl Attention {
     }
 
     /// Drops the tokens `surgery.drop` from the cache and rotates the keys of `surgery.moved`
-    /// again, from their keys before rotation, at `moved` `(batch, moved)` (as the new keys are
-    /// rotated): one rounding from the exact rotation at the new position, however often a
-    /// token moves.
+    /// again, from their keys before rotation, at `moved` `(batch, moved)` (M-RoPE: `(3, batch,
+    /// moved)`), as the new keys are rotated: one rounding from the exact rotation at the new
+    /// position, however often a token moves.
     fn operate(&mut self, surgery: &Surgery, moved: &Positions) -> Result<()> {
         let (Some((kt, v)), Some(unrotated)) = (&self.cache, &self.unrotated) else {
             return Ok(());
@@ -193,7 +197,10 @@ impl Attention {
         let m = surgery.moved.len();
         if m > 0 {
             let keys = unrotated.narrow(2, surgery.moved.start, m)?.contiguous()?;
-            let turned = self.rotary.apply_k_at(&keys, moved)?;
+            let turned = match moved.dims().len() {
+                3 => self.rotary.apply_mrope(&keys, &keys, moved)?.1,
+                _ => self.rotary.apply_k_at(&keys, moved)?,
+            };
             kt = splice(&kt, 3, &surgery.moved, Some(&turned.t()?.contiguous()?))?;
         }
         self.cache = Some((kt, v));
@@ -372,6 +379,11 @@ impl Masks {
 /// ([`RotaryEmbedding::apply_at`]), a causal + padding mask (and Mistral's or Phi-3's sliding
 /// window), a SwiGLU MLP, and the output projection (`lm_head.weight`, or the token embedding
 /// when `tie_word_embeddings`).
+///
+/// With an M-RoPE rope (`mrope_section`: Qwen2-VL's and Qwen2.5-VL's language model,
+/// `qwen2_vl`, `qwen2_5_vl`) the position ids are `(3, batch, seq)` (temporal, height, width,
+/// as `get_rope_index` gives them: [`candle_pe_core::QwenVlConfig::positions`]); `(batch,
+/// seq)` ids are text positions, the same on the three rows.
 #[derive(Clone, Debug)]
 pub struct LlamaFamily {
     config: LlamaConfig,
@@ -483,12 +495,13 @@ impl LlamaFamily {
         }
         self.cached = 0;
         if let Some(stream) = &mut self.stream {
-            stream.positions.clear();
+            stream.clear();
         }
     }
 
     /// The logits `(batch, seq, vocab)` of `input_ids` `(batch, seq)` at `position_ids`
-    /// `(batch, seq)` (any integer dtype pe-nn takes: u32, i64, ...), appended to the KV cache.
+    /// `(batch, seq)`, or with M-RoPE `(3, batch, seq)` (any integer dtype pe-nn takes: u32, i64,
+    /// ...), appended to the KV cache.
     ///
     /// `attention_mask` `(batch, cached_len + seq)`, 1 for real tokens and 0 for padding, covers
     /// the cached tokens and the new ones (as transformers' `attention_mask` in `generate`);
@@ -504,9 +517,14 @@ impl LlamaFamily {
         let (b, s) = input_ids
             .dims2()
             .context("input_ids must be (batch, seq)")?;
-        if position_ids.dims() != [b, s] {
+        let mrope = self.is_mrope() && position_ids.dims() == [3, b, s];
+        if position_ids.dims() != [b, s] && !mrope {
+            let also = match self.is_mrope() {
+                true => format!(" or (3, {b}, {s}) (M-RoPE)"),
+                false => String::new(),
+            };
             bail!(
-                "position_ids must have the shape of input_ids {:?}, got {:?}",
+                "position_ids must have the shape of input_ids {:?}{also}, got {:?}",
                 input_ids.dims(),
                 position_ids.dims()
             )
@@ -548,6 +566,11 @@ impl LlamaFamily {
     /// The cache is cleared.
     pub fn with_cache_policy(mut self, policy: CachePolicy) -> Result<Self> {
         policy.check()?;
+        if self.is_mrope() && !matches!(policy, CachePolicy::Keep { .. }) {
+            bail!(
+                "an M-RoPE model bounds its cache by a context shift (--keep) only, got {policy:?}"
+            )
+        }
         self.stream = Some(Stream::new(policy));
         self.clear_cache();
         Ok(self)
@@ -558,8 +581,21 @@ impl LlamaFamily {
         self.stream.as_ref().map(|s| s.policy)
     }
 
+    /// Whether the rope is M-RoPE (position ids `(3, batch, seq)`).
+    pub fn is_mrope(&self) -> bool {
+        self.config.rope.mrope_section.is_some()
+    }
+
+    /// With a cache policy and M-RoPE, the ids (temporal, height, width) of each token held, in
+    /// cache order (the keys held are rotated at them); empty otherwise.
+    pub fn cache_mrope_positions(&self) -> Vec<[i64; 3]> {
+        self.stream
+            .as_ref()
+            .map_or_else(Vec::new, |s| s.mrope.clone())
+    }
+
     /// With a cache policy, the position of each token held, in cache order (the keys held are
-    /// rotated at them); empty otherwise.
+    /// rotated at them; with M-RoPE, its index in the cache); empty otherwise.
     pub fn cache_positions(&self) -> Vec<i64> {
         self.stream
             .as_ref()
@@ -587,11 +623,53 @@ impl LlamaFamily {
     /// chooses the new tokens' positions, drops the tokens it evicts and rotates the keys it
     /// moves again at their new positions, in every layer, before the new tokens attend to the
     /// cache (all of it, and the new tokens causally). On an error the cache should be
-    /// cleared.
+    /// cleared. With M-RoPE the tokens are text, after the largest id held.
     pub fn forward_stream(&mut self, input_ids: &Tensor) -> Result<Tensor> {
+        self.stream_step(input_ids, None)
+    }
+
+    /// [`forward_stream`](Self::forward_stream) for an M-RoPE model, with the tokens' ids
+    /// `position_ids` `(3, batch, seq)` counted from 0 at the first of them (as
+    /// [`candle_pe_core::QwenVlConfig::positions`] gives a prompt's, image runs included; every
+    /// row of the batch the same): they are moved past the largest id held.
+    pub fn forward_stream_mrope(
+        &mut self,
+        input_ids: &Tensor,
+        position_ids: &Tensor,
+    ) -> Result<Tensor> {
         let (b, s) = input_ids
             .dims2()
             .context("input_ids must be (batch, seq)")?;
+        if !self.is_mrope() {
+            bail!("forward_stream_mrope needs an M-RoPE model (a rope with mrope_section)")
+        }
+        if position_ids.dims() != [3, b, s] {
+            bail!(
+                "position_ids must be (3, batch, seq) = [3, {b}, {s}], got {:?}",
+                position_ids.dims()
+            )
+        }
+        Positions::new(position_ids)?;
+        let values = position_ids
+            .to_dtype(DType::I64)?
+            .flatten_all()?
+            .to_vec1::<i64>()?;
+        let at = |axis: usize, row: usize, t: usize| values[(axis * b + row) * s + t];
+        if (0..b).any(|row| (0..3).any(|a| (0..s).any(|t| at(a, row, t) != at(a, 0, t)))) {
+            bail!("position_ids must be the same for every row of the batch (a bounded cache holds one stream)")
+        }
+        let chunk: Vec<[i64; 3]> = (0..s)
+            .map(|t| [at(0, 0, t), at(1, 0, t), at(2, 0, t)])
+            .collect();
+        self.stream_step(input_ids, Some(chunk))
+    }
+
+    /// A step of a bounded cache: `chunk` the new tokens' M-RoPE ids from 0 (text when `None`).
+    fn stream_step(&mut self, input_ids: &Tensor, chunk: Option<Vec<[i64; 3]>>) -> Result<Tensor> {
+        let (b, s) = input_ids
+            .dims2()
+            .context("input_ids must be (batch, seq)")?;
+        let mrope = self.is_mrope();
         let Some(stream) = self.stream.as_mut() else {
             bail!("forward_stream needs a cache policy (with_cache_policy)")
         };
@@ -605,12 +683,34 @@ impl LlamaFamily {
             let t = Tensor::from_slice(values, (1, n), &device)?.repeat((b, 1))?;
             Ok(Positions::new(&t)?)
         };
-        let (surgery, new) = stream.before(s)?;
-        let moved = match &surgery {
-            Some(sg) => Some(rows(&stream.positions[sg.moved.clone()])?),
-            None => None,
+        // M-RoPE ids (3, b, n), each token's three on its rows.
+        let ids3 = |values: &[[i64; 3]]| -> Result<Positions> {
+            let n = values.len();
+            let data: Vec<i64> = (0..3)
+                .flat_map(|a| values.iter().map(move |id| id[a]))
+                .collect();
+            let t = Tensor::from_vec(data, (3, 1, n), &device)?.repeat((1, b, 1))?;
+            Ok(Positions::new(&t)?)
         };
-        let positions = rows(&new)?;
+        let (surgery, moved, positions) = match mrope {
+            true => {
+                let chunk = chunk.unwrap_or_else(|| (0..s as i64).map(|p| [p; 3]).collect());
+                let (surgery, new) = stream.before_mrope(&chunk)?;
+                let moved = match &surgery {
+                    Some(sg) => Some(ids3(&stream.mrope[sg.moved.clone()])?),
+                    None => None,
+                };
+                (surgery, moved, ids3(&new)?)
+            }
+            false => {
+                let (surgery, new) = stream.before(s)?;
+                let moved = match &surgery {
+                    Some(sg) => Some(rows(&stream.positions[sg.moved.clone()])?),
+                    None => None,
+                };
+                (surgery, moved, rows(&new)?)
+            }
+        };
         let held = stream.positions.len() - s;
         let mask = match s {
             1 => None,

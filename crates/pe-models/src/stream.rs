@@ -11,6 +11,10 @@
 //!   and leave gaps; users of that class reproduce its outputs with it).
 //! - [`CachePolicy::Keep`] is llama.cpp's context shift: with `size` tokens held, a step that
 //!   does not fit keeps the first `keep`, drops half of the rest and moves the remainder back.
+//!   With M-RoPE (Qwen2-VL), each token holds three ids (temporal, height, width) and the
+//!   remainder moves back on all three by the positions the dropped tokens spanned (their count
+//!   for text; an image run spans fewer positions than it has tokens), so it follows the kept
+//!   tokens as it followed the dropped ones.
 //!
 //! Kept keys are rotated again from the keys before rotation, at their new positions, so a key
 //! is always one rounding from its exact rotation, after any number of evictions.
@@ -103,6 +107,8 @@ pub(crate) struct Stream {
     pub policy: CachePolicy,
     /// The position of every token held, in cache order (the same for every row of a batch).
     pub positions: Vec<i64>,
+    /// With M-RoPE, the ids (temporal, height, width) of every token held, in cache order.
+    pub mrope: Vec<[i64; 3]>,
 }
 
 impl Stream {
@@ -110,7 +116,43 @@ impl Stream {
         Self {
             policy,
             positions: Vec::new(),
+            mrope: Vec::new(),
         }
+    }
+
+    /// Forgets every token held.
+    pub fn clear(&mut self) {
+        self.positions.clear();
+        self.mrope.clear();
+    }
+
+    /// [`before`](Self::before) a step of M-RoPE ids `chunk`, given from 0 at the step's start
+    /// (as `get_rope_index` gives a prompt's): the surgery and the new tokens' ids, `chunk` moved
+    /// past the largest id held. The ids held are updated as `positions` are: after a
+    /// [`CachePolicy::Keep`] shift, the tokens moved back by the positions between the kept
+    /// ones' largest id and their own smallest (the dropped tokens' span).
+    pub fn before_mrope(&mut self, chunk: &[[i64; 3]]) -> Result<(Option<Surgery>, Vec<[i64; 3]>)> {
+        let (surgery, _) = self.before(chunk.len())?;
+        let ids = &mut self.mrope;
+        if let Some(s) = &surgery {
+            ids.drain(s.drop.clone());
+            // The kept tokens end before `next`; the moved ones start at `first`.
+            let next = ids[..s.moved.start]
+                .iter()
+                .flatten()
+                .max()
+                .map_or(0, |m| m + 1);
+            if let Some(&first) = ids[s.moved.clone()].iter().flatten().min() {
+                let delta = (first - next).max(0);
+                for id in &mut ids[s.moved.clone()] {
+                    *id = id.map(|v| v - delta);
+                }
+            }
+        }
+        let next = ids.iter().flatten().max().map_or(0, |m| m + 1);
+        let new: Vec<[i64; 3]> = chunk.iter().map(|id| id.map(|v| v + next)).collect();
+        ids.extend(&new);
+        Ok((surgery, new))
     }
 
     /// Before a step of `n` tokens: the surgery (if any) and the new tokens' positions. The

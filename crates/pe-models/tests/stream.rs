@@ -32,8 +32,20 @@ fn rows(t: &Tensor) -> anyhow::Result<Vec<Vec<f64>>> {
 /// Runs `steps` one-token steps after a prompt under `policy`, checking every layer after each.
 /// Returns the token (by order of arrival) of each cached slot after the last step.
 fn check_policy(policy: CachePolicy, prompt: &[u32], steps: usize) -> anyhow::Result<Vec<usize>> {
+    check_stream("models/llama31", policy, prompt, None, steps)
+}
+
+/// [`check_policy`] on the model `fixture`; with M-RoPE, the prompt at ids `mrope` `(3, 1,
+/// prompt)` from 0, and each cached key checked at its token's three ids.
+fn check_stream(
+    fixture: &str,
+    policy: CachePolicy,
+    prompt: &[u32],
+    mrope: Option<&Tensor>,
+    steps: usize,
+) -> anyhow::Result<Vec<usize>> {
     let dev = Device::Cpu;
-    let dir = pe_testkit::fixture("models/llama31");
+    let dir = pe_testkit::fixture(fixture);
     let mut model = LlamaFamily::from_dir(dir, DType::F32, &dev)?.with_cache_policy(policy)?;
     let layers = model.config().num_hidden_layers;
     let rope = model.rotary().rope().clone();
@@ -44,7 +56,10 @@ fn check_policy(policy: CachePolicy, prompt: &[u32], steps: usize) -> anyhow::Re
     let mut input = Tensor::new(prompt, &dev)?.unsqueeze(0)?;
     let mut slots = vec![];
     for step in 0..=steps {
-        let logits = model.forward_stream(&input)?;
+        let logits = match (step, mrope) {
+            (0, Some(ids)) => model.forward_stream_mrope(&input, ids)?,
+            _ => model.forward_stream(&input)?,
+        };
         let positions = model.cache_positions();
         for (layer, tokens) in seen.iter_mut().enumerate() {
             let (k, v) = model.fresh_kv(layer).expect("fresh keys");
@@ -52,8 +67,16 @@ fn check_policy(policy: CachePolicy, prompt: &[u32], steps: usize) -> anyhow::Re
             let (keys, values) = model.kv_cache(layer)?.expect("a cache");
             let (keys, values) = (rows(&keys)?, rows(&values)?);
             assert_eq!(keys.len(), positions.len());
-            let ids = Tensor::new(positions.as_slice(), &dev)?;
-            let (cos, sin) = rope.at(&ids, DType::F64)?;
+            let (cos, sin) = match model.is_mrope() {
+                true => {
+                    let ids = model.cache_mrope_positions();
+                    let rows: Vec<Vec<i64>> = (0..3)
+                        .map(|a| ids.iter().map(|id| id[a]).collect())
+                        .collect();
+                    rope.at_mrope(&Tensor::new(rows, &dev)?, DType::F64)?
+                }
+                false => rope.at(&Tensor::new(positions.as_slice(), &dev)?, DType::F64)?,
+            };
             let (cos, sin) = (cos.to_vec2::<f64>()?, sin.to_vec2::<f64>()?);
             slots.clear();
             for (slot, (key, value)) in keys.iter().zip(&values).enumerate() {
@@ -184,12 +207,54 @@ fn bounded_equals_unbounded_before_the_first_eviction() -> anyhow::Result<()> {
 }
 
 fn cli(args: &[&str]) -> anyhow::Result<String> {
+    cli_on("models/llama31", args)
+}
+
+fn cli_on(fixture: &str, args: &[&str]) -> anyhow::Result<String> {
     let mut all = vec!["generate"];
     all.extend(args);
     let args = Args::try_parse_from(all)?;
     let mut out = vec![];
-    run(&args, &pe_testkit::fixture("models/llama31"), &mut out)?;
+    run(&args, &pe_testkit::fixture(fixture), &mut out)?;
     Ok(String::from_utf8(out)?)
+}
+
+/// `generate --keep` runs the M-RoPE fixture past its context (text ids on the three rows,
+/// shifted on all three); a sink cache is refused for it, naming --keep.
+#[test]
+fn generate_keep_runs_an_mrope_model_past_its_context() -> anyhow::Result<()> {
+    let base = [
+        "--prompt-ids",
+        "1,87,14,101",
+        "--max-new",
+        "300",
+        "--eos",
+        "",
+    ];
+    let out = cli_on(
+        "models/qwen2_vl",
+        &[&base[..], &["--keep", "4", "--context-size", "32"]].concat(),
+    )?;
+    assert!(out.contains("of 303 seen"), "{out}");
+    let held: usize = out
+        .lines()
+        .find_map(|l| l.strip_prefix("cache: "))
+        .and_then(|l| l.split(' ').next())
+        .expect("a cache line")
+        .parse()?;
+    assert!(held <= 32, "{out}");
+    let err = cli_on(
+        "models/qwen2_vl",
+        &[&base[..], &["--sink", "4", "--window", "8"]].concat(),
+    )
+    .unwrap_err();
+    assert!(format!("{err:#}").contains("(--keep) only"), "{err:#}");
+    // Its end-of-sequence id is under text_config.
+    assert_eq!(
+        pe_models::eos_token_ids(pe_testkit::fixture("models/qwen2_vl"))?,
+        [2]
+    );
+    Ok(())
 }
 
 #[test]
@@ -237,5 +302,72 @@ fn generate_flags_bound_the_cache() -> anyhow::Result<()> {
         let err = cli(&[&base[..], extra].concat()).unwrap_err();
         assert!(format!("{err:#}").contains(needle), "{extra:?}: {err:#}");
     }
+    Ok(())
+}
+
+/// The Qwen2-VL fixture's 27-token stream (two image runs) and its M-RoPE ids `(3, 1, 27)` from
+/// 0, as `get_rope_index` gives them.
+fn qwen2_vl_stream() -> anyhow::Result<(Vec<u32>, Tensor)> {
+    let dir = pe_testkit::fixture("models/qwen2_vl");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("config.json"))?)?;
+    let config = candle_pe_core::QwenVlConfig::from_hf_config(&json)?;
+    let (img, start, end) = (120, 118, 119);
+    let mut ids = vec![1, 87, 14, start];
+    ids.extend([img; 6]);
+    ids.extend([end, 101, 33, 59, start]);
+    ids.extend([img; 8]);
+    ids.extend([end, 7, 76, 45]);
+    let input = Tensor::new(ids.as_slice(), &Device::Cpu)?.unsqueeze(0)?;
+    let positions = config.positions(&input, &[[1, 4, 6], [1, 8, 4]], &[], None, None)?;
+    Ok((ids, positions.position_ids().clone()))
+}
+
+/// Context shift on an M-RoPE model: each shift drops image tokens (whole runs and part of one)
+/// and moves the rest back on all three rows; every cached key of every layer stays one
+/// rounding from its key before rotation turned at its token's current three ids.
+#[test]
+fn mrope_context_shift_is_consistent_after_every_shift() -> anyhow::Result<()> {
+    let (prompt, ids) = qwen2_vl_stream()?;
+    let policy = CachePolicy::Keep { keep: 4, size: 40 };
+    let slots = check_stream("models/qwen2_vl", policy, &prompt, Some(&ids), 60)?;
+    assert_eq!(&slots[..4], &[0, 1, 2, 3]);
+    Ok(())
+}
+
+/// The M-RoPE ids a shift leaves: the kept tokens' unchanged, the moved ones right after them
+/// (an image run keeps its shape), and the next token after the largest.
+#[test]
+fn mrope_context_shift_moves_the_rest_on_all_rows() -> anyhow::Result<()> {
+    let dev = Device::Cpu;
+    let (prompt, ids) = qwen2_vl_stream()?;
+    let dir = pe_testkit::fixture("models/qwen2_vl");
+    // 27 + 3 tokens fill 30; the 31st drops 13 of the 26 after the kept 4 (tokens 4..17: the
+    // first image run, the text after it and 2 tokens of the second run) and moves the rest
+    // back by the 8 positions those spanned (ids 4..12, where the second run starts at 12).
+    let policy = CachePolicy::Keep { keep: 4, size: 30 };
+    let mut model = LlamaFamily::from_dir(dir, DType::F32, &dev)?.with_cache_policy(policy)?;
+    let input = Tensor::new(prompt.as_slice(), &dev)?.unsqueeze(0)?;
+    model.forward_stream_mrope(&input, &ids)?;
+    let before = model.cache_mrope_positions();
+    assert_eq!(before[26], [19; 3]);
+    for _ in 0..4 {
+        model.forward_stream(&Tensor::new(&[[5u32]], &dev)?)?;
+    }
+    let after = model.cache_mrope_positions();
+    assert_eq!(after.len(), 30 - 13 + 1);
+    assert_eq!(&after[..4], &before[..4]);
+    // The prompt's last 10 tokens and the 3 decoded ones (at 20, 21, 22), 8 back; the second
+    // run's last 6 patches keep their rows and columns.
+    let decoded = [[20; 3], [21; 3], [22; 3]];
+    let moved: Vec<[i64; 3]> = before[17..]
+        .iter()
+        .chain(&decoded)
+        .map(|id| id.map(|v| v - 8))
+        .collect();
+    assert_eq!(&after[4..17], &moved[..]);
+    assert_eq!(after[4], [4, 5, 4]);
+    // The new token follows the largest id held.
+    assert_eq!(after[17], [15; 3]);
     Ok(())
 }

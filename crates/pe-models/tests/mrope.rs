@@ -1,0 +1,174 @@
+//! `LlamaFamily` on an M-RoPE decoder against transformers 5.23 (eager attention, f32, CPU): the
+//! language model of a tiny random Qwen2-VL (`crates/pe-testkit/fixtures/models/qwen2_vl`, from
+//! `scripts/fixtures/mrope_models.py`), called with input ids and `(3, batch, seq)` position ids
+//! from `get_rope_index` for a stream holding two image runs (non-uniform ids; the image tokens
+//! are embedded as tokens, no vision tower).
+//!
+//! Calls: `prefill` (27 tokens), `decode` (8 greedy cached steps at `27 + s + rope_deltas` on
+//! the three rows), `far20000` (the same, every id + 20,000). The ids are checked too: pe-core's
+//! `QwenVlConfig::positions` and `decode` give the fixture's.
+//!
+//! Tolerance as `transformers.rs`: `TOL` = 1e-4 where transformers' tables are exact to f32
+//! rounding (ids below 100), and at 20,000 the exactness check (ours there against transformers'
+//! logits at the original ids: rope sees only differences) within `TOL`, and against
+//! transformers' own far logits `TOL` plus transformers' f32 drift, which the fixture measures.
+
+use anyhow::Result;
+use candle_core::{DType, Device, IndexOp, Tensor};
+use candle_pe_core::QwenVlConfig;
+use pe_models::LlamaFamily;
+
+const TOL: f64 = 1e-4;
+
+fn max_diff(a: &Tensor, b: &Tensor) -> Result<f64> {
+    assert_eq!(a.dims(), b.dims());
+    Ok((a - b)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()? as f64)
+}
+
+fn check(what: &str, diff: f64, bound: f64) {
+    eprintln!("qwen2_vl {what:<36} max |diff| {diff:.3e} (bound {bound:.1e})");
+    assert!(diff <= bound, "{what}: {diff:e} > {bound:e}");
+}
+
+/// Prefill at `pos`, then one cached step per token of `steps` at `step_pos` `(3, 1, n)`:
+/// the prefill's logits, the steps' logits `(1, n, vocab)` and the greedy ids (the prefill's
+/// argmax, then each step's).
+fn run(
+    model: &mut LlamaFamily,
+    input: &Tensor,
+    pos: &Tensor,
+    steps: &Tensor,
+    step_pos: &Tensor,
+) -> Result<(Tensor, Tensor, Vec<i64>)> {
+    model.clear_cache();
+    let prefill = model.forward(input, pos, None)?;
+    let last = |t: &Tensor| -> Result<i64> {
+        let s = t.dim(1)?;
+        Ok(t.i((0, s - 1))?.argmax(0)?.to_scalar::<u32>()? as i64)
+    };
+    let mut ids = vec![last(&prefill)?];
+    let mut logits = vec![];
+    for s in 0..steps.dim(1)? {
+        let out = model.forward(
+            &steps.i((.., s..s + 1))?,
+            &step_pos.i((.., .., s..s + 1))?,
+            None,
+        )?;
+        ids.push(last(&out)?);
+        logits.push(out);
+    }
+    Ok((prefill, Tensor::cat(&logits, 1)?, ids))
+}
+
+#[test]
+fn qwen2_vl_language_model_matches_transformers() -> Result<()> {
+    let dir = pe_testkit::fixture("models/qwen2_vl");
+    let t = candle_core::safetensors::load(dir.join("outputs.safetensors"), &Device::Cpu)?;
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("outputs.json"))?)?;
+    let get = |k: &str| t.get(k).unwrap_or_else(|| panic!("no tensor {k}")).clone();
+    let ids = |k: &str| -> Result<Vec<i64>> { Ok(get(k).flatten_all()?.to_vec1::<i64>()?) };
+    let mut model = LlamaFamily::from_dir(&dir, DType::F32, &Device::Cpu)?;
+    assert!(model.is_mrope());
+    assert_eq!(model.config().rope.mrope_section, Some(vec![2, 3, 3]));
+
+    // The ids: pe-core's get_rope_index and rope_deltas give the fixture's.
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("config.json"))?)?;
+    let input = get("prefill.input_ids");
+    let positions = QwenVlConfig::from_hf_config(&config)?.positions(
+        &input,
+        &[[1, 4, 6], [1, 8, 4]],
+        &[],
+        None,
+        None,
+    )?;
+    let pos = get("prefill.position_ids");
+    assert_eq!(
+        positions.position_ids().flatten_all()?.to_vec1::<i64>()?,
+        ids("prefill.position_ids")?
+    );
+    assert_eq!(
+        positions.rope_deltas().to_vec1::<i64>()?,
+        ids("prefill.rope_deltas")?
+    );
+    let steps = get("decode.input_ids");
+    let n = input.dim(1)?;
+    let step_pos: Vec<Tensor> = (0..steps.dim(1)?)
+        .map(|s| positions.decode(&[n + s], 1))
+        .collect::<candle_pe_core::Result<_>>()?;
+    let step_pos = Tensor::cat(&step_pos, 2)?;
+    assert_eq!(
+        step_pos.flatten_all()?.to_vec1::<i64>()?,
+        ids("decode.position_ids")?
+    );
+
+    // Prefill and cached decode.
+    let (prefill, decode, generated) = run(&mut model, &input, &pos, &steps, &step_pos)?;
+    check("prefill", max_diff(&prefill, &get("prefill.logits"))?, TOL);
+    check("decode", max_diff(&decode, &get("decode.logits"))?, TOL);
+    assert_eq!(generated, ids("decode.generated_ids")?);
+
+    // Every id + 20,000.
+    let far = 20_000f64;
+    let far_pos = (pos.to_dtype(DType::I64)? + far)?;
+    let far_steps = get("far20000.decode_input_ids");
+    let n_far = far_steps.dim(1)?;
+    let far_step_pos = (step_pos.i((.., .., ..n_far))? + far)?;
+    assert_eq!(
+        far_step_pos.flatten_all()?.to_vec1::<i64>()?,
+        ids("far20000.decode_position_ids")?
+    );
+    let (far_prefill, far_decode, far_generated) =
+        run(&mut model, &input, &far_pos, &far_steps, &far_step_pos)?;
+    check(
+        "far20000 prefill vs tf prefill",
+        max_diff(&far_prefill, &get("prefill.logits"))?,
+        TOL,
+    );
+    check(
+        "far20000 decode vs tf decode",
+        max_diff(&far_decode, &get("decode.logits").i((.., ..n_far))?)?,
+        TOL,
+    );
+    let drift = json["checks"]["far20000_vs_prefill_max_abs_diff"]
+        .as_f64()
+        .expect("the fixture's drift check");
+    check(
+        "far20000 prefill vs tf far20000",
+        max_diff(&far_prefill, &get("far20000.logits"))?,
+        TOL + drift,
+    );
+    let step_drift = max_diff(
+        &get("far20000.decode_logits"),
+        &get("decode.logits").i((.., ..n_far))?,
+    )?;
+    check(
+        "far20000 decode vs tf far20000",
+        max_diff(&far_decode, &get("far20000.decode_logits"))?,
+        TOL + step_drift,
+    );
+    assert_eq!(far_generated, ids("far20000.generated_ids")?);
+    Ok(())
+}
+
+/// 2-D position ids are text ids, the same on the three rows; other shapes are refused, naming
+/// both that are taken.
+#[test]
+fn qwen2_vl_takes_text_ids_and_refuses_other_shapes() -> Result<()> {
+    let dir = pe_testkit::fixture("models/qwen2_vl");
+    let dev = Device::Cpu;
+    let mut model = LlamaFamily::from_dir(&dir, DType::F32, &dev)?;
+    let input = Tensor::new(&[[1u32, 87, 14, 101]], &dev)?;
+    let flat = Tensor::new(&[[0i64, 1, 2, 3]], &dev)?;
+    let a = model.forward(&input, &flat, None)?;
+    model.clear_cache();
+    let b = model.forward(&input, &flat.unsqueeze(0)?.repeat((3, 1, 1))?, None)?;
+    assert_eq!(max_diff(&a, &b)?, 0.0);
+    model.clear_cache();
+    let err = model
+        .forward(&input, &flat.unsqueeze(0)?.repeat((2, 1, 1))?, None)
+        .unwrap_err();
+    assert!(err.to_string().contains("(3, 1, 4) (M-RoPE)"), "{err}");
+    Ok(())
+}
