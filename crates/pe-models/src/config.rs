@@ -1,6 +1,7 @@
 //! The fields of an HF `config.json` the models read: [`LlamaConfig`] for a
 //! [`LlamaFamily`](crate::LlamaFamily) decoder (`model_type` `llama`, `qwen2`, `qwen3`, `phi3`,
-//! `mistral`, `gemma3_text`), [`M2M100Config`] for an [`M2M100Encoder`](crate::M2M100Encoder) (`m2m_100`:
+//! `mistral`, `gemma3_text`; the language model of `qwen2_vl`, `qwen2_5_vl`, `qwen3_vl`),
+//! [`M2M100Config`] for an [`M2M100Encoder`](crate::M2M100Encoder) (`m2m_100`:
 //! M2M100 and NLLB), each with `from_hf_config` (a parsed `config.json`, read through
 //! pe-core's [`ConfigFields`]: `null` is absent, errors name the field) and `from_file`
 //! (errors name the file too).
@@ -48,6 +49,9 @@ pub enum ModelType {
     /// The language model of Qwen2-VL and Qwen2.5-VL (`qwen2_vl`, `qwen2_5_vl`; its fields under
     /// `text_config`): Qwen2 layers with M-RoPE, at position ids `(3, batch, seq)`.
     Qwen2Vl,
+    /// The language model of Qwen3-VL (`qwen3_vl`, its fields under `text_config`): Qwen3 layers
+    /// with interleaved M-RoPE.
+    Qwen3Vl,
 }
 
 /// What a layer's attention sees.
@@ -70,6 +74,7 @@ impl ModelType {
             ModelType::Qwen3 => "qwen3",
             ModelType::Gemma3 => "gemma3_text",
             ModelType::Qwen2Vl => "qwen2_vl",
+            ModelType::Qwen3Vl => "qwen3_vl",
         }
     }
 }
@@ -144,8 +149,10 @@ impl LlamaConfig {
         let model_type: String = outer.require("model_type")?;
         // Qwen-VL configs nest the decoder's fields under text_config (older ones do not).
         let root = match model_type.as_str() {
-            "qwen2_vl" | "qwen2_5_vl" => outer.object("text_config")?.unwrap_or(outer),
-            _ => outer,
+            "qwen2_vl" | "qwen2_5_vl" | "qwen3_vl" => {
+                outer.object("text_config")?.unwrap_or(outer.clone())
+            }
+            _ => outer.clone(),
         };
         let model_type = match model_type.as_str() {
             "llama" => ModelType::Llama,
@@ -155,12 +162,13 @@ impl LlamaConfig {
             "qwen3" => ModelType::Qwen3,
             "gemma3_text" => ModelType::Gemma3,
             "qwen2_vl" | "qwen2_5_vl" => ModelType::Qwen2Vl,
+            "qwen3_vl" => ModelType::Qwen3Vl,
             other => {
                 return Err(root.invalid(
                     "model_type",
                     format!(
                         "unsupported model type {other:?} (supported: llama, qwen2, qwen3, \
-                         phi3, mistral, gemma3_text, qwen2_vl, qwen2_5_vl)"
+                         phi3, mistral, gemma3_text, qwen2_vl, qwen2_5_vl, qwen3_vl)"
                     ),
                 ))
             }
@@ -227,7 +235,7 @@ impl LlamaConfig {
             ModelType::Mistral | ModelType::Phi3 => root.get("sliding_window")?,
             // transformers' default for Gemma3TextConfig.
             ModelType::Gemma3 => Some(root.get("sliding_window")?.unwrap_or(4096)),
-            ModelType::Qwen2 | ModelType::Qwen3 | ModelType::Qwen2Vl => {
+            ModelType::Qwen2 | ModelType::Qwen3 | ModelType::Qwen2Vl | ModelType::Qwen3Vl => {
                 if root.get("use_sliding_window")?.unwrap_or(false) {
                     return Err(root.invalid(
                         "use_sliding_window",
@@ -314,15 +322,22 @@ impl LlamaConfig {
             qkv_bias: matches!(model_type, ModelType::Qwen2 | ModelType::Qwen2Vl) || attention_bias,
             o_bias: matches!(
                 model_type,
-                ModelType::Llama | ModelType::Qwen3 | ModelType::Gemma3
+                ModelType::Llama | ModelType::Qwen3 | ModelType::Gemma3 | ModelType::Qwen3Vl
             ) && attention_bias,
-            qk_norm: matches!(model_type, ModelType::Qwen3 | ModelType::Gemma3),
+            qk_norm: matches!(
+                model_type,
+                ModelType::Qwen3 | ModelType::Gemma3 | ModelType::Qwen3Vl
+            ),
             gemma_norms: gemma,
             query_pre_attn_scalar,
             embedding_scale: gemma.then(|| f64::from((hidden_size as f32).sqrt())),
             mlp_bias: model_type == ModelType::Llama && root.get("mlp_bias")?.unwrap_or(false),
             // Gemma ties by default, the others do not.
-            tie_word_embeddings: root.get("tie_word_embeddings")?.unwrap_or(gemma),
+            // Qwen-VL configs hold it at the top level.
+            tie_word_embeddings: match root.get("tie_word_embeddings")? {
+                Some(tie) => tie,
+                None => outer.get("tie_word_embeddings")?.unwrap_or(gemma),
+            },
             sliding_window,
             layer_types,
             rope,

@@ -380,8 +380,8 @@ impl Masks {
 /// window), a SwiGLU MLP, and the output projection (`lm_head.weight`, or the token embedding
 /// when `tie_word_embeddings`).
 ///
-/// With an M-RoPE rope (`mrope_section`: Qwen2-VL's and Qwen2.5-VL's language model,
-/// `qwen2_vl`, `qwen2_5_vl`) the position ids are `(3, batch, seq)` (temporal, height, width,
+/// With an M-RoPE rope (`mrope_section`: the language model of Qwen2-VL, Qwen2.5-VL and
+/// Qwen3-VL, `qwen2_vl`, `qwen2_5_vl`, `qwen3_vl`) the position ids are `(3, batch, seq)` (temporal, height, width,
 /// as `get_rope_index` gives them: [`candle_pe_core::QwenVlConfig::positions`]); `(batch,
 /// seq)` ids are text positions, the same on the three rows.
 #[derive(Clone, Debug)]
@@ -404,7 +404,11 @@ impl LlamaFamily {
     pub fn new(config: &LlamaConfig, vb: VarBuilder) -> Result<Self> {
         let cfg = config;
         let rotary = RotaryEmbedding::new(cfg.rope.clone())?;
-        let model = vb.pp("model");
+        // Qwen-VL checkpoints may nest the decoder under model.language_model.
+        let model = match vb.contains_tensor("model.language_model.embed_tokens.weight") {
+            true => vb.pp("model.language_model"),
+            false => vb.pp("model"),
+        };
         let embed_weight = tensor(
             &model,
             (cfg.vocab_size, cfg.hidden_size),

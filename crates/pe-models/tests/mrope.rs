@@ -1,6 +1,7 @@
-//! `LlamaFamily` on an M-RoPE decoder against transformers 5.23 (eager attention, f32, CPU): the
-//! language model of a tiny random Qwen2-VL (`crates/pe-testkit/fixtures/models/qwen2_vl`, from
-//! `scripts/fixtures/mrope_models.py`), called with input ids and `(3, batch, seq)` position ids
+//! `LlamaFamily` on M-RoPE decoders against transformers 5.23 (eager attention, f32, CPU): the
+//! language models of a tiny random Qwen2-VL and Qwen3-VL (interleaved sections, qk-norm, tied
+//! embeddings; `crates/pe-testkit/fixtures/models/qwen2_vl`, `qwen3_vl`, from
+//! `scripts/fixtures/mrope_models.py`), each called with input ids and `(3, batch, seq)` position ids
 //! from `get_rope_index` for a stream holding two image runs (non-uniform ids; the image tokens
 //! are embedded as tokens, no vision tower).
 //!
@@ -25,8 +26,8 @@ fn max_diff(a: &Tensor, b: &Tensor) -> Result<f64> {
     Ok((a - b)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()? as f64)
 }
 
-fn check(what: &str, diff: f64, bound: f64) {
-    eprintln!("qwen2_vl {what:<36} max |diff| {diff:.3e} (bound {bound:.1e})");
+fn check(case: &str, what: &str, diff: f64, bound: f64) {
+    eprintln!("{case} {what:<36} max |diff| {diff:.3e} (bound {bound:.1e})");
     assert!(diff <= bound, "{what}: {diff:e} > {bound:e}");
 }
 
@@ -62,7 +63,16 @@ fn run(
 
 #[test]
 fn qwen2_vl_language_model_matches_transformers() -> Result<()> {
-    let dir = pe_testkit::fixture("models/qwen2_vl");
+    matches_transformers("qwen2_vl", &[2, 3, 3], false)
+}
+
+#[test]
+fn qwen3_vl_language_model_matches_transformers() -> Result<()> {
+    matches_transformers("qwen3_vl", &[6, 5, 5], true)
+}
+
+fn matches_transformers(case: &str, section: &[usize], interleaved: bool) -> Result<()> {
+    let dir = pe_testkit::fixture(&format!("models/{case}"));
     let t = candle_core::safetensors::load(dir.join("outputs.safetensors"), &Device::Cpu)?;
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("outputs.json"))?)?;
@@ -70,7 +80,9 @@ fn qwen2_vl_language_model_matches_transformers() -> Result<()> {
     let ids = |k: &str| -> Result<Vec<i64>> { Ok(get(k).flatten_all()?.to_vec1::<i64>()?) };
     let mut model = LlamaFamily::from_dir(&dir, DType::F32, &Device::Cpu)?;
     assert!(model.is_mrope());
-    assert_eq!(model.config().rope.mrope_section, Some(vec![2, 3, 3]));
+    let rope = &model.config().rope;
+    assert_eq!(rope.mrope_section.as_deref(), Some(section));
+    assert_eq!(rope.mrope_interleaved, interleaved);
 
     // The ids: pe-core's get_rope_index and rope_deltas give the fixture's.
     let config: serde_json::Value =
@@ -105,8 +117,18 @@ fn qwen2_vl_language_model_matches_transformers() -> Result<()> {
 
     // Prefill and cached decode.
     let (prefill, decode, generated) = run(&mut model, &input, &pos, &steps, &step_pos)?;
-    check("prefill", max_diff(&prefill, &get("prefill.logits"))?, TOL);
-    check("decode", max_diff(&decode, &get("decode.logits"))?, TOL);
+    check(
+        case,
+        "prefill",
+        max_diff(&prefill, &get("prefill.logits"))?,
+        TOL,
+    );
+    check(
+        case,
+        "decode",
+        max_diff(&decode, &get("decode.logits"))?,
+        TOL,
+    );
     assert_eq!(generated, ids("decode.generated_ids")?);
 
     // Every id + 20,000.
@@ -122,11 +144,13 @@ fn qwen2_vl_language_model_matches_transformers() -> Result<()> {
     let (far_prefill, far_decode, far_generated) =
         run(&mut model, &input, &far_pos, &far_steps, &far_step_pos)?;
     check(
+        case,
         "far20000 prefill vs tf prefill",
         max_diff(&far_prefill, &get("prefill.logits"))?,
         TOL,
     );
     check(
+        case,
         "far20000 decode vs tf decode",
         max_diff(&far_decode, &get("decode.logits").i((.., ..n_far))?)?,
         TOL,
@@ -135,6 +159,7 @@ fn qwen2_vl_language_model_matches_transformers() -> Result<()> {
         .as_f64()
         .expect("the fixture's drift check");
     check(
+        case,
         "far20000 prefill vs tf far20000",
         max_diff(&far_prefill, &get("far20000.logits"))?,
         TOL + drift,
@@ -144,6 +169,7 @@ fn qwen2_vl_language_model_matches_transformers() -> Result<()> {
         &get("decode.logits").i((.., ..n_far))?,
     )?;
     check(
+        case,
         "far20000 decode vs tf far20000",
         max_diff(&far_decode, &get("far20000.decode_logits"))?,
         TOL + step_drift,

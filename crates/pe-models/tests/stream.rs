@@ -55,6 +55,8 @@ fn check_stream(
     let mut seen: Vec<Vec<(Vec<f64>, Vec<f64>)>> = vec![vec![]; layers];
     let mut input = Tensor::new(prompt, &dev)?.unsqueeze(0)?;
     let mut slots = vec![];
+    // The largest error, in half ulps of the pair's norm and as a share of the bound.
+    let (mut worst_ulps, mut worst_share) = (0f64, 0f64);
     for step in 0..=steps {
         let logits = match (step, mrope) {
             (0, Some(ids)) => model.forward_stream_mrope(&input, ids)?,
@@ -104,6 +106,9 @@ fn check_stream(
                         {
                             let bound = half_ulp(want)
                                 + 4.0 * 2f64.powi(-24) * (pre[a].abs() + pre[b].abs());
+                            let err = (key[j] - want).abs();
+                            worst_ulps = worst_ulps.max(err / half_ulp(pre[a].hypot(pre[b])));
+                            worst_share = worst_share.max(err / bound);
                             assert!(
                                 (key[j] - want).abs() <= bound,
                                 "{policy:?} step {step} layer {layer} slot {slot} (token {token} at {}): key {} vs exact {want}",
@@ -118,6 +123,9 @@ fn check_stream(
         let next = logits.squeeze(0)?.get(logits.dim(1)? - 1)?;
         input = Tensor::new(&[[next.argmax(0)?.to_scalar::<u32>()?]], &dev)?;
     }
+    eprintln!(
+        "{fixture} {policy:?}: largest key error {worst_ulps:.2} half ulps of the pair's norm, {worst_share:.2} of the bound"
+    );
     Ok(slots)
 }
 
@@ -307,8 +315,8 @@ fn generate_flags_bound_the_cache() -> anyhow::Result<()> {
 
 /// The Qwen2-VL fixture's 27-token stream (two image runs) and its M-RoPE ids `(3, 1, 27)` from
 /// 0, as `get_rope_index` gives them.
-fn qwen2_vl_stream() -> anyhow::Result<(Vec<u32>, Tensor)> {
-    let dir = pe_testkit::fixture("models/qwen2_vl");
+fn qwen_vl_stream(fixture: &str) -> anyhow::Result<(Vec<u32>, Tensor)> {
+    let dir = pe_testkit::fixture(fixture);
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("config.json"))?)?;
     let config = candle_pe_core::QwenVlConfig::from_hf_config(&json)?;
@@ -328,10 +336,12 @@ fn qwen2_vl_stream() -> anyhow::Result<(Vec<u32>, Tensor)> {
 /// rounding from its key before rotation turned at its token's current three ids.
 #[test]
 fn mrope_context_shift_is_consistent_after_every_shift() -> anyhow::Result<()> {
-    let (prompt, ids) = qwen2_vl_stream()?;
-    let policy = CachePolicy::Keep { keep: 4, size: 40 };
-    let slots = check_stream("models/qwen2_vl", policy, &prompt, Some(&ids), 60)?;
-    assert_eq!(&slots[..4], &[0, 1, 2, 3]);
+    for fixture in ["models/qwen2_vl", "models/qwen3_vl"] {
+        let (prompt, ids) = qwen_vl_stream(fixture)?;
+        let policy = CachePolicy::Keep { keep: 4, size: 40 };
+        let slots = check_stream(fixture, policy, &prompt, Some(&ids), 60)?;
+        assert_eq!(&slots[..4], &[0, 1, 2, 3]);
+    }
     Ok(())
 }
 
@@ -340,7 +350,7 @@ fn mrope_context_shift_is_consistent_after_every_shift() -> anyhow::Result<()> {
 #[test]
 fn mrope_context_shift_moves_the_rest_on_all_rows() -> anyhow::Result<()> {
     let dev = Device::Cpu;
-    let (prompt, ids) = qwen2_vl_stream()?;
+    let (prompt, ids) = qwen_vl_stream("models/qwen2_vl")?;
     let dir = pe_testkit::fixture("models/qwen2_vl");
     // 27 + 3 tokens fill 30; the 31st drops 13 of the 26 after the kept 4 (tokens 4..17: the
     // first image run, the text after it and 2 tokens of the second run) and moves the rest
