@@ -329,4 +329,27 @@ mod tests {
         let mut stream = Stream::new(policy);
         assert!(stream.before(9).is_err());
     }
+
+    /// M-RoPE: the rest moves back by the span of the dropped ids, not their count; a run cut
+    /// by the drop keeps its ids when it already follows the kept ones.
+    #[test]
+    fn keep_moves_mrope_ids_by_the_span_dropped() {
+        let image = [[0, 0, 0], [0, 0, 1], [0, 1, 0], [0, 1, 1]];
+        let text = |n: i64| (0..n).map(|p| [p; 3]).collect::<Vec<_>>();
+        let mut stream = Stream::new(CachePolicy::Keep { keep: 0, size: 8 });
+        stream.before_mrope(&image).unwrap();
+        stream.before_mrope(&text(4)).unwrap();
+        assert_eq!(stream.mrope[4..], [[2; 3], [3; 3], [4; 3], [5; 3]]);
+        // The image's 4 tokens spanned 2 positions.
+        let (_, new) = stream.before_mrope(&text(1)).unwrap();
+        assert_eq!(stream.mrope, [[0; 3], [1; 3], [2; 3], [3; 3], [4; 3]]);
+        assert_eq!(new, [[4; 3]]);
+
+        let mut stream = Stream::new(CachePolicy::Keep { keep: 1, size: 6 });
+        stream.before_mrope(&text(1)).unwrap();
+        stream.before_mrope(&image).unwrap();
+        stream.before_mrope(&text(1)).unwrap();
+        stream.before_mrope(&text(1)).unwrap();
+        assert_eq!(stream.mrope, [[0; 3], [1, 2, 1], [1, 2, 2], [3; 3], [4; 3]]);
+    }
 }
