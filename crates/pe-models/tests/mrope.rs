@@ -198,3 +198,67 @@ fn qwen2_vl_takes_text_ids_and_refuses_other_shapes() -> Result<()> {
     assert!(err.to_string().contains("(3, 1, 4) (M-RoPE)"), "{err}");
     Ok(())
 }
+
+/// A bounded cache before its first shift gives transformers' logits: the prompt at its
+/// `get_rope_index` ids, then text after the largest id held, where `rope_deltas` continue it.
+#[test]
+fn stream_continues_from_the_deltas() -> Result<()> {
+    let dir = pe_testkit::fixture("models/qwen2_vl");
+    let t = candle_core::safetensors::load(dir.join("outputs.safetensors"), &Device::Cpu)?;
+    let get = |k: &str| t.get(k).unwrap_or_else(|| panic!("no tensor {k}")).clone();
+    let policy = pe_models::CachePolicy::Keep { keep: 4, size: 64 };
+    let mut model =
+        LlamaFamily::from_dir(&dir, DType::F32, &Device::Cpu)?.with_cache_policy(policy)?;
+    let (input, pos) = (get("prefill.input_ids"), get("prefill.position_ids"));
+    let prefill = model.forward_stream_mrope(&input, &pos)?;
+    check(
+        "qwen2_vl",
+        "stream prefill",
+        max_diff(&prefill, &get("prefill.logits"))?,
+        TOL,
+    );
+    let steps = get("decode.input_ids");
+    let mut logits = vec![];
+    for s in 0..steps.dim(1)? {
+        logits.push(model.forward_stream(&steps.i((.., s..s + 1))?)?);
+    }
+    let logits = Tensor::cat(&logits, 1)?;
+    check(
+        "qwen2_vl",
+        "stream decode",
+        max_diff(&logits, &get("decode.logits"))?,
+        TOL,
+    );
+    let held = model.cache_mrope_positions();
+    let want = Tensor::cat(&[&pos, &get("decode.position_ids")], 2)?
+        .squeeze(1)?
+        .t()?;
+    let want: Vec<Vec<i64>> = want.to_vec2()?;
+    assert_eq!(held.iter().map(|id| id.to_vec()).collect::<Vec<_>>(), want);
+
+    // Bad input is named.
+    let err = model
+        .forward_stream_mrope(&input, &pos.i((.., .., ..3))?)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("position_ids must be (3, batch, seq)"),
+        "{err}"
+    );
+    let two = Tensor::cat(&[&input, &input], 0)?;
+    let mut rows = Tensor::cat(&[&pos, &pos], 1)?.to_vec3::<i64>()?;
+    rows[0][1][0] = 5;
+    let err = model
+        .forward_stream_mrope(&two, &Tensor::new(rows, &Device::Cpu)?)
+        .unwrap_err();
+    assert!(err.to_string().contains("the same for every row"), "{err}");
+    let mut llama = LlamaFamily::from_dir(
+        pe_testkit::fixture("models/llama31"),
+        DType::F32,
+        &Device::Cpu,
+    )?
+    .with_cache_policy(policy)?;
+    let err = llama.forward_stream_mrope(&input, &pos).unwrap_err();
+    assert!(err.to_string().contains("needs an M-RoPE model"), "{err}");
+    Ok(())
+}
