@@ -262,3 +262,32 @@ fn stream_continues_from_the_deltas() -> Result<()> {
     assert!(err.to_string().contains("needs an M-RoPE model"), "{err}");
     Ok(())
 }
+
+/// The config forms of the Hub: Qwen2-VL's fields at the top level with the legacy `mrope`
+/// rope_scaling, Qwen2.5-VL's under `text_config`; Qwen3-VL ties its embeddings at the top level.
+#[test]
+fn qwen_vl_configs_are_read_in_both_forms() -> Result<()> {
+    use pe_models::{LlamaConfig, ModelType};
+    let text = serde_json::json!({
+        "vocab_size": 128, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "rms_norm_eps": 1e-6,
+        "rope_theta": 1e6, "max_position_embeddings": 32768,
+        "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]}
+    });
+    let mut flat = text.clone();
+    flat["model_type"] = "qwen2_vl".into();
+    let nested = serde_json::json!({"model_type": "qwen2_5_vl", "text_config": text});
+    for json in [flat, nested] {
+        let cfg = LlamaConfig::from_hf_config(&json)?;
+        assert_eq!(cfg.model_type, ModelType::Qwen2Vl);
+        assert!(cfg.qkv_bias && !cfg.o_bias && !cfg.qk_norm && !cfg.tie_word_embeddings);
+        assert_eq!(cfg.rope.mrope_section, Some(vec![2, 3, 3]));
+        assert!(!cfg.rope.mrope_interleaved);
+    }
+    let dir = pe_testkit::fixture("models/qwen3_vl");
+    let cfg = LlamaConfig::from_file(dir.join("config.json"))?;
+    assert_eq!(cfg.model_type, ModelType::Qwen3Vl);
+    assert!(cfg.qk_norm && cfg.tie_word_embeddings && cfg.rope.mrope_interleaved);
+    assert_eq!(cfg.head_dim, 32);
+    Ok(())
+}
