@@ -334,10 +334,9 @@ impl LlamaConfig {
             mlp_bias: model_type == ModelType::Llama && root.get("mlp_bias")?.unwrap_or(false),
             // Gemma ties by default, the others do not.
             // Qwen-VL configs hold it at the top level.
-            tie_word_embeddings: match root.get("tie_word_embeddings")? {
-                Some(tie) => tie,
-                None => outer.get("tie_word_embeddings")?.unwrap_or(gemma),
-            },
+            tie_word_embeddings: root
+                .either("tie_word_embeddings", &outer, "tie_word_embeddings")?
+                .unwrap_or(gemma),
             sliding_window,
             layer_types,
             rope,
@@ -463,22 +462,20 @@ pub fn eos_token_ids(dir: impl AsRef<Path>) -> Result<Vec<u32>> {
     Ok(read_config(&dir.join("config.json"), eos_field)?.unwrap_or_default())
 }
 
-/// The `eos_token_id` field of a parsed config (else of its `text_config`, as vision-language
-/// models nest it): one id or a list, `None` when absent or null.
+/// The `eos_token_id` field of a parsed config or of its `text_config` (vision-language models
+/// nest it; the two disagreeing is an error naming both): one id or a list, `None` when absent
+/// or null.
 fn eos_field(json: &Value) -> candle_pe_core::Result<Option<Vec<u32>>> {
-    #[derive(serde::Deserialize)]
+    #[derive(serde::Deserialize, PartialEq)]
     #[serde(untagged, expecting = "a token id or a list of token ids")]
     enum OneOrMany {
         One(u32),
         Many(Vec<u32>),
     }
     let root = ConfigFields::new(json)?;
-    let field = match (
-        root.get::<OneOrMany>("eos_token_id")?,
-        root.object("text_config")?,
-    ) {
-        (None, Some(text)) => text.get::<OneOrMany>("eos_token_id")?,
-        (field, _) => field,
+    let field = match root.object("text_config")? {
+        Some(text) => root.either::<OneOrMany>("eos_token_id", &text, "eos_token_id")?,
+        None => root.get("eos_token_id")?,
     };
     Ok(match field {
         None => None,

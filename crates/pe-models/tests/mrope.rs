@@ -289,5 +289,11 @@ fn qwen_vl_configs_are_read_in_both_forms() -> Result<()> {
     assert_eq!(cfg.model_type, ModelType::Qwen3Vl);
     assert!(cfg.qk_norm && cfg.tie_word_embeddings && cfg.rope.mrope_interleaved);
     assert_eq!(cfg.head_dim, 32);
+    // Given at both levels, they must agree.
+    let mut json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("config.json"))?)?;
+    json["text_config"]["tie_word_embeddings"] = false.into();
+    let err = LlamaConfig::from_hf_config(&json).unwrap_err().to_string();
+    assert!(err.contains("text_config.tie_word_embeddings"), "{err}");
     Ok(())
 }
