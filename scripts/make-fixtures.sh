@@ -32,10 +32,13 @@
 #             (non-power-of-two head counts included).
 #   video ->  crates/pe-testkit/fixtures/video/<case>.json + <case>.safetensors: diffusers' 3-D rotary tables of Wan,
 #             HunyuanVideo, CogVideoX (crop rule and slice grids), LTX-Video and LTX-2 (fractional coordinates,
-#             rope_double_precision, interleaved and split).
+#             rope_double_precision, interleaved and split), and LTX-2's split layout applied by
+#             apply_split_rotary_emb to tiny queries.
 #   qwen_vl -> crates/pe-testkit/fixtures/qwen_vl/<case>/{config.json, positions.json, positions.safetensors}: the
 #             M-RoPE position ids and rope_deltas of transformers' Qwen2-VL, Qwen2.5-VL and Qwen3-VL get_rope_index on
-#             tiny configs (images, videos, second_per_grid_ts, left padding).
+#             tiny configs (images, videos, second_per_grid_ts, left padding); <case>_generate/{config.json,
+#             generate.json, generate.safetensors}: the position ids generate feeds the language model of tiny
+#             random full models at prefill and each decode step.
 #
 #   sink  ->  crates/pe-testkit/fixtures/sink/<case>/{config.json, model.safetensors, outputs.json}: greedy ids of
 #             transformers 4.52.4's SinkCache on tiny random Llamas (llama3 rope; a short context generated past).

@@ -123,6 +123,80 @@ fn decode_continues_from_the_deltas() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What transformers' `generate` feeds the language model (a forward pre-hook on the text rotary
+/// embedding of tiny random Qwen2-VL, Qwen2.5-VL and Qwen3-VL models): the prefill's ids are
+/// `positions`, and every decode step's ids are `decode_from_last` at the tokens attended before
+/// it, exactly, alone and in a left-padded batch. `decode` (the deltas) gives the same ids except
+/// where `generate` departs from its own `rope_deltas`: a prompt that ends in image tokens (each
+/// row goes on from its own last id) and the Qwen2.5-VL sequence whose video time
+/// (`second_per_grid_ts` 2.0) runs past the text after it.
+#[test]
+fn matches_transformers_generate() -> anyhow::Result<()> {
+    let (mut steps, mut departed) = (0, Vec::new());
+    for name in [
+        "qwen2_vl_generate",
+        "qwen2_5_vl_generate",
+        "qwen3_vl_generate",
+    ] {
+        let dir = pe_testkit::fixture(&format!("qwen_vl/{name}"));
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("config.json"))?)?;
+        let config = QwenVlConfig::from_hf_config(&json)?;
+        let meta: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("generate.json"))?)?;
+        let t = candle_core::safetensors::load(dir.join("generate.safetensors"), &Device::Cpu)?;
+        for call in meta["calls"].as_array().unwrap() {
+            let names = &call["tensors"];
+            let get = |key: &str| names[key].as_str().map(|n| &t[n]);
+            let seconds = match get("second_per_grid_ts") {
+                Some(s) => Some(s.to_dtype(DType::F64)?.to_vec1::<f64>()?),
+                None => None,
+            };
+            let mask = get("attention_mask").unwrap();
+            let prompt = config.positions(
+                get("input_ids").unwrap(),
+                &grids(get("image_grid_thw"))?,
+                &grids(get("video_grid_thw"))?,
+                seconds.as_deref(),
+                Some(mask),
+            )?;
+            let attended: Vec<usize> = mask
+                .sum(1)?
+                .to_vec1::<i64>()?
+                .into_iter()
+                .map(|n| n as usize)
+                .collect();
+            for step in 0..call["steps"].as_u64().unwrap() as usize {
+                let want = get(&format!("step{step}.position_ids"))
+                    .unwrap()
+                    .to_vec3::<i64>()?;
+                let what = format!("{name} {} step {step}", call["name"]);
+                if step == 0 {
+                    assert_eq!(prompt.position_ids().to_vec3::<i64>()?, want, "{what}");
+                } else {
+                    let before: Vec<usize> = attended.iter().map(|n| n + step - 1).collect();
+                    let ours = prompt.decode_from_last(&before, 1)?.to_vec3::<i64>()?;
+                    assert_eq!(ours, want, "{what}");
+                    if prompt.decode(&before, 1)?.to_vec3::<i64>()? != want {
+                        departed.push(what);
+                    }
+                }
+                steps += 1;
+            }
+        }
+    }
+    assert_eq!(steps, 28);
+    let expected: Vec<String> = [
+        "qwen2_vl_generate \"ends_in_image\"",
+        "qwen2_5_vl_generate \"padded\"",
+    ]
+    .iter()
+    .flat_map(|call| (1..4).map(move |k| format!("{call} step {k}")))
+    .collect();
+    assert_eq!(departed, expected);
+    Ok(())
+}
+
 fn qwen2() -> QwenVlConfig {
     QwenVlConfig {
         version: QwenVlVersion::Qwen2Vl,

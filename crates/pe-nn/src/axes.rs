@@ -3,7 +3,9 @@
 //! [`AxesRope`] tables, computed in f32 (f64 for f64 inputs) and rounded once to the input
 //! dtype. FLUX's axes turn
 //! adjacent pairs `(2k, 2k + 1)` by slot `k` (candle's `rope_i`); Pixtral's split spectrum turns
-//! the two halves, `(k, k + d / 2)` (transformers' `rotate_half`, candle's `rope`).
+//! the two halves, `(k, k + d / 2)` (transformers' `rotate_half`, candle's `rope`); LTX-2's
+//! `rope_type: "split"` ([`with_split_heads`](AxesRotaryEmbedding::with_split_heads)) deals the
+//! inner dim's tables out to the heads, each turning its two halves.
 //!
 //! ```
 //! use candle_core::{DType, Device, Tensor};
@@ -22,30 +24,50 @@
 //! let ids = candle_pe_core::patch_ids(3, 4, &dev)?;
 //! let q = Tensor::randn(0f32, 1.0, (1, 16, 12, 64), &dev)?;
 //! let (q, k) = pixtral.apply_at(&q, &q, &ids)?;
+//!
+//! // LTX-2's split layout: inner dim 64 as 4 heads of 16, at fractional (frame, row, column).
+//! let ltx2 = AxesRotaryEmbedding::from(candle_pe_core::AxesRope::ltx(64, 3, 10_000.0)?)
+//!     .with_split_heads(4)?;
+//! let u = Tensor::new(&[[0.025f64, 0.0078125, 0.0078125], [0.025, 0.0078125, 0.0234375]], &dev)?;
+//! let q = Tensor::randn(0f32, 1.0, (1, 4, 2, 16), &dev)?;
+//! let (q, k) = ltx2.apply_at_coordinates(&q, &q, &u)?;
 //! # Ok::<(), candle_core::Error>(())
 //! ```
 
-use candle_core::{bail, DType, Result, Tensor};
+use candle_core::{bail, DType, Result, Tensor, D};
 use candle_nn::rotary_emb::{rope, rope_i};
 use candle_pe_core::{AxesRope, ToPositions};
 
-/// Multi-axis rotary embedding for `(batch, heads, n, 2 * half_dim)` queries and keys.
+/// Multi-axis rotary embedding for `(batch, heads, n, 2 * half_dim)` queries and keys (LTX-2's
+/// split layout: `(batch, heads, n, 2 * half_dim / heads)`).
 #[derive(Clone, Debug)]
 pub struct AxesRotaryEmbedding {
     rope: AxesRope,
-    /// Slot `k` turns features `(k, k + d / 2)` (Pixtral) instead of `(2k, 2k + 1)` (FLUX).
-    halves: bool,
+    pairing: Pairing,
+}
+
+/// Which features a table column turns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pairing {
+    /// Column `k` turns `(2k, 2k + 1)` of every head (FLUX, the video families).
+    Adjacent,
+    /// Column `k` turns `(k, k + d / 2)` of every head (Pixtral).
+    Halves,
+    /// Head `h` of `heads` takes columns `h * r .. (h + 1) * r` (`r = half_dim / heads`), its
+    /// column `h * r + j` turning `(j, j + r)` (LTX-2's `rope_type: "split"`).
+    SplitHeads { heads: usize },
 }
 
 /// The embedding of `rope` turning adjacent pairs `(2k, 2k + 1)` (candle's `rope_i`): FLUX's
 /// and the video families' ([`AxesRope::wan`], [`AxesRope::hunyuan_video`],
 /// [`AxesRope::cogvideox`], and [`AxesRope::ltx`] with `rope_type` `interleaved`, on queries
-/// and keys of one head spanning the inner dim).
+/// and keys of one head spanning the inner dim; `rope_type` `split` is
+/// [`with_split_heads`](AxesRotaryEmbedding::with_split_heads)).
 impl From<AxesRope> for AxesRotaryEmbedding {
     fn from(rope: AxesRope) -> Self {
         Self {
             rope,
-            halves: false,
+            pairing: Pairing::Adjacent,
         }
     }
 }
@@ -55,7 +77,7 @@ impl AxesRotaryEmbedding {
     pub fn new(axes_dim: &[usize], theta: f64) -> Result<Self> {
         Ok(Self {
             rope: AxesRope::new(axes_dim, theta)?,
-            halves: false,
+            pairing: Pairing::Adjacent,
         })
     }
 
@@ -65,7 +87,24 @@ impl AxesRotaryEmbedding {
     pub fn split_spectrum(head_dim: usize, axes: usize, theta: f64) -> Result<Self> {
         Ok(Self {
             rope: AxesRope::split_spectrum(head_dim, axes, theta)?,
-            halves: true,
+            pairing: Pairing::Halves,
+        })
+    }
+
+    /// The same tables applied in LTX-2's `rope_type: "split"` layout (diffusers'
+    /// `apply_split_rotary_emb`): the `half_dim` columns, which span the inner dim of all heads,
+    /// are dealt out in order to `heads` heads of `2 * half_dim / heads` features, head `h`
+    /// taking columns `h * r ..` (`r = half_dim / heads`) and turning its two halves, `(j, j +
+    /// r)` by its column `j`. q and k are then `(batch, heads, n, 2 * r)`. `heads` must divide
+    /// `half_dim`.
+    pub fn with_split_heads(self, heads: usize) -> Result<Self> {
+        let half = self.rope.half_dim();
+        if heads == 0 || !half.is_multiple_of(heads) {
+            bail!("heads must be a positive divisor of the tables' {half} columns (half the inner dim), got {heads}")
+        }
+        Ok(Self {
+            pairing: Pairing::SplitHeads { heads },
+            ..self
         })
     }
 
@@ -105,16 +144,28 @@ impl AxesRotaryEmbedding {
     /// Checks the shapes of `q`, `k` and the positions (`what`, shaped `dims`); returns the
     /// dtype the tables are built in (f64 for f64 inputs, f32 otherwise).
     fn check(&self, q: &Tensor, k: &Tensor, dims: &[usize], what: &str) -> Result<DType> {
-        let d = 2 * self.rope.half_dim();
+        let (heads, d) = match self.pairing {
+            Pairing::SplitHeads { heads } => (Some(heads), 2 * self.rope.half_dim() / heads),
+            _ => (None, 2 * self.rope.half_dim()),
+        };
         let (batch, n) = match (q.dims(), k.dims()) {
-            ([b, _, n, qd], [kb, _, kn, kd]) if *qd == d && kd == qd && kb == b && kn == n => {
+            ([b, qh, n, qd], [kb, kh, kn, kd])
+                if *qd == d
+                    && kd == qd
+                    && kb == b
+                    && kn == n
+                    && heads.is_none_or(|h| h == *qh && h == *kh) =>
+            {
                 (*b, *n)
             }
-            _ => bail!(
-                "q and k must have shape (batch, heads, n, {d}) with the same batch and n, got {:?} and {:?}",
-                q.dims(),
-                k.dims()
-            ),
+            _ => {
+                let heads = heads.map_or("heads".to_string(), |h| h.to_string());
+                bail!(
+                    "q and k must have shape (batch, {heads}, n, {d}) with the same batch and n, got {:?} and {:?}",
+                    q.dims(),
+                    k.dims()
+                )
+            }
         };
         let axes = self.rope.axes_dim().len();
         if dims != [n, axes] && dims != [batch, n, axes] {
@@ -137,15 +188,39 @@ impl AxesRotaryEmbedding {
     ) -> Result<(Tensor, Tensor)> {
         let (cos, sin) = (cos.to_device(q.device())?, sin.to_device(q.device())?);
         let dtype = cos.dtype();
+        let (batch, _, n, d) = q.dims4()?;
+        // The split layout: each (sequence, head) a batch of one head with its own columns.
+        let (cos, sin) = match self.pairing {
+            Pairing::SplitHeads { heads } if q.elem_count() > 0 => {
+                let deal = |t: &Tensor| -> Result<Tensor> {
+                    let r = t.dim(D::Minus1)? / heads;
+                    let t = match t.rank() {
+                        2 => t
+                            .reshape((n, heads, r))?
+                            .transpose(0, 1)?
+                            .unsqueeze(0)?
+                            .broadcast_as((batch, heads, n, r))?,
+                        _ => t.reshape((batch, n, heads, r))?.transpose(1, 2)?,
+                    };
+                    t.contiguous()?.reshape((batch * heads, n, r))
+                };
+                (deal(&cos)?, deal(&sin)?)
+            }
+            _ => (cos, sin),
+        };
         let rotate = |x: &Tensor| -> Result<Tensor> {
             if x.elem_count() == 0 {
                 return Ok(x.clone());
             }
             let x32 = x.to_dtype(dtype)?.contiguous()?;
-            let turned = if self.halves {
-                rope(&x32, &cos, &sin)?
-            } else {
-                rope_i(&x32, &cos, &sin)?
+            let turned = match self.pairing {
+                Pairing::Adjacent => rope_i(&x32, &cos, &sin)?,
+                Pairing::Halves => rope(&x32, &cos, &sin)?,
+                Pairing::SplitHeads { .. } => {
+                    let heads = x.dim(1)?;
+                    let one_head = x32.reshape((batch * heads, 1, n, d))?;
+                    rope(&one_head, &cos, &sin)?.reshape((batch, heads, n, d))?
+                }
             };
             turned.to_dtype(x.dtype())
         };

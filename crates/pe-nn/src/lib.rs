@@ -32,6 +32,7 @@ mod embedding;
 mod grid;
 mod layer_rotary;
 mod rotary;
+mod rotary_mrope;
 mod rotary_rows;
 mod rotary_shift;
 

@@ -274,38 +274,6 @@ impl RotaryEmbedding {
         Ok(Some((rows, cos, sin)))
     }
 
-    /// `q` and `k` of `(batch, heads, seq, head_dim)` rotated by M-RoPE (Qwen2-VL, Qwen2.5-VL,
-    /// Qwen3-VL; the config's `mrope_section`) at position ids `(3, batch, seq)`, rows
-    /// temporal, height and width ([`Rope::at_mrope`]). Text-only ids (three equal rows)
-    /// rotate as [`apply_at`](Self::apply_at) does.
-    pub fn apply_mrope(
-        &self,
-        q: &Tensor,
-        k: &Tensor,
-        position_ids: &impl ToPositions,
-    ) -> Result<(Tensor, Tensor)> {
-        let layout = self.check_pair(q, k)?;
-        let Layout::Bhsd { batch, seq } = layout else {
-            bail!(
-                "apply_mrope takes q of shape (batch, heads, seq, head_dim), got {:?}",
-                q.dims()
-            )
-        };
-        if position_ids.dims() != [3, batch, seq] {
-            bail!(
-                "position_ids must have shape (3, batch, seq) = [3, {batch}, {seq}] for q {:?}, got {:?}",
-                q.dims(),
-                position_ids.dims()
-            )
-        }
-        let position_ids = position_ids.to_positions()?;
-        let (cos, sin) = self
-            .rope()
-            .at_mrope(&position_ids, table_dtype(q.dtype()))?;
-        let (cos, sin) = (cos.to_device(q.device())?, sin.to_device(q.device())?);
-        self.rotate_both(q, k, layout, &cos, &sin, None, Path::Fused)
-    }
-
     /// [`apply_at`](Self::apply_at) computed with plain candle ops (broadcast multiplies, no
     /// custom kernel), from the same tables and in the same dtype: the reference the fused
     /// path is held to, bit for bit on the CPU.
@@ -342,7 +310,7 @@ impl RotaryEmbedding {
     /// sequence); `cos` and `sin` are `(seq, half)`, `(batch, seq, half)` or `(tokens, half)`,
     /// and `scale`, q's factor per position, `(seq,)`, `(batch, seq)` or `(tokens,)`.
     #[allow(clippy::too_many_arguments)]
-    fn rotate_both(
+    pub(crate) fn rotate_both(
         &self,
         q: &Tensor,
         k: &Tensor,
@@ -363,7 +331,7 @@ impl RotaryEmbedding {
     }
 
     /// Checks q and k; returns their layout.
-    fn check_pair(&self, q: &Tensor, k: &Tensor) -> Result<Layout> {
+    pub(crate) fn check_pair(&self, q: &Tensor, k: &Tensor) -> Result<Layout> {
         let (lq, lk) = (self.check("q", q)?, self.check("k", k)?);
         let (qd, kd) = (q.dims(), k.dims());
         match (lq, lk) {

@@ -12,6 +12,8 @@
 //! max(h, w) / m`. Qwen3-VL gives each video frame its own run (a timestamp separates them).
 //! Left padding (a zero in the attention mask) is skipped, and its positions are 0.
 //! `rope_deltas[b]` is the largest position of sequence `b` plus one, minus its attended tokens.
+//! [`QwenVlPositions::decode_from_last`] continues instead as transformers' `generate` does, each
+//! row from the prompt's last token.
 //!
 //! ```
 //! use candle_core::{Device, Tensor};
@@ -72,6 +74,8 @@ pub struct QwenVlPositions {
     position_ids: Tensor,
     rope_deltas: Tensor,
     deltas: Vec<i64>,
+    /// Per sequence: its attended tokens, and the ids of the last of them (0s when none).
+    prompt: Vec<(usize, [i64; 3])>,
 }
 
 /// The token kinds of a run.
@@ -250,6 +254,7 @@ impl QwenVlConfig {
         }
         let mut out = vec![0i64; 3 * batch * seq];
         let mut deltas = Vec::with_capacity(batch);
+        let mut prompt = Vec::with_capacity(batch);
         let (mut next_image, mut next_video) = (0, 0);
         for (b, runs) in runs.iter().enumerate() {
             let mut start = 0i64;
@@ -315,14 +320,22 @@ impl QwenVlConfig {
                 }
                 start += h.max(w) as i64;
             }
-            let len = runs.iter().map(|(_, idx)| idx.len()).sum::<usize>() as i64;
-            deltas.push(largest.map_or(0, |l| l + 1 - len));
+            let len = runs.iter().map(|(_, idx)| idx.len()).sum::<usize>();
+            deltas.push(largest.map_or(0, |l| l + 1 - len as i64));
+            let last = runs
+                .last()
+                .and_then(|(_, idx)| idx.last())
+                .map_or([0; 3], |&i| {
+                    [0, 1, 2].map(|axis| out[(axis * batch + b) * seq + i])
+                });
+            prompt.push((len, last));
         }
         let device = input_ids.device();
         Ok(QwenVlPositions {
             position_ids: Tensor::from_vec(out, (3, batch, seq), device)?,
             rope_deltas: Tensor::new(deltas.as_slice(), device)?,
             deltas,
+            prompt,
         })
     }
 }
@@ -341,8 +354,37 @@ impl QwenVlPositions {
 
     /// The ids `(3, batch, len)` of `len` tokens decoded after `attended[b]` attended tokens of
     /// sequence `b` (the prompt's and the ones decoded since, padding not counted):
-    /// `attended[b] + j + rope_deltas[b]` on every row, as transformers continues them.
+    /// `attended[b] + j + rope_deltas[b]` on every row, as transformers' `forward` continues them
+    /// from a cache (and vLLM). transformers 5.23's `generate` continues from the prompt's last
+    /// token instead ([`decode_from_last`](Self::decode_from_last)); the two agree when the
+    /// prompt ends in text at its largest position.
     pub fn decode(&self, attended: &[usize], len: usize) -> Result<Tensor> {
+        self.continue_rows(attended, len, |b, _| {
+            attended[b] as i128 + self.deltas[b] as i128
+        })
+    }
+
+    /// The ids `(3, batch, len)` of `len` tokens decoded after `attended[b]` attended tokens of
+    /// sequence `b`, as transformers 5.23's `generate` feeds them: each row goes on one by one
+    /// from the prompt's last attended token, `last[row] + 1 + (attended[b] - prompt[b]) + j`
+    /// with `prompt[b]` the prompt's attended tokens. It differs from [`decode`](Self::decode)
+    /// when the prompt ends in an image or video, or when a position inside it lies past its
+    /// last one (Qwen2.5-VL's video time stretched by `second_per_grid_ts`, a video with more
+    /// frames than merged rows and columns).
+    pub fn decode_from_last(&self, attended: &[usize], len: usize) -> Result<Tensor> {
+        self.continue_rows(attended, len, |b, axis| {
+            let (prompt, last) = self.prompt[b];
+            last[axis] as i128 + 1 + attended[b] as i128 - prompt as i128
+        })
+    }
+
+    /// `start(b, axis) + j` for `j < len`, checked, as a `(3, batch, len)` tensor.
+    fn continue_rows(
+        &self,
+        attended: &[usize],
+        len: usize,
+        start: impl Fn(usize, usize) -> i128,
+    ) -> Result<Tensor> {
         let batch = self.deltas.len();
         if attended.len() != batch {
             return Err(Error::ShapeMismatch {
@@ -352,13 +394,14 @@ impl QwenVlPositions {
             });
         }
         let mut out = Vec::with_capacity(3 * batch * len);
-        for _ in 0..3 {
-            for (&n, &delta) in attended.iter().zip(&self.deltas) {
+        for axis in 0..3 {
+            for b in 0..batch {
+                let first = start(b, axis);
                 for j in 0..len {
-                    let p = n as i128 + j as i128 + delta as i128;
+                    let p = first + j as i128;
                     if p < 0 || p >= MAX_POSITION as i128 {
                         return Err(Error::PositionOutOfRange {
-                            name: "attended + j + rope_deltas",
+                            name: "decoded position",
                             value: p,
                         });
                     }

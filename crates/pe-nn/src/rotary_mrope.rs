@@ -1,0 +1,123 @@
+//! M-RoPE (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) applied to queries and keys:
+//! [`RotaryEmbedding::apply_mrope`] at `(3, batch, seq)` position ids (rows temporal, height,
+//! width), with the rope's query scale ([`QueryScale`](candle_pe_core::QueryScale)) taken at
+//! the temporal row and applied to q in the same pass as the rotation.
+//!
+//! On the CPU each row of q and k turns in one pass over the M-RoPE table row of its token; on
+//! other devices (and with [`Backend::Generic`]) candle-nn's kernels take the same tables;
+//! [`apply_mrope_slow`](RotaryEmbedding::apply_mrope_slow) is the plain twin both are held to,
+//! bit for bit.
+//!
+//! ```
+//! use candle_core::{DType, Device, Tensor};
+//! use candle_pe_nn::{QueryScale, RopeConfig, RotaryEmbedding};
+//!
+//! let dev = Device::Cpu;
+//! let config = RopeConfig {
+//!     mrope_section: Some(vec![4, 6, 6]),
+//!     query_scale: Some(QueryScale::Llama4Scaling { beta: 0.1, original_max_position_embeddings: 8 }),
+//!     ..RopeConfig::new(32, 1e6)
+//! };
+//! let rotary = RotaryEmbedding::new(config)?;
+//! let q = Tensor::randn(0f32, 1.0, (1, 2, 4, 32), &dev)?.to_dtype(DType::BF16)?;
+//! let k = Tensor::randn(0f32, 1.0, (1, 1, 4, 32), &dev)?.to_dtype(DType::BF16)?;
+//! // A text token, then a 1 x 1 x 3 strip of image patches: q is scaled by the temporal row.
+//! let ids = Tensor::new(&[[[7i64, 8, 8, 8]], [[7, 8, 8, 8]], [[7, 8, 9, 10]]], &dev)?;
+//! let (fast, _) = rotary.apply_mrope(&q, &k, &ids)?;
+//! let (plain, _) = rotary.apply_mrope_slow(&q, &k, &ids)?;
+//! let same = fast.to_dtype(DType::F32)?.eq(&plain.to_dtype(DType::F32)?)?;
+//! assert_eq!(same.min_all()?.to_scalar::<u8>()?, 1);
+//! # Ok::<(), candle_core::Error>(())
+//! ```
+
+use candle_core::{bail, DType, Result, Tensor};
+use candle_pe_core::{Backend, ToPositions};
+
+use crate::rotary::{table_dtype, Layout, Path, RotaryEmbedding};
+use crate::rotary_rows::RotateRows;
+
+impl RotaryEmbedding {
+    /// `q` and `k` of `(batch, heads, seq, head_dim)` rotated by M-RoPE (the config's
+    /// `mrope_section`, contiguous or `mrope_interleaved`) at position ids `(3, batch, seq)`,
+    /// rows temporal, height and width ([`Rope::at_mrope`](candle_pe_core::Rope::at_mrope)).
+    /// When the rope has a query scale (`llama_4_scaling_beta`), q is multiplied by its value
+    /// at the temporal row's position, in the rotation's f32 (f64) before the one rounding;
+    /// keys are not scaled. Text-only ids (three equal rows) rotate and scale as
+    /// [`apply_at`](Self::apply_at) does, bit for bit.
+    pub fn apply_mrope(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        position_ids: &impl ToPositions,
+    ) -> Result<(Tensor, Tensor)> {
+        self.apply_mrope_path(q, k, position_ids, Path::Fused)
+    }
+
+    /// [`apply_mrope`](Self::apply_mrope) computed with plain candle ops (broadcast multiplies)
+    /// from the same tables and scale: the reference the one-pass and kernel paths are held
+    /// to, bit for bit on the CPU.
+    pub fn apply_mrope_slow(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        position_ids: &impl ToPositions,
+    ) -> Result<(Tensor, Tensor)> {
+        self.apply_mrope_path(q, k, position_ids, Path::Slow)
+    }
+
+    fn apply_mrope_path(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        position_ids: &impl ToPositions,
+        path: Path,
+    ) -> Result<(Tensor, Tensor)> {
+        let layout = self.check_pair(q, k)?;
+        let Layout::Bhsd { batch, seq } = layout else {
+            bail!(
+                "apply_mrope takes q of shape (batch, heads, seq, head_dim), got {:?}",
+                q.dims()
+            )
+        };
+        if position_ids.dims() != [3, batch, seq] {
+            bail!(
+                "position_ids must have shape (3, batch, seq) = [3, {batch}, {seq}] for q {:?}, got {:?}",
+                q.dims(),
+                position_ids.dims()
+            )
+        }
+        let positions = position_ids.to_positions()?;
+        let dtype = table_dtype(q.dtype());
+        let (cos, sin) = self.rope().at_mrope(&positions, dtype)?;
+        let (cos, sin) = (cos.to_device(q.device())?, sin.to_device(q.device())?);
+        // The query scale is a function of the text position: the temporal row, which is the
+        // text position on text tokens (no transformers M-RoPE model carries one yet).
+        let temporal = positions.tensor().get(0)?;
+        let one_pass =
+            path == Path::Fused && q.device().is_cpu() && self.rope().backend() != Backend::Generic;
+        if one_pass {
+            // Every token reads its own row of the (batch, seq, half) tables.
+            let tokens = batch * seq;
+            let rows: Vec<i64> = (0..tokens as i64).collect();
+            let scales = match self.rope().query_scale() {
+                Some(s) => Some(
+                    s.at(&temporal, DType::F64)?
+                        .flatten_all()?
+                        .to_vec1::<f64>()?,
+                ),
+                None => None,
+            };
+            let op = self.rows_op(&rows, tokens);
+            let q_op = RotateRows {
+                scales: scales.as_deref(),
+                ..op
+            };
+            return Ok((q_op.apply(q, &cos, &sin)?, op.apply(k, &cos, &sin)?));
+        }
+        let scale = match self.rope().query_scale() {
+            Some(s) => Some(s.at(&temporal, dtype)?.to_device(q.device())?),
+            None => None,
+        };
+        self.rotate_both(q, k, layout, &cos, &sin, scale.as_ref(), path)
+    }
+}
