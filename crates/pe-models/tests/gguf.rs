@@ -212,6 +212,134 @@ fn gguf_decoders_match_transformers_q8_0() -> Result<()> {
     Ok(())
 }
 
+/// The prompt at `start` and 8 cached greedy steps fed `reference`'s ids (`at<start>` calls of a
+/// `_beyond` fixture): the logits of the prompt and of the steps, and the greedy ids.
+fn greedy_from(
+    model: &mut LlamaFamily,
+    t: &HashMap<String, Tensor>,
+    start: u32,
+) -> Result<(Tensor, Tensor, Vec<u32>)> {
+    let call = |what: &str| &t[&format!("at{start}.{what}")];
+    model.clear_cache();
+    let prefill = model.forward(call("input_ids"), call("position_ids"), None)?;
+    let mut ids = vec![argmax(&prefill)?[11]];
+    let (inputs, positions) = (call("decode_input_ids"), call("decode_position_ids"));
+    let mut steps = vec![];
+    for s in 0..inputs.dim(1)? {
+        let logits = model.forward(
+            &inputs.i((.., s..s + 1))?,
+            &positions.i((.., s..s + 1))?,
+            None,
+        )?;
+        ids.push(argmax(&logits)?[0]);
+        steps.push(logits);
+    }
+    Ok((prefill, Tensor::cat(&steps, 1)?, ids))
+}
+
+/// Llama 3.1 from its GGUF file at positions 100,000 and 200,000 (past the file's
+/// `context_length`, 131,072): the llama3 rope reaches there. Ours are shift-invariant (within
+/// `TOL` of ours at 0), so they are held within `TOL` + transformers' own drift from its logits
+/// at 0 (its f32 angles: 4e-3 and 1e-2 in F32; in Q8_0 some of its roundings move with them,
+/// 0.08 to 0.16); greedy ids equal transformers' at every step.
+#[test]
+fn llama31_gguf_runs_past_its_context() -> Result<()> {
+    let dir = pe_testkit::fixture("gguf");
+    for (reference, file) in [
+        ("llama31_f32_beyond", "llama31_f32"),
+        ("llama31_q8_0_act_beyond", "llama31_q8_0"),
+    ] {
+        let t: HashMap<String, Tensor> = candle_core::safetensors::load(
+            dir.join(format!("{reference}.safetensors")),
+            &Device::Cpu,
+        )?;
+        let mut model =
+            LlamaFamily::from_gguf(dir.join(format!("{file}.gguf")), DType::F32, &Device::Cpu)?;
+        let (ours0, ours0_steps, _) = greedy_from(&mut model, &t, 0)?;
+        for start in [0u32, 100_000, 200_000] {
+            let (prefill, steps, ids) = greedy_from(&mut model, &t, start)?;
+            let want = t[&format!("at{start}.generated_ids")]
+                .flatten_all()?
+                .to_dtype(DType::U32)?
+                .to_vec1::<u32>()?;
+            assert_eq!(ids, want, "{reference} at {start}: greedy ids");
+            for (what, ours, ours0) in [
+                ("logits", &prefill, &ours0),
+                ("decode_logits", &steps, &ours0_steps),
+            ] {
+                let tf = &t[&format!("at{start}.{what}")];
+                let drift = max_diff(tf, &t[&format!("at0.{what}")])?;
+                let d = max_diff(ours, tf)?;
+                let shift = max_diff(ours, ours0)?;
+                println!(
+                    "{reference:>24} at {start:>6} {what:>13}: {d:.3e} (ours vs ours at 0: {shift:.3e}; transformers' drift {drift:.3e})"
+                );
+                assert!(
+                    shift <= TOL,
+                    "{reference} at {start} {what}: ours moved by {shift}"
+                );
+                assert!(
+                    d <= TOL + drift,
+                    "{reference} at {start} {what}: {d} > {TOL} + {drift}"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `generate --model llama31.gguf --position-offset 100000` (and 200,000, past the context):
+/// transformers' greedy ids.
+#[test]
+fn generate_runs_llama31_past_its_context() -> Result<()> {
+    let dir = pe_testkit::fixture("gguf");
+    let prompt = "1,87,14,101,33,59,120,7,76,45,98,23";
+    for (reference, file) in [
+        ("llama31_f32_beyond", "llama31_f32"),
+        ("llama31_q8_0_act_beyond", "llama31_q8_0"),
+    ] {
+        let t: HashMap<String, Tensor> = candle_core::safetensors::load(
+            dir.join(format!("{reference}.safetensors")),
+            &Device::Cpu,
+        )?;
+        let gguf = dir.join(format!("{file}.gguf"));
+        for start in ["100000", "200000"] {
+            let argv = [
+                "generate",
+                "--model",
+                gguf.to_str().unwrap(),
+                "--prompt-ids",
+                prompt,
+                "--max-new",
+                "9",
+                "--position-offset",
+                start,
+            ];
+            let (mut out, mut err) = (Vec::new(), Vec::new());
+            let code = pe_models::generate_cli::main_with(argv, &gguf, &mut out, &mut err);
+            assert_eq!(
+                code,
+                std::process::ExitCode::SUCCESS,
+                "{}",
+                String::from_utf8_lossy(&err)
+            );
+            let want: Vec<String> = t[&format!("at{start}.generated_ids")]
+                .to_dtype(DType::I64)?
+                .flatten_all()?
+                .to_vec1::<i64>()?
+                .iter()
+                .map(|i| i.to_string())
+                .collect();
+            let out = String::from_utf8(out)?;
+            assert!(
+                out.lines().any(|l| l == format!("ids: {}", want.join(" "))),
+                "{reference} at {start}: {out}"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// `generate --model x.gguf`: the same `ids:` line as transformers' greedy ids, at position 0
 /// (the 8 cached steps after the prompt) and at 20,000 (the first id after the prompt); for
 /// Q8_0 files, transformers' with rounded activations (see `gguf_decoders_match_transformers_q8_0`).
