@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor, D};
 use candle_nn::{LayerNorm, Linear, RmsNorm, VarBuilder};
 
-use crate::proj::Proj;
+use crate::proj::{fused, Proj};
 
 /// The weights of `dir`, memory-mapped, in `dtype`: `model.safetensors`, or the shards listed
 /// by `model.safetensors.index.json`.
@@ -115,7 +115,9 @@ pub(crate) fn linear(
 /// outputs have the same bits either way: for one row, gemm computes each output as the dot
 /// product of its own weight row with the input, whatever rows sit beside it; for more rows
 /// its blocking depends on the width, so the layers keep their own matmuls there. A decode step
-/// makes one matmul where it made two or three. Quantized layers keep their own matmuls.
+/// makes one matmul where it made two or three. Quantized layers share one quantization of the
+/// input and one parallel region where candle has a fused kernel, and keep their own matmuls
+/// otherwise.
 #[derive(Clone, Debug)]
 pub(crate) struct SideBySide<const N: usize> {
     /// The layers' weights stacked; `None` when some are quantized.
@@ -187,13 +189,19 @@ impl<const N: usize> SideBySide<N> {
         let out = match (&self.stacked, &self.parts) {
             (Some(stacked), None) => self.split(&stacked.forward(x)?)?,
             (Some(stacked), Some(_)) if rows == 1 => self.split(&stacked.forward(x)?)?,
-            (_, Some(parts)) => parts
-                .iter()
-                .map(|part| part.forward(x))
-                .collect::<Result<_>>()?,
+            (None, Some(parts)) => match fused(parts, x)? {
+                Some(out) => out,
+                None => Self::each(parts, x)?,
+            },
+            (Some(_), Some(parts)) => Self::each(parts, x)?,
             (None, None) => bail!("linear layers side by side: no layers"),
         };
         array(out)
+    }
+
+    /// Each layer's own output.
+    fn each(parts: &[Proj; N], x: &Tensor) -> Result<Vec<Tensor>> {
+        parts.iter().map(|part| part.forward(x)).collect()
     }
 
     /// The outputs of the layers, side by side along the last dimension of `y`.
@@ -288,6 +296,48 @@ mod tests {
             for (i, (got, part)) in both.forward(&x)?.iter().zip(&parts).enumerate() {
                 let want = part.forward(&x)?;
                 assert_eq!(bits(got)?, bits(&want)?, "layer {i}, input {shape:?}");
+            }
+        }
+        Ok(())
+    }
+
+    /// Quantized layers side by side have the bits of each layer's own `QMatMul`, with
+    /// candle's fused kernel (where the CPU has one) or without.
+    #[test]
+    fn quantized_side_by_side_keeps_the_bits_of_each_layer() -> Result<()> {
+        use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
+        let dev = Device::Cpu;
+        let layer = |out: usize, width: usize, bias: bool| -> Result<Proj> {
+            let weight = Tensor::randn(0f32, 1.0, (out, width), &dev)?;
+            let q = QTensor::quantize(&weight, GgmlDType::Q8_0)?;
+            Ok(Proj::Quantized {
+                weight: QMatMul::from_qtensor(q)?,
+                bias: bias
+                    .then(|| Tensor::randn(0f32, 1.0, out, &dev))
+                    .transpose()?,
+                out_dim: out,
+            })
+        };
+        // Inputs of 64 take each layer's matmul; of 256, candle's fused kernel on x86 CPUs
+        // with AVX-512 VNNI (its repacked Q8_0 tiles want rows of 256).
+        for (width, bias) in [(64, false), (64, true), (256, false), (256, true)] {
+            let parts = [
+                layer(64, width, bias)?,
+                layer(32, width, bias)?,
+                layer(32, width, bias)?,
+            ];
+            let both = SideBySide::new(parts.clone())?;
+            for shape in [(1, 1, width), (1, 12, width), (2, 4, width)] {
+                let x = Tensor::randn(0f32, 1.0, shape, &dev)?;
+                let ran_fused = fused(&parts, &x)?.is_some();
+                for (i, (got, part)) in both.forward(&x)?.iter().zip(&parts).enumerate() {
+                    let want = part.forward(&x)?;
+                    assert_eq!(
+                        bits(got)?,
+                        bits(&want)?,
+                        "layer {i}, input {shape:?}, bias {bias}, fused kernel {ran_fused}"
+                    );
+                }
             }
         }
         Ok(())

@@ -623,7 +623,9 @@ impl LlamaFamily {
     }
 
     /// Layer `layer`'s cache: the keys held, rotated, `(batch, kv_heads, len, head_dim)`, and the
-    /// values `(batch, kv_heads, len, head_dim)`; `None` when empty or past the last layer.
+    /// values `(batch, kv_heads, len, head_dim)`; `None` when empty or past the last layer. (From
+    /// [`Self::from_gguf`] on a file whose pairs are adjacent, the keys' head dimensions are in
+    /// the file's order.)
     pub fn kv_cache(&self, layer: usize) -> Result<Option<(Tensor, Tensor)>> {
         let Some((kt, v)) = self.layers.get(layer).and_then(|l| l.attn.cache.as_ref()) else {
             return Ok(None);

@@ -55,6 +55,37 @@ impl Proj {
     }
 }
 
+/// The outputs of quantized projections reading the same `x` (q, k and v; gate and up) from one
+/// quantization of `x` and one parallel region (candle's `gemv_fused_shared_lhs`), the bits of
+/// each projection's own `forward`; `None` when some projection is dense, `x` is not f32 or
+/// candle has no fused kernel for this CPU.
+pub(crate) fn fused(parts: &[Proj], x: &Tensor) -> Result<Option<Vec<Tensor>>> {
+    let mut weights = Vec::with_capacity(parts.len());
+    for part in parts {
+        match part {
+            Proj::Quantized {
+                weight: QMatMul::QTensor(w),
+                ..
+            } => weights.push(w.as_ref()),
+            _ => return Ok(None),
+        }
+    }
+    if x.dtype() != DType::F32 || !x.is_contiguous() {
+        return Ok(None);
+    }
+    let Some(outs) = QTensor::gemv_fused_shared_lhs(&weights, x)? else {
+        return Ok(None);
+    };
+    let mut with_bias = Vec::with_capacity(outs.len());
+    for (y, part) in outs.into_iter().zip(parts) {
+        with_bias.push(match part {
+            Proj::Quantized { bias: Some(b), .. } => y.broadcast_add(b)?,
+            _ => y,
+        });
+    }
+    Ok(Some(with_bias))
+}
+
 /// The projection `name` (`name.weight` `(out_dim, in_dim)`, and `name.bias` when `bias`):
 /// quantized when `quantized` holds `name.weight` under `vb`'s prefix, dense from `vb`
 /// otherwise.
