@@ -1,61 +1,102 @@
 //! [`LlamaFamily::from_gguf`]: the reference decoder from a GGUF file (llama, mistral, qwen2 and
-//! phi3 architectures), its rotary embedding from pe-core's [`GgufRope`], its weights
-//! dequantized to f32.
+//! phi3 architectures), its rotary embedding from pe-core's [`GgufRope`], its quantized
+//! projections on candle's `QMatMul`; and [`LlamaFamily::from_gguf_dequantized`], its dense twin.
 //!
 //! The configuration comes from llama.cpp's keys (`embedding_length`, `feed_forward_length`,
 //! `block_count`, `attention.head_count`, `attention.head_count_kv`,
 //! `attention.layer_norm_rms_epsilon`, `attention.sliding_window`), the vocabulary from
 //! `token_embd.weight`, the biases and the tied output from which tensors exist. Tensors are
-//! renamed to transformers' names; the Q and K rows of files whose pairs are adjacent
-//! ([`PairLayout::Interleaved`], llama.cpp's converter permutes them) are put back in
-//! transformers' order, so the decoder rotates halves as for a safetensors checkpoint.
+//! renamed to transformers' names. llama.cpp's converter permutes the Q and K rows of files
+//! whose pairs are adjacent ([`PairLayout::Interleaved`]) so that rotating adjacent pairs is
+//! transformers' `rotate_half`: `from_gguf` rotates them so (attention scores do not change
+//! when queries and keys share a permutation of head dimensions), the twin puts the rows back in
+//! transformers' order and rotates halves as for a safetensors checkpoint.
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::{bail, Context as _, Result};
+use std::sync::Arc;
+
 use candle_core::quantized::gguf_file::{Content, Value};
+use candle_core::quantized::GgmlDType;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_pe_core::{GgufRope, PairLayout};
 
 use crate::config::{LlamaConfig, ModelType};
 use crate::llama::LlamaFamily;
+use crate::proj::QWeights;
 
 impl LlamaFamily {
-    /// The decoder stored in the GGUF file at `path`, its weights dequantized (to f32, then
-    /// `dtype`) on `device`. Errors name the file and the key or tensor.
+    /// The decoder stored in the GGUF file at `path`, on `device`, as the file lays it out: its
+    /// quantized projections (attention, MLP, output) multiply through candle's `QMatMul`, its
+    /// other tensors are dense in `dtype`, and the Q and K of files whose pairs are adjacent
+    /// ([`PairLayout::Interleaved`]) are rotated as adjacent pairs. Errors name the file and
+    /// the key or tensor.
     pub fn from_gguf(path: impl AsRef<Path>, dtype: DType, device: &Device) -> Result<Self> {
-        let path = path.as_ref();
-        let in_file = || format!("{}", path.display());
-        let mut file = std::fs::File::open(path).with_context(in_file)?;
-        let content = Content::read(&mut file).with_context(in_file)?;
-        let rope = GgufRope::from_gguf(&content, &mut file)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        let config = config(&content, &rope).with_context(in_file)?;
-        let mut tensors = HashMap::new();
-        for name in content.tensor_infos.keys() {
-            let Some(hf) = hf_name(name, config.model_type) else {
-                continue;
-            };
-            let t = content
-                .tensor(&mut file, name, device)
-                .and_then(|q| q.dequantize(device))
-                .with_context(|| format!("{}: tensor {name}", path.display()))?;
-            let t = match (rope.layout, hf.rsplit('.').nth(1)) {
-                (PairLayout::Interleaved, Some("q_proj")) => {
-                    unpermute(&t, config.num_attention_heads)?
-                }
-                (PairLayout::Interleaved, Some("k_proj")) => {
-                    unpermute(&t, config.num_key_value_heads)?
-                }
-                _ => t,
-            };
-            tensors.insert(hf, t);
-        }
-        let vb = VarBuilder::from_tensors(tensors, dtype, device);
-        Self::new(&config, vb).with_context(in_file)
+        load(path.as_ref(), dtype, device, true)
     }
+
+    /// The same decoder with every weight dequantized (to f32, then `dtype`) and the Q and K
+    /// rows of adjacent-pair files put back in transformers' order, so it rotates halves as for
+    /// a safetensors checkpoint: the plain twin [`Self::from_gguf`] is held to.
+    pub fn from_gguf_dequantized(
+        path: impl AsRef<Path>,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Self> {
+        load(path.as_ref(), dtype, device, false)
+    }
+}
+
+/// The decoder of the GGUF file at `path`, its quantized weights kept when `quantized`.
+fn load(path: &Path, dtype: DType, device: &Device, quantized: bool) -> Result<LlamaFamily> {
+    let in_file = || format!("{}", path.display());
+    let mut file = std::fs::File::open(path).with_context(in_file)?;
+    let content = Content::read(&mut file).with_context(in_file)?;
+    let rope = GgufRope::from_gguf(&content, &mut file)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let mut config = config(&content, &rope).with_context(in_file)?;
+    // In the file's layout, adjacent pairs rotate together; un-permuted, halves do.
+    config.rope.rope_interleave = quantized && rope.layout.is_interleaved();
+    let mut dense = HashMap::new();
+    let mut kept = QWeights::new();
+    for name in content.tensor_infos.keys() {
+        let Some(hf) = hf_name(name, config.model_type) else {
+            continue;
+        };
+        let q = content
+            .tensor(&mut file, name, device)
+            .with_context(|| format!("{}: tensor {name}", path.display()))?;
+        let is_quantized = !matches!(q.dtype(), GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16);
+        // The embedding is looked up densely; a tied output multiplies by its quantized rows.
+        let embedding = hf == "model.embed_tokens.weight";
+        let t = match (quantized && is_quantized, embedding) {
+            (true, false) => None,
+            _ => Some(
+                q.dequantize(device)
+                    .with_context(|| format!("{}: tensor {name}", path.display()))?,
+            ),
+        };
+        let t = match (t, quantized, rope.layout, hf.rsplit('.').nth(1)) {
+            (Some(t), false, PairLayout::Interleaved, Some("q_proj")) => {
+                Some(unpermute(&t, config.num_attention_heads)?)
+            }
+            (Some(t), false, PairLayout::Interleaved, Some("k_proj")) => {
+                Some(unpermute(&t, config.num_key_value_heads)?)
+            }
+            (t, ..) => t,
+        };
+        if quantized && is_quantized {
+            kept.insert(hf.clone(), Arc::new(q));
+        }
+        if let Some(t) = t {
+            dense.insert(hf, t);
+        }
+    }
+    let vb = VarBuilder::from_tensors(dense, dtype, device);
+    LlamaFamily::with_quantized(&config, vb, &kept).with_context(in_file)
 }
 
 /// The end-of-sequence id of a GGUF file's tokenizer (`tokenizer.ggml.eos_token_id`), none

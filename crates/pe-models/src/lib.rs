@@ -51,6 +51,7 @@ mod gguf;
 mod layers;
 mod llama;
 mod m2m100;
+mod proj;
 mod stream;
 
 pub use config::{eos_token_ids, LayerType, LlamaConfig, M2M100Config, ModelType};

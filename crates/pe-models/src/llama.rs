@@ -6,11 +6,12 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Module, Tensor};
-use candle_nn::{Embedding, Linear, RmsNorm, VarBuilder};
+use candle_nn::{Embedding, RmsNorm, VarBuilder};
 use candle_pe_nn::{Positions, RotaryEmbedding};
 
 use crate::config::{LayerType, LlamaConfig, ModelType};
-use crate::layers::{checkpoint, linear, masked_softmax, rms_norm, tensor, SideBySide};
+use crate::layers::{checkpoint, masked_softmax, rms_norm, tensor, SideBySide};
+use crate::proj::{proj, Proj, QWeights};
 use crate::stream::{CachePolicy, Stream, Surgery};
 
 #[derive(Clone, Debug)]
@@ -19,7 +20,7 @@ struct Attention {
     qkv: SideBySide<3>,
     /// Qwen3's RMSNorms over each head of q and of k.
     qk_norm: Option<(RmsNorm, RmsNorm)>,
-    o: Linear,
+    o: Proj,
     heads: usize,
     kv_heads: usize,
     head_dim: usize,
@@ -52,6 +53,7 @@ impl Attention {
         rotary: RotaryEmbedding,
         window: Option<usize>,
         vb: &VarBuilder,
+        q: &QWeights,
     ) -> Result<Self> {
         let (h, kvh, d) = (
             cfg.num_attention_heads,
@@ -61,13 +63,13 @@ impl Attention {
         let hidden = cfg.hidden_size;
         let qkv = match cfg.model_type {
             ModelType::Phi3 => SideBySide::stacked(
-                linear(hidden, (h + 2 * kvh) * d, false, vb, "qkv_proj")?,
+                proj(hidden, (h + 2 * kvh) * d, false, vb, q, "qkv_proj")?,
                 [h * d, kvh * d, kvh * d],
             ),
             _ => SideBySide::new([
-                linear(hidden, h * d, cfg.qkv_bias, vb, "q_proj")?,
-                linear(hidden, kvh * d, cfg.qkv_bias, vb, "k_proj")?,
-                linear(hidden, kvh * d, cfg.qkv_bias, vb, "v_proj")?,
+                proj(hidden, h * d, cfg.qkv_bias, vb, q, "q_proj")?,
+                proj(hidden, kvh * d, cfg.qkv_bias, vb, q, "k_proj")?,
+                proj(hidden, kvh * d, cfg.qkv_bias, vb, q, "v_proj")?,
             ])?,
         };
         let qk_norm = match cfg.qk_norm {
@@ -77,7 +79,7 @@ impl Attention {
         Ok(Self {
             qkv,
             qk_norm,
-            o: linear(h * d, hidden, cfg.o_bias, vb, "o_proj")?,
+            o: proj(h * d, hidden, cfg.o_bias, vb, q, "o_proj")?,
             heads: h,
             kv_heads: kvh,
             head_dim: d,
@@ -150,7 +152,7 @@ impl Attention {
         let scores = (q.matmul(&kt)? * self.scale)?;
         let probs = masked_softmax(&scores, mask, v.dtype())?;
         let out = probs.matmul(&v)?.transpose(1, 2)?.reshape((b, s, h * d))?;
-        Ok(self.o.forward(&out)?)
+        self.o.forward(&out)
     }
 
     /// Drops the tokens `surgery.drop` from the cache and rotates the keys of `surgery.moved`
@@ -244,28 +246,28 @@ fn repeat_kv(x: &Tensor, n_rep: usize) -> Result<Tensor> {
 #[derive(Clone, Debug)]
 struct Mlp {
     gate_up: SideBySide<2>,
-    down: Linear,
+    down: Proj,
     act: candle_nn::Activation,
 }
 
 impl Mlp {
-    fn new(cfg: &LlamaConfig, vb: &VarBuilder) -> Result<Self> {
+    fn new(cfg: &LlamaConfig, vb: &VarBuilder, q: &QWeights) -> Result<Self> {
         let (hidden, inter, bias) = (cfg.hidden_size, cfg.intermediate_size, cfg.mlp_bias);
         Ok(match cfg.model_type {
             ModelType::Phi3 => Mlp {
                 gate_up: SideBySide::stacked(
-                    linear(hidden, 2 * inter, false, vb, "gate_up_proj")?,
+                    proj(hidden, 2 * inter, false, vb, q, "gate_up_proj")?,
                     [inter, inter],
                 ),
-                down: linear(inter, hidden, false, vb, "down_proj")?,
+                down: proj(inter, hidden, false, vb, q, "down_proj")?,
                 act: cfg.hidden_act,
             },
             _ => Mlp {
                 gate_up: SideBySide::new([
-                    linear(hidden, inter, bias, vb, "gate_proj")?,
-                    linear(hidden, inter, bias, vb, "up_proj")?,
+                    proj(hidden, inter, bias, vb, q, "gate_proj")?,
+                    proj(hidden, inter, bias, vb, q, "up_proj")?,
                 ])?,
-                down: linear(inter, hidden, bias, vb, "down_proj")?,
+                down: proj(inter, hidden, bias, vb, q, "down_proj")?,
                 act: cfg.hidden_act,
             },
         })
@@ -273,7 +275,7 @@ impl Mlp {
 
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let [gate, up] = self.gate_up.forward(x)?;
-        Ok(self.down.forward(&(self.act.forward(&gate)? * up)?)?)
+        self.down.forward(&(self.act.forward(&gate)? * up)?)
     }
 }
 
@@ -294,7 +296,7 @@ struct Layer {
 }
 
 impl Layer {
-    fn new(cfg: &LlamaConfig, index: usize, vb: &VarBuilder) -> Result<Self> {
+    fn new(cfg: &LlamaConfig, index: usize, vb: &VarBuilder, q: &QWeights) -> Result<Self> {
         let h = cfg.hidden_size;
         let sliding = match cfg.layer_types.get(index) {
             Some(t) => *t == LayerType::Sliding,
@@ -316,10 +318,10 @@ impl Layer {
         };
         Ok(Self {
             input_norm: norm(cfg, h, vb, "input_layernorm")?,
-            attn: Attention::new(cfg, rotary, window, &vb.pp("self_attn"))?,
+            attn: Attention::new(cfg, rotary, window, &vb.pp("self_attn"), q)?,
             attn_out_norm,
             mlp_norm,
-            mlp: Mlp::new(cfg, &vb.pp("mlp"))?,
+            mlp: Mlp::new(cfg, &vb.pp("mlp"), q)?,
             mlp_out_norm,
         })
     }
@@ -390,7 +392,7 @@ pub struct LlamaFamily {
     embed: Embedding,
     layers: Vec<Layer>,
     norm: RmsNorm,
-    lm_head: Linear,
+    lm_head: Proj,
     rotary: RotaryEmbedding,
     /// Tokens seen since the cache was last cleared.
     cached: usize,
@@ -402,6 +404,16 @@ impl LlamaFamily {
     /// The decoder of `config`, its weights read from `vb` under HF's names (`model.embed_tokens`,
     /// `model.layers.N...`, `model.norm`, `lm_head`). A missing tensor is an error naming it.
     pub fn new(config: &LlamaConfig, vb: VarBuilder) -> Result<Self> {
+        Self::with_quantized(config, vb, &QWeights::new())
+    }
+
+    /// The decoder of `config`, its projections quantized where `quantized` holds their
+    /// weights (by HF name), its other weights read from `vb`.
+    pub(crate) fn with_quantized(
+        config: &LlamaConfig,
+        vb: VarBuilder,
+        quantized: &QWeights,
+    ) -> Result<Self> {
         let cfg = config;
         let rotary = RotaryEmbedding::new(cfg.rope.clone())?;
         // Qwen-VL checkpoints may nest the decoder under model.language_model.
@@ -416,12 +428,16 @@ impl LlamaFamily {
         )?;
         let embed = Embedding::new(embed_weight.clone(), cfg.hidden_size);
         let layers = (0..cfg.num_hidden_layers)
-            .map(|i| Layer::new(cfg, i, &model.pp(format!("layers.{i}"))))
+            .map(|i| Layer::new(cfg, i, &model.pp(format!("layers.{i}")), quantized))
             .collect::<Result<Vec<_>>>()?;
         let norm = norm(cfg, cfg.hidden_size, &model, "norm")?;
+        let (h, v) = (cfg.hidden_size, cfg.vocab_size);
         let lm_head = match cfg.tie_word_embeddings {
-            true => Linear::new(embed_weight, None),
-            false => linear(cfg.hidden_size, cfg.vocab_size, false, &vb, "lm_head")?,
+            true if quantized.contains_key("model.embed_tokens.weight") => {
+                proj(h, v, false, &model, quantized, "embed_tokens")?
+            }
+            true => Proj::Dense(candle_nn::Linear::new(embed_weight, None)),
+            false => proj(h, v, false, &vb, quantized, "lm_head")?,
         };
         Ok(Self {
             config: cfg.clone(),
@@ -561,7 +577,7 @@ impl LlamaFamily {
             x = layer.forward(&x, &positions, &masks)?;
         }
         self.cached = total;
-        Ok(self.lm_head.forward(&self.norm.forward(&x)?)?)
+        self.lm_head.forward(&self.norm.forward(&x)?)
     }
 
     /// The same model bounding its KV cache by `policy` (see [`CachePolicy`]): generation then
@@ -607,7 +623,9 @@ impl LlamaFamily {
     }
 
     /// Layer `layer`'s cache: the keys held, rotated, `(batch, kv_heads, len, head_dim)`, and the
-    /// values `(batch, kv_heads, len, head_dim)`; `None` when empty or past the last layer.
+    /// values `(batch, kv_heads, len, head_dim)`; `None` when empty or past the last layer. (From
+    /// [`Self::from_gguf`] on a file whose pairs are adjacent, the keys' head dimensions are in
+    /// the file's order.)
     pub fn kv_cache(&self, layer: usize) -> Result<Option<(Tensor, Tensor)>> {
         let Some((kt, v)) = self.layers.get(layer).and_then(|l| l.attn.cache.as_ref()) else {
             return Ok(None);
@@ -745,7 +763,7 @@ impl LlamaFamily {
                 }
             }
         }
-        Ok(self.lm_head.forward(&self.norm.forward(&x)?)?)
+        self.lm_head.forward(&self.norm.forward(&x)?)
     }
 
     /// The boolean mask `(batch, 1, seq, held + seq)` as u8 of layers with `window` that hold
