@@ -6,12 +6,15 @@
 //!   `gemma3::Model`;
 //!
 //! and from the GGUF files llama.cpp's converter writes (F32 and Q8_0 each):
-//! - `llama31_*` against `quantized_llama::ModelWeights`;
+//! - `llama31_*` and `mistral_*` (llama.cpp writes Mistral as `llama`) against
+//!   `quantized_llama::ModelWeights`;
 //! - `qwen25_yarn_*` (YaRN x4) against `quantized_qwen2::ModelWeights`;
 //! - `phi3_longrope_*` (LongRoPE) against `quantized_phi3::ModelWeights`.
 //!
 //! It prints the distance of each to the logits transformers 5.23 recorded, with the prompt at
-//! positions 0, 4,000 and the fixture's far offsets, and the decode speed of both.
+//! positions 0, 4,000 and the fixture's far offsets, and the decode speed of both. For a Q8_0
+//! file the reference is transformers with the inputs of its quantized layers rounded to Q8_0
+//! blocks, as candle's and llama.cpp's CPU matmuls round them.
 //!
 //! ```text
 //! cargo run --release -p pe-models --example side_by_side            # markdown, every fixture
@@ -44,9 +47,11 @@ use serde_json::{json, Value};
 /// The fixtures from `config.json` and safetensors (`models/NAME`).
 const MODELS: [&str; 3] = ["llama31", "qwen3", "gemma3"];
 /// The fixtures from GGUF files (`gguf/NAME.gguf`).
-const GGUFS: [&str; 6] = [
+const GGUFS: [&str; 8] = [
     "llama31_f32",
     "llama31_q8_0",
+    "mistral_f32",
+    "mistral_q8_0",
     "qwen25_yarn_f32",
     "qwen25_yarn_q8_0",
     "phi3_longrope_f32",
@@ -93,7 +98,14 @@ impl Fixture {
             }
             false => {
                 let at = |ext: &str| pe_testkit::fixture(&format!("gguf/{name}.{ext}"));
-                let outputs = (at("json"), at("safetensors"));
+                // Both models' CPU matmuls with Q8_0 weights round their inputs to Q8_0
+                // blocks, as llama.cpp's do: the reference is transformers doing the same.
+                let reference = match name.ends_with("q8_0") {
+                    true => format!("gguf/{name}_act"),
+                    false => format!("gguf/{name}"),
+                };
+                let reference = |ext: &str| pe_testkit::fixture(&format!("{reference}.{ext}"));
+                let outputs = (reference("json"), reference("safetensors"));
                 Fixture {
                     name: name.into(),
                     checkpoint: at("gguf"),
@@ -599,8 +611,9 @@ fn print_markdown(measured: &[Measured], args: &Args) {
          way, so where its rope is right it reproduces transformers' far logits, drift \
          included. Where the spectrum changes with the positions (LongRoPE's long factors \
          past the original context), the 0.. logits are no reference (n/a) and transformers' \
-         logits at the same positions are. The GGUF fixtures' reference is transformers on the file's dequantized \
-         weights. candle-transformers' logits at every prompt token come from feeding the \
+         logits at the same positions are. The GGUF fixtures' reference is transformers on the file's \
+         dequantized weights, for Q8_0 files with the inputs of the quantized layers rounded \
+         to Q8_0 blocks as both models' CPU matmuls round them. candle-transformers' logits at every prompt token come from feeding the \
          prompt one token at a time through its KV cache (its forward returns the last \
          token's logits only)."
     );
