@@ -31,7 +31,7 @@
 //! ```
 
 use candle_core::{bail, DType, Result, Tensor};
-use candle_pe_core::{Backend, ToPositions};
+use candle_pe_core::{Backend, Positions, ToPositions};
 
 use crate::rotary::{table_dtype, Layout, Path, RotaryEmbedding};
 use crate::rotary_rows::RotateRows;
@@ -65,6 +65,56 @@ impl RotaryEmbedding {
         self.apply_mrope_path(q, k, position_ids, Path::Slow)
     }
 
+    /// `k` alone rotated by M-RoPE at position ids `(3, batch, seq)`, as
+    /// [`apply_mrope`](Self::apply_mrope) rotates it (same bits): the keys of a cache kept
+    /// before rotation and rotated at the ids the cache gives them.
+    pub fn apply_k_mrope(&self, k: &Tensor, position_ids: &impl ToPositions) -> Result<Tensor> {
+        let layout = self.check("k", k)?;
+        let (positions, cos, sin) = self.mrope_tables("k", k, layout, position_ids)?;
+        if self.one_pass(k, Path::Fused) {
+            let rows: Vec<i64> = (0..positions.tensor().dim(1)? * positions.tensor().dim(2)?)
+                .map(|r| r as i64)
+                .collect();
+            return self.rows_op(&rows, rows.len()).apply(k, &cos, &sin);
+        }
+        Ok(self
+            .rotate_both(k, k, layout, &cos, &sin, None, Path::Fused)?
+            .1)
+    }
+
+    /// Checks `position_ids` against `x` (`(batch, heads, seq, head_dim)`, `name` in errors);
+    /// returns the positions and the M-RoPE tables at them, `(batch, seq, half)` on x's device.
+    fn mrope_tables(
+        &self,
+        name: &str,
+        x: &Tensor,
+        layout: Layout,
+        position_ids: &impl ToPositions,
+    ) -> Result<(Positions, Tensor, Tensor)> {
+        let Layout::Bhsd { batch, seq } = layout else {
+            bail!(
+                "M-RoPE takes {name} of shape (batch, heads, seq, head_dim), got {:?}",
+                x.dims()
+            )
+        };
+        if position_ids.dims() != [3, batch, seq] {
+            bail!(
+                "position_ids must have shape (3, batch, seq) = [3, {batch}, {seq}] for {name} {:?}, got {:?}",
+                x.dims(),
+                position_ids.dims()
+            )
+        }
+        let positions = position_ids.to_positions()?;
+        let (cos, sin) = self.rope().at_mrope(&positions, table_dtype(x.dtype()))?;
+        let (cos, sin) = (cos.to_device(x.device())?, sin.to_device(x.device())?);
+        Ok((positions, cos, sin))
+    }
+
+    /// Whether x turns in one pass over its table rows (the CPU, not `Backend::Generic`).
+    fn one_pass(&self, x: &Tensor, path: Path) -> bool {
+        path == Path::Fused && x.device().is_cpu() && self.rope().backend() != Backend::Generic
+    }
+
     fn apply_mrope_path(
         &self,
         q: &Tensor,
@@ -73,29 +123,13 @@ impl RotaryEmbedding {
         path: Path,
     ) -> Result<(Tensor, Tensor)> {
         let layout = self.check_pair(q, k)?;
-        let Layout::Bhsd { batch, seq } = layout else {
-            bail!(
-                "apply_mrope takes q of shape (batch, heads, seq, head_dim), got {:?}",
-                q.dims()
-            )
-        };
-        if position_ids.dims() != [3, batch, seq] {
-            bail!(
-                "position_ids must have shape (3, batch, seq) = [3, {batch}, {seq}] for q {:?}, got {:?}",
-                q.dims(),
-                position_ids.dims()
-            )
-        }
-        let positions = position_ids.to_positions()?;
+        let (positions, cos, sin) = self.mrope_tables("q", q, layout, position_ids)?;
+        let (batch, seq) = (positions.tensor().dim(1)?, positions.tensor().dim(2)?);
         let dtype = table_dtype(q.dtype());
-        let (cos, sin) = self.rope().at_mrope(&positions, dtype)?;
-        let (cos, sin) = (cos.to_device(q.device())?, sin.to_device(q.device())?);
         // The query scale is a function of the text position: the temporal row, which is the
         // text position on text tokens (no transformers M-RoPE model carries one yet).
         let temporal = positions.tensor().get(0)?;
-        let one_pass =
-            path == Path::Fused && q.device().is_cpu() && self.rope().backend() != Backend::Generic;
-        if one_pass {
+        if self.one_pass(q, path) {
             // Every token reads its own row of the (batch, seq, half) tables.
             let tokens = batch * seq;
             let rows: Vec<i64> = (0..tokens as i64).collect();

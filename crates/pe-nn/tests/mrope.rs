@@ -2,7 +2,8 @@
 //! temporal row, after the rotation and before the one rounding. The CPU's one pass and candle-nn's
 //! kernels (`Backend::Generic`) agree bit for bit with the plain twin, in every dtype, with
 //! contiguous and interleaved sections, both pairings and partial rotary; keys are not scaled;
-//! text-only ids give `apply_at`'s bits.
+//! text-only ids give `apply_at`'s bits; `apply_k_mrope` turns keys alone as `apply_mrope` turns
+//! them.
 
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::{Backend, QueryScale, RopeConfig};
@@ -96,6 +97,17 @@ fn one_pass_kernels_and_plain_twin_agree_bit_for_bit() -> anyhow::Result<()> {
                 // Keys are not scaled.
                 let (_, k5) = plain.apply_mrope(&q, &k, &ids)?;
                 assert_eq!(bits(&k1)?, bits(&k5)?, "{what}: keys");
+                // Keys alone (a cache kept before rotation) turn as they do beside q.
+                assert_eq!(
+                    bits(&rotary.apply_k_mrope(&k, &ids)?)?,
+                    bits(&k1)?,
+                    "{what}: k alone"
+                );
+                assert_eq!(
+                    bits(&generic.apply_k_mrope(&k, &ids)?)?,
+                    bits(&k3)?,
+                    "{what}"
+                );
                 // The rotation, then the factor at the temporal row, in f32 (f64), rounded once.
                 let math = if dtype == DType::F64 {
                     DType::F64
