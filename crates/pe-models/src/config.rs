@@ -1,7 +1,7 @@
 //! The fields of an HF `config.json` the models read: [`LlamaConfig`] for a
 //! [`LlamaFamily`](crate::LlamaFamily) decoder (`model_type` `llama`, `qwen2`, `qwen3`, `phi3`,
-//! `mistral`, `gemma3_text`; the language model of `qwen2_vl`, `qwen2_5_vl`, `qwen3_vl`),
-//! [`M2M100Config`] for an [`M2M100Encoder`](crate::M2M100Encoder) (`m2m_100`:
+//! `mistral`, `gemma3_text`, `smollm3`, `ministral3`; the language model of `qwen2_vl`,
+//! `qwen2_5_vl`, `qwen3_vl`), [`M2M100Config`] for an [`M2M100Encoder`](crate::M2M100Encoder) (`m2m_100`:
 //! M2M100 and NLLB), each with `from_hf_config` (a parsed `config.json`, read through
 //! pe-core's [`ConfigFields`]: `null` is absent, errors name the field) and `from_file`
 //! (errors name the file too).
@@ -25,7 +25,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use candle_nn::Activation;
-use candle_pe_core::{ConfigFields, RopeConfig, RopeConfigs};
+use candle_pe_core::{ConfigFields, QueryScale, RopeConfig, RopeConfigs};
 use serde_json::Value;
 
 /// The architecture a config describes.
@@ -52,6 +52,12 @@ pub enum ModelType {
     /// The language model of Qwen3-VL (`qwen3_vl`, its fields under `text_config`): Qwen3 layers
     /// with interleaved M-RoPE.
     Qwen3Vl,
+    /// SmolLM3 (`SmolLM3ForCausalLM`): Llama's layers, some without rotary (NoPE layers,
+    /// `no_rope_layers`).
+    SmolLM3,
+    /// Ministral 3's text decoder (`Ministral3ForCausalLM`): Mistral's layers with queries scaled
+    /// by position (`llama_4_scaling_beta`).
+    Ministral3,
 }
 
 /// What a layer's attention sees.
@@ -75,6 +81,8 @@ impl ModelType {
             ModelType::Gemma3 => "gemma3_text",
             ModelType::Qwen2Vl => "qwen2_vl",
             ModelType::Qwen3Vl => "qwen3_vl",
+            ModelType::SmolLM3 => "smollm3",
+            ModelType::Ministral3 => "ministral3",
         }
     }
 }
@@ -135,6 +143,11 @@ pub struct LlamaConfig {
     /// The rotary embedding of the sliding layers, where it differs (Gemma 3: theta 1e4, no
     /// scaling).
     pub sliding_rope: Option<RopeConfig>,
+    /// Per layer, whether it has no rotary embedding (a NoPE layer: SmolLM3's
+    /// `no_rope_layers`); empty when every layer has one.
+    pub nope_layers: Vec<bool>,
+    /// The factor on the queries of the NoPE layers at each position, if any.
+    pub nope_query_scale: Option<QueryScale>,
 }
 
 impl LlamaConfig {
@@ -163,12 +176,15 @@ impl LlamaConfig {
             "gemma3_text" => ModelType::Gemma3,
             "qwen2_vl" | "qwen2_5_vl" => ModelType::Qwen2Vl,
             "qwen3_vl" => ModelType::Qwen3Vl,
+            "smollm3" => ModelType::SmolLM3,
+            "ministral3" => ModelType::Ministral3,
             other => {
                 return Err(root.invalid(
                     "model_type",
                     format!(
                         "unsupported model type {other:?} (supported: llama, qwen2, qwen3, \
-                         phi3, mistral, gemma3_text, qwen2_vl, qwen2_5_vl, qwen3_vl)"
+                         phi3, mistral, gemma3_text, qwen2_vl, qwen2_5_vl, qwen3_vl, smollm3, \
+                         ministral3)"
                     ),
                 ))
             }
@@ -232,14 +248,23 @@ impl LlamaConfig {
         }
         let attention_bias: bool = root.get("attention_bias")?.unwrap_or(false);
         let sliding_window = match model_type {
-            ModelType::Mistral | ModelType::Phi3 => root.get("sliding_window")?,
+            ModelType::Mistral | ModelType::Phi3 | ModelType::Ministral3 => {
+                root.get("sliding_window")?
+            }
             // transformers' default for Gemma3TextConfig.
             ModelType::Gemma3 => Some(root.get("sliding_window")?.unwrap_or(4096)),
-            ModelType::Qwen2 | ModelType::Qwen3 | ModelType::Qwen2Vl | ModelType::Qwen3Vl => {
+            ModelType::Qwen2
+            | ModelType::Qwen3
+            | ModelType::Qwen2Vl
+            | ModelType::Qwen3Vl
+            | ModelType::SmolLM3 => {
                 if root.get("use_sliding_window")?.unwrap_or(false) {
                     return Err(root.invalid(
                         "use_sliding_window",
-                        "Qwen's per-layer sliding window is not supported",
+                        format!(
+                            "{}'s per-layer sliding window is not supported",
+                            model_type.name()
+                        ),
                     ));
                 }
                 None
@@ -300,6 +325,17 @@ impl LlamaConfig {
                 ),
             ));
         }
+        // SmolLM3's NoPE layers (transformers' other classes here never read no_rope_layers).
+        let nope_layers = match model_type {
+            ModelType::SmolLM3 => (0..num_hidden_layers)
+                .map(|i| Ok(ropes.for_layer(i)?.is_none()))
+                .collect::<candle_pe_core::Result<Vec<_>>>()?,
+            _ => vec![],
+        };
+        let nope_query_scale = match nope_layers.iter().position(|&n| n) {
+            Some(i) => ropes.query_scale(i)?,
+            None => None,
+        };
         let query_pre_attn_scalar = match gemma {
             // transformers' default for Gemma3TextConfig.
             true => root.get("query_pre_attn_scalar")?.unwrap_or(256.0),
@@ -319,10 +355,16 @@ impl LlamaConfig {
             num_key_value_heads,
             head_dim,
             rms_norm_eps: root.require("rms_norm_eps")?,
-            qkv_bias: matches!(model_type, ModelType::Qwen2 | ModelType::Qwen2Vl) || attention_bias,
+            // Ministral 3 has no biases, whatever attention_bias says.
+            qkv_bias: matches!(model_type, ModelType::Qwen2 | ModelType::Qwen2Vl)
+                || (attention_bias && model_type != ModelType::Ministral3),
             o_bias: matches!(
                 model_type,
-                ModelType::Llama | ModelType::Qwen3 | ModelType::Gemma3 | ModelType::Qwen3Vl
+                ModelType::Llama
+                    | ModelType::Qwen3
+                    | ModelType::Gemma3
+                    | ModelType::Qwen3Vl
+                    | ModelType::SmolLM3
             ) && attention_bias,
             qk_norm: matches!(
                 model_type,
@@ -331,16 +373,19 @@ impl LlamaConfig {
             gemma_norms: gemma,
             query_pre_attn_scalar,
             embedding_scale: gemma.then(|| f64::from((hidden_size as f32).sqrt())),
-            mlp_bias: model_type == ModelType::Llama && root.get("mlp_bias")?.unwrap_or(false),
-            // Gemma ties by default, the others do not.
+            mlp_bias: matches!(model_type, ModelType::Llama | ModelType::SmolLM3)
+                && root.get("mlp_bias")?.unwrap_or(false),
+            // Gemma and SmolLM3 tie by default, the others do not.
             // Qwen-VL configs hold it at the top level.
             tie_word_embeddings: root
                 .either("tie_word_embeddings", &outer, "tie_word_embeddings")?
-                .unwrap_or(gemma),
+                .unwrap_or(gemma || model_type == ModelType::SmolLM3),
             sliding_window,
             layer_types,
             rope,
             sliding_rope,
+            nope_layers,
+            nope_query_scale,
         })
     }
 }

@@ -234,5 +234,7 @@ fn config(content: &Content, rope: &GgufRope) -> Result<LlamaConfig> {
         layer_types: Vec::new(),
         rope: rope_config,
         sliding_rope: None,
+        nope_layers: Vec::new(),
+        nope_query_scale: None,
     })
 }

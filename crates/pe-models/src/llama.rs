@@ -1,13 +1,13 @@
-//! [`LlamaFamily`]: a Llama / Qwen2 / Qwen3 / Phi-3 / Mistral / Gemma 3 decoder from candle-nn
-//! layers and
-//! [`candle_pe_nn::RotaryEmbedding`].
+//! [`LlamaFamily`]: a Llama / Qwen2 / Qwen3 / Phi-3 / Mistral / Gemma 3 / SmolLM3 / Ministral 3
+//! decoder from candle-nn layers and [`candle_pe_nn::LayerRotary`] (rotary, query scale, NoPE
+//! layers).
 
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Embedding, RmsNorm, VarBuilder};
-use candle_pe_nn::{Positions, RotaryEmbedding};
+use candle_pe_nn::{LayerRotary, Positions, RotaryEmbedding};
 
 use crate::config::{LayerType, LlamaConfig, ModelType};
 use crate::layers::{checkpoint, masked_softmax, rms_norm, tensor, SideBySide};
@@ -24,7 +24,8 @@ struct Attention {
     heads: usize,
     kv_heads: usize,
     head_dim: usize,
-    rotary: RotaryEmbedding,
+    /// The rotation of q and k (and the scale of q) by position, or none on a NoPE layer.
+    rotary: LayerRotary,
     /// Keys (rotated) and values of the tokens seen: the keys transposed, `(batch, kv_heads,
     /// head_dim, len)`, as the scores' matmul reads them, and the values `(batch, kv_heads, len,
     /// head_dim)`; the last `window` tokens with a sliding window.
@@ -50,7 +51,7 @@ struct StreamStep<'a> {
 impl Attention {
     fn new(
         cfg: &LlamaConfig,
-        rotary: RotaryEmbedding,
+        rotary: LayerRotary,
         window: Option<usize>,
         vb: &VarBuilder,
         q: &QWeights,
@@ -114,8 +115,8 @@ impl Attention {
             None => (q, k),
         };
         let unrotated = k.clone();
-        let (q, k) = match positions.dims().len() {
-            3 => self.rotary.apply_mrope(&q, &k, positions)?,
+        let (q, k) = match (self.rotary.rotary(), positions.dims().len()) {
+            (Some(rotary), 3) => rotary.apply_mrope(&q, &k, positions)?,
             _ => self.rotary.apply_at(&q, &k, positions)?,
         };
         // Partial rotary returns a concatenated view: matmul wants contiguous rows. The new keys
@@ -199,9 +200,11 @@ impl Attention {
         let m = surgery.moved.len();
         if m > 0 {
             let keys = unrotated.narrow(2, surgery.moved.start, m)?.contiguous()?;
-            let turned = match moved.dims().len() {
-                3 => self.rotary.apply_mrope(&keys, &keys, moved)?.1,
-                _ => self.rotary.apply_k_at(&keys, moved)?,
+            let turned = match (self.rotary.rotary(), moved.dims().len()) {
+                (Some(rotary), 3) => rotary.apply_mrope(&keys, &keys, moved)?.1,
+                (Some(rotary), _) => rotary.apply_k_at(&keys, moved)?,
+                // A NoPE layer's keys stay as they are wherever they move.
+                (None, _) => keys,
             };
             kt = splice(&kt, 3, &surgery.moved, Some(&turned.t()?.contiguous()?))?;
         }
@@ -307,7 +310,10 @@ impl Layer {
             _ => &cfg.rope,
         };
         let window = cfg.sliding_window.filter(|_| sliding);
-        let rotary = RotaryEmbedding::new(rope.clone())?;
+        let rotary = match cfg.nope_layers.get(index) {
+            Some(true) => LayerRotary::Nope(cfg.nope_query_scale),
+            _ => LayerRotary::Rotary(Box::new(RotaryEmbedding::new(rope.clone())?)),
+        };
         let (attn_out_norm, mlp_norm, mlp_out_norm) = match cfg.gemma_norms {
             true => (
                 Some(norm(cfg, h, vb, "post_attention_layernorm")?),
@@ -375,10 +381,11 @@ impl Masks {
 }
 
 /// A Llama-family decoder (`model_type` `llama`, `qwen2`, `qwen3`, `phi3`, `mistral`,
-/// `gemma3_text`) with a KV cache
+/// `gemma3_text`, `smollm3`, `ministral3`) with a KV cache
 /// (bounded by the sliding window when there is one):
 /// RMSNorm, grouped-query attention with exact rotary embeddings at per-token positions
-/// ([`RotaryEmbedding::apply_at`]), a causal + padding mask (and Mistral's or Phi-3's sliding
+/// ([`LayerRotary::apply_at`]: none on SmolLM3's NoPE layers, the queries scaled by position
+/// in the same pass for Ministral 3), a causal + padding mask (and Mistral's or Phi-3's sliding
 /// window), a SwiGLU MLP, and the output projection (`lm_head.weight`, or the token embedding
 /// when `tie_word_embeddings`).
 ///
