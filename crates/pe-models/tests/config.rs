@@ -348,3 +348,37 @@ fn ministral3_reads_its_query_scale() -> Result<()> {
     assert!(msg.contains("original_max_position_embeddings"), "{msg}");
     Ok(())
 }
+
+/// Llama 4 text: dense models only (transformers' default makes every layer a mixture of
+/// experts), `intermediate_size_mlp` is the MLP's width, NoPE layers carry the query
+/// temperature, and a cache policy is refused with chunked attention.
+#[test]
+fn llama4_reads_dense_models_only() -> Result<()> {
+    let mut json = tiny("llama4_text");
+    json["num_hidden_layers"] = json!(4);
+    let msg = err_of(&json);
+    assert!(
+        msg.contains("moe_layers") && msg.contains("[0, 1, 2, 3]"),
+        "{msg}"
+    );
+    json["moe_layers"] = json!([]);
+    json["intermediate_size_mlp"] = json!(40);
+    json["attention_chunk_size"] = json!(16);
+    let cfg = LlamaConfig::from_hf_config(&json)?;
+    assert_eq!(cfg.model_type, ModelType::Llama4);
+    assert_eq!(cfg.intermediate_size, 40);
+    assert_eq!(cfg.nope_layers, [false, false, false, true]);
+    assert!(cfg.nope_query_scale.is_some() && cfg.qk_l2_norm && cfg.rope.rope_interleave);
+    let varmap = VarMap::new();
+    let model = random_model(&cfg, &varmap)?;
+    let policy = pe_models::CachePolicy::Sink {
+        sink: 1,
+        window: 4,
+        positions: pe_models::SinkPositions::Contiguous,
+    };
+    let msg = model.with_cache_policy(policy).unwrap_err().to_string();
+    assert!(msg.contains("attention_chunk_size"), "{msg}");
+    json["attention_chunk_size"] = json!(0);
+    assert!(err_of(&json).contains("attention_chunk_size"));
+    Ok(())
+}

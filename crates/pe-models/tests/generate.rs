@@ -70,11 +70,11 @@ fn greedy_ids_at_offsets(
     Ok(())
 }
 
-/// The `generate` example's command line on the NoPE model (SmolLM3) and the query-scaled one
-/// (Ministral 3): transformers' greedy ids, at positions 0.. and 20,000.. (where Ministral 3's
-/// query scale makes other ids than at 0).
+/// The `generate` example's command line on the NoPE models (SmolLM3, Llama 4) and the
+/// query-scaled ones (Ministral 3, Llama 4's NoPE layer): transformers' greedy ids, at positions
+/// 0.. and 20,000.. (where the query scale makes other ids than at 0).
 #[test]
-fn generate_cli_prints_transformers_ids_for_smollm3_and_ministral3() -> Result<()> {
+fn generate_cli_prints_transformers_ids_for_nope_and_query_scale_models() -> Result<()> {
     use clap::Parser;
     use pe_models::generate_cli::{run, Args};
 
@@ -83,6 +83,8 @@ fn generate_cli_prints_transformers_ids_for_smollm3_and_ministral3() -> Result<(
         ("smollm3", "20000", "decode.generated_ids"),
         ("ministral3", "0", "decode.generated_ids"),
         ("ministral3", "20000", "far20000_decode.generated_ids"),
+        ("llama4", "0", "decode.generated_ids"),
+        ("llama4", "20000", "far20000_decode.generated_ids"),
     ];
     for (name, offset, key) in cases {
         let dir = pe_testkit::fixture(&format!("models/{name}"));

@@ -489,6 +489,23 @@ fn ministral3() -> Result<()> {
     run_case("ministral3").map(drop)
 }
 
+/// Llama 4 text, dense: layer 1 of 3 is NoPE with the query temperature
+/// `ln(floor((p + 1) / 20) + 1) * 0.1 + 1`; layers 0 and 2 rotate adjacent pairs, L2-normalise
+/// q and k after the rotation and attend within chunks of 8 (the prefill and the decode cross
+/// chunk boundaries). transformers counts the temperature's positions in cache slots: its far
+/// calls put the prompt after 20,000 masked-out slots.
+#[test]
+fn llama4() -> Result<()> {
+    let fx = Fixture::load("llama4")?;
+    let cfg = fx.model()?.config().clone();
+    assert_eq!(cfg.nope_layers, [false, true, false]);
+    assert_eq!(
+        cfg.layer_types,
+        [LayerType::Chunked, LayerType::Full, LayerType::Chunked]
+    );
+    run_case("llama4").map(drop)
+}
+
 /// The same checkpoint loaded in bf16 and f16 (weights rounded to 8 and 11 significant bits;
 /// scores softmaxed in f32, rope tables in f32): the prefill's logits stay near transformers'
 /// f32 ones. Measured max differences: bf16 1.0e-1 to 1.9e-1, f16 1.5e-2 to 3.4e-2 (llama31,
