@@ -1,8 +1,8 @@
 //! Greedy generation from a local Hugging Face Llama-family checkpoint (`model_type` `llama`,
-//! `qwen2`, `qwen3`, `phi3`, `mistral` or `gemma3_text`) with pe-models' `LlamaFamily`: the prompt's token ids in,
-//! the new ids out, on the CPU or, built with `--features cuda`, an NVIDIA GPU (`--device
-//! cuda`). Without `--model` it runs the tiny random Llama 3.1 test fixture
-//! (`crates/pe-testkit/fixtures/models/llama31`).
+//! `qwen2`, `qwen3`, `phi3`, `mistral`, `gemma3_text`, `smollm3`, `ministral3` or dense
+//! `llama4_text`) with pe-models' `LlamaFamily`: the prompt's token ids in, the new ids out, on
+//! the CPU or, built with `--features cuda`, an NVIDIA GPU (`--device cuda`). Without `--model`
+//! it runs the tiny random Llama 3.1 test fixture (`crates/pe-testkit/fixtures/models/llama31`).
 //!
 //! ```text
 //! cargo run --release --example generate -- --model DIR --prompt-ids 1,2,3 --max-new 32

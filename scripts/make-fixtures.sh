@@ -18,7 +18,7 @@
 #             per position that Ministral 3, Mistral 4 and Llama 4 (NoPE layers) compute.
 #   models -> crates/pe-testkit/fixtures/models/<case>/{config.json, model.safetensors, outputs.safetensors, outputs.json}: tiny
 #             random checkpoints saved by transformers (Llama 3.1, Qwen2.5 YaRN, Qwen3 qk-norm, Gemma 3, Phi-3 / Phi-4-mini longrope, Mistral
-#             sliding window, M2M100) and the logits / encoder states transformers computes with them (prefill,
+#             sliding window, SmolLM3 NoPE layers, Ministral 3 query scale, dense Llama 4, M2M100) and the logits / encoder states transformers computes with them (prefill,
 #             cached greedy decode, left-padded batch, far positions).
 #   mrope_models -> crates/pe-testkit/fixtures/models/{qwen2_vl,qwen3_vl}/ (as models): the language models of tiny
 #             random Qwen2-VL and Qwen3-VL called with M-RoPE ids from get_rope_index (image runs), prefill, cached

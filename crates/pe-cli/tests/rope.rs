@@ -337,7 +337,7 @@ fn invalid_parameters_are_named_by_their_flag() {
             "8192",
         ],
         1,
-        &["--high-freq-factor", "above low_freq_factor"],
+        &["--high-freq-factor", "at least low_freq_factor"],
     );
     rope_fails(
         &[

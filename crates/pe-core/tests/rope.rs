@@ -970,3 +970,44 @@ fn null_is_absent_and_the_levels_agree() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// Llama 4 Scout's rope (`llama3` with `low_freq_factor` = `high_freq_factor` = 1, which
+/// transformers reads with a warning): no band is blended, wavelengths under 8192 are kept and
+/// longer ones divided by 16. A `high_freq_factor` below `low_freq_factor` stays an error.
+#[test]
+fn llama3_with_equal_freq_factors_is_llama4_scouts_rope() -> anyhow::Result<()> {
+    let scout = serde_json::json!({"model_type": "llama4_text", "head_dim": 128,
+        "num_hidden_layers": 4, "rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3",
+        "factor": 16.0, "low_freq_factor": 1.0, "high_freq_factor": 1.0,
+        "original_max_position_embeddings": 8192}});
+    let config = RopeConfigs::from_hf_config(&scout)?
+        .for_layer(0)?
+        .unwrap()
+        .clone();
+    let scaled = Rope::new(config.clone())?.inv_freq(1);
+    let plain = Rope::new(RopeConfig {
+        rope_type: RopeType::Default,
+        ..config
+    })?
+    .inv_freq(1);
+    let (mut kept, mut divided) = (0, 0);
+    for (s, p) in scaled.iter().zip(&plain) {
+        if 2.0 * std::f64::consts::PI / p < 8192.0 {
+            assert_eq!(s, p);
+            kept += 1;
+        } else {
+            assert_eq!(*s, p / 16.0);
+            divided += 1;
+        }
+    }
+    assert!(kept > 0 && divided > 0, "{kept} kept, {divided} divided");
+    let mut lower = scout.clone();
+    lower["rope_scaling"]["high_freq_factor"] = serde_json::json!(0.5);
+    let err = RopeConfigs::from_hf_config(&lower)
+        .and_then(|c| Rope::new(c.for_layer(0)?.unwrap().clone()).map(drop));
+    assert!(
+        err.unwrap_err().to_string().contains("high_freq_factor"),
+        "high_freq_factor below low_freq_factor is an error"
+    );
+    Ok(())
+}

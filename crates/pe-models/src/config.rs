@@ -1,7 +1,7 @@
 //! The fields of an HF `config.json` the models read: [`LlamaConfig`] for a
 //! [`LlamaFamily`](crate::LlamaFamily) decoder (`model_type` `llama`, `qwen2`, `qwen3`, `phi3`,
-//! `mistral`, `gemma3_text`; the language model of `qwen2_vl`, `qwen2_5_vl`, `qwen3_vl`),
-//! [`M2M100Config`] for an [`M2M100Encoder`](crate::M2M100Encoder) (`m2m_100`:
+//! `mistral`, `gemma3_text`, `smollm3`, `ministral3`, dense `llama4_text`; the language model
+//! of `qwen2_vl`, `qwen2_5_vl`, `qwen3_vl`), [`M2M100Config`] for an [`M2M100Encoder`](crate::M2M100Encoder) (`m2m_100`:
 //! M2M100 and NLLB), each with `from_hf_config` (a parsed `config.json`, read through
 //! pe-core's [`ConfigFields`]: `null` is absent, errors name the field) and `from_file`
 //! (errors name the file too).
@@ -25,7 +25,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use candle_nn::Activation;
-use candle_pe_core::{ConfigFields, RopeConfig, RopeConfigs};
+use candle_pe_core::{ConfigFields, QueryScale, RopeConfig, RopeConfigs};
 use serde_json::Value;
 
 /// The architecture a config describes.
@@ -52,6 +52,17 @@ pub enum ModelType {
     /// The language model of Qwen3-VL (`qwen3_vl`, its fields under `text_config`): Qwen3 layers
     /// with interleaved M-RoPE.
     Qwen3Vl,
+    /// SmolLM3 (`SmolLM3ForCausalLM`): Llama's layers, some without rotary (NoPE layers,
+    /// `no_rope_layers`).
+    SmolLM3,
+    /// Ministral 3's text decoder (`Ministral3ForCausalLM`): Mistral's layers with queries scaled
+    /// by position (`llama_4_scaling_beta`).
+    Ministral3,
+    /// Llama 4's text decoder (`Llama4ForCausalLM`, `model_type` `llama4_text`), dense layers
+    /// only: NoPE layers with a query temperature (`attn_temperature_tuning`), rotary on
+    /// adjacent channel pairs, q and k L2-normalised after the rotation (`use_qk_norm`), and
+    /// chunked attention on the rotary layers.
+    Llama4,
 }
 
 /// What a layer's attention sees.
@@ -61,6 +72,9 @@ pub enum LayerType {
     Full,
     /// The last `sliding_window` tokens (`sliding_attention`).
     Sliding,
+    /// The earlier tokens of its chunk of `attention_chunk_size` (`chunked_attention`, Llama 4),
+    /// chunks counted from the first token after the left padding.
+    Chunked,
 }
 
 impl ModelType {
@@ -75,6 +89,9 @@ impl ModelType {
             ModelType::Gemma3 => "gemma3_text",
             ModelType::Qwen2Vl => "qwen2_vl",
             ModelType::Qwen3Vl => "qwen3_vl",
+            ModelType::SmolLM3 => "smollm3",
+            ModelType::Ministral3 => "ministral3",
+            ModelType::Llama4 => "llama4_text",
         }
     }
 }
@@ -88,7 +105,7 @@ pub struct LlamaConfig {
     pub vocab_size: usize,
     /// Model width.
     pub hidden_size: usize,
-    /// Width of the gated MLP.
+    /// Width of the gated MLP (Llama 4: `intermediate_size_mlp`, its dense layers' width).
     pub intermediate_size: usize,
     /// The gated MLP's activation: `silu` (`hidden_act`), or Gemma's `gelu_pytorch_tanh`
     /// (`hidden_activation`).
@@ -110,6 +127,9 @@ pub struct LlamaConfig {
     /// An RMSNorm over each head of q and of k, after the projections and before the rope
     /// (Qwen3's and Gemma 3's `q_norm` and `k_norm`).
     pub qk_norm: bool,
+    /// An RMSNorm without weight over each head of q and of k after the rotation, on the rotary
+    /// layers (Llama 4's `use_qk_norm`).
+    pub qk_l2_norm: bool,
     /// Gemma's norms: weights that store the scale minus one, and a norm on the attention's
     /// and on the MLP's output (`post_attention_layernorm`, `post_feedforward_layernorm`)
     /// besides those on their inputs (`input_layernorm`, `pre_feedforward_layernorm`).
@@ -127,6 +147,8 @@ pub struct LlamaConfig {
     /// Sliding-window attention (Mistral, Phi-3, Gemma 3's sliding layers): query `i` sees keys
     /// `j` with `i - window < j <= i`.
     pub sliding_window: Option<usize>,
+    /// Chunked attention's chunk (Llama 4's `attention_chunk_size`), on the `Chunked` layers.
+    pub attention_chunk_size: Option<usize>,
     /// Each layer's attention (`layer_types`); empty when the config has none, and then every
     /// layer is sliding when there is a `sliding_window` and full otherwise.
     pub layer_types: Vec<LayerType>,
@@ -135,6 +157,11 @@ pub struct LlamaConfig {
     /// The rotary embedding of the sliding layers, where it differs (Gemma 3: theta 1e4, no
     /// scaling).
     pub sliding_rope: Option<RopeConfig>,
+    /// Per layer, whether it has no rotary embedding (a NoPE layer: SmolLM3's and
+    /// Llama 4's `no_rope_layers`); empty when every layer has one.
+    pub nope_layers: Vec<bool>,
+    /// The factor on the queries of the NoPE layers at each position, if any.
+    pub nope_query_scale: Option<QueryScale>,
 }
 
 impl LlamaConfig {
@@ -163,17 +190,21 @@ impl LlamaConfig {
             "gemma3_text" => ModelType::Gemma3,
             "qwen2_vl" | "qwen2_5_vl" => ModelType::Qwen2Vl,
             "qwen3_vl" => ModelType::Qwen3Vl,
+            "smollm3" => ModelType::SmolLM3,
+            "ministral3" => ModelType::Ministral3,
+            "llama4_text" => ModelType::Llama4,
             other => {
                 return Err(root.invalid(
                     "model_type",
                     format!(
                         "unsupported model type {other:?} (supported: llama, qwen2, qwen3, \
-                         phi3, mistral, gemma3_text, qwen2_vl, qwen2_5_vl, qwen3_vl)"
+                         phi3, mistral, gemma3_text, qwen2_vl, qwen2_5_vl, qwen3_vl, smollm3, \
+                         ministral3, llama4_text)"
                     ),
                 ))
             }
         };
-        require_positive(&root, &["vocab_size", "hidden_size", "intermediate_size"])?;
+        require_positive(&root, &["vocab_size", "hidden_size"])?;
         let hidden_size: usize = root.require("hidden_size")?;
         let num_hidden_layers: usize = root.require("num_hidden_layers")?;
         let num_attention_heads: usize = root.require("num_attention_heads")?;
@@ -232,20 +263,67 @@ impl LlamaConfig {
         }
         let attention_bias: bool = root.get("attention_bias")?.unwrap_or(false);
         let sliding_window = match model_type {
-            ModelType::Mistral | ModelType::Phi3 => root.get("sliding_window")?,
+            ModelType::Mistral | ModelType::Phi3 | ModelType::Ministral3 => {
+                root.get("sliding_window")?
+            }
             // transformers' default for Gemma3TextConfig.
             ModelType::Gemma3 => Some(root.get("sliding_window")?.unwrap_or(4096)),
-            ModelType::Qwen2 | ModelType::Qwen3 | ModelType::Qwen2Vl | ModelType::Qwen3Vl => {
+            ModelType::Qwen2
+            | ModelType::Qwen3
+            | ModelType::Qwen2Vl
+            | ModelType::Qwen3Vl
+            | ModelType::SmolLM3 => {
                 if root.get("use_sliding_window")?.unwrap_or(false) {
                     return Err(root.invalid(
                         "use_sliding_window",
-                        "Qwen's per-layer sliding window is not supported",
+                        format!(
+                            "{}'s per-layer sliding window is not supported",
+                            model_type.name()
+                        ),
                     ));
                 }
                 None
             }
-            ModelType::Llama => None,
+            ModelType::Llama | ModelType::Llama4 => None,
         };
+        let llama4 = model_type == ModelType::Llama4;
+        let attention_chunk_size = match llama4 {
+            // transformers' default for Llama4TextConfig.
+            true => Some(root.get("attention_chunk_size")?.unwrap_or(8192)),
+            false => None,
+        };
+        if attention_chunk_size == Some(0) {
+            return Err(root.invalid("attention_chunk_size", "must be positive"));
+        }
+        if llama4 {
+            let step: usize = root.get("interleave_moe_layer_step")?.unwrap_or(1);
+            let moe: Vec<usize> = match root.get("moe_layers")? {
+                Some(list) => list,
+                None => (step.max(1) - 1..num_hidden_layers)
+                    .step_by(step.max(1))
+                    .collect(),
+            };
+            if !moe.is_empty() {
+                return Err(root.invalid(
+                    "moe_layers",
+                    format!(
+                        "mixture-of-experts layers {moe:?} are not supported (a dense model has \
+                         moe_layers [])"
+                    ),
+                ));
+            }
+        }
+        let (size_field, intermediate_size) = match llama4 {
+            // transformers' default for Llama4TextConfig.
+            true => (
+                "intermediate_size_mlp",
+                root.get("intermediate_size_mlp")?.unwrap_or(16384),
+            ),
+            false => ("intermediate_size", root.require("intermediate_size")?),
+        };
+        if intermediate_size == 0 {
+            return Err(root.invalid(size_field, "must be positive"));
+        }
         if sliding_window == Some(0) {
             return Err(root.invalid("sliding_window", "must be positive"));
         }
@@ -262,6 +340,7 @@ impl LlamaConfig {
                 .map(|t| match t.as_str() {
                     "full_attention" => Ok(LayerType::Full),
                     "sliding_attention" if sliding_window.is_some() => Ok(LayerType::Sliding),
+                    "chunked_attention" if attention_chunk_size.is_some() => Ok(LayerType::Chunked),
                     other => Err(root.invalid(
                         "layer_types",
                         format!("layer type {other:?} is not supported here"),
@@ -281,7 +360,7 @@ impl LlamaConfig {
                 )
             })
         };
-        let (rope, sliding_rope) = match ropes.single() {
+        let (mut rope, sliding_rope) = match ropes.single() {
             Some(rope) => (rope.clone(), None),
             None => (
                 rotary("full_attention")?,
@@ -300,6 +379,22 @@ impl LlamaConfig {
                 ),
             ));
         }
+        // Llama 4 turns adjacent channels as complex numbers.
+        if llama4 {
+            rope.rope_interleave = true;
+        }
+        // SmolLM3's and Llama 4's NoPE layers (transformers' other classes here never read
+        // no_rope_layers).
+        let nope_layers = match model_type {
+            ModelType::SmolLM3 | ModelType::Llama4 => (0..num_hidden_layers)
+                .map(|i| Ok(ropes.for_layer(i)?.is_none()))
+                .collect::<candle_pe_core::Result<Vec<_>>>()?,
+            _ => vec![],
+        };
+        let nope_query_scale = match nope_layers.iter().position(|&n| n) {
+            Some(i) => ropes.query_scale(i)?,
+            None => None,
+        };
         let query_pre_attn_scalar = match gemma {
             // transformers' default for Gemma3TextConfig.
             true => root.get("query_pre_attn_scalar")?.unwrap_or(256.0),
@@ -312,35 +407,47 @@ impl LlamaConfig {
             model_type,
             vocab_size: root.require("vocab_size")?,
             hidden_size,
-            intermediate_size: root.require("intermediate_size")?,
+            intermediate_size,
             hidden_act,
             num_hidden_layers,
             num_attention_heads,
             num_key_value_heads,
             head_dim,
             rms_norm_eps: root.require("rms_norm_eps")?,
-            qkv_bias: matches!(model_type, ModelType::Qwen2 | ModelType::Qwen2Vl) || attention_bias,
+            // Ministral 3 has no biases, whatever attention_bias says.
+            qkv_bias: matches!(model_type, ModelType::Qwen2 | ModelType::Qwen2Vl)
+                || (attention_bias && model_type != ModelType::Ministral3),
             o_bias: matches!(
                 model_type,
-                ModelType::Llama | ModelType::Qwen3 | ModelType::Gemma3 | ModelType::Qwen3Vl
+                ModelType::Llama
+                    | ModelType::Qwen3
+                    | ModelType::Gemma3
+                    | ModelType::Qwen3Vl
+                    | ModelType::SmolLM3
+                    | ModelType::Llama4
             ) && attention_bias,
             qk_norm: matches!(
                 model_type,
                 ModelType::Qwen3 | ModelType::Gemma3 | ModelType::Qwen3Vl
             ),
+            qk_l2_norm: llama4 && root.get("use_qk_norm")?.unwrap_or(true),
             gemma_norms: gemma,
             query_pre_attn_scalar,
             embedding_scale: gemma.then(|| f64::from((hidden_size as f32).sqrt())),
-            mlp_bias: model_type == ModelType::Llama && root.get("mlp_bias")?.unwrap_or(false),
-            // Gemma ties by default, the others do not.
+            mlp_bias: matches!(model_type, ModelType::Llama | ModelType::SmolLM3)
+                && root.get("mlp_bias")?.unwrap_or(false),
+            // Gemma and SmolLM3 tie by default, the others do not.
             // Qwen-VL configs hold it at the top level.
             tie_word_embeddings: root
                 .either("tie_word_embeddings", &outer, "tie_word_embeddings")?
-                .unwrap_or(gemma),
+                .unwrap_or(gemma || model_type == ModelType::SmolLM3),
             sliding_window,
+            attention_chunk_size,
             layer_types,
             rope,
             sliding_rope,
+            nope_layers,
+            nope_query_scale,
         })
     }
 }

@@ -225,14 +225,18 @@ fn config(content: &Content, rope: &GgufRope) -> Result<LlamaConfig> {
         qkv_bias: has("blk.0.attn_q.bias") || has("blk.0.attn_qkv.bias"),
         o_bias: has("blk.0.attn_output.bias"),
         qk_norm: false,
+        qk_l2_norm: false,
         gemma_norms: false,
         query_pre_attn_scalar: rope_config.head_dim as f64,
         embedding_scale: None,
         mlp_bias: has("blk.0.ffn_down.bias"),
         tie_word_embeddings: !has("output.weight"),
         sliding_window: count(content, &key("attention.sliding_window"))?,
+        attention_chunk_size: None,
         layer_types: Vec::new(),
         rope: rope_config,
         sliding_rope: None,
+        nope_layers: Vec::new(),
+        nope_query_scale: None,
     })
 }

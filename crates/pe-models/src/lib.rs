@@ -5,8 +5,10 @@
 //! ([`candle_pe_nn::SinusoidalEmbedding`]).
 //!
 //! [`LlamaFamily`] reads an HF `config.json` with `model_type` `llama`, `qwen2`, `qwen3`,
-//! `phi3`, `mistral` or `gemma3_text`, or the language model of `qwen2_vl`, `qwen2_5_vl` or
-//! `qwen3_vl` (M-RoPE) ([`LlamaConfig`]) and the weights under HF's tensor names from a
+//! `phi3`, `mistral`, `gemma3_text`, `smollm3` (NoPE layers), `ministral3` (query scale by
+//! position) or a dense `llama4_text` (NoPE layers with a query temperature, chunked
+//! attention), or the language model of `qwen2_vl`, `qwen2_5_vl` or `qwen3_vl` (M-RoPE)
+//! ([`LlamaConfig`]) and the weights under HF's tensor names from a
 //! [`candle_nn::VarBuilder`]; its [`forward`](LlamaFamily::forward) takes `input_ids`,
 //! `position_ids` and an optional `attention_mask`, as transformers' does, and appends to a
 //! KV cache. [`greedy`] generates from a prompt with that cache, at any first position; a

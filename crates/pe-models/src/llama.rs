@@ -1,13 +1,13 @@
-//! [`LlamaFamily`]: a Llama / Qwen2 / Qwen3 / Phi-3 / Mistral / Gemma 3 decoder from candle-nn
-//! layers and
-//! [`candle_pe_nn::RotaryEmbedding`].
+//! [`LlamaFamily`]: a Llama / Qwen2 / Qwen3 / Phi-3 / Mistral / Gemma 3 / SmolLM3 / Ministral 3
+//! / dense Llama 4 decoder from candle-nn layers and [`candle_pe_nn::LayerRotary`] (rotary, query scale, NoPE
+//! layers).
 
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Embedding, RmsNorm, VarBuilder};
-use candle_pe_nn::{Positions, RotaryEmbedding};
+use candle_pe_nn::{LayerRotary, Positions, RotaryEmbedding};
 
 use crate::config::{LayerType, LlamaConfig, ModelType};
 use crate::layers::{checkpoint, masked_softmax, rms_norm, tensor, SideBySide};
@@ -24,12 +24,17 @@ struct Attention {
     heads: usize,
     kv_heads: usize,
     head_dim: usize,
-    rotary: RotaryEmbedding,
+    /// The rotation of q and k (and the scale of q) by position, or none on a NoPE layer.
+    rotary: LayerRotary,
     /// Keys (rotated) and values of the tokens seen: the keys transposed, `(batch, kv_heads,
     /// head_dim, len)`, as the scores' matmul reads them, and the values `(batch, kv_heads, len,
     /// head_dim)`; the last `window` tokens with a sliding window.
     cache: Option<(Tensor, Tensor)>,
     window: Option<usize>,
+    /// Chunked attention's chunk (Llama 4): a query sees the earlier keys of its chunk only.
+    chunk: Option<usize>,
+    /// Llama 4's weightless RMSNorm over each head of q and of k, after the rotation.
+    l2_norm: Option<RmsNorm>,
     /// What the scores are multiplied by: `1 / sqrt(head_dim)`, or Gemma's
     /// `1 / sqrt(query_pre_attn_scalar)`.
     scale: f64,
@@ -50,8 +55,8 @@ struct StreamStep<'a> {
 impl Attention {
     fn new(
         cfg: &LlamaConfig,
-        rotary: RotaryEmbedding,
-        window: Option<usize>,
+        rotary: LayerRotary,
+        (window, chunk): (Option<usize>, Option<usize>),
         vb: &VarBuilder,
         q: &QWeights,
     ) -> Result<Self> {
@@ -76,6 +81,13 @@ impl Attention {
             true => Some((norm(cfg, d, vb, "q_norm")?, norm(cfg, d, vb, "k_norm")?)),
             false => None,
         };
+        let l2_norm = match cfg.qk_l2_norm && rotary.rotary().is_some() {
+            true => {
+                let ones = Tensor::ones(d, vb.dtype(), vb.device())?;
+                Some(RmsNorm::new(ones, cfg.rms_norm_eps))
+            }
+            false => None,
+        };
         Ok(Self {
             qkv,
             qk_norm,
@@ -86,6 +98,8 @@ impl Attention {
             rotary,
             cache: None,
             window,
+            chunk,
+            l2_norm,
             scale: 1.0 / cfg.query_pre_attn_scalar.sqrt(),
             unrotated: None,
             fresh: None,
@@ -114,9 +128,13 @@ impl Attention {
             None => (q, k),
         };
         let unrotated = k.clone();
-        let (q, k) = match positions.dims().len() {
-            3 => self.rotary.apply_mrope(&q, &k, positions)?,
+        let (q, k) = match (self.rotary.rotary(), positions.dims().len()) {
+            (Some(rotary), 3) => rotary.apply_mrope(&q, &k, positions)?,
             _ => self.rotary.apply_at(&q, &k, positions)?,
+        };
+        let (q, k) = match &self.l2_norm {
+            Some(n) => (n.forward(&q.contiguous()?)?, n.forward(&k.contiguous()?)?),
+            None => (q, k),
         };
         // Partial rotary returns a concatenated view: matmul wants contiguous rows. The new keys
         // are transposed once here, so a decode step does not transpose the whole cache.
@@ -199,9 +217,11 @@ impl Attention {
         let m = surgery.moved.len();
         if m > 0 {
             let keys = unrotated.narrow(2, surgery.moved.start, m)?.contiguous()?;
-            let turned = match moved.dims().len() {
-                3 => self.rotary.apply_mrope(&keys, &keys, moved)?.1,
-                _ => self.rotary.apply_k_at(&keys, moved)?,
+            let turned = match (self.rotary.rotary(), moved.dims().len()) {
+                (Some(rotary), 3) => rotary.apply_mrope(&keys, &keys, moved)?.1,
+                (Some(rotary), _) => rotary.apply_k_at(&keys, moved)?,
+                // A NoPE layer's keys stay as they are wherever they move.
+                (None, _) => keys,
             };
             kt = splice(&kt, 3, &surgery.moved, Some(&turned.t()?.contiguous()?))?;
         }
@@ -302,12 +322,22 @@ impl Layer {
             Some(t) => *t == LayerType::Sliding,
             None => cfg.sliding_window.is_some(),
         };
+        let chunk = cfg
+            .attention_chunk_size
+            .filter(|_| cfg.layer_types.get(index) == Some(&LayerType::Chunked));
         let rope = match (sliding, &cfg.sliding_rope) {
             (true, Some(rope)) => rope,
             _ => &cfg.rope,
         };
         let window = cfg.sliding_window.filter(|_| sliding);
-        let rotary = RotaryEmbedding::new(rope.clone())?;
+        let rotary = match cfg.nope_layers.get(index) {
+            Some(true) => LayerRotary::Nope(cfg.nope_query_scale),
+            _ => LayerRotary::Rotary(Box::new(RotaryEmbedding::new(rope.clone())?)),
+        };
+        let mlp_name = match cfg.model_type {
+            ModelType::Llama4 => "feed_forward",
+            _ => "mlp",
+        };
         let (attn_out_norm, mlp_norm, mlp_out_norm) = match cfg.gemma_norms {
             true => (
                 Some(norm(cfg, h, vb, "post_attention_layernorm")?),
@@ -318,16 +348,16 @@ impl Layer {
         };
         Ok(Self {
             input_norm: norm(cfg, h, vb, "input_layernorm")?,
-            attn: Attention::new(cfg, rotary, window, &vb.pp("self_attn"), q)?,
+            attn: Attention::new(cfg, rotary, (window, chunk), &vb.pp("self_attn"), q)?,
             attn_out_norm,
             mlp_norm,
-            mlp: Mlp::new(cfg, &vb.pp("mlp"), q)?,
+            mlp: Mlp::new(cfg, &vb.pp(mlp_name), q)?,
             mlp_out_norm,
         })
     }
 
     fn forward(&mut self, x: &Tensor, positions: &Positions, masks: &Masks) -> Result<Tensor> {
-        let mask = masks.get(self.attn.window);
+        let mask = masks.get((self.attn.window, self.attn.chunk));
         self.forward_with(x, positions, mask, None)
     }
 
@@ -362,23 +392,27 @@ fn norm(cfg: &LlamaConfig, size: usize, vb: &VarBuilder, name: &str) -> Result<R
     rms_norm(size, cfg.rms_norm_eps, offset, vb, name)
 }
 
-/// The attention masks of one forward, one per window size the layers use.
-struct Masks(Vec<(Option<usize>, Option<Tensor>)>);
+/// The attention masks of one forward, one per (window, chunk) the layers use.
+struct Masks(Vec<(Reach, Option<Tensor>)>);
+
+/// What a layer's queries reach: a sliding window, a chunk.
+type Reach = (Option<usize>, Option<usize>);
 
 impl Masks {
-    fn get(&self, window: Option<usize>) -> Option<&Tensor> {
+    fn get(&self, reach: Reach) -> Option<&Tensor> {
         self.0
             .iter()
-            .find(|(w, _)| *w == window)
+            .find(|(r, _)| *r == reach)
             .and_then(|(_, m)| m.as_ref())
     }
 }
 
 /// A Llama-family decoder (`model_type` `llama`, `qwen2`, `qwen3`, `phi3`, `mistral`,
-/// `gemma3_text`) with a KV cache
+/// `gemma3_text`, `smollm3`, `ministral3`, dense `llama4_text`) with a KV cache
 /// (bounded by the sliding window when there is one):
 /// RMSNorm, grouped-query attention with exact rotary embeddings at per-token positions
-/// ([`RotaryEmbedding::apply_at`]), a causal + padding mask (and Mistral's or Phi-3's sliding
+/// ([`LayerRotary::apply_at`]: none on SmolLM3's NoPE layers, the queries scaled by position
+/// in the same pass for Ministral 3), a causal + padding mask (and Mistral's or Phi-3's sliding
 /// window), a SwiGLU MLP, and the output projection (`lm_head.weight`, or the token embedding
 /// when `tie_word_embeddings`).
 ///
@@ -558,15 +592,15 @@ impl LlamaFamily {
         // Checked (and read) once for every layer.
         let positions = Positions::new(position_ids)?;
         let total = self.cached + s;
-        // One mask per window size (full layers, sliding layers), each over the keys its
-        // layers hold.
+        // One mask per window size and chunk (full, sliding, chunked layers), each over the
+        // keys its layers hold.
         let mut masks = Masks(vec![]);
         for layer in &self.layers {
-            let window = layer.attn.window;
-            if masks.0.iter().all(|(w, _)| *w != window) {
+            let reach = (layer.attn.window, layer.attn.chunk);
+            if masks.0.iter().all(|(r, _)| *r != reach) {
                 let held = layer.attn.held();
-                let mask = self.mask(b, s, attention_mask, window, held, input_ids.device())?;
-                masks.0.push((window, mask));
+                let mask = self.mask(b, s, attention_mask, reach, held, input_ids.device())?;
+                masks.0.push((reach, mask));
             }
         }
         let mut x = self.embed.forward(input_ids)?;
@@ -589,6 +623,11 @@ impl LlamaFamily {
         if self.is_mrope() && !matches!(policy, CachePolicy::Keep { .. }) {
             bail!(
                 "an M-RoPE model bounds its cache by a context shift (--keep) only, got {policy:?}"
+            )
+        }
+        if let Some(c) = self.config.attention_chunk_size {
+            bail!(
+                "a cache policy is not supported with chunked attention (attention_chunk_size {c})"
             )
         }
         self.stream = Some(Stream::new(policy));
@@ -766,15 +805,16 @@ impl LlamaFamily {
         self.lm_head.forward(&self.norm.forward(&x)?)
     }
 
-    /// The boolean mask `(batch, 1, seq, held + seq)` as u8 of layers with `window` that hold
-    /// `held` keys: the keys held and the new ones; `None` when it holds no 0 (a decode step
-    /// without padding, as long as the sliding window reaches the oldest key held).
+    /// The boolean mask `(batch, 1, seq, held + seq)` as u8 of layers with `window` and
+    /// `chunk` that hold `held` keys: the keys held and the new ones; `None` when it holds no 0
+    /// (a decode step without padding, as long as the sliding window reaches the oldest key
+    /// held and no chunk boundary lies between them).
     fn mask(
         &self,
         b: usize,
         s: usize,
         attention_mask: Option<&Tensor>,
-        window: Option<usize>,
+        (window, chunk): Reach,
         held: usize,
         device: &Device,
     ) -> Result<Option<Tensor>> {
@@ -783,7 +823,12 @@ impl LlamaFamily {
         let first = past - held;
         // Without padding, a single new token sees every key held unless the window has left
         // the oldest behind: a decode step needs no mask.
-        if attention_mask.is_none() && s == 1 && window.is_none_or(|w| first + w > past) {
+        let one_chunk = chunk.is_none_or(|c| first / c == past / c);
+        if attention_mask.is_none()
+            && s == 1
+            && one_chunk
+            && window.is_none_or(|w| first + w > past)
+        {
             return Ok(None);
         }
         let padding: Vec<Vec<u32>> = match attention_mask {
@@ -800,11 +845,15 @@ impl LlamaFamily {
         };
         let mut data = Vec::with_capacity(b * s * (total - first));
         for row in &padding {
+            // Chunks count from the row's first token after its left padding.
+            let left = row.iter().take_while(|&&keep| keep == 0).count() as i64;
+            let chunk_of = |i: usize, c: usize| (i as i64 - left).div_euclid(c as i64);
             for t in 0..s {
                 let i = past + t;
                 for (j, &keep) in row.iter().enumerate().skip(first) {
                     let in_window = window.is_none_or(|w| j + w > i);
-                    data.push(u8::from(keep != 0 && j <= i && in_window));
+                    let in_chunk = chunk.is_none_or(|c| chunk_of(j, c) == chunk_of(i, c));
+                    data.push(u8::from(keep != 0 && j <= i && in_window && in_chunk));
                 }
             }
         }

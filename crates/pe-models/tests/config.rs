@@ -301,3 +301,84 @@ fn gemma3_reads_transformers_defaults() -> Result<()> {
     }
     Ok(())
 }
+
+/// SmolLM3 as its config class reads it: without `no_rope_layers` every 4th layer is NoPE,
+/// embeddings are tied; its per-layer sliding window is refused by name.
+#[test]
+fn smollm3_reads_nope_layers_and_refuses_its_sliding_window() -> Result<()> {
+    let mut json = tiny("smollm3");
+    json["num_hidden_layers"] = json!(8);
+    let cfg = LlamaConfig::from_hf_config(&json)?;
+    assert_eq!(cfg.model_type, ModelType::SmolLM3);
+    let nope: Vec<usize> = (0..8).filter(|&i| cfg.nope_layers[i]).collect();
+    assert_eq!(nope, [3, 7]);
+    assert!(cfg.tie_word_embeddings);
+    json["no_rope_layers"] = json!([0, 1, 1, 1, 1, 1, 1, 1]);
+    assert_eq!(
+        LlamaConfig::from_hf_config(&json)?.nope_layers,
+        [true, false, false, false, false, false, false, false]
+    );
+    json["no_rope_layers"] = json!([1, 0]);
+    let msg = err_of(&json);
+    assert!(msg.contains("no_rope_layers"), "{msg}");
+    json["no_rope_layers"] = Value::Null;
+    json["use_sliding_window"] = json!(true);
+    let msg = err_of(&json);
+    assert!(
+        msg.contains("use_sliding_window") && msg.contains("smollm3"),
+        "{msg}"
+    );
+    Ok(())
+}
+
+/// Ministral 3's query scale comes with its rope; without `original_max_position_embeddings`
+/// it is an error naming the field. `attention_bias` is ignored, as transformers does.
+#[test]
+fn ministral3_reads_its_query_scale() -> Result<()> {
+    let mut json = tiny("ministral3");
+    json["attention_bias"] = json!(true);
+    json["rope_parameters"] = json!({"rope_type": "default", "rope_theta": 10000.0,
+        "llama_4_scaling_beta": 0.1, "original_max_position_embeddings": 16384});
+    let cfg = LlamaConfig::from_hf_config(&json)?;
+    assert_eq!(cfg.model_type, ModelType::Ministral3);
+    assert!(cfg.rope.query_scale.is_some());
+    assert!(!cfg.qkv_bias && !cfg.o_bias && cfg.nope_layers.is_empty());
+    json["rope_parameters"]["original_max_position_embeddings"] = Value::Null;
+    let msg = err_of(&json);
+    assert!(msg.contains("original_max_position_embeddings"), "{msg}");
+    Ok(())
+}
+
+/// Llama 4 text: dense models only (transformers' default makes every layer a mixture of
+/// experts), `intermediate_size_mlp` is the MLP's width, NoPE layers carry the query
+/// temperature, and a cache policy is refused with chunked attention.
+#[test]
+fn llama4_reads_dense_models_only() -> Result<()> {
+    let mut json = tiny("llama4_text");
+    json["num_hidden_layers"] = json!(4);
+    let msg = err_of(&json);
+    assert!(
+        msg.contains("moe_layers") && msg.contains("[0, 1, 2, 3]"),
+        "{msg}"
+    );
+    json["moe_layers"] = json!([]);
+    json["intermediate_size_mlp"] = json!(40);
+    json["attention_chunk_size"] = json!(16);
+    let cfg = LlamaConfig::from_hf_config(&json)?;
+    assert_eq!(cfg.model_type, ModelType::Llama4);
+    assert_eq!(cfg.intermediate_size, 40);
+    assert_eq!(cfg.nope_layers, [false, false, false, true]);
+    assert!(cfg.nope_query_scale.is_some() && cfg.qk_l2_norm && cfg.rope.rope_interleave);
+    let varmap = VarMap::new();
+    let model = random_model(&cfg, &varmap)?;
+    let policy = pe_models::CachePolicy::Sink {
+        sink: 1,
+        window: 4,
+        positions: pe_models::SinkPositions::Contiguous,
+    };
+    let msg = model.with_cache_policy(policy).unwrap_err().to_string();
+    assert!(msg.contains("attention_chunk_size"), "{msg}");
+    json["attention_chunk_size"] = json!(0);
+    assert!(err_of(&json).contains("attention_chunk_size"));
+    Ok(())
+}

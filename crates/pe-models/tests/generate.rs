@@ -43,7 +43,7 @@ fn model(dir: &std::path::Path) -> Result<LlamaFamily> {
 /// gemma3).
 #[test]
 fn greedy_ids_match_transformers_at_any_offset() -> Result<()> {
-    for name in ["llama31", "qwen3", "gemma3"] {
+    for name in ["llama31", "qwen3", "gemma3", "smollm3"] {
         let dir = pe_testkit::fixture(&format!("models/{name}"));
         let prompt = recorded_in(&dir, "prefill.input_ids")?;
         let want = recorded_in(&dir, "decode.generated_ids")?;
@@ -66,6 +66,56 @@ fn greedy_ids_at_offsets(
         assert_eq!(out.ids, want, "{name} at first position {offset}");
         assert_eq!(seen, want, "{name}: on_token at first position {offset}");
         assert_eq!(model.cached_len(), prompt.len() + want.len() - 1);
+    }
+    Ok(())
+}
+
+/// The `generate` example's command line on the NoPE models (SmolLM3, Llama 4) and the
+/// query-scaled ones (Ministral 3, Llama 4's NoPE layer): transformers' greedy ids, at positions
+/// 0.. and 20,000.. (where the query scale makes other ids than at 0).
+#[test]
+fn generate_cli_prints_transformers_ids_for_nope_and_query_scale_models() -> Result<()> {
+    use clap::Parser;
+    use pe_models::generate_cli::{run, Args};
+
+    let cases = [
+        ("smollm3", "0", "decode.generated_ids"),
+        ("smollm3", "20000", "decode.generated_ids"),
+        ("ministral3", "0", "decode.generated_ids"),
+        ("ministral3", "20000", "far20000_decode.generated_ids"),
+        ("llama4", "0", "decode.generated_ids"),
+        ("llama4", "20000", "far20000_decode.generated_ids"),
+    ];
+    for (name, offset, key) in cases {
+        let dir = pe_testkit::fixture(&format!("models/{name}"));
+        let prompt: Vec<String> = recorded_in(&dir, "prefill.input_ids")?
+            .iter()
+            .map(u32::to_string)
+            .collect();
+        let want = recorded_in(&dir, key)?;
+        let n = want.len().to_string();
+        let flags = [
+            "generate",
+            "--model",
+            dir.to_str().unwrap(),
+            "--prompt-ids",
+            &prompt.join(","),
+            "--max-new",
+            &n,
+            "--position-offset",
+            offset,
+            "--eos",
+            "",
+        ];
+        let mut out = vec![];
+        run(&Args::try_parse_from(flags)?, &fixture(), &mut out)?;
+        let stdout = String::from_utf8(out)?;
+        let line = stdout.lines().find_map(|l| l.strip_prefix("ids:")).unwrap();
+        let got: Vec<u32> = line
+            .split_whitespace()
+            .map(|t| t.parse().unwrap())
+            .collect();
+        assert_eq!(got, want, "{name} at {offset}: {stdout}");
     }
     Ok(())
 }

@@ -5,7 +5,10 @@
 //! Every call is checked: `prefill` (12 tokens), `decode` (8 greedy steps on the KV cache: the
 //! same generated ids, and the logits), `batch` (two left-padded prompts, position ids
 //! `cumsum(mask) - 1`: the last logits), `batch_decode` (4 cached steps with a growing mask),
-//! the far prefills `far<P>` (positions `P .. P + 12`), Phi-3's `switch` (longrope's short
+//! the far prefills `far<P>` (positions `P .. P + 12`; with a query scale by position, as
+//! Ministral 3's, held against `far<P>.shifted_logits`: transformers' forward with the rotation
+//! at `0 .. 12` and the scale at `P .. P + 12`, which is what exact rope gives, and followed by
+//! 8 greedy cached steps, `far<P>_decode`, held the same way), Phi-3's `switch` (longrope's short
 //! factors in the prefill at 4084..4095, long ones in each cached step past 4096) and
 //! Mistral's `window16` (sliding window 8, and the same model without the window).
 //!
@@ -242,7 +245,10 @@ fn run_case(name: &'static str) -> Result<Vec<String>> {
 
     // far prefills
     let longrope = fx.json["rotary"]["rope_type"] == "longrope";
-    for call in calls.iter().filter(|c| c.starts_with("far")) {
+    for call in calls
+        .iter()
+        .filter(|c| c.starts_with("far") && !c.ends_with("_decode"))
+    {
         model.clear_cache();
         let logits = model.forward(&input, &fx.t(&format!("{call}.position_ids")), None)?;
         let vs_tf = max_diff(&logits, &fx.t(&format!("{call}.logits")))?;
@@ -252,6 +258,28 @@ fn run_case(name: &'static str) -> Result<Vec<String>> {
                 &format!("{call} vs tf {call}"),
                 vs_tf,
                 FAR_LONGROPE_BOUND,
+            );
+        } else if fx.tensors.contains_key(&format!("{call}.shifted_logits")) {
+            // A query scale by position (Ministral 3): not shift-invariant, so the exact
+            // reference is transformers' forward with the rotation at 0..11 and the scale at the
+            // far positions.
+            let shifted = fx.t(&format!("{call}.shifted_logits"));
+            let exact = max_diff(&logits, &shifted)?;
+            report.record(name, &format!("{call} vs tf shifted"), exact, TOL as f64);
+            let drift = fx
+                .check(&format!("{call}_vs_shifted_max_abs_diff"))
+                .context("the fixture's drift check")?;
+            report.record(
+                name,
+                &format!("{call} vs tf {call}"),
+                vs_tf,
+                TOL as f64 + drift,
+            );
+            // The scale is what differs from the prefill: the far logits are not the prefill's.
+            let moved = max_diff(&logits, &prefill_ours)?;
+            assert!(
+                moved > 0.1,
+                "{name} {call}: the query scale changed nothing ({moved})"
             );
         } else {
             let exact = max_diff(&logits, &fx.t("prefill.logits"))?;
@@ -268,6 +296,39 @@ fn run_case(name: &'static str) -> Result<Vec<String>> {
             let ours = max_diff(&logits, &prefill_ours)?;
             report.record(name, &format!("{call} vs our prefill"), ours, TOL as f64);
         }
+    }
+
+    // Ministral 3: greedy cached steps after the far prefill, held to transformers' steps with
+    // the rotation near and the scale far (exact rope's), and to its own far steps within its
+    // drift.
+    for call in calls
+        .iter()
+        .filter(|c| c.ends_with("_decode") && c.as_str() != "batch_decode")
+    {
+        let far = call.trim_end_matches("_decode");
+        model.clear_cache();
+        let logits = model.forward(&input, &fx.t(&format!("{far}.position_ids")), None)?;
+        let gen = ids(&fx.t(&format!("{call}.generated_ids")))?.remove(0);
+        let pos = fx.t(&format!("{call}.position_ids"));
+        let mut token = greedy(&logits)?;
+        let mut steps = vec![];
+        let mut got = vec![];
+        for s in 0..pos.dim(1)? {
+            got.push(ids(&token)?[0][0]);
+            let logits = model.forward(&token, &pos.i((.., s..s + 1))?, None)?;
+            token = greedy(&logits)?;
+            steps.push(logits);
+        }
+        got.push(ids(&token)?[0][0]);
+        assert_eq!(got, gen, "{name} {call}: generated ids");
+        let steps = Tensor::cat(&steps, 1)?;
+        let exact = max_diff(&steps, &fx.t(&format!("{call}.shifted_logits")))?;
+        report.record(name, &format!("{call} vs tf shifted"), exact, TOL as f64);
+        let drift = fx
+            .check(&format!("{call}_vs_shifted_max_abs_diff"))
+            .context("the fixture's drift check")?;
+        let vs_tf = max_diff(&steps, &fx.t(&format!("{call}.logits")))?;
+        report.record(name, &format!("{call} vs tf"), vs_tf, TOL as f64 + drift);
     }
 
     // Phi-3: longrope's switch with a cache
@@ -410,6 +471,39 @@ fn qwen3() -> Result<()> {
 #[test]
 fn gemma3() -> Result<()> {
     run_case("gemma3").map(drop)
+}
+
+/// SmolLM3: layer 1 of 3 is a NoPE layer (`no_rope_layers` [1, 0, 1]).
+#[test]
+fn smollm3() -> Result<()> {
+    let fx = Fixture::load("smollm3")?;
+    let nope = fx.model()?.config().nope_layers.clone();
+    assert_eq!(nope, [false, true, false]);
+    run_case("smollm3").map(drop)
+}
+
+/// Ministral 3: queries scaled by `1 + 0.1 ln(1 + floor(position / 8))`, a scale that steps
+/// within the prefill, the decode steps and the far prefill.
+#[test]
+fn ministral3() -> Result<()> {
+    run_case("ministral3").map(drop)
+}
+
+/// Llama 4 text, dense: layer 1 of 3 is NoPE with the query temperature
+/// `ln(floor((p + 1) / 20) + 1) * 0.1 + 1`; layers 0 and 2 rotate adjacent pairs, L2-normalise
+/// q and k after the rotation and attend within chunks of 8 (the prefill and the decode cross
+/// chunk boundaries). transformers counts the temperature's positions in cache slots: its far
+/// calls put the prompt after 20,000 masked-out slots.
+#[test]
+fn llama4() -> Result<()> {
+    let fx = Fixture::load("llama4")?;
+    let cfg = fx.model()?.config().clone();
+    assert_eq!(cfg.nope_layers, [false, true, false]);
+    assert_eq!(
+        cfg.layer_types,
+        [LayerType::Chunked, LayerType::Full, LayerType::Chunked]
+    );
+    run_case("llama4").map(drop)
 }
 
 /// The same checkpoint loaded in bf16 and f16 (weights rounded to 8 and 11 significant bits;

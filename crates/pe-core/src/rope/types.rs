@@ -548,7 +548,9 @@ pub struct Llama3 {
     /// `factor`.
     #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
     pub low_freq_factor: f64,
-    /// Wavelengths below `original_max_position_embeddings / high_freq_factor` are kept.
+    /// Wavelengths below `original_max_position_embeddings / high_freq_factor` are kept; those
+    /// between the two bounds are blended. At least `low_freq_factor`: Llama 4 Scout gives both
+    /// 1 (no blend).
     #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
     pub high_freq_factor: f64,
     /// The context length the model was trained on.
@@ -579,10 +581,10 @@ impl Formula for Llama3 {
         positive("factor", self.factor)?;
         positive("low_freq_factor", self.low_freq_factor)?;
         positive("high_freq_factor", self.high_freq_factor)?;
-        if self.high_freq_factor <= self.low_freq_factor {
+        if self.high_freq_factor < self.low_freq_factor {
             return Err(invalid(
                 "high_freq_factor",
-                "above low_freq_factor",
+                "at least low_freq_factor",
                 self.high_freq_factor,
             ));
         }
@@ -605,7 +607,9 @@ impl Formula for Llama3 {
                 let wavelen = two_pi / w;
                 if wavelen.to_f64() < high_wavelen {
                     w
-                } else if wavelen.to_f64() > low_wavelen {
+                } else if wavelen.to_f64() > low_wavelen || high_wavelen == low_wavelen {
+                    // Equal bounds leave no band to blend (transformers' blend would divide 0 by
+                    // 0 at a wavelength of exactly the bound).
                     w / self.factor
                 } else {
                     let smooth = (Dd::new(original) / wavelen - self.low_freq_factor)
