@@ -218,7 +218,7 @@ impl Attention {
         if m > 0 {
             let keys = unrotated.narrow(2, surgery.moved.start, m)?.contiguous()?;
             let turned = match (self.rotary.rotary(), moved.dims().len()) {
-                (Some(rotary), 3) => rotary.apply_mrope(&keys, &keys, moved)?.1,
+                (Some(rotary), 3) => rotary.apply_k_mrope(&keys, moved)?,
                 (Some(rotary), _) => rotary.apply_k_at(&keys, moved)?,
                 // A NoPE layer's keys stay as they are wherever they move.
                 (None, _) => keys,
