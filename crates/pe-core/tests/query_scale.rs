@@ -73,6 +73,9 @@ fn llama4_nope_layers() -> anyhow::Result<()> {
         assert_eq!(configs.for_layer(i)?.is_some(), rotary, "layer {i}");
         assert_eq!(configs.query_scale(i)?.is_some(), !rotary, "layer {i}");
     }
+    // Its attention turns adjacent pairs, with no config key saying so.
+    let first = configs.for_layer(0)?.unwrap();
+    assert!(first.rope_interleave, "llama4 rotates adjacent pairs");
     let layer = fx.json["layer"].as_u64().unwrap() as usize;
     let scale = configs.query_scale(layer)?.unwrap();
     matches("query_scale_llama4_nope", &scale, &fx)?;

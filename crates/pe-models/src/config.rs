@@ -360,7 +360,7 @@ impl LlamaConfig {
                 )
             })
         };
-        let (mut rope, sliding_rope) = match ropes.single() {
+        let (rope, sliding_rope) = match ropes.single() {
             Some(rope) => (rope.clone(), None),
             None => (
                 rotary("full_attention")?,
@@ -378,10 +378,6 @@ impl LlamaConfig {
                     rope.head_dim
                 ),
             ));
-        }
-        // Llama 4 turns adjacent channels as complex numbers.
-        if llama4 {
-            rope.rope_interleave = true;
         }
         // SmolLM3's and Llama 4's NoPE layers (transformers' other classes here never read
         // no_rope_layers).

@@ -711,9 +711,18 @@ fn read_layers(
     Ok((Layers::Single(config), layer_types))
 }
 
-/// The `model_type`s whose config class defaults `rope_interleave` to true.
-const INTERLEAVED_BY_DEFAULT: [&str; 5] =
-    ["deepseek_v3", "glm4_moe_lite", "mistral4", "youtu", "axk1"];
+/// The `model_type`s that rotate adjacent pairs unless `rope_interleave` says otherwise: those
+/// whose config class defaults `rope_interleave` to true, and Llama 4, whose attention always
+/// turns adjacent pairs (as complex numbers) and whose config has no such key.
+const INTERLEAVED_BY_DEFAULT: [&str; 7] = [
+    "deepseek_v3",
+    "glm4_moe_lite",
+    "mistral4",
+    "youtu",
+    "axk1",
+    "llama4",
+    "llama4_text",
+];
 
 /// The `model_type`s whose config class defaults `head_dim` to 256.
 const GEMMA_HEAD_DIM_256: [&str; 4] = ["gemma", "gemma2", "gemma3", "gemma3_text"];
