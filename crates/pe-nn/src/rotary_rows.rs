@@ -3,7 +3,9 @@
 //! the cached tables and turns in one pass, with no gathered tables and no conversion of the
 //! input. The arithmetic is f32 for f16, bf16 and f32 inputs (f64 for f64) and the formula and
 //! order are those of candle-nn's `rope` / `rope_i` CPU kernels, so the result has the bits of
-//! gathering the rows and calling those kernels.
+//! gathering the rows and calling those kernels. The f16 and bf16 elements are converted by
+//! branch-free forms of `half`'s conversions (same bits), so the loops over a row vectorize,
+//! with AVX2 where the CPU has it.
 //!
 //! ```
 //! use candle_core::{DType, Device, Tensor};
@@ -62,13 +64,79 @@ impl RotateRows<'_> {
 
     /// Turns every row of `src` into `dst`.
     fn turn<T: Lane>(&self, src: &[T], dims: &[usize], cos: &[T::Math], sin: &[T::Math]) -> Vec<T> {
-        let (d, heads) = (dims[dims.len() - 1], dims[1]);
-        let seq = if dims.len() == 4 { dims[2] } else { 1 };
-        let (rotary, half) = (self.rotary_dim, self.rotary_dim / 2);
+        let d = dims[dims.len() - 1];
+        let rows = Rows {
+            d,
+            heads: dims[1],
+            seq: if dims.len() == 4 { dims[2] } else { 1 },
+        };
         // Every element is written once below (turned or passed): no zero fill first.
         let mut out: Vec<T> = Vec::with_capacity(src.len());
         let dst = &mut out.spare_capacity_mut()[..src.len()];
-        let turn_row = |(row, (src, dst)): (usize, (&[T], &mut [MaybeUninit<T>]))| {
+        if src.len() <= MIN_TASK_ELEMS {
+            self.turn_task(rows, 0, src, dst, cos, sin);
+        } else {
+            let task = MIN_TASK_ELEMS.div_ceil(d) * d;
+            src.par_chunks(task)
+                .zip(dst.par_chunks_mut(task))
+                .enumerate()
+                .for_each(|(i, (src, dst))| self.turn_task(rows, i * task / d, src, dst, cos, sin));
+        }
+        // SAFETY: the tasks above cover `dst`, the first `src.len()` elements of the spare
+        // capacity, and each row writes every one of its `d` elements (`rotary_dim` turned, the
+        // rest passed; `slices` checked `rotary_dim <= d`).
+        unsafe { out.set_len(src.len()) };
+        out
+    }
+
+    /// Turns the rows of `src` (whole rows, the first being row `first` of the input) into
+    /// `dst`, with AVX2's wider vectors where the CPU has them (the same operations, so the
+    /// same bits).
+    fn turn_task<T: Lane>(
+        &self,
+        rows: Rows,
+        first: usize,
+        src: &[T],
+        dst: &mut [MaybeUninit<T>],
+        cos: &[T::Math],
+        sin: &[T::Math],
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2.
+            return unsafe { self.turn_rows_avx2(rows, first, src, dst, cos, sin) };
+        }
+        self.turn_rows(rows, first, src, dst, cos, sin)
+    }
+
+    /// [`turn_rows`](Self::turn_rows) compiled for AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn turn_rows_avx2<T: Lane>(
+        &self,
+        rows: Rows,
+        first: usize,
+        src: &[T],
+        dst: &mut [MaybeUninit<T>],
+        cos: &[T::Math],
+        sin: &[T::Math],
+    ) {
+        self.turn_rows(rows, first, src, dst, cos, sin)
+    }
+
+    /// Turns the rows of `src`, the first being row `first` of the input, into `dst`.
+    #[inline(always)]
+    fn turn_rows<T: Lane>(
+        &self,
+        Rows { d, heads, seq }: Rows,
+        first: usize,
+        src: &[T],
+        dst: &mut [MaybeUninit<T>],
+        cos: &[T::Math],
+        sin: &[T::Math],
+    ) {
+        let (rotary, half) = (self.rotary_dim, self.rotary_dim / 2);
+        for (row, (src, dst)) in (first..).zip(src.chunks(d).zip(dst.chunks_mut(d))) {
             let token = row / (heads * seq) * seq + row % seq;
             let at = self.positions[token] as usize * half;
             let (cos, sin) = (&cos[at..at + half], &sin[at..at + half]);
@@ -90,24 +158,7 @@ impl RotateRows<'_> {
                     self.turn_pairs(src, dst, cos, sin, |y| y * k);
                 }
             }
-        };
-        if src.len() <= MIN_TASK_ELEMS {
-            src.chunks(d)
-                .zip(dst.chunks_mut(d))
-                .enumerate()
-                .for_each(turn_row);
-        } else {
-            src.par_chunks(d)
-                .zip(dst.par_chunks_mut(d))
-                .enumerate()
-                .with_min_len(MIN_TASK_ELEMS.div_ceil(d))
-                .for_each(turn_row);
         }
-        // SAFETY: the rows above cover `dst`, the first `src.len()` elements of the spare
-        // capacity, and each writes every one of its `d` elements (`rotary_dim` turned, the
-        // rest passed; `slices` checked `rotary_dim <= d`).
-        unsafe { out.set_len(src.len()) };
-        out
     }
 
     /// Turns the `rotary_dim` features of one row, each result times `scale` before its one
@@ -188,6 +239,15 @@ impl RotateRows<'_> {
         }
         Ok((src, cos, sin))
     }
+}
+
+/// The shape of the rows: `d` features each, in `(batch, heads, seq)` order (`seq` 1 for
+/// `(tokens, heads, d)` inputs).
+#[derive(Clone, Copy)]
+struct Rows {
+    d: usize,
+    heads: usize,
+    seq: usize,
 }
 
 impl CustomOp3 for RotateRows<'_> {
