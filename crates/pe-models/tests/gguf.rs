@@ -292,12 +292,41 @@ fn llama31_gguf_runs_past_its_context() -> Result<()> {
     Ok(())
 }
 
+/// The `ids:` line `generate --model gguf` prints for the fixtures' 12-token prompt at
+/// `offset`, `new` tokens.
+fn generate_ids(gguf: &std::path::Path, offset: &str, new: &str) -> Result<String> {
+    let argv = [
+        "generate",
+        "--model",
+        gguf.to_str().unwrap(),
+        "--prompt-ids",
+        "1,87,14,101,33,59,120,7,76,45,98,23",
+        "--max-new",
+        new,
+        "--position-offset",
+        offset,
+    ];
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = pe_models::generate_cli::main_with(argv, gguf, &mut out, &mut err);
+    assert_eq!(
+        code,
+        std::process::ExitCode::SUCCESS,
+        "{}",
+        String::from_utf8_lossy(&err)
+    );
+    let out = String::from_utf8(out)?;
+    Ok(out
+        .lines()
+        .find(|l| l.starts_with("ids:"))
+        .unwrap_or("")
+        .to_string())
+}
+
 /// `generate --model llama31.gguf --position-offset 100000` (and 200,000, past the context):
 /// transformers' greedy ids.
 #[test]
 fn generate_runs_llama31_past_its_context() -> Result<()> {
     let dir = pe_testkit::fixture("gguf");
-    let prompt = "1,87,14,101,33,59,120,7,76,45,98,23";
     for (reference, file) in [
         ("llama31_f32_beyond", "llama31_f32"),
         ("llama31_q8_0_act_beyond", "llama31_q8_0"),
@@ -308,25 +337,6 @@ fn generate_runs_llama31_past_its_context() -> Result<()> {
         )?;
         let gguf = dir.join(format!("{file}.gguf"));
         for start in ["100000", "200000"] {
-            let argv = [
-                "generate",
-                "--model",
-                gguf.to_str().unwrap(),
-                "--prompt-ids",
-                prompt,
-                "--max-new",
-                "9",
-                "--position-offset",
-                start,
-            ];
-            let (mut out, mut err) = (Vec::new(), Vec::new());
-            let code = pe_models::generate_cli::main_with(argv, &gguf, &mut out, &mut err);
-            assert_eq!(
-                code,
-                std::process::ExitCode::SUCCESS,
-                "{}",
-                String::from_utf8_lossy(&err)
-            );
             let want: Vec<String> = t[&format!("at{start}.generated_ids")]
                 .to_dtype(DType::I64)?
                 .flatten_all()?
@@ -334,10 +344,10 @@ fn generate_runs_llama31_past_its_context() -> Result<()> {
                 .iter()
                 .map(|i| i.to_string())
                 .collect();
-            let out = String::from_utf8(out)?;
-            assert!(
-                out.lines().any(|l| l == format!("ids: {}", want.join(" "))),
-                "{reference} at {start}: {out}"
+            assert_eq!(
+                generate_ids(&gguf, start, "9")?,
+                format!("ids: {}", want.join(" ")),
+                "{reference} at {start}"
             );
         }
     }
@@ -350,7 +360,6 @@ fn generate_runs_llama31_past_its_context() -> Result<()> {
 #[test]
 fn generate_takes_a_gguf_file() -> Result<()> {
     let dir = pe_testkit::fixture("gguf");
-    let prompt = "1,87,14,101,33,59,120,7,76,45,98,23";
     for model in CASES {
         for weights in ["f32", "q8_0"] {
             let case = format!("{model}_{weights}");
@@ -364,33 +373,7 @@ fn generate_takes_a_gguf_file() -> Result<()> {
                 &Device::Cpu,
             )?;
             let gguf = dir.join(format!("{case}.gguf"));
-            let ids_line = |offset: &str, new: &str| -> Result<String> {
-                let (mut out, mut err) = (Vec::new(), Vec::new());
-                let argv = [
-                    "generate",
-                    "--model",
-                    gguf.to_str().unwrap(),
-                    "--prompt-ids",
-                    prompt,
-                    "--max-new",
-                    new,
-                    "--position-offset",
-                    offset,
-                ];
-                let code = pe_models::generate_cli::main_with(argv, &gguf, &mut out, &mut err);
-                assert_eq!(
-                    code,
-                    std::process::ExitCode::SUCCESS,
-                    "{}",
-                    String::from_utf8_lossy(&err)
-                );
-                let out = String::from_utf8(out)?;
-                Ok(out
-                    .lines()
-                    .find(|l| l.starts_with("ids:"))
-                    .unwrap_or("")
-                    .to_string())
-            };
+            let ids_line = |offset: &str, new: &str| generate_ids(&gguf, offset, new);
             let want: Vec<String> = t["decode.generated_ids"]
                 .to_dtype(DType::I64)?
                 .to_vec2::<i64>()?[0]
