@@ -23,7 +23,7 @@
 #   mrope_models -> crates/pe-testkit/fixtures/models/{qwen2_vl,qwen3_vl}/ (as models): the language models of tiny
 #             random Qwen2-VL and Qwen3-VL called with M-RoPE ids from get_rope_index (image runs), prefill, cached
 #             decode with rope_deltas, and the same at ids + 20,000.
-#   gguf  ->  crates/pe-testkit/fixtures/gguf/<model>_<f32|q8_0>.{gguf,json,safetensors}: the tiny Llama 3.1, Qwen2.5
+#   gguf_files -> crates/pe-testkit/fixtures/gguf/<model>_<f32|q8_0>.{gguf,json,safetensors}: the tiny Llama 3.1, Qwen2.5
 #             YaRN and Phi-3 LongRoPE checkpoints above converted as llama.cpp's converter does (gguf's GGUFWriter),
 #             and transformers' logits on their dequantized weights; rope-only files for real Llama 3 heads.
 #   grids ->  crates/pe-testkit/fixtures/grids/<case>.json + <case>.safetensors: diffusers' FLUX.1 / FLUX.2 /

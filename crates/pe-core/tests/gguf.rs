@@ -1,6 +1,6 @@
 //! Rope read from GGUF files (`GgufRope::from_gguf`) against the same model's `config.json`
 //! (`from_hf_config`): the files are written by llama.cpp's own writer the way its converter
-//! writes them (`scripts/fixtures/gguf.py`), and hand-built files hold every layout and quirk.
+//! writes them (`scripts/fixtures/gguf_files.py`), and hand-built files hold every layout and quirk.
 
 use std::io::Cursor;
 

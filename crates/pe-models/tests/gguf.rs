@@ -1,5 +1,5 @@
 //! The reference decoder read from GGUF files (`LlamaFamily::from_gguf`) against transformers'
-//! logits on the same dequantized weights (fixtures written by `scripts/fixtures/gguf.py`):
+//! logits on the same dequantized weights (fixtures written by `scripts/fixtures/gguf_files.py`):
 //! Llama 3.1 (llama3 rope recovered from `rope_freqs`, Q/K permuted by the converter), Qwen2.5
 //! YaRN, Phi-3 LongRoPE (f32 factors) and Mistral (converted as llama), each in F32 and Q8_0.
 //!
