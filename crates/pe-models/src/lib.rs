@@ -50,6 +50,7 @@ mod config;
 mod generate;
 pub mod generate_cli;
 mod gguf;
+mod kv_buffer;
 mod layers;
 mod llama;
 mod m2m100;

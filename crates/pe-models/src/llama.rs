@@ -10,6 +10,7 @@ use candle_nn::{Embedding, RmsNorm, VarBuilder};
 use candle_pe_nn::{LayerRotary, Positions, RotaryEmbedding};
 
 use crate::config::{LayerType, LlamaConfig, ModelType};
+use crate::kv_buffer::KvBuffer;
 use crate::layers::{checkpoint, masked_softmax, rms_norm, tensor, SideBySide};
 use crate::proj::{proj, Proj, QWeights};
 use crate::stream::{CachePolicy, Stream, Surgery};
@@ -26,10 +27,11 @@ struct Attention {
     head_dim: usize,
     /// The rotation of q and k (and the scale of q) by position, or none on a NoPE layer.
     rotary: LayerRotary,
-    /// Keys (rotated) and values of the tokens seen: the keys transposed, `(batch, kv_heads,
-    /// head_dim, len)`, as the scores' matmul reads them, and the values `(batch, kv_heads, len,
-    /// head_dim)`; the last `window` tokens with a sliding window.
-    cache: Option<(Tensor, Tensor)>,
+    /// Keys (rotated) of the tokens seen, transposed, `(batch, kv_heads, head_dim, len)`, as the
+    /// scores' matmul reads them; the last `window` tokens with a sliding window.
+    keys: KvBuffer,
+    /// Values of the tokens seen, `(batch, kv_heads, len, head_dim)`, as `keys`.
+    values: KvBuffer,
     window: Option<usize>,
     /// Chunked attention's chunk (Llama 4): a query sees the earlier keys of its chunk only.
     chunk: Option<usize>,
@@ -40,7 +42,7 @@ struct Attention {
     scale: f64,
     /// With a [`CachePolicy`]: the cached keys before rotation, `(batch, kv_heads, len,
     /// head_dim)`, from which kept keys are rotated again at their new positions.
-    unrotated: Option<Tensor>,
+    unrotated: KvBuffer,
     /// With a [`CachePolicy`]: the keys before rotation and the values of the last step's new
     /// tokens, as first computed.
     fresh: Option<(Tensor, Tensor)>,
@@ -96,12 +98,13 @@ impl Attention {
             kv_heads: kvh,
             head_dim: d,
             rotary,
-            cache: None,
+            keys: KvBuffer::new(3),
+            values: KvBuffer::new(2),
             window,
             chunk,
             l2_norm,
             scale: 1.0 / cfg.query_pre_attn_scalar.sqrt(),
-            unrotated: None,
+            unrotated: KvBuffer::new(2),
             fresh: None,
         })
     }
@@ -139,37 +142,34 @@ impl Attention {
         // Partial rotary returns a concatenated view: matmul wants contiguous rows. The new keys
         // are transposed once here, so a decode step does not transpose the whole cache.
         let (q, kt) = (q.contiguous()?, k.t()?.contiguous()?);
-        let (kt, v) = match stream {
-            Some(step) => {
-                if let Some((surgery, moved)) = step.surgery {
-                    self.operate(surgery, moved)?;
-                }
-                self.fresh = Some((unrotated.clone(), v.clone()));
-                let (kt, v, unrotated) = match (&self.cache, &self.unrotated) {
-                    (Some((pk, pv)), Some(pu)) => (
-                        Tensor::cat(&[pk, &kt], 3)?,
-                        Tensor::cat(&[pv, &v], 2)?,
-                        Tensor::cat(&[pu, &unrotated], 2)?,
-                    ),
-                    _ => (kt, v, unrotated),
-                };
-                self.unrotated = Some(unrotated);
-                self.cache = Some((kt.clone(), v.clone()));
-                (kt, v)
+        if let Some(step) = &stream {
+            if let Some((surgery, moved)) = step.surgery {
+                self.operate(surgery, moved)?;
             }
-            None => {
-                let (kt, v) = match &self.cache {
-                    Some((pk, pv)) => (Tensor::cat(&[pk, &kt], 3)?, Tensor::cat(&[pv, &v], 2)?),
-                    None => (kt, v),
-                };
-                self.cache = Some((self.keep(&kt, 3)?, self.keep(&v, 2)?));
-                (kt, v)
-            }
+            self.fresh = Some((unrotated.clone(), v.clone()));
+            self.unrotated.append(&unrotated)?;
+        }
+        self.keys.append(&kt)?;
+        self.values.append(&v)?;
+        let (Some(kt), Some(v)) = (self.keys.get()?, self.values.get()?) else {
+            bail!("the KV cache holds no tokens")
         };
-        let (kt, v) = (repeat_kv(&kt, h / kvh)?, repeat_kv(&v, h / kvh)?);
-        let scores = (q.matmul(&kt)? * self.scale)?;
-        let probs = masked_softmax(&scores, mask, v.dtype())?;
-        let out = probs.matmul(&v)?.transpose(1, 2)?.reshape((b, s, h * d))?;
+        if let (None, Some(w)) = (&stream, self.window) {
+            // No later query sees further back.
+            self.keys.keep_last(w);
+            self.values.keep_last(w);
+        }
+        // Each kv head's group of query heads as one matrix of rows: the cache is read once,
+        // not repeated per query head.
+        let (n, rep) = (v.dim(2)?, h / kvh);
+        let q = q.reshape((b, kvh, rep * s, d))?;
+        let scores = (q.matmul(&kt)? * self.scale)?.reshape((b, h, s, n))?;
+        let probs = masked_softmax(&scores, mask, v.dtype())?.reshape((b, kvh, rep * s, n))?;
+        let out = probs
+            .matmul(&v)?
+            .reshape((b, h, s, d))?
+            .transpose(1, 2)?
+            .reshape((b, s, h * d))?;
         self.o.forward(&out)
     }
 
@@ -178,44 +178,18 @@ impl Attention {
     /// moved)`), as the new keys are rotated: one rounding from the exact rotation at the new
     /// position, however often a token moves.
     fn operate(&mut self, surgery: &Surgery, moved: &Positions) -> Result<()> {
-        let (Some((kt, v)), Some(unrotated)) = (&self.cache, &self.unrotated) else {
+        let len = self.unrotated.len();
+        if len == 0 {
             return Ok(());
-        };
-        let len = v.dim(2)?;
-        // `t` without the tokens of `range` along `axis`; `keep` replaces those of `replace`.
-        let splice = |t: &Tensor,
-                      axis: usize,
-                      range: &std::ops::Range<usize>,
-                      middle: Option<&Tensor>|
-         -> Result<Tensor> {
-            let total = t.dim(axis)?;
-            let mut parts = vec![];
-            if range.start > 0 {
-                parts.push(t.narrow(axis, 0, range.start)?);
-            }
-            if let Some(m) = middle {
-                parts.push(m.clone());
-            }
-            if range.end < total {
-                parts.push(t.narrow(axis, range.end, total - range.end)?);
-            }
-            Ok(match parts.len() {
-                1 => parts.remove(0).contiguous()?,
-                _ => Tensor::cat(&parts, axis)?,
-            })
-        };
+        }
         let drop = &surgery.drop;
-        let (mut kt, v, unrotated) = if drop.is_empty() || drop.end > len {
-            (kt.clone(), v.clone(), unrotated.clone())
-        } else {
-            (
-                splice(kt, 3, drop, None)?,
-                splice(v, 2, drop, None)?,
-                splice(unrotated, 2, drop, None)?,
-            )
-        };
+        if !drop.is_empty() && drop.end <= len {
+            self.keys.remove(drop.clone())?;
+            self.values.remove(drop.clone())?;
+            self.unrotated.remove(drop.clone())?;
+        }
         let m = surgery.moved.len();
-        if m > 0 {
+        if let (true, Some(unrotated)) = (m > 0, self.unrotated.get()?) {
             let keys = unrotated.narrow(2, surgery.moved.start, m)?.contiguous()?;
             let turned = match (self.rotary.rotary(), moved.dims().len()) {
                 (Some(rotary), 3) => rotary.apply_k_mrope(&keys, moved)?,
@@ -223,42 +197,16 @@ impl Attention {
                 // A NoPE layer's keys stay as they are wherever they move.
                 (None, _) => keys,
             };
-            kt = splice(&kt, 3, &surgery.moved, Some(&turned.t()?.contiguous()?))?;
+            self.keys
+                .write(surgery.moved.start, &turned.t()?.contiguous()?)?;
         }
-        self.cache = Some((kt, v));
-        self.unrotated = Some(unrotated);
         Ok(())
-    }
-
-    /// What the cache keeps of `t`, whose tokens lie along axis `axis`: all of it, or with a
-    /// sliding window `w` the last `w` tokens (no later query sees further back), copied out so
-    /// the longer tensor is freed.
-    fn keep(&self, t: &Tensor, axis: usize) -> Result<Tensor> {
-        let len = t.dim(axis)?;
-        Ok(match self.window {
-            Some(w) if len > w => t.narrow(axis, len - w, w)?.force_contiguous()?,
-            _ => t.clone(),
-        })
     }
 
     /// Keys and values held per head.
     fn held(&self) -> usize {
-        self.cache
-            .as_ref()
-            .map_or(0, |(_, v)| v.dim(2).unwrap_or(0))
+        self.values.len()
     }
-}
-
-/// `(batch, kv_heads, m, n)` -> `(batch, kv_heads * n_rep, m, n)`, each kv head repeated for the
-/// query heads of its group (values `(.., len, d)` or transposed keys `(.., d, len)`), by `cat`
-/// (a decode step spends less in its block copies than in a reshaped broadcast's strided copy).
-fn repeat_kv(x: &Tensor, n_rep: usize) -> Result<Tensor> {
-    if n_rep == 1 {
-        return Ok(x.clone());
-    }
-    let (b, kvh, m, n) = x.dims4()?;
-    let copies = vec![x; n_rep];
-    Ok(Tensor::cat(&copies, 2)?.reshape((b, kvh * n_rep, m, n))?)
 }
 
 /// The gated MLP: `down(act(gate(x)) * up(x))`, `act` SiLU or Gemma's GELU; Phi-3 stacks gate
@@ -543,8 +491,9 @@ impl LlamaFamily {
     /// Empties the KV cache (the next forward starts a new sequence).
     pub fn clear_cache(&mut self) {
         for layer in &mut self.layers {
-            layer.attn.cache = None;
-            layer.attn.unrotated = None;
+            layer.attn.keys.clear();
+            layer.attn.values.clear();
+            layer.attn.unrotated.clear();
             layer.attn.fresh = None;
         }
         self.cached = 0;
@@ -666,10 +615,14 @@ impl LlamaFamily {
     /// [`Self::from_gguf`] on a file whose pairs are adjacent, the keys' head dimensions are in
     /// the file's order.)
     pub fn kv_cache(&self, layer: usize) -> Result<Option<(Tensor, Tensor)>> {
-        let Some((kt, v)) = self.layers.get(layer).and_then(|l| l.attn.cache.as_ref()) else {
+        let Some(attn) = self.layers.get(layer).map(|l| &l.attn) else {
             return Ok(None);
         };
-        Ok(Some((kt.t()?.contiguous()?, v.clone())))
+        let (Some(kt), Some(v)) = (attn.keys.get()?, attn.values.get()?) else {
+            return Ok(None);
+        };
+        // Copies: the cache writes over its tensors in place.
+        Ok(Some((kt.t()?.force_contiguous()?, v.force_contiguous()?)))
     }
 
     /// With a cache policy, layer `layer`'s keys before rotation and values of the tokens of the
