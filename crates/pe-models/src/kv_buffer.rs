@@ -141,3 +141,94 @@ impl KvBuffer {
         self.buffer.clone().context("the KV cache holds no tokens")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    /// The tokens `from .. from + n` along `axis` of a `(2, 3, 4)` tensor's shape, each value
+    /// telling its token and its place apart.
+    fn tokens(axis: usize, from: usize, n: usize) -> Result<Tensor> {
+        let mut dims = vec![2, 3, 4];
+        dims[axis] = n;
+        let count: usize = dims.iter().product();
+        let t = Tensor::arange(0u32, count as u32, &Device::Cpu)?
+            .to_dtype(candle_core::DType::F32)?
+            .reshape(dims)?;
+        Ok((t + 1000.0 * from as f64)?)
+    }
+
+    /// `t` along `axis` without `range`, by `cat`.
+    fn without(t: &Tensor, axis: usize, range: Range<usize>) -> Result<Tensor> {
+        let len = t.dim(axis)?;
+        let head = t.narrow(axis, 0, range.start)?;
+        let tail = t.narrow(axis, range.end, len - range.end)?;
+        Ok(Tensor::cat(&[head, tail], axis)?)
+    }
+
+    fn same(cache: &KvBuffer, reference: &Tensor) -> Result<()> {
+        let held = cache.get()?.expect("tokens held");
+        let (a, b) = (held.flatten_all()?, reference.flatten_all()?);
+        assert_eq!(a.to_vec1::<f32>()?, b.to_vec1::<f32>()?);
+        assert_eq!(cache.len(), reference.dim(cache.axis)?);
+        Ok(())
+    }
+
+    /// Appends, drops (either side the shorter), writes, keeps the last tokens and clones: the
+    /// tokens held are always those of the same steps done by `cat` and `narrow`.
+    #[test]
+    fn holds_what_cat_and_narrow_give() -> Result<()> {
+        for axis in [1, 2] {
+            let mut cache = KvBuffer::new(axis);
+            let mut reference = tokens(axis, 0, 5)?;
+            cache.append(&reference)?;
+            let mut next = 1;
+            for step in 0..12 {
+                let n = 1 + step % 3;
+                let t = tokens(axis, next, n)?;
+                next += 1;
+                cache.append(&t)?;
+                reference = Tensor::cat(&[&reference, &t], axis)?;
+                same(&cache, &reference)?;
+                let len = cache.len();
+                // A short head, then a short tail, dropped.
+                let range = match step % 2 {
+                    0 => 1..3,
+                    _ => len - 3..len - 1,
+                };
+                cache.remove(range.clone())?;
+                reference = without(&reference, axis, range)?;
+                same(&cache, &reference)?;
+                let t = tokens(axis, next, 2)?;
+                next += 1;
+                cache.write(1, &t)?;
+                let len = reference.dim(axis)?;
+                reference = Tensor::cat(
+                    &[
+                        &reference.narrow(axis, 0, 1)?,
+                        &t,
+                        &reference.narrow(axis, 3, len - 3)?,
+                    ],
+                    axis,
+                )?;
+                same(&cache, &reference)?;
+                if step % 4 == 3 {
+                    cache.keep_last(4);
+                    reference = reference.narrow(axis, len - 4, 4)?;
+                    same(&cache, &reference)?;
+                }
+            }
+            // A clone and its original write over their shared tensor apart.
+            let mut copy = cache.clone();
+            let (a, b) = (tokens(axis, 100, 1)?, tokens(axis, 200, 1)?);
+            cache.write(0, &b)?;
+            copy.append(&a)?;
+            let len = reference.dim(axis)?;
+            let rest = reference.narrow(axis, 1, len - 1)?;
+            same(&copy, &Tensor::cat(&[&reference, &a], axis)?)?;
+            same(&cache, &Tensor::cat(&[&b, &rest], axis)?)?;
+        }
+        Ok(())
+    }
+}
