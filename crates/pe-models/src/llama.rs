@@ -154,6 +154,12 @@ impl Attention {
         let (Some(kt), Some(v)) = (self.keys.get()?, self.values.get()?) else {
             bail!("the KV cache holds no tokens")
         };
+        // The cache's views skip its room between rows: CPU matmuls read them as they are, CUDA's
+        // and Metal's take packed rows only.
+        let (kt, v) = match kt.device().is_cpu() {
+            true => (kt, v),
+            false => (kt.contiguous()?, v.contiguous()?),
+        };
         if let (None, Some(w)) = (&stream, self.window) {
             // No later query sees further back.
             self.keys.keep_last(w);
