@@ -138,6 +138,18 @@ fn check_dense(case: &str, d: &Distances) {
 /// The fixtures' models: Llama 3.1 (llama3 rope recovered from `rope_freqs`), Qwen2.5 YaRN,
 /// Phi-3 LongRoPE, and Mistral (written as `llama` by the converter, Q/K permuted, its sliding
 /// window dropped: transformers' reference runs without one).
+/// transformers' tensors of the reference `name` (`gguf/<name>.safetensors`).
+fn reference(name: &str) -> Result<HashMap<String, Tensor>> {
+    let path = pe_testkit::fixture("gguf").join(format!("{name}.safetensors"));
+    Ok(candle_core::safetensors::load(path, &Device::Cpu)?)
+}
+
+/// The past-the-context references and the Llama 3.1 file each replays.
+const BEYOND: [(&str, &str); 2] = [
+    ("llama31_f32_beyond", "llama31_f32"),
+    ("llama31_q8_0_act_beyond", "llama31_q8_0"),
+];
+
 const CASES: [&str; 4] = ["llama31", "qwen25_yarn", "phi3_longrope", "mistral"];
 
 /// The dense twin, every weight dequantized: transformers' logits on the same weights.
@@ -249,14 +261,8 @@ fn greedy_from(
 #[test]
 fn llama31_gguf_runs_past_its_context() -> Result<()> {
     let dir = pe_testkit::fixture("gguf");
-    for (reference, file) in [
-        ("llama31_f32_beyond", "llama31_f32"),
-        ("llama31_q8_0_act_beyond", "llama31_q8_0"),
-    ] {
-        let t: HashMap<String, Tensor> = candle_core::safetensors::load(
-            dir.join(format!("{reference}.safetensors")),
-            &Device::Cpu,
-        )?;
+    for (name, file) in BEYOND {
+        let t = reference(name)?;
         let mut model =
             LlamaFamily::from_gguf(dir.join(format!("{file}.gguf")), DType::F32, &Device::Cpu)?;
         let (ours0, ours0_steps, _) = greedy_from(&mut model, &t, 0)?;
@@ -266,7 +272,7 @@ fn llama31_gguf_runs_past_its_context() -> Result<()> {
                 .flatten_all()?
                 .to_dtype(DType::U32)?
                 .to_vec1::<u32>()?;
-            assert_eq!(ids, want, "{reference} at {start}: greedy ids");
+            assert_eq!(ids, want, "{name} at {start}: greedy ids");
             for (what, ours, ours0) in [
                 ("logits", &prefill, &ours0),
                 ("decode_logits", &steps, &ours0_steps),
@@ -276,15 +282,15 @@ fn llama31_gguf_runs_past_its_context() -> Result<()> {
                 let d = max_diff(ours, tf)?;
                 let shift = max_diff(ours, ours0)?;
                 println!(
-                    "{reference:>24} at {start:>6} {what:>13}: {d:.3e} (ours vs ours at 0: {shift:.3e}; transformers' drift {drift:.3e})"
+                    "{name:>24} at {start:>6} {what:>13}: {d:.3e} (ours vs ours at 0: {shift:.3e}; transformers' drift {drift:.3e})"
                 );
                 assert!(
                     shift <= TOL,
-                    "{reference} at {start} {what}: ours moved by {shift}"
+                    "{name} at {start} {what}: ours moved by {shift}"
                 );
                 assert!(
                     d <= TOL + drift,
-                    "{reference} at {start} {what}: {d} > {TOL} + {drift}"
+                    "{name} at {start} {what}: {d} > {TOL} + {drift}"
                 );
             }
         }
@@ -327,14 +333,8 @@ fn generate_ids(gguf: &std::path::Path, offset: &str, new: &str) -> Result<Strin
 #[test]
 fn generate_runs_llama31_past_its_context() -> Result<()> {
     let dir = pe_testkit::fixture("gguf");
-    for (reference, file) in [
-        ("llama31_f32_beyond", "llama31_f32"),
-        ("llama31_q8_0_act_beyond", "llama31_q8_0"),
-    ] {
-        let t: HashMap<String, Tensor> = candle_core::safetensors::load(
-            dir.join(format!("{reference}.safetensors")),
-            &Device::Cpu,
-        )?;
+    for (name, file) in BEYOND {
+        let t = reference(name)?;
         let gguf = dir.join(format!("{file}.gguf"));
         for start in ["100000", "200000"] {
             let want: Vec<String> = t[&format!("at{start}.generated_ids")]
@@ -347,7 +347,7 @@ fn generate_runs_llama31_past_its_context() -> Result<()> {
             assert_eq!(
                 generate_ids(&gguf, start, "9")?,
                 format!("ids: {}", want.join(" ")),
-                "{reference} at {start}"
+                "{name} at {start}"
             );
         }
     }
@@ -364,14 +364,10 @@ fn generate_takes_a_gguf_file() -> Result<()> {
         for weights in ["f32", "q8_0"] {
             let case = format!("{model}_{weights}");
             // Q8_0's ids are those of transformers with the same rounded activations.
-            let reference = match weights {
-                "q8_0" => format!("{case}_act"),
-                _ => case.clone(),
+            let t = match weights {
+                "q8_0" => reference(&format!("{case}_act"))?,
+                _ => reference(&case)?,
             };
-            let t: HashMap<String, Tensor> = candle_core::safetensors::load(
-                dir.join(format!("{reference}.safetensors")),
-                &Device::Cpu,
-            )?;
             let gguf = dir.join(format!("{case}.gguf"));
             let ids_line = |offset: &str, new: &str| generate_ids(&gguf, offset, new);
             let want: Vec<String> = t["decode.generated_ids"]
