@@ -14,6 +14,7 @@
 //! # Ok::<(), candle_pe_core::Error>(())
 //! ```
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use candle_core::{DType, Device, Tensor, D};
@@ -199,6 +200,20 @@ impl Positions {
     /// the constructor); `None` on other devices.
     pub fn host(&self) -> Option<&[i64]> {
         self.host.as_deref()
+    }
+
+    /// The values, flattened in row-major order: [`host`](Self::host)'s, or read from the
+    /// device they live on.
+    pub(crate) fn values(&self) -> Result<Cow<'_, [i64]>> {
+        Ok(match self.host() {
+            Some(values) => Cow::Borrowed(values),
+            None => Cow::Owned(
+                self.tensor
+                    .flatten_all()?
+                    .to_dtype(DType::I64)?
+                    .to_vec1::<i64>()?,
+            ),
+        })
     }
 
     /// The smallest position, `None` when there are none.

@@ -36,20 +36,11 @@ impl QueryScale {
     /// on their device.
     pub fn at(&self, positions: &impl ToPositions, dtype: DType) -> Result<Tensor> {
         let positions = positions.to_positions()?;
-        let host;
-        let values = match positions.host() {
-            Some(values) => values,
-            None => {
-                host = positions
-                    .tensor()
-                    .to_device(&Device::Cpu)?
-                    .to_dtype(DType::I64)?
-                    .flatten_all()?
-                    .to_vec1::<i64>()?;
-                &host[..]
-            }
-        };
-        let values: Vec<f64> = values.iter().map(|&p| self.value(p as usize)).collect();
+        let values: Vec<f64> = positions
+            .values()?
+            .iter()
+            .map(|&p| self.value(p as usize))
+            .collect();
         to_tensor(values, positions.dims(), dtype, positions.device())
     }
 }

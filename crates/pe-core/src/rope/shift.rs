@@ -141,14 +141,7 @@ fn checked_pair(
 
 /// The values of checked positions, flattened, read to the host when they live elsewhere.
 fn host(positions: &Positions) -> Result<Vec<i64>> {
-    Ok(match positions.host() {
-        Some(values) => values.to_vec(),
-        None => positions
-            .tensor()
-            .flatten_all()?
-            .to_dtype(DType::I64)?
-            .to_vec1::<i64>()?,
-    })
+    Ok(positions.values()?.into_owned())
 }
 
 /// The shift tables of `N` position axes: token `t`'s slot `k` turns from `from[axis(k)][t]` in
