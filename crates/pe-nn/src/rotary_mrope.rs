@@ -70,40 +70,38 @@ impl RotaryEmbedding {
     /// before rotation and rotated at the ids the cache gives them.
     pub fn apply_k_mrope(&self, k: &Tensor, position_ids: &impl ToPositions) -> Result<Tensor> {
         let layout = self.check("k", k)?;
-        let (positions, cos, sin) = self.mrope_tables("k", k, layout, position_ids)?;
+        let (positions, cos, sin) =
+            self.mrope_tables("apply_k_mrope", "k", k, layout, position_ids)?;
         if self.one_pass(k, Path::Fused) {
             let rows: Vec<i64> = (0..positions.tensor().dim(1)? * positions.tensor().dim(2)?)
                 .map(|r| r as i64)
                 .collect();
             return self.rows_op(&rows, rows.len()).apply(k, &cos, &sin);
         }
-        Ok(self
-            .rotate_both(k, k, layout, &cos, &sin, None, Path::Fused)?
-            .1)
+        if k.elem_count() == 0 {
+            return Ok(k.clone());
+        }
+        self.rotate(k, layout, &cos, &sin, None, Path::Fused)
     }
 
-    /// Checks `position_ids` against `x` (`(batch, heads, seq, head_dim)`, `name` in errors);
-    /// returns the positions and the M-RoPE tables at them, `(batch, seq, half)` on x's device.
+    /// Checks `position_ids` against `x` (`(batch, heads, seq, head_dim)`; `op` and `name` in
+    /// errors); returns the positions and the M-RoPE tables at them, `(batch, seq, half)` on x's
+    /// device.
     fn mrope_tables(
         &self,
+        op: &str,
         name: &str,
         x: &Tensor,
         layout: Layout,
         position_ids: &impl ToPositions,
     ) -> Result<(Positions, Tensor, Tensor)> {
-        let Layout::Bhsd { batch, seq } = layout else {
-            bail!(
-                "M-RoPE takes {name} of shape (batch, heads, seq, head_dim), got {:?}",
-                x.dims()
-            )
-        };
-        if position_ids.dims() != [3, batch, seq] {
-            bail!(
-                "position_ids must have shape (3, batch, seq) = [3, {batch}, {seq}] for {name} {:?}, got {:?}",
-                x.dims(),
-                position_ids.dims()
-            )
-        }
+        check_mrope_ids(
+            op,
+            name,
+            x,
+            layout,
+            &[("position_ids", position_ids.dims())],
+        )?;
         let positions = position_ids.to_positions()?;
         let (cos, sin) = self.rope().at_mrope(&positions, table_dtype(x.dtype()))?;
         let (cos, sin) = (cos.to_device(x.device())?, sin.to_device(x.device())?);
@@ -123,7 +121,8 @@ impl RotaryEmbedding {
         path: Path,
     ) -> Result<(Tensor, Tensor)> {
         let layout = self.check_pair(q, k)?;
-        let (positions, cos, sin) = self.mrope_tables("q", q, layout, position_ids)?;
+        let (positions, cos, sin) =
+            self.mrope_tables("apply_mrope", "q", q, layout, position_ids)?;
         let (batch, seq) = (positions.tensor().dim(1)?, positions.tensor().dim(2)?);
         let dtype = table_dtype(q.dtype());
         // The query scale is a function of the text position: the temporal row, which is the
@@ -154,4 +153,30 @@ impl RotaryEmbedding {
         };
         self.rotate_both(q, k, layout, &cos, &sin, scale.as_ref(), path)
     }
+}
+
+/// Checks that `x`, the input `name` of the method `op`, is `(batch, heads, seq, head_dim)` and
+/// that each of `ids` (its name, its dims) is `(3, batch, seq)` M-RoPE position ids for it.
+pub(crate) fn check_mrope_ids(
+    op: &str,
+    name: &str,
+    x: &Tensor,
+    layout: Layout,
+    ids: &[(&str, &[usize])],
+) -> Result<()> {
+    let Layout::Bhsd { batch, seq } = layout else {
+        bail!(
+            "{op} takes {name} of shape (batch, heads, seq, head_dim), got {:?}",
+            x.dims()
+        )
+    };
+    for (ids_name, dims) in ids {
+        if *dims != [3, batch, seq] {
+            bail!(
+                "{ids_name} must have shape (3, batch, seq) = [3, {batch}, {seq}] for {name} {:?}, got {dims:?}",
+                x.dims()
+            )
+        }
+    }
+    Ok(())
 }

@@ -32,6 +32,7 @@ use candle_core::{bail, Device, Result, Tensor};
 use candle_pe_core::{Backend, ToPositions, MAX_POSITION};
 
 use crate::rotary::{table_dtype, Layout, Path, RotaryEmbedding};
+use crate::rotary_mrope::check_mrope_ids;
 
 /// How a shift is computed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,20 +123,13 @@ impl RotaryEmbedding {
         to: &impl ToPositions,
     ) -> Result<Tensor> {
         let layout = self.check("k", k)?;
-        let Layout::Bhsd { batch, seq } = layout else {
-            bail!(
-                "shift_mrope takes k of shape (batch, heads, seq, head_dim), got {:?}",
-                k.dims()
-            )
-        };
-        for (name, ids) in [("from", from.dims()), ("to", to.dims())] {
-            if ids != [3, batch, seq] {
-                bail!(
-                    "{name} must have shape (3, batch, seq) = [3, {batch}, {seq}] for k {:?}, got {ids:?}",
-                    k.dims()
-                )
-            }
-        }
+        check_mrope_ids(
+            "shift_mrope",
+            "k",
+            k,
+            layout,
+            &[("from", from.dims()), ("to", to.dims())],
+        )?;
         let (cos, sin) = self
             .rope()
             .at_shift_mrope(from, to, table_dtype(k.dtype()))?;
