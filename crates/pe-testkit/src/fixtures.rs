@@ -12,11 +12,15 @@
 use std::path::PathBuf;
 
 /// The path of the fixture file or folder `name` (as `"rope/llama31.json"` or
-/// `"models/m2m100"`); panics, naming the path, if there is none.
+/// `"models/m2m100"`); panics, naming the path, if there is none. The fixtures are this
+/// crate's `fixtures/` folder, or the folder `PE_TESTKIT_FIXTURES` names (a program built here
+/// and run on another machine, as `gpu_check`, carries a copy of them).
 pub fn fixture(name: &str) -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures")
-        .join(name);
+    let root = match std::env::var_os("PE_TESTKIT_FIXTURES") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures"),
+    };
+    let path = root.join(name);
     assert!(
         path.exists(),
         "no fixture {name} at {} (scripts/make-fixtures.sh writes them)",

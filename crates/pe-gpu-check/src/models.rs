@@ -1,0 +1,219 @@
+//! The reference decoders on the target: the logits of a prompt on the target against the
+//! CPU's (and against transformers' recorded ones) for the safetensors and GGUF fixtures, then
+//! greedy decode tokens/s on a GGUF fixture against candle-transformers' `quantized_llama` on
+//! the same device and file, in interleaved rounds.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use candle_core::quantized::gguf_file::Content;
+use candle_core::{DType, Device, Tensor};
+use candle_transformers::models::quantized_llama as qllama;
+use pe_models::{greedy, LlamaFamily};
+
+use crate::report::{Report, Timing};
+use crate::tables::host;
+use crate::Target;
+
+const SECTION: &str = "models";
+
+/// Safetensors fixtures (`models/NAME`) and GGUF ones (`gguf/NAME.gguf`, with the reference
+/// transformers recorded for them).
+const DIRS: [&str; 4] = ["llama31", "qwen3", "gemma3", "phi3_longrope"];
+const GGUFS: [(&str, &str); 4] = [
+    ("llama31_f32", "llama31_f32"),
+    ("llama31_q8_0", "llama31_q8_0_act"),
+    ("qwen25_yarn_q8_0", "qwen25_yarn_q8_0_act"),
+    ("phi3_longrope_q8_0", "phi3_longrope_q8_0_act"),
+];
+
+fn load(name: &str, device: &Device) -> Result<LlamaFamily> {
+    match name.ends_with("_f32") || name.contains("q8_0") {
+        true => LlamaFamily::from_gguf(
+            pe_testkit::fixture(&format!("gguf/{name}.gguf")),
+            DType::F32,
+            device,
+        ),
+        false => LlamaFamily::from_dir(
+            pe_testkit::fixture(&format!("models/{name}")),
+            DType::F32,
+            device,
+        ),
+    }
+}
+
+/// The prompt ids and transformers' prefill logits recorded in `outputs`.
+fn recorded(outputs: &Path) -> Result<(Vec<u32>, Tensor)> {
+    let rec = candle_core::safetensors::load(outputs, &Device::Cpu)
+        .with_context(|| format!("{}", outputs.display()))?;
+    let ids = rec
+        .get("prefill.input_ids")
+        .context("no prefill.input_ids")?;
+    let ids: Vec<u32> = ids.to_dtype(DType::U32)?.flatten_all()?.to_vec1()?;
+    let logits = rec
+        .get("prefill.logits")
+        .context("no prefill.logits")?
+        .clone();
+    Ok((ids, logits))
+}
+
+fn max_diff(a: &Tensor, b: &Tensor) -> Result<f64> {
+    let (a, b) = (host(a)?, host(b)?);
+    anyhow::ensure!(a.len() == b.len(), "{} and {} logits", a.len(), b.len());
+    Ok(a.iter().zip(&b).fold(0f64, |m, (x, y)| {
+        let d = (x - y).abs();
+        if d.is_nan() || m.is_nan() {
+            f64::NAN
+        } else {
+            m.max(d)
+        }
+    }))
+}
+
+/// The prefill logits `(1, seq, vocab)` of `ids` at positions `0..`.
+fn prefill(model: &mut LlamaFamily, ids: &[u32]) -> Result<Tensor> {
+    model.clear_cache();
+    let dev = model.device().clone();
+    let input = Tensor::new(ids, &dev)?.unsqueeze(0)?;
+    let pos = Tensor::arange(0u32, ids.len() as u32, &dev)?.unsqueeze(0)?;
+    model.forward(&input, &pos, None)
+}
+
+pub fn run(target: &Target, report: &mut Report) -> Result<()> {
+    let cases: Vec<(String, std::path::PathBuf, bool)> = DIRS
+        .iter()
+        .map(|n| {
+            (
+                n.to_string(),
+                pe_testkit::fixture(&format!("models/{n}/outputs.safetensors")),
+                false,
+            )
+        })
+        .chain(GGUFS.iter().map(|(n, r)| {
+            (
+                n.to_string(),
+                pe_testkit::fixture(&format!("gguf/{r}.safetensors")),
+                n.contains("q8_0"),
+            )
+        }))
+        .collect();
+    for (name, outputs, quantized) in cases {
+        report.attempt(SECTION, &name.clone(), |r| {
+            logits(target, r, &name, &outputs, quantized)
+        });
+    }
+    for name in ["llama31_q8_0", "llama31_f32"] {
+        report.attempt(SECTION, &format!("decode {name}"), |r| {
+            decode_speed(target, r, name)
+        });
+    }
+    Ok(())
+}
+
+/// A fixture's prefill logits on the target against the CPU's and transformers'.
+fn logits(
+    target: &Target,
+    report: &mut Report,
+    name: &str,
+    outputs: &Path,
+    quantized: bool,
+) -> Result<()> {
+    let dev = &target.device;
+    {
+        let (ids, tf) = recorded(outputs)?;
+        let cpu = prefill(&mut load(name, &Device::Cpu)?, &ids)?;
+        let ours = prefill(&mut load(name, dev)?, &ids)
+            .with_context(|| format!("{name} on the target"))?;
+        // f32 weights: the same sums in another order. Q8_0: the target's quantized matmul
+        // may round its inputs otherwise than the CPU's Q8_0 blocks (0.14 to 0.28 on these
+        // logits, measured on the CPU between rounded and unrounded inputs).
+        let bound = if quantized { 0.3 } else { 1e-4 };
+        report.check(
+            SECTION,
+            &format!("{name}: prefill logits, target vs CPU"),
+            max_diff(&ours, &cpu)?,
+            bound,
+        );
+        report.check(
+            SECTION,
+            &format!("{name}: prefill logits, target vs transformers"),
+            max_diff(&ours, &tf)?,
+            if quantized { 0.3 } else { 1e-4 },
+        );
+        let next = |t: &Tensor| -> Result<u32> {
+            Ok(t.squeeze(0)?
+                .get(ids.len() - 1)?
+                .argmax(0)?
+                .to_device(&Device::Cpu)?
+                .to_scalar()?)
+        };
+        report.check(
+            SECTION,
+            &format!("{name}: first greedy id, target vs CPU"),
+            (next(&ours)? != next(&cpu)?) as u8 as f64,
+            if quantized { 1.0 } else { 0.0 },
+        );
+    }
+    Ok(())
+}
+
+/// Greedy decode tokens/s of ours and candle-transformers' `quantized_llama` on one file,
+/// interleaved rounds; and whether their ids agree.
+fn decode_speed(target: &Target, report: &mut Report, name: &str) -> Result<()> {
+    let dev = &target.device;
+    let path = pe_testkit::fixture(&format!("gguf/{name}.gguf"));
+    let mut ours = LlamaFamily::from_gguf(&path, DType::F32, dev)?;
+    let mut file = std::fs::File::open(&path)?;
+    let content = Content::read(&mut file)?;
+    let mut theirs = qllama::ModelWeights::from_gguf(content, &mut file, dev)?;
+    let prompt: Vec<u32> = (0..12).map(|i| 5 + 7 * i).collect();
+    let tokens = if target.full { 257 } else { 17 };
+    let rounds = if target.full { 5 } else { 2 };
+    let (mut ours_rate, mut theirs_rate, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let mut same_ids = true;
+    for round in 0..=rounds {
+        let ours_gen = greedy(&mut ours, &prompt, 0, tokens, &[], |_| {})?;
+        // candle-transformers: the prompt in one forward, then one token a step.
+        theirs.clear_kv_cache();
+        let start = Instant::now();
+        let input = Tensor::new(prompt.as_slice(), dev)?.unsqueeze(0)?;
+        let pick =
+            |logits: Tensor| -> Result<u32> { Ok(logits.flatten_all()?.argmax(0)?.to_scalar()?) };
+        let mut next = pick(theirs.forward(&input, 0)?)?;
+        let prefill = start.elapsed();
+        let mut ids = vec![next];
+        let start = Instant::now();
+        for pos in prompt.len()..prompt.len() + tokens - 1 {
+            next = pick(theirs.forward(&Tensor::new(&[next], dev)?.unsqueeze(0)?, pos)?)?;
+            ids.push(next);
+        }
+        let decode = start.elapsed();
+        let _ = prefill;
+        same_ids &= ids == ours_gen.ids;
+        if round == 0 {
+            continue; // warm-up
+        }
+        let theirs_tps = (tokens - 1) as f64 / decode.as_secs_f64();
+        ours_rate.push(ours_gen.decode_tokens_per_second());
+        theirs_rate.push(theirs_tps);
+        ratios.push(ours_gen.decode_tokens_per_second() / theirs_tps);
+    }
+    let med = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (o, t) = (med(ours_rate), med(theirs_rate));
+    report.timing(Timing {
+        case: format!("decode {name} (tiny fixture, {tokens} tokens): ms per token"),
+        ours_ms: 1e3 / o,
+        reference: "candle-transformers quantized_llama".into(),
+        reference_ms: Some(1e3 / t),
+        ratio: Some(1.0 / med(ratios)),
+    });
+    report.note(format!(
+        "decode {name} on the target: ours {o:.0} tokens/s, candle-transformers' quantized_llama {t:.0} tokens/s; greedy ids {}",
+        if same_ids { "equal" } else { "differ" }
+    ));
+    Ok(())
+}

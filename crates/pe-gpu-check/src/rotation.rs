@@ -1,0 +1,337 @@
+//! Every rotation entry point on the target against the same call on the CPU, within the
+//! dtype's bound: `apply` (two-halves and adjacent pairs), `apply_at` and `apply_k_at` (the
+//! `(batch, heads, seq, d)` and `(tokens, heads, d)` layouts), `apply_mrope` and
+//! `apply_k_mrope`, `shift` and `shift_at`, query scales, multi-axis rotation, and the fused
+//! embedding block. Each fast path on the target is also held to its plain twin (`*_slow`,
+//! candle ops from the same tables) within the bound, and the report says whether their bits
+//! are equal (promised on the CPU only).
+
+use anyhow::Result;
+use candle_core::{DType, Device, Tensor};
+use candle_nn::{Embedding, Module};
+use candle_pe_core::{video_patch_ids, Preset, RopeConfig, RopeConfigs};
+use candle_pe_nn::{
+    AxesRotaryEmbedding, EmbeddingScale, PositionMode, RotaryEmbedding, SinusoidalEmbedding,
+    SinusoidalEmbeddingConfig,
+};
+use serde_json::Value;
+
+use crate::report::Report;
+use crate::tables::host;
+use crate::Target;
+
+const SECTION: &str = "rotation";
+
+/// The rotation dtypes (f64 where the path takes it).
+const DTYPES: [DType; 4] = [DType::F32, DType::F16, DType::BF16, DType::F64];
+
+/// The unit roundoff of `dtype`.
+fn eps(dtype: DType) -> f64 {
+    match dtype {
+        DType::F64 => f64::EPSILON,
+        DType::F16 => 2f64.powi(-10),
+        DType::BF16 => 2f64.powi(-7),
+        _ => f32::EPSILON as f64,
+    }
+}
+
+/// Compares two rotated tensors (same call, two devices or two paths): within 8 units of
+/// the dtype's roundoff at the largest input magnitude `scale` (x cos - y sin rounds a few
+/// times in the working precision, then once to the dtype).
+fn close(report: &mut Report, name: &str, a: &Tensor, b: &Tensor, scale: f64) -> Result<bool> {
+    anyhow::ensure!(
+        a.dims() == b.dims(),
+        "{name}: shapes {:?} and {:?}",
+        a.dims(),
+        b.dims()
+    );
+    let dtype = a.dtype();
+    let (x, y) = (host(a)?, host(b)?);
+    let mut diff = 0f64;
+    let mut bits = true;
+    for (x, y) in x.iter().zip(&y) {
+        bits &= x.to_bits() == y.to_bits();
+        let d = (x - y).abs();
+        diff = if d.is_nan() || diff.is_nan() {
+            f64::NAN
+        } else {
+            diff.max(d)
+        };
+    }
+    report.check(
+        SECTION,
+        &format!("{name} {dtype:?}"),
+        diff,
+        8.0 * eps(dtype) * scale,
+    );
+    Ok(bits)
+}
+
+/// Random normal values of `shape` in `dtype`, on the CPU and the target (same values).
+fn pair(shape: &[usize], dtype: DType, target: &Target) -> Result<(Tensor, Tensor)> {
+    let cpu = Tensor::randn(0f64, 1.0, shape, &Device::Cpu)?.to_dtype(dtype)?;
+    let dev = cpu.to_device(&target.device)?;
+    Ok((cpu, dev))
+}
+
+fn max_abs(t: &Tensor) -> Result<f64> {
+    Ok(host(t)?.iter().fold(0f64, |m, v| m.max(v.abs())))
+}
+
+pub fn run(target: &Target, report: &mut Report) -> Result<()> {
+    let llama = RopeConfig::new(128, 500_000.0);
+    report.attempt(SECTION, "llama 128", |r| {
+        plain(target, r, "llama 128", llama.clone(), false)
+    });
+    report.attempt(SECTION, "llama 128 pairs", |r| {
+        plain(target, r, "llama 128 pairs", llama, true)
+    });
+    for (fixture, layer) in [
+        ("phi3_longrope", None),
+        ("qwen25_yarn", None),
+        ("query_scale_ministral3", None),
+        ("query_scale_llama4_nope", None),
+        ("gemma3_v5", Some("full_attention")),
+    ] {
+        report.attempt(SECTION, fixture, |r| {
+            plain(target, r, fixture, fixture_config(fixture, layer)?, false)
+        });
+    }
+    report.attempt(SECTION, "mrope", |r| mrope(target, r));
+    report.attempt(SECTION, "axes", |r| axes(target, r));
+    report.attempt(SECTION, "embedding block", |r| embedding(target, r));
+    Ok(())
+}
+
+/// A rope fixture's config (`rope/NAME.json`), for one layer type where it has several.
+fn fixture_config(name: &str, layer: Option<&str>) -> Result<RopeConfig> {
+    let path = pe_testkit::fixture(&format!("rope/{name}.json"));
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(path)?)?;
+    let configs = RopeConfigs::from_hf_config(&json["config_input"])?;
+    let config = match layer {
+        Some(t) => configs.for_layer_type(t)?.cloned(),
+        None => configs.single().cloned(),
+    };
+    config.ok_or_else(|| anyhow::anyhow!("rope/{name}: no rope for {layer:?}"))
+}
+
+/// apply, apply_at (both layouts), apply_k_at, shift and shift_at for one rope.
+fn plain(
+    target: &Target,
+    report: &mut Report,
+    name: &str,
+    config: RopeConfig,
+    pairs: bool,
+) -> Result<()> {
+    let cpu = RotaryEmbedding::new(config.clone())?.with_interleaved(pairs);
+    let dev = RotaryEmbedding::new(config)?
+        .with_interleaved(pairs)
+        .with_backend(target.backend);
+    let d = cpu.rope().config().head_dim;
+    let (seq, b) = if target.full { (64, 2) } else { (8, 2) };
+    for dtype in DTYPES {
+        let (q_c, q_d) = pair(&[b, 8, seq, d], dtype, target)?;
+        let (k_c, k_d) = pair(&[b, 2, seq, d], dtype, target)?;
+        let scale = 1.5 * max_abs(&q_c)?.max(max_abs(&k_c)?);
+        // apply at an offset, a prefill then a decode step.
+        for offset in [0, 100_000] {
+            let (qc, kc) = cpu.apply(&q_c, &k_c, offset)?;
+            let (qd, kd) = dev.apply(&q_d, &k_d, offset)?;
+            close(
+                report,
+                &format!("{name}: apply q @{offset}"),
+                &qd,
+                &qc,
+                scale,
+            )?;
+            close(
+                report,
+                &format!("{name}: apply k @{offset}"),
+                &kd,
+                &kc,
+                scale,
+            )?;
+        }
+        // apply_at: per-token positions (a ragged batch), up to 2^31 - 1.
+        let positions: Vec<u32> = (0..b * seq)
+            .map(|i| match i % 3 {
+                0 => (i * 977) as u32,
+                1 => (1u32 << 31) - 1 - i as u32,
+                _ => 1_000_000 + i as u32,
+            })
+            .collect();
+        let moved: Vec<u32> = positions
+            .iter()
+            .map(|&p| (p + 7).min((1 << 31) - 1))
+            .collect();
+        let pos_c = Tensor::from_vec(positions.clone(), (b, seq), &Device::Cpu)?;
+        let pos_d = Tensor::from_vec(positions, (b, seq), &target.device)?;
+        let to_c = Tensor::from_vec(moved.clone(), (b, seq), &Device::Cpu)?;
+        let to_d = Tensor::from_vec(moved, (b, seq), &target.device)?;
+        let (qc, kc) = cpu.apply_at(&q_c, &k_c, &pos_c)?;
+        let (qd, kd) = dev.apply_at(&q_d, &k_d, &pos_d)?;
+        close(report, &format!("{name}: apply_at q"), &qd, &qc, scale)?;
+        close(report, &format!("{name}: apply_at k"), &kd, &kc, scale)?;
+        let kk = dev.apply_k_at(&k_d, &pos_d)?;
+        close(report, &format!("{name}: apply_k_at"), &kk, &kc, scale)?;
+        let (qs, ks) = dev.apply_at_slow(&q_d, &k_d, &pos_d)?;
+        let bits = close(
+            report,
+            &format!("{name}: apply_at = its slow twin (target) q"),
+            &qd,
+            &qs,
+            scale,
+        )? & close(
+            report,
+            &format!("{name}: apply_at = its slow twin (target) k"),
+            &kd,
+            &ks,
+            scale,
+        )?;
+        if !bits {
+            report.note(format!("{name} {dtype:?}: apply_at and apply_at_slow differ in bits on the target (within the bound)"));
+        }
+        // (tokens, heads, d): the continuous-batching layout, positions (tokens,).
+        let tokens =
+            |t: &Tensor| -> Result<Tensor> { Ok(t.transpose(1, 2)?.reshape((b * seq, (), d))?) };
+        let flat_c = pos_c.flatten_all()?;
+        let flat_d = pos_d.flatten_all()?;
+        let (qc, kc) = cpu.apply_at(&tokens(&q_c)?, &tokens(&k_c)?, &flat_c)?;
+        let (qd, kd) = dev.apply_at(&tokens(&q_d)?, &tokens(&k_d)?, &flat_d)?;
+        close(
+            report,
+            &format!("{name}: apply_at (tokens, heads, d) q"),
+            &qd,
+            &qc,
+            scale,
+        )?;
+        close(
+            report,
+            &format!("{name}: apply_at (tokens, heads, d) k"),
+            &kd,
+            &kc,
+            scale,
+        )?;
+        // shift: move keys by -1,000 and to other positions.
+        let kc = cpu.shift(&k_c, -1000)?;
+        let kd = dev.shift(&k_d, -1000)?;
+        close(report, &format!("{name}: shift -1000"), &kd, &kc, scale)?;
+        let kc = cpu.shift_at(&k_c, &pos_c, &to_c)?;
+        let kd = dev.shift_at(&k_d, &pos_d, &to_d)?;
+        close(report, &format!("{name}: shift_at"), &kd, &kc, scale)?;
+        let ks = dev.shift_at_slow(&k_d, &pos_d, &to_d)?;
+        if !close(
+            report,
+            &format!("{name}: shift_at = its slow twin (target)"),
+            &kd,
+            &ks,
+            scale,
+        )? {
+            report.note(format!("{name} {dtype:?}: shift_at and shift_at_slow differ in bits on the target (within the bound)"));
+        }
+    }
+    Ok(())
+}
+
+/// apply_mrope and apply_k_mrope (Qwen2-VL's sections), and its slow twin.
+fn mrope(target: &Target, report: &mut Report) -> Result<()> {
+    let config = fixture_config("qwen2_vl", None)?;
+    let cpu = RotaryEmbedding::new(config.clone())?;
+    let dev = RotaryEmbedding::new(config)?.with_backend(target.backend);
+    let d = cpu.rope().config().head_dim;
+    let (b, seq) = (2, if target.full { 64 } else { 8 });
+    let ids: Vec<i64> = (0..3 * b * seq)
+        .map(|i| 50_000 + (i as i64 * 37) % 4096)
+        .collect();
+    let ids_c = Tensor::from_vec(ids.clone(), (3, b, seq), &Device::Cpu)?;
+    let ids_d = Tensor::from_vec(ids, (3, b, seq), &target.device)?;
+    for dtype in DTYPES {
+        let (q_c, q_d) = pair(&[b, 4, seq, d], dtype, target)?;
+        let (k_c, k_d) = pair(&[b, 2, seq, d], dtype, target)?;
+        let scale = 1.5 * max_abs(&q_c)?.max(max_abs(&k_c)?);
+        let (qc, kc) = cpu.apply_mrope(&q_c, &k_c, &ids_c)?;
+        let (qd, kd) = dev.apply_mrope(&q_d, &k_d, &ids_d)?;
+        close(report, "qwen2_vl: apply_mrope q", &qd, &qc, scale)?;
+        close(report, "qwen2_vl: apply_mrope k", &kd, &kc, scale)?;
+        let kk = dev.apply_k_mrope(&k_d, &ids_d)?;
+        close(report, "qwen2_vl: apply_k_mrope", &kk, &kc, scale)?;
+        let (qs, _) = dev.apply_mrope_slow(&q_d, &k_d, &ids_d)?;
+        if !close(
+            report,
+            "qwen2_vl: apply_mrope = its slow twin (target)",
+            &qd,
+            &qs,
+            scale,
+        )? {
+            report.note(format!("qwen2_vl {dtype:?}: apply_mrope and apply_mrope_slow differ in bits on the target (within the bound)"));
+        }
+    }
+    Ok(())
+}
+
+/// Multi-axis rotation (FLUX's axes) at video patch ids.
+fn axes(target: &Target, report: &mut Report) -> Result<()> {
+    let rotary = AxesRotaryEmbedding::new(&[16, 56, 56], 10_000.0)?;
+    let side = if target.full { 32 } else { 4 };
+    let ids_c = video_patch_ids(2, side, side, &Device::Cpu)?;
+    let ids_d = video_patch_ids(2, side, side, &target.device)?;
+    let n = 2 * side * side;
+    for dtype in DTYPES {
+        let (q_c, q_d) = pair(&[1, 4, n, 128], dtype, target)?;
+        let (k_c, k_d) = pair(&[1, 4, n, 128], dtype, target)?;
+        let scale = 1.5 * max_abs(&q_c)?.max(max_abs(&k_c)?);
+        let (qc, kc) = rotary.apply_at(&q_c, &k_c, &ids_c)?;
+        let (qd, kd) = rotary.apply_at(&q_d, &k_d, &ids_d)?;
+        close(report, "axes flux: apply_at q", &qd, &qc, scale)?;
+        close(report, "axes flux: apply_at k", &kd, &kc, scale)?;
+    }
+    Ok(())
+}
+
+/// The fused embedding block (sqrt(d) * embedding + positions), against the CPU's.
+fn embedding(target: &Target, report: &mut Report) -> Result<()> {
+    let (vocab, width) = (1000, 512);
+    let (batch, seq) = if target.full { (4, 512) } else { (2, 16) };
+    let ids: Vec<u32> = (0..batch * seq)
+        .map(|i| ((i * 7919) % vocab) as u32)
+        .collect();
+    let ids_c = Tensor::from_vec(ids, (batch, seq), &Device::Cpu)?;
+    let ids_d = ids_c.to_device(&target.device)?;
+    for (preset, mode, padding) in [
+        (Preset::Fairseq, PositionMode::PaddingAware, Some(1)),
+        (Preset::Whisper, PositionMode::Plain, None),
+    ] {
+        for dtype in [DType::F32, DType::F16, DType::BF16] {
+            let cfg = SinusoidalEmbeddingConfig {
+                embedding_scale: EmbeddingScale::SqrtD,
+                positions: mode,
+                padding_idx: padding,
+                ..SinusoidalEmbeddingConfig::for_preset(preset)
+            };
+            let (w_c, w_d) = pair(&[vocab, width], dtype, target)?;
+            let block_c = SinusoidalEmbedding::new(Embedding::new(w_c.clone(), width), &cfg)?;
+            let block_d = SinusoidalEmbedding::new(Embedding::new(w_d, width), &cfg)?
+                .with_backend(target.backend);
+            let scale = max_abs(&w_c)? * (width as f64).sqrt() + 1.0;
+            let out_c = block_c.forward_with_offset(&ids_c, 5000)?;
+            let out_d = block_d.forward_with_offset(&ids_d, 5000)?;
+            close(
+                report,
+                &format!("embedding block {}", preset.name()),
+                &out_d,
+                &out_c,
+                scale,
+            )?;
+            let plain = block_d.forward(&ids_d)?;
+            let plain_c = block_c.forward(&ids_c)?;
+            close(
+                report,
+                &format!("embedding block {} forward", preset.name()),
+                &plain,
+                &plain_c,
+                scale,
+            )?;
+        }
+    }
+    Ok(())
+}
