@@ -172,6 +172,11 @@ fn decode_speed(target: &Target, report: &mut Report, name: &str) -> Result<()> 
     let rounds = if target.full { 5 } else { 2 };
     let (mut ours_rate, mut theirs_rate, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     let mut same_ids = true;
+    // Ours on the CPU: where the target's greedy ids first leave them, if they do.
+    let mut cpu_model = LlamaFamily::from_gguf(&path, DType::F32, &Device::Cpu)?;
+    let on_cpu = greedy(&mut cpu_model, &prompt, 0, tokens, &[], |_| {})?.ids;
+    let mut vs_cpu = None;
+    let mut theirs_leave = None;
     for round in 0..=rounds {
         let ours_gen = greedy(&mut ours, &prompt, 0, tokens, &[], |_| {})?;
         // candle-transformers: the prompt in one forward, then one token a step.
@@ -190,7 +195,11 @@ fn decode_speed(target: &Target, report: &mut Report, name: &str) -> Result<()> 
         }
         let decode = start.elapsed();
         let _ = prefill;
-        same_ids &= ids == ours_gen.ids;
+        if ids != ours_gen.ids {
+            same_ids = false;
+            theirs_leave = first_difference(&ids, &ours_gen.ids);
+        }
+        vs_cpu = Some(first_difference(&ours_gen.ids, &on_cpu));
         if round == 0 {
             continue; // warm-up
         }
@@ -212,8 +221,24 @@ fn decode_speed(target: &Target, report: &mut Report, name: &str) -> Result<()> 
         ratio: Some(1.0 / med(ratios)),
     });
     report.note(format!(
-        "decode {name} on the target: ours {o:.0} tokens/s, candle-transformers' quantized_llama {t:.0} tokens/s; greedy ids {}",
-        if same_ids { "equal" } else { "differ" }
+        "decode {name} on the target: ours {o:.0} tokens/s, candle-transformers' quantized_llama {t:.0} tokens/s; their greedy ids {} ours; ours on the target {} ours on the CPU",
+        match theirs_leave {
+            None if same_ids => "equal".to_string(),
+            step => format!("leave at step {} of", step.unwrap_or(0)),
+        },
+        match vs_cpu.flatten() {
+            None => "equal".to_string(),
+            Some(step) => format!("leave at step {step} of {tokens}"),
+        },
     ));
     Ok(())
+}
+
+/// The first index where `a` and `b` differ (or one ends), `None` if they are equal.
+fn first_difference(a: &[u32], b: &[u32]) -> Option<usize> {
+    match a.iter().zip(b).position(|(x, y)| x != y) {
+        Some(i) => Some(i),
+        None if a.len() == b.len() => None,
+        None => Some(a.len().min(b.len())),
+    }
 }

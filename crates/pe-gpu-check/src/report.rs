@@ -71,6 +71,13 @@ impl Report {
         });
     }
 
+    /// Adds a remark to the last check.
+    pub fn annotate(&mut self, note: &str) {
+        if let Some(c) = self.checks.last_mut() {
+            c.note = note.into();
+        }
+    }
+
     /// Records a check that could not run to its end, with the reason.
     pub fn fail(&mut self, section: &str, why: &str) {
         eprintln!("  FAIL {section}: {why}");
@@ -199,8 +206,8 @@ impl Report {
             }
         }
         let _ = writeln!(s, "\n## Checks\n");
-        let _ = writeln!(s, "| section | check | max diff | bound | |");
-        let _ = writeln!(s, "|---|---|---:|---:|---|");
+        let _ = writeln!(s, "| section | check | max diff | bound | | |");
+        let _ = writeln!(s, "|---|---|---:|---:|---|---|");
         for c in &self.checks {
             let bound = match c.kind {
                 "bits" => "bits".to_string(),
@@ -208,12 +215,13 @@ impl Report {
             };
             let _ = writeln!(
                 s,
-                "| {} | {} | {:.1e} | {} | {} |",
+                "| {} | {} | {:.1e} | {} | {} | {} |",
                 c.section,
                 c.name,
                 c.max_diff,
                 bound,
-                if c.passed { "ok" } else { "FAIL" }
+                if c.passed { "ok" } else { "FAIL" },
+                c.note
             );
         }
         s

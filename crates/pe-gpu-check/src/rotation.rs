@@ -64,6 +64,9 @@ fn close(report: &mut Report, name: &str, a: &Tensor, b: &Tensor, scale: f64) ->
         diff,
         8.0 * eps(dtype) * scale,
     );
+    if bits {
+        report.annotate("same bits");
+    }
     Ok(bits)
 }
 

@@ -32,6 +32,8 @@ mod embedding;
 mod grid;
 mod layer_rotary;
 mod rotary;
+#[cfg(feature = "cuda")]
+mod rotary_cuda;
 mod rotary_mrope;
 mod rotary_rows;
 mod rotary_shift;

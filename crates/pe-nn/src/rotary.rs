@@ -398,6 +398,12 @@ impl RotaryEmbedding {
     ) -> Result<Tensor> {
         let scale = scale.map(|s| spread_scale(s, layout)).transpose()?;
         let (head_dim, rotary_dim) = (x.dim(D::Minus1)?, self.rope().config().rotary_dim());
+        #[cfg(feature = "cuda")]
+        if path == Path::Fused && scale.is_none() && rotary_dim == head_dim {
+            if let Some(turned) = self.turn_on_cuda(x, layout, cos, sin)? {
+                return Ok(turned);
+            }
+        }
         // The common case (a whole contiguous head in the tables' dtype) turns x itself, with
         // none of the narrow, conversions and copy that would each clone it (a decode step
         // takes a microsecond).
@@ -435,6 +441,28 @@ impl RotaryEmbedding {
         // candle concatenates along the last axis through a transposed view: make it a plain
         // tensor, which matmul and the attention kernels expect.
         Tensor::cat(&[&turned, &passed], D::Minus1)?.contiguous()
+    }
+
+    /// A whole f16 or bf16 head turned by f32 tables in one pass on CUDA (`rotary_cuda`), with
+    /// the table strides of the layout: `(seq, half)` tables shared by the batch, `(batch,
+    /// seq, half)` ones, or `(tokens, half)` for `(tokens, heads, d)`; `None` where the kernel
+    /// does not take x.
+    #[cfg(feature = "cuda")]
+    fn turn_on_cuda(
+        &self,
+        x: &Tensor,
+        layout: Layout,
+        cos: &Tensor,
+        sin: &Tensor,
+    ) -> Result<Option<Tensor>> {
+        let half = cos.dim(D::Minus1)?;
+        let heads = x.dim(1)?;
+        let (seq, tab_b, tab_t) = match (layout, cos.rank()) {
+            (Layout::Bhsd { seq, .. }, 2) => (seq, 0, half),
+            (Layout::Bhsd { seq, .. }, _) => (seq, seq * half, half),
+            (Layout::Thd { .. }, _) => (1, half, 0),
+        };
+        crate::rotary_cuda::turn(x, cos, sin, heads, seq, tab_b, tab_t, self.interleaved)
     }
 
     /// candle-nn's kernels. A `(tokens, heads, d)` input is `(tokens, heads, 1, d)` with

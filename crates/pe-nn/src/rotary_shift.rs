@@ -189,6 +189,20 @@ impl RotaryEmbedding {
             let op = self.rows_op(&positions, rows);
             return op.apply(k, &cos.contiguous()?, &sin.contiguous()?);
         }
+        // One table row for every token: the CUDA kernel reads it in place.
+        #[cfg(feature = "cuda")]
+        if let (Tables::Shared(cos, sin), Route::Auto) = (&tables, route) {
+            let full = k.dims().last() == Some(&self.rope().config().rotary_dim());
+            let (cos, sin) = (cos.to_device(k.device())?, sin.to_device(k.device())?);
+            let heads = k.dim(1)?;
+            if full {
+                if let Some(k) =
+                    crate::rotary_cuda::turn(k, &cos, &sin, heads, 1, 0, 0, self.is_interleaved())?
+                {
+                    return Ok(k);
+                }
+            }
+        }
         // Tables as the kernels take them: (seq, half), (batch, seq, half) or (tokens, half).
         let (cos, sin) = match tables {
             Tables::Shared(cos, sin) => {
@@ -196,9 +210,13 @@ impl RotaryEmbedding {
                     Layout::Bhsd { seq, .. } => seq,
                     Layout::Thd { tokens } => tokens,
                 };
+                // Spread on k's device: a copy of the spread tables to a GPU would cost more
+                // than the rotation.
                 let spread = |t: Tensor| {
                     let half = t.dim(1)?;
-                    t.broadcast_as((rows, half))?.contiguous()
+                    t.to_device(k.device())?
+                        .broadcast_as((rows, half))?
+                        .contiguous()
                 };
                 (spread(cos)?, spread(sin)?)
             }
