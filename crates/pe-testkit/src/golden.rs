@@ -5,6 +5,12 @@
 //! the file instead: a change that moves bits on purpose commits the new file with it, so that a
 //! refactor that should move none proves it by leaving the file alone.
 //!
+//! A case whose bits depend on the machine (a matmul whose kernel is picked by the CPU's vector
+//! extensions) is named with the machine's class, `name@class` ([`machine_class`]). It is
+//! compared only with the lines of the same class, and where the file has none of this class
+//! (a CPU of another family) those cases are skipped, with a notice: they cannot be judged
+//! there, and blessing on such a machine adds its class beside the others.
+//!
 //! ```
 //! use candle_core::{Device, Tensor};
 //! use pe_testkit::BitCases;
@@ -32,6 +38,33 @@ use crate::bits_hash;
 
 /// The environment variable that makes [`BitCases::check`] rewrite the file.
 pub const BLESS_VAR: &str = "PE_BLESS";
+
+/// The class of this machine for cases whose bits depend on it: the vector extension candle's
+/// f32 matmul (gemm) picks at run time, `avx512f`, `avx2` or `base` on x86-64, else the
+/// architecture.
+pub fn machine_class() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            return "avx512f";
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            return "avx2";
+        }
+        "base"
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        std::env::consts::ARCH
+    }
+}
+
+/// The class part of a case name: `group@class/...` or `name@class`.
+fn class_of(name: &str) -> Option<&str> {
+    name.split_once('@')
+        .map(|(_, rest)| rest.split('/').next().unwrap_or(rest))
+}
 
 /// The path of the golden file `name` under pe-testkit's `golden/` (it may not exist yet).
 pub fn golden(name: &str) -> PathBuf {
@@ -86,7 +119,7 @@ impl BitCases {
     /// and fails listing every difference, and how to bless.
     pub fn check(&self, path: &Path, header: &str) -> Result<()> {
         if std::env::var(BLESS_VAR).as_deref() == Ok("1") {
-            self.write(path, header)?;
+            self.bless(path, header)?;
             eprintln!(
                 "{BLESS_VAR}=1: wrote {} cases to {}",
                 self.len(),
@@ -111,8 +144,24 @@ impl BitCases {
             format!("reading {} (create it with {BLESS_VAR}=1)", path.display())
         })?;
         let old = parse(&text).with_context(|| format!("in {}", path.display()))?;
+        let here = machine_class();
+        let recorded_here = old.keys().any(|name| class_of(name) == Some(here));
+        let skipped = self
+            .cases
+            .iter()
+            .filter(|(name, _)| class_of(name).is_some() && !recorded_here)
+            .count();
+        if skipped > 0 {
+            eprintln!(
+                "bit check: {skipped} cases depend on the machine and {} records none of class {here}: not compared here",
+                path.display()
+            );
+        }
         let mut lines = vec![];
         for (name, new) in &self.cases {
+            if class_of(name).is_some() && !recorded_here {
+                continue;
+            }
             match old.get(name.as_str()) {
                 Some(&(_, old)) if old == *new => {}
                 Some(&(_, old)) => {
@@ -124,6 +173,7 @@ impl BitCases {
         let mut extra: Vec<_> = old
             .iter()
             .filter(|(name, _)| !self.names.contains(**name))
+            .filter(|(name, _)| class_of(name).is_none_or(|class| class == here))
             .map(|(name, &(line, old))| (line, *name, old))
             .collect();
         extra.sort();
@@ -142,6 +192,21 @@ impl BitCases {
             path.display(),
             lines.join("\n  ")
         )))
+    }
+
+    /// Writes every case to `path` as [`write`](Self::write) does, keeping the file's lines of
+    /// other machine classes (those cases were not computed here).
+    pub fn bless(&self, path: &Path, header: &str) -> Result<()> {
+        let here = machine_class();
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let old = parse(&text).with_context(|| format!("in {}", path.display()))?;
+        let mut all = self.clone();
+        for (name, &(_, hash)) in &old {
+            if class_of(name).is_some_and(|class| class != here) && !all.names.contains(*name) {
+                all.add_hash(name.to_string(), hash)?;
+            }
+        }
+        all.write(path, header)
     }
 
     /// Writes every case to `path`, after `header` (lines that start with `#`).

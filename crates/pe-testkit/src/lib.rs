@@ -43,7 +43,7 @@ pub use baseline::{
 pub use bits::{bits_hash, BitHasher};
 pub use cases::{encoding, random_encoding, random_offset, seeded_rng};
 pub use fixtures::fixture;
-pub use golden::{golden, BitCases, BLESS_VAR};
+pub use golden::{golden, machine_class, BitCases, BLESS_VAR};
 pub use oracle::{oracle_frequency, oracle_row, oracle_rows, to_f64, Big};
 pub use tolerance::{assert_matches, tolerance};
 

@@ -15,8 +15,10 @@
 //! depends on the thread count: the library promises the same bits on any number of threads.
 //! The model logits go through candle's matmuls: gemm picks its kernels by the CPU's vector
 //! extensions at run time, and a one-row product (a decode step) sums in lanes of the vector
-//! width, so the `model/` and `gguf/` hashes may differ on another CPU family (measured here on
-//! AVX-512). The tables and rotations are pe-core's and pe-nn's own arithmetic.
+//! width, so the `model@CLASS/` and `gguf@CLASS/` hashes are kept per class of CPU
+//! (`pe_testkit::machine_class`: avx512f, avx2, ...) and compared only on a machine of a class
+//! the file records. The tables and rotations are pe-core's and pe-nn's own arithmetic, the same
+//! on every x86-64 machine.
 
 mod blocks;
 mod inputs;

@@ -1,4 +1,5 @@
-//! The reference models' logits (f32, CPU) on a fixed prompt: every `fixtures/models/<case>`
+//! The reference models' logits (f32, CPU) on a fixed prompt, named with the machine's class
+//! (candle's matmul kernels depend on the CPU's vector extensions): every `fixtures/models/<case>`
 //! checkpoint (`LlamaFamily::from_dir`; the M2M100 encoder's last hidden state), and
 //! `LlamaFamily::from_gguf` on every `fixtures/gguf/*_f32.gguf` and `*_q8_0.gguf`. Each decoder
 //! runs a 12-token prefill, two cached decode steps, the prompt again at positions 20,000 ..
@@ -30,7 +31,7 @@ pub fn checkpoints(cases: &mut Cases) -> Result<()> {
         }
         let name = stem(&dir)?;
         let json: Value = serde_json::from_str(&std::fs::read_to_string(&config)?)?;
-        let prefix = format!("model/{name}");
+        let prefix = format!("model@{}/{name}", pe_testkit::machine_class());
         if json["model_type"] == "m2m_100" {
             let encoder = M2M100Encoder::from_dir(&dir, DType::F32, &Device::Cpu)
                 .with_context(|| prefix.clone())?;
@@ -51,7 +52,7 @@ pub fn ggufs(cases: &mut Cases) -> Result<()> {
         if !(name.ends_with("_f32") || name.ends_with("_q8_0")) {
             continue;
         }
-        let prefix = format!("gguf/{name}");
+        let prefix = format!("gguf@{}/{name}", pe_testkit::machine_class());
         let model = LlamaFamily::from_gguf(&path, DType::F32, &Device::Cpu)
             .with_context(|| prefix.clone())?;
         decoder_calls(cases, &prefix, model)?;
