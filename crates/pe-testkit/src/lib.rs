@@ -10,6 +10,8 @@
 //!   ([`backend_tests!`]);
 //! - the exactness check of multi-axis rotary tables ([`assert_axes_exact`]);
 //! - the fixtures written by `scripts/make-fixtures.sh` ([`fixture`]);
+//! - the standing bit check: a hash of a tensor's exact bits ([`bits_hash`]) and golden files
+//!   of such hashes ([`BitCases`], [`golden`]);
 //! - the f32 constructions the benchmarks and examples measure against ([`naive_f32_table`],
 //!   [`naive_llama_rope`], ...).
 //!
@@ -27,8 +29,10 @@
 
 mod axes;
 mod baseline;
+mod bits;
 mod cases;
 mod fixtures;
+mod golden;
 mod oracle;
 mod tolerance;
 
@@ -36,8 +40,10 @@ pub use axes::{assert_axes_exact, axes_slots};
 pub use baseline::{
     gather_rope, marian_table, naive_f32_table, naive_llama_rope, whisper_sinusoids,
 };
+pub use bits::{bits_hash, BitHasher};
 pub use cases::{encoding, random_encoding, random_offset, seeded_rng};
 pub use fixtures::fixture;
+pub use golden::{golden, machine_class, BitCases, BLESS_VAR};
 pub use oracle::{oracle_frequency, oracle_row, oracle_rows, to_f64, Big};
 pub use tolerance::{assert_matches, tolerance};
 
