@@ -4,13 +4,14 @@
 //!
 //! The configuration comes from llama.cpp's keys (`embedding_length`, `feed_forward_length`,
 //! `block_count`, `attention.head_count`, `attention.head_count_kv`,
-//! `attention.layer_norm_rms_epsilon`, `attention.sliding_window`), the vocabulary from
-//! `token_embd.weight`, the biases and the tied output from which tensors exist. Tensors are
-//! renamed to transformers' names. llama.cpp's converter permutes the Q and K rows of files
-//! whose pairs are adjacent ([`PairLayout::Interleaved`]) so that rotating adjacent pairs is
-//! transformers' `rotate_half`: `from_gguf` rotates them so (attention scores do not change
-//! when queries and keys share a permutation of head dimensions), the twin puts the rows back in
-//! transformers' order and rotates halves as for a safetensors checkpoint.
+//! `attention.layer_norm_rms_epsilon`, `attention.sliding_window`: 0, which llama.cpp's
+//! converter writes for a Phi-3 or Phi-4 without a window, is none, as llama.cpp reads it),
+//! the vocabulary from `token_embd.weight`, the biases and the tied output from which tensors
+//! exist. Tensors are renamed to transformers' names. llama.cpp's converter permutes the Q and
+//! K rows of files whose pairs are adjacent ([`PairLayout::Interleaved`]) so that rotating
+//! adjacent pairs is transformers' `rotate_half`: `from_gguf` rotates them so (attention scores
+//! do not change when queries and keys share a permutation of head dimensions), the twin puts
+//! the rows back in transformers' order and rotates halves as for a safetensors checkpoint.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -231,7 +232,9 @@ fn config(content: &Content, rope: &GgufRope) -> Result<LlamaConfig> {
         embedding_scale: None,
         mlp_bias: has("blk.0.ffn_down.bias"),
         tie_word_embeddings: !has("output.weight"),
-        sliding_window: count(content, &key("attention.sliding_window"))?,
+        // llama.cpp's converter writes 0 for a model without a window (Phi-3's
+        // `"sliding_window": null`), and llama.cpp reads 0 as none: not a window of 0 tokens.
+        sliding_window: count(content, &key("attention.sliding_window"))?.filter(|&w| w > 0),
         attention_chunk_size: None,
         layer_types: Vec::new(),
         rope: rope_config,

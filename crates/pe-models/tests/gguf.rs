@@ -1,7 +1,9 @@
 //! The reference decoder read from GGUF files (`LlamaFamily::from_gguf`) against transformers'
 //! logits on the same dequantized weights (fixtures written by `scripts/fixtures/gguf_files.py`):
 //! Llama 3.1 (llama3 rope recovered from `rope_freqs`, Q/K permuted by the converter), Qwen2.5
-//! YaRN, Phi-3 LongRoPE (f32 factors) and Mistral (converted as llama), each in F32 and Q8_0.
+//! YaRN, Phi-3 LongRoPE (f32 factors) and Mistral (converted as llama), each in F32 and Q8_0;
+//! and Phi-3 with the converter's `sliding_window = 0` (no window) from
+//! `scripts/fixtures/gguf_none_values.py`.
 //!
 //! Bounds, as in `tests/transformers.rs`: prefill and cached decode within `TOL`; at positions
 //! 20,000.. transformers' own f32 angles drift (`|tf_far - tf_prefill|`, read from the fixture),
@@ -57,15 +59,21 @@ struct Distances {
     tf_drift: f32,
     /// The calls whose greedy ids differ from transformers'.
     ids_differ: Vec<String>,
+    /// Our logits: prefill and at 20,000.
+    logits: Vec<Tensor>,
 }
 
 /// Runs the reference `case` (prefill, 8 cached greedy steps fed transformers' ids, the prompt
 /// at 20,000) on its GGUF file (`<model>_q8_0` for `<model>_q8_0_act`); returns the distances
 /// and the calls whose greedy ids differ, for the caller's bounds.
 fn run(case: &str, load: Load) -> Result<Distances> {
+    run_on(case, case.strip_suffix("_act").unwrap_or(case), load)
+}
+
+/// [`run`] on the GGUF file `file` (`gguf/<file>.gguf`).
+fn run_on(case: &str, file: &str, load: Load) -> Result<Distances> {
     let dir = pe_testkit::fixture("gguf");
     let t = reference(case)?;
-    let file = case.strip_suffix("_act").unwrap_or(case);
     let mut model = load.model(&dir.join(format!("{file}.gguf")))?;
     let mut d = Distances::default();
 
@@ -103,8 +111,9 @@ fn run(case: &str, load: Load) -> Result<Distances> {
     if argmax(&far)? != argmax(&t["far20000.logits"])? {
         d.ids_differ.push("far20000".into());
     }
+    d.logits = vec![prefill, far];
     println!(
-        "{case:>24} {load:?}: prefill {:.3e} decode {:.3e} far20000 {:.3e} (ours at 20000 vs 0: {:.3e}; transformers' drift {:.3e}); greedy ids differ: {:?}",
+        "{case:>24} {load:?} ({file}): prefill {:.3e} decode {:.3e} far20000 {:.3e} (ours at 20000 vs 0: {:.3e}; transformers' drift {:.3e}); greedy ids differ: {:?}",
         d.prefill, d.decode, d.far, d.far_vs_ours, d.tf_drift, d.ids_differ
     );
     Ok(d)
@@ -209,6 +218,44 @@ fn gguf_decoders_match_transformers_q8_0() -> Result<()> {
         // The price of Q8_0 activations, against transformers on f32 activations.
         run(&plain, Load::Quantized)?;
     }
+    Ok(())
+}
+
+/// `phi3_longrope_f32_swa0.gguf` is `phi3_longrope_f32.gguf` with the key
+/// `phi3.attention.sliding_window = 0` added (`scripts/fixtures/gguf_none_values.py`), as
+/// llama.cpp's converter writes a Phi-3 whose config has no sliding window. llama.cpp reads 0
+/// as no window (it was read as a window of 0 tokens on every layer, wrong from the first
+/// token): the decoder gives the same logits, bit for bit, as on the file without the key, and
+/// transformers' greedy ids (`phi3_longrope_f32`, recorded without a window), in both loads and
+/// through `generate --model`.
+#[test]
+fn a_sliding_window_of_0_is_no_window() -> Result<()> {
+    let case = "phi3_longrope_f32";
+    for load in [Load::Quantized, Load::Dequantized] {
+        let with_key = run_on(case, "phi3_longrope_f32_swa0", load)?;
+        check(case, &with_key, || Ok(FAR_LONGROPE_BOUND))?;
+        let without = run(case, load)?;
+        for (ours, theirs) in with_key.logits.iter().zip(&without.logits) {
+            assert_eq!(max_diff(ours, theirs)?, 0.0, "{load:?}");
+        }
+        assert_eq!(
+            (with_key.decode, with_key.ids_differ),
+            (without.decode, without.ids_differ),
+            "{load:?}"
+        );
+    }
+    let gguf = pe_testkit::fixture("gguf").join("phi3_longrope_f32_swa0.gguf");
+    let want: Vec<String> = reference(case)?["decode.generated_ids"]
+        .to_dtype(DType::I64)?
+        .to_vec2::<i64>()?[0]
+        .iter()
+        .take(8)
+        .map(|i| i.to_string())
+        .collect();
+    assert_eq!(
+        generate_ids(&gguf, "0", "8")?,
+        format!("ids: {}", want.join(" "))
+    );
     Ok(())
 }
 
