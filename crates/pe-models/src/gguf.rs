@@ -199,6 +199,22 @@ fn config(content: &Content, rope: &GgufRope) -> Result<LlamaConfig> {
         None => bail!("tensor token_embd.weight is missing"),
     };
     let heads = required("attention.head_count")?;
+    if heads == 0 {
+        bail!(
+            "key {}: must be at least 1, got 0",
+            key("attention.head_count")
+        );
+    }
+    let kv_heads = count(content, &key("attention.head_count_kv"))?.unwrap_or(heads);
+    // llama.cpp reads a layer with 0 KV heads as one without attention (hybrid models), which
+    // this decoder does not have.
+    if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
+        bail!(
+            "key {}: must divide {} = {heads} (and be at least 1), got {kv_heads}",
+            key("attention.head_count_kv"),
+            key("attention.head_count")
+        );
+    }
     let eps = match content
         .metadata
         .get(&key("attention.layer_norm_rms_epsilon"))
@@ -220,7 +236,7 @@ fn config(content: &Content, rope: &GgufRope) -> Result<LlamaConfig> {
         hidden_act: candle_nn::Activation::Silu,
         num_hidden_layers: required("block_count")?,
         num_attention_heads: heads,
-        num_key_value_heads: count(content, &key("attention.head_count_kv"))?.unwrap_or(heads),
+        num_key_value_heads: kv_heads,
         head_dim: rope_config.head_dim,
         rms_norm_eps: eps,
         qkv_bias: has("blk.0.attn_q.bias") || has("blk.0.attn_qkv.bias"),

@@ -259,6 +259,73 @@ fn a_sliding_window_of_0_is_no_window() -> Result<()> {
     Ok(())
 }
 
+/// A copy of the fixture `gguf/<name>.gguf` in `dir` with the metadata `keys` set (added or
+/// replaced), its tensors as they are.
+fn gguf_with(
+    dir: &std::path::Path,
+    name: &str,
+    keys: &[(&str, candle_core::quantized::gguf_file::Value)],
+) -> Result<std::path::PathBuf> {
+    use candle_core::quantized::gguf_file;
+    let mut file = std::fs::File::open(pe_testkit::fixture("gguf").join(format!("{name}.gguf")))?;
+    let content = gguf_file::Content::read(&mut file)?;
+    let mut metadata = content.metadata.clone();
+    for (k, v) in keys {
+        metadata.insert(k.to_string(), v.clone());
+    }
+    let mut tensors = vec![];
+    for name in content.tensor_infos.keys() {
+        tensors.push((name.clone(), content.tensor(&mut file, name, &Device::Cpu)?));
+    }
+    let path = dir.join(format!("{name}_edited.gguf"));
+    let mut out = std::fs::File::create(&path)?;
+    let meta: Vec<(&str, &gguf_file::Value)> =
+        metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let tensors: Vec<(&str, &candle_core::quantized::QTensor)> =
+        tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
+    gguf_file::write(&mut out, &meta, &tensors)?;
+    Ok(path)
+}
+
+/// Head counts the decoder cannot take (0 KV heads, which llama.cpp reads as a layer without
+/// attention; a count that does not divide the heads; no heads) are errors naming the key and
+/// the value, not a panic.
+#[test]
+fn bad_head_counts_are_errors_naming_the_key() -> Result<()> {
+    use candle_core::quantized::gguf_file::Value;
+    let dir = tempfile::tempdir()?;
+    let cases = [
+        (
+            vec![("phi3.attention.head_count_kv", Value::U32(0))],
+            "key phi3.attention.head_count_kv: must divide phi3.attention.head_count = 4 (and be \
+             at least 1), got 0",
+        ),
+        (
+            vec![("phi3.attention.head_count_kv", Value::U32(3))],
+            "key phi3.attention.head_count_kv: must divide phi3.attention.head_count = 4 (and be \
+             at least 1), got 3",
+        ),
+        (
+            vec![
+                ("phi3.attention.head_count", Value::U32(0)),
+                ("phi3.attention.key_length", Value::U32(16)),
+            ],
+            "key phi3.attention.head_count: must be at least 1, got 0",
+        ),
+    ];
+    for (keys, want) in cases {
+        let path = gguf_with(dir.path(), "phi3_longrope_f32", &keys)?;
+        for load in [Load::Quantized, Load::Dequantized] {
+            let err = match load.model(&path) {
+                Ok(_) => panic!("{keys:?} {load:?}: loaded"),
+                Err(e) => format!("{e:#}"),
+            };
+            assert!(err.contains(want), "{keys:?} {load:?}: {err}");
+        }
+    }
+    Ok(())
+}
+
 /// The prompt at `start` and 8 cached greedy steps fed `reference`'s ids (`at<start>` calls of a
 /// `_beyond` fixture): the logits of the prompt and of the steps, and the greedy ids.
 fn greedy_from(
