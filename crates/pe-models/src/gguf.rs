@@ -111,6 +111,16 @@ pub fn gguf_eos_token_ids(path: impl AsRef<Path>) -> Result<Vec<u32>> {
         .unwrap_or_default())
 }
 
+/// Whether the file at `path` starts with GGUF's magic, `GGUF`.
+pub(crate) fn is_gguf(path: &Path) -> bool {
+    use std::io::Read as _;
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && &magic == b"GGUF"
+}
+
 /// transformers' name of a GGUF tensor; `None` for the rope tensors (read by [`GgufRope`]).
 fn hf_name(name: &str, model_type: ModelType) -> Option<String> {
     let fixed = match name {
