@@ -702,6 +702,8 @@ fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
                 ));
             }
             theta *= alpha.powf(d / (d - 2.0));
+            // One source for the value: the product replaces the plain base's.
+            m.sources.retain(|s| s.value != "rope_theta");
             let source = format!(
                 "{} * {}^(d/(d-2)) (HunYuan NTK alpha)",
                 m.key("rope.freq_base"),
@@ -778,7 +780,8 @@ fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
         });
     }
 
-    // The scaling: type and factor.
+    // The scaling: type and factor. The sources noted from here on are the scaling's.
+    let scaling_sources = m.sources.len();
     let factor = match (
         m.float("rope.scaling.factor")?,
         m.float("rope.scale_linear")?,
@@ -952,26 +955,43 @@ fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
         }
         let swa_rotary = m.count("rope.dimension_count_swa")?.unwrap_or(rotary_dim);
         check_rotary(&m, "rope.dimension_count_swa", swa_rotary, head_dim)?;
-        let sliding = Some("sliding_attention");
+        // Each value once per layer type: what the sliding layers take otherwise (their base,
+        // their width, and on Gemma 3 the whole scaling) is the full layers' own, and the
+        // sliding layers name only keys the file has.
+        let full_source = |value: &str| {
+            m.sources
+                .iter()
+                .find(|s| s.layer_type.is_none() && s.value == value)
+                .map(|s| s.source.clone())
+                .unwrap_or_default()
+        };
         let base_source = if m.has("rope.freq_base_swa") {
             m.key("rope.freq_base_swa")
         } else if is_gemma3 {
             "default (Gemma 3: 10000)".into()
         } else {
-            m.key("rope.freq_base")
+            full_source("rope_theta")
         };
-        m.note(sliding, "rope_theta", base_source);
         let dim_source = if m.has("rope.dimension_count_swa") {
             m.key("rope.dimension_count_swa")
         } else {
-            format!("{dim_key} (no dimension_count_swa)")
+            full_source("rotary_dim")
         };
+        for (i, s) in m.sources.iter_mut().enumerate() {
+            let own = matches!(s.value, "rope_theta" | "rotary_dim")
+                || (is_gemma3 && i >= scaling_sources);
+            if s.layer_type.is_none() && own {
+                s.layer_type = Some("full_attention".into());
+            }
+        }
+        let sliding = Some("sliding_attention");
+        m.note(sliding, "rope_theta", base_source);
         m.note(sliding, "rotary_dim", dim_source);
         let sliding_type = if is_gemma3 {
             m.note(
                 sliding,
                 "rope_type",
-                "Gemma 3: sliding layers are not scaled".into(),
+                "default (unscaled: Gemma 3's sliding layers)".into(),
             );
             RopeType::Default
         } else {
