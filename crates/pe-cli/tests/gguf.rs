@@ -404,3 +404,81 @@ fn inspect_names_each_gguf_value_once_from_keys_the_file_has() {
         "the sliding layers are not scaled: {report}"
     );
 }
+
+/// A config with one rope per layer type (transformers 5's nested `rope_parameters`): each
+/// layer type's values are named from its own dict, once. A yarn layer with theta 500000 was
+/// said to take `rope_theta <- default (10000)` and `rope_type <- default (unscaled)`.
+#[test]
+fn inspect_names_the_sources_of_nested_rope_parameters() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.json");
+    let config = serde_json::json!({
+        "hidden_size": 512, "num_attention_heads": 8, "num_hidden_layers": 4,
+        "max_position_embeddings": 131072,
+        "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention",
+                        "full_attention"],
+        "rope_parameters": {
+            "full_attention": {"rope_type": "yarn", "rope_theta": 500000.0, "factor": 4.0,
+                               "original_max_position_embeddings": 32768},
+            "sliding_attention": {"rope_type": "default"}
+        }
+    });
+    std::fs::write(&path, config.to_string()).unwrap();
+    let (report, sections) = inspect_sources(&path);
+    assert_eq!(sections.len(), 2, "{report}");
+    assert_each_value_once(&report, &sections);
+    assert!(report.contains("rope_theta: 500000"), "{report}");
+    for (section, value, source) in [
+        (
+            "full_attention",
+            "rope_theta",
+            "rope_parameters.full_attention.rope_theta",
+        ),
+        (
+            "full_attention",
+            "rope_type",
+            "rope_parameters.full_attention.rope_type",
+        ),
+        (
+            "full_attention",
+            "head_dim",
+            "hidden_size / num_attention_heads",
+        ),
+        (
+            "full_attention",
+            "max_position_embeddings",
+            "max_position_embeddings",
+        ),
+        ("sliding_attention", "rope_theta", "default (10000)"),
+        (
+            "sliding_attention",
+            "rope_type",
+            "rope_parameters.sliding_attention.rope_type",
+        ),
+    ] {
+        assert_eq!(source_of(&sections, section, value), source, "{report}");
+    }
+
+    // Gemma 3's legacy form: the sliding layers' base is rope_local_base_freq, and they take no
+    // rope_scaling.
+    let config = serde_json::json!({
+        "model_type": "gemma3_text", "num_hidden_layers": 6, "rope_theta": 1000000.0,
+        "rope_local_base_freq": 10000.0, "max_position_embeddings": 131072,
+        "rope_scaling": {"rope_type": "linear", "factor": 8.0}
+    });
+    std::fs::write(&path, config.to_string()).unwrap();
+    let (report, sections) = inspect_sources(&path);
+    assert_each_value_once(&report, &sections);
+    for (section, value, source) in [
+        ("full_attention", "rope_theta", "rope_theta"),
+        ("full_attention", "rope_type", "rope_scaling.rope_type"),
+        ("full_attention", "head_dim", "default (Gemma: 256)"),
+        ("sliding_attention", "rope_theta", "rope_local_base_freq"),
+    ] {
+        assert_eq!(source_of(&sections, section, value), source, "{report}");
+    }
+    assert!(
+        source_of(&sections, "sliding_attention", "rope_type").starts_with("default (unscaled"),
+        "{report}"
+    );
+}
