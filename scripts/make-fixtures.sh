@@ -26,6 +26,9 @@
 #   gguf_files -> crates/pe-testkit/fixtures/gguf/<model>_<f32|q8_0>.{gguf,json,safetensors}: the tiny Llama 3.1, Qwen2.5
 #             YaRN and Phi-3 LongRoPE checkpoints above converted as llama.cpp's converter does (gguf's GGUFWriter),
 #             and transformers' logits on their dequantized weights; rope-only files for real Llama 3 heads.
+#   gguf_none_values -> crates/pe-testkit/fixtures/gguf/phi3_longrope_f32_swa0.gguf: a copy of phi3_longrope_f32.gguf
+#             with the 0 llama.cpp's converter writes for "no sliding window" (phi3.attention.sliding_window = 0),
+#             written by gguf's own reader and writer (its own venv: gguf and numpy only).
 #   grids ->  crates/pe-testkit/fixtures/grids/<case>.json + <case>.safetensors: diffusers' FLUX.1 / FLUX.2 /
 #             Qwen-Image multi-axis rotary tables, transformers' Pixtral and Llama 4 vision-tower 2D ropes, diffusers'
 #             2D / 3D sin-cos grid embeddings, and transformers' BLOOM and MPT ALiBi slopes and biases

@@ -152,6 +152,25 @@ fn every_bad_input_is_one_line_naming_its_flag() -> Result<()> {
             1,
             &["--model /no/such/folder"],
         ),
+        // A file that is not GGUF: the flag takes a folder or a GGUF file (it said "unknown
+        // magic 0x20200a7b").
+        (
+            "--prompt-ids 1 --model MODEL/no_weights/config.json",
+            1,
+            &[
+                "--model MODEL/no_weights/config.json: not a GGUF file",
+                "a checkpoint folder (with config.json and model.safetensors) or a GGUF file",
+                "its folder, MODEL/no_weights,",
+            ],
+        ),
+        (
+            "--prompt-ids 1 --model MODEL/empty.gguf",
+            1,
+            &[
+                "--model MODEL/empty.gguf: not a GGUF file",
+                "a checkpoint folder",
+            ],
+        ),
         (
             "--prompt-ids 1 --model MODEL/vocab_zero",
             1,
@@ -212,7 +231,8 @@ fn every_bad_input_is_one_line_naming_its_flag() -> Result<()> {
     spoiled_models(models.path())?;
     let mut failures = vec![];
     for (line, code, expected) in cases {
-        let line = line.replace("MODEL", models.path().to_str().unwrap());
+        let at = |text: &str| text.replace("MODEL", models.path().to_str().unwrap());
+        let line = at(line);
         let argv = std::iter::once("generate").chain(line.split_whitespace());
         let (mut out, mut err) = (vec![], vec![]);
         let exit = pe_models::generate_cli::main_with(argv, &default_model(), &mut out, &mut err);
@@ -220,7 +240,7 @@ fn every_bad_input_is_one_line_naming_its_flag() -> Result<()> {
         let ok = exit == std::process::ExitCode::from(*code)
             && err.trim_end().lines().count() == 1
             && !err.contains("backtrace")
-            && expected.iter().all(|f| err.contains(f));
+            && expected.iter().all(|f| err.contains(&at(f)));
         if !ok {
             failures.push(format!("generate {line}: {exit:?}, want {code}: {err}"));
         }
@@ -280,6 +300,7 @@ fn spoiled_models(dir: &std::path::Path) -> Result<()> {
             br#"{"eos_token_id": "two"}"#.to_vec(),
         ),
     ];
+    std::fs::write(dir.join("empty.gguf"), b"")?;
     for (name, file, bytes) in spoiled {
         let model = dir.join(name);
         std::fs::create_dir(&model)?;

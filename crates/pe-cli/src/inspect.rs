@@ -82,77 +82,157 @@ fn resolve(path: &Path) -> Result<Resolved> {
         .get("model_type")
         .and_then(Value::as_str)
         .unwrap_or("unknown");
+    let sources = config_sources(&json, &configs);
     Ok(Resolved {
         kind: format!("config.json, model_type {model_type}"),
         configs,
         layout: PairLayout::Halves,
         layout_source: "transformers' rotate_half (safetensors checkpoints)".into(),
-        sources: config_sources(&json),
+        sources,
     })
 }
 
-/// Where a config.json gives each rope field: the rope dict, the top level (or `text_config`),
-/// or nowhere (a default).
-fn config_sources(json: &Value) -> Vec<ValueSource> {
-    let root = match json.get("text_config") {
-        Some(text)
-            if text.get("rope_parameters").is_some() || text.get("rope_scaling").is_some() =>
-        {
-            ("text_config.", text)
-        }
+/// Where a config.json gives each rope field, as pe-core's `from_hf_config` reads it: the rope
+/// dict (per layer type in transformers 5's nested `rope_parameters`), the top level (or
+/// `text_config`), or nowhere (a default). With ropes per layer type, each value is named once
+/// per layer type.
+fn config_sources(json: &Value, configs: &RopeConfigs) -> Vec<ValueSource> {
+    // The rope is read from text_config when the top level has none of its own (pe-core's rule).
+    let own = ["head_dim", "hidden_size", "rope_scaling", "rope_parameters"];
+    let (prefix, root) = match json.get("text_config").filter(|t| t.is_object()) {
+        Some(text) if !own.iter().any(|k| json.get(*k).is_some()) => ("text_config.", text),
         _ => ("", json),
     };
-    let (prefix, root) = root;
+    let model_type = root
+        .get("model_type")
+        .or_else(|| json.get("model_type"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let given = |v: Option<&Value>| v.is_some_and(|v| !v.is_null());
     let dict = ["rope_parameters", "rope_scaling"]
         .into_iter()
         .find_map(|k| root.get(k).filter(|v| v.is_object()).map(|v| (k, v)));
-    let given = |v: Option<&Value>| v.is_some_and(|v| !v.is_null());
-    let fields: [(&'static str, &[&str], &str); 5] = [
-        ("rope_theta", &["rope_theta"], "default (10000)"),
-        (
-            "head_dim",
-            &["head_dim", "qk_rope_head_dim", "hidden_size"],
-            "default",
-        ),
-        (
-            "partial_rotary_factor",
-            &["partial_rotary_factor"],
-            "default (1)",
-        ),
-        (
-            "max_position_embeddings",
-            &["max_position_embeddings"],
-            "none",
-        ),
-        ("rope_type", &["rope_type", "type"], "default (unscaled)"),
-    ];
-    fields
-        .iter()
-        .map(|(value, names, default)| {
-            let in_dict = dict.and_then(|(d, v)| {
-                names
-                    .iter()
-                    .find(|n| given(v.get(**n)))
-                    .map(|n| format!("{prefix}{d}.{n}"))
-            });
-            let at_top = || {
-                names.iter().find(|n| given(root.get(**n))).map(|n| {
-                    if *n == "hidden_size" {
-                        format!("{prefix}hidden_size / {prefix}num_attention_heads")
-                    } else {
-                        format!("{prefix}{n}")
-                    }
+    // The rope dict of each layer type (`None`: every layer), its path, and the top-level field
+    // and default of its rope_theta when the dict does not give it.
+    struct Layer<'a> {
+        layer_type: Option<String>,
+        dict: Option<(String, &'a Value)>,
+        theta: (&'static str, &'static str),
+        rope_type_default: &'static str,
+    }
+    const THETA: (&str, &str) = ("rope_theta", "default (10000)");
+    const UNSCALED: &str = "default (unscaled)";
+    let layers: Vec<Layer> = match (configs.is_per_layer_type(), dict) {
+        // transformers 5: one rope dict per layer type.
+        (true, Some((d, v)))
+            if v.as_object().is_some_and(|m| {
+                configs
+                    .layer_types()
+                    .is_some_and(|t| m.keys().any(|k| t.contains(k)))
+                    || (!m.is_empty() && m.values().all(|x| x.is_object() || x.is_null()))
+            }) =>
+        {
+            v.as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(_, x)| x.is_object())
+                .map(|(t, x)| Layer {
+                    layer_type: Some(t.clone()),
+                    dict: Some((format!("{prefix}{d}.{t}"), x)),
+                    theta: THETA,
+                    rope_type_default: UNSCALED,
                 })
-            };
-            ValueSource {
-                layer_type: None,
+                .collect()
+        }
+        // Gemma 3's legacy form: rope_theta and the rope dict for full-attention layers,
+        // rope_local_base_freq and no scaling for sliding ones.
+        (true, _) => vec![
+            Layer {
+                layer_type: Some("full_attention".into()),
+                dict: dict.map(|(d, v)| (format!("{prefix}{d}"), v)),
+                theta: ("rope_theta", "default (Gemma 3 full attention: 1000000)"),
+                rope_type_default: UNSCALED,
+            },
+            Layer {
+                layer_type: Some("sliding_attention".into()),
+                dict: None,
+                theta: (
+                    "rope_local_base_freq",
+                    "default (Gemma 3 sliding attention: 10000)",
+                ),
+                rope_type_default: "default (unscaled: Gemma 3's sliding layers take no \
+                                    rope_scaling)",
+            },
+        ],
+        (false, _) => vec![Layer {
+            layer_type: None,
+            dict: dict.map(|(d, v)| (format!("{prefix}{d}"), v)),
+            theta: THETA,
+            rope_type_default: UNSCALED,
+        }],
+    };
+    let top = |name: &str| given(root.get(name)).then(|| format!("{prefix}{name}"));
+    let mut sources = vec![];
+    for layer in &layers {
+        // A field of the layer's rope dict, else `top_name` at the top level.
+        let either = |name: &str, top_name: &str| {
+            layer
+                .dict
+                .as_ref()
+                .filter(|(_, v)| given(v.get(name)))
+                .map(|(path, _)| format!("{path}.{name}"))
+                .or_else(|| top(top_name))
+        };
+        let global = match layer.layer_type.as_deref() {
+            Some("full_attention") => top("global_head_dim"),
+            _ => None,
+        };
+        let head_dim = global
+            .or_else(|| top("qk_rope_head_dim"))
+            .or_else(|| top("head_dim"))
+            .unwrap_or_else(|| {
+                if ["gemma", "gemma2", "gemma3", "gemma3_text"].contains(&model_type) {
+                    "default (Gemma: 256)".into()
+                } else {
+                    format!("{prefix}hidden_size / {prefix}num_attention_heads")
+                }
+            });
+        let rope_type = layer
+            .dict
+            .as_ref()
+            .and_then(|(path, v)| {
+                ["rope_type", "type"]
+                    .into_iter()
+                    .find(|n| given(v.get(*n)))
+                    .map(|n| format!("{path}.{n}"))
+            })
+            .unwrap_or_else(|| layer.rope_type_default.to_string());
+        let values = [
+            (
+                "rope_theta",
+                either("rope_theta", layer.theta.0).unwrap_or_else(|| layer.theta.1.into()),
+            ),
+            ("head_dim", head_dim),
+            (
+                "partial_rotary_factor",
+                either("partial_rotary_factor", "partial_rotary_factor")
+                    .unwrap_or_else(|| "default (1)".into()),
+            ),
+            (
+                "max_position_embeddings",
+                top("max_position_embeddings").unwrap_or_else(|| "none".into()),
+            ),
+            ("rope_type", rope_type),
+        ];
+        for (value, source) in values {
+            sources.push(ValueSource {
+                layer_type: layer.layer_type.clone(),
                 value,
-                source: in_dict
-                    .or_else(at_top)
-                    .unwrap_or_else(|| default.to_string()),
-            }
-        })
-        .collect()
+                source,
+            });
+        }
+    }
+    sources
 }
 
 /// The report: one section per layer type.

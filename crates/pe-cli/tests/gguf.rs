@@ -256,3 +256,229 @@ fn inspect_reports_values_sources_and_angle_errors() {
         assert!(report.contains(fragment), "{fragment:?} not in {report}");
     }
 }
+
+/// A section of `pe inspect`'s report: its title line ("every layer" or a layer type) and the
+/// `(value, source)` rows of its "where each value came from".
+type Section = (String, Vec<(String, String)>);
+
+/// `pe inspect`'s report on `path` and its sections.
+fn inspect_sources(path: &Path) -> (String, Vec<Section>) {
+    let report = String::from_utf8(pe_ok(&["inspect", s(path)]).stdout).unwrap();
+    let mut sections: Vec<Section> = vec![];
+    let mut in_sources = false;
+    for line in report.lines().skip(2) {
+        if !line.is_empty() && !line.starts_with(' ') {
+            sections.push((line.to_string(), vec![]));
+            in_sources = false;
+        } else if line == "  where each value came from:" {
+            in_sources = true;
+        } else if line.starts_with("  ") && !line.starts_with("    ") {
+            in_sources = false;
+        } else if in_sources {
+            let (value, source) = line.trim().split_once(" <- ").unwrap();
+            let rows = &mut sections.last_mut().unwrap().1;
+            rows.push((value.trim().to_string(), source.to_string()));
+        }
+    }
+    (report, sections)
+}
+
+/// Each section names each value's source once.
+fn assert_each_value_once(report: &str, sections: &[Section]) {
+    for (title, rows) in sections {
+        let mut values: Vec<&str> = rows.iter().map(|(v, _)| v.as_str()).collect();
+        values.sort_unstable();
+        let n = values.len();
+        values.dedup();
+        assert_eq!(values.len(), n, "{title}: a value named twice in {report}");
+    }
+}
+
+/// The source of `value` in the section whose title starts with `section`.
+fn source_of<'a>(sections: &'a [Section], section: &str, value: &str) -> &'a str {
+    let (_, rows) = sections
+        .iter()
+        .find(|(t, _)| t.starts_with(section))
+        .unwrap_or_else(|| panic!("no section {section} in {sections:?}"));
+    rows.iter()
+        .find(|(v, _)| v == value)
+        .map(|(_, s)| s.as_str())
+        .unwrap_or_else(|| panic!("no {value} in {section}: {rows:?}"))
+}
+
+/// A Gemma 3 GGUF without `rope.freq_base_swa` nor `rope.dimension_count` (as llama.cpp's
+/// converter wrote Gemma 3 270M): the sliding layers' base and width are named once each, and
+/// every key a source names is one the file has. They were named twice, once from the full
+/// layers' `gemma3.rope.dimension_count`, which the file lacks.
+#[test]
+fn inspect_names_each_gguf_value_once_from_keys_the_file_has() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gemma3.gguf");
+    let keys = [
+        ("context_length", Value::U32(32768)),
+        ("embedding_length", Value::U32(640)),
+        ("block_count", Value::U32(18)),
+        ("attention.head_count", Value::U32(4)),
+        ("attention.head_count_kv", Value::U32(1)),
+        ("attention.key_length", Value::U32(256)),
+        ("attention.sliding_window", Value::U32(512)),
+        ("rope.freq_base", Value::F32(1e6)),
+    ];
+    write_gguf(&path, "gemma3", &keys);
+    let (report, sections) = inspect_sources(&path);
+    assert_eq!(sections.len(), 2, "{report}");
+    assert_each_value_once(&report, &sections);
+    let has: Vec<String> = keys.iter().map(|(k, _)| format!("gemma3.{k}")).collect();
+    for (title, rows) in &sections {
+        for (value, source) in rows {
+            for word in source.split(|c: char| c.is_whitespace() || c == ',' || c == '(') {
+                if word.starts_with("gemma3.") {
+                    assert!(
+                        has.iter().any(|k| k == word),
+                        "{title} {value} <- {source}: the file has no {word}"
+                    );
+                }
+            }
+        }
+    }
+    assert_eq!(
+        source_of(&sections, "sliding_attention", "rope_theta"),
+        "default (Gemma 3: 10000)"
+    );
+    assert_eq!(
+        source_of(&sections, "full_attention", "rope_theta"),
+        "gemma3.rope.freq_base"
+    );
+    for section in ["sliding_attention", "full_attention"] {
+        assert_eq!(
+            source_of(&sections, section, "rotary_dim"),
+            "default (the head)",
+            "{report}"
+        );
+    }
+    // With the keys, the sliding layers name theirs, the full layers theirs.
+    let path = dir.path().join("gemma3_swa.gguf");
+    let mut more = keys.to_vec();
+    more.extend([
+        ("rope.dimension_count", Value::U32(256)),
+        ("rope.freq_base_swa", Value::F32(1e4)),
+        ("rope.scaling.type", Value::String("linear".into())),
+        ("rope.scaling.factor", Value::F32(8.0)),
+    ]);
+    write_gguf(&path, "gemma3", &more);
+    let (report, sections) = inspect_sources(&path);
+    assert_each_value_once(&report, &sections);
+    for (section, value, source) in [
+        (
+            "sliding_attention",
+            "rope_theta",
+            "gemma3.rope.freq_base_swa",
+        ),
+        (
+            "sliding_attention",
+            "rotary_dim",
+            "gemma3.rope.dimension_count",
+        ),
+        ("full_attention", "rope_theta", "gemma3.rope.freq_base"),
+        (
+            "full_attention",
+            "rotary_dim",
+            "gemma3.rope.dimension_count",
+        ),
+        ("full_attention", "rope_type", "gemma3.rope.scaling.type"),
+        ("full_attention", "factor", "gemma3.rope.scaling.factor"),
+    ] {
+        assert_eq!(source_of(&sections, section, value), source, "{report}");
+    }
+    assert!(
+        source_of(&sections, "sliding_attention", "rope_type").starts_with("default (unscaled"),
+        "{report}"
+    );
+    let sliding = &sections
+        .iter()
+        .find(|(t, _)| t.starts_with("sliding"))
+        .unwrap()
+        .1;
+    assert!(
+        sliding.iter().all(|(v, _)| v != "factor"),
+        "the sliding layers are not scaled: {report}"
+    );
+}
+
+/// A config with one rope per layer type (transformers 5's nested `rope_parameters`): each
+/// layer type's values are named from its own dict, once. A yarn layer with theta 500000 was
+/// said to take `rope_theta <- default (10000)` and `rope_type <- default (unscaled)`.
+#[test]
+fn inspect_names_the_sources_of_nested_rope_parameters() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.json");
+    let config = serde_json::json!({
+        "hidden_size": 512, "num_attention_heads": 8, "num_hidden_layers": 4,
+        "max_position_embeddings": 131072,
+        "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention",
+                        "full_attention"],
+        "rope_parameters": {
+            "full_attention": {"rope_type": "yarn", "rope_theta": 500000.0, "factor": 4.0,
+                               "original_max_position_embeddings": 32768},
+            "sliding_attention": {"rope_type": "default"}
+        }
+    });
+    std::fs::write(&path, config.to_string()).unwrap();
+    let (report, sections) = inspect_sources(&path);
+    assert_eq!(sections.len(), 2, "{report}");
+    assert_each_value_once(&report, &sections);
+    assert!(report.contains("rope_theta: 500000"), "{report}");
+    for (section, value, source) in [
+        (
+            "full_attention",
+            "rope_theta",
+            "rope_parameters.full_attention.rope_theta",
+        ),
+        (
+            "full_attention",
+            "rope_type",
+            "rope_parameters.full_attention.rope_type",
+        ),
+        (
+            "full_attention",
+            "head_dim",
+            "hidden_size / num_attention_heads",
+        ),
+        (
+            "full_attention",
+            "max_position_embeddings",
+            "max_position_embeddings",
+        ),
+        ("sliding_attention", "rope_theta", "default (10000)"),
+        (
+            "sliding_attention",
+            "rope_type",
+            "rope_parameters.sliding_attention.rope_type",
+        ),
+    ] {
+        assert_eq!(source_of(&sections, section, value), source, "{report}");
+    }
+
+    // Gemma 3's legacy form: the sliding layers' base is rope_local_base_freq, and they take no
+    // rope_scaling.
+    let config = serde_json::json!({
+        "model_type": "gemma3_text", "num_hidden_layers": 6, "rope_theta": 1000000.0,
+        "rope_local_base_freq": 10000.0, "max_position_embeddings": 131072,
+        "rope_scaling": {"rope_type": "linear", "factor": 8.0}
+    });
+    std::fs::write(&path, config.to_string()).unwrap();
+    let (report, sections) = inspect_sources(&path);
+    assert_each_value_once(&report, &sections);
+    for (section, value, source) in [
+        ("full_attention", "rope_theta", "rope_theta"),
+        ("full_attention", "rope_type", "rope_scaling.rope_type"),
+        ("full_attention", "head_dim", "default (Gemma: 256)"),
+        ("sliding_attention", "rope_theta", "rope_local_base_freq"),
+    ] {
+        assert_eq!(source_of(&sections, section, value), source, "{report}");
+    }
+    assert!(
+        source_of(&sections, "sliding_attention", "rope_type").starts_with("default (unscaled"),
+        "{report}"
+    );
+}

@@ -364,6 +364,111 @@ fn missing_keys_take_llama_cpps_defaults() {
     }
 }
 
+/// The 0s llama.cpp's converter writes for "none", read as llama.cpp reads them: a context of 0
+/// is unknown, an original context of 0 falls back to the context, a rope.scaling.factor of 0
+/// is no factor (the legacy rope.scale_linear is then not read), and a sliding window of 0
+/// means no sliding layers (Gemma 3's too: every layer takes the one rope). Their sources say
+/// so, and name the key only with what it gave.
+#[test]
+fn converter_zeros_are_none_as_llama_cpp_reads_them() {
+    let source = |rope: &GgufRope, value: &str| {
+        let found: Vec<&str> = rope
+            .sources
+            .iter()
+            .filter(|s| s.value == value)
+            .map(|s| s.source.as_str())
+            .collect();
+        assert_eq!(found.len(), 1, "{value}: {:?}", rope.sources);
+        found[0].to_string()
+    };
+    // context_length = 0.
+    let mut keys = head(512, 8);
+    keys.push(("context_length", Value::U32(0)));
+    let rope = read("llama", &keys, &[]).unwrap();
+    assert_eq!(
+        rope.configs.single().unwrap(),
+        &RopeConfig::new(64, 10_000.0)
+    );
+    assert_eq!(
+        source(&rope, "max_position_embeddings"),
+        "default (none; llama.context_length = 0 is none)"
+    );
+
+    // YaRN and LongRoPE with rope.scaling.original_context_length = 0: context_length's.
+    let mut yarn = head(512, 8);
+    yarn.extend([
+        ("context_length", Value::U32(32768)),
+        ("rope.scaling.type", Value::String("yarn".into())),
+        ("rope.scaling.factor", Value::F32(4.0)),
+    ]);
+    let plain = read("qwen2", &yarn, &[]).unwrap();
+    yarn.push(("rope.scaling.original_context_length", Value::U32(0)));
+    let zero = read("qwen2", &yarn, &[]).unwrap();
+    assert_eq!(zero.configs, plain.configs);
+    let RopeType::Yarn(y) = &zero.configs.single().unwrap().rope_type else {
+        panic!("yarn")
+    };
+    assert_eq!(y.original_max_position_embeddings, Some(32768));
+    assert_eq!(
+        source(&zero, "original_max_position_embeddings"),
+        "default (qwen2.context_length; qwen2.rope.scaling.original_context_length = 0 is none)"
+    );
+    let mut longrope = head(512, 8);
+    longrope.push(("context_length", Value::U32(4096)));
+    let factors = [
+        ("rope_factors_long.weight", vec![2.0; 32]),
+        ("rope_factors_short.weight", vec![1.0; 32]),
+    ];
+    let plain = read("phi3", &longrope, &factors).unwrap();
+    longrope.push(("rope.scaling.original_context_length", Value::U32(0)));
+    let zero = read("phi3", &longrope, &factors).unwrap();
+    assert_eq!(zero.configs, plain.configs);
+    assert!(
+        source(&zero, "original_max_position_embeddings").ends_with("= 0 is none)"),
+        "{:?}",
+        zero.sources
+    );
+
+    // rope.scaling.factor = 0 with the legacy key: no factor, as llama.cpp reads it.
+    let mut keys = head(512, 8);
+    keys.extend([
+        ("rope.scaling.factor", Value::F32(0.0)),
+        ("rope.scale_linear", Value::F32(4.0)),
+    ]);
+    let rope = read("llama", &keys, &[]).unwrap();
+    assert_eq!(rope.configs.single().unwrap().rope_type, RopeType::Default);
+
+    // attention.sliding_window = 0: no sliding layers, one rope, Gemma 3 included.
+    let mut gemma = head(1024, 4);
+    gemma.extend([
+        ("attention.key_length", Value::U32(256)),
+        ("block_count", Value::U32(6)),
+        ("rope.freq_base", Value::F32(1e6)),
+        ("rope.freq_base_swa", Value::F32(1e4)),
+    ]);
+    assert!(read("gemma3", &gemma, &[])
+        .unwrap()
+        .configs
+        .single()
+        .is_none());
+    gemma.push(("attention.sliding_window", Value::U32(0)));
+    let rope = read("gemma3", &gemma, &[]).unwrap();
+    let config = rope.configs.single().expect("one rope for every layer");
+    assert_eq!(config.rope_theta, 1e6);
+    assert!(
+        source(&rope, "layer_types").starts_with("gemma3.attention.sliding_window = 0"),
+        "{:?}",
+        rope.sources
+    );
+    // A window > 0 keeps them.
+    *gemma.last_mut().unwrap() = ("attention.sliding_window", Value::U32(512));
+    assert!(read("gemma3", &gemma, &[])
+        .unwrap()
+        .configs
+        .single()
+        .is_none());
+}
+
 #[test]
 fn yarn_keys_are_read_as_transformers_reads_the_config() {
     let json = serde_json::json!({"hidden_size": 1024, "num_attention_heads": 8,

@@ -207,6 +207,20 @@ pub fn run(args: &Args, default_model: &Path, out: &mut impl Write) -> Result<()
         .unwrap_or_else(|| default_model.to_path_buf());
     let device = args.device.candle()?;
     let gguf = dir.is_file();
+    if gguf && !crate::gguf::is_gguf(&dir) {
+        // A config.json or a safetensors file given for its folder.
+        let folder = match (dir.extension(), dir.parent()) {
+            (Some(ext), Some(parent)) if ext == "json" || ext == "safetensors" => {
+                format!(" (its folder, {}, may be the checkpoint)", parent.display())
+            }
+            _ => String::new(),
+        };
+        anyhow::bail!(
+            "--model {}: not a GGUF file; --model takes a checkpoint folder (with config.json \
+             and model.safetensors) or a GGUF file{folder}",
+            dir.display()
+        );
+    }
     let mut model = if gguf {
         LlamaFamily::from_gguf(&dir, args.dtype.candle(), &device)
     } else {

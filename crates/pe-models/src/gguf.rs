@@ -4,13 +4,14 @@
 //!
 //! The configuration comes from llama.cpp's keys (`embedding_length`, `feed_forward_length`,
 //! `block_count`, `attention.head_count`, `attention.head_count_kv`,
-//! `attention.layer_norm_rms_epsilon`, `attention.sliding_window`), the vocabulary from
-//! `token_embd.weight`, the biases and the tied output from which tensors exist. Tensors are
-//! renamed to transformers' names. llama.cpp's converter permutes the Q and K rows of files
-//! whose pairs are adjacent ([`PairLayout::Interleaved`]) so that rotating adjacent pairs is
-//! transformers' `rotate_half`: `from_gguf` rotates them so (attention scores do not change
-//! when queries and keys share a permutation of head dimensions), the twin puts the rows back in
-//! transformers' order and rotates halves as for a safetensors checkpoint.
+//! `attention.layer_norm_rms_epsilon`, `attention.sliding_window`: 0, which llama.cpp's
+//! converter writes for a Phi-3 or Phi-4 without a window, is none, as llama.cpp reads it),
+//! the vocabulary from `token_embd.weight`, the biases and the tied output from which tensors
+//! exist. Tensors are renamed to transformers' names. llama.cpp's converter permutes the Q and
+//! K rows of files whose pairs are adjacent ([`PairLayout::Interleaved`]) so that rotating
+//! adjacent pairs is transformers' `rotate_half`: `from_gguf` rotates them so (attention scores
+//! do not change when queries and keys share a permutation of head dimensions), the twin puts
+//! the rows back in transformers' order and rotates halves as for a safetensors checkpoint.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -110,6 +111,16 @@ pub fn gguf_eos_token_ids(path: impl AsRef<Path>) -> Result<Vec<u32>> {
         .unwrap_or_default())
 }
 
+/// Whether the file at `path` starts with GGUF's magic, `GGUF`.
+pub(crate) fn is_gguf(path: &Path) -> bool {
+    use std::io::Read as _;
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && &magic == b"GGUF"
+}
+
 /// transformers' name of a GGUF tensor; `None` for the rope tensors (read by [`GgufRope`]).
 fn hf_name(name: &str, model_type: ModelType) -> Option<String> {
     let fixed = match name {
@@ -198,6 +209,22 @@ fn config(content: &Content, rope: &GgufRope) -> Result<LlamaConfig> {
         None => bail!("tensor token_embd.weight is missing"),
     };
     let heads = required("attention.head_count")?;
+    if heads == 0 {
+        bail!(
+            "key {}: must be at least 1, got 0",
+            key("attention.head_count")
+        );
+    }
+    let kv_heads = count(content, &key("attention.head_count_kv"))?.unwrap_or(heads);
+    // llama.cpp reads a layer with 0 KV heads as one without attention (hybrid models), which
+    // this decoder does not have.
+    if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
+        bail!(
+            "key {}: must divide {} = {heads} (and be at least 1), got {kv_heads}",
+            key("attention.head_count_kv"),
+            key("attention.head_count")
+        );
+    }
     let eps = match content
         .metadata
         .get(&key("attention.layer_norm_rms_epsilon"))
@@ -219,7 +246,7 @@ fn config(content: &Content, rope: &GgufRope) -> Result<LlamaConfig> {
         hidden_act: candle_nn::Activation::Silu,
         num_hidden_layers: required("block_count")?,
         num_attention_heads: heads,
-        num_key_value_heads: count(content, &key("attention.head_count_kv"))?.unwrap_or(heads),
+        num_key_value_heads: kv_heads,
         head_dim: rope_config.head_dim,
         rms_norm_eps: eps,
         qkv_bias: has("blk.0.attn_q.bias") || has("blk.0.attn_qkv.bias"),
@@ -231,7 +258,9 @@ fn config(content: &Content, rope: &GgufRope) -> Result<LlamaConfig> {
         embedding_scale: None,
         mlp_bias: has("blk.0.ffn_down.bias"),
         tie_word_embeddings: !has("output.weight"),
-        sliding_window: count(content, &key("attention.sliding_window"))?,
+        // llama.cpp's converter writes 0 for a model without a window (Phi-3's
+        // `"sliding_window": null`), and llama.cpp reads 0 as none: not a window of 0 tokens.
+        sliding_window: count(content, &key("attention.sliding_window"))?.filter(|&w| w > 0),
         attention_chunk_size: None,
         layer_types: Vec::new(),
         rope: rope_config,

@@ -1,7 +1,9 @@
 //! The reference decoder read from GGUF files (`LlamaFamily::from_gguf`) against transformers'
 //! logits on the same dequantized weights (fixtures written by `scripts/fixtures/gguf_files.py`):
 //! Llama 3.1 (llama3 rope recovered from `rope_freqs`, Q/K permuted by the converter), Qwen2.5
-//! YaRN, Phi-3 LongRoPE (f32 factors) and Mistral (converted as llama), each in F32 and Q8_0.
+//! YaRN, Phi-3 LongRoPE (f32 factors) and Mistral (converted as llama), each in F32 and Q8_0;
+//! and Phi-3 with the converter's `sliding_window = 0` (no window) from
+//! `scripts/fixtures/gguf_none_values.py`.
 //!
 //! Bounds, as in `tests/transformers.rs`: prefill and cached decode within `TOL`; at positions
 //! 20,000.. transformers' own f32 angles drift (`|tf_far - tf_prefill|`, read from the fixture),
@@ -57,15 +59,21 @@ struct Distances {
     tf_drift: f32,
     /// The calls whose greedy ids differ from transformers'.
     ids_differ: Vec<String>,
+    /// Our logits: prefill and at 20,000.
+    logits: Vec<Tensor>,
 }
 
 /// Runs the reference `case` (prefill, 8 cached greedy steps fed transformers' ids, the prompt
 /// at 20,000) on its GGUF file (`<model>_q8_0` for `<model>_q8_0_act`); returns the distances
 /// and the calls whose greedy ids differ, for the caller's bounds.
 fn run(case: &str, load: Load) -> Result<Distances> {
+    run_on(case, case.strip_suffix("_act").unwrap_or(case), load)
+}
+
+/// [`run`] on the GGUF file `file` (`gguf/<file>.gguf`).
+fn run_on(case: &str, file: &str, load: Load) -> Result<Distances> {
     let dir = pe_testkit::fixture("gguf");
     let t = reference(case)?;
-    let file = case.strip_suffix("_act").unwrap_or(case);
     let mut model = load.model(&dir.join(format!("{file}.gguf")))?;
     let mut d = Distances::default();
 
@@ -103,8 +111,9 @@ fn run(case: &str, load: Load) -> Result<Distances> {
     if argmax(&far)? != argmax(&t["far20000.logits"])? {
         d.ids_differ.push("far20000".into());
     }
+    d.logits = vec![prefill, far];
     println!(
-        "{case:>24} {load:?}: prefill {:.3e} decode {:.3e} far20000 {:.3e} (ours at 20000 vs 0: {:.3e}; transformers' drift {:.3e}); greedy ids differ: {:?}",
+        "{case:>24} {load:?} ({file}): prefill {:.3e} decode {:.3e} far20000 {:.3e} (ours at 20000 vs 0: {:.3e}; transformers' drift {:.3e}); greedy ids differ: {:?}",
         d.prefill, d.decode, d.far, d.far_vs_ours, d.tf_drift, d.ids_differ
     );
     Ok(d)
@@ -208,6 +217,111 @@ fn gguf_decoders_match_transformers_q8_0() -> Result<()> {
         check(&act, &run(&act, Load::Quantized)?, rounding)?;
         // The price of Q8_0 activations, against transformers on f32 activations.
         run(&plain, Load::Quantized)?;
+    }
+    Ok(())
+}
+
+/// `phi3_longrope_f32_swa0.gguf` is `phi3_longrope_f32.gguf` with the key
+/// `phi3.attention.sliding_window = 0` added (`scripts/fixtures/gguf_none_values.py`), as
+/// llama.cpp's converter writes a Phi-3 whose config has no sliding window. llama.cpp reads 0
+/// as no window (it was read as a window of 0 tokens on every layer, wrong from the first
+/// token): the decoder gives the same logits, bit for bit, as on the file without the key, and
+/// transformers' greedy ids (`phi3_longrope_f32`, recorded without a window), in both loads and
+/// through `generate --model`.
+#[test]
+fn a_sliding_window_of_0_is_no_window() -> Result<()> {
+    let case = "phi3_longrope_f32";
+    for load in [Load::Quantized, Load::Dequantized] {
+        let with_key = run_on(case, "phi3_longrope_f32_swa0", load)?;
+        check(case, &with_key, || Ok(FAR_LONGROPE_BOUND))?;
+        let without = run(case, load)?;
+        for (ours, theirs) in with_key.logits.iter().zip(&without.logits) {
+            assert_eq!(max_diff(ours, theirs)?, 0.0, "{load:?}");
+        }
+        assert_eq!(
+            (with_key.decode, with_key.ids_differ),
+            (without.decode, without.ids_differ),
+            "{load:?}"
+        );
+    }
+    let gguf = pe_testkit::fixture("gguf").join("phi3_longrope_f32_swa0.gguf");
+    let want: Vec<String> = reference(case)?["decode.generated_ids"]
+        .to_dtype(DType::I64)?
+        .to_vec2::<i64>()?[0]
+        .iter()
+        .take(8)
+        .map(|i| i.to_string())
+        .collect();
+    assert_eq!(
+        generate_ids(&gguf, "0", "8")?,
+        format!("ids: {}", want.join(" "))
+    );
+    Ok(())
+}
+
+/// A copy of the fixture `gguf/<name>.gguf` in `dir` with the metadata `keys` set (added or
+/// replaced), its tensors as they are.
+fn gguf_with(
+    dir: &std::path::Path,
+    name: &str,
+    keys: &[(&str, candle_core::quantized::gguf_file::Value)],
+) -> Result<std::path::PathBuf> {
+    use candle_core::quantized::gguf_file;
+    let mut file = std::fs::File::open(pe_testkit::fixture("gguf").join(format!("{name}.gguf")))?;
+    let content = gguf_file::Content::read(&mut file)?;
+    let mut metadata = content.metadata.clone();
+    for (k, v) in keys {
+        metadata.insert(k.to_string(), v.clone());
+    }
+    let mut tensors = vec![];
+    for name in content.tensor_infos.keys() {
+        tensors.push((name.clone(), content.tensor(&mut file, name, &Device::Cpu)?));
+    }
+    let path = dir.join(format!("{name}_edited.gguf"));
+    let mut out = std::fs::File::create(&path)?;
+    let meta: Vec<(&str, &gguf_file::Value)> =
+        metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let tensors: Vec<(&str, &candle_core::quantized::QTensor)> =
+        tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
+    gguf_file::write(&mut out, &meta, &tensors)?;
+    Ok(path)
+}
+
+/// Head counts the decoder cannot take (0 KV heads, which llama.cpp reads as a layer without
+/// attention; a count that does not divide the heads; no heads) are errors naming the key and
+/// the value, not a panic.
+#[test]
+fn bad_head_counts_are_errors_naming_the_key() -> Result<()> {
+    use candle_core::quantized::gguf_file::Value;
+    let dir = tempfile::tempdir()?;
+    let cases = [
+        (
+            vec![("phi3.attention.head_count_kv", Value::U32(0))],
+            "key phi3.attention.head_count_kv: must divide phi3.attention.head_count = 4 (and be \
+             at least 1), got 0",
+        ),
+        (
+            vec![("phi3.attention.head_count_kv", Value::U32(3))],
+            "key phi3.attention.head_count_kv: must divide phi3.attention.head_count = 4 (and be \
+             at least 1), got 3",
+        ),
+        (
+            vec![
+                ("phi3.attention.head_count", Value::U32(0)),
+                ("phi3.attention.key_length", Value::U32(16)),
+            ],
+            "key phi3.attention.head_count: must be at least 1, got 0",
+        ),
+    ];
+    for (keys, want) in cases {
+        let path = gguf_with(dir.path(), "phi3_longrope_f32", &keys)?;
+        for load in [Load::Quantized, Load::Dequantized] {
+            let err = match load.model(&path) {
+                Ok(_) => panic!("{keys:?} {load:?}: loaded"),
+                Err(e) => format!("{e:#}"),
+            };
+            assert!(err.contains(want), "{keys:?} {load:?}: {err}");
+        }
     }
     Ok(())
 }

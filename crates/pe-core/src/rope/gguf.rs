@@ -3,16 +3,20 @@
 //! [`RopeConfig`]s `from_hf_config` gives, and the pair layout of its Q and K weights.
 //!
 //! Keys are llama.cpp's, prefixed with `general.architecture` (`llama.rope.freq_base`); a
-//! missing key takes llama.cpp's default. Read:
+//! missing key takes llama.cpp's default, and so does a key whose 0 llama.cpp's converter writes
+//! and llama.cpp reads as none (`context_length`, `rope.scaling.original_context_length`,
+//! `rope.scaling.factor`, `attention.sliding_window`). Read:
 //!
 //! - `rope.dimension_count` (default: the head), `rope.freq_base` (default 10000),
 //!   `rope.dimension_count_swa` and `rope.freq_base_swa` (sliding-window layers; Gemma 3's
-//!   default base 10000), `context_length`, `attention.head_count`, `attention.key_length`,
-//!   `embedding_length` (the head is `key_length`, or `embedding_length / head_count`);
+//!   default base 10000), `context_length` (0: unknown), `attention.head_count`,
+//!   `attention.key_length`, `embedding_length` (the head is `key_length`, or
+//!   `embedding_length / head_count`), `attention.sliding_window` (0: no window);
 //! - `rope.scaling.type` (`none`, `linear`, `yarn`, `longrope`; llama.cpp's default is linear,
-//!   which without a factor is no scaling), `rope.scaling.factor` (or the legacy
-//!   `rope.scale_linear`), `rope.scaling.attn_factor`, `rope.scaling.original_context_length`
-//!   (default `context_length`), `rope.scaling.finetuned` (reported only);
+//!   which without a factor is no scaling), `rope.scaling.factor` (0: none; the legacy
+//!   `rope.scale_linear` when it is absent), `rope.scaling.attn_factor`,
+//!   `rope.scaling.original_context_length` (default, and for 0, `context_length`),
+//!   `rope.scaling.finetuned` (reported only);
 //! - YaRN's `rope.scaling.yarn_beta_fast` (32), `yarn_beta_slow` (1), `yarn_attn_factor`
 //!   (transformers' `attention_factor`), `yarn_log_multiplier` and `yarn_ext_factor` (only 1,
 //!   transformers' YaRN, is accepted);
@@ -36,6 +40,9 @@
 //! - **Gemma 3**: global layers take `rope.freq_base` and the linear scaling; sliding layers
 //!   (every layer but each sixth, or `attention.sliding_window_pattern`) take
 //!   `rope.freq_base_swa` (default 10000) and no scaling.
+//! - **No window**: a file whose `attention.sliding_window` is 0 (what the converter writes for
+//!   a model without one) has no sliding layers, as llama.cpp reads it: every layer takes the
+//!   one rope of `rope.freq_base` and the scaling, Gemma 3 included.
 //!
 //! Exactness: float keys are f32 in GGUF. A float key is read as the shortest decimal that
 //! rounds to its f32 (what a `config.json` holds: `1000000.0`, `0.1`), so the tables are those of
@@ -418,6 +425,20 @@ impl Meta<'_> {
         })
     }
 
+    /// A count key whose 0 llama.cpp's converter writes, and llama.cpp reads, as none: `None`
+    /// when absent or 0.
+    fn count_or_none(&self, suffix: &str) -> Result<Option<usize>> {
+        Ok(self.count(suffix)?.filter(|&n| n > 0))
+    }
+
+    /// `default (what)`, saying so when the key is there as 0 (none, see [`Self::count_or_none`]).
+    fn default_source(&self, suffix: &str, what: &str) -> String {
+        match self.count(suffix) {
+            Ok(Some(0)) => format!("default ({what}; {} = 0 is none)", self.key(suffix)),
+            _ => format!("default ({what})"),
+        }
+    }
+
     fn string(&self, suffix: &str) -> Result<Option<String>> {
         match self.raw(suffix) {
             None => Ok(None),
@@ -440,6 +461,16 @@ impl Meta<'_> {
             self.key(suffix)
         } else {
             format!("default ({default})")
+        };
+        self.note(None, value, source);
+    }
+
+    /// Records `value` as read from the count key `suffix`, or as `default` when it is absent or
+    /// 0 (see [`Self::count_or_none`]).
+    fn record_count_or(&mut self, value: &'static str, suffix: &str, default: &str) {
+        let source = match self.count_or_none(suffix) {
+            Ok(Some(_)) => self.key(suffix),
+            _ => self.default_source(suffix, default),
         };
         self.note(None, value, source);
     }
@@ -671,6 +702,8 @@ fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
                 ));
             }
             theta *= alpha.powf(d / (d - 2.0));
+            // One source for the value: the product replaces the plain base's.
+            m.sources.retain(|s| s.value != "rope_theta");
             let source = format!(
                 "{} * {}^(d/(d-2)) (HunYuan NTK alpha)",
                 m.key("rope.freq_base"),
@@ -679,8 +712,9 @@ fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
             m.note(None, "rope_theta", source);
         }
     }
-    let context = m.count("context_length")?;
-    m.record_key_or("max_position_embeddings", "context_length", "none");
+    // llama.cpp reads a context_length of 0 as unknown (the user's context must be given).
+    let context = m.count_or_none("context_length")?;
+    m.record_count_or("max_position_embeddings", "context_length", "none");
     if let Some(Value::Bool(b)) = m.raw("rope.scaling.finetuned") {
         let source = format!("{} = {b} (reported only)", m.key("rope.scaling.finetuned"));
         m.note(None, "finetuned", source);
@@ -746,7 +780,8 @@ fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
         });
     }
 
-    // The scaling: type and factor.
+    // The scaling: type and factor. The sources noted from here on are the scaling's.
+    let scaling_sources = m.sources.len();
     let factor = match (
         m.float("rope.scaling.factor")?,
         m.float("rope.scale_linear")?,
@@ -764,7 +799,8 @@ fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
             m.note(None, "factor", m.key("rope.scaling.factor"));
             Some(a)
         }
-        (_, Some(b)) if b != 0.0 => {
+        // llama.cpp reads the legacy key only when rope.scaling.factor is absent.
+        (None, Some(b)) if b != 0.0 => {
             m.note(None, "factor", m.key("rope.scale_linear"));
             Some(b)
         }
@@ -805,7 +841,8 @@ fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
     m.note(None, "rope_type", type_source);
 
     let original_key = "rope.scaling.original_context_length";
-    let original = m.count(original_key)?;
+    // llama.cpp reads 0 as none: its YaRN and LongRoPE fall back to context_length.
+    let original = m.count_or_none(original_key)?;
 
     let mut freq_factors = None;
     let rope_type = match scaling {
@@ -893,10 +930,19 @@ fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
         ..RopeConfig::new(head_dim, theta)
     };
 
-    // Sliding-window layers with their own rope.
+    // Sliding-window layers with their own rope. llama.cpp's converter writes a window of 0 for
+    // a model without one, and llama.cpp reads it so: no sliding layers, one rope for all.
     let is_gemma3 = arch == "gemma3";
     let swa_keys = m.has("rope.freq_base_swa") || m.has("rope.dimension_count_swa");
-    let configs = if is_gemma3 || swa_keys {
+    let windowless = matches!(m.count("attention.sliding_window"), Ok(Some(0)));
+    if windowless && (is_gemma3 || swa_keys) {
+        let source = format!(
+            "{} = 0: no sliding layers, one rope for every layer (as llama.cpp reads it)",
+            m.key("attention.sliding_window")
+        );
+        m.note(None, "layer_types", source);
+    }
+    let configs = if (is_gemma3 || swa_keys) && !windowless {
         let layer_types = read_layer_types(&m, is_gemma3)?;
         let swa_theta =
             m.float("rope.freq_base_swa")?
@@ -909,26 +955,43 @@ fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
         }
         let swa_rotary = m.count("rope.dimension_count_swa")?.unwrap_or(rotary_dim);
         check_rotary(&m, "rope.dimension_count_swa", swa_rotary, head_dim)?;
-        let sliding = Some("sliding_attention");
+        // Each value once per layer type: what the sliding layers take otherwise (their base,
+        // their width, and on Gemma 3 the whole scaling) is the full layers' own, and the
+        // sliding layers name only keys the file has.
+        let full_source = |value: &str| {
+            m.sources
+                .iter()
+                .find(|s| s.layer_type.is_none() && s.value == value)
+                .map(|s| s.source.clone())
+                .unwrap_or_default()
+        };
         let base_source = if m.has("rope.freq_base_swa") {
             m.key("rope.freq_base_swa")
         } else if is_gemma3 {
             "default (Gemma 3: 10000)".into()
         } else {
-            m.key("rope.freq_base")
+            full_source("rope_theta")
         };
-        m.note(sliding, "rope_theta", base_source);
         let dim_source = if m.has("rope.dimension_count_swa") {
             m.key("rope.dimension_count_swa")
         } else {
-            format!("{dim_key} (no dimension_count_swa)")
+            full_source("rotary_dim")
         };
+        for (i, s) in m.sources.iter_mut().enumerate() {
+            let own = matches!(s.value, "rope_theta" | "rotary_dim")
+                || (is_gemma3 && i >= scaling_sources);
+            if s.layer_type.is_none() && own {
+                s.layer_type = Some("full_attention".into());
+            }
+        }
+        let sliding = Some("sliding_attention");
+        m.note(sliding, "rope_theta", base_source);
         m.note(sliding, "rotary_dim", dim_source);
         let sliding_type = if is_gemma3 {
             m.note(
                 sliding,
                 "rope_type",
-                "Gemma 3: sliding layers are not scaled".into(),
+                "default (unscaled: Gemma 3's sliding layers)".into(),
             );
             RopeType::Default
         } else {
@@ -1051,18 +1114,18 @@ fn read_yarn(
             o
         }
         (None, Some(c)) => {
-            m.note(
-                None,
-                "original_max_position_embeddings",
-                format!("default ({})", m.key("context_length")),
+            let source = m.default_source(
+                "rope.scaling.original_context_length",
+                &m.key("context_length"),
             );
+            m.note(None, "original_max_position_embeddings", source);
             c
         }
         (None, None) => {
             return Err(Error::GgufMissing {
                 key: m.key("rope.scaling.original_context_length"),
                 needed_by: "YaRN's ramp is set by it (llama.cpp's default, context_length, is \
-                            absent too)",
+                            absent or 0 too)",
             })
         }
     };
@@ -1191,11 +1254,12 @@ fn read_longrope<R: Read + Seek>(
         (None, None) => {
             return Err(Error::GgufMissing {
                 key: m.key("rope.scaling.original_context_length"),
-                needed_by: "LongRoPE switches factors and sets its attention factor by it",
+                needed_by: "LongRoPE switches factors and sets its attention factor by it \
+                            (llama.cpp's default, context_length, is absent or 0 too)",
             })
         }
     };
-    m.record_key_or(
+    m.record_count_or(
         "original_max_position_embeddings",
         "rope.scaling.original_context_length",
         "context_length",
