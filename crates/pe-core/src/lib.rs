@@ -2,7 +2,9 @@
 //! in every convention real checkpoints use, and rotary (RoPE) tables for the rope types of HF
 //! `config.json`.
 //!
-//! The crate reads in three layers, data flowing one way (`docs/layers.md` draws them):
+//! The crate reads in four layers, data flowing one way (`docs/layers.md` draws them):
+//! - **Exact arithmetic** (`exact/`, internal): double-double numbers and the sine and cosine
+//!   of an exact angle, which the frequencies and the CPU generator's anchors are computed with.
 //! - **Description** (`describe/`, `rope/config.rs`, `rope/types.rs`): [`PeSpec`] and its
 //!   [`Preset`]s (the sinusoidal conventions, see `docs/conventions.md`), frequencies, positions,
 //!   [`Error`]; for rotary tables, [`RopeConfig`] and each [`RopeType`]'s formula.

@@ -73,35 +73,71 @@ fn sources(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// The names that code (not comments) reaches as `crate::NAME` or `crate::{A, B::c, ..}`, and
-/// as `super::NAME` (resolved against the file's folder).
+/// as `super::NAME` or `super::{a, b}` (resolved against the file's folder); a brace group may
+/// span lines and nest.
 fn names_used(code: &str, folder: &str) -> Vec<String> {
-    let ident = |s: &str| -> String {
-        s.chars()
-            .take_while(|c| c.is_alphanumeric() || *c == '_')
-            .collect()
-    };
+    let code: String = code
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
     let mut names = Vec::new();
-    for line in code.lines().map(str::trim_start) {
-        if line.starts_with("//") {
-            continue;
-        }
-        for (i, _) in line.match_indices("crate::") {
-            let rest = &line[i + "crate::".len()..];
-            match rest.strip_prefix('{') {
-                Some(group) => {
-                    let group = &group[..group.find('}').unwrap_or(group.len())];
-                    names.extend(group.split(',').map(|n| ident(n.trim())));
-                }
-                None => names.push(ident(rest)),
-            }
-        }
-        for (i, _) in line.match_indices("super::") {
-            let module = ident(&line[i + "super::".len()..]);
-            names.push(format!("{folder}/{module}"));
-        }
+    for (i, _) in code.match_indices("crate::") {
+        names.extend(path_heads(&code[i + "crate::".len()..]));
+    }
+    for (i, _) in code.match_indices("super::") {
+        let modules = path_heads(&code[i + "super::".len()..]);
+        names.extend(modules.into_iter().map(|m| format!("{folder}/{m}")));
     }
     names.retain(|n| !n.is_empty() && n != "self");
     names
+}
+
+/// The first segment of each path that `rest` (what follows `crate::` or `super::`) names:
+/// one identifier, or each top-level entry of a `{...}` group.
+fn path_heads(rest: &str) -> Vec<String> {
+    let ident = |s: &str| -> String {
+        s.trim_start()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let Some(group) = rest.strip_prefix('{') else {
+        return vec![ident(rest)];
+    };
+    let (mut depth, mut entries, mut from) = (0usize, Vec::new(), 0);
+    for (i, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                entries.push(&group[from..i]);
+                break;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                entries.push(&group[from..i]);
+                from = i + 1;
+            }
+            _ => {}
+        }
+    }
+    entries.into_iter().map(ident).collect()
+}
+
+#[test]
+fn the_reader_sees_multi_line_and_nested_groups() {
+    let code = "use crate::{\n    exact::dd,\n    // crate::Ignored\n    generate::{Backend, Generator},\n    Error,\n};\nuse super::{tables, types::Yarn};\nlet x = crate::MAX_WIDTH;";
+    assert_eq!(
+        names_used(code, "rope"),
+        [
+            "exact",
+            "generate",
+            "Error",
+            "MAX_WIDTH",
+            "rope/tables",
+            "rope/types"
+        ]
+    );
 }
 
 #[test]

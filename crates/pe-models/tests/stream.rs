@@ -191,7 +191,12 @@ fn greedy_runs_past_the_cache_in_bounded_memory() -> anyhow::Result<()> {
         assert_eq!(out.ids.len(), 300);
         assert!(model.kv_len() <= 32, "{policy:?}: {}", model.kv_len());
         assert!(model.cache_positions().iter().all(|&p| p < 40));
-        assert!(greedy(&mut model, &[5], 3, 2, &[], |_| {}).is_err());
+        let err = greedy(&mut model, &[5], 3, 2, &[], |_| {}).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("first position 3: with a cache policy the positions are the cache's"),
+            "{policy:?}: {err}"
+        );
     }
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! sin and cos in f64 for the CPU generator's exact anchors: of an angle given as an unevaluated
 //! sum `hi + lo` (the exact product `p * w`), to about one unit in the last
-//! place, without libm.
+//! place; libm only for the head of angles beyond 2^32.
 //!
 //! The angle is reduced by `q * pi/2` with pi/2 split into 21-bit pieces (so every `q * piece`
 //! below 2^32 is an exact product), `lo` is added to the small remainder, and Taylor polynomials
