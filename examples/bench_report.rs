@@ -157,29 +157,12 @@ fn max_abs_diff(a: &Tensor, b: &Tensor) -> Result<f64> {
 }
 
 fn machine() -> String {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .map(|m| m.trim_start_matches([' ', '\t', ':']).to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let threads = std::thread::available_parallelism().map_or(0, |n| n.get());
     format!(
-        "{model}, {threads} threads, rayon pool of {}",
+        "{}, {} threads, rayon pool of {}",
+        pe_testkit::cpu_model(),
+        pe_testkit::threads(),
         rayon::current_num_threads()
     )
-}
-
-/// The 1, 5 and 15 minute load averages.
-fn load() -> String {
-    let loadavg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    loadavg
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// The quick performance report: markdown on stdout, and optionally JSON.
@@ -204,7 +187,7 @@ fn report(json_path: Option<String>) -> Result<()> {
     let spec = PeSpec::fairseq(WIDTH);
     let pe = SinusoidalEncoding::new(spec)?;
     let generic = pe.clone().with_backend(Backend::Generic);
-    let load_before = load();
+    let load_before = pe_testkit::load();
     eprintln!("measuring on {} (load {load_before}) ...", machine());
 
     // Tables: 65,536 x 1,024 f32 (256 MiB), against the write floor, copies, the naive ops.
@@ -385,7 +368,7 @@ fn report(json_path: Option<String>) -> Result<()> {
         ],
     )?;
     let (rope_apply_at_us, gather_rope_us) = (at.medians()[0] * 1e3, at.medians()[1] * 1e3);
-    let load_after = load();
+    let load_after = pe_testkit::load();
 
     // Errors: at positions up to 1,000,000 against an independent f64 evaluation, and of the
     // naive constructions over their whole tables against this crate's f64 tables.

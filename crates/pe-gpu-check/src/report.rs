@@ -257,15 +257,7 @@ fn fmt_ms(ms: f64) -> String {
 
 /// The CPU, the GPU as nvidia-smi names it (where there is one), and the load average.
 fn machine() -> String {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let cpu = cpuinfo
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .map(|m| m.trim_start_matches([' ', '\t', ':']).to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let threads = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let (cpu, threads) = (pe_testkit::cpu_model(), pe_testkit::threads());
     let gpu = std::process::Command::new("nvidia-smi")
         .args([
             "--query-gpu=name,driver_version,memory.total",
@@ -275,10 +267,9 @@ fn machine() -> String {
         .ok()
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let load: Vec<&str> = load.split_whitespace().take(3).collect();
+    let load = pe_testkit::load();
     match gpu {
-        Some(gpu) => format!("{gpu}; {cpu}, {threads} threads; load {}", load.join(" ")),
-        None => format!("{cpu}, {threads} threads; load {}", load.join(" ")),
+        Some(gpu) => format!("{gpu}; {cpu}, {threads} threads; load {load}"),
+        None => format!("{cpu}, {threads} threads; load {load}"),
     }
 }

@@ -70,6 +70,30 @@ fn close(report: &mut Report, name: &str, a: &Tensor, b: &Tensor, scale: f64) ->
     Ok(bits)
 }
 
+/// Holds a fast path's outputs to its plain twin's (`what` and `what_slow`) on the target
+/// within the bound, and notes where their bits differ (equal bits are promised on the CPU
+/// only).
+fn twin(
+    report: &mut Report,
+    name: &str,
+    what: &str,
+    dtype: DType,
+    pairs: &[(&str, &Tensor, &Tensor)],
+    scale: f64,
+) -> Result<()> {
+    let mut bits = true;
+    for (part, fast, slow) in pairs {
+        let check = format!("{name}: {what} = its slow twin (target){part}");
+        bits &= close(report, &check, fast, slow, scale)?;
+    }
+    if !bits {
+        report.note(format!(
+            "{name} {dtype:?}: {what} and {what}_slow differ in bits on the target (within the bound)"
+        ));
+    }
+    Ok(())
+}
+
 /// Random normal values of `shape` in `dtype`, on the CPU and the target (same values).
 fn pair(shape: &[usize], dtype: DType, target: &Target) -> Result<(Tensor, Tensor)> {
     let cpu = Tensor::randn(0f64, 1.0, shape, &Device::Cpu)?.to_dtype(dtype)?;
@@ -178,22 +202,8 @@ fn plain(
         let kk = dev.apply_k_at(&k_d, &pos_d)?;
         close(report, &format!("{name}: apply_k_at"), &kk, &kc, scale)?;
         let (qs, ks) = dev.apply_at_slow(&q_d, &k_d, &pos_d)?;
-        let bits = close(
-            report,
-            &format!("{name}: apply_at = its slow twin (target) q"),
-            &qd,
-            &qs,
-            scale,
-        )? & close(
-            report,
-            &format!("{name}: apply_at = its slow twin (target) k"),
-            &kd,
-            &ks,
-            scale,
-        )?;
-        if !bits {
-            report.note(format!("{name} {dtype:?}: apply_at and apply_at_slow differ in bits on the target (within the bound)"));
-        }
+        let pairs = [(" q", &qd, &qs), (" k", &kd, &ks)];
+        twin(report, name, "apply_at", dtype, &pairs, scale)?;
         // (tokens, heads, d): the continuous-batching layout, positions (tokens,).
         let tokens =
             |t: &Tensor| -> Result<Tensor> { Ok(t.transpose(1, 2)?.reshape((b * seq, (), d))?) };
@@ -223,15 +233,7 @@ fn plain(
         let kd = dev.shift_at(&k_d, &pos_d, &to_d)?;
         close(report, &format!("{name}: shift_at"), &kd, &kc, scale)?;
         let ks = dev.shift_at_slow(&k_d, &pos_d, &to_d)?;
-        if !close(
-            report,
-            &format!("{name}: shift_at = its slow twin (target)"),
-            &kd,
-            &ks,
-            scale,
-        )? {
-            report.note(format!("{name} {dtype:?}: shift_at and shift_at_slow differ in bits on the target (within the bound)"));
-        }
+        twin(report, name, "shift_at", dtype, &[("", &kd, &ks)], scale)?;
     }
     Ok(())
 }
@@ -259,15 +261,14 @@ fn mrope(target: &Target, report: &mut Report) -> Result<()> {
         let kk = dev.apply_k_mrope(&k_d, &ids_d)?;
         close(report, "qwen2_vl: apply_k_mrope", &kk, &kc, scale)?;
         let (qs, _) = dev.apply_mrope_slow(&q_d, &k_d, &ids_d)?;
-        if !close(
+        twin(
             report,
-            "qwen2_vl: apply_mrope = its slow twin (target)",
-            &qd,
-            &qs,
+            "qwen2_vl",
+            "apply_mrope",
+            dtype,
+            &[("", &qd, &qs)],
             scale,
-        )? {
-            report.note(format!("qwen2_vl {dtype:?}: apply_mrope and apply_mrope_slow differ in bits on the target (within the bound)"));
-        }
+        )?;
     }
     Ok(())
 }

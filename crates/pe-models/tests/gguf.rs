@@ -245,16 +245,9 @@ fn a_sliding_window_of_0_is_no_window() -> Result<()> {
         );
     }
     let gguf = pe_testkit::fixture("gguf").join("phi3_longrope_f32_swa0.gguf");
-    let want: Vec<String> = reference(case)?["decode.generated_ids"]
-        .to_dtype(DType::I64)?
-        .to_vec2::<i64>()?[0]
-        .iter()
-        .take(8)
-        .map(|i| i.to_string())
-        .collect();
     assert_eq!(
         generate_ids(&gguf, "0", "8")?,
-        format!("ids: {}", want.join(" "))
+        recorded_ids(&reference(case)?, 8)?
     );
     Ok(())
 }
@@ -396,6 +389,16 @@ fn llama31_gguf_runs_past_its_context() -> Result<()> {
     Ok(())
 }
 
+/// The first `n` greedy ids transformers recorded (`decode.generated_ids`), as the generate
+/// command line prints them: `ids: a b c`.
+fn recorded_ids(t: &HashMap<String, Tensor>, n: usize) -> Result<String> {
+    let ids = t["decode.generated_ids"]
+        .to_dtype(DType::I64)?
+        .to_vec2::<i64>()?;
+    let ids: Vec<String> = ids[0].iter().take(n).map(|i| i.to_string()).collect();
+    Ok(format!("ids: {}", ids.join(" ")))
+}
+
 /// The `ids:` line `generate --model gguf` prints for the fixtures' 12-token prompt at
 /// `offset`, `new` tokens.
 fn generate_ids(gguf: &std::path::Path, offset: &str, new: &str) -> Result<String> {
@@ -468,18 +471,7 @@ fn generate_takes_a_gguf_file() -> Result<()> {
             };
             let gguf = dir.join(format!("{case}.gguf"));
             let ids_line = |offset: &str, new: &str| generate_ids(&gguf, offset, new);
-            let want: Vec<String> = t["decode.generated_ids"]
-                .to_dtype(DType::I64)?
-                .to_vec2::<i64>()?[0]
-                .iter()
-                .take(8)
-                .map(|i| i.to_string())
-                .collect();
-            assert_eq!(
-                ids_line("0", "8")?,
-                format!("ids: {}", want.join(" ")),
-                "{case}"
-            );
+            assert_eq!(ids_line("0", "8")?, recorded_ids(&t, 8)?, "{case}");
             let far = &t["far20000.logits"];
             let first = far
                 .i((.., far.dim(1)? - 1.., ..))?

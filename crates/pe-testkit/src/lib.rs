@@ -33,6 +33,7 @@ mod bits;
 mod cases;
 mod fixtures;
 mod golden;
+mod machine;
 mod oracle;
 mod tolerance;
 
@@ -44,6 +45,7 @@ pub use bits::{bits_hash, BitHasher};
 pub use cases::{encoding, random_encoding, random_offset, seeded_rng};
 pub use fixtures::fixture;
 pub use golden::{golden, machine_class, BitCases, BLESS_VAR};
+pub use machine::{cpu_model, load, threads};
 pub use oracle::{oracle_frequency, oracle_row, oracle_rows, to_f64, Big};
 pub use tolerance::{assert_matches, tolerance};
 
