@@ -9,6 +9,8 @@
 //! length or shape, on what was asked before, or on thread timing.
 
 pub(crate) mod cpu;
+#[cfg(feature = "cuda")]
+mod cuda;
 pub(crate) mod generic;
 
 pub(crate) use cpu::RowPositions;
