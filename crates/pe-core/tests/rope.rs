@@ -619,8 +619,11 @@ fn hf_families_parse() -> anyhow::Result<()> {
     );
     let expected = (1.0 + 32f64.ln() / 4096f64.ln()).sqrt();
     assert!((Rope::new(c.clone())?.attention_scaling() - expected).abs() < 1e-15);
-    // ... and "yarn" with factor lists is longrope too.
-    let c2 = parse(&phi3.replace("\"su\"", "\"yarn\""))?;
+    // ... and a Phi-3 config's "yarn" is longrope too (transformers' Phi3Config).
+    let phi3_yarn =
+        phi3.replace("\"su\"", "\"yarn\"")
+            .replacen('{', r#"{"model_type": "phi3", "#, 1);
+    let c2 = parse(&phi3_yarn)?;
     assert_eq!(c2, c);
     // yarn without factor: max_position_embeddings / original_max_position_embeddings.
     let c = parse(
@@ -773,6 +776,58 @@ fn hf_families_parse() -> anyhow::Result<()> {
     .unwrap_err()
     .to_string();
     assert!(err.contains("partial_rotary_factor"), "{err}");
+    Ok(())
+}
+
+/// A `yarn` dict that carries factor lists is YaRN on a Llama config (transformers'
+/// `LlamaConfig` validates it as yarn and `_compute_yarn_parameters` never reads the lists), and
+/// longrope only where the config class rewrites `yarn` to `longrope` (`Phi3Config`,
+/// `Phi4MultimodalConfig`).
+#[test]
+fn yarn_with_factor_lists_is_yarn_except_for_phi3() -> anyhow::Result<()> {
+    let lists: Vec<f64> = (0..32).map(|i| 1.0 + i as f64 / 4.0).collect();
+    let config = |model_type: &str, dict: serde_json::Value| {
+        serde_json::json!({"model_type": model_type, "hidden_size": 2048,
+            "num_attention_heads": 32, "max_position_embeddings": 131072,
+            "rope_theta": 500000.0, "rope_scaling": dict})
+    };
+    let with_lists = serde_json::json!({"type": "yarn", "factor": 32.0,
+        "original_max_position_embeddings": 4096, "short_factor": lists, "long_factor": lists});
+    let plain = serde_json::json!({"type": "yarn", "factor": 32.0,
+        "original_max_position_embeddings": 4096});
+    let llama = RopeConfig::from_hf_config(&config("llama", with_lists.clone()))?;
+    let RopeType::Yarn(y) = &llama.rope_type else {
+        panic!("a Llama config's yarn is YaRN: {llama:?}")
+    };
+    assert_eq!(*y, Yarn::new(32.0, 4096));
+    assert_eq!(llama, RopeConfig::from_hf_config(&config("llama", plain))?);
+    // YaRN's attention factor, 0.1 ln 32 + 1, not longrope's sqrt(1 + ln 32 / ln 4096).
+    let yarn_attention = 0.1 * 32f64.ln() + 1.0;
+    assert_eq!(Rope::new(llama)?.attention_scaling(), yarn_attention);
+    // No model_type reads as a Llama does.
+    let untyped = RopeConfig::from_hf_config(&config("", with_lists.clone()))?;
+    assert_eq!(untyped.rope_type.name(), "yarn");
+    for phi in ["phi3", "phi4_multimodal"] {
+        let c = RopeConfig::from_hf_config(&config(phi, with_lists.clone()))?;
+        let RopeType::Longrope(l) = &c.rope_type else {
+            panic!("{phi}'s yarn is longrope: {c:?}")
+        };
+        assert_eq!((&l.short_factor, l.factor), (&lists, Some(32.0)), "{phi}");
+    }
+    // Without factor (and no original_max_position_embeddings to take it from), a Llama
+    // config's yarn names the field transformers names, factor.
+    let no_factor = serde_json::json!({"type": "yarn", "short_factor": lists,
+        "long_factor": lists});
+    let err = RopeConfig::from_hf_config(&config("llama", no_factor.clone()))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("rope_scaling.factor") && !err.contains("short_factor"),
+        "{err}"
+    );
+    // A Phi-3 config reads it as longrope, whose factor is optional.
+    let c = RopeConfig::from_hf_config(&config("phi3", no_factor))?;
+    assert_eq!(c.rope_type.name(), "longrope");
     Ok(())
 }
 

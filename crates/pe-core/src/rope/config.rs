@@ -773,7 +773,7 @@ fn read_one(
         }
     };
     let rope_type = match dict {
-        Some(dict) => RopeType::from_dict(dict, root)?,
+        Some(dict) => RopeType::from_dict(dict, root, model_type)?,
         None => RopeType::Default,
     };
     let (mrope_section, interleaved) = match dict {

@@ -157,6 +157,9 @@ pub(crate) struct RopeDict<'a> {
     name: String,
     fields: &'a ConfigFields<'a>,
     top: &'a ConfigFields<'a>,
+    /// The config's `model_type` (empty when it gives none): some names read differently
+    /// per model, as transformers' config classes read them.
+    model_type: &'a str,
 }
 
 impl RopeDict<'_> {
@@ -265,7 +268,11 @@ impl RopeType {
 
     /// The type a rope dict gives (`fields`, in a config whose top level is `top`), read by
     /// the type that claims its `rope_type` (or legacy `type`; `default` when neither is given).
-    pub(crate) fn from_dict(fields: &ConfigFields, top: &ConfigFields) -> Result<Self> {
+    pub(crate) fn from_dict(
+        fields: &ConfigFields,
+        top: &ConfigFields,
+        model_type: &str,
+    ) -> Result<Self> {
         // transformers 5 saves a legacy `type` beside the `rope_type` it maps it to (Qwen2-VL's
         // `"type": "mrope"` beside `"rope_type": "default"`): two names of one type agree.
         let aliases = match (
@@ -286,6 +293,7 @@ impl RopeType {
             name: name.unwrap_or_else(|| Unscaled::NAMES[0].into()),
             fields,
             top,
+            model_type,
         };
         for (_, read) in TYPES {
             if let Some(rope_type) = read(&dict) {
@@ -706,9 +714,9 @@ impl Yarn {
 impl ReadRope for Yarn {
     const NAMES: &'static [&'static str] = &["yarn"];
 
-    /// A `yarn` dict with factor lists is longrope's.
+    /// A `yarn` dict of a Phi-3 or Phi-4-multimodal config is longrope's.
     fn claims(dict: &RopeDict) -> bool {
-        Self::NAMES.contains(&dict.name()) && !Longrope::has_lists(dict)
+        Self::NAMES.contains(&dict.name()) && !Longrope::yarn_is_longrope(dict)
     }
 
     /// A missing `factor` is `max_position_embeddings / original_max_position_embeddings`, as
@@ -838,7 +846,8 @@ pub enum LongropePolicy {
     Vllm,
 }
 
-/// LongRoPE (HF `longrope`; legacy Phi-3 `su`, and `yarn` with factor lists):
+/// LongRoPE (HF `longrope`; legacy Phi-3 `su`, and `yarn` in Phi-3 and Phi-4-multimodal
+/// configs):
 /// `w_i = rope_theta^(-2i/rotary_dim) / ext_i`, `ext` the short or the long factors (see
 /// [`LongropePolicy`]), and cos and sin scaled by `sqrt(1 + ln f / ln L0)` (`f = factor`, or
 /// `max_position_embeddings / L0` when absent; `L0 = original_max_position_embeddings`).
@@ -870,10 +879,16 @@ pub struct Longrope {
     pub attention_factor: Option<f64>,
 }
 
+/// The `model_type`s whose config class reads a `yarn` rope dict as longrope (transformers'
+/// `Phi3Config` and `Phi4MultimodalConfig`, `convert_rope_params_to_dict`: older Phi-3
+/// checkpoints wrote `yarn` with factor lists). Every other model reads `yarn` as YaRN, factor
+/// lists or not.
+const YARN_IS_LONGROPE: [&str; 2] = ["phi3", "phi4_multimodal"];
+
 impl Longrope {
-    /// Whether `dict` gives longrope's factor lists.
-    fn has_lists(dict: &RopeDict) -> bool {
-        dict.has("short_factor") || dict.has("long_factor")
+    /// Whether `dict` is a `yarn` dict that its model reads as longrope.
+    fn yarn_is_longrope(dict: &RopeDict) -> bool {
+        dict.name() == "yarn" && YARN_IS_LONGROPE.contains(&dict.model_type)
     }
 
     fn original(&self, ctx: &Context) -> Result<usize> {
@@ -912,9 +927,9 @@ impl ReadRope for Longrope {
     /// Phi-3's legacy `su`.
     const NAMES: &'static [&'static str] = &["longrope", "su"];
 
-    /// A `yarn` dict with factor lists is longrope's too.
+    /// A `yarn` dict of a Phi-3 or Phi-4-multimodal config is longrope's too.
     fn claims(dict: &RopeDict) -> bool {
-        Self::NAMES.contains(&dict.name()) || (dict.name() == "yarn" && Self::has_lists(dict))
+        Self::NAMES.contains(&dict.name()) || Self::yarn_is_longrope(dict)
     }
 
     fn read(dict: &RopeDict) -> Result<Self> {
