@@ -186,3 +186,24 @@ fn hunyuan_and_gemma4_saved() {
         "head_dim 512 from per_layer_config"
     );
 }
+
+/// Phi-3.5-MoE: `pe inspect` reports the factor on cos and sin that transformers'
+/// `PhimoeRotaryEmbedding` uses, `short_mscale` with the short factors and `long_mscale` with
+/// the long ones, not longrope's attention factor (1.190 for 4096 -> 131072).
+#[test]
+fn inspect_names_phimoes_mscales() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, json) = fixture_config(dir.path(), "phimoe_longrope");
+    let report = String::from_utf8(pe_ok(&["inspect", s(&path)]).stdout).unwrap();
+    let scaling = &json["rope_scaling"];
+    let (short, long) = (
+        scaling["short_mscale"].as_f64().unwrap(),
+        scaling["long_mscale"].as_f64().unwrap(),
+    );
+    let line = format!(
+        "attention factor: {short} (short_mscale, with short_factor, sequences up to 4096 \
+         positions); {long} (long_mscale, with long_factor, longer ones)"
+    );
+    assert!(report.contains(&line), "{line:?} not in {report}");
+    assert!(!report.contains("1.190"), "{report}");
+}

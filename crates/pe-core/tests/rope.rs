@@ -250,6 +250,8 @@ fn random_config(rng: &mut StdRng) -> RopeConfig {
                 factor: rng.random_bool(0.5).then_some(factor),
                 original_max_position_embeddings: Some(original),
                 attention_factor: rng.random_bool(0.2).then_some(1.25),
+                short_mscale: None,
+                long_mscale: None,
             })
         }
         6 => RopeType::Proportional(Proportional {
@@ -444,6 +446,8 @@ fn cache_serves_views(dev: &Device, backend: Backend) -> anyhow::Result<()> {
             factor: Some(4.0),
             original_max_position_embeddings: Some(64),
             attention_factor: None,
+            short_mscale: None,
+            long_mscale: None,
         }),
     ] {
         let config = RopeConfig {

@@ -874,6 +874,8 @@ fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
                         factor: Some(1.0),
                         original_max_position_embeddings: Some(context.unwrap_or(1).max(1)),
                         attention_factor: Some(1.0),
+                        short_mscale: None,
+                        long_mscale: None,
                     })
                 }
             }
@@ -1236,5 +1238,7 @@ fn read_longrope<R: Read + Seek>(
         factor: None,
         original_max_position_embeddings: Some(original),
         attention_factor,
+        short_mscale: None,
+        long_mscale: None,
     }))
 }
