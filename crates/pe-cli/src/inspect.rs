@@ -165,6 +165,14 @@ fn report(path: &Path, r: &Resolved) -> Result<String> {
         "halves: pairs (i, i + rotary_dim/2), rotate_half, candle's rope"
     };
     writeln!(out, "pair layout: {layout}  <- {}", r.layout_source)?;
+    let unknown = r.configs.unknown_keys();
+    if !unknown.is_empty() {
+        writeln!(
+            out,
+            "unknown keys, not read (transformers warns and ignores them too): {}",
+            unknown.join(", ")
+        )?;
+    }
     let types: Vec<Option<String>> = if r.configs.is_per_layer_type() {
         let mut types: Vec<String> = match r.configs.layer_types() {
             Some(t) => t.to_vec(),

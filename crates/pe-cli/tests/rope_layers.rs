@@ -207,3 +207,28 @@ fn inspect_names_phimoes_mscales() {
     assert!(report.contains(&line), "{line:?} not in {report}");
     assert!(!report.contains("1.190"), "{report}");
 }
+
+/// `pe inspect` lists the keys of a rope dict that nothing reads (a misspelt field), and reads
+/// on as transformers does.
+#[test]
+fn inspect_lists_unknown_rope_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.json");
+    let json = serde_json::json!({"model_type": "qwen2", "head_dim": 128,
+        "max_position_embeddings": 131072, "rope_scaling": {"type": "yarn", "factor": 4.0,
+        "original_max_position_embeddings": 32768, "beta_fastt": 64,
+        "mrope_sections": [16, 24, 24]}});
+    std::fs::write(&path, json.to_string()).unwrap();
+    let report = String::from_utf8(pe_ok(&["inspect", s(&path)]).stdout).unwrap();
+    let line = "unknown keys, not read (transformers warns and ignores them too): \
+                rope_scaling.beta_fastt, rope_scaling.mrope_sections";
+    assert!(report.contains(line), "{line:?} not in {report}");
+    assert!(
+        report.contains("rope_type: yarn (") && report.contains("factor 4.0"),
+        "{report}"
+    );
+    // A config without them says nothing of the kind.
+    let (clean, _) = fixture_config(dir.path(), "qwen25_yarn");
+    let report = String::from_utf8(pe_ok(&["inspect", s(&clean)]).stdout).unwrap();
+    assert!(!report.contains("unknown keys"), "{report}");
+}

@@ -835,6 +835,85 @@ fn yarn_with_factor_lists_is_yarn_except_for_phi3() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Keys of a rope dict that nothing reads are listed (as paths), not refused, as transformers
+/// warns and reads on: a misspelt field, a field of another rope type, a misspelt M-RoPE field.
+#[test]
+fn unknown_rope_keys_are_listed() -> anyhow::Result<()> {
+    let unknown = |json: serde_json::Value| -> anyhow::Result<Vec<String>> {
+        Ok(RopeConfigs::from_hf_config(&json)?.unknown_keys().to_vec())
+    };
+    let yarn = serde_json::json!({"model_type": "qwen2", "head_dim": 128,
+        "max_position_embeddings": 131072, "rope_scaling": {"type": "yarn", "factor": 4.0,
+        "original_max_position_embeddings": 32768, "beta_fastt": 64, "beta_slow": null}});
+    assert_eq!(unknown(yarn.clone())?, ["rope_scaling.beta_fastt"]);
+    // Read on: the misspelt beta_fast keeps its default.
+    let RopeType::Yarn(y) = RopeConfig::from_hf_config(&yarn)?.rope_type else {
+        panic!("yarn")
+    };
+    assert_eq!(y, Yarn::new(4.0, 32768));
+    let qwen2_vl = serde_json::json!({"model_type": "qwen2_vl", "head_dim": 128,
+        "rope_scaling": {"rope_type": "default", "type": "mrope",
+            "mrope_section": [16, 24, 24], "mrope_sections": [16, 24, 24]}});
+    assert_eq!(unknown(qwen2_vl)?, ["rope_scaling.mrope_sections"]);
+    // A Llama's yarn reads no factor lists; Phi-3.5-MoE's mscales are read, Phi-3's are not.
+    let lists: Vec<f64> = vec![1.0; 64];
+    let llama = serde_json::json!({"model_type": "llama", "head_dim": 128,
+        "max_position_embeddings": 131072, "rope_scaling": {"rope_type": "yarn", "factor": 32.0,
+        "original_max_position_embeddings": 4096, "short_factor": lists, "long_factor": lists}});
+    assert_eq!(
+        unknown(llama)?,
+        ["rope_scaling.long_factor", "rope_scaling.short_factor"]
+    );
+    let phi = |model_type: &str| {
+        serde_json::json!({"model_type": model_type, "head_dim": 128,
+        "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
+        "rope_scaling": {"type": "longrope", "short_factor": lists, "long_factor": lists,
+            "short_mscale": 1.25, "long_mscale": 1.25}})
+    };
+    assert!(unknown(phi("phimoe"))?.is_empty());
+    assert_eq!(
+        unknown(phi("phi3"))?,
+        ["rope_scaling.long_mscale", "rope_scaling.short_mscale"]
+    );
+    // Per layer type: each dict's own path.
+    let gemma = serde_json::json!({"model_type": "gemma3_text", "head_dim": 256,
+        "num_hidden_layers": 6, "rope_parameters": {
+            "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4, "factor": 8.0}}});
+    assert_eq!(
+        unknown(gemma)?,
+        ["rope_parameters.sliding_attention.factor"]
+    );
+    // The transformers fixtures' configs: none, but HunYuan's dynamic dicts, whose YaRN-style
+    // fields its fixed-NTK rotary never reads (transformers warns about them as well).
+    let dir = pe_testkit::fixture("rope");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir)? {
+        let path = entry?.path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
+        let name = path.file_stem().unwrap().to_string_lossy().to_string();
+        let keys = unknown(json["config_input"].clone())?;
+        let expected: &[&str] = if name.starts_with("hunyuan") {
+            &[
+                "rope_scaling.beta_fast",
+                "rope_scaling.beta_slow",
+                "rope_scaling.factor",
+                "rope_scaling.mscale",
+                "rope_scaling.mscale_all_dim",
+            ]
+        } else {
+            &[]
+        };
+        assert_eq!(keys, expected, "{name}");
+        seen += 1;
+    }
+    assert!(seen >= 20, "{seen} fixtures");
+    Ok(())
+}
+
 #[test]
 fn nonsense_parameters_are_errors() {
     let base = RopeConfig::new(64, 10_000.0);
