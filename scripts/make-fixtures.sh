@@ -12,6 +12,7 @@
 # What is written is up to each generator (its docstring says). Today:
 #   rope  ->  crates/pe-testkit/fixtures/rope/<case>.json + <case>.safetensors: inv_freq and cos/sin tables of the
 #             rotary classes of Llama 3.1, Qwen2.5 (YaRN), DeepSeek-V3, gpt-oss, Phi-3/Phi-4-mini (longrope),
+#             Phi-3.5-MoE (longrope with short_mscale / long_mscale),
 #             Gemma 3 (both config forms), Gemma 4 (as given and as saved), Qwen2-VL and Qwen3-VL (M-RoPE),
 #             M-RoPE with yarn and linear (Qwen2.5-VL, Qwen3-VL), dynamic NTK and HunYuan (ntk_alpha).
 #   query_scale -> crates/pe-testkit/fixtures/rope/query_scale_<family>.json + .safetensors: the factor on the queries

@@ -245,6 +245,14 @@ fn report(path: &Path, r: &Resolved) -> Result<String> {
         "halves: pairs (i, i + rotary_dim/2), rotate_half, candle's rope"
     };
     writeln!(out, "pair layout: {layout}  <- {}", r.layout_source)?;
+    let unknown = r.configs.unknown_keys();
+    if !unknown.is_empty() {
+        writeln!(
+            out,
+            "unknown keys, not read (transformers warns and ignores them too): {}",
+            unknown.join(", ")
+        )?;
+    }
     let types: Vec<Option<String>> = if r.configs.is_per_layer_type() {
         let mut types: Vec<String> = match r.configs.layer_types() {
             Some(t) => t.to_vec(),
@@ -310,7 +318,21 @@ fn section(
         };
         writeln!(out, "  mrope_section: {s:?} ({how})")?;
     }
-    writeln!(out, "  attention factor: {}", rope.attention_scaling())?;
+    match &config.rope_type {
+        // Phi-3.5-MoE: the factor on cos and sin changes with the factors in use.
+        RopeType::Longrope(l) if l.short_mscale.is_some() || l.long_mscale.is_some() => {
+            let context = config.max_position_embeddings;
+            let original = l.original_max_position_embeddings.or(context).unwrap_or(0);
+            let (short, short_from) = l.mscale_for(false, context);
+            let (long, long_from) = l.mscale_for(true, context);
+            writeln!(
+                out,
+                "  attention factor: {short} ({short_from}, with short_factor, sequences up to \
+                 {original} positions); {long} ({long_from}, with long_factor, longer ones)"
+            )?;
+        }
+        _ => writeln!(out, "  attention factor: {}", rope.attention_scaling())?,
+    }
     let context = config.max_position_embeddings;
     match context {
         Some(c) => writeln!(out, "  context (max_position_embeddings): {c}")?,

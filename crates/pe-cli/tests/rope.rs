@@ -157,6 +157,8 @@ fn variants() -> Vec<(&'static str, Vec<&'static str>, RopeConfig)> {
                     factor: None,
                     original_max_position_embeddings: Some(2048),
                     attention_factor: None,
+                    short_mscale: None,
+                    long_mscale: None,
                 }))
             },
         ),

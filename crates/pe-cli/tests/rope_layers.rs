@@ -186,3 +186,49 @@ fn hunyuan_and_gemma4_saved() {
         "head_dim 512 from per_layer_config"
     );
 }
+
+/// Phi-3.5-MoE: `pe inspect` reports the factor on cos and sin that transformers'
+/// `PhimoeRotaryEmbedding` uses, `short_mscale` with the short factors and `long_mscale` with
+/// the long ones, not longrope's attention factor (1.190 for 4096 -> 131072).
+#[test]
+fn inspect_names_phimoes_mscales() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, json) = fixture_config(dir.path(), "phimoe_longrope");
+    let report = String::from_utf8(pe_ok(&["inspect", s(&path)]).stdout).unwrap();
+    let scaling = &json["rope_scaling"];
+    let (short, long) = (
+        scaling["short_mscale"].as_f64().unwrap(),
+        scaling["long_mscale"].as_f64().unwrap(),
+    );
+    let line = format!(
+        "attention factor: {short} (short_mscale, with short_factor, sequences up to 4096 \
+         positions); {long} (long_mscale, with long_factor, longer ones)"
+    );
+    assert!(report.contains(&line), "{line:?} not in {report}");
+    assert!(!report.contains("1.190"), "{report}");
+}
+
+/// `pe inspect` lists the keys of a rope dict that nothing reads (a misspelt field), and reads
+/// on as transformers does.
+#[test]
+fn inspect_lists_unknown_rope_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.json");
+    let json = serde_json::json!({"model_type": "qwen2", "head_dim": 128,
+        "max_position_embeddings": 131072, "rope_scaling": {"type": "yarn", "factor": 4.0,
+        "original_max_position_embeddings": 32768, "beta_fastt": 64,
+        "mrope_sections": [16, 24, 24]}});
+    std::fs::write(&path, json.to_string()).unwrap();
+    let report = String::from_utf8(pe_ok(&["inspect", s(&path)]).stdout).unwrap();
+    let line = "unknown keys, not read (transformers warns and ignores them too): \
+                rope_scaling.beta_fastt, rope_scaling.mrope_sections";
+    assert!(report.contains(line), "{line:?} not in {report}");
+    assert!(
+        report.contains("rope_type: yarn (") && report.contains("factor 4.0"),
+        "{report}"
+    );
+    // A config without them says nothing of the kind.
+    let (clean, _) = fixture_config(dir.path(), "qwen25_yarn");
+    let report = String::from_utf8(pe_ok(&["inspect", s(&clean)]).stdout).unwrap();
+    assert!(!report.contains("unknown keys"), "{report}");
+}

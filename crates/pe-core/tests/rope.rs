@@ -250,6 +250,8 @@ fn random_config(rng: &mut StdRng) -> RopeConfig {
                 factor: rng.random_bool(0.5).then_some(factor),
                 original_max_position_embeddings: Some(original),
                 attention_factor: rng.random_bool(0.2).then_some(1.25),
+                short_mscale: None,
+                long_mscale: None,
             })
         }
         6 => RopeType::Proportional(Proportional {
@@ -444,6 +446,8 @@ fn cache_serves_views(dev: &Device, backend: Backend) -> anyhow::Result<()> {
             factor: Some(4.0),
             original_max_position_embeddings: Some(64),
             attention_factor: None,
+            short_mscale: None,
+            long_mscale: None,
         }),
     ] {
         let config = RopeConfig {
@@ -619,8 +623,11 @@ fn hf_families_parse() -> anyhow::Result<()> {
     );
     let expected = (1.0 + 32f64.ln() / 4096f64.ln()).sqrt();
     assert!((Rope::new(c.clone())?.attention_scaling() - expected).abs() < 1e-15);
-    // ... and "yarn" with factor lists is longrope too.
-    let c2 = parse(&phi3.replace("\"su\"", "\"yarn\""))?;
+    // ... and a Phi-3 config's "yarn" is longrope too (transformers' Phi3Config).
+    let phi3_yarn =
+        phi3.replace("\"su\"", "\"yarn\"")
+            .replacen('{', r#"{"model_type": "phi3", "#, 1);
+    let c2 = parse(&phi3_yarn)?;
     assert_eq!(c2, c);
     // yarn without factor: max_position_embeddings / original_max_position_embeddings.
     let c = parse(
@@ -773,6 +780,137 @@ fn hf_families_parse() -> anyhow::Result<()> {
     .unwrap_err()
     .to_string();
     assert!(err.contains("partial_rotary_factor"), "{err}");
+    Ok(())
+}
+
+/// A `yarn` dict that carries factor lists is YaRN on a Llama config (transformers'
+/// `LlamaConfig` validates it as yarn and `_compute_yarn_parameters` never reads the lists), and
+/// longrope only where the config class rewrites `yarn` to `longrope` (`Phi3Config`,
+/// `Phi4MultimodalConfig`).
+#[test]
+fn yarn_with_factor_lists_is_yarn_except_for_phi3() -> anyhow::Result<()> {
+    let lists: Vec<f64> = (0..32).map(|i| 1.0 + i as f64 / 4.0).collect();
+    let config = |model_type: &str, dict: serde_json::Value| {
+        serde_json::json!({"model_type": model_type, "hidden_size": 2048,
+            "num_attention_heads": 32, "max_position_embeddings": 131072,
+            "rope_theta": 500000.0, "rope_scaling": dict})
+    };
+    let with_lists = serde_json::json!({"type": "yarn", "factor": 32.0,
+        "original_max_position_embeddings": 4096, "short_factor": lists, "long_factor": lists});
+    let plain = serde_json::json!({"type": "yarn", "factor": 32.0,
+        "original_max_position_embeddings": 4096});
+    let llama = RopeConfig::from_hf_config(&config("llama", with_lists.clone()))?;
+    let RopeType::Yarn(y) = &llama.rope_type else {
+        panic!("a Llama config's yarn is YaRN: {llama:?}")
+    };
+    assert_eq!(*y, Yarn::new(32.0, 4096));
+    assert_eq!(llama, RopeConfig::from_hf_config(&config("llama", plain))?);
+    // YaRN's attention factor, 0.1 ln 32 + 1, not longrope's sqrt(1 + ln 32 / ln 4096).
+    let yarn_attention = 0.1 * 32f64.ln() + 1.0;
+    assert_eq!(Rope::new(llama)?.attention_scaling(), yarn_attention);
+    // No model_type reads as a Llama does.
+    let untyped = RopeConfig::from_hf_config(&config("", with_lists.clone()))?;
+    assert_eq!(untyped.rope_type.name(), "yarn");
+    for phi in ["phi3", "phi4_multimodal"] {
+        let c = RopeConfig::from_hf_config(&config(phi, with_lists.clone()))?;
+        let RopeType::Longrope(l) = &c.rope_type else {
+            panic!("{phi}'s yarn is longrope: {c:?}")
+        };
+        assert_eq!((&l.short_factor, l.factor), (&lists, Some(32.0)), "{phi}");
+    }
+    // Without factor (and no original_max_position_embeddings to take it from), a Llama
+    // config's yarn names the field transformers names, factor.
+    let no_factor = serde_json::json!({"type": "yarn", "short_factor": lists,
+        "long_factor": lists});
+    let err = RopeConfig::from_hf_config(&config("llama", no_factor.clone()))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("rope_scaling.factor") && !err.contains("short_factor"),
+        "{err}"
+    );
+    // A Phi-3 config reads it as longrope, whose factor is optional.
+    let c = RopeConfig::from_hf_config(&config("phi3", no_factor))?;
+    assert_eq!(c.rope_type.name(), "longrope");
+    Ok(())
+}
+
+/// Keys of a rope dict that nothing reads are listed (as paths), not refused, as transformers
+/// warns and reads on: a misspelt field, a field of another rope type, a misspelt M-RoPE field.
+#[test]
+fn unknown_rope_keys_are_listed() -> anyhow::Result<()> {
+    let unknown = |json: serde_json::Value| -> anyhow::Result<Vec<String>> {
+        Ok(RopeConfigs::from_hf_config(&json)?.unknown_keys().to_vec())
+    };
+    let yarn = serde_json::json!({"model_type": "qwen2", "head_dim": 128,
+        "max_position_embeddings": 131072, "rope_scaling": {"type": "yarn", "factor": 4.0,
+        "original_max_position_embeddings": 32768, "beta_fastt": 64, "beta_slow": null}});
+    assert_eq!(unknown(yarn.clone())?, ["rope_scaling.beta_fastt"]);
+    // Read on: the misspelt beta_fast keeps its default.
+    let RopeType::Yarn(y) = RopeConfig::from_hf_config(&yarn)?.rope_type else {
+        panic!("yarn")
+    };
+    assert_eq!(y, Yarn::new(4.0, 32768));
+    let qwen2_vl = serde_json::json!({"model_type": "qwen2_vl", "head_dim": 128,
+        "rope_scaling": {"rope_type": "default", "type": "mrope",
+            "mrope_section": [16, 24, 24], "mrope_sections": [16, 24, 24]}});
+    assert_eq!(unknown(qwen2_vl)?, ["rope_scaling.mrope_sections"]);
+    // A Llama's yarn reads no factor lists; Phi-3.5-MoE's mscales are read, Phi-3's are not.
+    let lists: Vec<f64> = vec![1.0; 64];
+    let llama = serde_json::json!({"model_type": "llama", "head_dim": 128,
+        "max_position_embeddings": 131072, "rope_scaling": {"rope_type": "yarn", "factor": 32.0,
+        "original_max_position_embeddings": 4096, "short_factor": lists, "long_factor": lists}});
+    assert_eq!(
+        unknown(llama)?,
+        ["rope_scaling.long_factor", "rope_scaling.short_factor"]
+    );
+    let phi = |model_type: &str| {
+        serde_json::json!({"model_type": model_type, "head_dim": 128,
+        "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
+        "rope_scaling": {"type": "longrope", "short_factor": lists, "long_factor": lists,
+            "short_mscale": 1.25, "long_mscale": 1.25}})
+    };
+    assert!(unknown(phi("phimoe"))?.is_empty());
+    assert_eq!(
+        unknown(phi("phi3"))?,
+        ["rope_scaling.long_mscale", "rope_scaling.short_mscale"]
+    );
+    // Per layer type: each dict's own path.
+    let gemma = serde_json::json!({"model_type": "gemma3_text", "head_dim": 256,
+        "num_hidden_layers": 6, "rope_parameters": {
+            "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4, "factor": 8.0}}});
+    assert_eq!(
+        unknown(gemma)?,
+        ["rope_parameters.sliding_attention.factor"]
+    );
+    // The transformers fixtures' configs: none, but HunYuan's dynamic dicts, whose YaRN-style
+    // fields its fixed-NTK rotary never reads (transformers warns about them as well).
+    let dir = pe_testkit::fixture("rope");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir)? {
+        let path = entry?.path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
+        let name = path.file_stem().unwrap().to_string_lossy().to_string();
+        let keys = unknown(json["config_input"].clone())?;
+        let expected: &[&str] = if name.starts_with("hunyuan") {
+            &[
+                "rope_scaling.beta_fast",
+                "rope_scaling.beta_slow",
+                "rope_scaling.factor",
+                "rope_scaling.mscale",
+                "rope_scaling.mscale_all_dim",
+            ]
+        } else {
+            &[]
+        };
+        assert_eq!(keys, expected, "{name}");
+        seen += 1;
+    }
+    assert!(seen >= 20, "{seen} fixtures");
     Ok(())
 }
 

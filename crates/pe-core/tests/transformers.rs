@@ -289,6 +289,102 @@ fn phi4_mini_longrope() -> anyhow::Result<()> {
     longrope("phi4_mini_longrope")
 }
 
+/// Phi-3.5-MoE: transformers' `PhimoeRotaryEmbedding` multiplies cos and sin by `short_mscale`
+/// for sequences up to `original_max_position_embeddings` and by `long_mscale` past it, in place
+/// of longrope's attention factor (its `attention_scaling` attribute, 1.190 here).
+///
+/// Its forward recomputes the frequencies without the sequence length, so its angles use the
+/// short factors in every call; the model's own code (and this crate, and transformers' Phi-3)
+/// use the long factors past the original length, with `long_mscale`. The short calls are
+/// checked whole; the long ones by their amplitude `sqrt(cos^2 + sin^2)`, the mscale alone.
+#[test]
+fn phimoe_mscales() -> anyhow::Result<()> {
+    let fx = fixture("phimoe_longrope")?;
+    let config = RopeConfig::from_hf_config(&fx.json["config_input"])?;
+    let RopeType::Longrope(l) = &config.rope_type else {
+        panic!("phimoe is longrope: {config:?}")
+    };
+    let given = &fx.json["config_input"]["rope_scaling"];
+    assert_eq!(l.short_mscale, given["short_mscale"].as_f64());
+    assert_eq!(l.long_mscale, given["long_mscale"].as_f64());
+    let rope = Rope::new(config)?;
+    let mut checked = [0, 0];
+    for call in fx.json["calls"].as_array().unwrap() {
+        let name = format!("phimoe_longrope/{}", call["name"].as_str().unwrap());
+        let seq_len = call["seq_len"].as_u64().unwrap() as usize;
+        let mscale = call["mscale"].as_f64().unwrap();
+        assert_ne!(
+            mscale,
+            call["attention_scaling_after_call"].as_f64().unwrap()
+        );
+        if seq_len <= 4096 {
+            assert_eq!(call["mscale_field"], "short_mscale", "{name}");
+            // The whole call, with the factor transformers multiplies cos and sin by.
+            let mut with_mscale = call.clone();
+            with_mscale["attention_scaling_after_call"] = mscale.into();
+            let c = Call {
+                fixture: &fx,
+                name: name.clone(),
+                call: &with_mscale,
+            };
+            check_call(&rope, &c, seq_len)?;
+            checked[0] += 1;
+            continue;
+        }
+        assert_eq!(call["mscale_field"], "long_mscale", "{name}");
+        let ids = &fx.tensors[call["tensors"]["position_ids"].as_str().unwrap()];
+        let (cos, sin) = rope.at_with_len(ids, seq_len, DType::F64)?;
+        let amplitude = |cos: Vec<f64>, sin: Vec<f64>| -> Vec<f64> {
+            cos.iter().zip(&sin).map(|(c, s)| c.hypot(*s)).collect()
+        };
+        let ours = amplitude(
+            cos.flatten_all()?.to_vec1::<f64>()?,
+            sin.flatten_all()?.to_vec1::<f64>()?,
+        );
+        let theirs = amplitude(
+            fx.tensor(call["tensors"]["cos"].as_str().unwrap())?,
+            fx.tensor(call["tensors"]["sin"].as_str().unwrap())?,
+        );
+        // Ours is exact up to f64 rounding; theirs is an f32 cos and sin, each rounded after
+        // the product with mscale (a few f32 ulps of mscale).
+        for a in &ours {
+            assert!(
+                (a - mscale).abs() <= 1e-12,
+                "{name}: our amplitude {a}, mscale {mscale}"
+            );
+        }
+        for a in &theirs {
+            let tol = 4.0 * f32::EPSILON as f64 * mscale;
+            assert!(
+                (a - mscale).abs() <= tol,
+                "{name}: transformers' amplitude {a}, mscale {mscale}"
+            );
+        }
+        checked[1] += 1;
+    }
+    assert_eq!(checked, [2, 2], "short and long calls");
+    // PhimoeConfig refuses a longrope dict without either mscale; other models' configs do not
+    // read them (transformers' Phi-3 keeps longrope's attention factor).
+    for key in ["short_mscale", "long_mscale"] {
+        let mut json = fx.json["config_input"].clone();
+        json["rope_scaling"].as_object_mut().unwrap().remove(key);
+        let err = RopeConfig::from_hf_config(&json).unwrap_err().to_string();
+        assert!(err.contains(&format!("rope_scaling.{key}")), "{err}");
+    }
+    let mut phi3 = fx.json["config_input"].clone();
+    phi3["model_type"] = "phi3".into();
+    let phi3 = RopeConfig::from_hf_config(&phi3)?;
+    let RopeType::Longrope(l) = &phi3.rope_type else {
+        panic!("{phi3:?}")
+    };
+    assert_eq!((l.short_mscale, l.long_mscale), (None, None));
+    let attention = fx.json["calls"][0]["attention_scaling_after_call"]
+        .as_f64()
+        .unwrap();
+    assert!((Rope::new(phi3)?.attention_scaling() - attention).abs() <= 1e-12);
+    Ok(())
+}
+
 /// Both Gemma 3 forms: the same configs per layer type and layer, and transformers' tables.
 #[test]
 fn gemma3() -> anyhow::Result<()> {

@@ -284,6 +284,8 @@ fn spectrum_changes_turn_by_new_angle_less_old_angle() -> anyhow::Result<()> {
             factor: None,
             original_max_position_embeddings: Some(4096),
             attention_factor: None,
+            short_mscale: None,
+            long_mscale: None,
         }))
     };
     let cases = [
@@ -329,6 +331,8 @@ fn spectrum_changes_turn_by_new_angle_less_old_angle() -> anyhow::Result<()> {
             factor: None,
             original_max_position_embeddings: Some(4096),
             attention_factor: None,
+            short_mscale: None,
+            long_mscale: None,
         }))
     })?;
     let k = Tensor::randn(0f32, 1.0, (2, 2, d), &dev)?;

@@ -11,7 +11,8 @@
 //! defaults and legacy spellings ([`RopeType`]). Vision-language configs are read from their
 //! `text_config`. A field that is `null` is absent. A field of the wrong type, a missing one, a
 //! value given in the rope dict and at the top level that disagrees, or an unknown `rope_type`
-//! is an error naming the field ([`ConfigFields`]).
+//! is an error naming the field ([`ConfigFields`]). A key of a rope dict that nothing reads is
+//! not an error, as in transformers: [`RopeConfigs::unknown_keys`] lists it.
 //!
 //! [`RopeConfigs`] reads models with one rope per layer type (Gemma 3, Gemma 4).
 //!
@@ -173,6 +174,8 @@ pub struct RopeConfigs {
     nope: Option<Vec<bool>>,
     /// The query scale of the NoPE layers (Llama 4's `attn_temperature_tuning`).
     nope_query_scale: Option<QueryScale>,
+    /// The keys of the rope dicts that nothing reads, as paths from the config's root.
+    unknown_keys: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -208,6 +211,7 @@ impl RopeConfigs {
             layer_types,
             nope: None,
             nope_query_scale: None,
+            unknown_keys: Vec::new(),
         }
     }
 
@@ -225,7 +229,29 @@ impl RopeConfigs {
             layer_types,
             nope: None,
             nope_query_scale: None,
+            unknown_keys: Vec::new(),
         }
+    }
+
+    /// The keys of the config's rope dicts (`rope_scaling`, `rope_parameters`, or one per
+    /// layer type) that neither the rope type nor the config reader reads, as paths from the
+    /// config's root, sorted: a misspelt field (`rope_scaling.beta_fastt`), one of another type
+    /// (`short_factor` in a Llama's `yarn` dict), or `mrope_sections` for `mrope_section`. They
+    /// are not errors: transformers warns about them and reads on, and so does this reader
+    /// (a field that is `null` is absent, and not listed).
+    ///
+    /// ```
+    /// use candle_pe_core::RopeConfigs;
+    ///
+    /// let json = serde_json::json!({"head_dim": 64, "max_position_embeddings": 32768,
+    ///     "rope_scaling": {"rope_type": "yarn", "factor": 8.0, "beta_fastt": 64,
+    ///         "original_max_position_embeddings": 4096}});
+    /// let configs = RopeConfigs::from_hf_config(&json)?;
+    /// assert_eq!(configs.unknown_keys(), ["rope_scaling.beta_fastt"]);
+    /// # Ok::<(), candle_pe_core::Error>(())
+    /// ```
+    pub fn unknown_keys(&self) -> &[String] {
+        &self.unknown_keys
     }
 
     /// Whether the layers have rope parameters per layer type.
@@ -402,12 +428,16 @@ fn read_model(root: &ConfigFields, outer_model_type: Option<&str>) -> Result<Rop
     let model_type: Option<String> = root.get("model_type")?;
     let model_type = model_type.as_deref().or(outer_model_type).unwrap_or("");
     let overrides = Overrides::read(root)?;
-    let (layers, layer_types) = read_layers(root, model_type, &overrides)?;
+    let mut unknown_keys = Vec::new();
+    let (layers, layer_types) = read_layers(root, model_type, &overrides, &mut unknown_keys)?;
+    unknown_keys.sort();
+    unknown_keys.dedup();
     Ok(RopeConfigs {
         layers,
         layer_types,
         nope: read_nope(root, model_type)?,
         nope_query_scale: read_attn_temperature(root, model_type)?,
+        unknown_keys,
     })
 }
 
@@ -604,11 +634,13 @@ fn root_map(root: &ConfigFields) -> Map<String, Value> {
 }
 
 /// The ropes of a model's layers, and its `layer_types`; `overrides` gives the root a layer type
-/// reads its fields from (transformers 5's `per_layer_config`).
+/// reads its fields from (transformers 5's `per_layer_config`). The keys of the rope dicts that
+/// nothing reads are pushed to `unknown`.
 fn read_layers(
     root: &ConfigFields,
     model_type: &str,
     overrides: &Overrides,
+    unknown: &mut Vec<String>,
 ) -> Result<(Layers, Option<Vec<String>>)> {
     let is_gemma3 = model_type.starts_with("gemma3");
     let is_gemma4 = model_type.starts_with("gemma4");
@@ -649,6 +681,7 @@ fn read_layers(
                     Some(layer_type),
                     model_type,
                     Theta::ROPE_THETA,
+                    unknown,
                 )?),
             };
             configs.insert(layer_type.to_string(), config);
@@ -679,6 +712,7 @@ fn read_layers(
             Some("full_attention"),
             model_type,
             Theta::GEMMA3_FULL,
+            unknown,
         )?;
         let sliding = read_one(
             &overrides
@@ -688,6 +722,7 @@ fn read_layers(
             Some("sliding_attention"),
             model_type,
             Theta::GEMMA3_SLIDING,
+            unknown,
         )?;
         let configs = BTreeMap::from([
             ("full_attention".to_string(), Some(full)),
@@ -707,6 +742,7 @@ fn read_layers(
         None,
         model_type,
         Theta::ROPE_THETA,
+        unknown,
     )?;
     Ok((Layers::Single(config), layer_types))
 }
@@ -727,14 +763,48 @@ const INTERLEAVED_BY_DEFAULT: [&str; 7] = [
 /// The `model_type`s whose config class defaults `head_dim` to 256.
 const GEMMA_HEAD_DIM_256: [&str; 4] = ["gemma", "gemma2", "gemma3", "gemma3_text"];
 
+/// The keys a rope dict may give whatever its type, read by [`read_one`] and
+/// [`RopeType::from_dict`].
+const DICT_KEYS: [&str; 6] = [
+    "rope_type",
+    "type",
+    "rope_theta",
+    "partial_rotary_factor",
+    "mrope_section",
+    "mrope_interleaved",
+];
+
+/// The keys read with `llama_4_scaling_beta` (Ministral 3, Mistral 4), and the
+/// `max_position_embeddings` their configs repeat in the dict (which their transformers config
+/// classes ignore, as the top-level one is read).
+const QUERY_SCALE_KEYS: [&str; 3] = [
+    "llama_4_scaling_beta",
+    "original_max_position_embeddings",
+    "max_position_embeddings",
+];
+
+/// The paths of the keys of `dict` that nothing reads for `rope_type`: not one of
+/// [`DICT_KEYS`], not a field of the type (as it writes itself), and not a query-scale key.
+fn unknown_keys(dict: &ConfigFields, rope_type: &RopeType) -> Vec<String> {
+    let fields = rope_type.formula().json_fields();
+    let query_scale = dict.has("llama_4_scaling_beta");
+    dict.keys()
+        .filter(|&k| dict.has(k) && !DICT_KEYS.contains(&k) && !fields.contains_key(k))
+        .filter(|k| !(query_scale && QUERY_SCALE_KEYS.contains(k)))
+        .map(|k| dict.path_of(k))
+        .collect()
+}
+
 /// One rope: `root`'s head and context fields with the rope dict `dict`, `rope_theta` from
-/// `theta` when the dict does not give it.
+/// `theta` when the dict does not give it; the keys of `dict` that nothing reads are pushed to
+/// `unknown`.
 fn read_one(
     root: &ConfigFields,
     dict: Option<&ConfigFields>,
     layer_type: Option<&str>,
     model_type: &str,
     theta: Theta,
+    unknown: &mut Vec<String>,
 ) -> Result<RopeConfig> {
     // transformers 5 moves rope_theta, partial_rotary_factor and the M-RoPE fields into
     // rope_parameters; a value at both levels must agree.
@@ -773,9 +843,12 @@ fn read_one(
         }
     };
     let rope_type = match dict {
-        Some(dict) => RopeType::from_dict(dict, root)?,
+        Some(dict) => RopeType::from_dict(dict, root, model_type)?,
         None => RopeType::Default,
     };
+    if let Some(dict) = dict {
+        unknown.extend(unknown_keys(dict, &rope_type));
+    }
     let (mrope_section, interleaved) = match dict {
         Some(dict) => (
             dict.either("mrope_section", root, "mrope_section")?,

@@ -911,6 +911,8 @@ fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
                         factor: Some(1.0),
                         original_max_position_embeddings: Some(context.unwrap_or(1).max(1)),
                         attention_factor: Some(1.0),
+                        short_mscale: None,
+                        long_mscale: None,
                     })
                 }
             }
@@ -1300,5 +1302,7 @@ fn read_longrope<R: Read + Seek>(
         factor: None,
         original_max_position_embeddings: Some(original),
         attention_factor,
+        short_mscale: None,
+        long_mscale: None,
     }))
 }

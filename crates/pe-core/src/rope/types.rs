@@ -157,6 +157,9 @@ pub(crate) struct RopeDict<'a> {
     name: String,
     fields: &'a ConfigFields<'a>,
     top: &'a ConfigFields<'a>,
+    /// The config's `model_type` (empty when it gives none): some names read differently
+    /// per model, as transformers' config classes read them.
+    model_type: &'a str,
 }
 
 impl RopeDict<'_> {
@@ -265,7 +268,11 @@ impl RopeType {
 
     /// The type a rope dict gives (`fields`, in a config whose top level is `top`), read by
     /// the type that claims its `rope_type` (or legacy `type`; `default` when neither is given).
-    pub(crate) fn from_dict(fields: &ConfigFields, top: &ConfigFields) -> Result<Self> {
+    pub(crate) fn from_dict(
+        fields: &ConfigFields,
+        top: &ConfigFields,
+        model_type: &str,
+    ) -> Result<Self> {
         // transformers 5 saves a legacy `type` beside the `rope_type` it maps it to (Qwen2-VL's
         // `"type": "mrope"` beside `"rope_type": "default"`): two names of one type agree.
         let aliases = match (
@@ -286,6 +293,7 @@ impl RopeType {
             name: name.unwrap_or_else(|| Unscaled::NAMES[0].into()),
             fields,
             top,
+            model_type,
         };
         for (_, read) in TYPES {
             if let Some(rope_type) = read(&dict) {
@@ -706,9 +714,9 @@ impl Yarn {
 impl ReadRope for Yarn {
     const NAMES: &'static [&'static str] = &["yarn"];
 
-    /// A `yarn` dict with factor lists is longrope's.
+    /// A `yarn` dict of a Phi-3 or Phi-4-multimodal config is longrope's.
     fn claims(dict: &RopeDict) -> bool {
-        Self::NAMES.contains(&dict.name()) && !Longrope::has_lists(dict)
+        Self::NAMES.contains(&dict.name()) && !Longrope::yarn_is_longrope(dict)
     }
 
     /// A missing `factor` is `max_position_embeddings / original_max_position_embeddings`, as
@@ -838,10 +846,12 @@ pub enum LongropePolicy {
     Vllm,
 }
 
-/// LongRoPE (HF `longrope`; legacy Phi-3 `su`, and `yarn` with factor lists):
+/// LongRoPE (HF `longrope`; legacy Phi-3 `su`, and `yarn` in Phi-3 and Phi-4-multimodal
+/// configs):
 /// `w_i = rope_theta^(-2i/rotary_dim) / ext_i`, `ext` the short or the long factors (see
 /// [`LongropePolicy`]), and cos and sin scaled by `sqrt(1 + ln f / ln L0)` (`f = factor`, or
-/// `max_position_embeddings / L0` when absent; `L0 = original_max_position_embeddings`).
+/// `max_position_embeddings / L0` when absent; `L0 = original_max_position_embeddings`), or by
+/// Phi-3.5-MoE's `short_mscale` / `long_mscale`, the one of the factors in use.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Longrope {
@@ -868,12 +878,32 @@ pub struct Longrope {
     /// `factor <= 1`).
     #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
     pub attention_factor: Option<f64>,
+    /// Phi-3.5-MoE's factor on cos and sin with the short factors, in place of the attention
+    /// factor (read from `phimoe` configs, as transformers' `PhimoeRotaryEmbedding` uses it).
+    #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub short_mscale: Option<f64>,
+    /// Phi-3.5-MoE's factor on cos and sin with the long factors, in place of the attention
+    /// factor.
+    #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub long_mscale: Option<f64>,
 }
 
+/// The `model_type`s whose config class reads a `yarn` rope dict as longrope (transformers'
+/// `Phi3Config` and `Phi4MultimodalConfig`, `convert_rope_params_to_dict`: older Phi-3
+/// checkpoints wrote `yarn` with factor lists). Every other model reads `yarn` as YaRN, factor
+/// lists or not.
+const YARN_IS_LONGROPE: [&str; 2] = ["phi3", "phi4_multimodal"];
+
+/// The `model_type`s whose rotary multiplies cos and sin by `short_mscale` or `long_mscale`
+/// instead of longrope's attention factor (Phi-3.5-MoE: transformers' `PhimoeRotaryEmbedding`).
+const MSCALE_MODELS: [&str; 1] = ["phimoe"];
+
 impl Longrope {
-    /// Whether `dict` gives longrope's factor lists.
-    fn has_lists(dict: &RopeDict) -> bool {
-        dict.has("short_factor") || dict.has("long_factor")
+    /// Whether `dict` is a `yarn` dict that its model reads as longrope.
+    fn yarn_is_longrope(dict: &RopeDict) -> bool {
+        dict.name() == "yarn" && YARN_IS_LONGROPE.contains(&dict.model_type)
     }
 
     fn original(&self, ctx: &Context) -> Result<usize> {
@@ -898,6 +928,60 @@ impl Longrope {
         }
     }
 
+    /// The factor on cos and sin with the short factors (`long` false) or the long ones, and
+    /// the field it comes from: `short_mscale` / `long_mscale` when given (Phi-3.5-MoE),
+    /// otherwise the attention factor (`attention_factor`, or its default from `factor`).
+    ///
+    /// ```
+    /// use candle_pe_core::{RopeConfig, RopeType};
+    ///
+    /// let json = serde_json::json!({"model_type": "phimoe", "head_dim": 4,
+    ///     "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
+    ///     "rope_scaling": {"type": "longrope", "short_factor": [1.0, 2.0],
+    ///         "long_factor": [3.0, 4.0], "short_mscale": 1.25, "long_mscale": 1.5}});
+    /// let config = RopeConfig::from_hf_config(&json)?;
+    /// let RopeType::Longrope(l) = &config.rope_type else { unreachable!() };
+    /// assert_eq!(l.mscale_for(false, Some(131072)), (1.25, "short_mscale"));
+    /// assert_eq!(l.mscale_for(true, Some(131072)), (1.5, "long_mscale"));
+    /// # Ok::<(), candle_pe_core::Error>(())
+    /// ```
+    pub fn mscale_for(
+        &self,
+        long: bool,
+        max_position_embeddings: Option<usize>,
+    ) -> (f64, &'static str) {
+        match (long, self.short_mscale, self.long_mscale) {
+            (false, Some(m), _) => (m, "short_mscale"),
+            (true, _, Some(m)) => (m, "long_mscale"),
+            _ => match self.attention_factor {
+                Some(a) => (a, "attention_factor"),
+                None => {
+                    let ctx = Context {
+                        rope_theta: 1.0,
+                        rotary_dim: 0,
+                        max_position_embeddings,
+                        seq_len: 0,
+                        partial_rotary_factor: 1.0,
+                        longrope_policy: LongropePolicy::Transformers,
+                    };
+                    (self.default_attention_factor(&ctx), "factor")
+                }
+            },
+        }
+    }
+
+    /// `sqrt(1 + ln factor / ln original)`, 1 when `factor <= 1`.
+    fn default_attention_factor(&self, ctx: &Context) -> f64 {
+        let (Ok(f), Ok(original)) = (self.factor(ctx), self.original(ctx)) else {
+            return 1.0;
+        };
+        if f <= 1.0 {
+            1.0
+        } else {
+            (1.0 + f.ln() / (original as f64).ln()).sqrt()
+        }
+    }
+
     /// Whether the long factors apply to a sequence of `ctx.seq_len` positions.
     fn long(&self, ctx: &Context) -> bool {
         let original = self.original(ctx).unwrap_or(usize::MAX);
@@ -912,18 +996,31 @@ impl ReadRope for Longrope {
     /// Phi-3's legacy `su`.
     const NAMES: &'static [&'static str] = &["longrope", "su"];
 
-    /// A `yarn` dict with factor lists is longrope's too.
+    /// A `yarn` dict of a Phi-3 or Phi-4-multimodal config is longrope's too.
     fn claims(dict: &RopeDict) -> bool {
-        Self::NAMES.contains(&dict.name()) || (dict.name() == "yarn" && Self::has_lists(dict))
+        Self::NAMES.contains(&dict.name()) || Self::yarn_is_longrope(dict)
     }
 
+    /// A `phimoe` config needs `short_mscale` and `long_mscale` (transformers'
+    /// `PhimoeConfig.validate_rope` refuses it without them); other models' configs do not
+    /// read them.
     fn read(dict: &RopeDict) -> Result<Self> {
+        let (short_mscale, long_mscale) = if MSCALE_MODELS.contains(&dict.model_type) {
+            (
+                Some(dict.require("short_mscale")?),
+                Some(dict.require("long_mscale")?),
+            )
+        } else {
+            (None, None)
+        };
         Ok(Self {
             short_factor: dict.require("short_factor")?,
             long_factor: dict.require("long_factor")?,
             factor: dict.get("factor")?,
             original_max_position_embeddings: dict.either(ORIGINAL)?,
             attention_factor: dict.get("attention_factor")?,
+            short_mscale,
+            long_mscale,
         })
     }
 }
@@ -932,8 +1029,14 @@ impl Formula for Longrope {
     fn check(&self, ctx: &Context) -> Result<()> {
         self.original(ctx)?;
         positive("factor", self.factor(ctx)?)?;
-        if let Some(a) = self.attention_factor {
-            positive("attention_factor", a)?;
+        for (name, v) in [
+            ("attention_factor", self.attention_factor),
+            ("short_mscale", self.short_mscale),
+            ("long_mscale", self.long_mscale),
+        ] {
+            if let Some(v) = v {
+                positive(name, v)?;
+            }
         }
         if ctx.longrope_policy == LongropePolicy::Vllm {
             ctx.max_position_embeddings(
@@ -982,17 +1085,18 @@ impl Formula for Longrope {
             .collect()
     }
 
+    /// `short_mscale` or `long_mscale` with the factors in use, when given; otherwise
+    /// `attention_factor`, or its default.
     fn attention_factor(&self, ctx: &Context) -> f64 {
-        if let Some(a) = self.attention_factor {
-            return a;
-        }
-        let (Ok(f), Ok(original)) = (self.factor(ctx), self.original(ctx)) else {
-            return 1.0;
-        };
-        if f <= 1.0 {
-            1.0
+        let mscale = if self.long(ctx) {
+            self.long_mscale
         } else {
-            (1.0 + f.ln() / (original as f64).ln()).sqrt()
+            self.short_mscale
+        };
+        match (mscale, self.attention_factor) {
+            (Some(m), _) => m,
+            (None, Some(a)) => a,
+            (None, None) => self.default_attention_factor(ctx),
         }
     }
 
