@@ -33,7 +33,7 @@ use crate::{eos_token_ids, greedy, CachePolicy, LlamaFamily, SinkPositions};
 #[command(name = "generate")]
 pub struct Args {
     /// Checkpoint folder: config.json and model.safetensors (or model.safetensors.index.json
-    /// and its shards), or a GGUF file (llama, mistral, qwen2, phi3; weights dequantized)
+    /// and its shards), or a GGUF file (llama, mistral, qwen2, phi3; quantized as stored)
     /// [default: the tiny llama31 test fixture]
     #[arg(long, value_name = "PATH")]
     pub model: Option<PathBuf>,
