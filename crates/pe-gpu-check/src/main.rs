@@ -23,6 +23,7 @@
 //! The exit code is 0 when every check passed, 1 when one failed, 2 on bad arguments or when
 //! the device cannot be opened.
 
+mod compare;
 mod models;
 mod report;
 mod rotation;

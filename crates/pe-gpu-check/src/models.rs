@@ -12,8 +12,8 @@ use candle_core::{DType, Device, Tensor};
 use candle_transformers::models::quantized_llama as qllama;
 use pe_models::{greedy, LlamaFamily};
 
+use crate::compare::diff;
 use crate::report::{Report, Timing};
-use crate::tables::host;
 use crate::Target;
 
 const SECTION: &str = "models";
@@ -58,17 +58,9 @@ fn recorded(outputs: &Path) -> Result<(Vec<u32>, Tensor)> {
     Ok((ids, logits))
 }
 
+/// The largest difference of two sets of logits, compared as flat lists of values.
 fn max_diff(a: &Tensor, b: &Tensor) -> Result<f64> {
-    let (a, b) = (host(a)?, host(b)?);
-    anyhow::ensure!(a.len() == b.len(), "{} and {} logits", a.len(), b.len());
-    Ok(a.iter().zip(&b).fold(0f64, |m, (x, y)| {
-        let d = (x - y).abs();
-        if d.is_nan() || m.is_nan() {
-            f64::NAN
-        } else {
-            m.max(d)
-        }
-    }))
+    Ok(diff("logits", &a.flatten_all()?, &b.flatten_all()?)?.max)
 }
 
 /// The prefill logits `(1, seq, vocab)` of `ids` at positions `0..`.
@@ -181,12 +173,10 @@ fn decode_speed(target: &Target, report: &mut Report, name: &str) -> Result<()> 
         let ours_gen = greedy(&mut ours, &prompt, 0, tokens, &[], |_| {})?;
         // candle-transformers: the prompt in one forward, then one token a step.
         theirs.clear_kv_cache();
-        let start = Instant::now();
         let input = Tensor::new(prompt.as_slice(), dev)?.unsqueeze(0)?;
         let pick =
             |logits: Tensor| -> Result<u32> { Ok(logits.flatten_all()?.argmax(0)?.to_scalar()?) };
         let mut next = pick(theirs.forward(&input, 0)?)?;
-        let prefill = start.elapsed();
         let mut ids = vec![next];
         let start = Instant::now();
         for pos in prompt.len()..prompt.len() + tokens - 1 {
@@ -194,7 +184,6 @@ fn decode_speed(target: &Target, report: &mut Report, name: &str) -> Result<()> 
             ids.push(next);
         }
         let decode = start.elapsed();
-        let _ = prefill;
         if ids != ours_gen.ids {
             same_ids = false;
             theirs_leave = first_difference(&ids, &ours_gen.ids);

@@ -78,18 +78,9 @@ impl Report {
         }
     }
 
-    /// Records a check that could not run to its end, with the reason.
+    /// Records a section that stopped halfway, with the reason.
     pub fn fail(&mut self, section: &str, why: &str) {
-        eprintln!("  FAIL {section}: {why}");
-        self.checks.push(Check {
-            section: section.into(),
-            name: format!("{section} (stopped)"),
-            kind: "failed",
-            max_diff: f64::NAN,
-            bound: 0.0,
-            passed: false,
-            note: why.into(),
-        });
+        self.failed(section, &format!("{section} (stopped)"), why);
     }
 
     /// Runs one case; an error it returns is recorded as a failed check named `name`, and
@@ -101,17 +92,22 @@ impl Report {
         f: impl FnOnce(&mut Report) -> Result<()>,
     ) {
         if let Err(e) = f(self) {
-            eprintln!("  FAIL {name}: {e:#}");
-            self.checks.push(Check {
-                section: section.into(),
-                name: name.into(),
-                kind: "failed",
-                max_diff: f64::NAN,
-                bound: 0.0,
-                passed: false,
-                note: format!("{e:#}"),
-            });
+            self.failed(section, name, &format!("{e:#}"));
         }
+    }
+
+    /// A check that could not run to its end.
+    fn failed(&mut self, section: &str, name: &str, why: &str) {
+        eprintln!("  FAIL {name}: {why}");
+        self.checks.push(Check {
+            section: section.into(),
+            name: name.into(),
+            kind: "failed",
+            max_diff: f64::NAN,
+            bound: 0.0,
+            passed: false,
+            note: why.into(),
+        });
     }
 
     pub fn timing(&mut self, t: Timing) {

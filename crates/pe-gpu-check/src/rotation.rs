@@ -16,8 +16,8 @@ use candle_pe_nn::{
 };
 use serde_json::Value;
 
+use crate::compare::{diff, host};
 use crate::report::Report;
-use crate::tables::host;
 use crate::Target;
 
 const SECTION: &str = "rotation";
@@ -39,35 +39,27 @@ fn eps(dtype: DType) -> f64 {
 /// the dtype's roundoff at the largest input magnitude `scale` (x cos - y sin rounds a few
 /// times in the working precision, then once to the dtype).
 fn close(report: &mut Report, name: &str, a: &Tensor, b: &Tensor, scale: f64) -> Result<bool> {
-    anyhow::ensure!(
-        a.dims() == b.dims(),
-        "{name}: shapes {:?} and {:?}",
-        a.dims(),
-        b.dims()
-    );
     let dtype = a.dtype();
-    let (x, y) = (host(a)?, host(b)?);
-    let mut diff = 0f64;
-    let mut bits = true;
-    for (x, y) in x.iter().zip(&y) {
-        bits &= x.to_bits() == y.to_bits();
-        let d = (x - y).abs();
-        diff = if d.is_nan() || diff.is_nan() {
-            f64::NAN
-        } else {
-            diff.max(d)
-        };
-    }
-    report.check(
-        SECTION,
-        &format!("{name} {dtype:?}"),
-        diff,
-        8.0 * eps(dtype) * scale,
-    );
-    if bits {
+    let d = diff(name, a, b)?;
+    let check = format!("{name} {dtype:?}");
+    report.check(SECTION, &check, d.max, 8.0 * eps(dtype) * scale);
+    if d.same_bits {
         report.annotate("same bits");
     }
-    Ok(bits)
+    Ok(d.same_bits)
+}
+
+/// [`close`] for the q and the k of one call: `got` on the target against `want`.
+fn close_qk(
+    report: &mut Report,
+    what: &str,
+    got: (&Tensor, &Tensor),
+    want: (&Tensor, &Tensor),
+    scale: f64,
+) -> Result<()> {
+    close(report, &format!("{what} q"), got.0, want.0, scale)?;
+    close(report, &format!("{what} k"), got.1, want.1, scale)?;
+    Ok(())
 }
 
 /// Holds a fast path's outputs to its plain twin's (`what` and `what_slow`) on the target
@@ -164,20 +156,8 @@ fn plain(
         for offset in [0, 100_000] {
             let (qc, kc) = cpu.apply(&q_c, &k_c, offset)?;
             let (qd, kd) = dev.apply(&q_d, &k_d, offset)?;
-            close(
-                report,
-                &format!("{name}: apply q @{offset}"),
-                &qd,
-                &qc,
-                scale,
-            )?;
-            close(
-                report,
-                &format!("{name}: apply k @{offset}"),
-                &kd,
-                &kc,
-                scale,
-            )?;
+            let what = format!("{name}: apply @{offset}");
+            close_qk(report, &what, (&qd, &kd), (&qc, &kc), scale)?;
         }
         // apply_at: per-token positions (a ragged batch), up to 2^31 - 1.
         let positions: Vec<u32> = (0..b * seq)
@@ -197,8 +177,13 @@ fn plain(
         let to_d = Tensor::from_vec(moved, (b, seq), &target.device)?;
         let (qc, kc) = cpu.apply_at(&q_c, &k_c, &pos_c)?;
         let (qd, kd) = dev.apply_at(&q_d, &k_d, &pos_d)?;
-        close(report, &format!("{name}: apply_at q"), &qd, &qc, scale)?;
-        close(report, &format!("{name}: apply_at k"), &kd, &kc, scale)?;
+        close_qk(
+            report,
+            &format!("{name}: apply_at"),
+            (&qd, &kd),
+            (&qc, &kc),
+            scale,
+        )?;
         let kk = dev.apply_k_at(&k_d, &pos_d)?;
         close(report, &format!("{name}: apply_k_at"), &kk, &kc, scale)?;
         let (qs, ks) = dev.apply_at_slow(&q_d, &k_d, &pos_d)?;
@@ -211,20 +196,8 @@ fn plain(
         let flat_d = pos_d.flatten_all()?;
         let (qc, kc) = cpu.apply_at(&tokens(&q_c)?, &tokens(&k_c)?, &flat_c)?;
         let (qd, kd) = dev.apply_at(&tokens(&q_d)?, &tokens(&k_d)?, &flat_d)?;
-        close(
-            report,
-            &format!("{name}: apply_at (tokens, heads, d) q"),
-            &qd,
-            &qc,
-            scale,
-        )?;
-        close(
-            report,
-            &format!("{name}: apply_at (tokens, heads, d) k"),
-            &kd,
-            &kc,
-            scale,
-        )?;
+        let what = format!("{name}: apply_at (tokens, heads, d)");
+        close_qk(report, &what, (&qd, &kd), (&qc, &kc), scale)?;
         // shift: move keys by -1,000 and to other positions.
         let kc = cpu.shift(&k_c, -1000)?;
         let kd = dev.shift(&k_d, -1000)?;
@@ -256,8 +229,13 @@ fn mrope(target: &Target, report: &mut Report) -> Result<()> {
         let scale = 1.5 * max_abs(&q_c)?.max(max_abs(&k_c)?);
         let (qc, kc) = cpu.apply_mrope(&q_c, &k_c, &ids_c)?;
         let (qd, kd) = dev.apply_mrope(&q_d, &k_d, &ids_d)?;
-        close(report, "qwen2_vl: apply_mrope q", &qd, &qc, scale)?;
-        close(report, "qwen2_vl: apply_mrope k", &kd, &kc, scale)?;
+        close_qk(
+            report,
+            "qwen2_vl: apply_mrope",
+            (&qd, &kd),
+            (&qc, &kc),
+            scale,
+        )?;
         let kk = dev.apply_k_mrope(&k_d, &ids_d)?;
         close(report, "qwen2_vl: apply_k_mrope", &kk, &kc, scale)?;
         let (qs, _) = dev.apply_mrope_slow(&q_d, &k_d, &ids_d)?;
@@ -286,8 +264,7 @@ fn axes(target: &Target, report: &mut Report) -> Result<()> {
         let scale = 1.5 * max_abs(&q_c)?.max(max_abs(&k_c)?);
         let (qc, kc) = rotary.apply_at(&q_c, &k_c, &ids_c)?;
         let (qd, kd) = rotary.apply_at(&q_d, &k_d, &ids_d)?;
-        close(report, "axes flux: apply_at q", &qd, &qc, scale)?;
-        close(report, "axes flux: apply_at k", &kd, &kc, scale)?;
+        close_qk(report, "axes flux: apply_at", (&qd, &kd), (&qc, &kc), scale)?;
     }
     Ok(())
 }

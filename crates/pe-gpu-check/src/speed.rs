@@ -47,14 +47,17 @@ impl Measured {
         )
     }
 
-    /// A report row: case `a` against reference `b`.
-    fn row(&self, case: &str, a: usize, reference: &str, b: usize) -> Timing {
-        Timing {
-            case: case.into(),
-            ours_ms: self.median(a),
-            reference: reference.into(),
-            reference_ms: Some(self.median(b)),
-            ratio: Some(self.ratio(a, b)),
+    /// Adds the report's rows: for each, case `a` against reference `b`.
+    fn rows(&self, report: &mut Report, rows: &[(String, usize, &str, usize)]) {
+        for (case, a, reference, b) in rows {
+            let (a, b) = (*a, *b);
+            report.timing(Timing {
+                case: case.clone(),
+                ours_ms: self.median(a),
+                reference: reference.to_string(),
+                reference_ms: Some(self.median(b)),
+                ratio: Some(self.ratio(a, b)),
+            });
         }
     }
 }
@@ -145,30 +148,35 @@ pub fn run(target: &Target, report: &mut Report) -> Result<()> {
         ],
     )?;
     let t = format!("table {len} x {width}");
-    report.timing(m.row(
-        &format!("{t} f32: generate vs write floor"),
-        0,
-        "Tensor::zeros",
-        1,
-    ));
-    report.timing(m.row(
-        &format!("{t} f32: generate vs copy floor"),
-        0,
-        "Tensor::copy",
-        2,
-    ));
-    report.timing(m.row(
-        &format!("{t} f32: generate vs whisper's sinusoids"),
-        0,
-        "candle f32 ops",
-        3,
-    ));
-    report.timing(m.row(
-        &format!("{t} bf16: generate vs write floor"),
-        4,
-        "Tensor::zeros bf16",
-        5,
-    ));
+    m.rows(
+        report,
+        &[
+            (
+                format!("{t} f32: generate vs write floor"),
+                0,
+                "Tensor::zeros",
+                1,
+            ),
+            (
+                format!("{t} f32: generate vs copy floor"),
+                0,
+                "Tensor::copy",
+                2,
+            ),
+            (
+                format!("{t} f32: generate vs whisper's sinusoids"),
+                0,
+                "candle f32 ops",
+                3,
+            ),
+            (
+                format!("{t} bf16: generate vs write floor"),
+                4,
+                "Tensor::zeros bf16",
+                5,
+            ),
+        ],
+    );
     drop(source);
 
     // Rotary tables.
@@ -189,12 +197,15 @@ pub fn run(target: &Target, report: &mut Report) -> Result<()> {
             }),
         ],
     )?;
-    report.timing(m.row(
-        &format!("rotary cos+sin {rope_len} x 64: tables vs write floor"),
-        0,
-        "Tensor::zeros x2",
-        1,
-    ));
+    m.rows(
+        report,
+        &[(
+            format!("rotary cos+sin {rope_len} x 64: tables vs write floor"),
+            0,
+            "Tensor::zeros x2",
+            1,
+        )],
+    );
 
     // Rope apply: decode and prefill, against candle-nn's rope on the same cached tables.
     let rotary =
@@ -221,12 +232,15 @@ pub fn run(target: &Target, report: &mut Report) -> Result<()> {
                 }),
             ],
         )?;
-        report.timing(m.row(
-            &format!("rope apply bf16, {label} (q 32, k 8 heads, 128, {seq} tokens)"),
-            0,
-            "candle-nn rope, same tables",
-            1,
-        ));
+        m.rows(
+            report,
+            &[(
+                format!("rope apply bf16, {label} (q 32, k 8 heads, 128, {seq} tokens)"),
+                0,
+                "candle-nn rope, same tables",
+                1,
+            )],
+        );
     }
 
     // Per-token positions: a ragged decode step of 8 sequences.
@@ -245,12 +259,15 @@ pub fn run(target: &Target, report: &mut Report) -> Result<()> {
             }),
         ],
     )?;
-    report.timing(m.row(
-        "rope apply_at, batch 8 decode, per-token positions",
-        0,
-        "index_select + candle-nn rope",
-        1,
-    ));
+    m.rows(
+        report,
+        &[(
+            "rope apply_at, batch 8 decode, per-token positions".into(),
+            0,
+            "index_select + candle-nn rope",
+            1,
+        )],
+    );
 
     // Shift a cache of keys.
     let keys = Tensor::randn(0f32, 1.0, (1, 8, s.keys, 128), dev)?.to_dtype(DType::BF16)?;
@@ -262,12 +279,15 @@ pub fn run(target: &Target, report: &mut Report) -> Result<()> {
             case("copy floor", || Ok(keys.copy()?)),
         ],
     )?;
-    report.timing(m.row(
-        &format!("shift k (1, 8, {}, 128) bf16 by -1,000", s.keys),
-        0,
-        "Tensor::copy of k",
-        1,
-    ));
+    m.rows(
+        report,
+        &[(
+            format!("shift k (1, 8, {}, 128) bf16 by -1,000", s.keys),
+            0,
+            "Tensor::copy of k",
+            1,
+        )],
+    );
     drop(keys);
 
     // The fused embedding block.
@@ -301,17 +321,22 @@ pub fn run(target: &Target, report: &mut Report) -> Result<()> {
         ],
     )?;
     let e = format!("embed {batch} x {seq}, d {width}");
-    report.timing(m.row(
-        &format!("{e}: fused block vs bare Embedding"),
-        0,
-        "candle-nn Embedding",
-        1,
-    ));
-    report.timing(m.row(
-        &format!("{e}: fused block vs unfused ops"),
-        0,
-        "Embedding, affine, add",
-        2,
-    ));
+    m.rows(
+        report,
+        &[
+            (
+                format!("{e}: fused block vs bare Embedding"),
+                0,
+                "candle-nn Embedding",
+                1,
+            ),
+            (
+                format!("{e}: fused block vs unfused ops"),
+                0,
+                "Embedding, affine, add",
+                2,
+            ),
+        ],
+    );
     Ok(())
 }

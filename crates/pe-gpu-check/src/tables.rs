@@ -13,6 +13,7 @@ use candle_pe_core::{
 };
 use serde_json::Value;
 
+use crate::compare::{diff, host};
 use crate::report::Report;
 use crate::Target;
 
@@ -41,14 +42,6 @@ pub fn bound(dtype: DType, e: f64) -> f64 {
         DType::F32 | DType::F64 => t * e.abs().max(1.0) + 1e-9,
         _ => t + 1e-9,
     }
-}
-
-/// The values of `t` on the host, in f64.
-pub fn host(t: &Tensor) -> Result<Vec<f64>> {
-    Ok(t.to_device(&Device::Cpu)?
-        .to_dtype(DType::F64)?
-        .flatten_all()?
-        .to_vec1::<f64>()?)
 }
 
 /// Checks `got` against `exact` elementwise within [`bound`]; records the element closest to
@@ -89,7 +82,8 @@ pub fn against_exact(
     Ok(())
 }
 
-/// Records whether `a` and `b` hold the same bits (the largest difference if not).
+/// Records whether `a` and `b` hold the same bits (the largest difference if not, at least
+/// the smallest positive f64 where only the bits differ, as -0 and 0).
 pub fn same_bits(
     report: &mut Report,
     section: &str,
@@ -97,32 +91,13 @@ pub fn same_bits(
     a: &Tensor,
     b: &Tensor,
 ) -> Result<()> {
-    anyhow::ensure!(
-        a.dims() == b.dims(),
-        "{name}: shapes {:?} and {:?}",
-        a.dims(),
-        b.dims()
-    );
-    let (x, y) = (host(a)?, host(b)?);
-    let diff = x
-        .iter()
-        .zip(&y)
-        .filter(|(x, y)| x.to_bits() != y.to_bits())
-        .map(|(x, y)| {
-            if x.is_nan() || y.is_nan() {
-                f64::NAN
-            } else {
-                (x - y).abs().max(f64::MIN_POSITIVE)
-            }
-        })
-        .fold(0.0, |m: f64, d| {
-            if d.is_nan() || m.is_nan() {
-                f64::NAN
-            } else {
-                m.max(d)
-            }
-        });
-    report.check(section, name, diff, 0.0);
+    let d = diff(name, a, b)?;
+    let shown = match (d.same_bits, d.max) {
+        (true, _) => 0.0,
+        (false, m) if m.is_nan() => f64::NAN,
+        (false, m) => m.max(f64::MIN_POSITIVE),
+    };
+    report.check(section, name, shown, 0.0);
     Ok(())
 }
 
