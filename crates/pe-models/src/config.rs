@@ -28,6 +28,8 @@ use candle_nn::Activation;
 use candle_pe_core::{ConfigFields, QueryScale, RopeConfig, RopeConfigs};
 use serde_json::Value;
 
+use crate::family::{Bias, Family, Window};
+
 /// The architecture a config describes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ModelType {
@@ -130,10 +132,13 @@ pub struct LlamaConfig {
     /// An RMSNorm without weight over each head of q and of k after the rotation, on the rotary
     /// layers (Llama 4's `use_qk_norm`).
     pub qk_l2_norm: bool,
-    /// Gemma's norms: weights that store the scale minus one, and a norm on the attention's
-    /// and on the MLP's output (`post_attention_layernorm`, `post_feedforward_layernorm`)
-    /// besides those on their inputs (`input_layernorm`, `pre_feedforward_layernorm`).
-    pub gemma_norms: bool,
+    /// Gemma's norms: a norm on the attention's and on the MLP's output
+    /// (`post_attention_layernorm`, `post_feedforward_layernorm`) besides those on their
+    /// inputs (`input_layernorm`, `pre_feedforward_layernorm`).
+    pub sandwich_norms: bool,
+    /// What the norm weights store: the scale minus this (Gemma's `config.json` checkpoints: 1;
+    /// GGUF files store the scale, 0).
+    pub norm_offset: f64,
     /// What the attention scores are divided by the square root of: `head_dim`, or Gemma's
     /// `query_pre_attn_scalar`.
     pub query_pre_attn_scalar: f64,
@@ -169,41 +174,30 @@ impl LlamaConfig {
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self> {
         read_config(path.as_ref(), Self::from_hf_config)
     }
-
-    /// Reads a parsed `config.json`; errors name the field.
+    /// Reads a parsed `config.json`; errors name the field. The family's row ([`Family`])
+    /// says which fields it has and their defaults.
     pub fn from_hf_config(json: &Value) -> candle_pe_core::Result<Self> {
         let outer = ConfigFields::new(json)?;
-        let model_type: String = outer.require("model_type")?;
+        let name: String = outer.require("model_type")?;
+        let family = Family::by_model_type(&name).ok_or_else(|| {
+            outer.invalid(
+                "model_type",
+                format!(
+                    "unsupported model type {name:?} (supported: {})",
+                    Family::hf_list()
+                ),
+            )
+        })?;
         // Qwen-VL configs nest the decoder's fields under text_config (older ones do not).
-        let root = match model_type.as_str() {
-            "qwen2_vl" | "qwen2_5_vl" | "qwen3_vl" => {
-                outer.object("text_config")?.unwrap_or(outer.clone())
-            }
-            _ => outer.clone(),
+        let root = match family.text_config {
+            true => outer.object("text_config")?.unwrap_or(outer.clone()),
+            false => outer.clone(),
         };
-        let model_type = match model_type.as_str() {
-            "llama" => ModelType::Llama,
-            "qwen2" => ModelType::Qwen2,
-            "phi3" => ModelType::Phi3,
-            "mistral" => ModelType::Mistral,
-            "qwen3" => ModelType::Qwen3,
-            "gemma3_text" => ModelType::Gemma3,
-            "qwen2_vl" | "qwen2_5_vl" => ModelType::Qwen2Vl,
-            "qwen3_vl" => ModelType::Qwen3Vl,
-            "smollm3" => ModelType::SmolLM3,
-            "ministral3" => ModelType::Ministral3,
-            "llama4_text" => ModelType::Llama4,
-            other => {
-                return Err(root.invalid(
-                    "model_type",
-                    format!(
-                        "unsupported model type {other:?} (supported: llama, qwen2, qwen3, \
-                         phi3, mistral, gemma3_text, qwen2_vl, qwen2_5_vl, qwen3_vl, smollm3, \
-                         ministral3, llama4_text)"
-                    ),
-                ))
+        for &field in family.refused {
+            if !matches!(root.value(field), None | Some(Value::Bool(false))) {
+                return Err(root.invalid(field, "not computed by this decoder"));
             }
-        };
+        }
         require_positive(&root, &["vocab_size", "hidden_size"])?;
         let hidden_size: usize = root.require("hidden_size")?;
         let num_hidden_layers: usize = root.require("num_hidden_layers")?;
@@ -222,143 +216,217 @@ impl LlamaConfig {
                 ),
             ));
         }
-        let gemma = model_type == ModelType::Gemma3;
-        // Gemma3TextConfig's default head_dim is 256, not hidden_size / num_attention_heads.
-        let head_dim = root.get("head_dim")?.unwrap_or(match gemma {
-            true => 256,
-            false => hidden_size / num_attention_heads,
-        });
-        let (act_field, act_default) = match gemma {
-            true => ("hidden_activation", "gelu_pytorch_tanh"),
-            false => ("hidden_act", "silu"),
-        };
-        let hidden_act = match root
-            .get::<String>(act_field)?
-            .as_deref()
-            .unwrap_or(act_default)
-        {
-            "silu" => Activation::Silu,
-            "gelu_pytorch_tanh" if gemma => Activation::GeluPytorchTanh,
-            act => {
-                return Err(root.invalid(
-                    act_field,
-                    format!(
-                        "unsupported activation {act:?} (silu, or gelu_pytorch_tanh for Gemma)"
-                    ),
-                ))
-            }
-        };
-        if gemma {
-            for field in ["final_logit_softcapping", "attn_logit_softcapping"] {
-                if root.value(field).is_some() {
-                    return Err(root.invalid(field, "logit softcapping is not supported"));
-                }
-            }
-            if root.get("use_bidirectional_attention")?.unwrap_or(false) {
-                return Err(root.invalid(
-                    "use_bidirectional_attention",
-                    "only causal attention is supported",
-                ));
-            }
-        }
-        let attention_bias: bool = root.get("attention_bias")?.unwrap_or(false);
-        let sliding_window = match model_type {
-            ModelType::Mistral | ModelType::Phi3 | ModelType::Ministral3 => {
-                root.get("sliding_window")?
-            }
-            // transformers' default for Gemma3TextConfig.
-            ModelType::Gemma3 => Some(root.get("sliding_window")?.unwrap_or(4096)),
-            ModelType::Qwen2
-            | ModelType::Qwen3
-            | ModelType::Qwen2Vl
-            | ModelType::Qwen3Vl
-            | ModelType::SmolLM3 => {
+        let head_dim = root.get("head_dim")?.unwrap_or(
+            family
+                .head_dim_default
+                .unwrap_or(hidden_size / num_attention_heads),
+        );
+        let (act_field, act_default) = family.activation;
+        let act: Option<String> = root.get(act_field)?;
+        let hidden_act = activation(act.as_deref().unwrap_or(act_default))
+            .map_err(|message| root.invalid(act_field, message))?;
+        let sliding_window = match family.window {
+            Window::None => None,
+            Window::Field => root.get("sliding_window")?,
+            Window::FieldOr(default) => Some(root.get("sliding_window")?.unwrap_or(default)),
+            Window::Refused => {
                 if root.get("use_sliding_window")?.unwrap_or(false) {
                     return Err(root.invalid(
                         "use_sliding_window",
-                        format!(
-                            "{}'s per-layer sliding window is not supported",
-                            model_type.name()
-                        ),
+                        format!("{}'s per-layer sliding window is not supported", name),
                     ));
                 }
                 None
             }
-            ModelType::Llama | ModelType::Llama4 => None,
         };
-        let llama4 = model_type == ModelType::Llama4;
-        let attention_chunk_size = match llama4 {
-            // transformers' default for Llama4TextConfig.
-            true => Some(root.get("attention_chunk_size")?.unwrap_or(8192)),
-            false => None,
+        if sliding_window == Some(0) {
+            return Err(root.invalid("sliding_window", "must be positive"));
+        }
+        let attention_chunk_size = match family.chunked {
+            Some(default) => Some(root.get("attention_chunk_size")?.unwrap_or(default)),
+            None => None,
         };
         if attention_chunk_size == Some(0) {
             return Err(root.invalid("attention_chunk_size", "must be positive"));
         }
-        if llama4 {
-            let step: usize = root.get("interleave_moe_layer_step")?.unwrap_or(1);
-            let moe: Vec<usize> = match root.get("moe_layers")? {
-                Some(list) => list,
-                None => (step.max(1) - 1..num_hidden_layers)
-                    .step_by(step.max(1))
-                    .collect(),
-            };
-            if !moe.is_empty() {
-                return Err(root.invalid(
-                    "moe_layers",
-                    format!(
-                        "mixture-of-experts layers {moe:?} are not supported (a dense model has \
-                         moe_layers [])"
-                    ),
-                ));
-            }
+        if family.chunked.is_some() {
+            dense_layers_only(&root, num_hidden_layers)?;
         }
-        let (size_field, intermediate_size) = match llama4 {
-            // transformers' default for Llama4TextConfig.
-            true => (
-                "intermediate_size_mlp",
-                root.get("intermediate_size_mlp")?.unwrap_or(16384),
-            ),
-            false => ("intermediate_size", root.require("intermediate_size")?),
+        let (size_field, size_default) = family.intermediate;
+        let intermediate_size = match size_default {
+            Some(default) => root.get(size_field)?.unwrap_or(default),
+            None => root.require(size_field)?,
         };
         if intermediate_size == 0 {
             return Err(root.invalid(size_field, "must be positive"));
         }
-        if sliding_window == Some(0) {
-            return Err(root.invalid("sliding_window", "must be positive"));
-        }
         let ropes = RopeConfigs::from_hf_config(json)?;
+        let rotary = RotaryLayers::read(
+            &ropes,
+            num_hidden_layers,
+            sliding_window,
+            attention_chunk_size,
+        )
+        .map_err(|(field, message)| root.invalid(field, message))?;
+        if rotary.rope.head_dim != head_dim {
+            return Err(root.invalid(
+                "head_dim",
+                format!(
+                    "the rope's head_dim {} differs from the attention's {head_dim}",
+                    rotary.rope.head_dim
+                ),
+            ));
+        }
+        // SmolLM3's and Llama 4's NoPE layers (transformers' other classes never read
+        // no_rope_layers).
+        let nope_layers = match family.nope_layers {
+            true => (0..num_hidden_layers)
+                .map(|i| Ok(ropes.for_layer(i)?.is_none()))
+                .collect::<candle_pe_core::Result<Vec<_>>>()?,
+            false => vec![],
+        };
+        let nope_query_scale = match nope_layers.iter().position(|&n| n) {
+            Some(i) => ropes.query_scale(i)?,
+            None => None,
+        };
+        let query_pre_attn_scalar = match family.query_pre_attn_scalar {
+            Some(default) => root.get("query_pre_attn_scalar")?.unwrap_or(default),
+            None => head_dim as f64,
+        };
+        if !(query_pre_attn_scalar > 0.0 && query_pre_attn_scalar.is_finite()) {
+            return Err(root.invalid("query_pre_attn_scalar", "must be finite and positive"));
+        }
+        let bias = |b: Bias| -> candle_pe_core::Result<bool> {
+            Ok(match b {
+                Bias::Never => false,
+                Bias::Always => true,
+                Bias::Field(field) => root.get(field)?.unwrap_or(false),
+            })
+        };
+        Ok(Self {
+            model_type: family.model_type,
+            vocab_size: root.require("vocab_size")?,
+            hidden_size,
+            intermediate_size,
+            hidden_act,
+            num_hidden_layers,
+            num_attention_heads,
+            num_key_value_heads,
+            head_dim,
+            rms_norm_eps: root.require("rms_norm_eps")?,
+            qkv_bias: bias(family.qkv_bias)?,
+            o_bias: bias(family.o_bias)?,
+            qk_norm: family.qk_norm,
+            qk_l2_norm: match family.qk_l2_norm {
+                Some(field) => root.get(field)?.unwrap_or(true),
+                None => false,
+            },
+            sandwich_norms: family.sandwich_norms,
+            norm_offset: family.norm_offset,
+            query_pre_attn_scalar,
+            embedding_scale: family
+                .embedding_scale
+                .then(|| f64::from((hidden_size as f32).sqrt())),
+            mlp_bias: bias(family.mlp_bias)?,
+            // Qwen-VL configs hold it at the top level.
+            tie_word_embeddings: root
+                .either("tie_word_embeddings", &outer, "tie_word_embeddings")?
+                .unwrap_or(family.tied_default),
+            sliding_window,
+            attention_chunk_size,
+            layer_types: rotary.layer_types,
+            rope: rotary.rope,
+            sliding_rope: rotary.sliding_rope,
+            nope_layers,
+            nope_query_scale,
+        })
+    }
+
+    /// The family's row.
+    pub fn family(&self) -> &'static Family {
+        Family::of(self.model_type)
+    }
+}
+
+/// The MLP activation named `name` (`hidden_act`, Gemma's `hidden_activation`; GGUF files: the
+/// family's default).
+pub(crate) fn activation(name: &str) -> std::result::Result<Activation, String> {
+    match name {
+        "silu" => Ok(Activation::Silu),
+        "gelu_pytorch_tanh" => Ok(Activation::GeluPytorchTanh),
+        act => Err(format!(
+            "unsupported activation {act:?} (silu, gelu_pytorch_tanh)"
+        )),
+    }
+}
+
+/// Llama 4 here is its dense layers only: `moe_layers` (or the layers
+/// `interleave_moe_layer_step` marks) must be empty.
+fn dense_layers_only(root: &ConfigFields, layers: usize) -> candle_pe_core::Result<()> {
+    let step: usize = root.get("interleave_moe_layer_step")?.unwrap_or(1);
+    let moe: Vec<usize> = match root.get("moe_layers")? {
+        Some(list) => list,
+        None => (step.max(1) - 1..layers).step_by(step.max(1)).collect(),
+    };
+    if !moe.is_empty() {
+        return Err(root.invalid(
+            "moe_layers",
+            format!(
+                "mixture-of-experts layers {moe:?} are not supported (a dense model has \
+                 moe_layers [])"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Each layer's attention and rope, from the ropes a checkpoint describes (`config.json` or
+/// GGUF: [`RopeConfigs`]).
+pub(crate) struct RotaryLayers {
+    pub layer_types: Vec<LayerType>,
+    pub rope: RopeConfig,
+    pub sliding_rope: Option<RopeConfig>,
+}
+
+impl RotaryLayers {
+    /// The layer types of `ropes` for `layers` layers (a sliding layer needs a `window`, a
+    /// chunked one a `chunk`), the full layers' rope and the sliding layers' where it differs.
+    /// Errors give the field and the message.
+    pub fn read(
+        ropes: &RopeConfigs,
+        layers: usize,
+        window: Option<usize>,
+        chunk: Option<usize>,
+    ) -> std::result::Result<Self, (&'static str, String)> {
         let layer_types = match ropes.layer_types() {
-            Some(types) if types.len() != num_hidden_layers => {
-                return Err(root.invalid(
+            Some(types) if types.len() != layers => {
+                return Err((
                     "layer_types",
-                    format!("has {} entries for {num_hidden_layers} layers", types.len()),
+                    format!("has {} entries for {layers} layers", types.len()),
                 ))
             }
             Some(types) => types
                 .iter()
                 .map(|t| match t.as_str() {
                     "full_attention" => Ok(LayerType::Full),
-                    "sliding_attention" if sliding_window.is_some() => Ok(LayerType::Sliding),
-                    "chunked_attention" if attention_chunk_size.is_some() => Ok(LayerType::Chunked),
-                    other => Err(root.invalid(
+                    "sliding_attention" if window.is_some() => Ok(LayerType::Sliding),
+                    "chunked_attention" if chunk.is_some() => Ok(LayerType::Chunked),
+                    other => Err((
                         "layer_types",
                         format!("layer type {other:?} is not supported here"),
                     )),
                 })
-                .collect::<candle_pe_core::Result<_>>()?,
+                .collect::<std::result::Result<_, _>>()?,
             None => vec![],
         };
         // A layer type without rotary (NoPE) is not one these models have.
-        let rotary = |t: &str| {
-            ropes.for_layer_type(t)?.cloned().ok_or_else(|| {
-                root.invalid(
-                    "rope_parameters",
-                    format!(
-                        "layers of type {t:?} have no rotary embedding (NoPE): not supported here"
-                    ),
-                )
-            })
+        let rotary = |t: &str| match ropes.for_layer_type(t) {
+            Ok(Some(rope)) => Ok(rope.clone()),
+            Ok(None) => Err((
+                "rope_parameters",
+                format!("layers of type {t:?} have no rotary embedding (NoPE): not supported here"),
+            )),
+            Err(e) => Err(("rope_parameters", e.to_string())),
         };
         let (rope, sliding_rope) = match ropes.single() {
             Some(rope) => (rope.clone(), None),
@@ -370,80 +438,10 @@ impl LlamaConfig {
                 },
             ),
         };
-        if rope.head_dim != head_dim {
-            return Err(root.invalid(
-                "head_dim",
-                format!(
-                    "the rope's head_dim {} differs from the attention's {head_dim}",
-                    rope.head_dim
-                ),
-            ));
-        }
-        // SmolLM3's and Llama 4's NoPE layers (transformers' other classes here never read
-        // no_rope_layers).
-        let nope_layers = match model_type {
-            ModelType::SmolLM3 | ModelType::Llama4 => (0..num_hidden_layers)
-                .map(|i| Ok(ropes.for_layer(i)?.is_none()))
-                .collect::<candle_pe_core::Result<Vec<_>>>()?,
-            _ => vec![],
-        };
-        let nope_query_scale = match nope_layers.iter().position(|&n| n) {
-            Some(i) => ropes.query_scale(i)?,
-            None => None,
-        };
-        let query_pre_attn_scalar = match gemma {
-            // transformers' default for Gemma3TextConfig.
-            true => root.get("query_pre_attn_scalar")?.unwrap_or(256.0),
-            false => head_dim as f64,
-        };
-        if !(query_pre_attn_scalar > 0.0 && query_pre_attn_scalar.is_finite()) {
-            return Err(root.invalid("query_pre_attn_scalar", "must be finite and positive"));
-        }
         Ok(Self {
-            model_type,
-            vocab_size: root.require("vocab_size")?,
-            hidden_size,
-            intermediate_size,
-            hidden_act,
-            num_hidden_layers,
-            num_attention_heads,
-            num_key_value_heads,
-            head_dim,
-            rms_norm_eps: root.require("rms_norm_eps")?,
-            // Ministral 3 has no biases, whatever attention_bias says.
-            qkv_bias: matches!(model_type, ModelType::Qwen2 | ModelType::Qwen2Vl)
-                || (attention_bias && model_type != ModelType::Ministral3),
-            o_bias: matches!(
-                model_type,
-                ModelType::Llama
-                    | ModelType::Qwen3
-                    | ModelType::Gemma3
-                    | ModelType::Qwen3Vl
-                    | ModelType::SmolLM3
-                    | ModelType::Llama4
-            ) && attention_bias,
-            qk_norm: matches!(
-                model_type,
-                ModelType::Qwen3 | ModelType::Gemma3 | ModelType::Qwen3Vl
-            ),
-            qk_l2_norm: llama4 && root.get("use_qk_norm")?.unwrap_or(true),
-            gemma_norms: gemma,
-            query_pre_attn_scalar,
-            embedding_scale: gemma.then(|| f64::from((hidden_size as f32).sqrt())),
-            mlp_bias: matches!(model_type, ModelType::Llama | ModelType::SmolLM3)
-                && root.get("mlp_bias")?.unwrap_or(false),
-            // Gemma and SmolLM3 tie by default, the others do not.
-            // Qwen-VL configs hold it at the top level.
-            tie_word_embeddings: root
-                .either("tie_word_embeddings", &outer, "tie_word_embeddings")?
-                .unwrap_or(gemma || model_type == ModelType::SmolLM3),
-            sliding_window,
-            attention_chunk_size,
             layer_types,
             rope,
             sliding_rope,
-            nope_layers,
-            nope_query_scale,
         })
     }
 }

@@ -1,13 +1,18 @@
-//! [`LlamaFamily::from_gguf`]: the reference decoder from a GGUF file (llama, mistral, qwen2 and
-//! phi3 architectures), its rotary embedding from pe-core's [`GgufRope`], its quantized
-//! projections on candle's `QMatMul`; and [`LlamaFamily::from_gguf_dequantized`], its dense twin.
+//! [`LlamaFamily::from_gguf`]: the reference decoder from a GGUF file, for the architectures
+//! of the [`Family`] rows (llama, which Mistral converts as, qwen2, qwen3, phi3, gemma3), its
+//! rotary embedding from pe-core's [`GgufRope`], its quantized projections on candle's
+//! `QMatMul`; and [`LlamaFamily::from_gguf_dequantized`], its dense twin.
 //!
 //! The configuration comes from llama.cpp's keys (`embedding_length`, `feed_forward_length`,
 //! `block_count`, `attention.head_count`, `attention.head_count_kv`,
 //! `attention.layer_norm_rms_epsilon`, `attention.sliding_window`: 0, which llama.cpp's
 //! converter writes for a Phi-3 or Phi-4 without a window, is none, as llama.cpp reads it),
-//! the vocabulary from `token_embd.weight`, the biases and the tied output from which tensors
-//! exist. Tensors are renamed to transformers' names. llama.cpp's converter permutes the Q and
+//! the layer types and their ropes from [`GgufRope`] (Gemma 3's sliding layers), the
+//! vocabulary from `token_embd.weight`, the biases and the tied output from which tensors
+//! exist, and the rest from the family's row: qk-norm, the norms around the attention and the
+//! MLP, the activation, the embedding scale. Norm weights are used as stored (llama.cpp's
+//! converter writes Gemma's as the scale itself). Tensors are renamed to transformers' names;
+//! one the decoder does not read is an error naming it. llama.cpp's converter permutes the Q and
 //! K rows of files whose pairs are adjacent ([`PairLayout::Interleaved`]) so that rotating
 //! adjacent pairs is transformers' `rotate_half`: `from_gguf` rotates them so (attention scores
 //! do not change when queries and keys share a permutation of head dimensions), the twin puts
@@ -25,7 +30,8 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_pe_core::{GgufRope, PairLayout};
 
-use crate::config::{LlamaConfig, ModelType};
+use crate::config::{activation, LlamaConfig, RotaryLayers};
+use crate::family::Family;
 use crate::llama::LlamaFamily;
 use crate::proj::QWeights;
 
@@ -60,11 +66,17 @@ fn load(path: &Path, dtype: DType, device: &Device, quantized: bool) -> Result<L
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let mut config = config(&content, &rope).with_context(in_file)?;
     // In the file's layout, adjacent pairs rotate together; un-permuted, halves do.
-    config.rope.rope_interleave = quantized && rope.layout.is_interleaved();
+    let interleave = quantized && rope.layout.is_interleaved();
+    config.rope.rope_interleave = interleave;
+    if let Some(sliding) = &mut config.sliding_rope {
+        sliding.rope_interleave = interleave;
+    }
     let mut dense = HashMap::new();
     let mut kept = QWeights::new();
     for name in content.tensor_infos.keys() {
-        let Some(hf) = hf_name(name, config.model_type) else {
+        let Some(hf) =
+            hf_name(name, config.family()).with_context(|| format!("{}", path.display()))?
+        else {
             continue;
         };
         let q = content
@@ -121,8 +133,13 @@ pub(crate) fn is_gguf(path: &Path) -> bool {
         && &magic == b"GGUF"
 }
 
-/// transformers' name of a GGUF tensor; `None` for the rope tensors (read by [`GgufRope`]).
-fn hf_name(name: &str, model_type: ModelType) -> Option<String> {
+/// transformers' name of a GGUF tensor of `family`'s decoder; `None` for the rope tensors
+/// (read by [`GgufRope`]); an error names any other tensor the decoder does not read.
+fn hf_name(name: &str, family: &Family) -> Result<Option<String>> {
+    const ROPE: &[&str] = &["rope_freqs", "rope_factors_long", "rope_factors_short"];
+    if ROPE.contains(&name.trim_end_matches(".weight")) {
+        return Ok(None);
+    }
     let fixed = match name {
         "token_embd.weight" => Some("model.embed_tokens.weight"),
         "output_norm.weight" => Some("model.norm.weight"),
@@ -130,26 +147,43 @@ fn hf_name(name: &str, model_type: ModelType) -> Option<String> {
         _ => None,
     };
     if let Some(n) = fixed {
-        return Some(n.to_string());
+        return Ok(Some(n.to_string()));
     }
-    let rest = name.strip_prefix("blk.")?;
-    let (layer, rest) = rest.split_once('.')?;
-    let (part, suffix) = rest.rsplit_once('.')?;
-    let hf = match part {
-        "attn_norm" => "input_layernorm",
-        "ffn_norm" => "post_attention_layernorm",
-        "attn_q" => "self_attn.q_proj",
-        "attn_k" => "self_attn.k_proj",
-        "attn_v" => "self_attn.v_proj",
-        "attn_qkv" => "self_attn.qkv_proj",
-        "attn_output" => "self_attn.o_proj",
-        "ffn_gate" => "mlp.gate_proj",
-        "ffn_up" if model_type == ModelType::Phi3 => "mlp.gate_up_proj",
-        "ffn_up" => "mlp.up_proj",
-        "ffn_down" => "mlp.down_proj",
-        _ => return None,
+    // llama.cpp's names of a block's tensors, and transformers' (which the family decides for
+    // the MLP's input norm and its fused projection).
+    let hf_part = |part: &str| -> Option<&'static str> {
+        Some(match part {
+            "attn_norm" => "input_layernorm",
+            "ffn_norm" if family.sandwich_norms => "pre_feedforward_layernorm",
+            "ffn_norm" => "post_attention_layernorm",
+            "post_attention_norm" if family.sandwich_norms => "post_attention_layernorm",
+            "post_ffw_norm" if family.sandwich_norms => "post_feedforward_layernorm",
+            "attn_q_norm" if family.qk_norm => "self_attn.q_norm",
+            "attn_k_norm" if family.qk_norm => "self_attn.k_norm",
+            "attn_q" => "self_attn.q_proj",
+            "attn_k" => "self_attn.k_proj",
+            "attn_v" => "self_attn.v_proj",
+            "attn_qkv" if family.fused => "self_attn.qkv_proj",
+            "attn_output" => "self_attn.o_proj",
+            "ffn_gate" => "mlp.gate_proj",
+            "ffn_up" if family.fused => "mlp.gate_up_proj",
+            "ffn_up" => "mlp.up_proj",
+            "ffn_down" => "mlp.down_proj",
+            _ => return None,
+        })
     };
-    Some(format!("model.layers.{layer}.{hf}.{suffix}"))
+    let hf = name.strip_prefix("blk.").and_then(|rest| {
+        let (layer, rest) = rest.split_once('.')?;
+        let (part, suffix) = rest.rsplit_once('.')?;
+        Some(format!("model.layers.{layer}.{}.{suffix}", hf_part(part)?))
+    });
+    match hf {
+        Some(hf) => Ok(Some(hf)),
+        None => bail!(
+            "tensor {name}: not one the {} decoder reads",
+            family.model_type.name()
+        ),
+    }
 }
 
 /// The inverse of the converter's per-head permutation of Q or K rows (`heads` heads): the two
@@ -186,28 +220,23 @@ fn count(content: &Content, key: &str) -> Result<Option<usize>> {
 
 fn config(content: &Content, rope: &GgufRope) -> Result<LlamaConfig> {
     let arch = rope.architecture.as_str();
-    let model_type = match arch {
-        "llama" => ModelType::Llama,
-        "qwen2" => ModelType::Qwen2,
-        "phi3" => ModelType::Phi3,
-        other => bail!(
-            "key general.architecture: the reference decoder reads llama (Mistral converts as \
-             llama), qwen2 and phi3 files, got {other:?}"
-        ),
+    let Some(family) = Family::by_gguf_architecture(arch) else {
+        bail!(
+            "key general.architecture: the reference decoder reads {} files (Mistral converts \
+             as llama), got {arch:?}",
+            Family::gguf_list()
+        )
     };
     let key = |k: &str| format!("{arch}.{k}");
     let required = |k: &str| -> Result<usize> {
         count(content, &key(k))?.with_context(|| format!("key {} is missing", key(k)))
     };
-    let rope_config = rope
-        .configs
-        .single()
-        .context("the file sets one rope per layer type, which this decoder does not take")?
-        .clone();
     let vocab_size = match content.tensor_infos.get("token_embd.weight") {
         Some(info) => info.shape.dims()[0],
         None => bail!("tensor token_embd.weight is missing"),
     };
+    let hidden_size = required("embedding_length")?;
+    let layers = required("block_count")?;
     let heads = required("attention.head_count")?;
     if heads == 0 {
         bail!(
@@ -237,34 +266,49 @@ fn config(content: &Content, rope: &GgufRope) -> Result<LlamaConfig> {
         ),
         None => 1e-5,
     };
+    // llama.cpp's converter writes 0 for a model without a window (Phi-3's
+    // `"sliding_window": null`), and llama.cpp reads 0 as none: not a window of 0 tokens.
+    let sliding_window = count(content, &key("attention.sliding_window"))?.filter(|&w| w > 0);
+    let rotary = RotaryLayers::read(&rope.configs, layers, sliding_window, None)
+        .map_err(|(_, message)| anyhow::anyhow!("key {}: {message}", key("rope.freq_base_swa")))?;
+    let head_dim = rotary.rope.head_dim;
+    // llama.cpp's attention scale for the families with Gemma's query_pre_attn_scalar:
+    // 1/sqrt(embedding_length / head_count) for Gemma 3 27B (62 layers), 1/sqrt(head) else.
+    let query_pre_attn_scalar = match family.query_pre_attn_scalar {
+        Some(_) if layers == 62 => (hidden_size / heads) as f64,
+        _ => head_dim as f64,
+    };
     let has = |t: &str| content.tensor_infos.contains_key(t);
+    let (_, act) = family.activation;
     Ok(LlamaConfig {
-        model_type,
+        model_type: family.model_type,
         vocab_size,
-        hidden_size: required("embedding_length")?,
+        hidden_size,
         intermediate_size: required("feed_forward_length")?,
-        hidden_act: candle_nn::Activation::Silu,
-        num_hidden_layers: required("block_count")?,
+        hidden_act: activation(act).map_err(anyhow::Error::msg)?,
+        num_hidden_layers: layers,
         num_attention_heads: heads,
         num_key_value_heads: kv_heads,
-        head_dim: rope_config.head_dim,
+        head_dim,
         rms_norm_eps: eps,
         qkv_bias: has("blk.0.attn_q.bias") || has("blk.0.attn_qkv.bias"),
         o_bias: has("blk.0.attn_output.bias"),
-        qk_norm: false,
+        qk_norm: family.qk_norm,
         qk_l2_norm: false,
-        gemma_norms: false,
-        query_pre_attn_scalar: rope_config.head_dim as f64,
-        embedding_scale: None,
+        sandwich_norms: family.sandwich_norms,
+        // llama.cpp's converter stores Gemma's norm weights as the scale itself (1 + w).
+        norm_offset: 0.0,
+        query_pre_attn_scalar,
+        embedding_scale: family
+            .embedding_scale
+            .then(|| f64::from((hidden_size as f32).sqrt())),
         mlp_bias: has("blk.0.ffn_down.bias"),
         tie_word_embeddings: !has("output.weight"),
-        // llama.cpp's converter writes 0 for a model without a window (Phi-3's
-        // `"sliding_window": null`), and llama.cpp reads 0 as none: not a window of 0 tokens.
-        sliding_window: count(content, &key("attention.sliding_window"))?.filter(|&w| w > 0),
+        sliding_window,
         attention_chunk_size: None,
-        layer_types: Vec::new(),
-        rope: rope_config,
-        sliding_rope: None,
+        layer_types: rotary.layer_types,
+        rope: rotary.rope,
+        sliding_rope: rotary.sliding_rope,
         nope_layers: Vec::new(),
         nope_query_scale: None,
     })

@@ -47,6 +47,7 @@
 #![warn(missing_docs)]
 
 mod config;
+mod family;
 mod generate;
 pub mod generate_cli;
 mod gguf;
@@ -58,6 +59,7 @@ mod proj;
 mod stream;
 
 pub use config::{eos_token_ids, LayerType, LlamaConfig, M2M100Config, ModelType};
+pub use family::{Bias, Family, Window, FAMILIES};
 pub use generate::{greedy, Generation};
 pub use gguf::gguf_eos_token_ids;
 pub use llama::LlamaFamily;

@@ -9,7 +9,7 @@ use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Embedding, RmsNorm, VarBuilder};
 use candle_pe_nn::{LayerRotary, Positions, RotaryEmbedding};
 
-use crate::config::{LayerType, LlamaConfig, ModelType};
+use crate::config::{LayerType, LlamaConfig};
 use crate::kv_buffer::KvBuffer;
 use crate::layers::{checkpoint, masked_softmax, rms_norm, tensor, SideBySide};
 use crate::proj::{proj, Proj, QWeights};
@@ -68,12 +68,12 @@ impl Attention {
             cfg.head_dim,
         );
         let hidden = cfg.hidden_size;
-        let qkv = match cfg.model_type {
-            ModelType::Phi3 => SideBySide::stacked(
+        let qkv = match cfg.family().fused {
+            true => SideBySide::stacked(
                 proj(hidden, (h + 2 * kvh) * d, false, vb, q, "qkv_proj")?,
                 [h * d, kvh * d, kvh * d],
             ),
-            _ => SideBySide::new([
+            false => SideBySide::new([
                 proj(hidden, h * d, cfg.qkv_bias, vb, q, "q_proj")?,
                 proj(hidden, kvh * d, cfg.qkv_bias, vb, q, "k_proj")?,
                 proj(hidden, kvh * d, cfg.qkv_bias, vb, q, "v_proj")?,
@@ -227,8 +227,8 @@ struct Mlp {
 impl Mlp {
     fn new(cfg: &LlamaConfig, vb: &VarBuilder, q: &QWeights) -> Result<Self> {
         let (hidden, inter, bias) = (cfg.hidden_size, cfg.intermediate_size, cfg.mlp_bias);
-        Ok(match cfg.model_type {
-            ModelType::Phi3 => Mlp {
+        Ok(match cfg.family().fused {
+            true => Mlp {
                 gate_up: SideBySide::stacked(
                     proj(hidden, 2 * inter, false, vb, q, "gate_up_proj")?,
                     [inter, inter],
@@ -236,7 +236,7 @@ impl Mlp {
                 down: proj(inter, hidden, false, vb, q, "down_proj")?,
                 act: cfg.hidden_act,
             },
-            _ => Mlp {
+            false => Mlp {
                 gate_up: SideBySide::new([
                     proj(hidden, inter, bias, vb, q, "gate_proj")?,
                     proj(hidden, inter, bias, vb, q, "up_proj")?,
@@ -288,11 +288,8 @@ impl Layer {
             Some(true) => LayerRotary::Nope(cfg.nope_query_scale),
             _ => LayerRotary::Rotary(Box::new(RotaryEmbedding::new(rope.clone())?)),
         };
-        let mlp_name = match cfg.model_type {
-            ModelType::Llama4 => "feed_forward",
-            _ => "mlp",
-        };
-        let (attn_out_norm, mlp_norm, mlp_out_norm) = match cfg.gemma_norms {
+        let mlp_name = cfg.family().mlp_name;
+        let (attn_out_norm, mlp_norm, mlp_out_norm) = match cfg.sandwich_norms {
             true => (
                 Some(norm(cfg, h, vb, "post_attention_layernorm")?),
                 norm(cfg, h, vb, "pre_feedforward_layernorm")?,
@@ -340,10 +337,9 @@ impl Layer {
     }
 }
 
-/// The RMSNorm `name` of width `size`, in `cfg`'s flavour (Gemma's store the scale minus one).
+/// The RMSNorm `name` of width `size`, its weight the scale minus `cfg.norm_offset`.
 fn norm(cfg: &LlamaConfig, size: usize, vb: &VarBuilder, name: &str) -> Result<RmsNorm> {
-    let offset = if cfg.gemma_norms { 1.0 } else { 0.0 };
-    rms_norm(size, cfg.rms_norm_eps, offset, vb, name)
+    rms_norm(size, cfg.rms_norm_eps, cfg.norm_offset, vb, name)
 }
 
 /// The attention masks of one forward, one per (window, chunk) the layers use.

@@ -272,7 +272,7 @@ fn gemma3_reads_transformers_defaults() -> Result<()> {
     let cfg = LlamaConfig::from_hf_config(&json)?;
     assert_eq!(cfg.model_type, ModelType::Gemma3);
     assert_eq!(cfg.hidden_act, candle_nn::Activation::GeluPytorchTanh);
-    assert!(cfg.tie_word_embeddings && cfg.qk_norm && cfg.gemma_norms);
+    assert!(cfg.tie_word_embeddings && cfg.qk_norm && cfg.sandwich_norms && cfg.norm_offset == 1.0);
     assert_eq!((cfg.head_dim, cfg.query_pre_attn_scalar), (256, 256.0));
     assert_eq!(cfg.sliding_window, Some(4096));
     assert_eq!(cfg.embedding_scale, Some(f64::from(32f32.sqrt())));
