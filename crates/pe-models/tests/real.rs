@@ -8,11 +8,14 @@
 //! - Gemma 3 270M Q4_K_M (`gemma3`: qk-norm, sandwich norms, GELU, scaled embeddings, sliding
 //!   layers with their own rope) at 0 and 20,000.
 //!
-//! Each prompt's ids and llama.cpp's 32 greedy ids go through the decoder at once (teacher
-//! forcing): at each step our argmax must be llama.cpp's id unless llama.cpp's own top two are
-//! within `NEAR_TIE` (the references differ among themselves by that much), and our logits at
-//! llama.cpp's top ten are within `LOGIT_BOUND` of its. A free-running greedy decode through the
-//! KV cache then gives llama.cpp's ids up to the first near-tie.
+//! Each prompt's ids and llama.cpp's 32 greedy ids from position 0 go through the decoder at
+//! once (teacher forcing): at each step our argmax must be llama.cpp's id unless llama.cpp's
+//! own top two are within `NEAR_TIE` (the references differ among themselves by that much),
+//! and our logits at llama.cpp's top ten are within `LOGIT_BOUND` of its; the same against
+//! transformers. At the far positions the rope is shift-invariant, so ours there are held to
+//! ours at 0 (llama.cpp's own ids there drift from its ids at 0, which the test prints). A
+//! free-running greedy decode through the KV cache gives llama.cpp's ids up to the first
+//! near-tie.
 
 use std::path::PathBuf;
 
@@ -139,6 +142,7 @@ fn check_file(stem: &str, source: &str, firsts: &[u32], bound: f64) -> Result<()
     let mut worst: f64 = 0.0;
     for g in reference["generations"].as_array().context("generations")? {
         let prompt = ids(&g["prompt_ids"]);
+        let name = g["prompt"].as_str().unwrap_or_default();
         for &first in firsts {
             let run = &g[source][first.to_string()];
             if run.is_null() {
@@ -147,24 +151,21 @@ fn check_file(stem: &str, source: &str, firsts: &[u32], bound: f64) -> Result<()
             let a = agree(&mut model, &prompt, run, first)?;
             worst = worst.max(a.max_logit_diff);
             println!(
-                "{stem} vs {source} at {first}, {:?}: {} steps, max logit diff {:.4}, differ at {:?}",
-                g["prompt"].as_str().unwrap_or_default(),
-                a.steps,
-                a.max_logit_diff,
-                a.differ
+                "{stem} vs {source} at {first}, {name:?}: {} steps, max logit diff {:.4}, \
+                 differ at {:?}",
+                a.steps, a.max_logit_diff, a.differ
             );
             for &(step, ours, theirs, gap) in &a.differ {
                 if gap >= NEAR_TIE {
                     failures.push(format!(
-                        "{:?} at {first}, step {step}: ours {ours}, {source} {theirs} (its top-2 gap {gap:.3})",
-                        g["prompt"].as_str().unwrap_or_default()
+                        "{name:?} at {first}, step {step}: ours {ours}, {source} {theirs} (its \
+                         top-2 gap {gap:.3})"
                     ));
                 }
             }
             if a.max_logit_diff > bound {
                 failures.push(format!(
-                    "{:?} at {first}: logits differ by {:.4} > {bound}",
-                    g["prompt"].as_str().unwrap_or_default(),
+                    "{name:?} at {first}: logits differ by {:.4} > {bound}",
                     a.max_logit_diff
                 ));
             }
@@ -175,30 +176,140 @@ fn check_file(stem: &str, source: &str, firsts: &[u32], bound: f64) -> Result<()
     Ok(())
 }
 
-#[test]
-fn smollm2_q4_1_follows_llama_cpp_at_0_6000_and_100000() -> Result<()> {
-    check_file(
-        "smollm2-135m-instruct-q4_1",
-        "llama_cpp",
-        &[0, 6000, 100_000],
-        LOGIT_BOUND,
-    )
+/// Our logits of `prompt` and llama.cpp's ids from position 0, whole sequence at once, at
+/// `first`: `(seq, vocab)`.
+fn logits_at(model: &mut LlamaFamily, tokens: &[u32], first: u32) -> Result<Tensor> {
+    let dev = Device::Cpu;
+    let input = Tensor::new(tokens, &dev)?.unsqueeze(0)?;
+    let positions: Vec<u32> = (0..tokens.len() as u32).map(|i| first + i).collect();
+    let positions = Tensor::new(positions.as_slice(), &dev)?.unsqueeze(0)?;
+    model.clear_cache();
+    Ok(model.forward(&input, &positions, None)?.i(0)?)
+}
+
+/// Shift invariance on a real file: each prompt and llama.cpp's ids from 0, at each far first
+/// position, against the same at 0.
+/// - The dense twin (`from_gguf_dequantized`, f32 activations): logits within `TWIN_BOUND`.
+///   The rope is exact at every position; only the rounding of the tables' values moves.
+/// - The file as people run it (`from_gguf`): `QMatMul` rounds each activation to 8-bit blocks,
+///   a step function that turns those last-bit differences into a noise as large as the one
+///   between llama.cpp and us: logits at llama.cpp's top ten within `LOGIT_BOUND`, and the same
+///   argmax wherever llama.cpp's top two at 0 are further apart than `FAR_NEAR_TIE`.
+///
+/// Also prints llama.cpp's own ids at the far position against its ids at 0.
+fn check_shift_invariance(stem: &str, fars: &[u32]) -> Result<()> {
+    /// |twin at far - twin at 0|: measured up to 1.2e-4 (SmolLM2 at 6,000 and 100,000).
+    const TWIN_BOUND: f32 = 1e-3;
+    /// llama.cpp's own noise between positions: its top-ten logits at 6,000 and 100,000 leave
+    /// its own at 0 by 0.45 to 0.89 on SmolLM2, and its run at 100,000 leaves its ids at 0 at a
+    /// step whose top-2 gap at 0 is 0.632 ("Once upon a time", step 10).
+    const FAR_NEAR_TIE: f64 = 0.7;
+    let reference = reference(stem)?;
+    let path = real_model(&format!("{stem}.gguf"));
+    let mut model = LlamaFamily::from_gguf(&path, DType::F32, &Device::Cpu)?;
+    let mut twin = LlamaFamily::from_gguf_dequantized(&path, DType::F32, &Device::Cpu)?;
+    let max_diff = |a: &Tensor, b: &Tensor| -> Result<f32> {
+        Ok((a - b)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?)
+    };
+    let mut failures = Vec::new();
+    for (n, g) in reference["generations"]
+        .as_array()
+        .context("generations")?
+        .iter()
+        .enumerate()
+    {
+        let name = g["prompt"].as_str().unwrap_or_default();
+        let prompt = ids(&g["prompt_ids"]);
+        let at0 = ids(&g["llama_cpp"]["0"]["ids"]);
+        let tops: Vec<Vec<(u32, f64)>> = g["llama_cpp"]["0"]["top"]
+            .as_array()
+            .context("top")?
+            .iter()
+            .map(top)
+            .collect();
+        let mut tokens = prompt.clone();
+        tokens.extend(&at0[..at0.len() - 1]);
+        let base = logits_at(&mut model, &tokens, 0)?;
+        let base_ids = base.argmax(1)?.to_vec1::<u32>()?;
+        // The twin on the first prompt (the dense twin is slow: its f32 weights are 4 to 8
+        // times the quantized bytes).
+        let twin_base = match n {
+            0 => Some(logits_at(&mut twin, &tokens, 0)?),
+            _ => None,
+        };
+        for &far in fars {
+            let logits = logits_at(&mut model, &tokens, far)?;
+            // At llama.cpp's top ten of each step, as the comparison with llama.cpp.
+            let mut diff: f64 = 0.0;
+            for (s, top) in tops.iter().enumerate() {
+                let (a, b) = (
+                    logits.i(prompt.len() - 1 + s)?.to_vec1::<f32>()?,
+                    base.i(prompt.len() - 1 + s)?.to_vec1::<f32>()?,
+                );
+                for &(t, _) in top {
+                    diff = diff.max((a[t as usize] - b[t as usize]).abs() as f64);
+                }
+            }
+            let far_ids = logits.argmax(1)?.to_vec1::<u32>()?;
+            let moved: Vec<usize> = (0..at0.len())
+                .filter(|&s| far_ids[prompt.len() - 1 + s] != base_ids[prompt.len() - 1 + s])
+                .collect();
+            let theirs = ids(&g["llama_cpp"][far.to_string()]["ids"]);
+            let llama_same = theirs.iter().zip(&at0).take_while(|(a, b)| a == b).count();
+            println!(
+                "{stem} {name:?} at {far} vs at 0: logits within {diff:.3}, argmax moved at \
+                 steps {moved:?}; llama.cpp at {far} keeps its ids at 0 for {llama_same} of {} \
+                 steps",
+                at0.len()
+            );
+            if diff > LOGIT_BOUND {
+                failures.push(format!("{name:?} at {far}: {diff:.3} > {LOGIT_BOUND}"));
+            }
+            for s in moved {
+                let gap = tops[s][0].1 - tops[s][1].1;
+                if gap >= FAR_NEAR_TIE {
+                    failures.push(format!(
+                        "{name:?} at {far}: step {s}'s argmax moved, llama.cpp's top-2 gap {gap:.3}"
+                    ));
+                }
+            }
+            if let Some(twin_base) = &twin_base {
+                let d = max_diff(&logits_at(&mut twin, &tokens, far)?, twin_base)?;
+                println!("{stem} {name:?}: the dense twin at {far} vs at 0: logits within {d:.2e}");
+                if d > TWIN_BOUND {
+                    failures.push(format!("twin, {name:?} at {far}: {d:.2e} > {TWIN_BOUND:.0e}"));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    Ok(())
 }
 
 #[test]
-fn gemma3_270m_q4_k_m_follows_llama_cpp_at_0_and_20000() -> Result<()> {
-    check_file(
-        "gemma-3-270m-q4_k_m",
-        "llama_cpp",
-        &[0, 20_000],
-        LOGIT_BOUND,
-    )
+fn smollm2_q4_1_follows_llama_cpp() -> Result<()> {
+    check_file("smollm2-135m-instruct-q4_1", "llama_cpp", &[0], LOGIT_BOUND)
+}
+
+#[test]
+fn smollm2_q4_1_is_shift_invariant_at_6000_and_100000() -> Result<()> {
+    check_shift_invariance("smollm2-135m-instruct-q4_1", &[6000, 100_000])
+}
+
+#[test]
+fn gemma3_270m_q4_k_m_follows_llama_cpp() -> Result<()> {
+    check_file("gemma-3-270m-q4_k_m", "llama_cpp", &[0], LOGIT_BOUND)
+}
+
+#[test]
+fn gemma3_270m_q4_k_m_is_shift_invariant_at_20000() -> Result<()> {
+    check_shift_invariance("gemma-3-270m-q4_k_m", &[20_000])
 }
 
 #[test]
 fn real_files_follow_transformers_gguf_loader() -> Result<()> {
     for stem in ["smollm2-135m-instruct-q4_1", "gemma-3-270m-q4_k_m"] {
-        check_file(stem, "transformers", &[0, 6000, 20_000], LOGIT_BOUND)?;
+        check_file(stem, "transformers", &[0], LOGIT_BOUND)?;
     }
     Ok(())
 }
@@ -238,3 +349,4 @@ fn cached_greedy_decode_gives_llama_cpp_ids() -> Result<()> {
     }
     Ok(())
 }
+
