@@ -25,7 +25,8 @@
 #             random Qwen2-VL and Qwen3-VL called with M-RoPE ids from get_rope_index (image runs), prefill, cached
 #             decode with rope_deltas, and the same at ids + 20,000.
 #   gguf_files -> crates/pe-testkit/fixtures/gguf/<model>_<f32|q8_0>.{gguf,json,safetensors}: the tiny Llama 3.1, Qwen2.5
-#             YaRN and Phi-3 LongRoPE checkpoints above converted as llama.cpp's converter does (gguf's GGUFWriter),
+#             YaRN, Phi-3 LongRoPE, Mistral, Qwen3 and Gemma 3 checkpoints above converted as llama.cpp's converter does
+#             (gguf's GGUFWriter),
 #             and transformers' logits on their dequantized weights; rope-only files for real Llama 3 heads.
 #   gguf_none_values -> crates/pe-testkit/fixtures/gguf/phi3_longrope_f32_swa0.gguf: a copy of phi3_longrope_f32.gguf
 #             with the 0 llama.cpp's converter writes for "no sliding window" (phi3.attention.sliding_window = 0),
