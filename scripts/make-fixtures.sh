@@ -25,7 +25,8 @@
 #             random Qwen2-VL and Qwen3-VL called with M-RoPE ids from get_rope_index (image runs), prefill, cached
 #             decode with rope_deltas, and the same at ids + 20,000.
 #   gguf_files -> crates/pe-testkit/fixtures/gguf/<model>_<f32|q8_0>.{gguf,json,safetensors}: the tiny Llama 3.1, Qwen2.5
-#             YaRN and Phi-3 LongRoPE checkpoints above converted as llama.cpp's converter does (gguf's GGUFWriter),
+#             YaRN, Phi-3 LongRoPE, Mistral, Qwen3 and Gemma 3 checkpoints above converted as llama.cpp's converter does
+#             (gguf's GGUFWriter),
 #             and transformers' logits on their dequantized weights; rope-only files for real Llama 3 heads.
 #   gguf_none_values -> crates/pe-testkit/fixtures/gguf/phi3_longrope_f32_swa0.gguf: a copy of phi3_longrope_f32.gguf
 #             with the 0 llama.cpp's converter writes for "no sliding window" (phi3.attention.sliding_window = 0),
@@ -43,6 +44,11 @@
 #             tiny configs (images, videos, second_per_grid_ts, left padding); <case>_generate/{config.json,
 #             generate.json, generate.safetensors}: the position ids generate feeds the language model of tiny
 #             random full models at prefill and each decode step.
+#
+#   real_models -> crates/pe-testkit/fixtures/real/<stem>.json: llama.cpp (llama-cpp-python) and transformers' GGUF
+#             loader on the real GGUF files of scripts/real-models.sh (run it first): tokenization, the chat template,
+#             32 greedy steps with their top-10 logits, at far positions too (its own venv: llama-cpp-python built
+#             from source, which takes a while).
 #
 #   sink  ->  crates/pe-testkit/fixtures/sink/<case>/{config.json, model.safetensors, outputs.json}: greedy ids of
 #             transformers 4.52.4's SinkCache on tiny random Llamas (llama3 rope; a short context generated past).
@@ -74,7 +80,12 @@ ensure_venv() {
     if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         echo "setting up $venv from ${requirements#"$root/"}" >&2
         python3 -m venv "$venv"
-        "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
+        # llama-cpp-python (requirements-real_models.txt) is built from source by pip. Its default, GGML_NATIVE=ON,
+        # builds for whatever the compiler detects; on the machines these fixtures were made on that produced AMX tile
+        # code that died with SIGILL (in tilezero) at run time, so name the instruction sets instead (AVX2, FMA, F16C:
+        # every x86-64 CPU of the last decade). The other pins are wheels and ignore it. Set CMAKE_ARGS to override.
+        CMAKE_ARGS=${CMAKE_ARGS:-"-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"} \
+            "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
         echo "$want" >"$stamp"
     fi
 }
