@@ -26,10 +26,10 @@
 //! the checkpoint's `eos_token_id`, as transformers' `generate` reads it).
 //!
 //! stdout holds `ids: <new ids>` (the prompt excluded, an end-of-sequence id that stopped it
-//! included), with `--prompt` / `--chat` then `text: <the new ids decoded>`, then, when
-//! something was generated, the prefill's and the decode's speed; the model line, the
-//! progress bar and errors (one line, naming the flag and the file or field; exit code 2 for a
-//! bad command line, 1 for anything else) go to stderr.
+//! included), with `--prompt` / `--chat` then `text: <the new ids decoded, as a JSON
+//! string>`, then, when something was generated, the prefill's and the decode's speed; the
+//! model line, the progress bar and errors (one line, naming the flag and the file or field;
+//! exit code 2 for a bad command line, 1 for anything else) go to stderr.
 
 fn main() -> std::process::ExitCode {
     pe_models::generate_cli::main(&pe_testkit::fixture("models/llama31"))

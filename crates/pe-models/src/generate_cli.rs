@@ -2,7 +2,7 @@
 //! Llama-family checkpoint), as a library so tests run it in process: the flags ([`Args`]),
 //! their parsers (errors name the flag and the value), [`run`], which writes `ids: <new
 //! ids>` (and, for a text prompt, `--prompt` or `--chat` through the checkpoint's
-//! [`TextTokenizer`], `text: <new text>`) and the prefill's and the decode's speed to `out`, and [`main`], the whole program
+//! [`TextTokenizer`], `text: <new text as a JSON string>`) and the prefill's and the decode's speed to `out`, and [`main`], the whole program
 //! (every failure one line on stderr, as `pe`'s).
 //!
 //! ```
@@ -328,7 +328,8 @@ pub fn run(args: &Args, default_model: &Path, out: &mut impl Write) -> Result<()
         let text = tokenizer
             .decode(&generation.ids)
             .with_context(|| format!("cannot decode the new ids of {flag}"))?;
-        writeln!(out, "text: {text}")?;
+        // One line, as a JSON string: the text may hold newlines.
+        writeln!(out, "text: {}", serde_json::Value::String(text))?;
     }
     if policy.is_some() {
         writeln!(
@@ -364,7 +365,11 @@ pub fn run(args: &Args, default_model: &Path, out: &mut impl Write) -> Result<()
 /// by the chat template with the assistant's turn opened, tokenized with special tokens
 /// parsed, and a BOS added only when the tokenizer adds one and the template did not write it.
 fn prompt(args: &Args, model: &Path) -> Result<(Vec<u32>, Option<TextTokenizer>)> {
-    let given = [args.prompt_ids.is_some(), args.prompt.is_some(), args.chat.is_some()];
+    let given = [
+        args.prompt_ids.is_some(),
+        args.prompt.is_some(),
+        args.chat.is_some(),
+    ];
     if given.iter().filter(|&&g| g).count() != 1 {
         bail!("give exactly one of --prompt-ids, --prompt and --chat");
     }

@@ -137,7 +137,10 @@ fn string<'a>(content: &'a Content, key: &str) -> Result<Option<&'a str>> {
 
 fn boolean(content: &Content, key: &str) -> Result<Option<bool>> {
     get(content, key)
-        .map(|v| v.to_bool().map_err(|_| anyhow!("{key} = {v:?}: not a bool")))
+        .map(|v| {
+            v.to_bool()
+                .map_err(|_| anyhow!("{key} = {v:?}: not a bool"))
+        })
         .transpose()
 }
 
@@ -275,7 +278,9 @@ impl GgufVocab {
         };
         let scores_key = "tokenizer.ggml.scores";
         let scores: Vec<f32> = match array(content, scores_key)? {
-            None if spm => bail!("no {scores_key}: a \"llama\" (SentencePiece) tokenizer needs them"),
+            None if spm => {
+                bail!("no {scores_key}: a \"llama\" (SentencePiece) tokenizer needs them")
+            }
             None => vec![0.0; n],
             Some(scores) => {
                 if scores.len() < n {
@@ -329,7 +334,12 @@ impl GgufVocab {
             })?;
             let merges = strings(merges, merges_key)?;
             let bpe = bpe(&ids, &merges, pre.ignore_merges, pre.regexes)?;
-            (Model::Bpe(Box::new(bpe)), false, pre.clean_spaces, pre.add_bos)
+            (
+                Model::Bpe(Box::new(bpe)),
+                false,
+                pre.clean_spaces,
+                pre.add_bos,
+            )
         };
         let add_space_prefix =
             boolean(content, "tokenizer.ggml.add_space_prefix")?.unwrap_or(add_space_prefix);
@@ -349,8 +359,14 @@ impl GgufVocab {
         };
         // llama.cpp's defaults when the keys are absent.
         let (bos_default, eos_default) = if spm { (1, 2) } else { (11, 11) };
-        let bos = id("tokenizer.ggml.bos_token_id", Some(bos_default).filter(|&i| (i as usize) < n))?;
-        let eos = id("tokenizer.ggml.eos_token_id", Some(eos_default).filter(|&i| (i as usize) < n))?;
+        let bos = id(
+            "tokenizer.ggml.bos_token_id",
+            Some(bos_default).filter(|&i| (i as usize) < n),
+        )?;
+        let eos = id(
+            "tokenizer.ggml.eos_token_id",
+            Some(eos_default).filter(|&i| (i as usize) < n),
+        )?;
         if add_bos && bos.is_none() {
             bail!("tokenizer.ggml.add_bos_token is true but the file gives no tokenizer.ggml.bos_token_id");
         }
@@ -570,14 +586,20 @@ impl GgufVocab {
 
     /// llama.cpp's `detokenize(ids, remove_special, unparse_special)`, the bytes as UTF-8
     /// (invalid sequences replaced by U+FFFD).
-    pub fn detokenize(&self, ids: &[u32], remove_special: bool, unparse_special: bool) -> Result<String> {
+    pub fn detokenize(
+        &self,
+        ids: &[u32],
+        remove_special: bool,
+        unparse_special: bool,
+    ) -> Result<String> {
         let mut ids = ids;
         let mut remove_space = self.add_space_prefix;
         if remove_special && self.add_bos && !ids.is_empty() && Some(ids[0]) == self.bos {
             remove_space = false;
             ids = &ids[1..];
         }
-        if remove_special && self.add_eos && ids.last().is_some() && ids.last().copied() == self.eos {
+        if remove_special && self.add_eos && ids.last().is_some() && ids.last().copied() == self.eos
+        {
             ids = &ids[..ids.len() - 1];
         }
         let mut bytes = vec![];
@@ -654,8 +676,7 @@ fn clean_spaces(text: &[u8]) -> Vec<u8> {
         if text[i - 1] == b' ' && x == b'\'' && i + 1 < text.len() {
             let x1 = text[i + 1];
             let contraction = matches!(x1, b's' | b'm')
-                || (i + 2 < text.len()
-                    && matches!((x1, text[i + 2]), (b'r', b'e') | (b'v', b'e')));
+                || (i + 2 < text.len() && matches!((x1, text[i + 2]), (b'r', b'e') | (b'v', b'e')));
             if contraction {
                 out.pop();
             }
@@ -677,10 +698,8 @@ fn bpe(
     let mut pairs = Vec::with_capacity(merges.len());
     for (i, merge) in merges.iter().enumerate() {
         // As llama.cpp: split at the first space after the first byte.
-        let at = merge
-            .get(1..)
-            .and_then(|rest| rest.find(' '))
-            .map(|at| at + 1)
+        let at = (1..merge.len())
+            .find(|&i| merge.as_bytes()[i] == b' ')
             .with_context(|| format!("{key}[{i}] = {merge:?}: not two tokens and a space"))?;
         let (a, b) = (&merge[..at], &merge[at + 1..]);
         // A merge of pieces the vocabulary does not hold could only make bytes llama.cpp
@@ -690,7 +709,12 @@ fn bpe(
         }
     }
     let model = BPE::builder()
-        .vocab_and_merges(ids.clone(), pairs)
+        .vocab_and_merges(
+            ids.iter()
+                .map(|(t, &id)| (t.clone(), id))
+                .collect::<tokenizers::models::bpe::Vocab>(),
+            pairs,
+        )
         .ignore_merges(ignore_merges)
         .build()
         .map_err(|e| anyhow!("{key}: {e}"))?;

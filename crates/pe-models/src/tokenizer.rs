@@ -144,8 +144,7 @@ impl TextTokenizer {
     /// The tokenizer of the GGUF file at `path`.
     pub fn from_gguf_file(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let mut file =
-            std::fs::File::open(path).with_context(|| format!("{}", path.display()))?;
+        let mut file = std::fs::File::open(path).with_context(|| format!("{}", path.display()))?;
         let content = Content::read(&mut file).with_context(|| format!("{}", path.display()))?;
         let mut tok = Self::from_gguf(&content).with_context(|| format!("{}", path.display()))?;
         tok.source = path.display().to_string();
@@ -164,8 +163,9 @@ impl TextTokenizer {
         let folder = path.parent().unwrap_or(Path::new("."));
         let config_path = folder.join("tokenizer_config.json");
         let config: serde_json::Value = match std::fs::read_to_string(&config_path) {
-            Ok(text) => serde_json::from_str(&text)
-                .with_context(|| format!("{}", config_path.display()))?,
+            Ok(text) => {
+                serde_json::from_str(&text).with_context(|| format!("{}", config_path.display()))?
+            }
             Err(_) => serde_json::Value::Null,
         };
         // A token is written as "text" or {"content": "text", ...}.
@@ -259,7 +259,12 @@ impl TextTokenizer {
     /// `remove_special` drops a leading BOS and a trailing EOS the tokenizer adds,
     /// `unparse_special` writes control tokens (else they are left out). A `tokenizer.json`
     /// decodes through its decoder, skipping special tokens unless `unparse_special`.
-    pub fn detokenize(&self, ids: &[u32], remove_special: bool, unparse_special: bool) -> Result<String> {
+    pub fn detokenize(
+        &self,
+        ids: &[u32],
+        remove_special: bool,
+        unparse_special: bool,
+    ) -> Result<String> {
         match &self.backend {
             Backend::Gguf(vocab) => vocab.detokenize(ids, remove_special, unparse_special),
             Backend::Json { parse, .. } => {
@@ -303,7 +308,10 @@ impl TextTokenizer {
         match &self.backend {
             Backend::Gguf(vocab) => vocab.add_bos && vocab.bos.is_some(),
             Backend::Json { parse, .. } => {
-                let with = parse.encode("", true).map(|e| e.get_ids().len()).unwrap_or(0);
+                let with = parse
+                    .encode("", true)
+                    .map(|e| e.get_ids().len())
+                    .unwrap_or(0);
                 with > 0
             }
         }
@@ -330,12 +338,15 @@ impl TextTokenizer {
         env.set_trim_blocks(true);
         env.set_lstrip_blocks(true);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-        env.add_function("raise_exception", |message: String| -> Result<String, minijinja::Error> {
-            Err(minijinja::Error::new(
-                minijinja::ErrorKind::InvalidOperation,
-                message,
-            ))
-        });
+        env.add_function(
+            "raise_exception",
+            |message: String| -> Result<String, minijinja::Error> {
+                Err(minijinja::Error::new(
+                    minijinja::ErrorKind::InvalidOperation,
+                    message,
+                ))
+            },
+        );
         let template = env
             .template_from_str(template)
             .map_err(|e| anyhow!("{}: the chat template does not parse: {e}", self.source))?;

@@ -53,7 +53,9 @@ fn byte_level_alphabet() -> Vec<String> {
 /// (user-defined).
 fn gpt2_keys(pre: Option<&str>) -> Vec<(&'static str, Value)> {
     let mut tokens = byte_level_alphabet();
-    let merged = ["he", "hel", "hell", "hello", "Ġw", "Ġwo", "Ġwor", "Ġworl", "Ġworld"];
+    let merged = [
+        "he", "hel", "hell", "hello", "Ġw", "Ġwo", "Ġwor", "Ġworl", "Ġworld",
+    ];
     tokens.extend(merged.iter().map(|t| t.to_string()));
     tokens.extend(["<|end|>".to_string(), "<ud>".to_string()]);
     let mut types = vec![1i32; tokens.len()];
@@ -228,9 +230,17 @@ fn id_of_spm(piece: &str) -> u32 {
 
 #[test]
 fn bad_vocabularies_are_named() -> Result<()> {
-    let err = |keys: &[(&str, Value)]| format!("{:#}", TextTokenizer::from_gguf(&gguf(keys).unwrap()).unwrap_err());
+    let err = |keys: &[(&str, Value)]| {
+        format!(
+            "{:#}",
+            TextTokenizer::from_gguf(&gguf(keys).unwrap()).unwrap_err()
+        )
+    };
     let e = err(&[("tokenizer.ggml.model", s("rwkv"))]);
-    assert!(e.contains("tokenizer.ggml.model") && e.contains("\"rwkv\""), "{e}");
+    assert!(
+        e.contains("tokenizer.ggml.model") && e.contains("\"rwkv\""),
+        "{e}"
+    );
     let e = err(&[]);
     assert!(e.contains("tokenizer.ggml.model"), "{e}");
     let e = err(&gpt2_keys(Some("no-such-pre")));
@@ -421,7 +431,9 @@ fn real_files_match_llama_cpp() -> Result<()> {
                 )
             })
             .collect();
-        let add = chat["add_generation_prompt"].as_bool().expect("add_generation_prompt");
+        let add = chat["add_generation_prompt"]
+            .as_bool()
+            .expect("add_generation_prompt");
         let text = tok.apply_chat_template(&messages, add)?;
         let want = chat["text"].as_str().expect("chat text");
         if text != want {
@@ -432,7 +444,11 @@ fn real_files_match_llama_cpp() -> Result<()> {
         // llama-cpp-python's chat handler adds no BOS beyond what the template writes.
         let want = ids(&chat["ids"]);
         let got = tok.tokenize(&text, false, true)?;
-        eprintln!("{file}: chat text {}, chat ids {}", text == chat["text"], got == want);
+        eprintln!(
+            "{file}: chat text {}, chat ids {}",
+            text == chat["text"],
+            got == want
+        );
         if got != want {
             failures.push(format!(
                 "{file} chat ids:\n  llama.cpp {want:?}\n  here      {got:?}"
@@ -465,12 +481,26 @@ fn generate(flags: &[&str]) -> (std::process::ExitCode, String, String) {
 fn generate_prompt_prints_text() -> Result<()> {
     let model = pe_testkit::real_model(SMOLLM);
     let model = model.to_str().unwrap();
-    let (code, out, err) = generate(&["--model", model, "--prompt", "The capital of France is", "--max-new", "4"]);
+    let (code, out, err) = generate(&[
+        "--model",
+        model,
+        "--prompt",
+        "The capital of France is",
+        "--max-new",
+        "4",
+    ]);
     assert_eq!(code, std::process::ExitCode::SUCCESS, "{err}");
-    let ids_line = out.lines().find_map(|l| l.strip_prefix("ids: ")).expect(&out);
+    let ids_line = out
+        .lines()
+        .find_map(|l| l.strip_prefix("ids: "))
+        .expect(&out);
     let ids: Vec<u32> = ids_line.split(' ').map(|t| t.parse().unwrap()).collect();
     assert_eq!(ids.len(), 4, "{out}");
-    let text = out.lines().find_map(|l| l.strip_prefix("text: ")).expect(&out);
+    let text = out
+        .lines()
+        .find_map(|l| l.strip_prefix("text: "))
+        .expect(&out);
+    let text: String = serde_json::from_str(text)?;
     assert_eq!(text, real(SMOLLM)?.decode(&ids)?);
     assert!(!text.trim().is_empty(), "{out}");
 
@@ -489,17 +519,29 @@ fn generate_text_errors_name_the_flag() {
     assert!(err.contains("--prompt") && err.contains("--chat"), "{err}");
     let (code, _, err) = generate(&["--prompt-ids", "1", "--prompt", "b"]);
     assert_eq!(code, usage);
-    assert!(err.contains("--prompt-ids") && err.contains("--prompt"), "{err}");
+    assert!(
+        err.contains("--prompt-ids") && err.contains("--prompt"),
+        "{err}"
+    );
     let (code, _, err) = generate(&["--max-new", "1"]);
     assert_eq!(code, usage);
-    assert!(err.contains("--prompt-ids") && err.contains("--chat"), "{err}");
+    assert!(
+        err.contains("--prompt-ids") && err.contains("--chat"),
+        "{err}"
+    );
     // The default fixture folder has no tokenizer.json.
     let (code, _, err) = generate(&["--prompt", "hello"]);
     assert_eq!(code, fail);
-    assert!(err.contains("--prompt") && err.contains("tokenizer.json"), "{err}");
+    assert!(
+        err.contains("--prompt") && err.contains("tokenizer.json"),
+        "{err}"
+    );
     // Gemma 3's GGUF file has no chat template.
     let gemma = pe_testkit::real_model(GEMMA);
     let (code, _, err) = generate(&["--model", gemma.to_str().unwrap(), "--chat", "hello"]);
     assert_eq!(code, fail);
-    assert!(err.contains("--chat") && err.contains("chat template"), "{err}");
+    assert!(
+        err.contains("--chat") && err.contains("chat template"),
+        "{err}"
+    );
 }

@@ -19,7 +19,9 @@ pub fn real_model(file_name: &str) -> PathBuf {
     let dir = match std::env::var_os(REAL_MODELS_VAR) {
         Some(dir) => PathBuf::from(dir),
         None => {
-            let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+            let home = std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_default();
             home.join(".cache/candle-pe/real-models")
         }
     };
