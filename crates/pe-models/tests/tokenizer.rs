@@ -545,3 +545,64 @@ fn generate_text_errors_name_the_flag() {
         "{err}"
     );
 }
+
+/// A checkpoint folder's `tokenizer.json` (byte-level BPE with a special `<|end|>`) and the
+/// `tokenizer_config.json` beside it: BOS / EOS and the chat template come from the config.
+#[test]
+fn tokenizer_json_folder() -> Result<()> {
+    use tokenizers::models::bpe::BPE;
+    use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+    use tokenizers::AddedToken;
+
+    let dir = tempfile::tempdir()?;
+    let mut vocab: Vec<String> = byte_level_alphabet();
+    vocab.extend(["he".into(), "hel".into(), "hell".into(), "hello".into()]);
+    let merges = [("h", "e"), ("he", "l"), ("hel", "l"), ("hell", "o")]
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .to_vec();
+    let model = BPE::builder()
+        .vocab_and_merges(
+            vocab
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (t.clone(), i as u32))
+                .collect::<tokenizers::models::bpe::Vocab>(),
+            merges,
+        )
+        .build()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut hf = tokenizers::Tokenizer::new(model);
+    hf.with_pre_tokenizer(Some(ByteLevel::new(false, true, true)));
+    hf.with_decoder(Some(ByteLevel::default()));
+    hf.add_special_tokens([AddedToken::from("<|end|>", true)])
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    hf.save(dir.path().join("tokenizer.json"), false)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    std::fs::write(
+        dir.path().join("tokenizer_config.json"),
+        r#"{"bos_token": {"content": "<|end|>"}, "eos_token": "<|end|>",
+            "chat_template": "{% for m in messages %}{{ m.content }}{{ eos_token }}{% endfor %}"}"#,
+    )?;
+    let tok = TextTokenizer::for_model(dir.path())?;
+    let (hello, end) = (vocab.len() as u32 - 1, vocab.len() as u32);
+    assert_eq!(tok.encode("hello<|end|>", true)?, [hello, end]);
+    assert_eq!(tok.tokenize("hello<|end|>", false, false)?.len(), 1 + 7);
+    assert_eq!(tok.decode(&[hello, end])?, "hello<|end|>");
+    assert_eq!(tok.detokenize(&[hello, end], false, false)?, "hello");
+    assert_eq!(
+        (tok.bos_token(), tok.eos_token()),
+        (Some("<|end|>"), Some("<|end|>"))
+    );
+    let chat = tok.apply_chat_template(&[ChatMessage::user("hi")], true)?;
+    assert_eq!(chat, "hi<|end|>");
+    let e = tok.decode(&[1000]).unwrap_err().to_string();
+    assert!(e.contains("token id 1000"), "{e}");
+
+    // A folder without tokenizer.json names it.
+    let empty = tempfile::tempdir()?;
+    let e = TextTokenizer::for_model(empty.path())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no tokenizer.json"), "{e}");
+    Ok(())
+}
