@@ -8,6 +8,15 @@
 //! cargo run --release --example generate -- --model DIR --prompt-ids 1,2,3 --max-new 32
 //! ```
 //!
+//! Text in and out: `--prompt TEXT` (tokenized by the checkpoint's tokenizer, a GGUF file's or
+//! the folder's `tokenizer.json`, as llama.cpp does by default) or `--chat TEXT` (one user
+//! message through the checkpoint's chat template) instead of `--prompt-ids`; the new text is
+//! printed as `text: ...` after the ids (docs/models.md).
+//!
+//! ```text
+//! cargo run --release --example generate -- --model FILE.gguf --prompt "Once upon a time" --max-new 32
+//! ```
+//!
 //! `--sink N --window W [--sink-positions contiguous|transformers]` bounds the KV cache to the
 //! first N and the last W tokens (StreamingLLM, or transformers 4.52.4's `SinkCache`), and
 //! `--keep N [--context-size C]` shifts the context as llama.cpp does when it is full: either
@@ -17,7 +26,8 @@
 //! the checkpoint's `eos_token_id`, as transformers' `generate` reads it).
 //!
 //! stdout holds `ids: <new ids>` (the prompt excluded, an end-of-sequence id that stopped it
-//! included), then, when something was generated, the prefill's and the decode's speed; the
+//! included), with `--prompt` / `--chat` then `text: <the new ids decoded, as a JSON
+//! string>`, then, when something was generated, the prefill's and the decode's speed; the
 //! model line, the progress bar and errors (one line, naming the flag and the file or field;
 //! exit code 2 for a bad command line, 1 for anything else) go to stderr.
 

@@ -1,7 +1,8 @@
 //! The command line of `examples/generate.rs` (greedy generation from a local Hugging Face
 //! Llama-family checkpoint), as a library so tests run it in process: the flags ([`Args`]),
 //! their parsers (errors name the flag and the value), [`run`], which writes `ids: <new
-//! ids>` and the prefill's and the decode's speed to `out`, and [`main`], the whole program
+//! ids>` (and, for a text prompt, `--prompt` or `--chat` through the checkpoint's
+//! [`TextTokenizer`], `text: <new text as a JSON string>`) and the prefill's and the decode's speed to `out`, and [`main`], the whole program
 //! (every failure one line on stderr, as `pe`'s).
 //!
 //! ```
@@ -20,17 +21,20 @@ use std::path::{Path, PathBuf};
 
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device};
 use candle_pe_cli::{finish, parse_args, Flags};
-use clap::{Parser, ValueEnum};
+use clap::{ArgGroup, Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::{eos_token_ids, greedy, CachePolicy, LlamaFamily, SinkPositions};
+use crate::{
+    eos_token_ids, greedy, CachePolicy, ChatMessage, LlamaFamily, SinkPositions, TextTokenizer,
+};
 
 /// Greedy generation with a Llama / Qwen2 / Qwen3 / Phi-3 / Mistral / Gemma 3 checkpoint.
 #[derive(Parser, Debug)]
 #[command(name = "generate")]
+#[command(group(ArgGroup::new("input").required(true).args(["prompt_ids", "prompt", "chat"])))]
 pub struct Args {
     /// Checkpoint folder: config.json and model.safetensors (or model.safetensors.index.json
     /// and its shards), or a GGUF file (llama, mistral, qwen2, phi3; quantized as stored)
@@ -39,7 +43,15 @@ pub struct Args {
     pub model: Option<PathBuf>,
     /// Prompt token ids, comma separated; "" is an empty prompt (nothing is generated)
     #[arg(long, value_name = "IDS", value_parser = parse_ids, allow_hyphen_values = true)]
-    pub prompt_ids: Ids,
+    pub prompt_ids: Option<Ids>,
+    /// Prompt text, tokenized by the checkpoint's tokenizer as llama.cpp does by default (its
+    /// BOS / EOS added, special tokens written in it parsed); the new text is printed too
+    #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
+    pub prompt: Option<String>,
+    /// One user message, through the checkpoint's chat template (with the assistant's turn
+    /// opened), then as --prompt (no second BOS when the template writes one)
+    #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
+    pub chat: Option<String>,
     /// New tokens to generate, at most
     #[arg(
         long,
@@ -103,6 +115,15 @@ pub struct Args {
 }
 
 impl Args {
+    /// The flag the prompt came from: `--prompt-ids`, `--prompt` or `--chat`.
+    pub fn input_flag(&self) -> &'static str {
+        match (&self.prompt, &self.chat) {
+            (Some(_), _) => "--prompt",
+            (_, Some(_)) => "--chat",
+            _ => "--prompt-ids",
+        }
+    }
+
     /// The cache policy the flags ask for, `None` for the unbounded cache.
     pub fn cache_policy(
         &self,
@@ -221,6 +242,7 @@ pub fn run(args: &Args, default_model: &Path, out: &mut impl Write) -> Result<()
             dir.display()
         );
     }
+    let (prompt_ids, tokenizer) = prompt(args, &dir)?;
     let mut model = if gguf {
         LlamaFamily::from_gguf(&dir, args.dtype.candle(), &device)
     } else {
@@ -253,6 +275,7 @@ pub fn run(args: &Args, default_model: &Path, out: &mut impl Write) -> Result<()
             )
         })?,
     };
+    let flag = args.input_flag();
     let cfg = model.config();
     eprintln!(
         "model: {} ({}, {} layers, vocab {}), {} on {:?}, prompt of {} tokens at positions from {}, end-of-sequence ids {:?}",
@@ -262,11 +285,11 @@ pub fn run(args: &Args, default_model: &Path, out: &mut impl Write) -> Result<()
         cfg.vocab_size,
         args.dtype.candle().as_str(),
         args.device,
-        args.prompt_ids.0.len(),
+        prompt_ids.len(),
         args.position_offset,
         eos,
     );
-    if args.prompt_ids.0.is_empty() && args.max_new > 0 {
+    if prompt_ids.is_empty() && args.max_new > 0 {
         eprintln!("empty prompt: no logits to continue from, nothing generated");
     }
     let bar = ProgressBar::new(args.max_new as u64).with_style(ProgressStyle::with_template(
@@ -274,7 +297,7 @@ pub fn run(args: &Args, default_model: &Path, out: &mut impl Write) -> Result<()
     )?);
     let generation = greedy(
         &mut model,
-        &args.prompt_ids.0,
+        &prompt_ids,
         args.position_offset,
         args.max_new,
         &eos,
@@ -283,11 +306,11 @@ pub fn run(args: &Args, default_model: &Path, out: &mut impl Write) -> Result<()
     .map_err(|e| {
         let flags = Flags {
             positions: Some("--position-offset / --max-new".into()),
-            tokens: Some("--prompt-ids"),
+            tokens: Some(flag),
             ..Flags::default()
         };
         flags.name(e).context(format!(
-            "cannot generate from --prompt-ids at --position-offset {} with --max-new {}",
+            "cannot generate from {flag} at --position-offset {} with --max-new {}",
             args.position_offset, args.max_new
         ))
     })?;
@@ -301,6 +324,13 @@ pub fn run(args: &Args, default_model: &Path, out: &mut impl Write) -> Result<()
     }
     let ids: Vec<String> = generation.ids.iter().map(u32::to_string).collect();
     writeln!(out, "ids: {}", ids.join(" "))?;
+    if let Some(tokenizer) = &tokenizer {
+        let text = tokenizer
+            .decode(&generation.ids)
+            .with_context(|| format!("cannot decode the new ids of {flag}"))?;
+        // One line, as a JSON string: the text may hold newlines.
+        writeln!(out, "text: {}", serde_json::Value::String(text))?;
+    }
     if policy.is_some() {
         writeln!(
             out,
@@ -327,6 +357,43 @@ pub fn run(args: &Args, default_model: &Path, out: &mut impl Write) -> Result<()
         generation.decode_tokens_per_second()
     )?;
     Ok(())
+}
+
+/// The prompt's ids, and the tokenizer of the checkpoint at `model` when the prompt is text
+/// (`--prompt`, `--chat`). `--prompt` is tokenized as llama.cpp does by default (BOS / EOS
+/// as the tokenizer adds them, special tokens parsed); `--chat` is one user message rendered
+/// by the chat template with the assistant's turn opened, tokenized with special tokens
+/// parsed, and a BOS added only when the tokenizer adds one and the template did not write it.
+fn prompt(args: &Args, model: &Path) -> Result<(Vec<u32>, Option<TextTokenizer>)> {
+    let given = [
+        args.prompt_ids.is_some(),
+        args.prompt.is_some(),
+        args.chat.is_some(),
+    ];
+    if given.iter().filter(|&&g| g).count() != 1 {
+        bail!("give exactly one of --prompt-ids, --prompt and --chat");
+    }
+    if let Some(ids) = &args.prompt_ids {
+        return Ok((ids.0.clone(), None));
+    }
+    let flag = args.input_flag();
+    let tokenizer = TextTokenizer::for_model(model)
+        .with_context(|| format!("{flag} needs the tokenizer of --model {}", model.display()))?;
+    let ids = match (&args.prompt, &args.chat) {
+        (Some(text), _) => tokenizer.encode(text, true),
+        (_, Some(message)) => {
+            let text = tokenizer
+                .apply_chat_template(&[ChatMessage::user(message.as_str())], true)
+                .context("--chat: cannot render the chat template")?;
+            let has_bos = tokenizer
+                .bos_token()
+                .is_some_and(|bos| !bos.is_empty() && text.starts_with(bos));
+            tokenizer.tokenize(&text, !has_bos, true)
+        }
+        _ => bail!("give one of --prompt-ids, --prompt and --chat"),
+    }
+    .with_context(|| format!("{flag}: cannot tokenize the text"))?;
+    Ok((ids, Some(tokenizer)))
 }
 
 /// The `generate` program: parses the command line, runs it with `default_model` when no

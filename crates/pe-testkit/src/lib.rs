@@ -9,7 +9,8 @@
 //!   [`random_encoding`], [`random_offset`]) and the per-backend test runner
 //!   ([`backend_tests!`]);
 //! - the exactness check of multi-axis rotary tables ([`assert_axes_exact`]);
-//! - the fixtures written by `scripts/make-fixtures.sh` ([`fixture`]);
+//! - the fixtures written by `scripts/make-fixtures.sh` ([`fixture`]) and the real GGUF
+//!   files `scripts/real-models.sh` fetches ([`real_model`]);
 //! - the standing bit check: a hash of a tensor's exact bits ([`bits_hash`]) and golden files
 //!   of such hashes ([`BitCases`], [`golden`]);
 //! - the f32 constructions the benchmarks and examples measure against ([`naive_f32_table`],
@@ -35,6 +36,7 @@ mod fixtures;
 mod golden;
 mod machine;
 mod oracle;
+mod real_models;
 mod tolerance;
 
 pub use axes::{assert_axes_exact, axes_slots};
@@ -47,6 +49,7 @@ pub use fixtures::fixture;
 pub use golden::{golden, machine_class, BitCases, BLESS_VAR};
 pub use machine::{cpu_model, load, threads};
 pub use oracle::{oracle_frequency, oracle_row, oracle_rows, to_f64, Big};
+pub use real_models::{real_model, REAL_MODELS_VAR};
 pub use tolerance::{assert_matches, tolerance};
 
 /// The oracle's number type.
