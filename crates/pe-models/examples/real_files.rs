@@ -17,7 +17,6 @@
 //! cargo run --release -p pe-models --example real_files -- --file gemma-3-270m-q4_k_m --rounds 3
 //! ```
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -57,20 +56,8 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-fn real_model(stem: &str) -> Result<PathBuf> {
-    let dir = std::env::var_os("PE_REAL_MODELS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/candle-pe/real-models")
-        });
-    let path = dir.join(format!("{stem}.gguf"));
-    anyhow::ensure!(
-        path.is_file(),
-        "{} is missing: run `bash scripts/real-models.sh` first",
-        path.display()
-    );
-    Ok(path)
+fn real_model(stem: &str) -> Result<std::path::PathBuf> {
+    pe_testkit::real_model_path(&format!("{stem}.gguf")).map_err(anyhow::Error::msg)
 }
 
 /// candle-transformers' quantized model of a real file.

@@ -49,7 +49,7 @@ pub use fixtures::fixture;
 pub use golden::{golden, machine_class, BitCases, BLESS_VAR};
 pub use machine::{cpu_model, load, threads};
 pub use oracle::{oracle_frequency, oracle_row, oracle_rows, to_f64, Big};
-pub use real_models::{real_model, REAL_MODELS_VAR};
+pub use real_models::{real_model, real_model_path, REAL_MODELS_VAR};
 pub use tolerance::{assert_matches, tolerance};
 
 /// The oracle's number type.

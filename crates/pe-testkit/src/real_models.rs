@@ -16,6 +16,11 @@ pub const REAL_MODELS_VAR: &str = "PE_REAL_MODELS";
 /// `bash scripts/real-models.sh`, if it is not there, so that a test that needs it fails
 /// rather than skips.
 pub fn real_model(file_name: &str) -> PathBuf {
+    real_model_path(file_name).unwrap_or_else(|message| panic!("{message}"))
+}
+
+/// [`real_model`], with the message as an error (for the examples).
+pub fn real_model_path(file_name: &str) -> Result<PathBuf, String> {
     let dir = match std::env::var_os(REAL_MODELS_VAR) {
         Some(dir) => PathBuf::from(dir),
         None => {
@@ -26,11 +31,12 @@ pub fn real_model(file_name: &str) -> PathBuf {
         }
     };
     let path = dir.join(file_name);
-    assert!(
-        path.is_file(),
-        "no real model {file_name} at {} (run `bash scripts/real-models.sh`; {REAL_MODELS_VAR} \
-         names the folder)",
-        path.display()
-    );
-    path
+    match path.is_file() {
+        true => Ok(path),
+        false => Err(format!(
+            "no real model {file_name} at {} (run `bash scripts/real-models.sh`; \
+             {REAL_MODELS_VAR} names the folder)",
+            path.display()
+        )),
+    }
 }
