@@ -8,7 +8,8 @@ use candle_core::quantized::gguf_file::{self, Content, Value};
 use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::{
-    Error, FreqFactors, GgufRope, Llama3, PairLayout, Rope, RopeConfig, RopeConfigs, RopeType,
+    Error, FreqFactors, GgufRope, Llama3, PairLayout, QueryScale, Rope, RopeConfig, RopeConfigs,
+    RopeType,
 };
 
 fn gguf_fixture(name: &str) -> anyhow::Result<(Content, std::fs::File)> {
@@ -716,4 +717,57 @@ fn contradictions_are_errors_naming_the_key() {
         matches!(&err, Error::GgufMissing { key, .. } if key == "general.architecture"),
         "{err}"
     );
+}
+
+/// llama.cpp's query temperature keys: read on the architectures whose graph applies them
+/// (mistral3, deepseek2) as transformers' `llama_4_scaling_beta`, refused by name elsewhere;
+/// a sliding-layer head of its own is refused by name; `refact` (ALiBi) has no rope.
+#[test]
+fn query_temperature_and_swa_head_keys_are_read_or_refused_by_name() {
+    let mut keys = head(512, 8);
+    keys.push(("attention.temperature_scale", Value::F32(0.1)));
+    keys.push(("attention.temperature_length", Value::U32(16384)));
+    let rope = read("mistral3", &keys, &[]).unwrap();
+    let config = rope.configs.single().unwrap();
+    assert_eq!(
+        config.query_scale,
+        Some(QueryScale::Llama4Scaling {
+            beta: 0.1,
+            original_max_position_embeddings: 16384
+        })
+    );
+    assert!(rope.sources.iter().any(|s| s.value == "query_scale"));
+    let err = read("llama", &keys, &[]).unwrap_err().to_string();
+    assert!(err.contains("llama.attention.temperature_scale"), "{err}");
+    // A scale of 0 is llama.cpp's none.
+    keys[2] = ("attention.temperature_scale", Value::F32(0.0));
+    let rope = read(
+        "deepseek2",
+        &{
+            let mut k = keys.clone();
+            k.push(("rope.dimension_count", Value::U32(64)));
+            k
+        },
+        &[],
+    )
+    .unwrap();
+    assert_eq!(rope.configs.single().unwrap().query_scale, None);
+    // The length is needed with a scale.
+    let mut keys = head(512, 8);
+    keys.push(("attention.temperature_scale", Value::F32(0.1)));
+    let err = read("mistral3", &keys, &[]).unwrap_err().to_string();
+    assert!(
+        err.contains("mistral3.attention.temperature_length"),
+        "{err}"
+    );
+
+    let mut keys = head(512, 8);
+    keys.push(("attention.key_length_swa", Value::U32(64)));
+    assert!(read("gemma3", &keys, &[]).is_ok(), "the head itself");
+    keys[2] = ("attention.key_length_swa", Value::U32(128));
+    let err = read("gemma3", &keys, &[]).unwrap_err().to_string();
+    assert!(err.contains("gemma3.attention.key_length_swa"), "{err}");
+
+    let err = read("refact", &head(512, 8), &[]).unwrap_err().to_string();
+    assert!(err.contains("\"refact\""), "{err}");
 }

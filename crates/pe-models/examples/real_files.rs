@@ -316,12 +316,10 @@ fn decode(
 ) -> Result<Duration> {
     let logits = step(prompt, 0)?;
     let mut id = logits.argmax(0)?.to_scalar::<u32>()?;
-    let mut pos = prompt.len();
     let start = Instant::now();
-    for _ in 0..n {
+    for pos in prompt.len()..prompt.len() + n {
         let logits = step(&[id], pos)?;
         id = logits.argmax(0)?.to_scalar::<u32>()?;
-        pos += 1;
     }
     Ok(start.elapsed())
 }

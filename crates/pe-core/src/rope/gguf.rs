@@ -22,6 +22,10 @@
 //!   transformers' YaRN, is accepted);
 //! - `rope.scaling.alpha` (HunYuan's NTK alpha: the base times `alpha^(d/(d-2))`) and
 //!   `rope.dimension_sections` (M-RoPE);
+//! - `attention.temperature_scale` and `attention.temperature_length` (the query temperature of
+//!   mistral3 and deepseek2 files, [`QueryScale::Llama4Scaling`]: refused by name on any other
+//!   architecture, which llama.cpp does not scale), and `attention.key_length_swa` (refused when
+//!   it differs from the head);
 //! - the tensors `rope_freqs` (one divisor per pair), `rope_factors_long` and
 //!   `rope_factors_short` (LongRoPE).
 //!
@@ -86,6 +90,7 @@ use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::Device;
 
 use super::config::{pattern_layer_types, RopeConfig, RopeConfigs, DEFAULT_ROPE_THETA};
+use super::query_scale::QueryScale;
 use super::types::{Linear, Llama3, Longrope, RopeType, Yarn};
 use crate::{Error, Result};
 
@@ -222,7 +227,6 @@ const NORM: &[&str] = &[
     "granitemoe",
     "chameleon",
     "bailingmoe",
-    "refact",
     "smollm3",
     "arcee",
     "ernie4_5",
@@ -682,6 +686,18 @@ fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
     let rotary_dim = rotary_given.unwrap_or(head_dim);
     m.record_key_or("rotary_dim", "rope.dimension_count", "the head");
     check_rotary(&m, "rope.dimension_count", rotary_dim, head_dim)?;
+    // A head of their own on the sliding layers is not one these configs hold.
+    if let Some(swa_head) = m.count("attention.key_length_swa")? {
+        if swa_head != head_dim {
+            return Err(m.invalid(
+                "attention.key_length_swa",
+                format!(
+                    "{swa_head} differs from the head ({head_dim}): a head width of its own on \
+                     the sliding layers is not read here"
+                ),
+            ));
+        }
+    }
 
     // The base.
     let mut theta = m.float("rope.freq_base")?.unwrap_or(DEFAULT_ROPE_THETA);
@@ -927,8 +943,9 @@ fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
         rope_type,
         mrope_section,
         mrope_interleaved: kind == RopeKind::Imrope,
+        query_scale: read_query_temperature(&mut m)?,
         // The pair layout of a GGUF file's weights is its own (`PairLayout`), and llama.cpp's
-        // converter writes neither a query temperature nor DeepSeek's rope_interleave.
+        // converter does not write DeepSeek's rope_interleave.
         ..RopeConfig::new(head_dim, theta)
     };
 
@@ -1025,6 +1042,60 @@ fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
         freq_factors,
         sources: m.sources,
     })
+}
+
+/// The architectures whose llama.cpp graph scales the queries by the keys
+/// `attention.temperature_scale` and `attention.temperature_length` (with no position offset):
+/// `1 + scale ln(1 + floor(p / length))`, transformers' `llama_4_scaling_beta` for Ministral 3.
+const QUERY_TEMPERATURE: &[&str] = &["mistral3", "deepseek2"];
+
+/// The query temperature of the file, as [`QueryScale::Llama4Scaling`]; a scale of 0 (llama.cpp's
+/// default) is none. On an architecture llama.cpp does not scale, the keys are refused by name.
+fn read_query_temperature(m: &mut Meta) -> Result<Option<QueryScale>> {
+    let (scale_key, length_key) = (
+        "attention.temperature_scale",
+        "attention.temperature_length",
+    );
+    let (scale, length) = (m.float(scale_key)?, m.count(length_key)?);
+    if scale.is_none() && length.is_none() {
+        return Ok(None);
+    }
+    if !QUERY_TEMPERATURE.contains(&m.arch.as_str()) {
+        let key = if scale.is_some() {
+            scale_key
+        } else {
+            length_key
+        };
+        return Err(m.invalid(
+            key,
+            format!(
+                "llama.cpp scales the queries by it only on {}, not on {:?}",
+                QUERY_TEMPERATURE.join(" and "),
+                m.arch
+            ),
+        ));
+    }
+    let (beta, length) = match (scale, length) {
+        (None, _) => return Ok(None),
+        (Some(0.0), _) => return Ok(None),
+        (Some(s), Some(l)) => (s, l),
+        (Some(_), None) => {
+            return Err(Error::GgufMissing {
+                key: m.key(length_key),
+                needed_by: "the query temperature that attention.temperature_scale sets",
+            })
+        }
+    };
+    let scale = QueryScale::Llama4Scaling {
+        beta,
+        original_max_position_embeddings: length,
+    };
+    scale
+        .check()
+        .map_err(|e| m.invalid(length_key, e.to_string()))?;
+    let source = format!("{} and {}", m.key(scale_key), m.key(length_key));
+    m.note(None, "query_scale", source);
+    Ok(Some(scale))
 }
 
 /// `partial_rotary_factor` for a rotated width `rotary_dim` of a head of `head_dim`: the f64
