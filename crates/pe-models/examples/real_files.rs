@@ -224,13 +224,7 @@ fn compare(stem: &str, args: &Args) -> Result<()> {
     println!("| prompt | first position | pe-models | candle-transformers |");
     println!("|---|---:|---|---|");
     for g in reference["generations"].as_array().context("generations")? {
-        let prompt: Vec<u32> = g["prompt_ids"]
-            .as_array()
-            .context("prompt_ids")?
-            .iter()
-            .filter_map(|x| x.as_u64())
-            .map(|x| x as u32)
-            .collect();
+        let prompt = prompt_ids(g)?;
         let runs = g["llama_cpp"].as_object().context("llama_cpp")?;
         let mut firsts: Vec<usize> = runs.keys().filter_map(|k| k.parse().ok()).collect();
         firsts.sort();
@@ -257,6 +251,17 @@ fn compare(stem: &str, args: &Args) -> Result<()> {
     Ok(())
 }
 
+/// A recorded generation's prompt ids.
+fn prompt_ids(generation: &Value) -> Result<Vec<u32>> {
+    Ok(generation["prompt_ids"]
+        .as_array()
+        .context("prompt_ids")?
+        .iter()
+        .filter_map(|x| x.as_u64())
+        .map(|x| x as u32)
+        .collect())
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -271,13 +276,7 @@ fn speed(
     args: &Args,
 ) -> Result<()> {
     let g = &reference["generations"][0];
-    let prompt: Vec<u32> = g["prompt_ids"]
-        .as_array()
-        .context("prompt_ids")?
-        .iter()
-        .filter_map(|x| x.as_u64())
-        .map(|x| x as u32)
-        .collect();
+    let prompt = prompt_ids(g)?;
     let n = args.tokens as usize;
     let (mut a, mut b, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..args.rounds {

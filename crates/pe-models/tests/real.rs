@@ -87,6 +87,16 @@ fn top(v: &Value) -> Vec<(u32, f64)> {
         .collect()
 }
 
+/// Each step's top ids and logits of a recorded run.
+fn tops(run: &Value) -> Result<Vec<Vec<(u32, f64)>>> {
+    Ok(run["top"]
+        .as_array()
+        .context("top")?
+        .iter()
+        .map(top)
+        .collect())
+}
+
 /// What one run (a prompt at a first position, against one reference) measured.
 #[derive(Debug, Default)]
 struct Agreement {
@@ -102,12 +112,7 @@ struct Agreement {
 /// reference's top lists.
 fn agree(model: &mut LlamaFamily, prompt: &[u32], run: &Value, first: u32) -> Result<Agreement> {
     let theirs = ids(&run["ids"]);
-    let tops: Vec<Vec<(u32, f64)>> = run["top"]
-        .as_array()
-        .context("top")?
-        .iter()
-        .map(top)
-        .collect();
+    let tops = tops(run)?;
     model.clear_cache();
     let mut rows = Vec::with_capacity(theirs.len());
     let mut input = prompt.to_vec();
@@ -242,12 +247,7 @@ fn check_shift_invariance(stem: &str, fars: &[u32]) -> Result<()> {
         let name = g["prompt"].as_str().unwrap_or_default();
         let prompt = ids(&g["prompt_ids"]);
         let at0 = ids(&g["llama_cpp"]["0"]["ids"]);
-        let tops: Vec<Vec<(u32, f64)>> = g["llama_cpp"]["0"]["top"]
-            .as_array()
-            .context("top")?
-            .iter()
-            .map(top)
-            .collect();
+        let tops = tops(&g["llama_cpp"]["0"])?;
         let mut tokens = prompt.clone();
         tokens.extend(&at0[..at0.len() - 1]);
         let base = fresh_logits_at(&mut model, &tokens, 0)?;
@@ -353,12 +353,7 @@ fn cached_greedy_decode_gives_llama_cpp_ids() -> Result<()> {
         let prompt = ids(&g["prompt_ids"]);
         let run = &g["llama_cpp"]["0"];
         let theirs = ids(&run["ids"]);
-        let tops: Vec<Vec<(u32, f64)>> = run["top"]
-            .as_array()
-            .context("top")?
-            .iter()
-            .map(top)
-            .collect();
+        let tops = tops(run)?;
         let generation = pe_models::greedy(&mut model, &prompt, 0, theirs.len(), &[], |_| {})?;
         for (step, (ours, want)) in generation.ids.iter().zip(&theirs).enumerate() {
             let gap = tops[step][0].1 - tops[step][1].1;
