@@ -9,7 +9,8 @@
 //! caches. It prints how many of llama.cpp's ids each one's argmax gives (a step where
 //! llama.cpp's own top two are within 0.3 is a near-tie either way may take), the largest
 //! difference of its logits to llama.cpp's at llama.cpp's top ten ids, or where it fails; then
-//! decode tokens/s of both in interleaved rounds (medians), and a profile of our decode step.
+//! decode tokens/s of both in interleaved rounds (each first in every other round; medians),
+//! and a profile of our decode step.
 //!
 //! ```text
 //! bash scripts/real-models.sh
@@ -279,10 +280,22 @@ fn speed(
     let prompt = prompt_ids(g)?;
     let n = args.tokens as usize;
     let (mut a, mut b, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..args.rounds {
+    for round in 0..args.rounds {
         ours.clear_cache();
-        let t_ours = decode(|ids, pos| our_step(ours, ids, pos), &prompt, n)?;
-        let t_theirs = decode(|ids, pos| theirs.step(ids, pos), &prompt, n)?;
+        // Each goes first in every other round, so that an order effect cancels.
+        let (t_ours, t_theirs) = match round % 2 {
+            0 => (
+                decode(|ids, pos| our_step(ours, ids, pos), &prompt, n)?,
+                decode(|ids, pos| theirs.step(ids, pos), &prompt, n)?,
+            ),
+            _ => {
+                let t_theirs = decode(|ids, pos| theirs.step(ids, pos), &prompt, n)?;
+                (
+                    decode(|ids, pos| our_step(ours, ids, pos), &prompt, n)?,
+                    t_theirs,
+                )
+            }
+        };
         let (x, y) = (
             n as f64 / t_ours.as_secs_f64(),
             n as f64 / t_theirs.as_secs_f64(),
