@@ -115,9 +115,10 @@ pub(crate) fn linear(
 /// outputs have the same bits either way: for one row, gemm computes each output as the dot
 /// product of its own weight row with the input, whatever rows sit beside it; for more rows
 /// its blocking depends on the width, so the layers keep their own matmuls there. A decode step
-/// makes one matmul where it made two or three. Quantized layers share one quantization of the
-/// input and one parallel region where candle has a fused kernel, and keep their own matmuls
-/// otherwise.
+/// makes one matmul where it made two or three. Quantized layers of one type and no bias are
+/// stacked as their blocks (one quantization of the input, one matmul, each output the bits of
+/// its own layer's, for every input); others share one quantization of the input and one
+/// parallel region where candle has a fused kernel, and keep their own matmuls otherwise.
 #[derive(Clone, Debug)]
 pub(crate) struct SideBySide<const N: usize> {
     /// The layers' weights stacked; `None` when some are quantized.
@@ -144,6 +145,10 @@ impl<const N: usize> SideBySide<N> {
             })
             .collect();
         if dense.len() != N {
+            // Same-typed quantized layers: their blocks stacked, one matmul for every input.
+            if let Some(stacked) = crate::proj::stacked(&parts)? {
+                return Ok(Self::stacked(stacked, widths));
+            }
             return Ok(Self {
                 stacked: None,
                 parts: Some(parts),

@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use anyhow::{bail, Result};
-use candle_core::quantized::{QMatMul, QTensor};
+use std::borrow::Cow;
+
+use candle_core::quantized::{QMatMul, QStorage, QTensor};
 use candle_core::{DType, Module, Tensor};
 use candle_nn::{Linear, VarBuilder};
 
@@ -59,6 +61,48 @@ impl Proj {
 /// quantization of `x` and one parallel region (candle's `gemv_fused_shared_lhs`), the bits of
 /// each projection's own `forward`; `None` when some projection is dense, `x` is not f32 or
 /// candle has no fused kernel for this CPU.
+/// One quantized layer whose rows are those of `parts` in order: same-typed quantized weights
+/// of one input width and no bias, whose blocks are stacked as they are. Each output is the
+/// dot product of its own rows' blocks with the input (quantized once instead of once per
+/// part), so it has the bits of the part's own; `None` when the parts are not all such.
+pub(crate) fn stacked(parts: &[Proj]) -> Result<Option<Proj>> {
+    let mut weights = Vec::with_capacity(parts.len());
+    for part in parts {
+        match part {
+            Proj::Quantized {
+                weight: QMatMul::QTensor(w),
+                bias: None,
+                ..
+            } => weights.push(w.as_ref()),
+            _ => return Ok(None),
+        }
+    }
+    let Some(first) = weights.first() else {
+        return Ok(None);
+    };
+    let (dtype, in_dim) = (first.dtype(), first.shape().dims2()?.1);
+    if weights
+        .iter()
+        .any(|w| w.dtype() != dtype || w.shape().dims2().map(|d| d.1).ok() != Some(in_dim))
+        || !first.device().is_cpu()
+    {
+        return Ok(None);
+    }
+    let mut data = Vec::new();
+    let mut rows = 0;
+    for w in &weights {
+        data.extend_from_slice(&w.data()?);
+        rows += w.shape().dims2()?.0;
+    }
+    let storage = QStorage::from_data(Cow::Owned(data), &first.device(), dtype)?;
+    let tensor = QTensor::new(storage, (rows, in_dim))?;
+    Ok(Some(Proj::Quantized {
+        weight: QMatMul::from_arc(Arc::new(tensor))?,
+        bias: None,
+        out_dim: rows,
+    }))
+}
+
 pub(crate) fn fused(parts: &[Proj], x: &Tensor) -> Result<Option<Vec<Tensor>>> {
     let mut weights = Vec::with_capacity(parts.len());
     for part in parts {
