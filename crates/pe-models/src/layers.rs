@@ -312,9 +312,9 @@ mod tests {
     fn quantized_side_by_side_keeps_the_bits_of_each_layer() -> Result<()> {
         use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
         let dev = Device::Cpu;
-        let layer = |out: usize, width: usize, bias: bool| -> Result<Proj> {
+        let layer = |out: usize, width: usize, bias: bool, dtype: GgmlDType| -> Result<Proj> {
             let weight = Tensor::randn(0f32, 1.0, (out, width), &dev)?;
-            let q = QTensor::quantize(&weight, GgmlDType::Q8_0)?;
+            let q = QTensor::quantize(&weight, dtype)?;
             Ok(Proj::Quantized {
                 weight: QMatMul::from_qtensor(q)?,
                 bias: bias
@@ -324,24 +324,29 @@ mod tests {
             })
         };
         // Inputs of 64 take each layer's matmul; of 256, candle's fused kernel on x86 CPUs
-        // with AVX-512 VNNI (its repacked Q8_0 tiles want rows of 256).
-        for (width, bias) in [(64, false), (64, true), (256, false), (256, true)] {
-            let parts = [
-                layer(64, width, bias)?,
-                layer(32, width, bias)?,
-                layer(32, width, bias)?,
-            ];
-            let both = SideBySide::new(parts.clone())?;
-            for shape in [(1, 1, width), (1, 12, width), (2, 4, width)] {
-                let x = Tensor::randn(0f32, 1.0, shape, &dev)?;
-                let ran_fused = fused(&parts, &x)?.is_some();
-                for (i, (got, part)) in both.forward(&x)?.iter().zip(&parts).enumerate() {
-                    let want = part.forward(&x)?;
-                    assert_eq!(
-                        bits(got)?,
-                        bits(&want)?,
-                        "layer {i}, input {shape:?}, bias {bias}, fused kernel {ran_fused}"
-                    );
+        // with AVX-512 VNNI (its repacked Q8_0 tiles want rows of 256). Layers of one type are
+        // stacked; of two types, each keeps its own matmul.
+        let (q8, q4) = (GgmlDType::Q8_0, GgmlDType::Q4_0);
+        for types in [[q8, q8, q8], [q4, q4, q8], [q8, q4, q4], [q8, q4, q8]] {
+            for (width, bias) in [(64, false), (64, true), (256, false), (256, true)] {
+                let parts = [
+                    layer(64, width, bias, types[0])?,
+                    layer(32, width, bias, types[1])?,
+                    layer(32, width, bias, types[2])?,
+                ];
+                let both = SideBySide::new(parts.clone())?;
+                for shape in [(1, 1, width), (1, 12, width), (2, 4, width)] {
+                    let x = Tensor::randn(0f32, 1.0, shape, &dev)?;
+                    let ran_fused = fused(&parts, &x)?.is_some();
+                    for (i, (got, part)) in both.forward(&x)?.iter().zip(&parts).enumerate() {
+                        let want = part.forward(&x)?;
+                        assert_eq!(
+                            bits(got)?,
+                            bits(&want)?,
+                            "types {types:?}, layer {i}, input {shape:?}, bias {bias}, fused \
+                             kernel {ran_fused}"
+                        );
+                    }
                 }
             }
         }
