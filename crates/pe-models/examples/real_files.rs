@@ -83,8 +83,8 @@ impl Theirs {
         })
     }
 
-    /// The logits of the last of `ids`, the first at `pos` (a fresh cache when `pos` is the
-    /// prompt's first position: their caches restart at index 0 only, so `fresh` says it).
+    /// The logits of the last of `ids`, the first at `pos`, appended to the model's KV cache
+    /// (which it replaces when `pos` is 0).
     fn step(&mut self, ids: &[u32], pos: usize) -> Result<Tensor> {
         let input = Tensor::new(ids, &Device::Cpu)?.unsqueeze(0)?;
         let logits = match self {

@@ -32,6 +32,7 @@ use candle_pe_core::{GgufRope, PairLayout};
 
 use crate::config::{activation, LlamaConfig, RotaryLayers};
 use crate::family::Family;
+use crate::gguf_vocab::integer;
 use crate::llama::LlamaFamily;
 use crate::proj::QWeights;
 
@@ -205,16 +206,9 @@ fn count(content: &Content, key: &str) -> Result<Option<usize>> {
     let Some(v) = content.metadata.get(key) else {
         return Ok(None);
     };
-    let n = match v {
-        Value::U8(x) => Some(*x as usize),
-        Value::U16(x) => Some(*x as usize),
-        Value::U32(x) => Some(*x as usize),
-        Value::U64(x) => usize::try_from(*x).ok(),
-        Value::I32(x) => usize::try_from(*x).ok(),
-        Value::I64(x) => usize::try_from(*x).ok(),
-        _ => None,
-    };
-    n.map(Some)
+    integer(v)
+        .and_then(|n| usize::try_from(n).ok())
+        .map(Some)
         .with_context(|| format!("key {key}: must be a non-negative integer, got {v:?}"))
 }
 

@@ -97,32 +97,35 @@ fn get<'a>(content: &'a Content, key: &str) -> Option<&'a Value> {
     content.metadata.get(key)
 }
 
-fn as_u32(value: &Value, key: &str) -> Result<u32> {
-    Ok(match value {
-        Value::U8(v) => *v as u32,
-        Value::I8(v) if *v >= 0 => *v as u32,
-        Value::U16(v) => *v as u32,
-        Value::I16(v) if *v >= 0 => *v as u32,
-        Value::U32(v) => *v,
-        Value::I32(v) if *v >= 0 => *v as u32,
-        Value::U64(v) if *v <= u32::MAX as u64 => *v as u32,
-        Value::I64(v) if *v >= 0 && *v <= u32::MAX as i64 => *v as u32,
-        other => bail!("{key} = {other:?}: not a token id"),
+/// The integer a GGUF metadata value holds, whatever its integer type; `None` for any other
+/// type. The one reading of GGUF integers in this crate (token ids and types here, the sizes
+/// of `gguf.rs`).
+pub(crate) fn integer(value: &Value) -> Option<i128> {
+    Some(match value {
+        Value::U8(v) => *v as i128,
+        Value::I8(v) => *v as i128,
+        Value::U16(v) => *v as i128,
+        Value::I16(v) => *v as i128,
+        Value::U32(v) => *v as i128,
+        Value::I32(v) => *v as i128,
+        Value::U64(v) => *v as i128,
+        Value::I64(v) => *v as i128,
+        _ => return None,
     })
 }
 
+fn as_u32(value: &Value, key: &str) -> Result<u32> {
+    match integer(value).and_then(|v| u32::try_from(v).ok()) {
+        Some(v) => Ok(v),
+        None => bail!("{key} = {value:?}: not a token id"),
+    }
+}
+
 fn as_i64(value: &Value, key: &str) -> Result<i64> {
-    Ok(match value {
-        Value::U8(v) => *v as i64,
-        Value::I8(v) => *v as i64,
-        Value::U16(v) => *v as i64,
-        Value::I16(v) => *v as i64,
-        Value::U32(v) => *v as i64,
-        Value::I32(v) => *v as i64,
-        Value::U64(v) => *v as i64,
-        Value::I64(v) => *v,
-        other => bail!("{key}: {other:?} is not an integer"),
-    })
+    match integer(value).and_then(|v| i64::try_from(v).ok()) {
+        Some(v) => Ok(v),
+        None => bail!("{key}: {value:?} is not an integer"),
+    }
 }
 
 fn string<'a>(content: &'a Content, key: &str) -> Result<Option<&'a str>> {
