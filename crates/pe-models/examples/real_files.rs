@@ -26,7 +26,7 @@ use candle_core::quantized::QMatMul;
 use candle_core::{DType, Device, IndexOp, Module, Tensor};
 use candle_transformers::models::quantized_gemma3 as qgemma3;
 use candle_transformers::models::quantized_llama as qllama;
-use pe_models::LlamaFamily;
+use pe_models::{quantized_matmul, LlamaFamily};
 use serde_json::Value;
 
 /// The real files (stems of `<stem>.gguf` and `real/<stem>.json`).
@@ -349,7 +349,8 @@ fn time(reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
 }
 
 /// Where our decode step's time goes: the step, and its parts timed alone with its shapes
-/// (layer 0's weights from the file, times the layers; the cache half way through a round).
+/// (layer 0's weights from the file, times the layers, multiplied as the decoder multiplies
+/// them, [`quantized_matmul`]; the cache half way through a round).
 fn profile(stem: &str, model: &mut LlamaFamily, args: &Args) -> Result<()> {
     let n = args.tokens as usize;
     model.clear_cache();
@@ -403,9 +404,9 @@ fn profile(stem: &str, model: &mut LlamaFamily, args: &Args) -> Result<()> {
             layers
                 * time(reps, || {
                     for w in [&wq, &wk, &wv] {
-                        w.forward(&x)?;
+                        quantized_matmul(w, &x)?;
                     }
-                    wo.forward(&attn_out)?;
+                    quantized_matmul(&wo, &attn_out)?;
                     Ok(())
                 })?,
         ),
@@ -413,9 +414,9 @@ fn profile(stem: &str, model: &mut LlamaFamily, args: &Args) -> Result<()> {
             "MLP (gate, up, activation, down)",
             layers
                 * time(reps, || {
-                    let g = cfg.hidden_act.forward(&gate.forward(&x)?)?;
-                    let _ = (g * up.forward(&x)?)?;
-                    down.forward(&mid)?;
+                    let g = cfg.hidden_act.forward(&quantized_matmul(&gate, &x)?)?;
+                    let _ = (g * quantized_matmul(&up, &x)?)?;
+                    quantized_matmul(&down, &mid)?;
                     Ok(())
                 })?,
         ),
@@ -441,7 +442,7 @@ fn profile(stem: &str, model: &mut LlamaFamily, args: &Args) -> Result<()> {
         (
             "output projection (vocabulary)",
             time(reps, || {
-                output.forward(&x)?;
+                quantized_matmul(&output, &x)?;
                 Ok(())
             })?,
         ),

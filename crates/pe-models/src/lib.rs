@@ -46,6 +46,7 @@
 
 #![warn(missing_docs)]
 
+mod avx2_matmul;
 mod config;
 mod family;
 mod generate;
@@ -61,6 +62,7 @@ mod proj;
 mod stream;
 mod tokenizer;
 
+pub use avx2_matmul::quantized_matmul;
 pub use config::{eos_token_ids, LayerType, LlamaConfig, M2M100Config, ModelType};
 pub use family::{Bias, Family, Window, FAMILIES};
 pub use generate::{greedy, Generation};

@@ -11,6 +11,7 @@ use candle_core::quantized::{QMatMul, QStorage, QTensor};
 use candle_core::{DType, Module, Tensor};
 use candle_nn::{Linear, VarBuilder};
 
+use crate::avx2_matmul::quantized_matmul;
 use crate::layers::{full_name, linear, tensor};
 
 /// The quantized weights of a GGUF file, by transformers' name (`model.layers.0.mlp.up_proj.weight`).
@@ -45,8 +46,8 @@ impl Proj {
             Proj::Quantized { weight, bias, .. } => {
                 let dtype = x.dtype();
                 let y = match dtype {
-                    DType::F32 => weight.forward(x)?,
-                    _ => weight.forward(&x.to_dtype(DType::F32)?)?.to_dtype(dtype)?,
+                    DType::F32 => quantized_matmul(weight, x)?,
+                    _ => quantized_matmul(weight, &x.to_dtype(DType::F32)?)?.to_dtype(dtype)?,
                 };
                 Ok(match bias {
                     Some(b) => y.broadcast_add(b)?,

@@ -1,0 +1,316 @@
+//! [`avx2_matmul`]: the product `x W^T` with a quantized weight of the block types that
+//! candle 0.11 multiplies in plain scalar code on x86 (`vec_dot_unopt` of Q4_1, Q5_0 and Q5_1),
+//! with candle's bits, several times faster.
+//!
+//! candle's kernel, for one output: quantize `x` into 8-bit blocks (Q8_1 for Q4_1 and Q5_1, Q8_0
+//! for Q5_0), then for each block of 32 weights take the integer sum `sumi` of weight times
+//! input codes, and add `sumi * d_w * d_x` (plus `m_w * s_x` for the types with a minimum) to a
+//! running f32 sum, block after block. Here the input is quantized by candle's own `from_float`,
+//! each block's `sumi` is taken with AVX2 (integers: the same value however it is summed), and
+//! the float sum is the same expression in the same order: every output has the bits of
+//! candle's `QMatMul`, which the tests below hold on random weights of each type. The outputs
+//! are split over candle's own thread pool, as its matmul splits them.
+//!
+//! The plain twin is candle's `QMatMul` itself: [`avx2_matmul`] answers `None` (and the caller uses
+//! `QMatMul`) for other types or a CPU without AVX2.
+
+use candle_core::quantized::k_quants::{BlockQ8_0, BlockQ8_1, GgmlType};
+use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
+use candle_core::{DType, Module, Result, Tensor};
+use half::f16;
+
+/// Bytes of a block of each type (32 weights), as candle and GGUF store them.
+const Q4_1_BYTES: usize = 20;
+const Q5_0_BYTES: usize = 22;
+const Q5_1_BYTES: usize = 24;
+const Q8_0_BYTES: usize = 34;
+const Q8_1_BYTES: usize = 36;
+const _: () = assert!(std::mem::size_of::<BlockQ8_0>() == Q8_0_BYTES);
+const _: () = assert!(std::mem::size_of::<BlockQ8_1>() == Q8_1_BYTES);
+
+/// `x W^T` for `x` `(.., k)` (f32, contiguous, on the CPU) and `w` `(n, k)` of type Q4_1, Q5_0
+/// or Q5_1, with the bits of candle's `QMatMul`; `None` where this kernel does not apply.
+pub(crate) fn avx2_matmul(w: &QTensor, x: &Tensor) -> Result<Option<Tensor>> {
+    let kernel: Kernel = match w.dtype() {
+        GgmlDType::Q4_1 => Kernel::Q4_1,
+        GgmlDType::Q5_0 => Kernel::Q5_0,
+        GgmlDType::Q5_1 => Kernel::Q5_1,
+        _ => return Ok(None),
+    };
+    let (n, k) = w.shape().dims2()?;
+    if !has_avx2()
+        || !x.device().is_cpu()
+        || !w.device().is_cpu()
+        || x.dtype() != DType::F32
+        || !x.is_contiguous()
+        || x.dims().last() != Some(&k)
+        || k % 32 != 0
+    {
+        return Ok(None);
+    }
+    let xs = x.flatten_all()?.to_vec1::<f32>()?;
+    let weights = w.data()?;
+    let mut out = vec![0f32; xs.len() / k.max(1) * n];
+    kernel.run(&weights, &xs, k, &mut out);
+    let mut dims = x.dims().to_vec();
+    if let Some(last) = dims.last_mut() {
+        *last = n;
+    }
+    Ok(Some(Tensor::from_vec(out, dims, x.device())?))
+}
+
+/// `x W^T` for `x` `(.., k)` and a quantized weight `w` `(n, k)`, as the decoders multiply by
+/// one: [`avx2_matmul`] where it applies, candle's `QMatMul` otherwise (the examples' profile
+/// times the decoders' own products with it).
+pub fn quantized_matmul(w: &QMatMul, x: &Tensor) -> Result<Tensor> {
+    if let QMatMul::QTensor(t) = w {
+        if let Some(y) = avx2_matmul(t, x)? {
+            return Ok(y);
+        }
+    }
+    w.forward(x)
+}
+
+fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        is_x86_feature_detected!("avx2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Kernel {
+    Q4_1,
+    Q5_0,
+    Q5_1,
+}
+
+impl Kernel {
+    /// Bytes of a weight block.
+    fn block_bytes(self) -> usize {
+        match self {
+            Kernel::Q4_1 => Q4_1_BYTES,
+            Kernel::Q5_0 => Q5_0_BYTES,
+            Kernel::Q5_1 => Q5_1_BYTES,
+        }
+    }
+
+    /// `out[r * n + i]` = the dot product of weight row `i` (in `weights`) with input row `r`
+    /// (`xs`, rows of `k`).
+    fn run(self, weights: &[u8], xs: &[f32], k: usize, out: &mut [f32]) {
+        let (rows, blocks) = (xs.len() / k, k / 32);
+        let n = out.len() / rows.max(1);
+        let (row_bytes, input_bytes) = (blocks * self.block_bytes(), blocks * self.input_bytes());
+        // The input's codes, quantized by candle as its matmul quantizes them.
+        let mut input = Vec::with_capacity(rows * input_bytes);
+        for x in xs.chunks_exact(k) {
+            input.extend(match self {
+                Kernel::Q5_0 => quantize::<BlockQ8_0>(x, Q8_0_BYTES),
+                Kernel::Q4_1 | Kernel::Q5_1 => quantize::<BlockQ8_1>(x, Q8_1_BYTES),
+            });
+        }
+        let out_at = out.as_mut_ptr() as usize;
+        // Items weight row major, so that a weight row is read once for every input row.
+        candle_core::utils::barrier_pool().execute_chunked(n * rows, |items| {
+            for item in items {
+                let (i, r) = (item / rows, item % rows);
+                let w = &weights[i * row_bytes..(i + 1) * row_bytes];
+                let x = &input[r * input_bytes..(r + 1) * input_bytes];
+                // SAFETY: `avx2_matmul` runs a kernel only where the CPU has AVX2. The pool hands out
+                // disjoint ranges of items, so each output is written by one worker, while
+                // `out` is borrowed mutably by this call.
+                unsafe { *(out_at as *mut f32).add(r * n + i) = self.dot(w, x) };
+            }
+        });
+    }
+
+    /// Bytes of an input block.
+    fn input_bytes(self) -> usize {
+        match self {
+            Kernel::Q5_0 => Q8_0_BYTES,
+            Kernel::Q4_1 | Kernel::Q5_1 => Q8_1_BYTES,
+        }
+    }
+
+    /// One output: candle's float sum over the blocks of `row` and `input`.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn dot(self, row: &[u8], input: &[u8]) -> f32 {
+        let mut sumf = 0f32;
+        match self {
+            Kernel::Q4_1 => {
+                for (w, x) in row
+                    .chunks_exact(Q4_1_BYTES)
+                    .zip(input.chunks_exact(Q8_1_BYTES))
+                {
+                    let sumi = avx2::sum_u8_i8(avx2::nibbles(&w[4..]), &x[4..]);
+                    sumf += sumi as f32 * half(w, 0) * half(x, 0) + half(w, 2) * half(x, 2);
+                }
+            }
+            Kernel::Q5_0 => {
+                for (w, x) in row
+                    .chunks_exact(Q5_0_BYTES)
+                    .zip(input.chunks_exact(Q8_0_BYTES))
+                {
+                    let codes = avx2::with_fifth_bit(avx2::nibbles(&w[6..]), &w[2..6]);
+                    // Codes 0..=31 stand for -16..=15.
+                    let sumi = avx2::sum_u8_i8(codes, &x[2..]) - 16 * avx2::sum_i8(&x[2..]);
+                    sumf += sumi as f32 * half(w, 0) * half(x, 0);
+                }
+            }
+            Kernel::Q5_1 => {
+                for (w, x) in row
+                    .chunks_exact(Q5_1_BYTES)
+                    .zip(input.chunks_exact(Q8_1_BYTES))
+                {
+                    let codes = avx2::with_fifth_bit(avx2::nibbles(&w[8..]), &w[4..8]);
+                    let sumi = avx2::sum_u8_i8(codes, &x[4..]);
+                    sumf += sumi as f32 * half(w, 0) * half(x, 0) + half(w, 2) * half(x, 2);
+                }
+            }
+        }
+        sumf
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    unsafe fn dot(self, _row: &[u8], _input: &[u8]) -> f32 {
+        unreachable!("avx2_matmul runs a kernel only on x86-64 CPUs with AVX2")
+    }
+}
+
+/// The f16 at byte `at` of a block, as f32.
+fn half(block: &[u8], at: usize) -> f32 {
+    f16::from_le_bytes([block[at], block[at + 1]]).to_f32()
+}
+
+/// `xs` quantized into blocks of `B` by candle's `from_float`, as bytes (`bytes` per block).
+fn quantize<B: GgmlType>(xs: &[f32], bytes: usize) -> Vec<u8> {
+    let mut blocks = vec![B::zeros(); xs.len() / 32];
+    B::from_float(xs, &mut blocks);
+    // SAFETY: `B` is one of candle's `#[repr(C)]` blocks of f16s and bytes, `bytes` long with no
+    // padding (asserted above), so its memory is `bytes` initialised bytes per block.
+    let raw =
+        unsafe { std::slice::from_raw_parts(blocks.as_ptr() as *const u8, blocks.len() * bytes) };
+    raw.to_vec()
+}
+
+/// The integer sums of one block, with AVX2.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    /// The 32 four-bit codes of 16 bytes: the low nibbles (codes 0..16), then the high ones.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn nibbles(qs: &[u8]) -> __m256i {
+        debug_assert!(qs.len() >= 16);
+        let packed = _mm_loadu_si128(qs.as_ptr() as *const __m128i);
+        let low = _mm_set1_epi8(0x0F);
+        let lo = _mm_and_si128(packed, low);
+        let hi = _mm_and_si128(_mm_srli_epi16(packed, 4), low);
+        _mm256_set_m128i(hi, lo)
+    }
+
+    /// `codes` with 16 added to code `j` where bit `j` of the little-endian `qh` is set.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn with_fifth_bit(codes: __m256i, qh: &[u8]) -> __m256i {
+        let bits = u32::from_le_bytes([qh[0], qh[1], qh[2], qh[3]]);
+        // Byte j of the result holds byte j / 8 of qh ...
+        let spread = _mm256_shuffle_epi8(
+            _mm256_set1_epi32(bits as i32),
+            _mm256_set_epi64x(
+                0x0303_0303_0303_0303,
+                0x0202_0202_0202_0202,
+                0x0101_0101_0101_0101,
+                0,
+            ),
+        );
+        // ... with every bit set but bit j % 8: all ones exactly where bit j is set.
+        let others = _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe);
+        let set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi8(-1));
+        _mm256_or_si256(codes, _mm256_and_si256(set, _mm256_set1_epi8(0x10)))
+    }
+
+    /// `sum(codes[j] * x[j])` for unsigned `codes` below 32 and the 32 signed bytes of `x`.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn sum_u8_i8(codes: __m256i, x: &[u8]) -> i32 {
+        debug_assert!(x.len() >= 32);
+        let x = _mm256_loadu_si256(x.as_ptr() as *const __m256i);
+        // Pairs of products: at most 2 * 31 * 128, an i16 without saturation.
+        let pairs = _mm256_maddubs_epi16(codes, x);
+        sum_i32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
+    }
+
+    /// `sum(x[j])` of the 32 signed bytes of `x`.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn sum_i8(x: &[u8]) -> i32 {
+        sum_u8_i8(_mm256_set1_epi8(1), x)
+    }
+
+    #[target_feature(enable = "avx2")]
+    unsafe fn sum_i32(v: __m256i) -> i32 {
+        let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
+        _mm_cvtsi128_si32(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    /// Every output has the bits of candle's `QMatMul` (its scalar kernel), for each type, on
+    /// random weights and inputs of several widths and rows, inputs of all-zero codes included.
+    #[test]
+    fn avx2_matmul_has_the_bits_of_candles_qmatmul() -> anyhow::Result<()> {
+        if !has_avx2() {
+            eprintln!("no AVX2: avx2_matmul never runs here");
+            return Ok(());
+        }
+        let dev = Device::Cpu;
+        for dtype in [GgmlDType::Q4_1, GgmlDType::Q5_0, GgmlDType::Q5_1] {
+            for (n, k, rows) in [
+                (1, 64, 1),
+                (7, 128, 3),
+                (256, 640, 1),
+                (1001, 2048, 1),
+                (96, 640, 5),
+            ] {
+                let w = Tensor::randn(0f32, 1.0, (n, k), &dev)?;
+                let w = std::sync::Arc::new(QTensor::quantize(&w, dtype)?);
+                let qmatmul = QMatMul::from_arc(w.clone())?;
+                for scale in [1.0f64, 1e3, 0.0] {
+                    let x = (Tensor::randn(0f32, 1.0, (1, rows, k), &dev)? * scale)?;
+                    let ours = avx2_matmul(&w, &x)?.expect("the kernel applies");
+                    let theirs = qmatmul.forward(&x)?;
+                    assert_eq!(ours.dims(), theirs.dims());
+                    let bits = |t: &Tensor| -> anyhow::Result<Vec<u32>> {
+                        let v = t.flatten_all()?.to_vec1::<f32>()?;
+                        Ok(v.into_iter().map(f32::to_bits).collect())
+                    };
+                    let what = format!("{dtype:?} ({n}, {k}), {rows} rows, x{scale}");
+                    assert_eq!(bits(&ours)?, bits(&theirs)?, "{what}");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn avx2_matmul_leaves_other_types_and_shapes_to_qmatmul() -> anyhow::Result<()> {
+        let dev = Device::Cpu;
+        let w = Tensor::randn(0f32, 1.0, (8, 64), &dev)?;
+        let q8 = QTensor::quantize(&w, GgmlDType::Q8_0)?;
+        let q4 = QTensor::quantize(&w, GgmlDType::Q4_1)?;
+        let one = Tensor::randn(0f32, 1.0, (1, 64), &dev)?;
+        assert!(avx2_matmul(&q8, &one)?.is_none());
+        assert!(avx2_matmul(&q4, &Tensor::randn(0f32, 1.0, (2, 32), &dev)?)?.is_none());
+        assert!(avx2_matmul(&q4, &one.to_dtype(DType::F16)?)?.is_none());
+        Ok(())
+    }
+}
