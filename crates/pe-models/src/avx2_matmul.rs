@@ -120,9 +120,9 @@ impl Kernel {
                 let (i, r) = (item / rows, item % rows);
                 let w = &weights[i * row_bytes..(i + 1) * row_bytes];
                 let x = &input[r * input_bytes..(r + 1) * input_bytes];
-                // SAFETY: `avx2_matmul` runs a kernel only where the CPU has AVX2. The pool hands out
-                // disjoint ranges of items, so each output is written by one worker, while
-                // `out` is borrowed mutably by this call.
+                // SAFETY: `avx2_matmul` runs a kernel only where the CPU has AVX2. The pool
+                // hands out disjoint ranges of items, so each output is written by one worker,
+                // while `out` is borrowed mutably by this call.
                 unsafe { *(out_at as *mut f32).add(r * n + i) = self.dot(w, x) };
             }
         });

@@ -13,7 +13,9 @@ use crate::config::{LayerType, LlamaConfig};
 use crate::kv_buffer::KvBuffer;
 use crate::layers::{checkpoint, masked_softmax, rms_norm, tensor, SideBySide};
 use crate::proj::{proj, Proj, QWeights};
-use crate::stream::{CachePolicy, Stream, Surgery};
+use crate::stream::Stream;
+
+mod streaming;
 
 #[derive(Clone, Debug)]
 struct Attention {
@@ -40,18 +42,15 @@ struct Attention {
     /// What the scores are multiplied by: `1 / sqrt(head_dim)`, or Gemma's
     /// `1 / sqrt(query_pre_attn_scalar)`.
     scale: f64,
-    /// With a [`CachePolicy`]: the cached keys before rotation, `(batch, kv_heads, len,
+    /// Whether a [`CachePolicy`](crate::CachePolicy) bounds the cache (`llama/streaming.rs`):
+    /// the sliding window then drops no keys, and the keys before rotation are kept.
+    policy: bool,
+    /// With a cache policy: the cached keys before rotation, `(batch, kv_heads, len,
     /// head_dim)`, from which kept keys are rotated again at their new positions.
     unrotated: KvBuffer,
-    /// With a [`CachePolicy`]: the keys before rotation and the values of the last step's new
+    /// With a cache policy: the keys before rotation and the values of the last step's new
     /// tokens, as first computed.
     fresh: Option<(Tensor, Tensor)>,
-}
-
-/// What a step of a [`CachePolicy`] cache does to the keys held before the new ones join: the
-/// surgery and the new positions of the tokens it moves, `(batch, moved)`.
-struct StreamStep<'a> {
-    surgery: Option<(&'a Surgery, &'a Positions)>,
 }
 
 impl Attention {
@@ -104,6 +103,7 @@ impl Attention {
             chunk,
             l2_norm,
             scale: 1.0 / cfg.query_pre_attn_scalar.sqrt(),
+            policy: false,
             unrotated: KvBuffer::new(2),
             fresh: None,
         })
@@ -117,7 +117,6 @@ impl Attention {
         x: &Tensor,
         positions: &Positions,
         mask: Option<&Tensor>,
-        stream: Option<StreamStep>,
     ) -> Result<Tensor> {
         let (b, s, _) = x.dims3()?;
         let (h, kvh, d) = (self.heads, self.kv_heads, self.head_dim);
@@ -142,10 +141,8 @@ impl Attention {
         // Partial rotary returns a concatenated view: matmul wants contiguous rows. The new keys
         // are transposed once here, so a decode step does not transpose the whole cache.
         let (q, kt) = (q.contiguous()?, k.t()?.contiguous()?);
-        if let Some(step) = &stream {
-            if let Some((surgery, moved)) = step.surgery {
-                self.operate(surgery, moved)?;
-            }
+        if self.policy {
+            // The policy rotates the keys it moves again, from these.
             self.fresh = Some((unrotated.clone(), v.clone()));
             self.unrotated.append(&unrotated)?;
         }
@@ -160,7 +157,7 @@ impl Attention {
             true => (kt, v),
             false => (kt.contiguous()?, v.contiguous()?),
         };
-        if let (None, Some(w)) = (&stream, self.window) {
+        if let (false, Some(w)) = (self.policy, self.window) {
             // No later query sees further back.
             self.keys.keep_last(w);
             self.values.keep_last(w);
@@ -177,36 +174,6 @@ impl Attention {
             .transpose(1, 2)?
             .reshape((b, s, h * d))?;
         self.o.forward(&out)
-    }
-
-    /// Drops the tokens `surgery.drop` from the cache and rotates the keys of `surgery.moved`
-    /// again, from their keys before rotation, at `moved` `(batch, moved)` (M-RoPE: `(3, batch,
-    /// moved)`), as the new keys are rotated: one rounding from the exact rotation at the new
-    /// position, however often a token moves.
-    fn operate(&mut self, surgery: &Surgery, moved: &Positions) -> Result<()> {
-        let len = self.unrotated.len();
-        if len == 0 {
-            return Ok(());
-        }
-        let drop = &surgery.drop;
-        if !drop.is_empty() && drop.end <= len {
-            self.keys.remove(drop.clone())?;
-            self.values.remove(drop.clone())?;
-            self.unrotated.remove(drop.clone())?;
-        }
-        let m = surgery.moved.len();
-        if let (true, Some(unrotated)) = (m > 0, self.unrotated.get()?) {
-            let keys = unrotated.narrow(2, surgery.moved.start, m)?.contiguous()?;
-            let turned = match (self.rotary.rotary(), moved.dims().len()) {
-                (Some(rotary), 3) => rotary.apply_k_mrope(&keys, moved)?,
-                (Some(rotary), _) => rotary.apply_k_at(&keys, moved)?,
-                // A NoPE layer's keys stay as they are wherever they move.
-                (None, _) => keys,
-            };
-            self.keys
-                .write(surgery.moved.start, &turned.t()?.contiguous()?)?;
-        }
-        Ok(())
     }
 
     /// Keys and values held per head.
@@ -307,22 +274,16 @@ impl Layer {
         })
     }
 
-    fn forward(&mut self, x: &Tensor, positions: &Positions, masks: &Masks) -> Result<Tensor> {
-        let mask = masks.get((self.attn.window, self.attn.chunk));
-        self.forward_with(x, positions, mask, None)
-    }
-
-    /// The layer with the attention's mask given, and a bounded cache's step.
-    fn forward_with(
+    /// The layer at `positions`, its attention masked by `mask` (see [`Attention::forward`]).
+    fn forward(
         &mut self,
         x: &Tensor,
         positions: &Positions,
         mask: Option<&Tensor>,
-        stream: Option<StreamStep>,
     ) -> Result<Tensor> {
         let h = self
             .attn
-            .forward(&self.input_norm.forward(x)?, positions, mask, stream)?;
+            .forward(&self.input_norm.forward(x)?, positions, mask)?;
         let h = match &self.attn_out_norm {
             Some(n) => n.forward(&h)?,
             None => h,
@@ -559,57 +520,16 @@ impl LlamaFamily {
             x = (x * scale)?;
         }
         for layer in &mut self.layers {
-            x = layer.forward(&x, &positions, &masks)?;
+            let mask = masks.get((layer.attn.window, layer.attn.chunk));
+            x = layer.forward(&x, &positions, mask)?;
         }
         self.cached = total;
         self.lm_head.forward(&self.norm.forward(&x)?)
     }
 
-    /// The same model bounding its KV cache by `policy` (see [`CachePolicy`]): generation then
-    /// goes through [`forward_stream`](Self::forward_stream), which chooses the positions, and
-    /// can go on past the model's context. The policy replaces the config's sliding window.
-    /// The cache is cleared.
-    pub fn with_cache_policy(mut self, policy: CachePolicy) -> Result<Self> {
-        policy.check()?;
-        if self.is_mrope() && !matches!(policy, CachePolicy::Keep { .. }) {
-            bail!(
-                "an M-RoPE model bounds its cache by a context shift (--keep) only, got {policy:?}"
-            )
-        }
-        if let Some(c) = self.config.attention_chunk_size {
-            bail!(
-                "a cache policy is not supported with chunked attention (attention_chunk_size {c})"
-            )
-        }
-        self.stream = Some(Stream::new(policy));
-        self.clear_cache();
-        Ok(self)
-    }
-
-    /// The cache policy, if the cache is bounded by one.
-    pub fn cache_policy(&self) -> Option<CachePolicy> {
-        self.stream.as_ref().map(|s| s.policy)
-    }
-
     /// Whether the rope is M-RoPE (position ids `(3, batch, seq)`).
     pub fn is_mrope(&self) -> bool {
         self.config.rope.mrope_section.is_some()
-    }
-
-    /// With a cache policy and M-RoPE, the ids (temporal, height, width) of each token held, in
-    /// cache order (the keys held are rotated at them); empty otherwise.
-    pub fn cache_mrope_positions(&self) -> Vec<[i64; 3]> {
-        self.stream
-            .as_ref()
-            .map_or_else(Vec::new, |s| s.mrope.clone())
-    }
-
-    /// With a cache policy, the position of each token held, in cache order (the keys held are
-    /// rotated at them; with M-RoPE, its index in the cache); empty otherwise.
-    pub fn cache_positions(&self) -> Vec<i64> {
-        self.stream
-            .as_ref()
-            .map_or_else(Vec::new, |s| s.positions.clone())
     }
 
     /// Layer `layer`'s cache: the keys held, rotated, `(batch, kv_heads, len, head_dim)`, and the
@@ -625,139 +545,6 @@ impl LlamaFamily {
         };
         // Copies: the cache writes over its tensors in place.
         Ok(Some((kt.t()?.force_contiguous()?, v.force_contiguous()?)))
-    }
-
-    /// With a cache policy, layer `layer`'s keys before rotation and values of the tokens of the
-    /// last [`forward_stream`](Self::forward_stream), as they were computed, `(batch, kv_heads,
-    /// seq, head_dim)` each.
-    pub fn fresh_kv(&self, layer: usize) -> Option<(Tensor, Tensor)> {
-        self.layers.get(layer)?.attn.fresh.clone()
-    }
-
-    /// The logits `(batch, seq, vocab)` of `input_ids` `(batch, seq)` appended to a cache bounded
-    /// by the [`CachePolicy`] (every row at the same positions, no padding): the policy
-    /// chooses the new tokens' positions, drops the tokens it evicts and rotates the keys it
-    /// moves again at their new positions, in every layer, before the new tokens attend to the
-    /// cache (all of it, and the new tokens causally). On an error the cache should be
-    /// cleared. With M-RoPE the tokens are text, after the largest id held.
-    pub fn forward_stream(&mut self, input_ids: &Tensor) -> Result<Tensor> {
-        self.stream_step(input_ids, None)
-    }
-
-    /// [`forward_stream`](Self::forward_stream) for an M-RoPE model, with the tokens' ids
-    /// `position_ids` `(3, batch, seq)` counted from 0 at the first of them (as
-    /// [`candle_pe_core::QwenVlConfig::positions`] gives a prompt's, image runs included; every
-    /// row of the batch the same): they are moved past the largest id held.
-    pub fn forward_stream_mrope(
-        &mut self,
-        input_ids: &Tensor,
-        position_ids: &Tensor,
-    ) -> Result<Tensor> {
-        let (b, s) = input_ids
-            .dims2()
-            .context("input_ids must be (batch, seq)")?;
-        if !self.is_mrope() {
-            bail!("forward_stream_mrope needs an M-RoPE model (a rope with mrope_section)")
-        }
-        if position_ids.dims() != [3, b, s] {
-            bail!(
-                "position_ids must be (3, batch, seq) = [3, {b}, {s}], got {:?}",
-                position_ids.dims()
-            )
-        }
-        Positions::new(position_ids)?;
-        let values = position_ids
-            .to_dtype(DType::I64)?
-            .flatten_all()?
-            .to_vec1::<i64>()?;
-        let at = |axis: usize, row: usize, t: usize| values[(axis * b + row) * s + t];
-        if (0..b).any(|row| (0..3).any(|a| (0..s).any(|t| at(a, row, t) != at(a, 0, t)))) {
-            bail!("position_ids must be the same for every row of the batch (a bounded cache holds one stream)")
-        }
-        let chunk: Vec<[i64; 3]> = (0..s)
-            .map(|t| [at(0, 0, t), at(1, 0, t), at(2, 0, t)])
-            .collect();
-        self.stream_step(input_ids, Some(chunk))
-    }
-
-    /// A step of a bounded cache: `chunk` the new tokens' M-RoPE ids from 0 (text when `None`).
-    fn stream_step(&mut self, input_ids: &Tensor, chunk: Option<Vec<[i64; 3]>>) -> Result<Tensor> {
-        let (b, s) = input_ids
-            .dims2()
-            .context("input_ids must be (batch, seq)")?;
-        let mrope = self.is_mrope();
-        let Some(stream) = self.stream.as_mut() else {
-            bail!("forward_stream needs a cache policy (with_cache_policy)")
-        };
-        if b == 0 || s == 0 {
-            return self.no_logits(b, s, input_ids.device());
-        }
-        candle_pe_core::check_tokens(input_ids, self.config.vocab_size)?;
-        let device = input_ids.device().clone();
-        let rows = |values: &[i64]| -> Result<Positions> {
-            let n = values.len();
-            let t = Tensor::from_slice(values, (1, n), &device)?.repeat((b, 1))?;
-            Ok(Positions::new(&t)?)
-        };
-        // M-RoPE ids (3, b, n), each token's three on its rows.
-        let ids3 = |values: &[[i64; 3]]| -> Result<Positions> {
-            let n = values.len();
-            let data: Vec<i64> = (0..3)
-                .flat_map(|a| values.iter().map(move |id| id[a]))
-                .collect();
-            let t = Tensor::from_vec(data, (3, 1, n), &device)?.repeat((1, b, 1))?;
-            Ok(Positions::new(&t)?)
-        };
-        let (surgery, moved, positions) = match mrope {
-            true => {
-                let chunk = chunk.unwrap_or_else(|| (0..s as i64).map(|p| [p; 3]).collect());
-                let (surgery, new) = stream.before_mrope(&chunk)?;
-                let moved = match &surgery {
-                    Some(sg) => Some(ids3(&stream.mrope[sg.moved.clone()])?),
-                    None => None,
-                };
-                (surgery, moved, ids3(&new)?)
-            }
-            false => {
-                let (surgery, new) = stream.before(s)?;
-                let moved = match &surgery {
-                    Some(sg) => Some(rows(&stream.positions[sg.moved.clone()])?),
-                    None => None,
-                };
-                (surgery, moved, rows(&new)?)
-            }
-        };
-        let held = stream.positions.len() - s;
-        let mask = match s {
-            1 => None,
-            _ => {
-                let data: Vec<u8> = (0..s)
-                    .flat_map(|t| (0..held + s).map(move |j| u8::from(j <= held + t)))
-                    .collect();
-                let one = Tensor::from_vec(data, (1, 1, s, held + s), &device)?;
-                Some(one.repeat((b, 1, 1, 1))?)
-            }
-        };
-        let mut x = self.embed.forward(input_ids)?;
-        if let Some(scale) = self.config.embedding_scale {
-            x = (x * scale)?;
-        }
-        for layer in &mut self.layers {
-            let step = StreamStep {
-                surgery: surgery.as_ref().zip(moved.as_ref()),
-            };
-            x = layer.forward_with(&x, &positions, mask.as_ref(), Some(step))?;
-        }
-        self.cached += s;
-        if let Some(stream) = self.stream.as_mut() {
-            if let Some(sg) = stream.after() {
-                let moved = rows(&stream.positions[sg.moved.clone()])?;
-                for layer in &mut self.layers {
-                    layer.attn.operate(&sg, &moved)?;
-                }
-            }
-        }
-        self.lm_head.forward(&self.norm.forward(&x)?)
     }
 
     /// The boolean mask `(batch, 1, seq, held + seq)` as u8 of layers with `window` and
