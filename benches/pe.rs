@@ -15,11 +15,11 @@ use std::time::{Duration, Instant};
 
 use candle_core::{DType, Device, Module, Tensor};
 
-use candle_pe::{Backend, PeCache, PeSpec, Rope, RopeCache, RopeConfig, SinusoidalEncoding};
 use candle_pe::{
     EmbeddingScale, PositionMode, Preset, RotaryEmbedding, SinusoidalEmbedding,
     SinusoidalEmbeddingConfig,
 };
+use candle_pe::{PeCache, PeSpec, Rope, RopeCache, RopeConfig, SinusoidalEncoding, TableBackend};
 use criterion::{BenchmarkId, Criterion, Throughput};
 use pe_testkit::{gather_rope, naive_f32_table, whisper_sinusoids};
 
@@ -196,7 +196,7 @@ fn generic(c: &mut Criterion, dev: &Device) {
         .measurement_time(Duration::from_secs(2));
     let pe = SinusoidalEncoding::new(PeSpec::fairseq(d))
         .unwrap()
-        .with_backend(Backend::Generic);
+        .with_backend(TableBackend::Generic);
     for &len in lens {
         for dtype in [DType::F32, DType::BF16] {
             group.throughput(Throughput::Bytes((len * d * dtype.size_in_bytes()) as u64));
@@ -220,7 +220,7 @@ fn generic(c: &mut Criterion, dev: &Device) {
     }
     let rope = Rope::new(RopeConfig::new(128, 500_000.0))
         .unwrap()
-        .with_backend(Backend::Generic);
+        .with_backend(TableBackend::Generic);
     let len = if quick() { 1024 } else { 131_072 };
     group.throughput(Throughput::Bytes((len * 128 * 4) as u64));
     group.bench_function(BenchmarkId::new("rope_tables", len), |b| {

@@ -25,7 +25,7 @@ use anyhow::Result;
 use candle_core::{DType, Device, Module, Tensor};
 use rayon::prelude::*;
 
-use candle_pe::Backend;
+use candle_pe::TableBackend;
 use candle_pe::{EmbeddingScale, RotaryEmbedding, SinusoidalEmbedding, SinusoidalEmbeddingConfig};
 use candle_pe::{PeCache, PeSpec, Rope, RopeCache, RopeConfig, SinusoidalEncoding};
 use pe_testkit::{gather_rope, marian_table, naive_f32_table, naive_llama_rope, whisper_sinusoids};
@@ -186,7 +186,7 @@ fn report(json_path: Option<String>) -> Result<()> {
     let dev = Device::Cpu;
     let spec = PeSpec::fairseq(WIDTH);
     let pe = SinusoidalEncoding::new(spec)?;
-    let generic = pe.clone().with_backend(Backend::Generic);
+    let generic = pe.clone().with_backend(TableBackend::Generic);
     let load_before = pe_testkit::load();
     eprintln!("measuring on {} (load {load_before}) ...", machine());
 

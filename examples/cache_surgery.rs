@@ -140,7 +140,7 @@ fn shift_errors() -> Result<()> {
             Tensor::new(p.as_slice(), &dev)?,
             Tensor::new(q.as_slice(), &dev)?,
         );
-        let (cos, sin) = rotary.rope().at_shift(&pt, &qt, 0, 0, DType::F64)?;
+        let (cos, sin) = rotary.rope().at_shift(&pt, &qt, DType::F64)?;
         let exact = turn(
             &x,
             &cos.flatten_all()?.to_vec1::<f64>()?,

@@ -3,8 +3,8 @@
 //! written to a file. Every failure names its flag and leaves no file.
 //!
 //! ```text
-//! pe rope-nd --axes-dim 16,56,56 --theta 10000 --positions ids.npy --out flux.safetensors
-//! pe rope-nd --split-spectrum 64 --theta 10000 --grid 64,64 --out pixtral.safetensors
+//! pe rope-nd --axes-dim 16,56,56 --rope-theta 10000 --positions ids.npy --out flux.safetensors
+//! pe rope-nd --split-spectrum 64 --rope-theta 10000 --grid 64,64 --out pixtral.safetensors
 //! pe rope-nd --family wan --head-dim 128 --grid 21,30,52 --out wan.safetensors
 //! pe rope-nd --family ltx --width 4096 --positions fractions.npy --out ltx2.safetensors
 //! pe grid --width 1152 --grid 64,64 --base-size 32 --out pixart.npy
@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
-use candle_pe_core::{cogvideox_coordinates, patch_ids, video_patch_ids, AxesRope};
+use candle_pe_core::{cogvideox_coordinates, patch_positions, video_patch_positions, AxesRope};
 use candle_pe_core::{Alibi, SincosGrid, DEFAULT_ALIBI_BIAS_MAX, DEFAULT_BASE_SIZE};
 use clap::{Args, ValueEnum};
 
@@ -53,16 +53,25 @@ pub struct RopeNdArgs {
     /// The inner dim (all heads) of --family ltx.
     #[arg(long, value_name = "D", allow_negative_numbers = true)]
     pub width: Option<usize>,
-    /// Base of the frequencies of every axis [default: 10000; wan, cogvideox and hunyuan-video
-    /// fix their own].
+    /// Base of the frequencies of every axis (HF `rope_theta`, as `pe rope --rope-theta`)
+    /// [default: 10000; wan, cogvideox and hunyuan-video fix their own].
     #[arg(long, value_name = "THETA", allow_hyphen_values = true)]
-    pub theta: Option<f64>,
-    /// Positions, .npy shaped (n, axes), one column per axis: int64 ids (negative too,
+    pub rope_theta: Option<f64>,
+    /// The old name of --rope-theta: refused on the command line, naming the new one.
+    #[arg(
+        long = "theta",
+        hide = true,
+        value_name = "THETA",
+        allow_hyphen_values = true,
+        value_parser = renamed_to_rope_theta
+    )]
+    pub old_theta: Option<String>,
+    /// Positions, .npy shaped (n, axes), one column per axis: int64 positions (negative too,
     /// |position| < 2^31), or float64 coordinates (LTX's fractions; |c| < 2^31), turned by
     /// the exact angle of their f64 value.
     #[arg(long, value_name = "PATH", group = "where")]
     pub positions: Option<PathBuf>,
-    /// Or the ids of every patch of a grid, row-major: H,W (row, column) or F,H,W (frame, row,
+    /// Or the positions of every patch of a grid, row-major: H,W (row, column) or F,H,W (frame, row,
     /// column).
     #[arg(
         long,
@@ -72,8 +81,8 @@ pub struct RopeNdArgs {
     )]
     pub grid: Option<List<i64>>,
     /// With --family cogvideox and --grid F,H,W: CogVideoX 1.0's cropped coordinates for a base
-    /// grid of BH,BW patches (30,45 for 480 x 720 samples), instead of the integer ids of
-    /// CogVideoX 1.5.
+    /// grid of BH,BW patches (30,45 for 480 x 720 samples), instead of the integer positions
+    /// of CogVideoX 1.5.
     #[arg(long, value_name = "BH,BW", allow_hyphen_values = true)]
     pub crop_base: Option<List<i64>>,
     /// Element type of the tables.
@@ -82,6 +91,11 @@ pub struct RopeNdArgs {
     /// Output file (.safetensors, with tensors `cos` and `sin`, each (n, sum / 2)).
     #[arg(long, value_name = "PATH")]
     pub out: PathBuf,
+}
+
+/// `--theta`, which clap refuses with this message: the flag is `--rope-theta`.
+fn renamed_to_rope_theta(_: &str) -> std::result::Result<String, String> {
+    Err("the flag is --rope-theta (HF rope_theta, as in pe rope)".into())
 }
 
 /// The video-diffusion families of `pe rope-nd --family`.
@@ -211,7 +225,7 @@ pub fn rope_nd(args: &RopeNdArgs) -> Result<()> {
         ),
         (None, None) => bail!("give --positions or --grid"),
     };
-    let theta = args.theta.unwrap_or(10_000.0);
+    let theta = args.rope_theta.unwrap_or(10_000.0);
     let (rope, axes_meta) = match (&args.axes_dim, args.split_spectrum, args.family) {
         (Some(List(dims)), _, _) => {
             let axes: Vec<usize> = dims
@@ -221,14 +235,14 @@ pub fn rope_nd(args: &RopeNdArgs) -> Result<()> {
                 })
                 .collect::<Result<_>>()?;
             let rope = AxesRope::new(&axes, theta)
-                .with_context(|| format!("--axes-dim {dims:?} --theta {theta}"))?;
+                .with_context(|| format!("--axes-dim {dims:?} --rope-theta {theta}"))?;
             (rope, ("axes_dim", format!("{axes:?}")))
         }
         (None, Some(d), _) => {
             let axes = ids.dims().last().copied().unwrap_or(0);
             let rope = AxesRope::split_spectrum(d, axes, theta).with_context(|| {
                 format!(
-                    "--split-spectrum {d} --theta {theta} over the {axes} columns of {ids_flag}"
+                    "--split-spectrum {d} --rope-theta {theta} over the {axes} columns of {ids_flag}"
                 )
             })?;
             (rope, ("split_spectrum", d.to_string()))
@@ -249,7 +263,7 @@ pub fn rope_nd(args: &RopeNdArgs) -> Result<()> {
         rope.at(&ids, dtype)
     }
     .with_context(|| ids_flag.clone())?;
-    let metadata = [axes_meta, ("theta", theta.to_string())];
+    let metadata = [axes_meta, ("rope_theta", theta.to_string())];
     output::write_safetensors(&args.out, &[("cos", &cos), ("sin", &sin)], &metadata)
 }
 
@@ -261,9 +275,9 @@ fn video_rope(family: VideoFamily, args: &RopeNdArgs, axes: usize) -> Result<Axe
             .ok_or_else(|| anyhow::anyhow!("--family {}: give --head-dim", family.name()))
     };
     if family != VideoFamily::Ltx {
-        if let Some(theta) = args.theta {
+        if let Some(theta) = args.rope_theta {
             bail!(
-                "--theta {theta}: --family {} fixes its own theta",
+                "--rope-theta {theta}: --family {} fixes its own rope_theta",
                 family.name()
             );
         }
@@ -276,7 +290,7 @@ fn video_rope(family: VideoFamily, args: &RopeNdArgs, axes: usize) -> Result<Axe
             let width = args
                 .width
                 .ok_or_else(|| anyhow::anyhow!("--family ltx: give --width (the inner dim)"))?;
-            AxesRope::ltx(width, axes, args.theta.unwrap_or(10_000.0)).map_err(named)?
+            AxesRope::ltx(width, axes, args.rope_theta.unwrap_or(10_000.0)).map_err(named)?
         }
     })
 }
@@ -304,7 +318,7 @@ fn grid_ids_of(grid: &List<i64>, args: &RopeNdArgs) -> Result<Tensor> {
                 .map_err(|e| Flags::default().name(e))
                 .with_context(|| format!("{text} --crop-base {bh},{bw}"));
         }
-        let ids = video_patch_ids(f, h, w, &Device::Cpu).with_context(|| text)?;
+        let ids = video_patch_positions(f, h, w, &Device::Cpu).with_context(|| text)?;
         return Ok(ids.to_dtype(DType::I64)?);
     }
     if args.crop_base.is_some() {
@@ -316,7 +330,7 @@ fn grid_ids_of(grid: &List<i64>, args: &RopeNdArgs) -> Result<Tensor> {
 /// `--grid H,W` of `pe rope-nd`: the patch ids (row, column), int64 `(H * W, 2)`.
 fn patch_ids_of(grid: &List<i64>) -> Result<Tensor> {
     let (h, w) = grid_shape(grid)?;
-    let ids = patch_ids(h, w, &Device::Cpu).with_context(|| format!("--grid {h},{w}"))?;
+    let ids = patch_positions(h, w, &Device::Cpu).with_context(|| format!("--grid {h},{w}"))?;
     Ok(ids.to_dtype(DType::I64)?)
 }
 

@@ -4,7 +4,7 @@
 //! The names used here (`sin-cos`, `h-minus-1`, `h-shift:S`, `zero-pad`, ...) are also how
 //! `pe presets` prints each preset, so a listed value can be passed back as an override.
 
-use candle_pe_core::{Frequencies, Layout, OddWidth, PeSpec, Preset, SinusoidalEncoding};
+use candle_pe_core::{ColumnLayout, Frequencies, OddWidth, PeSpec, Preset, SinusoidalEncoding};
 use clap::{Args, ValueEnum};
 
 use crate::positions::Positions;
@@ -97,12 +97,12 @@ pub enum LayoutArg {
     CosSin,
 }
 
-impl From<LayoutArg> for Layout {
+impl From<LayoutArg> for ColumnLayout {
     fn from(arg: LayoutArg) -> Self {
         match arg {
-            LayoutArg::Interleaved => Layout::Interleaved,
-            LayoutArg::SinCos => Layout::SinCos,
-            LayoutArg::CosSin => Layout::CosSin,
+            LayoutArg::Interleaved => ColumnLayout::Interleaved,
+            LayoutArg::SinCos => ColumnLayout::SinCos,
+            LayoutArg::CosSin => ColumnLayout::CosSin,
         }
     }
 }
@@ -162,11 +162,11 @@ pub fn frequencies_name(frequencies: Frequencies) -> String {
 }
 
 /// The spelling `--layout` accepts for `layout`.
-pub fn layout_name(layout: Layout) -> &'static str {
+pub fn layout_name(layout: ColumnLayout) -> &'static str {
     match layout {
-        Layout::Interleaved => "interleaved",
-        Layout::SinCos => "sin-cos",
-        Layout::CosSin => "cos-sin",
+        ColumnLayout::Interleaved => "interleaved",
+        ColumnLayout::SinCos => "sin-cos",
+        ColumnLayout::CosSin => "cos-sin",
     }
 }
 

@@ -107,8 +107,10 @@ const ROPE_ND: &str = "
 1 | rope-nd --axes-dim 4,0 --grid 2,2 --out OUT.safetensors | --axes-dim | 0
 2 | rope-nd --axes-dim 4,x --grid 2,2 --out OUT.safetensors | --axes-dim | x
 1 | rope-nd --split-spectrum 6 --grid 2,2 --out OUT.safetensors | --split-spectrum | 6
-1 | rope-nd --axes-dim 4,4 --theta 0 --grid 2,2 --out OUT.safetensors | --theta | 0
-1 | rope-nd --axes-dim 4,4 --theta 1e-300 --grid 2,2 --out OUT.safetensors | --theta
+1 | rope-nd --axes-dim 4,4 --rope-theta 0 --grid 2,2 --out OUT.safetensors | --rope-theta | 0
+1 | rope-nd --axes-dim 4,4 --rope-theta 1e-300 --grid 2,2 --out OUT.safetensors | --rope-theta
+2 | rope-nd --axes-dim 4,4 --theta 100 --grid 2,2 --out OUT.safetensors | --theta | --rope-theta
+2 | rope-nd --theta 100 --grid 2,2 --out OUT.safetensors | --theta | --rope-theta
 1 | rope-nd --axes-dim 4,4 --grid 2,-2 --out OUT.safetensors | --grid | -2
 1 | rope-nd --axes-dim 4,4 --grid 2,2 --out OUT.npy | --out | .safetensors
 1 | rope-nd --axes-dim 4,4 --positions IN/huge.npy --out OUT.safetensors | --positions | huge.npy

@@ -4,7 +4,7 @@
 mod common;
 
 use candle_core::{DType, Device, Tensor};
-use candle_pe_core::{patch_ids, AxesRope};
+use candle_pe_core::{patch_positions, AxesRope};
 use candle_pe_core::{Alibi, SincosGrid};
 use common::{assert_no_files, assert_same, files_in, pe_err, pe_ok, s};
 
@@ -52,7 +52,7 @@ fn rope_nd_writes_pixtral_tables_for_a_patch_grid() {
         s(&out),
     ]);
     let tensors = candle_core::safetensors::load(&out, &Device::Cpu).unwrap();
-    let ids = patch_ids(3, 5, &Device::Cpu).unwrap();
+    let ids = patch_positions(3, 5, &Device::Cpu).unwrap();
     let (cos, sin) = AxesRope::split_spectrum(64, 2, 10_000.0)
         .unwrap()
         .at(&ids, DType::F32)

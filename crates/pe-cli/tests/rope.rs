@@ -7,8 +7,8 @@ use std::path::Path;
 
 use candle_core::{DType, Device};
 use candle_pe_core::{
-    Dynamic, Linear, Llama3, Longrope, LongropePolicy, Proportional, Rope, RopeConfig, RopeConfigs,
-    RopeType, Yarn,
+    Dynamic, LinearScaling, Llama3, Longrope, LongropePolicy, Proportional, Rope, RopeConfig,
+    RopeConfigs, RopeType, Yarn,
 };
 use common::{assert_no_files, assert_same, files_in, pe, pe_err, pe_ok, s};
 
@@ -48,7 +48,7 @@ fn variants() -> Vec<(&'static str, Vec<&'static str>, RopeConfig)> {
             vec!["linear", "--factor", "4"],
             plain
                 .clone()
-                .with_rope_type(RopeType::Linear(Linear { factor: 4.0 })),
+                .with_rope_type(RopeType::Linear(LinearScaling { factor: 4.0 })),
         ),
         (
             "dynamic",

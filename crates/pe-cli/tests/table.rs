@@ -3,7 +3,7 @@
 mod common;
 
 use candle_core::{DType, Device, Tensor};
-use candle_pe_core::{Frequencies, Layout, OddWidth, PeSpec, Preset, SinusoidalEncoding};
+use candle_pe_core::{ColumnLayout, Frequencies, OddWidth, PeSpec, Preset, SinusoidalEncoding};
 use common::{assert_same, files_in, pe_ok, s};
 
 fn encoding(spec: PeSpec) -> SinusoidalEncoding {
@@ -207,7 +207,7 @@ fn overrides_change_the_preset() {
     let spec = Preset::Vaswani
         .spec(9)
         .with_base(100.0)
-        .with_layout(Layout::CosSin)
+        .with_layout(ColumnLayout::CosSin)
         .with_frequencies(Frequencies::HalfShift { shift: 0.5 })
         .with_odd_width(OddWidth::ZeroPad)
         .with_angle_scale(2.5);
@@ -228,7 +228,7 @@ fn overrides_change_the_preset() {
         ),
         (
             &["--layout", "sin-cos"],
-            PeSpec::vaswani(9).with_layout(Layout::SinCos),
+            PeSpec::vaswani(9).with_layout(ColumnLayout::SinCos),
         ),
         (
             &["--odd", "zero-pad"],

@@ -4,7 +4,7 @@
 mod common;
 
 use candle_core::{DType, Device, Tensor};
-use candle_pe_core::{cogvideox_coordinates, video_patch_ids, AxesRope};
+use candle_pe_core::{cogvideox_coordinates, video_patch_positions, AxesRope};
 use common::{assert_same, pe_err, pe_ok, s};
 
 fn load(path: &std::path::Path) -> (Tensor, Tensor) {
@@ -24,12 +24,12 @@ fn families_on_grids_and_coordinates() {
         (
             vec!["--family", "wan", "--head-dim", "128", "--grid", "2,3,4"],
             AxesRope::wan(128).unwrap(),
-            video_patch_ids(2, 3, 4, &dev).unwrap(),
+            video_patch_positions(2, 3, 4, &dev).unwrap(),
         ),
         (
             vec!["--family", "hunyuan-video", "--grid", "1,2,5"],
             AxesRope::hunyuan_video().unwrap(),
-            video_patch_ids(1, 2, 5, &dev).unwrap(),
+            video_patch_positions(1, 2, 5, &dev).unwrap(),
         ),
         (
             vec![
@@ -41,7 +41,7 @@ fn families_on_grids_and_coordinates() {
                 "2,4,3",
             ],
             AxesRope::cogvideox(64).unwrap(),
-            video_patch_ids(2, 4, 3, &dev).unwrap(),
+            video_patch_positions(2, 4, 3, &dev).unwrap(),
         ),
         (
             vec![
@@ -149,12 +149,12 @@ fn bad_video_input_names_its_flag() {
             vec![
                 "--family",
                 "hunyuan-video",
-                "--theta",
+                "--rope-theta",
                 "1e4",
                 "--grid",
                 "1,2,3",
             ],
-            vec!["--theta", "hunyuan"],
+            vec!["--rope-theta", "hunyuan"],
         ),
         (
             vec![

@@ -3,13 +3,13 @@
 //!
 //! On the CPU it is one fused pass: each token's embedding row is gathered, scaled and added to
 //! its exact encoding, and each output element is written once, with no `(batch, seq, d)`
-//! intermediate. Its plain twin, on every other device (or with [`Backend::Generic`]), is the
+//! intermediate. Its plain twin, on every other device (or with [`TableBackend::Generic`]), is the
 //! candle-op composition: `index_select`, `affine`, the cached encoding rows, `broadcast_add`.
 //! Half-precision weights are added in f32 (generic) or f64 (fused) and rounded once.
 //!
 //! ```
 //! use candle_core::{DType, Device, Tensor};
-//! use candle_pe_core::{Backend, PeCache, PeSpec, SinusoidalEncoding, TokenPositions};
+//! use candle_pe_core::{TableBackend, PeCache, PeSpec, SinusoidalEncoding, TokenPositions};
 //!
 //! let dev = Device::Cpu;
 //! let weights = Tensor::randn(0f32, 1.0, (100, 32), &dev)?;
@@ -19,13 +19,13 @@
 //! assert_eq!(x.dims(), &[2, 3, 32]);
 //!
 //! // The candle-op twin gives the same values.
-//! let plain = PeCache::new(SinusoidalEncoding::new(PeSpec::marian(32))?.with_backend(Backend::Generic));
+//! let plain = PeCache::new(SinusoidalEncoding::new(PeSpec::marian(32))?.with_backend(TableBackend::Generic));
 //! let y = plain.embed(&weights, &tokens, TokenPositions::Offset(10), 32f64.sqrt())?;
 //! assert!((x - y)?.abs()?.max_all()?.to_scalar::<f32>()? < 1e-5);
 //! # Ok::<(), candle_pe_core::Error>(())
 //! ```
 //!
-//! [`Backend::Generic`]: crate::Backend::Generic
+//! [`TableBackend::Generic`]: crate::TableBackend::Generic
 
 use candle_core::{DType, Tensor, D};
 

@@ -34,7 +34,7 @@ use candle_core::{DType, Device, Tensor};
 
 use crate::describe::freq::{Column, Plan};
 use crate::describe::positions::{self, Request, ToPositions};
-use crate::generate::{Backend, Generator};
+use crate::generate::{Generator, TableBackend};
 use crate::{PeSpec, Result};
 
 /// A sinusoidal positional encoding, ready to build tables.
@@ -48,7 +48,7 @@ impl SinusoidalEncoding {
     /// Checks `spec` (width, base, scale, odd-width policy, frequency denominators, and that
     /// every frequency is below [`MAX_ANGLE`](crate::MAX_ANGLE)).
     pub fn new(spec: PeSpec) -> Result<Self> {
-        let generator = Generator::new(Plan::new(&spec)?, Backend::Auto);
+        let generator = Generator::new(Plan::new(&spec)?, TableBackend::Auto);
         Ok(Self {
             spec,
             generator: Arc::new(generator),
@@ -56,7 +56,7 @@ impl SinusoidalEncoding {
     }
 
     /// The same encoding built by another generator.
-    pub fn with_backend(self, backend: Backend) -> Self {
+    pub fn with_backend(self, backend: TableBackend) -> Self {
         let plan = self.generator.plan().clone();
         Self {
             generator: Arc::new(Generator::new(plan, backend)),
@@ -88,7 +88,7 @@ impl SinusoidalEncoding {
     }
 
     /// The generator in use.
-    pub fn backend(&self) -> Backend {
+    pub fn backend(&self) -> TableBackend {
         self.generator.backend()
     }
 

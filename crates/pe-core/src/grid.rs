@@ -28,7 +28,7 @@
 use candle_core::{DType, Device, Tensor};
 
 use crate::generate::check_size;
-use crate::{Error, Frequencies, Layout, OddWidth, PeSpec, Result, SinusoidalEncoding};
+use crate::{ColumnLayout, Error, Frequencies, OddWidth, PeSpec, Result, SinusoidalEncoding};
 
 /// diffusers' default `base_size`.
 pub const DEFAULT_BASE_SIZE: f64 = 16.0;
@@ -82,16 +82,18 @@ impl SincosGrid {
         self
     }
 
-    /// The width `d`.
+    /// The width `d`: the table's columns (the grid's sides, in patches, are
+    /// [`table`](Self::table)'s `grid_height` and `grid_width`).
     pub fn width(&self) -> usize {
         self.width
     }
 
-    /// The table of a grid of `height x width` patches, `(extra + height * width, d)`.
+    /// The table of a grid of `grid_height x grid_width` patches,
+    /// `(extra + grid_height * grid_width, width)`.
     pub fn table(
         &self,
-        height: usize,
-        width: usize,
+        grid_height: usize,
+        grid_width: usize,
         dtype: DType,
         device: &Device,
     ) -> Result<Tensor> {
@@ -99,8 +101,8 @@ impl SincosGrid {
             ("base_size", self.base_size),
             ("interpolation_scale", self.interpolation_scale),
         ])?;
-        check_sides(&[("grid height", height), ("grid width", width)])?;
-        let side = height.max(width);
+        check_sides(&[("grid height", grid_height), ("grid width", grid_width)])?;
+        let side = grid_height.max(grid_width);
         let reach = |base: f64| base * side.saturating_sub(1) as f64 / side as f64;
         if reach(self.base_size) >= POSITION_LIMIT {
             return Err(too_far("base_size", self.base_size));
@@ -108,19 +110,33 @@ impl SincosGrid {
         if reach(self.base_size) / self.interpolation_scale >= POSITION_LIMIT {
             return Err(too_far("interpolation_scale", self.interpolation_scale));
         }
-        let rows = self.extra_tokens as u128 + height as u128 * width as u128;
+        let rows = self.extra_tokens as u128 + grid_height as u128 * grid_width as u128;
         let rows = usize::try_from(rows).unwrap_or(usize::MAX);
         check_size(rows, self.width, dtype, device, 8)?;
         let positions = |n: usize| {
             let scale = self.base_size / n as f64 / self.interpolation_scale;
             move |i: usize| i as f64 * scale
         };
-        let patches = height * width;
-        // Row y * width + x: the encoding of x, then that of y.
-        let x = (0..patches).map(|r| (r % width) as u32);
-        let y = (0..patches).map(|r| (r / width) as u32);
-        let xs = axis_rows(&self.axis, width, positions(width), x, dtype, device)?;
-        let ys = axis_rows(&self.axis, height, positions(height), y, dtype, device)?;
+        let patches = grid_height * grid_width;
+        // Row y * grid_width + x: the encoding of x, then that of y.
+        let x = (0..patches).map(|r| (r % grid_width) as u32);
+        let y = (0..patches).map(|r| (r / grid_width) as u32);
+        let xs = axis_rows(
+            &self.axis,
+            grid_width,
+            positions(grid_width),
+            x,
+            dtype,
+            device,
+        )?;
+        let ys = axis_rows(
+            &self.axis,
+            grid_height,
+            positions(grid_height),
+            y,
+            dtype,
+            device,
+        )?;
         let table = Tensor::cat(&[&xs, &ys], 1)?;
         if self.extra_tokens == 0 {
             return Ok(table);
@@ -184,12 +200,13 @@ impl SincosGrid3d {
         self
     }
 
-    /// The table of `frames` frames of `height x width` patches, `(frames, height * width, d)`.
+    /// The table of `frames` frames of `grid_height x grid_width` patches,
+    /// `(frames, grid_height * grid_width, width)`.
     pub fn table(
         &self,
         frames: usize,
-        height: usize,
-        width: usize,
+        grid_height: usize,
+        grid_width: usize,
         dtype: DType,
         device: &Device,
     ) -> Result<Tensor> {
@@ -203,28 +220,28 @@ impl SincosGrid3d {
         ])?;
         check_sides(&[
             ("frames", frames),
-            ("grid height", height),
-            ("grid width", width),
+            ("grid height", grid_height),
+            ("grid width", grid_width),
         ])?;
         let last = |n: usize| n.saturating_sub(1) as f64;
         if last(frames) / temporal >= POSITION_LIMIT {
             return Err(too_far("temporal_interpolation_scale", temporal));
         }
-        if last(height.max(width)) / spatial >= POSITION_LIMIT {
+        if last(grid_height.max(grid_width)) / spatial >= POSITION_LIMIT {
             return Err(too_far("spatial_interpolation_scale", spatial));
         }
-        let rows = frames as u128 * height as u128 * width as u128;
+        let rows = frames as u128 * grid_height as u128 * grid_width as u128;
         let rows = usize::try_from(rows).unwrap_or(usize::MAX);
         check_size(rows, self.width, dtype, device, 8)?;
-        let patches = height * width;
+        let patches = grid_height * grid_width;
         let rows = frames * patches;
         let over = |scale: f64| move |i: usize| i as f64 / scale;
         let t = (0..rows).map(|r| (r / patches) as u32);
-        let x = (0..rows).map(|r| (r % width) as u32);
-        let y = (0..rows).map(|r| (r % patches / width) as u32);
+        let x = (0..rows).map(|r| (r % grid_width) as u32);
+        let y = (0..rows).map(|r| (r % patches / grid_width) as u32);
         let t = axis_rows(&self.time, frames, over(temporal), t, dtype, device)?;
-        let x = axis_rows(&self.space, width, over(spatial), x, dtype, device)?;
-        let y = axis_rows(&self.space, height, over(spatial), y, dtype, device)?;
+        let x = axis_rows(&self.space, grid_width, over(spatial), x, dtype, device)?;
+        let y = axis_rows(&self.space, grid_height, over(spatial), y, dtype, device)?;
         Ok(Tensor::cat(&[&t, &x, &y], 1)?.reshape((frames, patches, self.width))?)
     }
 }
@@ -237,7 +254,7 @@ fn axis_encoding(n: usize) -> Result<SinusoidalEncoding> {
         base: 10_000.0,
         angle_scale: 1.0,
         frequencies: Frequencies::HalfShift { shift: 0.0 },
-        layout: Layout::SinCos,
+        layout: ColumnLayout::SinCos,
         odd_width: OddWidth::Reject,
     })
 }

@@ -10,7 +10,7 @@
 //!   [`Error`]; for rotary tables, [`RopeConfig`] and each [`RopeType`]'s formula.
 //! - **Generators** (`generate/`, internal): an exact CPU generator (anchor rows at fixed
 //!   positions plus an offset table, in parallel) and its plain twin in candle ops for every
-//!   other device; chosen with [`Backend`].
+//!   other device; chosen with [`TableBackend`].
 //! - **Front doors**: [`SinusoidalEncoding`] (tables for ranges, positions, padding-aware
 //!   positions, timesteps), [`PeCache`] (a shared growing table served as views, and
 //!   [`embed`](PeCache::embed), the fused `embedding_scale * embedding + encoding`), [`Rope`] and
@@ -62,14 +62,14 @@ pub use describe::config_fields::ConfigFields;
 pub use describe::error::{Error, Result};
 pub use describe::freq::{Column, MAX_ANGLE, MAX_POSITION, MAX_WIDTH};
 pub use describe::positions::{check_tokens, padding_aware_positions, Positions, ToPositions};
-pub use describe::spec::{Frequencies, Layout, OddWidth, PeSpec, Preset, DEFAULT_BASE};
+pub use describe::spec::{ColumnLayout, Frequencies, OddWidth, PeSpec, Preset, DEFAULT_BASE};
 pub use embed::TokenPositions;
 pub use encoding::SinusoidalEncoding;
-pub use generate::Backend;
+pub use generate::TableBackend;
 pub use grid::{SincosGrid, SincosGrid3d, DEFAULT_BASE_SIZE};
 pub use rope::{
-    cogvideox_coordinates, patch_ids, video_patch_ids, AxesRope, Dynamic, FreqFactors, GgufRope,
-    Linear, Llama3, Longrope, LongropePolicy, NtkAlpha, PairLayout, Proportional, QueryScale,
-    QwenVlConfig, QwenVlPositions, QwenVlVersion, Rope, RopeCache, RopeConfig, RopeConfigs,
-    RopeType, ValueSource, Yarn, DEFAULT_ROPE_THETA,
+    cogvideox_coordinates, patch_positions, video_patch_positions, AxesRope, Dynamic, FreqFactors,
+    GgufRope, LinearScaling, Llama3, Longrope, LongropePolicy, NtkAlpha, PairLayout, Proportional,
+    QueryScale, QwenVlConfig, QwenVlPositions, QwenVlVersion, Rope, RopeCache, RopeConfig,
+    RopeConfigs, RopeType, ValueSource, Yarn, DEFAULT_ROPE_THETA,
 };

@@ -1,10 +1,10 @@
 //! The cache: growth without recomputation, zero-copy views, ids, and concurrent use.
 
 use candle_core::{DType, Device, Storage, Tensor};
-use candle_pe_core::{Backend, PeCache, PeSpec, Positions, SinusoidalEncoding};
+use candle_pe_core::{PeCache, PeSpec, Positions, SinusoidalEncoding, TableBackend};
 use pe_testkit::{backend_tests, encoding};
 
-fn cache(spec: PeSpec, backend: Backend) -> PeCache {
+fn cache(spec: PeSpec, backend: TableBackend) -> PeCache {
     PeCache::new(encoding(spec, backend))
 }
 
@@ -13,7 +13,7 @@ fn max_diff(a: &Tensor, b: &Tensor) -> anyhow::Result<f64> {
     Ok(d.flatten_all()?.max(0)?.to_scalar::<f64>()?)
 }
 
-fn grows_without_recomputing(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+fn grows_without_recomputing(dev: &Device, backend: TableBackend) -> anyhow::Result<()> {
     let cache = cache(PeSpec::fairseq(64), backend);
     let plain = cache.encoding().clone();
     assert_eq!(cache.cached_rows(DType::F32, dev), 0);
@@ -32,7 +32,7 @@ fn grows_without_recomputing(dev: &Device, backend: Backend) -> anyhow::Result<(
     Ok(())
 }
 
-fn one_table_per_dtype(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+fn one_table_per_dtype(dev: &Device, backend: TableBackend) -> anyhow::Result<()> {
     let cache = cache(PeSpec::marian(32), backend);
     cache.range(0, 20, DType::F32, dev)?;
     cache.range(0, 40, DType::BF16, dev)?;
@@ -48,7 +48,7 @@ fn one_table_per_dtype(dev: &Device, backend: Backend) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn ids_and_padding_aware_match_uncached(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+fn ids_and_padding_aware_match_uncached(dev: &Device, backend: TableBackend) -> anyhow::Result<()> {
     let cache = cache(PeSpec::fairseq(16), backend);
     let plain = cache.encoding().clone();
     let ids = Tensor::new(&[[3u32, 4, 5], [700, 2, 9]], dev)?;
@@ -79,7 +79,7 @@ fn storage_ptr(t: &Tensor) -> anyhow::Result<usize> {
 #[test]
 fn ranges_are_zero_copy_views() -> anyhow::Result<()> {
     let dev = Device::Cpu;
-    let cache = cache(PeSpec::vaswani(8), Backend::Cpu);
+    let cache = cache(PeSpec::vaswani(8), TableBackend::Cpu);
     let table = cache.range(0, 100, DType::F32, &dev)?;
     let view = cache.range(40, 10, DType::F32, &dev)?;
     assert_eq!(storage_ptr(&view)?, storage_ptr(&table)?);
@@ -91,7 +91,7 @@ fn ranges_are_zero_copy_views() -> anyhow::Result<()> {
 #[test]
 fn eight_threads_reading_and_growing_agree() -> anyhow::Result<()> {
     let dev = Device::Cpu;
-    let cache = cache(PeSpec::fairseq(96), Backend::Cpu);
+    let cache = cache(PeSpec::fairseq(96), TableBackend::Cpu);
     let results: Vec<Vec<(usize, usize, Tensor)>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..8)
             .map(|t| {
@@ -255,7 +255,7 @@ fn cache_is_send_sync_clone() {
 }
 
 /// Every empty request on a fresh cache: an empty tensor of the right shape and dtype.
-fn empty_requests_on_a_fresh_cache(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+fn empty_requests_on_a_fresh_cache(dev: &Device, backend: TableBackend) -> anyhow::Result<()> {
     use candle_pe_core::{Rope, RopeCache, RopeConfig, TokenPositions};
     let cache = cache(PeSpec::fairseq(6), backend);
     let t = cache.range(0, 0, DType::BF16, dev)?;
@@ -309,7 +309,7 @@ fn generic_values_do_not_depend_on_the_request() -> anyhow::Result<()> {
         PeSpec::fairseq(96),
     ] {
         for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64] {
-            let pe = SinusoidalEncoding::new(spec)?.with_backend(Backend::Generic);
+            let pe = SinusoidalEncoding::new(spec)?.with_backend(TableBackend::Generic);
             let whole = pe.range(0, 2048, dtype, &dev)?;
             for step in 0..12 {
                 let offset = rng.random_range(0..1900);
@@ -370,7 +370,7 @@ fn owned_rows_copy_only_those_rows() -> anyhow::Result<()> {
             _ => anyhow::bail!("not a CPU tensor"),
         }
     };
-    let cache = cache(PeSpec::vaswani(8), Backend::Cpu);
+    let cache = cache(PeSpec::vaswani(8), TableBackend::Cpu);
     let view = cache.range(40, 10, DType::F32, &dev)?;
     let owned = cache.range_owned(40, 10, DType::F32, &dev)?;
     assert_eq!(storage_len(&owned)?, 80);
@@ -389,7 +389,7 @@ fn owned_rows_copy_only_those_rows() -> anyhow::Result<()> {
 #[test]
 fn requests_ending_at_the_limit_are_cached() -> anyhow::Result<()> {
     let dev = Device::Cpu;
-    let cache = PeCache::new(encoding(PeSpec::fairseq(16), Backend::Cpu)).with_limit(100);
+    let cache = PeCache::new(encoding(PeSpec::fairseq(16), TableBackend::Cpu)).with_limit(100);
     let ids = |v: &[u32]| Tensor::new(v, &dev);
     cache.range(91, 10, DType::F32, &dev)?;
     cache.at(&ids(&[3, 100])?, DType::F32)?;

@@ -1,7 +1,7 @@
 //! Every bad input gets an error naming the parameter and the value, never a panic.
 
 use candle_core::{DType, Device, Tensor};
-use candle_pe_core::{Backend, Error, Frequencies, OddWidth, PeSpec, SinusoidalEncoding};
+use candle_pe_core::{Error, Frequencies, OddWidth, PeSpec, SinusoidalEncoding, TableBackend};
 
 /// Asserts `result` failed with a message containing every one of `needles`.
 fn assert_error<T: std::fmt::Debug>(result: candle_pe_core::Result<T>, needles: &[&str]) -> Error {
@@ -68,7 +68,7 @@ fn invalid_specs() {
 #[test]
 fn invalid_positions() -> anyhow::Result<()> {
     let dev = Device::Cpu;
-    for backend in [Backend::Cpu, Backend::Generic] {
+    for backend in [TableBackend::Cpu, TableBackend::Generic] {
         let pe = SinusoidalEncoding::new(PeSpec::fairseq(8))?.with_backend(backend);
         assert_error(
             pe.range(1 << 31, 1, DType::F32, &dev),
@@ -143,11 +143,11 @@ fn cpu_backend_is_refused_off_the_cpu() -> anyhow::Result<()> {
         Ok(pe.range(1 << 20, 8, DType::F64, &Device::Cpu)?.to_vec2()?)
     };
     // On the CPU, Cpu is the CPU generator: Auto's bits, not the generic generator's.
-    let cpu = table(Backend::Cpu)?;
-    assert_eq!(cpu, table(Backend::Auto)?);
+    let cpu = table(TableBackend::Cpu)?;
+    assert_eq!(cpu, table(TableBackend::Auto)?);
     assert_ne!(
         cpu,
-        table(Backend::Generic)?,
+        table(TableBackend::Generic)?,
         "the generators must differ for this check"
     );
     // Off the CPU (needs a GPU, so a cuda build), the variant naming the device.
@@ -160,7 +160,7 @@ fn cpu_backend_is_refused_off_the_cpu() -> anyhow::Result<()> {
     );
     #[cfg(feature = "cuda")]
     if let Ok(gpu) = Device::new_cuda(0) {
-        let pe = SinusoidalEncoding::new(PeSpec::marian(4))?.with_backend(Backend::Cpu);
+        let pe = SinusoidalEncoding::new(PeSpec::marian(4))?.with_backend(TableBackend::Cpu);
         let err = pe.range(0, 2, DType::F32, &gpu).unwrap_err();
         assert!(
             matches!(

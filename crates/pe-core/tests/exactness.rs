@@ -3,7 +3,7 @@
 //! ids, padding-aware ids and timesteps, on every backend.
 
 use candle_core::{DType, Device, Tensor};
-use candle_pe_core::{Backend, PeSpec, Preset, SinusoidalEncoding, MAX_POSITION};
+use candle_pe_core::{PeSpec, Preset, SinusoidalEncoding, TableBackend, MAX_POSITION};
 use pe_testkit::{assert_matches, backend_tests, encoding, oracle_rows};
 use pe_testkit::{random_encoding, random_offset, seeded_rng};
 use rand::Rng;
@@ -18,7 +18,7 @@ fn rows_for(len_small: usize, width: usize) -> usize {
     }
 }
 
-fn ranges_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+fn ranges_match_oracle(dev: &Device, backend: TableBackend) -> anyhow::Result<()> {
     let mut rng = seeded_rng("ranges_match_oracle");
     let mut worst = [0f64; 4];
     for case in 0..160 {
@@ -44,7 +44,7 @@ fn ranges_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn ids_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+fn ids_match_oracle(dev: &Device, backend: TableBackend) -> anyhow::Result<()> {
     let mut rng = seeded_rng("ids_match_oracle");
     for case in 0..80 {
         let pe = random_encoding(&mut rng, 2048, backend);
@@ -99,7 +99,7 @@ fn ids_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn timesteps_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+fn timesteps_match_oracle(dev: &Device, backend: TableBackend) -> anyhow::Result<()> {
     let mut rng = seeded_rng("timesteps_match_oracle");
     for case in 0..60 {
         let pe = random_encoding(&mut rng, 1280, backend);
@@ -130,7 +130,7 @@ fn timesteps_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> 
     Ok(())
 }
 
-fn padding_aware_matches_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+fn padding_aware_matches_oracle(dev: &Device, backend: TableBackend) -> anyhow::Result<()> {
     // The worked example of docs/conventions.md.
     let tokens = Tensor::new(&[[5u32, 6, 7, 8, 1, 1], [1, 1, 9, 10, 11, 12]], dev)?;
     let positions = candle_pe_core::padding_aware_positions(&tokens, 1, 0)?;
@@ -214,9 +214,9 @@ fn padding_aware_matches_oracle(dev: &Device, backend: Backend) -> anyhow::Resul
 fn cpu_and_generic_agree() -> anyhow::Result<()> {
     let mut rng = seeded_rng("cpu_and_generic_agree");
     for _ in 0..12 {
-        let spec = *random_encoding(&mut rng, 1024, Backend::Cpu).spec();
-        let cpu = SinusoidalEncoding::new(spec)?.with_backend(Backend::Cpu);
-        let generic = SinusoidalEncoding::new(spec)?.with_backend(Backend::Generic);
+        let spec = *random_encoding(&mut rng, 1024, TableBackend::Cpu).spec();
+        let cpu = SinusoidalEncoding::new(spec)?.with_backend(TableBackend::Cpu);
+        let generic = SinusoidalEncoding::new(spec)?.with_backend(TableBackend::Generic);
         let len = rng.random_range(100..300);
         let offset = random_offset(&mut rng, len);
         for (dtype, tol) in [(DType::F64, 1e-12), (DType::F32, 5e-7)] {
@@ -238,7 +238,7 @@ fn cpu_and_generic_agree() -> anyhow::Result<()> {
 
 /// The far end, 2^31 - 64 ..= 2^31 - 1, for every preset (several widths, including the odd
 /// and the wide) and every dtype: the worst errors against the exact values.
-fn far_end_every_preset_and_dtype(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+fn far_end_every_preset_and_dtype(dev: &Device, backend: TableBackend) -> anyhow::Result<()> {
     let top = MAX_POSITION as usize - 1;
     let positions: Vec<f64> = (top - 63..=top).map(|p| p as f64).collect();
     let mut worst = [0f64; 4];
@@ -267,7 +267,7 @@ fn far_end_every_preset_and_dtype(dev: &Device, backend: Backend) -> anyhow::Res
 }
 
 /// Empty requests give empty tables of the right shape and dtype.
-fn empty_requests(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+fn empty_requests(dev: &Device, backend: TableBackend) -> anyhow::Result<()> {
     let pe = encoding(PeSpec::fairseq(6), backend);
     for dtype in DTYPES {
         let t = pe.range(5, 0, dtype, dev)?;

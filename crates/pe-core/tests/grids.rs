@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use candle_core::{DType, Device, Tensor};
-use candle_pe_core::{patch_ids, AxesRope};
+use candle_pe_core::{patch_positions, AxesRope};
 use candle_pe_core::{Alibi, SincosGrid, SincosGrid3d};
 use pe_testkit::{assert_axes_exact, axes_slots};
 
@@ -139,7 +139,7 @@ fn axes_rope_refuses_bad_axes_and_ids() -> anyhow::Result<()> {
     let rope = AxesRope::new(&[4, 4], 10_000.0)?;
     let ids = Tensor::zeros((5, 3), DType::U32, &Device::Cpu)?;
     let err = rope.at(&ids, DType::F32).unwrap_err().to_string();
-    assert!(err.contains("ids") && err.contains("[5, 3]"), "{err}");
+    assert!(err.contains("positions") && err.contains("[5, 3]"), "{err}");
     for (bad, value) in [(-(1i64 << 31), "-2147483648"), (1 << 31, "2147483648")] {
         let ids = Tensor::new(&[[0i64, 1], [bad, 2]], &Device::Cpu)?;
         let err = rope.at(&ids, DType::F32).unwrap_err().to_string();
@@ -304,15 +304,17 @@ fn split_spectrum_is_exact_at_large_ids() -> anyhow::Result<()> {
 
 #[test]
 fn patch_ids_are_row_major_and_split_spectrum_checks_its_width() -> anyhow::Result<()> {
-    let ids = patch_ids(2, 3, &Device::Cpu)?;
+    let ids = patch_positions(2, 3, &Device::Cpu)?;
     assert_eq!(
         ids.to_vec2::<u32>()?,
         [[0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [1, 2]]
     );
-    assert_eq!(patch_ids(0, 3, &Device::Cpu)?.dims(), &[0, 2]);
-    let err = patch_ids(1 << 32, 1, &Device::Cpu).unwrap_err().to_string();
+    assert_eq!(patch_positions(0, 3, &Device::Cpu)?.dims(), &[0, 2]);
+    let err = patch_positions(1 << 32, 1, &Device::Cpu)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("grid height 4294967296"), "{err}");
-    let err = patch_ids(1 << 30, 1 << 30, &Device::Cpu)
+    let err = patch_positions(1 << 30, 1 << 30, &Device::Cpu)
         .unwrap_err()
         .to_string();
     assert!(err.contains("bytes"), "{err}");
@@ -323,7 +325,7 @@ fn patch_ids_are_row_major_and_split_spectrum_checks_its_width() -> anyhow::Resu
         assert!(err.contains(name), "{head_dim} {axes}: {err}");
     }
     let rope = AxesRope::split_spectrum(16, 2, 10_000.0)?;
-    let (cos, _) = rope.at(&patch_ids(0, 0, &Device::Cpu)?, DType::F32)?;
+    let (cos, _) = rope.at(&patch_positions(0, 0, &Device::Cpu)?, DType::F32)?;
     assert_eq!(cos.dims(), &[0, 8]);
     Ok(())
 }

@@ -32,7 +32,7 @@ fn layer_of_name(name: &str) -> usize {
         | "Column"
         | "padding_aware_positions"
         | "Frequencies"
-        | "Layout"
+        | "ColumnLayout"
         | "OddWidth"
         | "PeSpec"
         | "Preset"
@@ -42,7 +42,7 @@ fn layer_of_name(name: &str) -> usize {
         | "RopeConfigs"
         | "RopeType"
         | "Dynamic"
-        | "Linear"
+        | "LinearScaling"
         | "Llama3"
         | "Longrope"
         | "LongropePolicy"
@@ -55,7 +55,7 @@ fn layer_of_name(name: &str) -> usize {
         | "PairLayout"
         | "FreqFactors"
         | "ValueSource" => 1,
-        "generate" | "Backend" => 2,
+        "generate" | "TableBackend" => 2,
         _ => 3,
     }
 }
@@ -76,21 +76,27 @@ fn sources(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
 /// as `super::NAME` or `super::{a, b}` (resolved against the file's folder); a brace group may
 /// span lines and nest.
 fn names_used(code: &str, folder: &str) -> Vec<String> {
-    let code: String = code
-        .lines()
-        .filter(|line| !line.trim_start().starts_with("//"))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let code = code_only(code);
     let mut names = Vec::new();
     for (i, _) in code.match_indices("crate::") {
         names.extend(path_heads(&code[i + "crate::".len()..]));
     }
     for (i, _) in code.match_indices("super::") {
         let modules = path_heads(&code[i + "super::".len()..]);
-        names.extend(modules.into_iter().map(|m| format!("{folder}/{m}")));
+        // A group's trailing comma leaves an empty entry: no module.
+        let modules = modules.into_iter().filter(|m| !m.is_empty() && m != "self");
+        names.extend(modules.map(|m| format!("{folder}/{m}")));
     }
     names.retain(|n| !n.is_empty() && n != "self");
     names
+}
+
+/// `code` without its comment lines.
+fn code_only(code: &str) -> String {
+    code.lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The first segment of each path that `rest` (what follows `crate::` or `super::`) names:
@@ -126,7 +132,7 @@ fn path_heads(rest: &str) -> Vec<String> {
 
 #[test]
 fn the_reader_sees_multi_line_and_nested_groups() {
-    let code = "use crate::{\n    exact::dd,\n    // crate::Ignored\n    generate::{Backend, Generator},\n    Error,\n};\nuse super::{tables, types::Yarn};\nlet x = crate::MAX_WIDTH;";
+    let code = "use crate::{\n    exact::dd,\n    // crate::Ignored\n    generate::{TableBackend, Generator},\n    Error,\n};\nuse super::{tables, types::Yarn};\nlet x = crate::MAX_WIDTH;";
     assert_eq!(
         names_used(code, "rope"),
         [
@@ -140,6 +146,52 @@ fn the_reader_sees_multi_line_and_nested_groups() {
     );
 }
 
+/// What `code`, the source of the file `rel` (its path under `src/`), imports from a layer
+/// above its own, one line per import; and how many imports it has.
+fn violations(rel: &str, code: &str) -> (Vec<String>, usize) {
+    let layer = layer_of_file(rel);
+    let folder = rel.rsplit_once('/').map_or("", |(dir, _)| dir).to_string();
+    let names = names_used(code, &folder);
+    let mut wrong = Vec::new();
+    for name in &names {
+        let target = match name.split_once('/') {
+            // `super::x` from a folder: the sibling file, or the folder's own module.
+            Some((dir, module)) => layer_of_file(&format!("{dir}/{module}.rs")),
+            None => layer_of_name(name),
+        };
+        if target > layer {
+            wrong.push(format!(
+                "{rel} ({}) uses {name} ({})",
+                LAYERS[layer], LAYERS[target]
+            ));
+        }
+    }
+    (wrong, names.len())
+}
+
+#[test]
+fn a_multi_line_import_pointing_up_is_caught() {
+    // A description file reaching the generators and a front door through a group that spans
+    // lines and nests, and one reaching a sibling front door through `super::{..}`.
+    let code = "use crate::{\n    exact::dd::Dd,\n    generate::{\n        Generator,\n        TableBackend,\n    },\n    Rope,\n};\n";
+    assert_eq!(
+        violations("describe/spec.rs", code).0,
+        [
+            "describe/spec.rs (description) uses generate (generators)",
+            "describe/spec.rs (description) uses Rope (front doors)",
+        ]
+    );
+    let code = "use super::{\n    types::Yarn,\n    tables::Rope,\n};\n";
+    assert_eq!(
+        violations("rope/config.rs", code).0,
+        ["rope/config.rs (description) uses rope/tables (front doors)"]
+    );
+    // The same imports pointing down are not.
+    let code =
+        "use crate::{\n    exact::dd::Dd,\n    describe::{\n        freq::Plan,\n    },\n};\n";
+    assert_eq!(violations("generate/cpu.rs", code), (vec![], 2));
+}
+
 #[test]
 fn every_import_points_to_its_own_layer_or_below() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -150,23 +202,10 @@ fn every_import_points_to_its_own_layer_or_below() {
     let mut wrong = Vec::new();
     for file in &files {
         let rel = file.to_string_lossy().replace('\\', "/");
-        let layer = layer_of_file(&rel);
-        let folder = rel.rsplit_once('/').map_or("", |(dir, _)| dir).to_string();
         let code = fs::read_to_string(root.join(file)).unwrap();
-        for name in names_used(&code, &folder) {
-            let target = match name.split_once('/') {
-                // `super::x` from a folder: the sibling file, or the folder's own module.
-                Some((dir, module)) => layer_of_file(&format!("{dir}/{module}.rs")),
-                None => layer_of_name(&name),
-            };
-            checked += 1;
-            if target > layer {
-                wrong.push(format!(
-                    "{rel} ({}) uses {name} ({})",
-                    LAYERS[layer], LAYERS[target]
-                ));
-            }
-        }
+        let (up, imports) = violations(&rel, &code);
+        wrong.extend(up);
+        checked += imports;
     }
     assert!(
         checked > 50,
@@ -175,6 +214,41 @@ fn every_import_points_to_its_own_layer_or_below() {
     assert!(
         wrong.is_empty(),
         "imports against the layers:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// What a file takes a sine or cosine with, outside the generators: the exact layer's
+/// trigonometry, a frequency's `sin_cos`, or candle's and std's `sin` and `cos`.
+const TRIGONOMETRY: [&str; 6] = ["trig::", "trig;", "sin_cos(", ".sin()", ".cos()", "::sin("];
+
+/// Every sine and cosine a front door returns comes from the generators (`Generator`): no
+/// front-door file takes one itself.
+#[test]
+fn front_doors_take_no_sine_or_cosine_themselves() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&root, &root, &mut files);
+    let mut front_doors = 0;
+    let mut wrong = Vec::new();
+    for file in &files {
+        let rel = file.to_string_lossy().replace('\\', "/");
+        if layer_of_file(&rel) != 3 {
+            continue;
+        }
+        front_doors += 1;
+        let code = code_only(&fs::read_to_string(root.join(file)).unwrap());
+        wrong.extend(
+            TRIGONOMETRY
+                .iter()
+                .filter(|t| code.contains(*t))
+                .map(|t| format!("{rel}: {t}")),
+        );
+    }
+    assert!(front_doors > 10, "only {front_doors} front-door files");
+    assert!(
+        wrong.is_empty(),
+        "front doors computing sines or cosines outside the generators:\n{}",
         wrong.join("\n")
     );
 }

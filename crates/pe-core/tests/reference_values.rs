@@ -1,7 +1,7 @@
 //! The fixed reference values of docs/conventions.md, verbatim, on every backend.
 
 use candle_core::{DType, Device, Tensor};
-use candle_pe_core::{Backend, PeSpec};
+use candle_pe_core::{PeSpec, TableBackend};
 use pe_testkit::{assert_matches, backend_tests, encoding, oracle_row};
 
 /// Asserts each row of `table` (rows of f64 output) equals `expected` to `tol`.
@@ -22,7 +22,7 @@ fn assert_rows(table: &Tensor, expected: &[&[f64]], tol: f64, what: &str) -> any
     Ok(())
 }
 
-fn seeds_table(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+fn seeds_table(dev: &Device, backend: TableBackend) -> anyhow::Result<()> {
     let pe = encoding(PeSpec::vaswani(4).with_base(100.0), backend);
     let expected: [&[f64]; 4] = [
         &[0.0, 1.0, 0.0, 1.0],
@@ -33,7 +33,7 @@ fn seeds_table(dev: &Device, backend: Backend) -> anyhow::Result<()> {
     assert_rows(&pe.range(0, 4, DType::F64, dev)?, &expected, 1e-8, "seeds")
 }
 
-fn burn_and_keras_hub(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+fn burn_and_keras_hub(dev: &Device, backend: TableBackend) -> anyhow::Result<()> {
     let pe = encoding(PeSpec::vaswani(6), backend);
     let ids = Tensor::new(&[1u32, 3, 11], dev)?;
     let expected: [&[f64]; 3] = [
@@ -47,7 +47,7 @@ fn burn_and_keras_hub(dev: &Device, backend: Backend) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn one_row_per_convention(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+fn one_row_per_convention(dev: &Device, backend: TableBackend) -> anyhow::Result<()> {
     let h1: &[f64] = &[
         0.841470985,
         0.046399223,
@@ -104,7 +104,7 @@ fn one_row_per_convention(dev: &Device, backend: Backend) -> anyhow::Result<()> 
     Ok(())
 }
 
-fn odd_width_seven(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+fn odd_width_seven(dev: &Device, backend: TableBackend) -> anyhow::Result<()> {
     let cases: [(PeSpec, &[f64]); 3] = [
         (
             PeSpec::fairseq(7),
@@ -150,7 +150,7 @@ fn odd_width_seven(dev: &Device, backend: Backend) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn large_positions_d512(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+fn large_positions_d512(dev: &Device, backend: TableBackend) -> anyhow::Result<()> {
     // (spec, position, [(column, reference value)]).
     type Case = (PeSpec, u32, [(usize, f64); 4]);
     let cases: [Case; 4] = [

@@ -4,8 +4,8 @@
 
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::RopeConfigs;
-use candle_pe_core::{Backend, Error, Rope, RopeCache, RopeConfig, RopeType, MAX_POSITION};
-use candle_pe_core::{Dynamic, Linear, Llama3, Longrope, NtkAlpha, Proportional, Yarn};
+use candle_pe_core::{Dynamic, LinearScaling, Llama3, Longrope, NtkAlpha, Proportional, Yarn};
+use candle_pe_core::{Error, Rope, RopeCache, RopeConfig, RopeType, TableBackend, MAX_POSITION};
 use pe_testkit::{backend_tests, to_f64, tolerance, Big, BigFloat};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -25,7 +25,7 @@ fn oracle_frequencies(big: &mut Big, c: &RopeConfig, seq_len: usize) -> Vec<BigF
     (0..n)
         .map(|i| match &c.rope_type {
             RopeType::Default => theta(big, &base, i),
-            RopeType::Linear(Linear { factor }) => {
+            RopeType::Linear(LinearScaling { factor }) => {
                 Big::div(&theta(big, &base, i), &Big::num(*factor))
             }
             RopeType::Dynamic(Dynamic { factor }) => {
@@ -228,7 +228,7 @@ fn random_config(rng: &mut StdRng) -> RopeConfig {
     let mut max = original;
     let rope_type = match rng.random_range(0..ORACLE_TYPES) {
         0 => RopeType::Default,
-        1 => RopeType::Linear(Linear { factor }),
+        1 => RopeType::Linear(LinearScaling { factor }),
         2 => RopeType::Dynamic(Dynamic { factor }),
         3 => RopeType::Llama3(Llama3 {
             factor,
@@ -276,7 +276,7 @@ fn random_config(rng: &mut StdRng) -> RopeConfig {
 
 /// M-RoPE tables from (3, batch, seq) ids, each slot against the oracle at the position of
 /// the row its section gives it; three equal rows give the 1-D tables bit for bit.
-fn mrope_matches_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+fn mrope_matches_oracle(dev: &Device, backend: TableBackend) -> anyhow::Result<()> {
     let mut rng = StdRng::seed_from_u64(33);
     for case in 0..24 {
         let mut c = random_config(&mut rng);
@@ -380,7 +380,7 @@ fn mrope_matches_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn ranges_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+fn ranges_match_oracle(dev: &Device, backend: TableBackend) -> anyhow::Result<()> {
     let mut rng = StdRng::seed_from_u64(31);
     for case in 0..80 {
         let c = random_config(&mut rng);
@@ -409,7 +409,7 @@ fn ranges_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn ids_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+fn ids_match_oracle(dev: &Device, backend: TableBackend) -> anyhow::Result<()> {
     let mut rng = StdRng::seed_from_u64(32);
     for case in 0..30 {
         let c = random_config(&mut rng);
@@ -435,20 +435,25 @@ fn ids_match_oracle(dev: &Device, backend: Backend) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn cache_serves_views(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+/// A longrope of 8 pairs: short factors up to 64 positions, long ones past.
+fn longrope_64() -> RopeType {
+    RopeType::Longrope(Longrope {
+        short_factor: vec![1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5],
+        long_factor: vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0],
+        factor: Some(4.0),
+        original_max_position_embeddings: Some(64),
+        attention_factor: None,
+        short_mscale: None,
+        long_mscale: None,
+    })
+}
+
+fn cache_serves_views(dev: &Device, backend: TableBackend) -> anyhow::Result<()> {
     for rope_type in [
         RopeType::Default,
         RopeType::Dynamic(Dynamic { factor: 2.0 }),
         // Short factors up to 64 positions, long ones past: cached up to 64 only.
-        RopeType::Longrope(Longrope {
-            short_factor: vec![1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5],
-            long_factor: vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0],
-            factor: Some(4.0),
-            original_max_position_embeddings: Some(64),
-            attention_factor: None,
-            short_mscale: None,
-            long_mscale: None,
-        }),
+        longrope_64(),
     ] {
         let config = RopeConfig {
             max_position_embeddings: Some(64),
@@ -541,7 +546,7 @@ fn hf_configs_parse() -> anyhow::Result<()> {
     // transformers 5: rope_theta and the type's parameters in rope_parameters.
     let v5 = r#"{"head_dim": 64, "rope_parameters": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1e6}}"#;
     let c: RopeConfig = serde_json::from_str(v5)?;
-    assert_eq!(c.rope_type, RopeType::Linear(Linear { factor: 4.0 }));
+    assert_eq!(c.rope_type, RopeType::Linear(LinearScaling { factor: 4.0 }));
     assert_eq!(c.rope_theta, 1e6);
 
     // Every error names the field.
@@ -672,7 +677,10 @@ fn hf_families_parse() -> anyhow::Result<()> {
     )?)?;
     let full = gemma3.for_layer(5)?.unwrap();
     assert_eq!((full.head_dim, full.rope_theta), (256, 1e6));
-    assert_eq!(full.rope_type, RopeType::Linear(Linear { factor: 8.0 }));
+    assert_eq!(
+        full.rope_type,
+        RopeType::Linear(LinearScaling { factor: 8.0 })
+    );
     let sliding = gemma3.for_layer(33)?.unwrap();
     assert_eq!((sliding.head_dim, sliding.rope_theta), (256, 1e4));
     assert_eq!(sliding.rope_type, RopeType::Default);
@@ -941,12 +949,12 @@ fn nonsense_parameters_are_errors() {
         ),
         (
             base.clone()
-                .with_rope_type(RopeType::Linear(Linear { factor: 0.0 })),
+                .with_rope_type(RopeType::Linear(LinearScaling { factor: 0.0 })),
             "factor",
         ),
         (
             base.clone()
-                .with_rope_type(RopeType::Linear(Linear { factor: 1e-300 })),
+                .with_rope_type(RopeType::Linear(LinearScaling { factor: 1e-300 })),
             "2^40",
         ),
         (
@@ -1147,5 +1155,30 @@ fn llama3_with_equal_freq_factors_is_llama4_scouts_rope() -> anyhow::Result<()> 
         err.unwrap_err().to_string().contains("high_freq_factor"),
         "high_freq_factor below low_freq_factor is an error"
     );
+    Ok(())
+}
+
+/// `at_shift` takes each side's frequencies from its largest position, as `at` does:
+/// `at_shift_with_len` at those lengths, bit for bit; and longrope's long factors on the far
+/// side, not the short ones of length 0.
+#[test]
+fn at_shift_takes_each_sides_spectrum() -> anyhow::Result<()> {
+    let config = RopeConfig {
+        max_position_embeddings: Some(64),
+        ..RopeConfig::new(16, 10_000.0).with_rope_type(longrope_64())
+    };
+    let rope = Rope::new(config)?;
+    let dev = Device::Cpu;
+    let from = Tensor::new(&[3u32, 10, 40], &dev)?;
+    let to = Tensor::new(&[100u32, 2000, 41], &dev)?;
+    let bits = |(cos, sin): (Tensor, Tensor)| -> anyhow::Result<Vec<u64>> {
+        let cat = Tensor::cat(&[cos, sin], 0)?.flatten_all()?;
+        Ok(cat.to_vec1::<f64>()?.iter().map(|v| v.to_bits()).collect())
+    };
+    let plain = bits(rope.at_shift(&from, &to, DType::F64)?)?;
+    let lens = bits(rope.at_shift_with_len(&from, &to, 41, 2001, DType::F64)?)?;
+    let short = bits(rope.at_shift_with_len(&from, &to, 0, 0, DType::F64)?)?;
+    assert_eq!(plain, lens);
+    assert_ne!(plain, short);
     Ok(())
 }

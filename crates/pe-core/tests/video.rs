@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use candle_core::{DType, Device, Tensor};
-use candle_pe_core::{cogvideox_coordinates, video_patch_ids, AxesRope, Error};
+use candle_pe_core::{cogvideox_coordinates, video_patch_positions, AxesRope, Error};
 use pe_testkit::{assert_axes_exact, axes_slots, tolerance, Big};
 
 const U: f64 = 1.0 / (1u64 << 24) as f64;
@@ -102,7 +102,7 @@ fn wan() -> anyhow::Result<()> {
         let rope = AxesRope::wan(head_dim)?;
         let axes: Vec<usize> = serde_json::from_value(call["axes_dim"].clone())?;
         assert_eq!(rope.axes_dim(), axes.as_slice());
-        let ids = video_patch_ids(3, 4, 5, &Device::Cpu)?;
+        let ids = video_patch_positions(3, 4, 5, &Device::Cpu)?;
         let (cos, sin) = rope.at(&ids, DType::F64)?;
         let cells = angles(&rows(&ids)?, &frequency_slots(&axes, 10_000.0));
         let theirs = (&t[&format!("{name}.cos")], &t[&format!("{name}.sin")]);
@@ -122,7 +122,7 @@ fn wan() -> anyhow::Result<()> {
 fn hunyuan_video() -> anyhow::Result<()> {
     let (_, t) = fixture("hunyuan_video")?;
     let rope = AxesRope::hunyuan_video()?;
-    let ids = video_patch_ids(3, 4, 5, &Device::Cpu)?;
+    let ids = video_patch_positions(3, 4, 5, &Device::Cpu)?;
     let (cos, sin) = rope.at(&ids, DType::F32)?;
     let cells = angles(&rows(&ids)?, &frequency_slots(&[16, 56, 56], 256.0));
     let theirs = (&t["main.cos"], &t["main.sin"]);
@@ -161,7 +161,7 @@ fn cogvideox() -> anyhow::Result<()> {
             assert!((last[2] - end(crops[1][1], w)).abs() < 1e-12, "{name}");
             c
         } else {
-            video_patch_ids(f, h, w, &Device::Cpu)?.to_dtype(DType::F64)?
+            video_patch_positions(f, h, w, &Device::Cpu)?.to_dtype(DType::F64)?
         };
         let (cos, sin) = rope.at_coordinates(&coordinates, DType::F32)?;
         let cells = angles(&rows(&coordinates)?, &slots);
@@ -364,12 +364,15 @@ fn coordinates_agree_with_ids_and_signs() -> anyhow::Result<()> {
 /// The grid is row-major: frame, then row, then column.
 #[test]
 fn video_patch_ids_are_row_major() -> anyhow::Result<()> {
-    let ids = video_patch_ids(2, 3, 4, &Device::Cpu)?.to_vec2::<u32>()?;
+    let ids = video_patch_positions(2, 3, 4, &Device::Cpu)?.to_vec2::<u32>()?;
     assert_eq!(ids.len(), 24);
     for (i, row) in ids.iter().enumerate() {
         assert_eq!(row, &[(i / 12) as u32, (i / 4 % 3) as u32, (i % 4) as u32]);
     }
-    assert_eq!(video_patch_ids(0, 3, 4, &Device::Cpu)?.dims(), &[0, 3]);
+    assert_eq!(
+        video_patch_positions(0, 3, 4, &Device::Cpu)?.dims(),
+        &[0, 3]
+    );
     Ok(())
 }
 

@@ -36,7 +36,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
-use candle_pe_core::Backend;
+use candle_pe_core::TableBackend;
 
 use report::Report;
 
@@ -45,7 +45,7 @@ pub struct Target {
     pub device: Device,
     /// What the checked side builds with: the device's own path (`Auto`) on a GPU; the
     /// generic candle-op path, as on a GPU, in the CPU dry run.
-    pub backend: Backend,
+    pub backend: TableBackend,
     /// Full sizes (the GPU) or small ones (the CPU dry run).
     pub full: bool,
 }
@@ -136,12 +136,12 @@ fn target(device: &str) -> Result<Target> {
                 "cannot open CUDA device 0 (no GPU, or no CUDA driver: is libcuda.so.1 on the \
                  library path?)",
             )?,
-            backend: Backend::Auto,
+            backend: TableBackend::Auto,
             full: true,
         },
         _ => Target {
             device: Device::Cpu,
-            backend: Backend::Generic,
+            backend: TableBackend::Generic,
             full: false,
         },
     })

@@ -9,7 +9,7 @@
 use anyhow::Result;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{Embedding, Module};
-use candle_pe_core::{video_patch_ids, Preset, RopeConfig, RopeConfigs};
+use candle_pe_core::{video_patch_positions, Preset, RopeConfig, RopeConfigs};
 use candle_pe_nn::{
     AxesRotaryEmbedding, EmbeddingScale, PositionMode, RotaryEmbedding, SinusoidalEmbedding,
     SinusoidalEmbeddingConfig,
@@ -255,8 +255,8 @@ fn mrope(target: &Target, report: &mut Report) -> Result<()> {
 fn axes(target: &Target, report: &mut Report) -> Result<()> {
     let rotary = AxesRotaryEmbedding::new(&[16, 56, 56], 10_000.0)?;
     let side = if target.full { 32 } else { 4 };
-    let ids_c = video_patch_ids(2, side, side, &Device::Cpu)?;
-    let ids_d = video_patch_ids(2, side, side, &target.device)?;
+    let ids_c = video_patch_positions(2, side, side, &Device::Cpu)?;
+    let ids_d = video_patch_positions(2, side, side, &target.device)?;
     let n = 2 * side * side;
     for dtype in DTYPES {
         let (q_c, q_d) = pair(&[1, 4, n, 128], dtype, target)?;

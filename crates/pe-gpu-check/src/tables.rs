@@ -8,8 +8,8 @@
 use anyhow::{Context, Result};
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::{
-    patch_ids, video_patch_ids, Alibi, AxesRope, OddWidth, PeSpec, Preset, Rope, RopeConfig,
-    RopeConfigs, SincosGrid, SincosGrid3d, SinusoidalEncoding,
+    patch_positions, video_patch_positions, Alibi, AxesRope, OddWidth, PeSpec, Preset, Rope,
+    RopeConfig, RopeConfigs, SincosGrid, SincosGrid3d, SinusoidalEncoding,
 };
 use serde_json::Value;
 
@@ -343,20 +343,20 @@ fn axes(target: &Target, report: &mut Report) -> Result<()> {
         (
             "flux (16, 56, 56)",
             AxesRope::new(&[16, 56, 56], 10_000.0)?,
-            video_patch_ids(1, h, w, &Device::Cpu)?,
-            video_patch_ids(1, h, w, dev)?,
+            video_patch_positions(1, h, w, &Device::Cpu)?,
+            video_patch_positions(1, h, w, dev)?,
         ),
         (
             "pixtral 2-D",
             AxesRope::split_spectrum(64, 2, 10_000.0)?,
-            patch_ids(h, w, &Device::Cpu)?,
-            patch_ids(h, w, dev)?,
+            patch_positions(h, w, &Device::Cpu)?,
+            patch_positions(h, w, dev)?,
         ),
         (
             "wan video",
             AxesRope::wan(128)?,
-            video_patch_ids(4, h / 2, w / 2, &Device::Cpu)?,
-            video_patch_ids(4, h / 2, w / 2, dev)?,
+            video_patch_positions(4, h / 2, w / 2, &Device::Cpu)?,
+            video_patch_positions(4, h / 2, w / 2, dev)?,
         ),
     ];
     for (name, rope, ids_cpu, ids) in cases {

@@ -13,17 +13,17 @@
 //!
 //! let dev = Device::Cpu;
 //! let rotary = AxesRotaryEmbedding::new(&[16, 56, 56], 10_000.0)?;
-//! // Two text tokens and a 2 x 2 latent grid: ids (t, h, w), q and k (batch, heads, n, 128).
-//! let ids = Tensor::new(&[[0u32, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 1], [0, 1, 0], [0, 1, 1]], &dev)?;
+//! // Two text tokens and a 2 x 2 latent grid: positions (t, h, w), q and k (batch, heads, n, 128).
+//! let positions = Tensor::new(&[[0u32, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 1], [0, 1, 0], [0, 1, 1]], &dev)?;
 //! let q = Tensor::randn(0f32, 1.0, (1, 4, 6, 128), &dev)?.to_dtype(DType::BF16)?;
-//! let (q, k) = rotary.apply_at(&q, &q, &ids)?;
+//! let (q, k) = rotary.apply_at(&q, &q, &positions)?;
 //! assert_eq!((q.dims(), k.dtype()), (&[1, 4, 6, 128][..], DType::BF16));
 //!
-//! // Pixtral-12B's vision tower: head_dim 64, a 3 x 4 grid of patches, ids (row, column).
+//! // Pixtral-12B's vision tower: head_dim 64, a 3 x 4 grid of patches, positions (row, column).
 //! let pixtral = AxesRotaryEmbedding::split_spectrum(64, 2, 10_000.0)?;
-//! let ids = candle_pe_core::patch_ids(3, 4, &dev)?;
+//! let positions = candle_pe_core::patch_positions(3, 4, &dev)?;
 //! let q = Tensor::randn(0f32, 1.0, (1, 16, 12, 64), &dev)?;
-//! let (q, k) = pixtral.apply_at(&q, &q, &ids)?;
+//! let (q, k) = pixtral.apply_at(&q, &q, &positions)?;
 //!
 //! // LTX-2's split layout: inner dim 64 as 4 heads of 16, at fractional (frame, row, column).
 //! let ltx2 = AxesRotaryEmbedding::from(candle_pe_core::AxesRope::ltx(64, 3, 10_000.0)?)
@@ -127,17 +127,17 @@ impl AxesRotaryEmbedding {
         &self.rope
     }
 
-    /// `q` and `k` (`(batch, heads, n, d)`, `d = sum(axes_dim)`) rotated at integer `ids`
-    /// shaped `(n, axes)` (every batch alike) or `(batch, n, axes)`; ids may be negative
-    /// (Qwen-Image's centred ids), `|id| < 2^31`.
+    /// `q` and `k` (`(batch, heads, n, d)`, `d = sum(axes_dim)`) rotated at integer
+    /// `positions` shaped `(n, axes)` (every batch alike) or `(batch, n, axes)`, one column per
+    /// axis; they may be negative (Qwen-Image's centred positions), `|p| < 2^31`.
     pub fn apply_at(
         &self,
         q: &Tensor,
         k: &Tensor,
-        ids: &impl ToPositions,
+        positions: &impl ToPositions,
     ) -> Result<(Tensor, Tensor)> {
-        let dtype = self.check(q, k, ids.dims(), "ids")?;
-        let tables = self.rope.at(ids, dtype)?;
+        let dtype = self.check(q, k, positions.dims(), "positions")?;
+        let tables = self.rope.at(positions, dtype)?;
         self.rotate(q, k, tables)
     }
 

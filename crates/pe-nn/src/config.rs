@@ -21,7 +21,7 @@
 //! # Ok::<(), candle_core::Error>(())
 //! ```
 
-use candle_pe_core::{ConfigFields, Frequencies, Layout, OddWidth, PeSpec, Preset};
+use candle_pe_core::{ColumnLayout, ConfigFields, Frequencies, OddWidth, PeSpec, Preset};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
@@ -124,7 +124,7 @@ pub struct SinusoidalEmbeddingConfig {
     /// Replaces the preset's frequency formula when set.
     pub frequencies: Option<Frequencies>,
     /// Replaces the preset's layout when set.
-    pub layout: Option<Layout>,
+    pub layout: Option<ColumnLayout>,
     /// Replaces the preset's odd-width policy when set.
     pub odd_width: Option<OddWidth>,
     /// Replaces the preset's angle scale (diffusers' `scale`) when set.

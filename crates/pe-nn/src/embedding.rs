@@ -29,7 +29,7 @@
 use candle_core::{bail, DType, Module, Result, Tensor};
 use candle_nn::{Embedding, Init, VarBuilder};
 use candle_pe_core::{
-    Backend, PeCache, SinusoidalEncoding, ToPositions, TokenPositions, MAX_POSITION,
+    PeCache, SinusoidalEncoding, TableBackend, ToPositions, TokenPositions, MAX_POSITION,
 };
 
 use crate::config::{PositionMode, SinusoidalEmbeddingConfig, StoredTable};
@@ -80,7 +80,7 @@ pub fn sinusoidal_embedding(
                 bail!("checkpoint tensor {name} (cfg.stored_table) is not in the checkpoint")
             }
             let table = root.get_unchecked_dtype(name, vb.dtype())?;
-            SinusoidalEmbedding::new_with_stored_table(embedding, &cfg, name, &table)
+            SinusoidalEmbedding::from_stored_table(embedding, &cfg, name, &table)
         }
     }
 }
@@ -96,10 +96,11 @@ fn check_declared(name: &str, declared: Option<usize>, given: usize) -> Result<(
 
 impl SinusoidalEmbedding {
     /// The block from a token table already loaded; the encoding is generated.
-    /// `cfg.stored_table` must be `Ignore` (use [`Self::new_with_stored_table`] otherwise).
+    /// `cfg.stored_table` must be `Ignore`: a table stored in the checkpoint is read, checked
+    /// or used by [`sinusoidal_embedding`].
     pub fn new(embedding: Embedding, cfg: &SinusoidalEmbeddingConfig) -> Result<Self> {
         if cfg.stored_table != StoredTable::Ignore {
-            bail!("cfg.stored_table is {:?}: pass the table to new_with_stored_table, or build with sinusoidal_embedding", cfg.stored_table)
+            bail!("cfg.stored_table is {:?}: build with sinusoidal_embedding, which reads the stored table from the checkpoint", cfg.stored_table)
         }
         let d = embedding.hidden_size();
         let dims = embedding.embeddings().dims();
@@ -140,7 +141,7 @@ impl SinusoidalEmbedding {
 
     /// The block with a positional table read from a checkpoint (tensor `name`, shape
     /// `(rows, d)`), used or checked as `cfg.stored_table` says.
-    pub fn new_with_stored_table(
+    fn from_stored_table(
         embedding: Embedding,
         cfg: &SinusoidalEmbeddingConfig,
         name: &str,
@@ -206,10 +207,10 @@ impl SinusoidalEmbedding {
         Ok(diff.into_iter().fold(0.0, f64::max))
     }
 
-    /// The same block with the encoding built by `backend`: `Backend::Generic` turns off the
+    /// The same block with the encoding built by `backend`: `TableBackend::Generic` turns off the
     /// fused CPU forward (candle ops everywhere, as on CUDA). The result has a cache of its own,
     /// not shared with `self`.
-    pub fn with_backend(mut self, backend: Backend) -> Self {
+    pub fn with_backend(mut self, backend: TableBackend) -> Self {
         if let Table::Generated(cache) = &self.table {
             let encoding = cache.encoding().clone().with_backend(backend);
             self.table = Table::Generated(PeCache::new(encoding).with_limit(cache.limit()));

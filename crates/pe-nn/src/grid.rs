@@ -25,16 +25,18 @@ pub struct GridEmbedding {
 }
 
 impl GridEmbedding {
-    /// The embedding of a `height x width` patch grid (plus the grid's extra rows), in `dtype`
-    /// on `device`.
+    /// The embedding of a `grid_height x grid_width` patch grid (plus the grid's extra rows),
+    /// in `dtype` on `device`.
     pub fn new(
         grid: SincosGrid,
-        height: usize,
-        width: usize,
+        grid_height: usize,
+        grid_width: usize,
         dtype: DType,
         device: &Device,
     ) -> Result<Self> {
-        let table = grid.table(height, width, dtype, device)?.unsqueeze(0)?;
+        let table = grid
+            .table(grid_height, grid_width, dtype, device)?
+            .unsqueeze(0)?;
         Ok(Self { table })
     }
 

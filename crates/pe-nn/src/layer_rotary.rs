@@ -1,15 +1,15 @@
-//! [`LayerRotary`]: what one decoder layer does to its queries and keys by position, from a
-//! model's [`RopeConfigs`]: rotate them ([`RotaryEmbedding`], with its query scale if any), or,
+//! [`LayerRotary`]: what one decoder layer does to its queries and keys by position, built for
+//! every layer of a model from its [`RopeConfigs`] by [`layer_rotaries`]: rotate them ([`RotaryEmbedding`], with its query scale if any), or,
 //! on a layer without rotary (NoPE: Llama 4, SmolLM3), leave them as they are, but for the
 //! queries' scale when the layer has one (Llama 4's `attn_temperature_tuning`).
 //!
 //! ```
 //! use candle_core::{Device, Tensor};
-//! use candle_pe_nn::{LayerRotary, RopeConfigs};
+//! use candle_pe_nn::{layer_rotaries, RopeConfigs};
 //!
 //! let smollm3 = serde_json::json!({"model_type": "smollm3", "head_dim": 64,
 //!     "num_hidden_layers": 4, "rope_theta": 2e6});
-//! let layers = LayerRotary::for_layers(&RopeConfigs::from_hf_config(&smollm3)?)?;
+//! let layers = layer_rotaries(&RopeConfigs::from_hf_config(&smollm3)?)?;
 //! assert!(layers[3].rotary().is_none()); // every 4th layer is NoPE
 //! let q = Tensor::randn(0f32, 1.0, (1, 4, 3, 64), &Device::Cpu)?;
 //! let (q3, _) = layers[3].apply(&q, &q, 100)?;
@@ -33,36 +33,36 @@ pub enum LayerRotary {
     Nope(Option<QueryScale>),
 }
 
-impl LayerRotary {
-    /// One per layer of `configs` (which must know the layer count), the layers with the same
-    /// rope sharing one [`RotaryEmbedding`] (one table cache).
-    pub fn for_layers(configs: &RopeConfigs) -> Result<Vec<Self>> {
-        let Some(n) = configs.num_layers() else {
-            bail!("the config does not say how many layers it has (layer_types, no_rope_layers or num_hidden_layers)")
+/// One [`LayerRotary`] per layer of `configs` (which must know the layer count), the layers
+/// with the same rope sharing one [`RotaryEmbedding`] (one table cache).
+pub fn layer_rotaries(configs: &RopeConfigs) -> Result<Vec<LayerRotary>> {
+    let Some(n) = configs.num_layers() else {
+        bail!("the config does not say how many layers it has (layer_types, no_rope_layers or num_hidden_layers)")
+    };
+    let mut shared: Vec<RotaryEmbedding> = Vec::new();
+    let mut layers = Vec::with_capacity(n);
+    for i in 0..n {
+        let layer = match configs.for_layer(i)? {
+            Some(config) => {
+                let found = shared.iter().find(|r| r.rope().config() == config);
+                let rotary = match found {
+                    Some(r) => r.clone(),
+                    None => {
+                        let r = RotaryEmbedding::new(config.clone())?;
+                        shared.push(r.clone());
+                        r
+                    }
+                };
+                LayerRotary::Rotary(Box::new(rotary))
+            }
+            None => LayerRotary::Nope(configs.query_scale(i)?),
         };
-        let mut shared: Vec<RotaryEmbedding> = Vec::new();
-        let mut layers = Vec::with_capacity(n);
-        for i in 0..n {
-            let layer = match configs.for_layer(i)? {
-                Some(config) => {
-                    let found = shared.iter().find(|r| r.rope().config() == config);
-                    let rotary = match found {
-                        Some(r) => r.clone(),
-                        None => {
-                            let r = RotaryEmbedding::new(config.clone())?;
-                            shared.push(r.clone());
-                            r
-                        }
-                    };
-                    LayerRotary::Rotary(Box::new(rotary))
-                }
-                None => LayerRotary::Nope(configs.query_scale(i)?),
-            };
-            layers.push(layer);
-        }
-        Ok(layers)
+        layers.push(layer);
     }
+    Ok(layers)
+}
 
+impl LayerRotary {
     /// The layer's rotary embedding; `None` on a NoPE layer.
     pub fn rotary(&self) -> Option<&RotaryEmbedding> {
         match self {

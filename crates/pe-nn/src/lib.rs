@@ -43,13 +43,13 @@ pub use axes::AxesRotaryEmbedding;
 pub use config::{EmbeddingScale, PositionMode, SinusoidalEmbeddingConfig, StoredTable};
 pub use embedding::{sinusoidal_embedding, SinusoidalEmbedding};
 pub use grid::GridEmbedding;
-pub use layer_rotary::LayerRotary;
+pub use layer_rotary::{layer_rotaries, LayerRotary};
 pub use rotary::RotaryEmbedding;
 
 // The pe-core items this crate's public API takes or returns, so that a user of the blocks needs
 // no second dependency to name them.
 pub use candle_pe_core::{
-    cogvideox_coordinates, patch_ids, video_patch_ids, Alibi, AxesRope, Backend, Frequencies,
-    Layout, OddWidth, PeCache, PeSpec, Positions, Preset, QueryScale, Rope, RopeCache, RopeConfig,
-    RopeConfigs, RopeType, SincosGrid, ToPositions,
+    cogvideox_coordinates, patch_positions, video_patch_positions, Alibi, AxesRope, ColumnLayout,
+    Frequencies, OddWidth, PeCache, PeSpec, Positions, Preset, QueryScale, Rope, RopeCache,
+    RopeConfig, RopeConfigs, RopeType, SincosGrid, TableBackend, ToPositions,
 };

@@ -35,7 +35,7 @@ use std::sync::{Arc, Mutex};
 
 use candle_core::{bail, DType, Result, Tensor, D};
 use candle_nn::rotary_emb::{rope, rope_i};
-use candle_pe_core::{Backend, Positions, Rope, RopeCache, RopeConfig, ToPositions};
+use candle_pe_core::{Positions, Rope, RopeCache, RopeConfig, TableBackend, ToPositions};
 
 use crate::rotary_rows::RotateRows;
 
@@ -137,7 +137,7 @@ impl RotaryEmbedding {
     }
 
     /// The same embedding with tables built by `backend` (a new, unshared cache).
-    pub fn with_backend(self, backend: Backend) -> Self {
+    pub fn with_backend(self, backend: TableBackend) -> Self {
         let rope = self.cache.rope().clone().with_backend(backend);
         let tracked = self.tracked_len().map(|len| Arc::new(Mutex::new(len)));
         Self {

@@ -1,10 +1,10 @@
 //! M-RoPE (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) applied to queries and keys:
-//! [`RotaryEmbedding::apply_mrope`] at `(3, batch, seq)` position ids (rows temporal, height,
+//! [`RotaryEmbedding::apply_mrope`] at `(3, batch, seq)` positions (rows temporal, height,
 //! width), with the rope's query scale ([`QueryScale`](candle_pe_core::QueryScale)) taken at
 //! the temporal row and applied to q in the same pass as the rotation.
 //!
 //! On the CPU each row of q and k turns in one pass over the M-RoPE table row of its token; on
-//! other devices (and with [`Backend::Generic`]) candle-nn's kernels take the same tables;
+//! other devices (and with [`TableBackend::Generic`]) candle-nn's kernels take the same tables;
 //! [`apply_mrope_slow`](RotaryEmbedding::apply_mrope_slow) is the plain twin both are held to,
 //! bit for bit.
 //!
@@ -22,35 +22,35 @@
 //! let q = Tensor::randn(0f32, 1.0, (1, 2, 4, 32), &dev)?.to_dtype(DType::BF16)?;
 //! let k = Tensor::randn(0f32, 1.0, (1, 1, 4, 32), &dev)?.to_dtype(DType::BF16)?;
 //! // A text token, then a 1 x 1 x 3 strip of image patches: q is scaled by the temporal row.
-//! let ids = Tensor::new(&[[[7i64, 8, 8, 8]], [[7, 8, 8, 8]], [[7, 8, 9, 10]]], &dev)?;
-//! let (fast, _) = rotary.apply_mrope(&q, &k, &ids)?;
-//! let (plain, _) = rotary.apply_mrope_slow(&q, &k, &ids)?;
+//! let positions = Tensor::new(&[[[7i64, 8, 8, 8]], [[7, 8, 8, 8]], [[7, 8, 9, 10]]], &dev)?;
+//! let (fast, _) = rotary.apply_mrope(&q, &k, &positions)?;
+//! let (plain, _) = rotary.apply_mrope_slow(&q, &k, &positions)?;
 //! let same = fast.to_dtype(DType::F32)?.eq(&plain.to_dtype(DType::F32)?)?;
 //! assert_eq!(same.min_all()?.to_scalar::<u8>()?, 1);
 //! # Ok::<(), candle_core::Error>(())
 //! ```
 
 use candle_core::{bail, DType, Result, Tensor};
-use candle_pe_core::{Backend, Positions, ToPositions};
+use candle_pe_core::{Positions, TableBackend, ToPositions};
 
 use crate::rotary::{table_dtype, Layout, Path, RotaryEmbedding};
 use crate::rotary_rows::RotateRows;
 
 impl RotaryEmbedding {
     /// `q` and `k` of `(batch, heads, seq, head_dim)` rotated by M-RoPE (the config's
-    /// `mrope_section`, contiguous or `mrope_interleaved`) at position ids `(3, batch, seq)`,
+    /// `mrope_section`, contiguous or `mrope_interleaved`) at positions `(3, batch, seq)`,
     /// rows temporal, height and width ([`Rope::at_mrope`](candle_pe_core::Rope::at_mrope)).
     /// When the rope has a query scale (`llama_4_scaling_beta`), q is multiplied by its value
     /// at the temporal row's position, in the rotation's f32 (f64) before the one rounding;
-    /// keys are not scaled. Text-only ids (three equal rows) rotate and scale as
+    /// keys are not scaled. Text-only positions (three equal rows) rotate and scale as
     /// [`apply_at`](Self::apply_at) does, bit for bit.
     pub fn apply_mrope(
         &self,
         q: &Tensor,
         k: &Tensor,
-        position_ids: &impl ToPositions,
+        positions: &impl ToPositions,
     ) -> Result<(Tensor, Tensor)> {
-        self.apply_mrope_path(q, k, position_ids, Path::Fused)
+        self.apply_mrope_path(q, k, positions, Path::Fused)
     }
 
     /// [`apply_mrope`](Self::apply_mrope) computed with plain candle ops (broadcast multiplies)
@@ -60,18 +60,18 @@ impl RotaryEmbedding {
         &self,
         q: &Tensor,
         k: &Tensor,
-        position_ids: &impl ToPositions,
+        positions: &impl ToPositions,
     ) -> Result<(Tensor, Tensor)> {
-        self.apply_mrope_path(q, k, position_ids, Path::Slow)
+        self.apply_mrope_path(q, k, positions, Path::Slow)
     }
 
-    /// `k` alone rotated by M-RoPE at position ids `(3, batch, seq)`, as
+    /// `k` alone rotated by M-RoPE at positions `(3, batch, seq)`, as
     /// [`apply_mrope`](Self::apply_mrope) rotates it (same bits): the keys of a cache kept
-    /// before rotation and rotated at the ids the cache gives them.
-    pub fn apply_k_mrope(&self, k: &Tensor, position_ids: &impl ToPositions) -> Result<Tensor> {
+    /// before rotation and rotated at the positions the cache gives them.
+    pub fn apply_k_mrope(&self, k: &Tensor, positions: &impl ToPositions) -> Result<Tensor> {
         let layout = self.check("k", k)?;
         let (positions, cos, sin) =
-            self.mrope_tables("apply_k_mrope", "k", k, layout, position_ids)?;
+            self.mrope_tables("apply_k_mrope", "k", k, layout, positions)?;
         if self.one_pass(k, Path::Fused) {
             let rows: Vec<i64> = (0..positions.tensor().dim(1)? * positions.tensor().dim(2)?)
                 .map(|r| r as i64)
@@ -84,7 +84,7 @@ impl RotaryEmbedding {
         self.rotate(k, layout, &cos, &sin, None, Path::Fused)
     }
 
-    /// Checks `position_ids` against `x` (`(batch, heads, seq, head_dim)`; `op` and `name` in
+    /// Checks `positions` against `x` (`(batch, heads, seq, head_dim)`; `op` and `name` in
     /// errors); returns the positions and the M-RoPE tables at them, `(batch, seq, half)` on x's
     /// device.
     fn mrope_tables(
@@ -93,36 +93,29 @@ impl RotaryEmbedding {
         name: &str,
         x: &Tensor,
         layout: Layout,
-        position_ids: &impl ToPositions,
+        positions: &impl ToPositions,
     ) -> Result<(Positions, Tensor, Tensor)> {
-        check_mrope_ids(
-            op,
-            name,
-            x,
-            layout,
-            &[("position_ids", position_ids.dims())],
-        )?;
-        let positions = position_ids.to_positions()?;
+        check_mrope_positions(op, name, x, layout, &[("positions", positions.dims())])?;
+        let positions = positions.to_positions()?;
         let (cos, sin) = self.rope().at_mrope(&positions, table_dtype(x.dtype()))?;
         let (cos, sin) = (cos.to_device(x.device())?, sin.to_device(x.device())?);
         Ok((positions, cos, sin))
     }
 
-    /// Whether x turns in one pass over its table rows (the CPU, not `Backend::Generic`).
+    /// Whether x turns in one pass over its table rows (the CPU, not `TableBackend::Generic`).
     fn one_pass(&self, x: &Tensor, path: Path) -> bool {
-        path == Path::Fused && x.device().is_cpu() && self.rope().backend() != Backend::Generic
+        path == Path::Fused && x.device().is_cpu() && self.rope().backend() != TableBackend::Generic
     }
 
     fn apply_mrope_path(
         &self,
         q: &Tensor,
         k: &Tensor,
-        position_ids: &impl ToPositions,
+        positions: &impl ToPositions,
         path: Path,
     ) -> Result<(Tensor, Tensor)> {
         let layout = self.check_pair(q, k)?;
-        let (positions, cos, sin) =
-            self.mrope_tables("apply_mrope", "q", q, layout, position_ids)?;
+        let (positions, cos, sin) = self.mrope_tables("apply_mrope", "q", q, layout, positions)?;
         let (batch, seq) = (positions.tensor().dim(1)?, positions.tensor().dim(2)?);
         let dtype = table_dtype(q.dtype());
         // The query scale is a function of the text position: the temporal row, which is the
@@ -156,13 +149,13 @@ impl RotaryEmbedding {
 }
 
 /// Checks that `x`, the input `name` of the method `op`, is `(batch, heads, seq, head_dim)` and
-/// that each of `ids` (its name, its dims) is `(3, batch, seq)` M-RoPE position ids for it.
-pub(crate) fn check_mrope_ids(
+/// that each of `positions` (its name, its dims) is `(3, batch, seq)` M-RoPE positions for it.
+pub(crate) fn check_mrope_positions(
     op: &str,
     name: &str,
     x: &Tensor,
     layout: Layout,
-    ids: &[(&str, &[usize])],
+    positions: &[(&str, &[usize])],
 ) -> Result<()> {
     let Layout::Bhsd { batch, seq } = layout else {
         bail!(
@@ -170,10 +163,10 @@ pub(crate) fn check_mrope_ids(
             x.dims()
         )
     };
-    for (ids_name, dims) in ids {
+    for (positions_name, dims) in positions {
         if *dims != [3, batch, seq] {
             bail!(
-                "{ids_name} must have shape (3, batch, seq) = [3, {batch}, {seq}] for {name} {:?}, got {dims:?}",
+                "{positions_name} must have shape (3, batch, seq) = [3, {batch}, {seq}] for {name} {:?}, got {dims:?}",
                 x.dims()
             )
         }

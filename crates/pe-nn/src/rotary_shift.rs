@@ -8,7 +8,7 @@
 //! more (shift from the original key to avoid that).
 //!
 //! On the CPU the turn reads its table rows in one pass, as [`apply_at`](RotaryEmbedding::apply_at)
-//! does; on other devices (and with [`Backend::Generic`]) candle-nn's kernels take the
+//! does; on other devices (and with [`TableBackend::Generic`]) candle-nn's kernels take the
 //! gathered tables; [`shift_at_slow`](RotaryEmbedding::shift_at_slow) is the plain twin both are
 //! held to.
 //!
@@ -29,16 +29,16 @@
 //! ```
 
 use candle_core::{bail, Device, Result, Tensor};
-use candle_pe_core::{Backend, ToPositions, MAX_POSITION};
+use candle_pe_core::{TableBackend, ToPositions, MAX_POSITION};
 
 use crate::rotary::{table_dtype, Layout, Path, RotaryEmbedding};
-use crate::rotary_mrope::check_mrope_ids;
+use crate::rotary_mrope::check_mrope_positions;
 
 /// How a shift is computed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Route {
     /// The CPU's one pass over k, or candle-nn's kernels elsewhere (and with
-    /// [`Backend::Generic`]).
+    /// [`TableBackend::Generic`]).
     Auto,
     /// Plain candle ops, the reference twin.
     Slow,
@@ -65,9 +65,9 @@ impl RotaryEmbedding {
         let len = self.tracked_len().unwrap_or(0);
         let from = Tensor::new(&[from], &Device::Cpu)?;
         let to = Tensor::new(&[to], &Device::Cpu)?;
-        let (cos, sin) = self
-            .rope()
-            .at_shift(&from, &to, len, len, table_dtype(k.dtype()))?;
+        let (cos, sin) =
+            self.rope()
+                .at_shift_with_len(&from, &to, len, len, table_dtype(k.dtype()))?;
         self.turn(k, layout, Tables::Shared(cos, sin), Route::Auto)
     }
 
@@ -113,7 +113,7 @@ impl RotaryEmbedding {
         self.shift_at_route(k, from, to, None, Route::Slow)
     }
 
-    /// M-RoPE keys `(batch, heads, seq, head_dim)` rotated at position ids `from`, moved to
+    /// M-RoPE keys `(batch, heads, seq, head_dim)` rotated at positions `from`, moved to
     /// `to`, each `(3, batch, seq)` as [`apply_mrope`](Self::apply_mrope) takes them: frequency
     /// slot `i` turns by the exact difference of the row `mrope_section` gives it.
     pub fn shift_mrope(
@@ -123,7 +123,7 @@ impl RotaryEmbedding {
         to: &impl ToPositions,
     ) -> Result<Tensor> {
         let layout = self.check("k", k)?;
-        check_mrope_ids(
+        check_mrope_positions(
             "shift_mrope",
             "k",
             k,
@@ -165,7 +165,7 @@ impl RotaryEmbedding {
         };
         let (cos, sin) =
             self.rope()
-                .at_shift(&from, &to, from_len, to_len, table_dtype(k.dtype()))?;
+                .at_shift_with_len(&from, &to, from_len, to_len, table_dtype(k.dtype()))?;
         self.turn(k, layout, Tables::PerToken(cos, sin), route)
     }
 
@@ -180,7 +180,7 @@ impl RotaryEmbedding {
         };
         let one_pass = route == Route::Auto
             && k.device().is_cpu()
-            && self.rope().backend() != Backend::Generic;
+            && self.rope().backend() != TableBackend::Generic;
         if one_pass {
             let (rows, positions, cos, sin) = match tables {
                 Tables::Shared(cos, sin) => (1, vec![0; tokens], cos, sin),

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::VarBuilder;
-use candle_pe_core::{Backend, Layout, PeSpec};
+use candle_pe_core::{ColumnLayout, PeSpec, TableBackend};
 use candle_pe_nn::{
     sinusoidal_embedding, EmbeddingScale, PositionMode, Preset, SinusoidalEmbedding,
     SinusoidalEmbeddingConfig, StoredTable,
@@ -87,7 +87,7 @@ fn random_weight(vocab: usize, d: usize, dev: &Device) -> anyhow::Result<Tensor>
     Ok(Tensor::randn(0f32, 1.0, (vocab, d), dev)?)
 }
 
-fn fairseq_padding_aware_checkpoint(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+fn fairseq_padding_aware_checkpoint(dev: &Device, backend: TableBackend) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     for d in [24, 15] {
         let weight = random_weight(64, d, dev)?;
@@ -124,7 +124,7 @@ fn fairseq_padding_aware_checkpoint(dev: &Device, backend: Backend) -> anyhow::R
     Ok(())
 }
 
-fn marian_offset_with_stored_table(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+fn marian_offset_with_stored_table(dev: &Device, backend: TableBackend) -> anyhow::Result<()> {
     let (vocab, d, max) = (50, 16, 64);
     let dir = tempfile::tempdir()?;
     let weight = random_weight(vocab, d, dev)?;
@@ -180,7 +180,7 @@ fn marian_offset_with_stored_table(dev: &Device, backend: Backend) -> anyhow::Re
     }
     // A stored table of another convention is caught when the block is built.
     let cfg = SinusoidalEmbeddingConfig {
-        layout: Some(Layout::Interleaved),
+        layout: Some(ColumnLayout::Interleaved),
         stored_table: StoredTable::Check {
             name: POSITIONS.into(),
             tolerance: None,
@@ -197,7 +197,7 @@ fn marian_offset_with_stored_table(dev: &Device, backend: Backend) -> anyhow::Re
     Ok(())
 }
 
-fn vaswani_sqrt_d_scaling(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+fn vaswani_sqrt_d_scaling(dev: &Device, backend: TableBackend) -> anyhow::Result<()> {
     let (vocab, d) = (40, 32);
     let dir = tempfile::tempdir()?;
     let weight = random_weight(vocab, d, dev)?;
@@ -226,7 +226,10 @@ fn vaswani_sqrt_d_scaling(dev: &Device, backend: Backend) -> anyhow::Result<()> 
     Ok(())
 }
 
-fn decoding_step_by_step_equals_one_forward(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+fn decoding_step_by_step_equals_one_forward(
+    dev: &Device,
+    backend: TableBackend,
+) -> anyhow::Result<()> {
     let weight = random_weight(30, 20, dev)?;
     for cfg in [
         SinusoidalEmbeddingConfig::for_preset(Preset::Marian),
@@ -263,7 +266,7 @@ fn decoding_step_by_step_equals_one_forward(dev: &Device, backend: Backend) -> a
     Ok(())
 }
 
-fn half_precision_checkpoints(dev: &Device, backend: Backend) -> anyhow::Result<()> {
+fn half_precision_checkpoints(dev: &Device, backend: TableBackend) -> anyhow::Result<()> {
     let (vocab, d) = (32, 48);
     let dir = tempfile::tempdir()?;
     for dtype in [DType::F16, DType::BF16] {
@@ -323,7 +326,7 @@ fn fused_equals_generic_on_random_inputs() -> anyhow::Result<()> {
         };
         let weight = random_weight(vocab, d, &dev)?.to_dtype(dtype)?;
         let fused = SinusoidalEmbedding::new(candle_nn::Embedding::new(weight.clone(), d), &cfg)?;
-        let generic = fused.clone().with_backend(Backend::Generic);
+        let generic = fused.clone().with_backend(TableBackend::Generic);
         let (batch, seq) = (rng.random_range(1..4), rng.random_range(1..90));
         let ids: Vec<u32> = (0..batch * seq)
             .map(|_| rng.random_range(0..vocab as u32))

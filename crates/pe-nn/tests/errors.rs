@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Embedding, VarBuilder};
-use candle_pe_core::Backend;
+use candle_pe_core::TableBackend;
 use candle_pe_nn::{
     sinusoidal_embedding, PositionMode, Preset, SinusoidalEmbedding, SinusoidalEmbeddingConfig,
     StoredTable,
@@ -20,7 +20,7 @@ fn assert_error<T: std::fmt::Debug>(result: candle_core::Result<T>, needles: &[&
     }
 }
 
-fn block(cfg: &SinusoidalEmbeddingConfig, backend: Backend) -> SinusoidalEmbedding {
+fn block(cfg: &SinusoidalEmbeddingConfig, backend: TableBackend) -> SinusoidalEmbedding {
     let table = Tensor::randn(0f32, 1.0, (100, 8), &Device::Cpu).unwrap();
     SinusoidalEmbedding::new(Embedding::new(table, 8), cfg)
         .unwrap()
@@ -30,7 +30,7 @@ fn block(cfg: &SinusoidalEmbeddingConfig, backend: Backend) -> SinusoidalEmbeddi
 #[test]
 fn bad_ids() -> anyhow::Result<()> {
     let dev = Device::Cpu;
-    for backend in [Backend::Cpu, Backend::Generic] {
+    for backend in [TableBackend::Cpu, TableBackend::Generic] {
         for cfg in [
             SinusoidalEmbeddingConfig::default(),
             SinusoidalEmbeddingConfig::for_preset(Preset::Fairseq),
@@ -266,7 +266,7 @@ fn config_errors_name_the_field() {
 #[test]
 fn empty_batches_give_empty_outputs() -> anyhow::Result<()> {
     let dev = Device::Cpu;
-    for backend in [Backend::Cpu, Backend::Generic] {
+    for backend in [TableBackend::Cpu, TableBackend::Generic] {
         for cfg in [
             SinusoidalEmbeddingConfig::default(),
             SinusoidalEmbeddingConfig::for_preset(Preset::Fairseq),

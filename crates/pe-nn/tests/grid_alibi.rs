@@ -104,18 +104,18 @@ fn axes_rotary_turns_adjacent_pairs_by_slot() -> anyhow::Result<()> {
         .apply_at(&q, &k, &ids.narrow(0, 0, 2)?)
         .unwrap_err()
         .to_string();
-    assert!(err.contains("ids must have shape"), "{err}");
+    assert!(err.contains("positions must have shape"), "{err}");
     Ok(())
 }
 
 #[test]
 fn split_spectrum_rotary_turns_the_halves() -> anyhow::Result<()> {
     use candle_nn::rotary_emb::rope_slow;
-    use candle_pe_core::{patch_ids, AxesRope};
+    use candle_pe_core::{patch_positions, AxesRope};
     use candle_pe_nn::AxesRotaryEmbedding;
     let dev = Device::Cpu;
     let rotary = AxesRotaryEmbedding::split_spectrum(16, 2, 10_000.0)?;
-    let ids = patch_ids(2, 3, &dev)?;
+    let ids = patch_positions(2, 3, &dev)?;
     let q = Tensor::randn(0f32, 1.0, (2, 3, 6, 16), &dev)?;
     let k = Tensor::randn(0f32, 1.0, (2, 1, 6, 16), &dev)?;
     let (rq, rk) = rotary.apply_at(&q, &k, &ids)?;

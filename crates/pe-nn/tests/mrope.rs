@@ -1,12 +1,12 @@
 //! M-RoPE with a query scale: `apply_mrope` multiplies q by the rope's query scale at the
 //! temporal row, after the rotation and before the one rounding. The CPU's one pass and candle-nn's
-//! kernels (`Backend::Generic`) agree bit for bit with the plain twin, in every dtype, with
+//! kernels (`TableBackend::Generic`) agree bit for bit with the plain twin, in every dtype, with
 //! contiguous and interleaved sections, both pairings and partial rotary; keys are not scaled;
 //! text-only ids give `apply_at`'s bits; `apply_k_mrope` turns keys alone as `apply_mrope` turns
 //! them.
 
 use candle_core::{DType, Device, Tensor};
-use candle_pe_core::{Backend, QueryScale, RopeConfig};
+use candle_pe_core::{QueryScale, RopeConfig, TableBackend};
 use candle_pe_nn::RotaryEmbedding;
 
 const DTYPES: [DType; 4] = [DType::F32, DType::BF16, DType::F16, DType::F64];
@@ -66,7 +66,7 @@ fn one_pass_kernels_and_plain_twin_agree_bit_for_bit() -> anyhow::Result<()> {
     for (config, interleaved) in cases() {
         let d = config.head_dim;
         let rotary = RotaryEmbedding::new(config.clone())?.with_interleaved(interleaved);
-        let generic = rotary.clone().with_backend(Backend::Generic);
+        let generic = rotary.clone().with_backend(TableBackend::Generic);
         let plain = RotaryEmbedding::new(RopeConfig {
             query_scale: None,
             ..config.clone()

@@ -3,7 +3,7 @@
 //! scale (Ministral 3, Llama 4), NoPE layers (Llama 4, SmolLM3).
 
 use candle_core::{DType, Device, Tensor};
-use candle_pe_nn::{LayerRotary, RopeConfig, RopeConfigs, RotaryEmbedding};
+use candle_pe_nn::{layer_rotaries, RopeConfig, RopeConfigs, RotaryEmbedding};
 
 /// DeepSeek-V3's config class defaults `rope_interleave` to true: the embedding turns adjacent
 /// pairs, as `with_interleaved(true)` does, bit for bit; a config setting it false does not.
@@ -104,7 +104,7 @@ fn nope_layers() -> anyhow::Result<()> {
     let llama4 = serde_json::json!({"model_type": "llama4_text", "head_dim": 64,
         "num_hidden_layers": 8, "rope_theta": 5e5, "max_position_embeddings": 1048576});
     let configs = RopeConfigs::from_hf_config(&llama4)?;
-    let layers = LayerRotary::for_layers(&configs)?;
+    let layers = layer_rotaries(&configs)?;
     assert_eq!(layers.len(), 8);
     let nope: Vec<usize> = (0..8).filter(|&i| layers[i].rotary().is_none()).collect();
     assert_eq!(nope, [3, 7]);
@@ -138,7 +138,7 @@ fn nope_layers() -> anyhow::Result<()> {
 
     let smollm3 = serde_json::json!({"model_type": "smollm3", "head_dim": 64,
         "num_hidden_layers": 4, "rope_theta": 2e6});
-    let layers = LayerRotary::for_layers(&RopeConfigs::from_hf_config(&smollm3)?)?;
+    let layers = layer_rotaries(&RopeConfigs::from_hf_config(&smollm3)?)?;
     let (q3, k3) = layers[3].apply(&q, &k, 100)?;
     assert_eq!((bits(&q3)?, bits(&k3)?), (bits(&q)?, bits(&k)?));
     Ok(())

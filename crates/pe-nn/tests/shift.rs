@@ -3,10 +3,10 @@
 //! stored key by `q w' - p w` to within one rounding of its dtype (plus the f32 arithmetic's
 //! few 2^-24), at random `p`, `q` up to 2^31 - 1, in bf16, f16, f32 and f64, both layouts, both
 //! pairings, partial rotary, and where the spectrum changes (dynamic NTK, longrope). The CPU's
-//! one pass, candle-nn's kernels (`Backend::Generic`) and the plain twin agree bit for bit.
+//! one pass, candle-nn's kernels (`TableBackend::Generic`) and the plain twin agree bit for bit.
 
 use candle_core::{DType, Device, Tensor};
-use candle_pe_core::{Backend, Dynamic, Longrope, RopeConfig, RopeType};
+use candle_pe_core::{Dynamic, Longrope, RopeConfig, RopeType, TableBackend};
 use candle_pe_nn::RotaryEmbedding;
 use pe_testkit::{seeded_rng, Big, BigFloat};
 use rand::Rng;
@@ -317,7 +317,7 @@ fn spectrum_changes_turn_by_new_angle_less_old_angle() -> anyhow::Result<()> {
             let generic = case
                 .rotary
                 .clone()
-                .with_backend(Backend::Generic)
+                .with_backend(TableBackend::Generic)
                 .shift_at_with_len(&k, &ft, &tt, from_len, to_len)?;
             assert_bits(&got, &generic, name)?;
         }
@@ -364,7 +364,7 @@ fn one_pass_kernels_and_plain_twin_agree_bit_for_bit() -> anyhow::Result<()> {
     let mut rng = seeded_rng("one_pass_kernels_and_plain_twin_agree_bit_for_bit");
     for (partial, interleaved) in [(1.0, false), (1.0, true), (0.25, false), (0.5, true)] {
         let case = default_case(32, partial, interleaved);
-        let generic = case.rotary.clone().with_backend(Backend::Generic);
+        let generic = case.rotary.clone().with_backend(TableBackend::Generic);
         let from: Vec<i64> = (0..12).map(|_| rng.random_range(0..(1i64 << 31))).collect();
         let to: Vec<i64> = (0..12).map(|_| rng.random_range(0..(1i64 << 31))).collect();
         for dtype in DTYPES {
@@ -438,7 +438,7 @@ fn shift_mrope_moves_each_section_by_its_row() -> anyhow::Result<()> {
     let moved = rotary.shift_mrope(&at_from, &from, &to)?;
     let err = (moved - &at_to)?.abs()?.max_all()?.to_scalar::<f32>()?;
     assert!(err <= 4e-6, "mrope shift error {err}");
-    let generic = rotary.clone().with_backend(Backend::Generic);
+    let generic = rotary.clone().with_backend(TableBackend::Generic);
     assert_bits(
         &rotary.shift_mrope(&at_from, &from, &to)?,
         &generic.shift_mrope(&at_from, &from, &to)?,
@@ -511,7 +511,7 @@ fn apply_k_at_is_the_k_of_apply_at() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     for interleaved in [false, true] {
         let case = default_case(32, 0.5, interleaved);
-        let generic = case.rotary.clone().with_backend(Backend::Generic);
+        let generic = case.rotary.clone().with_backend(TableBackend::Generic);
         for dtype in DTYPES {
             let k4 = Tensor::randn(0f64, 1.0, (2, 3, 5, 32), &dev)?.to_dtype(dtype)?;
             let p4 = Tensor::new(&[[0u32, 9, 4, 100_000, 7], [3, 3, 3, 1 << 30, 2]], &dev)?;

@@ -3,7 +3,7 @@
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::rotary_emb::rope_i;
-use candle_pe_nn::{video_patch_ids, AxesRope, AxesRotaryEmbedding};
+use candle_pe_nn::{video_patch_positions, AxesRope, AxesRotaryEmbedding};
 
 fn same(a: &Tensor, b: &Tensor) -> anyhow::Result<()> {
     let (a, b) = (
@@ -21,7 +21,7 @@ fn video_families_turn_adjacent_pairs() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     let wan = AxesRope::wan(128)?;
     let rotary = AxesRotaryEmbedding::from(wan.clone());
-    let ids = video_patch_ids(2, 3, 4, &dev)?;
+    let ids = video_patch_positions(2, 3, 4, &dev)?;
     let q = Tensor::randn(0f32, 1.0, (1, 2, 24, 128), &dev)?;
     let k = Tensor::randn(0f32, 1.0, (1, 2, 24, 128), &dev)?;
     let (rq, rk) = rotary.apply_at(&q, &k, &ids)?;

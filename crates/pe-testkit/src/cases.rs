@@ -3,16 +3,18 @@
 //! the encoding of a spec on a backend.
 //!
 //! ```
-//! use candle_pe_core::{Backend, MAX_POSITION};
+//! use candle_pe_core::{TableBackend, MAX_POSITION};
 //! use pe_testkit::{random_encoding, random_offset, seeded_rng};
 //!
 //! let mut rng = seeded_rng("doc");
-//! let pe = random_encoding(&mut rng, 300, Backend::Cpu);
+//! let pe = random_encoding(&mut rng, 300, TableBackend::Cpu);
 //! assert!((1..=300).contains(&pe.width()));
 //! assert!(random_offset(&mut rng, 8) + 8 <= MAX_POSITION as usize);
 //! ```
 
-use candle_pe_core::{Backend, Layout, PeSpec, Preset, SinusoidalEncoding, MAX_POSITION};
+use candle_pe_core::{
+    ColumnLayout, PeSpec, Preset, SinusoidalEncoding, TableBackend, MAX_POSITION,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -28,7 +30,11 @@ pub fn seeded_rng(test: &str) -> StdRng {
 
 /// A random valid encoding of width at most `max_width` (at least 257) on `backend`: any
 /// preset, sometimes with another base, angle scale or layout.
-pub fn random_encoding(rng: &mut StdRng, max_width: usize, backend: Backend) -> SinusoidalEncoding {
+pub fn random_encoding(
+    rng: &mut StdRng,
+    max_width: usize,
+    backend: TableBackend,
+) -> SinusoidalEncoding {
     loop {
         let preset = Preset::ALL[rng.random_range(0..Preset::ALL.len())];
         let width = match rng.random_range(0..3) {
@@ -47,7 +53,11 @@ pub fn random_encoding(rng: &mut StdRng, max_width: usize, backend: Backend) -> 
         }
         if rng.random_bool(0.2) {
             spec = spec.with_layout(
-                [Layout::Interleaved, Layout::SinCos, Layout::CosSin][rng.random_range(0..3)],
+                [
+                    ColumnLayout::Interleaved,
+                    ColumnLayout::SinCos,
+                    ColumnLayout::CosSin,
+                ][rng.random_range(0..3)],
             );
         }
         // Invalid combinations (odd widths rejected, h-1 at widths 2 and 3) are tested in
@@ -73,7 +83,7 @@ pub fn random_offset(rng: &mut StdRng, len: usize) -> usize {
 }
 
 /// The encoding of `spec` on `backend`; panics if `spec` is invalid.
-pub fn encoding(spec: PeSpec, backend: Backend) -> SinusoidalEncoding {
+pub fn encoding(spec: PeSpec, backend: TableBackend) -> SinusoidalEncoding {
     SinusoidalEncoding::new(spec)
         .unwrap_or_else(|e| panic!("{spec:?} is valid: {e}"))
         .with_backend(backend)

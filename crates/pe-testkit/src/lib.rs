@@ -63,7 +63,7 @@ pub mod __private {
     pub use candle_pe_core;
 }
 
-/// Runs a device-generic test function `fn(&Device, Backend) -> anyhow::Result<()>` once per
+/// Runs a device-generic test function `fn(&Device, TableBackend) -> anyhow::Result<()>` once per
 /// (device, backend): the CPU generator, the generic candle-op generator forced on the CPU, and
 /// (with the calling crate's `cuda` feature) a GPU.
 #[macro_export]
@@ -74,7 +74,7 @@ macro_rules! backend_tests {
             fn $name() -> $crate::__private::anyhow::Result<()> {
                 super::$name(
                     &$crate::__private::candle_core::Device::Cpu,
-                    $crate::__private::candle_pe_core::Backend::Cpu,
+                    $crate::__private::candle_pe_core::TableBackend::Cpu,
                 )
             })*
         }
@@ -83,7 +83,7 @@ macro_rules! backend_tests {
             fn $name() -> $crate::__private::anyhow::Result<()> {
                 super::$name(
                     &$crate::__private::candle_core::Device::Cpu,
-                    $crate::__private::candle_pe_core::Backend::Generic,
+                    $crate::__private::candle_pe_core::TableBackend::Generic,
                 )
             })*
         }
@@ -94,7 +94,7 @@ macro_rules! backend_tests {
             fn $name() -> $crate::__private::anyhow::Result<()> {
                 super::$name(
                     &$crate::__private::candle_core::Device::new_cuda(0)?,
-                    $crate::__private::candle_pe_core::Backend::Auto,
+                    $crate::__private::candle_pe_core::TableBackend::Auto,
                 )
             })*
         }

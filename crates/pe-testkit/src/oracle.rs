@@ -15,7 +15,7 @@
 //! ```
 
 use astro_float::{BigFloat, Consts, RoundingMode};
-use candle_pe_core::{Frequencies, Layout, OddWidth, PeSpec};
+use candle_pe_core::{ColumnLayout, Frequencies, OddWidth, PeSpec};
 
 /// Bits of the oracle's arithmetic.
 const BITS: usize = 256;
@@ -156,11 +156,11 @@ pub fn oracle_rows(spec: &PeSpec, positions: &[f64]) -> Vec<Vec<f64>> {
             let mut row: Vec<f64> = (0..filled)
                 .map(|j| {
                     let (i, is_sin) = match spec.layout {
-                        Layout::Interleaved => (j / 2, j % 2 == 0),
-                        Layout::SinCos if j < n_sin => (j, true),
-                        Layout::SinCos => (j - n_sin, false),
-                        Layout::CosSin if j < h => (j, false),
-                        Layout::CosSin => (j - h, true),
+                        ColumnLayout::Interleaved => (j / 2, j % 2 == 0),
+                        ColumnLayout::SinCos if j < n_sin => (j, true),
+                        ColumnLayout::SinCos => (j - n_sin, false),
+                        ColumnLayout::CosSin if j < h => (j, false),
+                        ColumnLayout::CosSin => (j - h, true),
                     };
                     if is_sin {
                         sin_cos[i].0

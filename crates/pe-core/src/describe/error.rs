@@ -284,7 +284,7 @@ pub enum Error {
 
     /// The CPU backend was asked for on another device.
     #[error(
-        "backend Cpu needs the CPU device, got device {0:?}; use Backend::Auto or Backend::Generic"
+        "backend Cpu needs the CPU device, got device {0:?}; use TableBackend::Auto or TableBackend::Generic"
     )]
     CpuBackendOnDevice(candle_core::DeviceLocation),
 

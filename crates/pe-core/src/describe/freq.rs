@@ -16,7 +16,7 @@
 
 use crate::exact::dd::{two_product, Dd};
 use crate::exact::trig;
-use crate::{Error, Frequencies, Layout, OddWidth, PeSpec, Result};
+use crate::{ColumnLayout, Error, Frequencies, OddWidth, PeSpec, Result};
 
 /// Positions must be below this: `2^31`.
 pub const MAX_POSITION: u64 = 1 << 31;
@@ -84,7 +84,7 @@ pub(crate) struct Columns {
     /// Number of cosine columns; frequencies `0 .. n_cos` (`n_cos` is `n_sin` or `n_sin - 1`).
     pub n_cos: usize,
     /// Where the sine and cosine columns go.
-    pub layout: Layout,
+    pub layout: ColumnLayout,
     /// The last column is all zeros (odd width, zero-padded).
     pub zero_last: bool,
 }
@@ -96,12 +96,12 @@ impl Columns {
             return Column::Zero;
         }
         match self.layout {
-            Layout::Interleaved if col % 2 == 1 => Column::Cos(col / 2),
-            Layout::Interleaved => Column::Sin(col / 2),
-            Layout::SinCos if col < self.n_sin => Column::Sin(col),
-            Layout::SinCos => Column::Cos(col - self.n_sin),
-            Layout::CosSin if col < self.n_cos => Column::Cos(col),
-            Layout::CosSin => Column::Sin(col - self.n_cos),
+            ColumnLayout::Interleaved if col % 2 == 1 => Column::Cos(col / 2),
+            ColumnLayout::Interleaved => Column::Sin(col / 2),
+            ColumnLayout::SinCos if col < self.n_sin => Column::Sin(col),
+            ColumnLayout::SinCos => Column::Cos(col - self.n_sin),
+            ColumnLayout::CosSin if col < self.n_cos => Column::Cos(col),
+            ColumnLayout::CosSin => Column::Sin(col - self.n_cos),
         }
     }
 }
@@ -207,7 +207,7 @@ impl Plan {
             width: 2 * n,
             n_sin: n,
             n_cos: n,
-            layout: Layout::CosSin,
+            layout: ColumnLayout::CosSin,
             zero_last: false,
         };
         Self::checked(frequencies, columns, amplitude)

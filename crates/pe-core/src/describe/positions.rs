@@ -127,10 +127,10 @@ impl Positions {
         Ok(checked)
     }
 
-    /// Checks `ids` that may be negative: an integer tensor whose values are within
-    /// `|id| < 2^31` ([`Error::NotInteger`], [`Error::IdOutOfRange`]).
-    pub fn signed(ids: &Tensor) -> Result<Self> {
-        let checked = Self::read("position ids", ids)?;
+    /// Checks `positions` that may be negative: an integer tensor whose values are within
+    /// `|p| < 2^31` ([`Error::NotInteger`], [`Error::IdOutOfRange`]).
+    pub fn signed(positions: &Tensor) -> Result<Self> {
+        let checked = Self::read("position ids", positions)?;
         if let Some((min, max)) = checked.bounds {
             for value in [min, max] {
                 if value.unsigned_abs() >= MAX_POSITION {

@@ -6,16 +6,16 @@
 //! that can be tweaked like any other value. Each choice prints as its formula.
 //!
 //! ```
-//! use candle_pe_core::{Frequencies, Layout, OddWidth, PeSpec, Preset};
+//! use candle_pe_core::{Frequencies, ColumnLayout, OddWidth, PeSpec, Preset};
 //!
 //! let fairseq = PeSpec::fairseq(512);
 //! assert_eq!(fairseq.frequencies, Frequencies::HalfMinusOne { guarded: false });
 //! assert_eq!(fairseq.frequencies.to_string(), "base^(-i/(h-1))");
-//! assert_eq!(fairseq.layout, Layout::SinCos);
+//! assert_eq!(fairseq.layout, ColumnLayout::SinCos);
 //! assert_eq!(fairseq.odd_width, OddWidth::ZeroPad);
 //!
 //! // Presets are plain values: start from one and change what your checkpoint does differently.
-//! let custom = Preset::Vaswani.spec(64).with_base(100.0).with_layout(Layout::SinCos);
+//! let custom = Preset::Vaswani.spec(64).with_base(100.0).with_layout(ColumnLayout::SinCos);
 //! assert_eq!(custom.base, 100.0);
 //! assert_eq!("stable-diffusion".parse::<Preset>().unwrap(), Preset::StableDiffusion);
 //! ```
@@ -46,7 +46,7 @@ pub enum Frequencies {
 /// Where the `sin` and `cos` columns go in a row of width `d`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Layout {
+pub enum ColumnLayout {
     /// Column `2i` is `sin(p w_i)`, column `2i+1` is `cos(p w_i)`.
     Interleaved,
     /// All sines, then all cosines.
@@ -81,12 +81,12 @@ impl std::fmt::Display for Frequencies {
 }
 
 /// `interleaved`, `sin|cos` or `cos|sin`.
-impl std::fmt::Display for Layout {
+impl std::fmt::Display for ColumnLayout {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Layout::Interleaved => "interleaved",
-            Layout::SinCos => "sin|cos",
-            Layout::CosSin => "cos|sin",
+            ColumnLayout::Interleaved => "interleaved",
+            ColumnLayout::SinCos => "sin|cos",
+            ColumnLayout::CosSin => "cos|sin",
         })
     }
 }
@@ -117,7 +117,7 @@ pub struct PeSpec {
     /// The frequency formula.
     pub frequencies: Frequencies,
     /// The column layout.
-    pub layout: Layout,
+    pub layout: ColumnLayout,
     /// What an odd width means.
     pub odd_width: OddWidth,
 }
@@ -126,7 +126,12 @@ pub struct PeSpec {
 pub const DEFAULT_BASE: f64 = 10_000.0;
 
 impl PeSpec {
-    fn preset(width: usize, frequencies: Frequencies, layout: Layout, odd_width: OddWidth) -> Self {
+    fn preset(
+        width: usize,
+        frequencies: Frequencies,
+        layout: ColumnLayout,
+        odd_width: OddWidth,
+    ) -> Self {
         Self {
             width,
             base: DEFAULT_BASE,
@@ -144,52 +149,57 @@ impl PeSpec {
         Self::preset(
             width,
             Frequencies::Paper,
-            Layout::Interleaved,
+            ColumnLayout::Interleaved,
             OddWidth::Split,
         )
     }
 
     /// `d`-denominator frequencies, sin|cos, odd widths split: HF Marian, Pegasus, RoFormer.
     pub fn marian(width: usize) -> Self {
-        Self::preset(width, Frequencies::Paper, Layout::SinCos, OddWidth::Split)
+        Self::preset(
+            width,
+            Frequencies::Paper,
+            ColumnLayout::SinCos,
+            OddWidth::Split,
+        )
     }
 
     /// Guarded `h-1` frequencies, sin|cos, odd widths zero-padded: tensor2tensor.
     pub fn tensor2tensor(width: usize) -> Self {
         let freqs = Frequencies::HalfMinusOne { guarded: true };
-        Self::preset(width, freqs, Layout::SinCos, OddWidth::ZeroPad)
+        Self::preset(width, freqs, ColumnLayout::SinCos, OddWidth::ZeroPad)
     }
 
     /// `h-1` frequencies, sin|cos, odd widths zero-padded; used with padding-aware positions.
     /// fairseq, HF M2M100, NLLB, XGLM, Speech2Text, FSMT.
     pub fn fairseq(width: usize) -> Self {
         let freqs = Frequencies::HalfMinusOne { guarded: false };
-        Self::preset(width, freqs, Layout::SinCos, OddWidth::ZeroPad)
+        Self::preset(width, freqs, ColumnLayout::SinCos, OddWidth::ZeroPad)
     }
 
     /// `h-1` frequencies, sin|cos, odd widths rejected: OpenAI Whisper, HF Whisper encoder.
     pub fn whisper(width: usize) -> Self {
         let freqs = Frequencies::HalfMinusOne { guarded: false };
-        Self::preset(width, freqs, Layout::SinCos, OddWidth::Reject)
+        Self::preset(width, freqs, ColumnLayout::SinCos, OddWidth::Reject)
     }
 
     /// `h-1` frequencies, cos|sin, odd widths zero-padded: HF MusicGen.
     pub fn musicgen(width: usize) -> Self {
         let freqs = Frequencies::HalfMinusOne { guarded: false };
-        Self::preset(width, freqs, Layout::CosSin, OddWidth::ZeroPad)
+        Self::preset(width, freqs, ColumnLayout::CosSin, OddWidth::ZeroPad)
     }
 
     /// diffusers `get_timestep_embedding` defaults: `h-shift` with shift 1, sin|cos, zero-pad.
-    /// Set [`PeSpec::angle_scale`] for its `scale` and [`Layout::CosSin`] for `flip_sin_to_cos`.
+    /// Set [`PeSpec::angle_scale`] for its `scale` and [`ColumnLayout::CosSin`] for `flip_sin_to_cos`.
     pub fn diffusers(width: usize) -> Self {
         let freqs = Frequencies::HalfShift { shift: 1.0 };
-        Self::preset(width, freqs, Layout::SinCos, OddWidth::ZeroPad)
+        Self::preset(width, freqs, ColumnLayout::SinCos, OddWidth::ZeroPad)
     }
 
     /// diffusers UNet2DCondition timesteps (Stable Diffusion): shift 0, cos|sin, zero-pad.
     pub fn stable_diffusion(width: usize) -> Self {
         let freqs = Frequencies::HalfShift { shift: 0.0 };
-        Self::preset(width, freqs, Layout::CosSin, OddWidth::ZeroPad)
+        Self::preset(width, freqs, ColumnLayout::CosSin, OddWidth::ZeroPad)
     }
 
     /// The same spec with another width.
@@ -217,7 +227,7 @@ impl PeSpec {
     }
 
     /// The same spec with another layout.
-    pub fn with_layout(mut self, layout: Layout) -> Self {
+    pub fn with_layout(mut self, layout: ColumnLayout) -> Self {
         self.layout = layout;
         self
     }

@@ -30,7 +30,7 @@ use rayon::prelude::*;
 use super::Generator;
 use crate::describe::freq::{Columns, Plan};
 use crate::describe::positions::{Request, Rows};
-use crate::{Error, Layout, Result};
+use crate::{ColumnLayout, Error, Result};
 
 /// Anchors sit at multiples of this; also the rows of one parallel task.
 pub(crate) const ANCHOR_SPAN: usize = 64;
@@ -237,7 +237,7 @@ impl<A: Acc> RowCode<'_, A> {
         };
         let n = cols.n_cos;
         let last_sin = match cols.layout {
-            Layout::Interleaved => {
+            ColumnLayout::Interleaved => {
                 let (a, o) = (anchor.head(n), offset.head(n));
                 let pairs = row[..2 * n].chunks_exact_mut(2).zip(src.chunks_exact(2));
                 for (i, (pair, x)) in pairs.enumerate() {
@@ -246,8 +246,8 @@ impl<A: Acc> RowCode<'_, A> {
                 }
                 2 * n
             }
-            Layout::SinCos | Layout::CosSin => {
-                let sin_first = cols.layout == Layout::SinCos;
+            ColumnLayout::SinCos | ColumnLayout::CosSin => {
+                let sin_first = cols.layout == ColumnLayout::SinCos;
                 let split = if sin_first { cols.n_sin } else { n };
                 let (first, second) = row.split_at_mut(split);
                 let (x_first, x_second) = src.split_at(split);

@@ -31,9 +31,9 @@
 //!
 //! ```
 //! use candle_core::{DType, Device};
-//! use candle_pe_core::{Backend, PeSpec, SinusoidalEncoding};
+//! use candle_pe_core::{TableBackend, PeSpec, SinusoidalEncoding};
 //!
-//! let pe = SinusoidalEncoding::new(PeSpec::fairseq(64))?.with_backend(Backend::Generic);
+//! let pe = SinusoidalEncoding::new(PeSpec::fairseq(64))?.with_backend(TableBackend::Generic);
 //! let table = pe.range(1_000, 256, DType::F32, &Device::Cpu)?;
 //! assert_eq!(table.dims(), &[256, 64]);
 //! # Ok::<(), candle_pe_core::Error>(())

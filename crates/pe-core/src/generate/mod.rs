@@ -4,6 +4,8 @@
 //!   by angle addition from an exact offset table, in parallel, each element written once; also
 //!   the fused gather-scale-add of an embedding block.
 //! - [`generic`]: the same exact math in candle ops, for every device (what runs on CUDA).
+//! - [`turn`]: the tables of a shift, the exact turn from one position (and spectrum) to
+//!   another ([`Generator::turns`]).
 //!
 //! Every value depends only on (plan, position, column, dtype): never on the request's offset,
 //! length or shape, on what was asked before, or on thread timing.
@@ -12,6 +14,7 @@ pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
 mod cuda;
 pub(crate) mod generic;
+mod turn;
 
 pub(crate) use cpu::RowPositions;
 
@@ -25,7 +28,7 @@ use crate::{Error, Result};
 
 /// Which generator builds the tables.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Backend {
+pub enum TableBackend {
     /// The CPU generator on the CPU device, the generic one elsewhere.
     #[default]
     Auto,
@@ -40,12 +43,12 @@ pub enum Backend {
 #[derive(Debug)]
 pub(crate) struct Generator {
     plan: Plan,
-    backend: Backend,
+    backend: TableBackend,
     offsets: OnceLock<cpu::Offsets>,
 }
 
 impl Generator {
-    pub fn new(plan: Plan, backend: Backend) -> Self {
+    pub fn new(plan: Plan, backend: TableBackend) -> Self {
         Self {
             plan,
             backend,
@@ -57,15 +60,15 @@ impl Generator {
         &self.plan
     }
 
-    pub fn backend(&self) -> Backend {
+    pub fn backend(&self) -> TableBackend {
         self.backend
     }
 
     /// Whether `device` gets the CPU generator.
     pub fn uses_cpu(&self, device: &Device) -> Result<bool> {
         match (self.backend, device) {
-            (Backend::Auto | Backend::Cpu, Device::Cpu) => Ok(true),
-            (Backend::Cpu, other) => Err(Error::CpuBackendOnDevice(other.location())),
+            (TableBackend::Auto | TableBackend::Cpu, Device::Cpu) => Ok(true),
+            (TableBackend::Cpu, other) => Err(Error::CpuBackendOnDevice(other.location())),
             _ => Ok(false),
         }
     }
@@ -109,7 +112,7 @@ impl Generator {
         device: &Device,
     ) -> Result<(Tensor, Tensor)> {
         let cols = *self.plan.columns();
-        debug_assert!(cols.layout == crate::Layout::CosSin && cols.n_sin == cols.n_cos);
+        debug_assert!(cols.layout == crate::ColumnLayout::CosSin && cols.n_sin == cols.n_cos);
         let h = cols.width / 2;
         check_dtype(dtype)?;
         self.plan.check_angles(request.largest)?;
@@ -231,7 +234,7 @@ mod tests {
         let w: Vec<Dd> = (0..24).map(|i| Dd::from(0.9f64.powi(i) * 1.3)).collect();
         let plan = Plan::from_frequencies(&w, 1.1)?;
         let dev = Device::Cpu;
-        for backend in [Backend::Cpu, Backend::Generic] {
+        for backend in [TableBackend::Cpu, TableBackend::Generic] {
             let generator = Generator::new(plan.clone(), backend);
             let ids = Tensor::new(&[[5u32, 900, 64], [63, 0, 4096]], &dev)?;
             for request in [

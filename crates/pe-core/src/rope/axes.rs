@@ -1,52 +1,53 @@
 //! [`AxesRope`]: multi-axis rotary embeddings (FLUX.1, FLUX.2, Qwen-Image, Pixtral's vision
-//! tower, and video diffusion: Wan, HunyuanVideo, CogVideoX, LTX-Video, LTX-2): each position is
-//! several ids or real coordinates (for example frame, row, column), and each axis turns pairs of
-//! its own.
+//! tower, and video diffusion: Wan, HunyuanVideo, CogVideoX, LTX-Video, LTX-2): each token sits
+//! at several integer positions or real coordinates (for example frame, row, column), and each
+//! axis turns pairs of its own.
 //!
 //! Three conventions share the machinery:
 //!
 //! - [`AxesRope::new`] (FLUX, and [`AxesRope::wan`], [`AxesRope::hunyuan_video`],
 //!   [`AxesRope::cogvideox`]): axis `a` turns `axes_dim[a] / 2` pairs with frequencies
-//!   `theta^(-2k / axes_dim[a])`. diffusers returns each value twice, for adjacent pairs:
+//!   `rope_theta^(-2k / axes_dim[a])`. diffusers returns each value twice, for adjacent pairs:
 //!   `cos[.., k]` here is its columns `2k` and `2k + 1`, and candle's `rope_i` takes these
 //!   tables as they are.
 //! - [`AxesRope::split_spectrum`] (Pixtral, transformers' `PixtralVisionRotaryEmbedding`): one
-//!   spectrum of `head_dim / 2` frequencies `theta^(-2i / head_dim)` dealt out in turn, frequency
-//!   `i` to axis `i % axes`, so that with ids `(row, column)` the row turns the even frequencies
-//!   and the column the odd ones. transformers returns the table twice, `[t, t]`, for
-//!   `rotate_half`: candle's `rope` (not `rope_i`) takes these tables as they are.
-//! - [`AxesRope::ltx`] (LTX-Video, LTX-2): one spectrum `(pi / 2) theta^(k / (n - 1))` shared by
-//!   every axis, frequency-major columns after a few that do not turn, at fractional coordinates.
+//!   spectrum of `head_dim / 2` frequencies `rope_theta^(-2i / head_dim)` dealt out in turn,
+//!   frequency `i` to axis `i % axes`, so that with positions `(row, column)` the row turns the
+//!   even frequencies and the column the odd ones. transformers returns the table twice,
+//!   `[t, t]`, for `rotate_half`: candle's `rope` (not `rope_i`) takes these tables as they are.
+//! - [`AxesRope::ltx`] (LTX-Video, LTX-2): one spectrum `(pi / 2) rope_theta^(k / (n - 1))`
+//!   shared by every axis, frequency-major columns after a few that do not turn, at fractional
+//!   coordinates.
 //!
-//! Llama 4's vision encoder is [`AxesRope::new`] with two axes of `head_dim / 2` at ids
+//! Llama 4's vision encoder is [`AxesRope::new`] with two axes of `head_dim / 2` at positions
 //! `(column + 1, row + 1)`, its class token at `(0, 0)`.
 //!
 //! The tables are cos and sin `(.., half_dim)`: axis 0's slots first, then axis 1's, in the
-//! order of the ids' columns (LTX: see [`AxesRope::ltx`]). Each axis is an exact 1-D rotary
-//! table, so the values are exact at every integer id with `|id| < 2^31` ([`AxesRope::at`]) and
-//! at every real coordinate ([`AxesRope::at_coordinates`]: the angle of the coordinate's f64
-//! value times the real-number frequency). Ids may be negative (Qwen-Image centres its height
-//! and width ids): `-p` has `p`'s cos and the negated sin, bit for bit. Video grids are
-//! row-major, frame, then row, then column ([`video_patch_ids`]).
+//! order of the positions' columns (LTX: see [`AxesRope::ltx`]). Each axis is an exact 1-D
+//! rotary table, so the values are exact at every integer position with `|p| < 2^31`
+//! ([`AxesRope::at`]) and at every real coordinate ([`AxesRope::at_coordinates`]: the angle of
+//! the coordinate's f64 value times the real-number frequency). Positions may be negative
+//! (Qwen-Image centres its height and width positions): `-p` has `p`'s cos and the negated sin,
+//! bit for bit. Video grids are row-major, frame, then row, then column ([`video_patch_positions`]).
 //!
 //! ```
 //! use candle_core::{DType, Device, Tensor};
-//! use candle_pe_core::{patch_ids, video_patch_ids, AxesRope};
+//! use candle_pe_core::{patch_positions, video_patch_positions, AxesRope};
 //!
 //! let flux = AxesRope::new(&[16, 56, 56], 10_000.0)?;
-//! // A 2 x 3 latent grid at t = 0: ids (t, h, w), h-major.
-//! let ids = Tensor::new(&[[0u32, 0, 0], [0, 0, 1], [0, 0, 2], [0, 1, 0], [0, 1, 1], [0, 1, 2]], &Device::Cpu)?;
-//! let (cos, sin) = flux.at(&ids, DType::F32)?;
+//! // A 2 x 3 latent grid at t = 0: positions (t, h, w), h-major.
+//! let positions = Tensor::new(&[[0u32, 0, 0], [0, 0, 1], [0, 0, 2], [0, 1, 0], [0, 1, 1], [0, 1, 2]], &Device::Cpu)?;
+//! let (cos, sin) = flux.at(&positions, DType::F32)?;
 //! assert_eq!(cos.dims(), &[6, 64]);
 //!
 //! // Pixtral-12B's vision tower: head_dim 64, theta 10000, a 4 x 6 grid of patches.
 //! let pixtral = AxesRope::split_spectrum(64, 2, 10_000.0)?;
-//! let (cos, sin) = pixtral.at(&patch_ids(4, 6, &Device::Cpu)?, DType::F32)?;
+//! let (cos, sin) = pixtral.at(&patch_positions(4, 6, &Device::Cpu)?, DType::F32)?;
 //! assert_eq!(cos.dims(), &[24, 32]);
 //!
 //! // Wan 2.1 (head_dim 128: axes 44, 42, 42) on 2 latent frames of 3 x 4 patches.
 //! let wan = AxesRope::wan(128)?;
-//! let (cos, sin) = wan.at(&video_patch_ids(2, 3, 4, &Device::Cpu)?, DType::F32)?;
+//! let (cos, sin) = wan.at(&video_patch_positions(2, 3, 4, &Device::Cpu)?, DType::F32)?;
 //! assert_eq!(cos.dims(), &[24, 64]);
 //!
 //! // LTX-2's video rope (inner dim 4096) at fractional coordinates (frame, row, column).
@@ -65,7 +66,7 @@ use super::{Rope, RopeConfig};
 use crate::describe::freq::Plan;
 use crate::describe::positions;
 use crate::exact::dd::{Dd, PI};
-use crate::generate::{Backend, Generator};
+use crate::generate::{Generator, TableBackend};
 use crate::{Error, Result, ToPositions};
 
 /// A multi-axis rotary embedding: one rope per axis, concatenated.
@@ -93,8 +94,8 @@ fn invalid(name: &'static str, expected: &'static str, value: usize) -> Error {
 }
 
 impl AxesRope {
-    /// The rope of axes of `axes_dim` rotated features each (even, nonzero), base `theta`.
-    pub fn new(axes_dim: &[usize], theta: f64) -> Result<Self> {
+    /// The rope of axes of `axes_dim` rotated features each (even, nonzero), base `rope_theta`.
+    pub fn new(axes_dim: &[usize], rope_theta: f64) -> Result<Self> {
         if axes_dim.is_empty() {
             return Err(invalid("axes_dim", "at least one axis", 0));
         }
@@ -104,7 +105,7 @@ impl AxesRope {
                 if d == 0 || d % 2 == 1 {
                     return Err(invalid("axes_dim", "entries even and nonzero", d));
                 }
-                Ok(Rope::new(RopeConfig::new(d, theta))?.generator())
+                Ok(Rope::new(RopeConfig::new(d, rope_theta))?.generator())
             })
             .collect::<Result<_>>()?;
         Ok(Self {
@@ -117,10 +118,10 @@ impl AxesRope {
     }
 
     /// The rope of `axes` axes sharing one spectrum of `head_dim / 2` frequencies
-    /// `theta^(-2i / head_dim)`, frequency `i` turning with axis `i % axes` (Pixtral's vision
-    /// tower: `axes` 2, ids `(row, column)`). `head_dim` must be a positive multiple of
-    /// `2 * axes`; each axis turns `head_dim / axes` features.
-    pub fn split_spectrum(head_dim: usize, axes: usize, theta: f64) -> Result<Self> {
+    /// `rope_theta^(-2i / head_dim)`, frequency `i` turning with axis `i % axes` (Pixtral's
+    /// vision tower: `axes` 2, positions `(row, column)`). `head_dim` must be a positive
+    /// multiple of `2 * axes`; each axis turns `head_dim / axes` features.
+    pub fn split_spectrum(head_dim: usize, axes: usize, rope_theta: f64) -> Result<Self> {
         if axes == 0 {
             return Err(invalid("axes", "at least one axis", 0));
         }
@@ -131,7 +132,7 @@ impl AxesRope {
                 head_dim,
             ));
         }
-        let rope = Rope::new(RopeConfig::new(head_dim, theta))?.generator();
+        let rope = Rope::new(RopeConfig::new(head_dim, rope_theta))?.generator();
         let (half, per_axis) = (head_dim / 2, head_dim / 2 / axes);
         // Axis a's table is columns a * half .. (a + 1) * half; it keeps frequencies a + axes * j.
         let columns = (0..axes)
@@ -149,7 +150,7 @@ impl AxesRope {
     /// Wan 2.1 / 2.2 (diffusers' `WanRotaryPosEmbed`): axes (frame, row, column) of
     /// `head_dim - 4 * floor(head_dim / 6)`, `2 * floor(head_dim / 6)` and
     /// `2 * floor(head_dim / 6)` features, theta 10000, adjacent pairs (candle's `rope_i`), at
-    /// the integer ids of [`video_patch_ids`]. `head_dim` must be even and at least 6.
+    /// the integer positions of [`video_patch_positions`]. `head_dim` must be even and at least 6.
     pub fn wan(head_dim: usize) -> Result<Self> {
         if head_dim < 6 || head_dim % 2 == 1 {
             return Err(invalid("head_dim", "even and at least 6", head_dim));
@@ -160,7 +161,7 @@ impl AxesRope {
 
     /// HunyuanVideo (diffusers' `HunyuanVideoRotaryPosEmbed` as `HunyuanVideoTransformer3DModel`
     /// builds it): axes (frame, row, column) of 16, 56 and 56 features, theta 256, adjacent
-    /// pairs (candle's `rope_i`), at the integer ids of [`video_patch_ids`].
+    /// pairs (candle's `rope_i`), at the integer positions of [`video_patch_positions`].
     pub fn hunyuan_video() -> Result<Self> {
         Self::new(&[16, 56, 56], 256.0)
     }
@@ -169,8 +170,8 @@ impl AxesRope {
     /// `head_dim / 4`, `3 * head_dim / 8` and `3 * head_dim / 8` features, theta 10000,
     /// adjacent pairs (candle's `rope_i`). CogVideoX 1.0 turns at the fractional coordinates of
     /// its crop rule ([`cogvideox_coordinates`], with [`at_coordinates`](Self::at_coordinates));
-    /// CogVideoX 1.5 at the integer ids of [`video_patch_ids`]. `head_dim` must be a positive
-    /// multiple of 16.
+    /// CogVideoX 1.5 at the integer positions of [`video_patch_positions`]. `head_dim` must be a
+    /// positive multiple of 16.
     pub fn cogvideox(head_dim: usize) -> Result<Self> {
         if head_dim == 0 || !head_dim.is_multiple_of(16) {
             return Err(invalid("head_dim", "a positive multiple of 16", head_dim));
@@ -182,17 +183,16 @@ impl AxesRope {
     /// LTX-Video and LTX-2 (diffusers' `LTXVideoRotaryPosEmbed` and
     /// `LTX2AudioVideoRotaryPosEmbed`; `width` is their `dim`, the inner dim of all heads, even;
     /// `axes` 3 for video, 1 for LTX-2's audio): `n = floor(width / (2 * axes))` frequencies
-    /// `(pi / 2) * theta^(k / (n - 1))`, shared by every axis, turning coordinate `u` (a patch's
-    /// position as a fraction of the base size, as the classes compute it) by the angle
-    /// `(2u - 1) * w`. The tables are `width / 2` columns wide:
-    /// first `width / 2 - axes * n` columns that do not turn (cos 1, sin 0), then column
+    /// `(pi / 2) * rope_theta^(k / (n - 1))`, shared by every axis, turning coordinate `u` (a
+    /// patch's position as a fraction of the base size, as the classes compute it) by the angle
+    /// `(2u - 1) * w`. The tables are `width / 2` columns wide: first `width / 2 - axes * n` columns that do not turn (cos 1, sin 0), then column
     /// `axes * k + a` for frequency `k` of axis `a`.
     ///
     /// `rope_type: "interleaved"` turns adjacent pairs (candle's `rope_i` on the whole inner
     /// dim); `"split"` turns halves (candle's `rope`), head `h` of `heads` taking columns
     /// `h * width / (2 * heads) ..` of these tables. `rope_double_precision` changes only how
     /// diffusers rounds the frequencies; here they are exact either way.
-    pub fn ltx(width: usize, axes: usize, theta: f64) -> Result<Self> {
+    pub fn ltx(width: usize, axes: usize, rope_theta: f64) -> Result<Self> {
         if axes == 0 {
             return Err(invalid("axes", "at least one axis", 0));
         }
@@ -204,14 +204,14 @@ impl AxesRope {
                 width,
             ));
         }
-        if !(theta.is_finite() && theta > 0.0) {
+        if !(rope_theta.is_finite() && rope_theta > 0.0) {
             return Err(Error::InvalidParameter {
-                name: "theta",
+                name: "rope_theta",
                 expected: "finite and > 0",
-                value: theta,
+                value: rope_theta,
             });
         }
-        let ln_theta = Dd::new(theta).ln();
+        let ln_theta = Dd::new(rope_theta).ln();
         let frequencies: Vec<Dd> = (0..n)
             .map(|k| {
                 let exponent = Dd::ratio(k as f64, (n - 1).max(1) as f64);
@@ -219,7 +219,7 @@ impl AxesRope {
             })
             .collect();
         let plan = Plan::from_frequencies(&frequencies, 1.0)?;
-        let shared = Arc::new(Generator::new(plan, Backend::Auto));
+        let shared = Arc::new(Generator::new(plan, TableBackend::Auto));
         // Axis a's table is columns a * n .. (a + 1) * n; the output takes them frequency-major.
         let columns = (0..n)
             .flat_map(|k| (0..axes).map(move |a| (a * n + k) as u32))
@@ -262,26 +262,31 @@ impl AxesRope {
         }
     }
 
-    /// `(cos, sin)` for integer ids shaped `(n, axes)` or `(batch, n, axes)`, each shaped as the
-    /// ids without their last dim, plus `[half_dim]`. Ids may be negative; an id with
-    /// `|id| >= 2^31` is an error naming it. For [`ltx`](Self::ltx), the ids are its coordinates
-    /// `u` ([`at_coordinates`](Self::at_coordinates)).
-    pub fn at(&self, ids: &impl ToPositions, dtype: DType) -> Result<(Tensor, Tensor)> {
-        self.check_shape("ids", ids.dims())?;
-        let ids = ids.to_signed_positions()?;
+    /// `(cos, sin)` for integer positions shaped `(n, axes)` or `(batch, n, axes)` (one column
+    /// per axis), each shaped as the positions without their last dim, plus `[half_dim]`.
+    /// Positions may be negative; one with `|p| >= 2^31` is an error naming it. For
+    /// [`ltx`](Self::ltx), the positions are its coordinates `u`
+    /// ([`at_coordinates`](Self::at_coordinates)).
+    pub fn at(&self, positions: &impl ToPositions, dtype: DType) -> Result<(Tensor, Tensor)> {
+        self.check_shape("positions", positions.dims())?;
+        let positions = positions.to_signed_positions()?;
         if self.centred {
-            return self.at_coordinates(&ids.flat(DType::F64)?.reshape(ids.dims())?, dtype);
+            return self.at_coordinates(
+                &positions.flat(DType::F64)?.reshape(positions.dims())?,
+                dtype,
+            );
         }
-        let lead = &ids.dims()[..ids.dims().len() - 1];
-        if ids.is_empty() {
-            return self.empty(lead, dtype, ids.device());
+        let lead = &positions.dims()[..positions.dims().len() - 1];
+        if positions.is_empty() {
+            return self.empty(lead, dtype, positions.device());
         }
-        // cos(-x) = cos(x), sin(-x) = -sin(x): with a negative id, the exact tables of |id|,
+        // cos(-x) = cos(x), sin(-x) = -sin(x): with a negative position, the exact tables of |p|,
         // signed.
-        let signs = match ids.min() {
+        let signs = match positions.min() {
             Some(min) if min < 0 => Some(
-                ids.flat(DType::F64)?
-                    .reshape(ids.dims())?
+                positions
+                    .flat(DType::F64)?
+                    .reshape(positions.dims())?
                     .ge(0f64)?
                     .to_dtype(DType::F64)?
                     .affine(2.0, -1.0)?,
@@ -290,8 +295,8 @@ impl AxesRope {
         };
         let (mut cos, mut sin) = (Vec::new(), Vec::new());
         for (a, axis) in self.axes.iter().enumerate() {
-            let magnitudes = ids.magnitudes_of_column(a)?;
-            let (c, s) = axis.halves(&positions::ids(&magnitudes)?, dtype, ids.device())?;
+            let magnitudes = positions.magnitudes_of_column(a)?;
+            let (c, s) = axis.halves(&positions::ids(&magnitudes)?, dtype, positions.device())?;
             let s = match &signs {
                 None => s,
                 Some(signs) => s.broadcast_mul(&column(signs, a, dtype)?)?,
@@ -398,9 +403,9 @@ fn column(signs: &Tensor, a: usize, dtype: DType) -> Result<Tensor> {
         .contiguous()?)
 }
 
-/// The ids, row-major, of a grid with the given sides (each named for its error), as u32
+/// The positions, row-major, of a grid with the given sides (each named for its error), as u32
 /// `(product of sides, sides.len())`.
-fn grid_ids(sides: &[(&'static str, usize)], device: &Device) -> Result<Tensor> {
+fn grid_positions(sides: &[(&'static str, usize)], device: &Device) -> Result<Tensor> {
     for &(name, side) in sides {
         if side > crate::MAX_POSITION as usize {
             return Err(Error::PositionOutOfRange {
@@ -413,39 +418,43 @@ fn grid_ids(sides: &[(&'static str, usize)], device: &Device) -> Result<Tensor> 
         .iter()
         .fold(1usize, |n, &(_, side)| n.saturating_mul(side));
     crate::generate::check_size(rows, sides.len(), DType::U32, device, 0)?;
-    let mut ids = Vec::with_capacity(rows * sides.len());
+    let mut positions = Vec::with_capacity(rows * sides.len());
     for r in 0..rows {
         let mut rest = r;
-        let at = ids.len();
+        let at = positions.len();
         for &(_, side) in sides.iter().rev() {
-            ids.push((rest % side) as u32);
+            positions.push((rest % side) as u32);
             rest /= side;
         }
-        ids[at..].reverse();
+        positions[at..].reverse();
     }
-    Ok(Tensor::from_vec(ids, (rows, sides.len()), device)?)
+    Ok(Tensor::from_vec(positions, (rows, sides.len()), device)?)
 }
 
-/// The ids `(row, column)` of a grid of `height x width` patches, row-major, as u32
-/// `(height * width, 2)`: what a vision tower's 2-D rope turns (Pixtral's `position_ids`).
-pub fn patch_ids(height: usize, width: usize, device: &Device) -> Result<Tensor> {
-    grid_ids(&[("grid height", height), ("grid width", width)], device)
+/// The positions `(row, column)` of a grid of `grid_height x grid_width` patches, row-major, as
+/// u32 `(grid_height * grid_width, 2)`: what a vision tower's 2-D rope turns (Pixtral's
+/// `position_ids`).
+pub fn patch_positions(grid_height: usize, grid_width: usize, device: &Device) -> Result<Tensor> {
+    grid_positions(
+        &[("grid height", grid_height), ("grid width", grid_width)],
+        device,
+    )
 }
 
-/// The ids `(frame, row, column)` of a video of `frames x height x width` patches, row-major
-/// (frame, then row, then column), as u32 `(frames * height * width, 3)`: what Wan,
-/// HunyuanVideo and CogVideoX 1.5 turn.
-pub fn video_patch_ids(
+/// The positions `(frame, row, column)` of a video of `frames x grid_height x grid_width`
+/// patches, row-major (frame, then row, then column), as u32
+/// `(frames * grid_height * grid_width, 3)`: what Wan, HunyuanVideo and CogVideoX 1.5 turn.
+pub fn video_patch_positions(
     frames: usize,
-    height: usize,
-    width: usize,
+    grid_height: usize,
+    grid_width: usize,
     device: &Device,
 ) -> Result<Tensor> {
-    grid_ids(
+    grid_positions(
         &[
             ("grid frames", frames),
-            ("grid height", height),
-            ("grid width", width),
+            ("grid height", grid_height),
+            ("grid width", grid_width),
         ],
         device,
     )

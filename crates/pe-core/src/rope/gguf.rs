@@ -91,7 +91,7 @@ use candle_core::Device;
 
 use super::config::{pattern_layer_types, RopeConfig, RopeConfigs, DEFAULT_ROPE_THETA};
 use super::query_scale::QueryScale;
-use super::types::{Linear, Llama3, Longrope, RopeType, Yarn};
+use super::types::{LinearScaling, Llama3, Longrope, RopeType, Yarn};
 use crate::{Error, Result};
 
 /// How a model's Q and K weights pair the channels that rotate together.
@@ -864,7 +864,7 @@ fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
     let rope_type = match scaling {
         Scaling::None => RopeType::Default,
         Scaling::Linear(1.0) => RopeType::Default,
-        Scaling::Linear(f) => RopeType::Linear(Linear { factor: f }),
+        Scaling::Linear(f) => RopeType::Linear(LinearScaling { factor: f }),
         Scaling::Yarn => read_yarn(&mut m, factor, original, context)?,
         Scaling::Longrope => {
             read_longrope(&mut m, reader, rotary_dim, &dim_key, original, context)?

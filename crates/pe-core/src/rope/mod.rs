@@ -41,7 +41,7 @@ mod shift;
 mod tables;
 mod types;
 
-pub use axes::{cogvideox_coordinates, patch_ids, video_patch_ids, AxesRope};
+pub use axes::{cogvideox_coordinates, patch_positions, video_patch_positions, AxesRope};
 pub use cache::RopeCache;
 pub use config::{RopeConfig, RopeConfigs, DEFAULT_ROPE_THETA};
 pub use gguf::{FreqFactors, GgufRope, PairLayout, ValueSource};
@@ -49,5 +49,6 @@ pub use query_scale::QueryScale;
 pub use qwen_vl::{QwenVlConfig, QwenVlPositions, QwenVlVersion};
 pub use tables::Rope;
 pub use types::{
-    Dynamic, Linear, Llama3, Longrope, LongropePolicy, NtkAlpha, Proportional, RopeType, Yarn,
+    Dynamic, LinearScaling, Llama3, Longrope, LongropePolicy, NtkAlpha, Proportional, RopeType,
+    Yarn,
 };

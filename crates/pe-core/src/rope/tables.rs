@@ -24,14 +24,14 @@ use super::query_scale::QueryScale;
 use super::types::{invalid, positive, Context, LongropePolicy};
 use crate::describe::freq::Plan;
 use crate::describe::positions::{self, Request, ToPositions};
-use crate::generate::{Backend, Generator};
+use crate::generate::{Generator, TableBackend};
 use crate::{Error, Result, MAX_WIDTH};
 
 /// A checked [`RopeConfig`], ready to build cos/sin tables.
 #[derive(Clone, Debug)]
 pub struct Rope {
     config: RopeConfig,
-    backend: Backend,
+    backend: TableBackend,
     longrope_policy: LongropePolicy,
     /// The generator of every sequence up to `fixed_up_to` positions.
     fixed: Arc<Generator>,
@@ -77,10 +77,10 @@ impl Rope {
         if let Some(scale) = &config.query_scale {
             scale.check()?;
         }
-        Self::checked(config, Backend::Auto, LongropePolicy::default())
+        Self::checked(config, TableBackend::Auto, LongropePolicy::default())
     }
 
-    fn checked(config: RopeConfig, backend: Backend, policy: LongropePolicy) -> Result<Self> {
+    fn checked(config: RopeConfig, backend: TableBackend, policy: LongropePolicy) -> Result<Self> {
         let ctx = context(&config, policy, 0);
         let formula = config.rope_type.formula();
         formula.check(&ctx)?;
@@ -107,7 +107,7 @@ impl Rope {
     }
 
     /// The same rope built by another generator.
-    pub fn with_backend(mut self, backend: Backend) -> Self {
+    pub fn with_backend(mut self, backend: TableBackend) -> Self {
         let plan = self.fixed.plan().clone();
         self.fixed = Arc::new(Generator::new(plan, backend));
         self.backend = backend;
@@ -120,7 +120,7 @@ impl Rope {
     }
 
     /// The generator in use.
-    pub fn backend(&self) -> Backend {
+    pub fn backend(&self) -> TableBackend {
         self.backend
     }
 
@@ -229,15 +229,16 @@ impl Rope {
         self.build(positions::range(offset, len)?, dtype, device)
     }
 
-    /// `(cos, sin)` for integer position ids of any shape, each `ids.dims() + [rotary_dim / 2]`;
-    /// the frequencies are those of a sequence reaching the largest id.
+    /// `(cos, sin)` for integer positions of any shape, each
+    /// `positions.dims() + [rotary_dim / 2]`; the frequencies are those of a sequence reaching
+    /// the largest position.
     pub fn at(&self, positions: &impl ToPositions, dtype: DType) -> Result<(Tensor, Tensor)> {
         let positions = positions.to_positions()?;
         self.build(positions::ids(&positions)?, dtype, positions.device())
     }
 
-    /// `(cos, sin)` for integer position ids of any shape with the frequencies of a sequence of
-    /// `seq_len` positions, whatever the ids: what a stateful caller needs when the frequencies
+    /// `(cos, sin)` for integer positions of any shape with the frequencies of a sequence of
+    /// `seq_len` positions, whatever the positions: what a stateful caller needs when the frequencies
     /// in use are those of an earlier, longer sequence (transformers' dynamic NTK keeps the
     /// longest length seen, see [`Dynamic::next_cached_len`](super::Dynamic::next_cached_len)).
     pub fn at_with_len(
@@ -255,7 +256,7 @@ impl Rope {
         )
     }
 
-    /// M-RoPE's `(cos, sin)` (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) for position ids shaped
+    /// M-RoPE's `(cos, sin)` (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) for positions shaped
     /// `(3, seq)` or `(3, batch, seq)` (rows: temporal, height, width), each shaped as the ids
     /// without their first dim, plus `[rotary_dim / 2]`. Frequency slot `k` takes its angle from
     /// the row `mrope_section` gives it: in contiguous blocks (`k` in the `s`-th section takes
@@ -405,7 +406,7 @@ fn context(config: &RopeConfig, longrope_policy: LongropePolicy, seq_len: usize)
 fn generator(
     config: &RopeConfig,
     policy: LongropePolicy,
-    backend: Backend,
+    backend: TableBackend,
     seq_len: usize,
 ) -> Result<Generator> {
     let ctx = context(config, policy, seq_len);

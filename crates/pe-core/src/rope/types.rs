@@ -208,7 +208,7 @@ pub enum RopeType {
     #[default]
     Default,
     /// Position interpolation: every frequency divided by `factor`.
-    Linear(Linear),
+    Linear(LinearScaling),
     /// Dynamic NTK: past `max_position_embeddings`, the base grows with the sequence length.
     Dynamic(Dynamic),
     /// Fixed NTK (HunYuan's `dynamic` with `alpha`): the base times `alpha^(d / (d - 2))`.
@@ -234,7 +234,7 @@ const TYPES: [(&[&str], Reader); 8] = [
     (Unscaled::NAMES, |d| {
         read_as(d, |Unscaled| RopeType::Default)
     }),
-    (Linear::NAMES, |d| read_as(d, RopeType::Linear)),
+    (LinearScaling::NAMES, |d| read_as(d, RopeType::Linear)),
     (Dynamic::NAMES, |d| read_as(d, RopeType::Dynamic)),
     (NtkAlpha::NAMES, |d| read_as(d, RopeType::NtkAlpha)),
     (Llama3::NAMES, |d| read_as(d, RopeType::Llama3)),
@@ -364,13 +364,13 @@ impl Formula for Unscaled {
 /// Position interpolation (HF `linear`).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
-pub struct Linear {
+pub struct LinearScaling {
     /// Every frequency is divided by this.
     #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
     pub factor: f64,
 }
 
-impl ReadRope for Linear {
+impl ReadRope for LinearScaling {
     const NAMES: &'static [&'static str] = &["linear"];
 
     fn read(dict: &RopeDict) -> Result<Self> {
@@ -380,7 +380,7 @@ impl ReadRope for Linear {
     }
 }
 
-impl Formula for Linear {
+impl Formula for LinearScaling {
     fn check(&self, _ctx: &Context) -> Result<()> {
         positive("factor", self.factor)
     }

@@ -130,7 +130,7 @@ pub fn axes_rotary(cases: &mut Cases) -> Result<()> {
         &[[0i64, 0, 0], [0, 0, 1], [0, 1, 0], [0, -3, 2], [0, 5, -7]],
         &Device::Cpu,
     )?;
-    let pixtral_ids = candle_pe_core::patch_ids(1, 5, &Device::Cpu)?;
+    let pixtral_ids = candle_pe_core::patch_positions(1, 5, &Device::Cpu)?;
     let blocks = [
         (
             "flux",

@@ -4,14 +4,17 @@
 
 use anyhow::{Context, Result};
 use candle_core::{DType, Device, Tensor};
-use candle_pe_core::Backend;
+use candle_pe_core::TableBackend;
 use pe_testkit::BitCases;
 
 /// Every float dtype a table is built in.
 pub const DTYPES: [DType; 4] = [DType::F32, DType::F16, DType::BF16, DType::F64];
 
 /// The two generators on the CPU: the exact CPU one and its twin in candle ops.
-pub const BACKENDS: [(Backend, &str); 2] = [(Backend::Cpu, "cpu"), (Backend::Generic, "generic")];
+pub const BACKENDS: [(TableBackend, &str); 2] = [
+    (TableBackend::Cpu, "cpu"),
+    (TableBackend::Generic, "generic"),
+];
 
 /// The named hashes, each case's error naming it.
 #[derive(Default)]

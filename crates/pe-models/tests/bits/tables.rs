@@ -11,8 +11,9 @@ use anyhow::{bail, Context, Result};
 use candle_core::quantized::gguf_file::Content;
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::{
-    cogvideox_coordinates, patch_ids, video_patch_ids, Alibi, AxesRope, GgufRope, OddWidth,
-    PeCache, Preset, Rope, RopeConfig, RopeConfigs, SincosGrid, SincosGrid3d, SinusoidalEncoding,
+    cogvideox_coordinates, patch_positions, video_patch_positions, Alibi, AxesRope, GgufRope,
+    OddWidth, PeCache, Preset, Rope, RopeConfig, RopeConfigs, SincosGrid, SincosGrid3d,
+    SinusoidalEncoding,
 };
 use serde_json::Value;
 
@@ -166,7 +167,7 @@ fn rope_tables(cases: &mut Cases, prefix: &str, config: &RopeConfig) -> Result<(
                 Ok(vec![cos, sin])
             })?;
             cases.add(at("at_shift"), || {
-                let (cos, sin) = rope.at_shift(&from, &to, 0, 0, dtype)?;
+                let (cos, sin) = rope.at_shift_with_len(&from, &to, 0, 0, dtype)?;
                 Ok(vec![cos, sin])
             })?;
             if rope.tracked_len().is_some() {
@@ -212,7 +213,7 @@ pub fn axes(cases: &mut Cases) -> Result<()> {
         ],
         dev,
     )?;
-    let video = video_patch_ids(2, 2, 3, dev)?;
+    let video = video_patch_positions(2, 2, 3, dev)?;
     let ltx_coordinates = Tensor::new(
         &[
             [0.0f64, 0.0078125, 0.0234375],
@@ -226,12 +227,12 @@ pub fn axes(cases: &mut Cases) -> Result<()> {
         (
             "pixtral",
             AxesRope::split_spectrum(64, 2, 10_000.0)?,
-            patch_ids(3, 4, dev)?,
+            patch_positions(3, 4, dev)?,
         ),
         (
             "llama4_vision",
             AxesRope::new(&[16, 16], 10_000.0)?,
-            patch_ids(3, 4, dev)?,
+            patch_positions(3, 4, dev)?,
         ),
         ("wan", AxesRope::wan(128)?, video.clone()),
         ("hunyuan_video", AxesRope::hunyuan_video()?, video.clone()),
