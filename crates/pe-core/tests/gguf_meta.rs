@@ -65,7 +65,10 @@ fn negative_and_out_of_range_integers_name_the_key_and_the_value() {
     assert!(message.contains("I32(-1)"), "{message}");
     let (key, message) = named(meta.integer::<u32>("neg").unwrap_err());
     assert_eq!(key, "neg");
-    assert!(message.contains("u32") && message.contains("I32(-1)"), "{message}");
+    assert!(
+        message.contains("u32") && message.contains("I32(-1)"),
+        "{message}"
+    );
     let (key, message) = named(meta.integer::<u32>("big").unwrap_err());
     assert_eq!(key, "big");
     assert!(message.contains("U64(1099511627776)"), "{message}");
@@ -73,7 +76,10 @@ fn negative_and_out_of_range_integers_name_the_key_and_the_value() {
     let (key, message) = named(meta.integer::<i64>("huge").unwrap_err());
     assert_eq!(key, "huge");
     assert!(message.contains("U64(18446744073709551615)"), "{message}");
-    assert_eq!(meta.integer::<i128>("huge").unwrap(), Some(u64::MAX as i128));
+    assert_eq!(
+        meta.integer::<i128>("huge").unwrap(),
+        Some(u64::MAX as i128)
+    );
 }
 
 #[test]
@@ -113,9 +119,15 @@ fn arrays_are_read_per_element_and_name_the_element() {
     let c = content(vec![
         ("heads", Value::Array(vec![Value::U32(8), Value::I16(8)])),
         ("mixed", Value::Array(vec![Value::U32(8), Value::U32(4)])),
-        ("flags", Value::Array(vec![Value::Bool(true), Value::Bool(false)])),
+        (
+            "flags",
+            Value::Array(vec![Value::Bool(true), Value::Bool(false)]),
+        ),
         ("names", Value::Array(vec![Value::String("a".into())])),
-        ("scores", Value::Array(vec![Value::F32(-1.5), Value::F64(2.0)])),
+        (
+            "scores",
+            Value::Array(vec![Value::F32(-1.5), Value::F64(2.0)]),
+        ),
         ("bad", Value::Array(vec![Value::U8(1), Value::I8(-3)])),
     ]);
     let meta = GgufMeta::new(&c);
@@ -129,7 +141,10 @@ fn arrays_are_read_per_element_and_name_the_element() {
     assert_eq!(meta.array("flags").unwrap().map(<[Value]>::len), Some(2));
     let (key, message) = named(meta.integers::<u32>("bad").unwrap_err());
     assert_eq!(key, "bad");
-    assert!(message.contains("element 1") && message.contains("I8(-3)"), "{message}");
+    assert!(
+        message.contains("element 1") && message.contains("I8(-3)"),
+        "{message}"
+    );
     assert_eq!(named(meta.strings("flags").unwrap_err()).0, "flags");
     assert_eq!(meta.integers::<i8>("bad").unwrap(), Some(vec![1, -3]));
 }
