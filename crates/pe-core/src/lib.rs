@@ -61,6 +61,7 @@ pub use cache::{PeCache, DEFAULT_CACHE_ROWS};
 pub use describe::config_fields::ConfigFields;
 pub use describe::error::{Error, Result};
 pub use describe::freq::{Column, MAX_ANGLE, MAX_POSITION, MAX_WIDTH};
+pub use describe::gguf_meta::GgufMeta;
 pub use describe::positions::{check_tokens, padding_aware_positions, Positions, ToPositions};
 pub use describe::spec::{ColumnLayout, Frequencies, OddWidth, PeSpec, Preset, DEFAULT_BASE};
 pub use embed::TokenPositions;

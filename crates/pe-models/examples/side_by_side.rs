@@ -34,7 +34,7 @@ use anyhow::{bail, Context, Result};
 use candle_core::quantized::gguf_file::Content;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_pe_core::Rope;
+use candle_pe_core::{GgufMeta, Rope};
 use candle_transformers::models::gemma3 as ctg;
 use candle_transformers::models::llama as ct;
 use candle_transformers::models::quantized_llama as qllama;
@@ -160,12 +160,10 @@ impl Theirs {
         let dev = Device::Cpu;
         let mut file = std::fs::File::open(path).with_context(|| format!("{}", path.display()))?;
         let content = Content::read(&mut file)?;
-        let arch = content
-            .metadata
-            .get("general.architecture")
+        let arch = GgufMeta::new(&content)
+            .string("general.architecture")?
             .context("no general.architecture")?
-            .to_string()?
-            .clone();
+            .to_string();
         Ok(match arch.as_str() {
             "llama" => Theirs::QLlama(qllama::ModelWeights::from_gguf(content, &mut file, &dev)?),
             "qwen2" => Theirs::QQwen2(qqwen2::ModelWeights::from_gguf(content, &mut file, &dev)?),

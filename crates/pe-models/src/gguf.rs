@@ -24,15 +24,14 @@ use std::path::Path;
 use anyhow::{bail, Context as _, Result};
 use std::sync::Arc;
 
-use candle_core::quantized::gguf_file::{Content, Value};
+use candle_core::quantized::gguf_file::Content;
 use candle_core::quantized::GgmlDType;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_pe_core::{GgufRope, PairLayout};
+use candle_pe_core::{GgufMeta, GgufRope, PairLayout};
 
 use crate::config::{activation, LlamaConfig, RotaryLayers};
 use crate::family::Family;
-use crate::gguf_vocab::integer;
 use crate::llama::LlamaFamily;
 use crate::proj::QWeights;
 
@@ -119,9 +118,8 @@ pub fn gguf_eos_token_ids(path: impl AsRef<Path>) -> Result<Vec<u32>> {
     let path = path.as_ref();
     let mut file = std::fs::File::open(path).with_context(|| format!("{}", path.display()))?;
     let content = Content::read(&mut file).with_context(|| format!("{}", path.display()))?;
-    Ok(count(&content, "tokenizer.ggml.eos_token_id")?
-        .map(|id| vec![id as u32])
-        .unwrap_or_default())
+    let id = GgufMeta::new(&content).integer::<u32>("tokenizer.ggml.eos_token_id")?;
+    Ok(id.into_iter().collect())
 }
 
 /// Whether the file at `path` starts with GGUF's magic, `GGUF`.
@@ -202,14 +200,32 @@ fn unpermute(t: &Tensor, heads: usize) -> Result<Tensor> {
         .reshape(dims)?)
 }
 
-fn count(content: &Content, key: &str) -> Result<Option<usize>> {
-    let Some(v) = content.metadata.get(key) else {
-        return Ok(None);
-    };
-    integer(v)
-        .and_then(|n| usize::try_from(n).ok())
-        .map(Some)
-        .with_context(|| format!("key {key}: must be a non-negative integer, got {v:?}"))
+/// `attention.head_count` (at least 1) and `attention.head_count_kv` (default: the heads),
+/// which must divide it.
+fn read_heads(meta: &GgufMeta, arch: &str) -> Result<(usize, usize)> {
+    let key = |k: &str| format!("{arch}.{k}");
+    let heads = meta
+        .count(&key("attention.head_count"))?
+        .with_context(|| format!("key {} is missing", key("attention.head_count")))?;
+    if heads == 0 {
+        bail!(
+            "key {}: must be at least 1, got 0",
+            key("attention.head_count")
+        );
+    }
+    let kv_heads = meta
+        .count(&key("attention.head_count_kv"))?
+        .unwrap_or(heads);
+    // llama.cpp reads a layer with 0 KV heads as one without attention (hybrid models), which
+    // this decoder does not have.
+    if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
+        bail!(
+            "key {}: must divide {} = {heads} (and be at least 1), got {kv_heads}",
+            key("attention.head_count_kv"),
+            key("attention.head_count")
+        );
+    }
+    Ok((heads, kv_heads))
 }
 
 fn config(content: &Content, rope: &GgufRope) -> Result<LlamaConfig> {
@@ -221,9 +237,11 @@ fn config(content: &Content, rope: &GgufRope) -> Result<LlamaConfig> {
             Family::gguf_list()
         )
     };
+    let meta = GgufMeta::new(content);
     let key = |k: &str| format!("{arch}.{k}");
     let required = |k: &str| -> Result<usize> {
-        count(content, &key(k))?.with_context(|| format!("key {} is missing", key(k)))
+        meta.count(&key(k))?
+            .with_context(|| format!("key {} is missing", key(k)))
     };
     let vocab_size = match content.tensor_infos.get("token_embd.weight") {
         Some(info) => info.shape.dims()[0],
@@ -231,38 +249,16 @@ fn config(content: &Content, rope: &GgufRope) -> Result<LlamaConfig> {
     };
     let hidden_size = required("embedding_length")?;
     let layers = required("block_count")?;
-    let heads = required("attention.head_count")?;
-    if heads == 0 {
-        bail!(
-            "key {}: must be at least 1, got 0",
-            key("attention.head_count")
-        );
-    }
-    let kv_heads = count(content, &key("attention.head_count_kv"))?.unwrap_or(heads);
-    // llama.cpp reads a layer with 0 KV heads as one without attention (hybrid models), which
-    // this decoder does not have.
-    if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
-        bail!(
-            "key {}: must divide {} = {heads} (and be at least 1), got {kv_heads}",
-            key("attention.head_count_kv"),
-            key("attention.head_count")
-        );
-    }
-    let eps = match content
-        .metadata
-        .get(&key("attention.layer_norm_rms_epsilon"))
-    {
-        Some(Value::F32(x)) => *x as f64,
-        Some(Value::F64(x)) => *x,
-        Some(other) => bail!(
-            "key {}: must be a float, got {other:?}",
-            key("attention.layer_norm_rms_epsilon")
-        ),
-        None => 1e-5,
-    };
+    let (heads, kv_heads) = read_heads(&meta, arch)?;
+    // The f32 as stored, widened: the epsilon llama.cpp adds.
+    let eps = meta
+        .f64(&key("attention.layer_norm_rms_epsilon"))?
+        .unwrap_or(1e-5);
     // llama.cpp's converter writes 0 for a model without a window (Phi-3's
     // `"sliding_window": null`), and llama.cpp reads 0 as none: not a window of 0 tokens.
-    let sliding_window = count(content, &key("attention.sliding_window"))?.filter(|&w| w > 0);
+    let sliding_window = meta
+        .count(&key("attention.sliding_window"))?
+        .filter(|&w| w > 0);
     let rotary = RotaryLayers::read(&rope.configs, layers, sliding_window, None)
         .map_err(|(_, message)| anyhow::anyhow!("key {}: {message}", key("rope.freq_base_swa")))?;
     let head_dim = rotary.rope.head_dim;

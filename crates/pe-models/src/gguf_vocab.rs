@@ -16,7 +16,8 @@
 use std::collections::{BinaryHeap, HashMap};
 
 use anyhow::{anyhow, bail, Context as _, Result};
-use candle_core::quantized::gguf_file::{Content, Value};
+use candle_core::quantized::gguf_file::Content;
+use candle_pe_core::GgufMeta;
 use tokenizers::models::bpe::BPE;
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::pre_tokenizers::sequence::Sequence;
@@ -93,76 +94,102 @@ enum Fragment<'a> {
     Token(u32),
 }
 
-fn get<'a>(content: &'a Content, key: &str) -> Option<&'a Value> {
-    content.metadata.get(key)
+const TOKENS_KEY: &str = "tokenizer.ggml.tokens";
+
+/// `tokenizer.ggml.tokens`: at least one, at most `u32::MAX`.
+fn read_tokens(meta: &GgufMeta) -> Result<Vec<String>> {
+    let texts = meta
+        .strings(TOKENS_KEY)?
+        .with_context(|| format!("no {TOKENS_KEY}: the file's tokenizer has no tokens"))?;
+    if texts.is_empty() {
+        bail!("{TOKENS_KEY} is empty");
+    }
+    if texts.len() > u32::MAX as usize {
+        bail!("{TOKENS_KEY}: {} tokens do not fit u32 ids", texts.len());
+    }
+    Ok(texts.into_iter().map(str::to_string).collect())
 }
 
-/// The integer a GGUF metadata value holds, whatever its integer type; `None` for any other
-/// type. The one reading of GGUF integers in this crate (token ids and types here, the sizes
-/// of `gguf.rs`).
-pub(crate) fn integer(value: &Value) -> Option<i128> {
-    Some(match value {
-        Value::U8(v) => *v as i128,
-        Value::I8(v) => *v as i128,
-        Value::U16(v) => *v as i128,
-        Value::I16(v) => *v as i128,
-        Value::U32(v) => *v as i128,
-        Value::I32(v) => *v as i128,
-        Value::U64(v) => *v as i128,
-        Value::I64(v) => *v as i128,
-        _ => return None,
-    })
+/// Each token's attributes, from `tokenizer.ggml.token_type` (normal when absent).
+fn read_attrs(meta: &GgufMeta, n: usize) -> Result<Vec<u32>> {
+    let types_key = "tokenizer.ggml.token_type";
+    let Some(types) = meta.integers::<i64>(types_key)? else {
+        return Ok(vec![attr::NORMAL; n]);
+    };
+    if types.len() < n {
+        bail!("{types_key}: {} types for {n} tokens", types.len());
+    }
+    let attr = |t: &i64| match t {
+        1 => attr::NORMAL,
+        2 => attr::UNKNOWN,
+        3 => attr::CONTROL,
+        4 => attr::USER_DEFINED,
+        5 => attr::UNUSED,
+        6 => attr::BYTE,
+        _ => attr::UNDEFINED,
+    };
+    Ok(types[..n].iter().map(attr).collect())
 }
 
-fn as_u32(value: &Value, key: &str) -> Result<u32> {
-    match integer(value).and_then(|v| u32::try_from(v).ok()) {
-        Some(v) => Ok(v),
-        None => bail!("{key} = {value:?}: not a token id"),
+/// Each token's score, `tokenizer.ggml.scores` (required by SentencePiece, 0 otherwise).
+fn read_scores(meta: &GgufMeta, n: usize, spm: bool) -> Result<Vec<f32>> {
+    let scores_key = "tokenizer.ggml.scores";
+    match meta.f32s(scores_key)? {
+        None if spm => bail!("no {scores_key}: a \"llama\" (SentencePiece) tokenizer needs them"),
+        None => Ok(vec![0.0; n]),
+        Some(scores) if scores.len() < n => {
+            bail!("{scores_key}: {} scores for {n} tokens", scores.len())
+        }
+        Some(mut scores) => {
+            scores.truncate(n);
+            Ok(scores)
+        }
     }
 }
 
-fn as_i64(value: &Value, key: &str) -> Result<i64> {
-    match integer(value).and_then(|v| i64::try_from(v).ok()) {
-        Some(v) => Ok(v),
-        None => bail!("{key}: {value:?} is not an integer"),
-    }
+/// A byte-level BPE's model, from `tokenizer.ggml.pre` and `tokenizer.ggml.merges`, and its
+/// pre-tokenizer's defaults: `(model, add_space_prefix, clean_spaces, add_bos)`.
+fn read_bpe(meta: &GgufMeta, ids: &HashMap<String, u32>) -> Result<(Model, bool, bool, bool)> {
+    let pre_key = "tokenizer.ggml.pre";
+    let pre_name = meta.string(pre_key)?.unwrap_or("default");
+    let pre = pre_tokenizer(pre_name).with_context(|| {
+        format!(
+            "{pre_key} = {pre_name:?}: unknown pre-tokenizer (known: {})",
+            known_names().join(", ")
+        )
+    })?;
+    let merges_key = "tokenizer.ggml.merges";
+    let merges = meta.strings(merges_key)?.with_context(|| {
+        format!("no {merges_key}: a \"gpt2\" (byte-level BPE) tokenizer needs them")
+    })?;
+    let merges: Vec<String> = merges.into_iter().map(str::to_string).collect();
+    let bpe = bpe(ids, &merges, pre.ignore_merges, pre.regexes)?;
+    Ok((
+        Model::Bpe(Box::new(bpe)),
+        false,
+        pre.clean_spaces,
+        pre.add_bos,
+    ))
 }
 
-fn string<'a>(content: &'a Content, key: &str) -> Result<Option<&'a str>> {
-    get(content, key)
-        .map(|v| {
-            v.to_string()
-                .map(String::as_str)
-                .map_err(|_| anyhow!("{key} = {v:?}: not a string"))
-        })
-        .transpose()
-}
-
-fn boolean(content: &Content, key: &str) -> Result<Option<bool>> {
-    get(content, key)
-        .map(|v| {
-            v.to_bool()
-                .map_err(|_| anyhow!("{key} = {v:?}: not a bool"))
-        })
-        .transpose()
-}
-
-fn array<'a>(content: &'a Content, key: &str) -> Result<Option<&'a Vec<Value>>> {
-    get(content, key)
-        .map(|v| v.to_vec().map_err(|_| anyhow!("{key}: not an array")))
-        .transpose()
-}
-
-fn strings(values: &[Value], key: &str) -> Result<Vec<String>> {
-    values
-        .iter()
-        .enumerate()
-        .map(|(i, v)| {
-            v.to_string()
-                .cloned()
-                .map_err(|_| anyhow!("{key}[{i}] = {v:?}: not a string"))
-        })
-        .collect()
+/// `tokenizer.ggml.bos_token_id` and `eos_token_id`, llama.cpp's defaults when absent (those
+/// only when within the `n` tokens); an id beyond them is an error.
+fn read_bos_eos(meta: &GgufMeta, n: usize, spm: bool) -> Result<(Option<u32>, Option<u32>)> {
+    let id = |key: &str, default: u32| -> Result<Option<u32>> {
+        let default = Some(default).filter(|&i| (i as usize) < n);
+        match meta.integer::<u32>(key)?.or(default) {
+            Some(id) if id as usize >= n => {
+                bail!("{key} = {id}: beyond the {n} tokens of {TOKENS_KEY}")
+            }
+            id => Ok(id),
+        }
+    };
+    // llama.cpp's defaults when the keys are absent.
+    let (bos_default, eos_default) = if spm { (1, 2) } else { (11, 11) };
+    Ok((
+        id("tokenizer.ggml.bos_token_id", bos_default)?,
+        id("tokenizer.ggml.eos_token_id", eos_default)?,
+    ))
 }
 
 /// The value of one `<0xXX>` byte token.
@@ -233,8 +260,10 @@ impl Ord for Bigram {
 impl GgufVocab {
     /// The vocabulary of `content`; errors name the key and the value.
     pub fn from_gguf(content: &Content) -> Result<Self> {
+        let meta = GgufMeta::new(content);
         let model_key = "tokenizer.ggml.model";
-        let model_name = string(content, model_key)?
+        let model_name = meta
+            .string(model_key)?
             .with_context(|| format!("no {model_key}: the file holds no tokenizer"))?;
         let spm = match model_name {
             "gpt2" => false,
@@ -244,61 +273,10 @@ impl GgufVocab {
                  BPE, and \"llama\", SentencePiece)"
             ),
         };
-        let tokens_key = "tokenizer.ggml.tokens";
-        let tokens = array(content, tokens_key)?
-            .with_context(|| format!("no {tokens_key}: the file's tokenizer has no tokens"))?;
-        let mut texts = strings(tokens, tokens_key)?;
-        if texts.is_empty() {
-            bail!("{tokens_key} is empty");
-        }
-        if texts.len() > u32::MAX as usize {
-            bail!("{tokens_key}: {} tokens do not fit u32 ids", texts.len());
-        }
+        let mut texts = read_tokens(&meta)?;
         let n = texts.len();
-        let types_key = "tokenizer.ggml.token_type";
-        let attrs: Vec<u32> = match array(content, types_key)? {
-            None => vec![attr::NORMAL; n],
-            Some(types) => {
-                if types.len() < n {
-                    bail!("{types_key}: {} types for {n} tokens", types.len());
-                }
-                types[..n]
-                    .iter()
-                    .enumerate()
-                    .map(|(i, v)| {
-                        Ok(match as_i64(v, &format!("{types_key}[{i}]"))? {
-                            1 => attr::NORMAL,
-                            2 => attr::UNKNOWN,
-                            3 => attr::CONTROL,
-                            4 => attr::USER_DEFINED,
-                            5 => attr::UNUSED,
-                            6 => attr::BYTE,
-                            _ => attr::UNDEFINED,
-                        })
-                    })
-                    .collect::<Result<_>>()?
-            }
-        };
-        let scores_key = "tokenizer.ggml.scores";
-        let scores: Vec<f32> = match array(content, scores_key)? {
-            None if spm => {
-                bail!("no {scores_key}: a \"llama\" (SentencePiece) tokenizer needs them")
-            }
-            None => vec![0.0; n],
-            Some(scores) => {
-                if scores.len() < n {
-                    bail!("{scores_key}: {} scores for {n} tokens", scores.len());
-                }
-                scores[..n]
-                    .iter()
-                    .enumerate()
-                    .map(|(i, v)| {
-                        v.to_f32()
-                            .map_err(|_| anyhow!("{scores_key}[{i}] = {v:?}: not an f32"))
-                    })
-                    .collect::<Result<_>>()?
-            }
-        };
+        let attrs = read_attrs(&meta, n)?;
+        let scores = read_scores(&meta, n, spm)?;
         let mut ids = HashMap::with_capacity(n);
         for (i, text) in texts.iter_mut().enumerate() {
             if text.is_empty() {
@@ -323,53 +301,16 @@ impl GgufVocab {
         let (model, add_space_prefix, clean_spaces, add_bos) = if spm {
             (Model::Spm, true, false, true)
         } else {
-            let pre_key = "tokenizer.ggml.pre";
-            let pre_name = string(content, pre_key)?.unwrap_or("default");
-            let pre = pre_tokenizer(pre_name).with_context(|| {
-                format!(
-                    "{pre_key} = {pre_name:?}: unknown pre-tokenizer (known: {})",
-                    known_names().join(", ")
-                )
-            })?;
-            let merges_key = "tokenizer.ggml.merges";
-            let merges = array(content, merges_key)?.with_context(|| {
-                format!("no {merges_key}: a \"gpt2\" (byte-level BPE) tokenizer needs them")
-            })?;
-            let merges = strings(merges, merges_key)?;
-            let bpe = bpe(&ids, &merges, pre.ignore_merges, pre.regexes)?;
-            (
-                Model::Bpe(Box::new(bpe)),
-                false,
-                pre.clean_spaces,
-                pre.add_bos,
-            )
+            read_bpe(&meta, &ids)?
         };
-        let add_space_prefix =
-            boolean(content, "tokenizer.ggml.add_space_prefix")?.unwrap_or(add_space_prefix);
-        let add_bos = boolean(content, "tokenizer.ggml.add_bos_token")?.unwrap_or(add_bos);
-        let add_eos = boolean(content, "tokenizer.ggml.add_eos_token")?.unwrap_or(false);
-        let id = |key: &str, default: Option<u32>| -> Result<Option<u32>> {
-            let id = match get(content, key) {
-                Some(v) => Some(as_u32(v, key)?),
-                None => default,
-            };
-            match id {
-                Some(id) if id as usize >= n => {
-                    bail!("{key} = {id}: beyond the {n} tokens of {tokens_key}")
-                }
-                id => Ok(id),
-            }
-        };
-        // llama.cpp's defaults when the keys are absent.
-        let (bos_default, eos_default) = if spm { (1, 2) } else { (11, 11) };
-        let bos = id(
-            "tokenizer.ggml.bos_token_id",
-            Some(bos_default).filter(|&i| (i as usize) < n),
-        )?;
-        let eos = id(
-            "tokenizer.ggml.eos_token_id",
-            Some(eos_default).filter(|&i| (i as usize) < n),
-        )?;
+        let add_space_prefix = meta
+            .bool("tokenizer.ggml.add_space_prefix")?
+            .unwrap_or(add_space_prefix);
+        let add_bos = meta
+            .bool("tokenizer.ggml.add_bos_token")?
+            .unwrap_or(add_bos);
+        let add_eos = meta.bool("tokenizer.ggml.add_eos_token")?.unwrap_or(false);
+        let (bos, eos) = read_bos_eos(&meta, n, spm)?;
         if add_bos && bos.is_none() {
             bail!("tokenizer.ggml.add_bos_token is true but the file gives no tokenizer.ggml.bos_token_id");
         }

@@ -50,6 +50,7 @@ use std::path::Path;
 
 use anyhow::{anyhow, bail, Context as _, Result};
 use candle_core::quantized::gguf_file::Content;
+use candle_pe_core::GgufMeta;
 use serde::Serialize;
 
 use crate::gguf_vocab::GgufVocab;
@@ -124,14 +125,7 @@ impl TextTokenizer {
         let vocab = GgufVocab::from_gguf(content)?;
         let name = |id: Option<u32>| id.and_then(|id| vocab.token(id)).map(str::to_string);
         let key = "tokenizer.chat_template";
-        let chat_template = match content.metadata.get(key) {
-            None => None,
-            Some(v) => Some(
-                v.to_string()
-                    .map_err(|_| anyhow!("{key} = {v:?}: not a string"))?
-                    .clone(),
-            ),
-        };
+        let chat_template = GgufMeta::new(content).string(key)?.map(str::to_string);
         Ok(Self {
             bos_token: name(vocab.bos),
             eos_token: name(vocab.eos),

@@ -92,6 +92,8 @@ use candle_core::Device;
 use super::config::{pattern_layer_types, RopeConfig, RopeConfigs, DEFAULT_ROPE_THETA};
 use super::query_scale::QueryScale;
 use super::types::{LinearScaling, Llama3, Longrope, RopeType, Yarn};
+use crate::describe::gguf_arch::{Arch, Head, LogMultiplier, RopeKind};
+use crate::describe::gguf_meta::{decimal, GgufMeta};
 use crate::{Error, Result};
 
 /// How a model's Q and K weights pair the channels that rotate together.
@@ -113,8 +115,7 @@ impl PairLayout {
 
     /// The layout of a GGUF's Q and K weights, by its `general.architecture`.
     pub fn from_gguf(content: &Content) -> Result<Self> {
-        let arch = architecture(content)?;
-        Ok(rope_kind(&arch)?.layout())
+        Ok(Arch::of(architecture(content)?)?.rope.layout())
     }
 }
 
@@ -184,172 +185,46 @@ impl RopeConfig {
     }
 }
 
-/// llama.cpp's rope types (`llama_model_rope_type`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum RopeKind {
-    Norm,
-    Neox,
-    Mrope,
-    Imrope,
-}
-
-impl RopeKind {
-    fn layout(self) -> PairLayout {
-        match self {
-            RopeKind::Norm => PairLayout::Interleaved,
-            _ => PairLayout::Halves,
-        }
-    }
-}
-
-/// Architectures whose converter permutes Q and K for adjacent-pair rotation (llama.cpp NORM).
-/// Mistral and Mixtral checkpoints convert as `llama`.
-const NORM: &[&str] = &[
-    "llama",
-    "llama4",
-    "deci",
-    "mistral3",
-    "baichuan",
-    "starcoder",
-    "internlm2",
-    "minicpm",
-    "xverse",
-    "command-r",
-    "cohere2",
-    "olmo",
-    "arctic",
-    "deepseek",
-    "deepseek2",
-    "plm",
-    "chatglm",
-    "glm4",
-    "granite",
-    "granitemoe",
-    "chameleon",
-    "bailingmoe",
-    "smollm3",
-    "arcee",
-    "ernie4_5",
-    "ernie4_5-moe",
-];
-
-/// Architectures that rotate the two halves of the rotated part (llama.cpp NEOX).
-const NEOX: &[&str] = &[
-    "falcon",
-    "grok",
-    "dbrx",
-    "bert",
-    "nomic-bert",
-    "stablelm",
-    "bitnet",
-    "qwen",
-    "qwen2",
-    "qwen2moe",
-    "qwen3",
-    "qwen3moe",
-    "olmo2",
-    "olmoe",
-    "phi2",
-    "phi3",
-    "phimoe",
-    "plamo",
-    "gemma",
-    "gemma2",
-    "gemma3",
-    "gemma3n",
-    "starcoder2",
-    "openelm",
-    "gptneox",
-    "codeshell",
-    "orion",
-    "nemotron",
-    "exaone",
-    "exaone4",
-    "minicpm3",
-    "dots1",
-    "hunyuan-moe",
-    "hunyuan-dense",
-    "glm4moe",
-    "gpt-oss",
-    "seed_oss",
-];
-
-/// The rope type llama.cpp gives `arch`; `glm4` is M-RoPE when it has dimension sections (see
-/// [`read`]).
-fn rope_kind(arch: &str) -> Result<RopeKind> {
-    match arch {
-        "qwen2vl" => Ok(RopeKind::Mrope),
-        "qwen3vl" | "qwen3vlmoe" => Ok(RopeKind::Imrope),
-        a if NORM.contains(&a) => Ok(RopeKind::Norm),
-        a if NEOX.contains(&a) => Ok(RopeKind::Neox),
-        _ => Err(Error::GgufKey {
-            key: "general.architecture".into(),
-            message: format!(
-                "architecture {arch:?} is not one whose rope layout this crate knows \
-                 (llama.cpp's NORM: {}; NEOX: {}; M-RoPE: qwen2vl, qwen3vl, qwen3vlmoe)",
-                NORM.join(", "),
-                NEOX.join(", ")
-            ),
-        }),
-    }
-}
-
-fn architecture(content: &Content) -> Result<String> {
+/// `general.architecture`, which prefixes every key.
+fn architecture(content: &Content) -> Result<&str> {
     const KEY: &str = "general.architecture";
-    match content.metadata.get(KEY) {
-        Some(Value::String(s)) => Ok(s.clone()),
-        Some(other) => Err(Error::GgufKey {
-            key: KEY.into(),
-            message: format!("must be a string, got {other:?}"),
-        }),
-        None => Err(Error::GgufMissing {
+    GgufMeta::new(content)
+        .string(KEY)?
+        .ok_or_else(|| Error::GgufMissing {
             key: KEY.into(),
             needed_by: "every key is prefixed with it",
-        }),
-    }
+        })
 }
 
-/// The shortest decimal that rounds to `v`: the number a `config.json` most likely held.
-fn decimal(v: f32) -> f64 {
-    format!("{v}").parse().unwrap_or(v as f64)
-}
-
-/// The shortest decimal `m` whose `0.1 * m` (in f64, as DeepSeek-2's converter computes it)
-/// rounds to the stored `v`: the decimal of `v` with its point moved one place, when that
-/// holds; else `v / 0.1` in f32, as llama.cpp divides it.
-fn tenfold(v: f32) -> f64 {
-    let text = format!("{v}");
-    let shifted = match text.split_once('.') {
-        Some((int, frac)) => {
-            let (first, rest) = frac.split_at(frac.len().min(1));
-            format!("{int}{first:0<1}.{rest}0")
-        }
-        None => format!("{text}0"),
-    };
-    match shifted.parse::<f64>() {
-        Ok(m) if ((0.1 * m) as f32).to_bits() == v.to_bits() => m,
-        _ => decimal(v / 0.1f32),
-    }
-}
-
-/// The metadata of one file, read by key suffix, recording where each value came from.
+/// The metadata of one file, read by key suffix through its architecture's row, recording where
+/// each value came from.
 struct Meta<'a> {
     content: &'a Content,
-    arch: String,
+    meta: GgufMeta<'a>,
+    arch: &'static Arch,
     sources: Vec<ValueSource>,
 }
 
-impl Meta<'_> {
-    fn key(&self, suffix: &str) -> String {
-        format!("{}.{suffix}", self.arch)
+impl<'a> Meta<'a> {
+    fn new(content: &'a Content) -> Result<Self> {
+        Ok(Self {
+            content,
+            meta: GgufMeta::new(content),
+            arch: Arch::of(architecture(content)?)?,
+            sources: Vec::new(),
+        })
     }
 
-    fn raw(&self, suffix: &str) -> Option<&Value> {
-        self.content.metadata.get(&self.key(suffix))
+    fn key(&self, suffix: &str) -> String {
+        format!("{}.{suffix}", self.arch.name)
+    }
+
+    fn raw(&self, suffix: &str) -> Option<&'a Value> {
+        self.meta.value(&self.key(suffix))
     }
 
     fn has(&self, suffix: &str) -> bool {
-        self.raw(suffix).is_some()
+        self.meta.has(&self.key(suffix))
     }
 
     fn invalid(&self, suffix: &str, message: String) -> Error {
@@ -359,74 +234,26 @@ impl Meta<'_> {
         }
     }
 
+    fn missing(&self, suffix: &str, needed_by: &'static str) -> Error {
+        Error::GgufMissing {
+            key: self.key(suffix),
+            needed_by,
+        }
+    }
+
     /// A number key, as f64 (an f32 as its shortest decimal).
     fn float(&self, suffix: &str) -> Result<Option<f64>> {
-        let Some(v) = self.raw(suffix) else {
-            return Ok(None);
-        };
-        let x = match v {
-            Value::F32(x) => decimal(*x),
-            Value::F64(x) => *x,
-            Value::U8(x) => *x as f64,
-            Value::I8(x) => *x as f64,
-            Value::U16(x) => *x as f64,
-            Value::I16(x) => *x as f64,
-            Value::U32(x) => *x as f64,
-            Value::I32(x) => *x as f64,
-            Value::U64(x) => *x as f64,
-            Value::I64(x) => *x as f64,
-            other => return Err(self.invalid(suffix, format!("must be a number, got {other:?}"))),
-        };
-        if !x.is_finite() {
-            return Err(self.invalid(suffix, format!("must be finite, got {x}")));
-        }
-        Ok(Some(x))
+        self.meta.float(&self.key(suffix))
     }
 
     /// The f32 a float key holds, bit for bit (for comparing with what a converter computed).
-    fn float_bits(&self, suffix: &str) -> Option<f32> {
-        match self.raw(suffix) {
-            Some(Value::F32(x)) => Some(*x),
-            Some(Value::F64(x)) => Some(*x as f32),
-            _ => None,
-        }
+    fn f32(&self, suffix: &str) -> Result<Option<f32>> {
+        Ok(self.meta.f64(&self.key(suffix))?.map(|x| x as f32))
     }
 
-    /// A count key: a non-negative integer (an array of equal ones, as per-layer head counts are
-    /// written, is that integer).
+    /// A count key (see [`GgufMeta::count`]).
     fn count(&self, suffix: &str) -> Result<Option<usize>> {
-        let Some(v) = self.raw(suffix) else {
-            return Ok(None);
-        };
-        let one = |v: &Value| -> Option<usize> {
-            match v {
-                Value::U8(x) => Some(*x as usize),
-                Value::U16(x) => Some(*x as usize),
-                Value::U32(x) => Some(*x as usize),
-                Value::U64(x) => usize::try_from(*x).ok(),
-                Value::I8(x) => usize::try_from(*x).ok(),
-                Value::I16(x) => usize::try_from(*x).ok(),
-                Value::I32(x) => usize::try_from(*x).ok(),
-                Value::I64(x) => usize::try_from(*x).ok(),
-                _ => None,
-            }
-        };
-        let n = match v {
-            Value::Array(items) => {
-                let counts: Option<Vec<usize>> = items.iter().map(one).collect();
-                match counts.as_deref() {
-                    Some([first, rest @ ..]) if rest.iter().all(|x| x == first) => Some(*first),
-                    _ => None,
-                }
-            }
-            v => one(v),
-        };
-        n.map(Some).ok_or_else(|| {
-            self.invalid(
-                suffix,
-                format!("must be a non-negative integer (or an array of equal ones), got {v:?}"),
-            )
-        })
+        self.meta.count(&self.key(suffix))
     }
 
     /// A count key whose 0 llama.cpp's converter writes, and llama.cpp reads, as none: `None`
@@ -443,12 +270,8 @@ impl Meta<'_> {
         }
     }
 
-    fn string(&self, suffix: &str) -> Result<Option<String>> {
-        match self.raw(suffix) {
-            None => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(other) => Err(self.invalid(suffix, format!("must be a string, got {other:?}"))),
-        }
+    fn string(&self, suffix: &str) -> Result<Option<&'a str>> {
+        self.meta.string(&self.key(suffix))
     }
 
     fn note(&mut self, layer_type: Option<&str>, value: &'static str, source: String) {
@@ -477,6 +300,33 @@ impl Meta<'_> {
             _ => self.default_source(suffix, default),
         };
         self.note(None, value, source);
+    }
+
+    /// The source of `value` for every layer (before the sliding layers have their own).
+    fn source_for_all(&self, value: &str) -> String {
+        self.sources
+            .iter()
+            .find(|s| s.layer_type.is_none() && s.value == value)
+            .map(|s| s.source.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// The shortest decimal `m` whose `0.1 * m` (in f64, as DeepSeek-2's converter computes it)
+/// rounds to the stored `v`: the decimal of `v` with its point moved one place, when that
+/// holds; else `v / 0.1` in f32, as llama.cpp divides it.
+fn tenfold(v: f32) -> f64 {
+    let text = format!("{v}");
+    let shifted = match text.split_once('.') {
+        Some((int, frac)) => {
+            let (first, rest) = frac.split_at(frac.len().min(1));
+            format!("{int}{first:0<1}.{rest}0")
+        }
+        None => format!("{text}0"),
+    };
+    match shifted.parse::<f64>() {
+        Ok(m) if ((0.1 * m) as f32).to_bits() == v.to_bits() => m,
+        _ => decimal(v / 0.1f32),
     }
 }
 
@@ -629,63 +479,87 @@ enum Scaling {
     Longrope,
 }
 
-fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
-    let arch = architecture(content)?;
-    let mut kind = rope_kind(&arch)?;
-    let mut m = Meta {
-        content,
-        arch: arch.clone(),
-        sources: Vec::new(),
-    };
-    let dim_key = m.key("rope.dimension_count");
+/// The lengths and factor the scalings read: `rope.scaling.factor`,
+/// `rope.scaling.original_context_length` and `context_length` (each `None` when absent or 0).
+struct Lengths {
+    factor: Option<f64>,
+    original: Option<usize>,
+    context: Option<usize>,
+}
 
-    // The head, and its rotated part.
-    let rotary_given = m.count("rope.dimension_count")?;
-    let head_dim = if arch == "deepseek2" {
-        // The rope covers DeepSeek's qk_rope part, which is the whole of its rotated head.
-        m.note(None, "head_dim", dim_key.clone());
-        rotary_given.ok_or_else(|| Error::GgufMissing {
-            key: dim_key.clone(),
-            needed_by: "DeepSeek-2's rope covers its qk_rope part, whose width it gives",
-        })?
-    } else if let Some(k) = m.count("attention.key_length")? {
-        m.note(None, "head_dim", m.key("attention.key_length"));
-        k
-    } else {
-        let embedding = m.count("embedding_length")?;
-        let heads = m.count("attention.head_count")?;
-        match (embedding, heads) {
-            (Some(e), Some(h)) if h > 0 => {
-                let source = format!(
-                    "{} / {}",
-                    m.key("embedding_length"),
-                    m.key("attention.head_count")
-                );
-                m.note(None, "head_dim", source);
-                e / h
-            }
-            (Some(_), Some(_)) => {
-                return Err(m.invalid("attention.head_count", "must be >= 1, got 0".into()))
-            }
-            (None, _) => {
-                return Err(Error::GgufMissing {
-                    key: m.key("embedding_length"),
-                    needed_by: "the head width is embedding_length / head_count when \
-                                attention.key_length is absent",
-                })
-            }
-            (_, None) => {
-                return Err(Error::GgufMissing {
-                    key: m.key("attention.head_count"),
-                    needed_by: "the head width is embedding_length / head_count when \
-                                attention.key_length is absent",
-                })
-            }
+const DIM: &str = "rope.dimension_count";
+const ORIGINAL: &str = "rope.scaling.original_context_length";
+
+fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
+    let mut m = Meta::new(content)?;
+    let (head_dim, rotary_dim) = read_head(&mut m)?;
+    let theta = read_theta(&mut m, rotary_dim)?;
+    // llama.cpp reads a context_length of 0 as unknown (the user's context must be given).
+    let context = m.count_or_none("context_length")?;
+    m.record_count_or("max_position_embeddings", "context_length", "none");
+    if let Some(b) = m.meta.bool(&m.key("rope.scaling.finetuned"))? {
+        let source = format!("{} = {b} (reported only)", m.key("rope.scaling.finetuned"));
+        m.note(None, "finetuned", source);
+    }
+    let (kind, mrope_section) = read_sections(&mut m, rotary_dim)?;
+
+    // The scaling. The sources noted from here on are the scaling's.
+    let scaling_sources = m.sources.len();
+    let factor = read_factor(&mut m)?;
+    let scaling = read_scaling_type(&mut m, factor)?;
+    // llama.cpp reads 0 as none: its YaRN and LongRoPE fall back to context_length.
+    let original = m.count_or_none(ORIGINAL)?;
+    let lengths = Lengths {
+        factor,
+        original,
+        context,
+    };
+    let rope_type = match scaling {
+        Scaling::None => RopeType::Default,
+        Scaling::Linear(1.0) => RopeType::Default,
+        Scaling::Linear(f) => RopeType::Linear(LinearScaling { factor: f }),
+        Scaling::Yarn => read_yarn(&mut m, &lengths)?,
+        Scaling::Longrope => read_longrope(&mut m, reader, rotary_dim, &lengths)?,
+    };
+    let (rope_type, freq_factors) =
+        read_freqs(&mut m, reader, rope_type, &lengths, theta, rotary_dim)?;
+    let full = RopeConfig {
+        head_dim,
+        rope_theta: theta,
+        partial_rotary_factor: rotary_factor(rotary_dim, head_dim),
+        max_position_embeddings: context,
+        rope_type,
+        mrope_section,
+        mrope_interleaved: kind == RopeKind::Imrope,
+        query_scale: read_query_temperature(&mut m)?,
+        // The pair layout of a GGUF file's weights is its own (`PairLayout`), and llama.cpp's
+        // converter does not write DeepSeek's rope_interleave.
+        ..RopeConfig::new(head_dim, theta)
+    };
+    let configs = read_layers(&mut m, full, rotary_dim, scaling_sources)?;
+    Ok(GgufRope {
+        architecture: m.arch.name.to_string(),
+        configs,
+        layout: kind.layout(),
+        freq_factors,
+        sources: m.sources,
+    })
+}
+
+/// The head and its rotated part: `(head_dim, rotary_dim)`.
+fn read_head(m: &mut Meta) -> Result<(usize, usize)> {
+    let rotary_given = m.count(DIM)?;
+    let head_dim = match m.arch.head {
+        // The rope covers a part of the head (DeepSeek's qk_rope), the whole of its rotated head.
+        Head::RotaryPart { needed_by } => {
+            m.note(None, "head_dim", m.key(DIM));
+            rotary_given.ok_or_else(|| m.missing(DIM, needed_by))?
         }
+        Head::KeyLength => read_head_dim(m)?,
     };
     let rotary_dim = rotary_given.unwrap_or(head_dim);
-    m.record_key_or("rotary_dim", "rope.dimension_count", "the head");
-    check_rotary(&m, "rope.dimension_count", rotary_dim, head_dim)?;
+    m.record_key_or("rotary_dim", DIM, "the head");
+    check_rotary(m, DIM, rotary_dim, head_dim)?;
     // A head of their own on the sliding layers is not one these configs hold.
     if let Some(swa_head) = m.count("attention.key_length_swa")? {
         if swa_head != head_dim {
@@ -698,106 +572,111 @@ fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
             ));
         }
     }
+    Ok((head_dim, rotary_dim))
+}
 
-    // The base.
-    let mut theta = m.float("rope.freq_base")?.unwrap_or(DEFAULT_ROPE_THETA);
+/// The head: `attention.key_length`, else `embedding_length / attention.head_count`.
+fn read_head_dim(m: &mut Meta) -> Result<usize> {
+    if let Some(k) = m.count("attention.key_length")? {
+        m.note(None, "head_dim", m.key("attention.key_length"));
+        return Ok(k);
+    }
+    const WHY: &str =
+        "the head width is embedding_length / head_count when attention.key_length is absent";
+    let embedding = m.count("embedding_length")?;
+    let heads = m.count("attention.head_count")?;
+    match (embedding, heads) {
+        (Some(e), Some(h)) if h > 0 => {
+            let source = format!(
+                "{} / {}",
+                m.key("embedding_length"),
+                m.key("attention.head_count")
+            );
+            m.note(None, "head_dim", source);
+            Ok(e / h)
+        }
+        (Some(_), Some(_)) => Err(m.invalid("attention.head_count", "must be >= 1, got 0".into())),
+        (None, _) => Err(m.missing("embedding_length", WHY)),
+        (_, None) => Err(m.missing("attention.head_count", WHY)),
+    }
+}
+
+/// The base: `rope.freq_base`, times HunYuan's NTK `rope.scaling.alpha^(d/(d-2))`.
+fn read_theta(m: &mut Meta, rotary_dim: usize) -> Result<f64> {
+    let theta = m.float("rope.freq_base")?.unwrap_or(DEFAULT_ROPE_THETA);
     m.record_key_or("rope_theta", "rope.freq_base", "10000");
     if theta <= 0.0 {
         return Err(m.invalid("rope.freq_base", format!("must be > 0, got {theta}")));
     }
-    if let Some(alpha) = m.float("rope.scaling.alpha")? {
-        if alpha <= 0.0 {
-            return Err(m.invalid("rope.scaling.alpha", format!("must be > 0, got {alpha}")));
+    let alpha = match m.float("rope.scaling.alpha")? {
+        None | Some(1.0) => return Ok(theta),
+        Some(alpha) if alpha <= 0.0 => {
+            return Err(m.invalid("rope.scaling.alpha", format!("must be > 0, got {alpha}")))
         }
-        if alpha != 1.0 {
-            let d = rotary_dim as f64;
-            if rotary_dim <= 2 {
-                return Err(m.invalid(
-                    "rope.scaling.alpha",
-                    format!("needs a rotary dim above 2, got {rotary_dim}"),
-                ));
-            }
-            theta *= alpha.powf(d / (d - 2.0));
-            // One source for the value: the product replaces the plain base's.
-            m.sources.retain(|s| s.value != "rope_theta");
-            let source = format!(
-                "{} * {}^(d/(d-2)) (HunYuan NTK alpha)",
-                m.key("rope.freq_base"),
-                m.key("rope.scaling.alpha")
-            );
-            m.note(None, "rope_theta", source);
-        }
+        Some(alpha) => alpha,
+    };
+    if rotary_dim <= 2 {
+        return Err(m.invalid(
+            "rope.scaling.alpha",
+            format!("needs a rotary dim above 2, got {rotary_dim}"),
+        ));
     }
-    // llama.cpp reads a context_length of 0 as unknown (the user's context must be given).
-    let context = m.count_or_none("context_length")?;
-    m.record_count_or("max_position_embeddings", "context_length", "none");
-    if let Some(Value::Bool(b)) = m.raw("rope.scaling.finetuned") {
-        let source = format!("{} = {b} (reported only)", m.key("rope.scaling.finetuned"));
-        m.note(None, "finetuned", source);
-    }
+    let d = rotary_dim as f64;
+    // One source for the value: the product replaces the plain base's.
+    m.sources.retain(|s| s.value != "rope_theta");
+    let source = format!(
+        "{} * {}^(d/(d-2)) (HunYuan NTK alpha)",
+        m.key("rope.freq_base"),
+        m.key("rope.scaling.alpha")
+    );
+    m.note(None, "rope_theta", source);
+    Ok(theta * alpha.powf(d / (d - 2.0)))
+}
 
-    // M-RoPE sections.
-    let mut mrope_section = None;
-    if let Some(v) = m.raw("rope.dimension_sections") {
-        let key = m.key("rope.dimension_sections");
-        let sections: Option<Vec<usize>> = match v {
-            Value::Array(items) => items
-                .iter()
-                .map(|x| match x {
-                    Value::U32(x) => Some(*x as usize),
-                    Value::I32(x) => usize::try_from(*x).ok(),
-                    Value::U64(x) => usize::try_from(*x).ok(),
-                    Value::I64(x) => usize::try_from(*x).ok(),
-                    _ => None,
-                })
-                .collect(),
-            _ => None,
-        };
-        let Some(mut sections) = sections else {
-            return Err(Error::GgufKey {
-                key,
-                message: format!("must be an array of non-negative integers, got {v:?}"),
-            });
-        };
-        let used = sections.iter().any(|&s| s > 0);
-        if arch == "glm4" && used {
-            kind = RopeKind::Mrope;
-        }
-        if matches!(kind, RopeKind::Mrope | RopeKind::Imrope) {
-            if sections.len() == 4 && sections[3] != 0 {
-                return Err(Error::GgufKey {
-                    key,
-                    message: format!(
-                        "a fourth section ({}) is for vision positions, which text M-RoPE does \
-                         not take",
-                        sections[3]
-                    ),
-                });
-            }
-            sections.truncate(3);
-            let sum: usize = sections.iter().sum();
-            if sections.len() != 3 || sum != rotary_dim / 2 {
-                return Err(Error::GgufConflict {
-                    key,
-                    value: format!("{sections:?}"),
-                    other: dim_key.clone(),
-                    other_value: rotary_dim.to_string(),
-                    why: "the t, h and w sections must add up to rotary_dim / 2",
-                });
-            }
-            m.note(None, "mrope_section", m.key("rope.dimension_sections"));
-            mrope_section = Some(sections);
-        }
+/// The file's rope type and M-RoPE's sections, from the row and `rope.dimension_sections`.
+fn read_sections(m: &mut Meta, rotary_dim: usize) -> Result<(RopeKind, Option<Vec<usize>>)> {
+    const SECTIONS: &str = "rope.dimension_sections";
+    let key = m.key(SECTIONS);
+    let sections = m.meta.integers::<usize>(&key)?;
+    let used = sections.as_ref().is_some_and(|s| s.iter().any(|&s| s > 0));
+    let kind = match m.arch.rope {
+        _ if m.arch.mrope_with_sections && used => RopeKind::Mrope,
+        kind => kind,
+    };
+    if !kind.is_mrope() {
+        return Ok((kind, None));
     }
-    if matches!(kind, RopeKind::Mrope | RopeKind::Imrope) && mrope_section.is_none() {
-        return Err(Error::GgufMissing {
-            key: m.key("rope.dimension_sections"),
-            needed_by: "M-RoPE architectures (qwen2vl, qwen3vl) split the pairs by it",
+    let Some(mut sections) = sections else {
+        return Err(m.missing(
+            SECTIONS,
+            "M-RoPE architectures (qwen2vl, qwen3vl) split the pairs by it",
+        ));
+    };
+    if sections.len() == 4 && sections[3] != 0 {
+        return Err(m.invalid(
+            SECTIONS,
+            format!(
+                "a fourth section ({}) is for vision positions, which text M-RoPE does not take",
+                sections[3]
+            ),
+        ));
+    }
+    sections.truncate(3);
+    if sections.len() != 3 || sections.iter().sum::<usize>() != rotary_dim / 2 {
+        return Err(Error::GgufConflict {
+            key,
+            value: format!("{sections:?}"),
+            other: m.key(DIM),
+            other_value: rotary_dim.to_string(),
+            why: "the t, h and w sections must add up to rotary_dim / 2",
         });
     }
+    m.note(None, "mrope_section", key);
+    Ok((kind, Some(sections)))
+}
 
-    // The scaling: type and factor. The sources noted from here on are the scaling's.
-    let scaling_sources = m.sources.len();
+/// The scaling factor: `rope.scaling.factor`, or the legacy `rope.scale_linear`; 0 is none.
+fn read_factor(m: &mut Meta) -> Result<Option<f64>> {
     let factor = match (
         m.float("rope.scaling.factor")?,
         m.float("rope.scale_linear")?,
@@ -823,16 +702,21 @@ fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
         // llama.cpp reads a factor of 0 as no factor.
         _ => None,
     };
-    if let Some(f) = factor {
-        if f <= 0.0 {
-            return Err(m.invalid("rope.scaling.factor", format!("must be > 0, got {f}")));
+    match factor {
+        Some(f) if f <= 0.0 => {
+            Err(m.invalid("rope.scaling.factor", format!("must be > 0, got {f}")))
         }
+        factor => Ok(factor),
     }
-    let has_long = content
-        .tensor_infos
-        .contains_key("rope_factors_long.weight")
-        || content.tensor_infos.contains_key("rope_factors_long");
-    let scaling = match m.string("rope.scaling.type")?.as_deref() {
+}
+
+/// The scaling type: `rope.scaling.type`, else LongRoPE when the file has `rope_factors_long`
+/// (Phi-3 files mark it by its tensors alone), else llama.cpp's default, linear.
+fn read_scaling_type(m: &mut Meta, factor: Option<f64>) -> Result<Scaling> {
+    let tensors = &m.content.tensor_infos;
+    let has_long = tensors.contains_key("rope_factors_long.weight")
+        || tensors.contains_key("rope_factors_long");
+    let scaling = match m.string("rope.scaling.type")? {
         Some("none") => Scaling::None,
         Some("linear") => Scaling::Linear(factor.unwrap_or(1.0)),
         Some("yarn") => Scaling::Yarn,
@@ -843,7 +727,6 @@ fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
                 format!("{other:?} is not one of none, linear, yarn, longrope"),
             ))
         }
-        // llama.cpp's default type is linear; Phi-3 files mark LongRoPE by its tensors alone.
         None if has_long => Scaling::Longrope,
         None => Scaling::Linear(factor.unwrap_or(1.0)),
     };
@@ -855,201 +738,175 @@ fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
         "default (llama.cpp: linear, no scaling without a factor)".to_string()
     };
     m.note(None, "rope_type", type_source);
+    Ok(scaling)
+}
 
-    let original_key = "rope.scaling.original_context_length";
-    // llama.cpp reads 0 as none: its YaRN and LongRoPE fall back to context_length.
-    let original = m.count_or_none(original_key)?;
-
-    let mut freq_factors = None;
-    let rope_type = match scaling {
-        Scaling::None => RopeType::Default,
-        Scaling::Linear(1.0) => RopeType::Default,
-        Scaling::Linear(f) => RopeType::Linear(LinearScaling { factor: f }),
-        Scaling::Yarn => read_yarn(&mut m, factor, original, context)?,
-        Scaling::Longrope => {
-            read_longrope(&mut m, reader, rotary_dim, &dim_key, original, context)?
-        }
+/// `rope_freqs` over `rope_type` (which must be the default): llama3 divisors, or any stored
+/// divisors; and what the tensor turned out to be.
+fn read_freqs<R: Read + Seek>(
+    m: &mut Meta,
+    reader: &mut R,
+    rope_type: RopeType,
+    lengths: &Lengths,
+    theta: f64,
+    rotary_dim: usize,
+) -> Result<(RopeType, Option<FreqFactors>)> {
+    let Some((name, values)) = tensor(m.content, reader, "rope_freqs")? else {
+        return Ok((rope_type, None));
     };
-
-    // rope_freqs: llama3 divisors, or any stored divisors.
-    let rope_type = match tensor(content, reader, "rope_freqs")? {
-        None => rope_type,
-        Some((name, values)) => {
-            if rope_type != RopeType::Default {
-                return Err(Error::GgufConflict {
-                    key: name,
-                    value: format!("{} divisors", values.len()),
-                    other: m.key("rope.scaling.type"),
-                    other_value: rope_type.name().to_string(),
-                    why: "per-pair divisors on top of another scaling are not a transformers \
-                          rope type",
-                });
-            }
-            check_factors(&name, &values, rotary_dim, &dim_key)?;
-            // The tensor, not the (absent) scaling type, gives the rope type.
-            m.sources.retain(|s| s.value != "rope_type");
-            let candidates = llama3_candidates(factor, original);
-            match candidates
-                .into_iter()
-                .find(|p| is_converter_llama3(&values, theta, rotary_dim, p))
-            {
-                Some(p) => {
-                    m.note(
-                        None,
-                        "rope_type",
-                        format!(
-                            "tensor {name}: bit for bit llama.cpp's converter output for llama3 \
-                             factor {}, low {}, high {}, original {}",
-                            p.factor,
-                            p.low_freq_factor,
-                            p.high_freq_factor,
-                            p.original_max_position_embeddings
-                        ),
-                    );
-                    freq_factors = Some(FreqFactors::Llama3(p));
-                    RopeType::Llama3(p)
-                }
-                None => {
-                    let max_relative_error = f32_relative_error(&values);
-                    m.note(
-                        None,
-                        "rope_type",
-                        format!(
-                            "tensor {name}: divisors used as stored (relative frequency error \
-                             <= {max_relative_error:.2e})"
-                        ),
-                    );
-                    freq_factors = Some(FreqFactors::Stored { max_relative_error });
-                    let divisors: Vec<f64> = values.iter().map(|&v| v as f64).collect();
-                    RopeType::Longrope(Longrope {
-                        short_factor: divisors.clone(),
-                        long_factor: divisors,
-                        factor: Some(1.0),
-                        original_max_position_embeddings: Some(context.unwrap_or(1).max(1)),
-                        attention_factor: Some(1.0),
-                        short_mscale: None,
-                        long_mscale: None,
-                    })
-                }
-            }
-        }
+    if rope_type != RopeType::Default {
+        return Err(Error::GgufConflict {
+            key: name,
+            value: format!("{} divisors", values.len()),
+            other: m.key("rope.scaling.type"),
+            other_value: rope_type.name().to_string(),
+            why: "per-pair divisors on top of another scaling are not a transformers rope type",
+        });
+    }
+    check_factors(&name, &values, rotary_dim, &m.key(DIM))?;
+    // The tensor, not the (absent) scaling type, gives the rope type.
+    m.sources.retain(|s| s.value != "rope_type");
+    let llama3 = llama3_candidates(lengths.factor, lengths.original)
+        .into_iter()
+        .find(|p| is_converter_llama3(&values, theta, rotary_dim, p));
+    let Some(p) = llama3 else {
+        return Ok(stored_divisors(m, &name, &values, lengths.context));
     };
+    let source = format!(
+        "tensor {name}: bit for bit llama.cpp's converter output for llama3 factor {}, low {}, \
+         high {}, original {}",
+        p.factor, p.low_freq_factor, p.high_freq_factor, p.original_max_position_embeddings
+    );
+    m.note(None, "rope_type", source);
+    Ok((RopeType::Llama3(p), Some(FreqFactors::Llama3(p))))
+}
 
-    let full = RopeConfig {
-        head_dim,
-        rope_theta: theta,
-        partial_rotary_factor: rotary_factor(rotary_dim, head_dim),
-        max_position_embeddings: context,
-        rope_type,
-        mrope_section,
-        mrope_interleaved: kind == RopeKind::Imrope,
-        query_scale: read_query_temperature(&mut m)?,
-        // The pair layout of a GGUF file's weights is its own (`PairLayout`), and llama.cpp's
-        // converter does not write DeepSeek's rope_interleave.
-        ..RopeConfig::new(head_dim, theta)
-    };
+/// Divisors used as stored: a LongRoPE whose short and long factors are both the divisors and
+/// whose attention factor is 1.
+fn stored_divisors(
+    m: &mut Meta,
+    name: &str,
+    values: &[f32],
+    context: Option<usize>,
+) -> (RopeType, Option<FreqFactors>) {
+    let max_relative_error = f32_relative_error(values);
+    let source = format!(
+        "tensor {name}: divisors used as stored (relative frequency error <= \
+         {max_relative_error:.2e})"
+    );
+    m.note(None, "rope_type", source);
+    let divisors: Vec<f64> = values.iter().map(|&v| v as f64).collect();
+    let rope_type = RopeType::Longrope(Longrope {
+        short_factor: divisors.clone(),
+        long_factor: divisors,
+        factor: Some(1.0),
+        original_max_position_embeddings: Some(context.unwrap_or(1).max(1)),
+        attention_factor: Some(1.0),
+        short_mscale: None,
+        long_mscale: None,
+    });
+    (rope_type, Some(FreqFactors::Stored { max_relative_error }))
+}
 
-    // Sliding-window layers with their own rope. llama.cpp's converter writes a window of 0 for
-    // a model without one, and llama.cpp reads it so: no sliding layers, one rope for all.
-    let is_gemma3 = arch == "gemma3";
+/// The ropes per layer. Sliding-window layers have a rope of their own when the file has the
+/// `_swa` keys or the row has sliding defaults (Gemma 3); llama.cpp's converter writes a window
+/// of 0 for a model without one, and llama.cpp reads it so: no sliding layers, one rope for all.
+fn read_layers(
+    m: &mut Meta,
+    full: RopeConfig,
+    rotary_dim: usize,
+    scaling_sources: usize,
+) -> Result<RopeConfigs> {
     let swa_keys = m.has("rope.freq_base_swa") || m.has("rope.dimension_count_swa");
-    let windowless = matches!(m.count("attention.sliding_window"), Ok(Some(0)));
-    if windowless && (is_gemma3 || swa_keys) {
+    if m.arch.sliding.is_none() && !swa_keys {
+        return Ok(RopeConfigs::for_all_layers(full, None));
+    }
+    if matches!(m.count("attention.sliding_window"), Ok(Some(0))) {
         let source = format!(
             "{} = 0: no sliding layers, one rope for every layer (as llama.cpp reads it)",
             m.key("attention.sliding_window")
         );
         m.note(None, "layer_types", source);
+        return Ok(RopeConfigs::for_all_layers(full, None));
     }
-    let configs = if (is_gemma3 || swa_keys) && !windowless {
-        let layer_types = read_layer_types(&m, is_gemma3)?;
-        let swa_theta =
-            m.float("rope.freq_base_swa")?
-                .unwrap_or(if is_gemma3 { 10_000.0 } else { theta });
-        if swa_theta <= 0.0 {
-            return Err(m.invalid(
-                "rope.freq_base_swa",
-                format!("must be > 0, got {swa_theta}"),
-            ));
-        }
-        let swa_rotary = m.count("rope.dimension_count_swa")?.unwrap_or(rotary_dim);
-        check_rotary(&m, "rope.dimension_count_swa", swa_rotary, head_dim)?;
-        // Each value once per layer type: what the sliding layers take otherwise (their base,
-        // their width, and on Gemma 3 the whole scaling) is the full layers' own, and the
-        // sliding layers name only keys the file has.
-        let full_source = |value: &str| {
-            m.sources
-                .iter()
-                .find(|s| s.layer_type.is_none() && s.value == value)
-                .map(|s| s.source.clone())
-                .unwrap_or_default()
-        };
-        let base_source = if m.has("rope.freq_base_swa") {
-            m.key("rope.freq_base_swa")
-        } else if is_gemma3 {
-            "default (Gemma 3: 10000)".into()
-        } else {
-            full_source("rope_theta")
-        };
-        let dim_source = if m.has("rope.dimension_count_swa") {
-            m.key("rope.dimension_count_swa")
-        } else {
-            full_source("rotary_dim")
-        };
-        for (i, s) in m.sources.iter_mut().enumerate() {
-            let own = matches!(s.value, "rope_theta" | "rotary_dim")
-                || (is_gemma3 && i >= scaling_sources);
-            if s.layer_type.is_none() && own {
-                s.layer_type = Some("full_attention".into());
-            }
-        }
-        let sliding = Some("sliding_attention");
-        m.note(sliding, "rope_theta", base_source);
-        m.note(sliding, "rotary_dim", dim_source);
-        let sliding_type = if is_gemma3 {
-            m.note(
-                sliding,
-                "rope_type",
-                "default (unscaled: Gemma 3's sliding layers)".into(),
-            );
-            RopeType::Default
-        } else {
-            full.rope_type.clone()
-        };
-        let sliding_config = RopeConfig {
-            rope_theta: swa_theta,
-            partial_rotary_factor: rotary_factor(swa_rotary, head_dim),
-            rope_type: sliding_type,
-            ..full.clone()
-        };
-        let configs = BTreeMap::from([
-            ("full_attention".to_string(), full),
-            ("sliding_attention".to_string(), sliding_config),
-        ]);
-        let field = if m.has("rope.freq_base_swa") {
-            m.key("rope.freq_base_swa")
-        } else {
-            "general.architecture".to_string()
-        };
-        RopeConfigs::per_layer_type(field, configs, layer_types)
+    let layer_types = read_layer_types(m)?;
+    let sliding = read_sliding(m, &full, rotary_dim, scaling_sources)?;
+    let configs = BTreeMap::from([
+        ("full_attention".to_string(), full),
+        ("sliding_attention".to_string(), sliding),
+    ]);
+    let field = if m.has("rope.freq_base_swa") {
+        m.key("rope.freq_base_swa")
     } else {
-        RopeConfigs::for_all_layers(full, None)
+        "general.architecture".to_string()
     };
-    Ok(GgufRope {
-        architecture: arch,
-        configs,
-        layout: kind.layout(),
-        freq_factors,
-        sources: m.sources,
+    Ok(RopeConfigs::per_layer_type(field, configs, layer_types))
+}
+
+/// The sliding layers' rope: the full layers' with `rope.freq_base_swa` and
+/// `rope.dimension_count_swa`, or the row's defaults (Gemma 3: base 10000, no scaling).
+fn read_sliding(
+    m: &mut Meta,
+    full: &RopeConfig,
+    rotary_dim: usize,
+    scaling_sources: usize,
+) -> Result<RopeConfig> {
+    let defaults = m.arch.sliding;
+    let theta = m.float("rope.freq_base_swa")?;
+    let theta = theta.unwrap_or(defaults.map_or(full.rope_theta, |s| s.theta));
+    if theta <= 0.0 {
+        return Err(m.invalid("rope.freq_base_swa", format!("must be > 0, got {theta}")));
+    }
+    let swa_rotary = m.count("rope.dimension_count_swa")?.unwrap_or(rotary_dim);
+    check_rotary(m, "rope.dimension_count_swa", swa_rotary, full.head_dim)?;
+    let unscaled = defaults.filter(|s| !s.scaled);
+    note_sliding_sources(m, unscaled.is_some(), scaling_sources);
+    let rope_type = match unscaled {
+        Some(s) => {
+            let source = format!("default (unscaled: {}'s sliding layers)", s.label);
+            m.note(Some("sliding_attention"), "rope_type", source);
+            RopeType::Default
+        }
+        None => full.rope_type.clone(),
+    };
+    Ok(RopeConfig {
+        rope_theta: theta,
+        partial_rotary_factor: rotary_factor(swa_rotary, full.head_dim),
+        rope_type,
+        ..full.clone()
     })
 }
 
-/// The architectures whose llama.cpp graph scales the queries by the keys
-/// `attention.temperature_scale` and `attention.temperature_length` (with no position offset):
-/// `1 + scale ln(1 + floor(p / length))`, transformers' `llama_4_scaling_beta` for Ministral 3.
-const QUERY_TEMPERATURE: &[&str] = &["mistral3", "deepseek2"];
+/// Each value once per layer type: what the sliding layers take otherwise (their base, their
+/// width, and when `unscaled` the whole scaling, the sources from `scaling_sources` on) is the
+/// full layers' own, and the sliding layers name only keys the file has.
+fn note_sliding_sources(m: &mut Meta, unscaled: bool, scaling_sources: usize) {
+    let base_source = match m.arch.sliding {
+        _ if m.has("rope.freq_base_swa") => m.key("rope.freq_base_swa"),
+        Some(s) => format!("default ({}: {})", s.label, s.theta),
+        None => m.source_for_all("rope_theta"),
+    };
+    let dim_source = if m.has("rope.dimension_count_swa") {
+        m.key("rope.dimension_count_swa")
+    } else {
+        m.source_for_all("rotary_dim")
+    };
+    for (i, s) in m.sources.iter_mut().enumerate() {
+        let own =
+            matches!(s.value, "rope_theta" | "rotary_dim") || (unscaled && i >= scaling_sources);
+        if s.layer_type.is_none() && own {
+            s.layer_type = Some("full_attention".into());
+        }
+    }
+    let sliding = Some("sliding_attention");
+    m.note(sliding, "rope_theta", base_source);
+    m.note(sliding, "rotary_dim", dim_source);
+}
 
-/// The query temperature of the file, as [`QueryScale::Llama4Scaling`]; a scale of 0 (llama.cpp's
+/// The query temperature of the file, as [`QueryScale::Llama4Scaling`]: on the architectures
+/// whose llama.cpp graph scales the queries by `attention.temperature_scale` and
+/// `attention.temperature_length` (with no position offset), `1 + scale ln(1 + floor(p /
+/// length))`, transformers' `llama_4_scaling_beta` for Ministral 3. A scale of 0 (llama.cpp's
 /// default) is none. On an architecture llama.cpp does not scale, the keys are refused by name.
 fn read_query_temperature(m: &mut Meta) -> Result<Option<QueryScale>> {
     let (scale_key, length_key) = (
@@ -1060,7 +917,7 @@ fn read_query_temperature(m: &mut Meta) -> Result<Option<QueryScale>> {
     if scale.is_none() && length.is_none() {
         return Ok(None);
     }
-    if !QUERY_TEMPERATURE.contains(&m.arch.as_str()) {
+    if !m.arch.query_temperature {
         let key = if scale.is_some() {
             scale_key
         } else {
@@ -1070,8 +927,8 @@ fn read_query_temperature(m: &mut Meta) -> Result<Option<QueryScale>> {
             key,
             format!(
                 "llama.cpp scales the queries by it only on {}, not on {:?}",
-                QUERY_TEMPERATURE.join(" and "),
-                m.arch
+                Arch::names_with(|a| a.query_temperature),
+                m.arch.name
             ),
         ));
     }
@@ -1080,10 +937,10 @@ fn read_query_temperature(m: &mut Meta) -> Result<Option<QueryScale>> {
         (Some(0.0), _) => return Ok(None),
         (Some(s), Some(l)) => (s, l),
         (Some(_), None) => {
-            return Err(Error::GgufMissing {
-                key: m.key(length_key),
-                needed_by: "the query temperature that attention.temperature_scale sets",
-            })
+            return Err(m.missing(
+                length_key,
+                "the query temperature that attention.temperature_scale sets",
+            ))
         }
     };
     let scale = QueryScale::Llama4Scaling {
@@ -1135,73 +992,45 @@ fn check_rotary(m: &Meta, suffix: &str, rotary_dim: usize, head_dim: usize) -> R
 
 /// The layer types of a model with sliding-window layers: from
 /// `attention.sliding_window_pattern` (a period, or one flag per layer, true for sliding) and
-/// `block_count`; Gemma 3's period is 6 when the key is absent.
-fn read_layer_types(m: &Meta, is_gemma3: bool) -> Result<Option<Vec<String>>> {
-    let suffix = "attention.sliding_window_pattern";
-    let name = |sliding: bool| {
-        if sliding {
-            "sliding_attention"
-        } else {
-            "full_attention"
-        }
-        .to_string()
-    };
-    if let Some(Value::Array(flags)) = m.raw(suffix) {
-        return flags
-            .iter()
-            .map(|f| match f {
-                Value::Bool(b) => Ok(name(*b)),
-                other => Err(m.invalid(
-                    suffix,
-                    format!("must be a period or one bool per layer, got {other:?}"),
-                )),
-            })
-            .collect::<Result<Vec<_>>>()
-            .map(Some);
+/// `block_count`; the row's period (Gemma 3: 6) when the key is absent.
+fn read_layer_types(m: &Meta) -> Result<Option<Vec<String>>> {
+    const PATTERN: &str = "attention.sliding_window_pattern";
+    if let Some(Value::Array(_)) = m.raw(PATTERN) {
+        let flags = m.meta.bools(&m.key(PATTERN))?.unwrap_or_default();
+        let name = |sliding: bool| match sliding {
+            true => "sliding_attention".to_string(),
+            false => "full_attention".to_string(),
+        };
+        return Ok(Some(flags.into_iter().map(name).collect()));
     }
-    let period = match m.count(suffix)? {
-        Some(p) => Some(p),
-        None if is_gemma3 => Some(6),
-        None => None,
-    };
+    let period = m.count(PATTERN)?.or(m.arch.sliding.map(|s| s.period));
     match (period, m.count("block_count")?) {
         (Some(p), Some(layers)) => Ok(Some(pattern_layer_types(layers, p, false))),
         _ => Ok(None),
     }
 }
 
-fn read_yarn(
-    m: &mut Meta,
-    factor: Option<f64>,
-    original: Option<usize>,
-    context: Option<usize>,
-) -> Result<RopeType> {
-    let factor = factor.unwrap_or(1.0);
-    let original = match (original, context) {
-        (Some(o), _) => {
-            m.note(
-                None,
-                "original_max_position_embeddings",
-                m.key("rope.scaling.original_context_length"),
-            );
-            o
-        }
-        (None, Some(c)) => {
-            let source = m.default_source(
-                "rope.scaling.original_context_length",
-                &m.key("context_length"),
-            );
-            m.note(None, "original_max_position_embeddings", source);
-            c
-        }
-        (None, None) => {
-            return Err(Error::GgufMissing {
-                key: m.key("rope.scaling.original_context_length"),
-                needed_by: "YaRN's ramp is set by it (llama.cpp's default, context_length, is \
-                            absent or 0 too)",
-            })
-        }
+/// The original context of a YaRN or LongRoPE: `rope.scaling.original_context_length`, else
+/// `context_length`; `needed_by` says why when neither is given.
+fn original_context(m: &Meta, lengths: &Lengths, needed_by: &'static str) -> Result<usize> {
+    lengths
+        .original
+        .or(lengths.context)
+        .ok_or_else(|| m.missing(ORIGINAL, needed_by))
+}
+
+fn read_yarn(m: &mut Meta, lengths: &Lengths) -> Result<RopeType> {
+    let factor = lengths.factor.unwrap_or(1.0);
+    let original = original_context(
+        m,
+        lengths,
+        "YaRN's ramp is set by it (llama.cpp's default, context_length, is absent or 0 too)",
+    )?;
+    let source = match lengths.original {
+        Some(_) => m.key(ORIGINAL),
+        None => m.default_source(ORIGINAL, &m.key("context_length")),
     };
+    m.note(None, "original_max_position_embeddings", source);
     if let Some(ext) = m.float("rope.scaling.yarn_ext_factor")? {
         if ext != 1.0 {
             return Err(m.invalid(
@@ -1222,62 +1051,8 @@ fn read_yarn(
         beta_slow,
         ..Yarn::new(factor, original)
     };
-    // transformers' `attention_factor`, written by the converter as yarn_attn_factor.
-    let yarn_attn = m.float("rope.scaling.yarn_attn_factor")?;
-    // llama.cpp's general attention factor; the converter writes it for some families as
-    // transformers' default, 0.1 ln(factor) + 1, in f32.
-    let attn = m.float_bits("rope.scaling.attn_factor");
-    let default_attn = if factor > 1.0 {
-        0.1 * factor.ln() + 1.0
-    } else {
-        1.0
-    };
-    let attn = attn.filter(|a| a.to_bits() != (default_attn as f32).to_bits());
-    match (yarn_attn, attn) {
-        (Some(a), Some(b)) if a != decimal(b) => {
-            return Err(Error::GgufConflict {
-                key: m.key("rope.scaling.yarn_attn_factor"),
-                value: a.to_string(),
-                other: m.key("rope.scaling.attn_factor"),
-                other_value: b.to_string(),
-                why: "both give YaRN's attention factor",
-            })
-        }
-        (Some(a), _) => {
-            m.note(
-                None,
-                "attention_factor",
-                m.key("rope.scaling.yarn_attn_factor"),
-            );
-            yarn.attention_factor = Some(a);
-        }
-        (None, Some(b)) => {
-            m.note(None, "attention_factor", m.key("rope.scaling.attn_factor"));
-            yarn.attention_factor = Some(decimal(b));
-        }
-        (None, None) => {}
-    }
-    if let Some(log_mul) = m.float_bits("rope.scaling.yarn_log_multiplier") {
-        if log_mul != 0.0 {
-            let key = m.key("rope.scaling.yarn_log_multiplier");
-            if m.arch == "deepseek2" {
-                // DeepSeek-2's converter writes 0.1 * mscale_all_dim; llama.cpp divides it
-                // back in f32 and takes mscale = mscale_all_dim.
-                let all = tenfold(log_mul);
-                yarn.mscale_all_dim = Some(all);
-                yarn.mscale = Some(if all != 1.0 { all } else { 1.0 });
-                m.note(
-                    None,
-                    "mscale_all_dim",
-                    format!("{key} / 0.1 (DeepSeek-2), mscale = mscale_all_dim"),
-                );
-            } else {
-                yarn.mscale_all_dim = Some(decimal(log_mul));
-                yarn.mscale = Some(1.0);
-                m.note(None, "mscale_all_dim", format!("{key}, mscale = 1"));
-            }
-        }
-    }
+    yarn.attention_factor = read_yarn_attention_factor(m, factor)?;
+    read_yarn_mscale(m, &mut yarn)?;
     if yarn.attention_factor.is_none() && yarn.mscale.is_none() {
         m.note(
             None,
@@ -1288,85 +1063,86 @@ fn read_yarn(
     Ok(RopeType::Yarn(yarn))
 }
 
+/// YaRN's attention factor: transformers' `attention_factor`, written by the converter as
+/// `yarn_attn_factor`, or llama.cpp's general `attn_factor`, which the converter writes for some
+/// families as transformers' default, `0.1 ln(factor) + 1` in f32 (read as that default).
+fn read_yarn_attention_factor(m: &mut Meta, factor: f64) -> Result<Option<f64>> {
+    let yarn_attn = m.float("rope.scaling.yarn_attn_factor")?;
+    let attn = m.f32("rope.scaling.attn_factor")?;
+    let default_attn = if factor > 1.0 {
+        0.1 * factor.ln() + 1.0
+    } else {
+        1.0
+    };
+    let attn = attn.filter(|a| a.to_bits() != (default_attn as f32).to_bits());
+    match (yarn_attn, attn) {
+        (Some(a), Some(b)) if a != decimal(b) => Err(Error::GgufConflict {
+            key: m.key("rope.scaling.yarn_attn_factor"),
+            value: a.to_string(),
+            other: m.key("rope.scaling.attn_factor"),
+            other_value: b.to_string(),
+            why: "both give YaRN's attention factor",
+        }),
+        (Some(a), _) => {
+            let source = m.key("rope.scaling.yarn_attn_factor");
+            m.note(None, "attention_factor", source);
+            Ok(Some(a))
+        }
+        (None, Some(b)) => {
+            m.note(None, "attention_factor", m.key("rope.scaling.attn_factor"));
+            Ok(Some(decimal(b)))
+        }
+        (None, None) => Ok(None),
+    }
+}
+
+/// YaRN's `mscale` and `mscale_all_dim` from `rope.scaling.yarn_log_multiplier`, stored as the
+/// row says ([`LogMultiplier`]).
+fn read_yarn_mscale(m: &mut Meta, yarn: &mut Yarn) -> Result<()> {
+    let log_mul = match m.f32("rope.scaling.yarn_log_multiplier")? {
+        None | Some(0.0) => return Ok(()),
+        Some(v) => v,
+    };
+    let key = m.key("rope.scaling.yarn_log_multiplier");
+    let source = match m.arch.log_multiplier {
+        LogMultiplier::TenthOfMscaleAllDim { label } => {
+            // The converter writes 0.1 * mscale_all_dim; llama.cpp divides it back in f32 and
+            // takes mscale = mscale_all_dim.
+            let all = tenfold(log_mul);
+            yarn.mscale_all_dim = Some(all);
+            yarn.mscale = Some(if all != 1.0 { all } else { 1.0 });
+            format!("{key} / 0.1 ({label}), mscale = mscale_all_dim")
+        }
+        LogMultiplier::MscaleAllDim => {
+            yarn.mscale_all_dim = Some(decimal(log_mul));
+            yarn.mscale = Some(1.0);
+            format!("{key}, mscale = 1")
+        }
+    };
+    m.note(None, "mscale_all_dim", source);
+    Ok(())
+}
+
 fn read_longrope<R: Read + Seek>(
     m: &mut Meta,
     reader: &mut R,
     rotary_dim: usize,
-    dim_key: &str,
-    original: Option<usize>,
-    context: Option<usize>,
+    lengths: &Lengths,
 ) -> Result<RopeType> {
-    let mut lists = Vec::new();
-    for name in ["rope_factors_short", "rope_factors_long"] {
-        let Some((key, values)) = tensor(m.content, reader, name)? else {
-            return Err(Error::GgufMissing {
-                key: format!("{name}.weight"),
-                needed_by: "LongRoPE divides each frequency by its short or long factor",
-            });
-        };
-        check_factors(&key, &values, rotary_dim, dim_key)?;
-        m.note(
-            None,
-            if name.ends_with("short") {
-                "short_factor"
-            } else {
-                "long_factor"
-            },
-            format!(
-                "tensor {key} (f32; relative error <= {:.2e})",
-                f32_relative_error(&values)
-            ),
-        );
-        lists.push(values.iter().map(|&v| v as f64).collect::<Vec<f64>>());
-    }
-    let long_factor = lists.pop().unwrap_or_default();
-    let short_factor = lists.pop().unwrap_or_default();
-    let original = match (original, context) {
-        (Some(o), _) => o,
-        (None, Some(c)) => c,
-        (None, None) => {
-            return Err(Error::GgufMissing {
-                key: m.key("rope.scaling.original_context_length"),
-                needed_by: "LongRoPE switches factors and sets its attention factor by it \
-                            (llama.cpp's default, context_length, is absent or 0 too)",
-            })
-        }
-    };
+    let short_factor = read_longrope_factors(m, reader, "short", rotary_dim)?;
+    let long_factor = read_longrope_factors(m, reader, "long", rotary_dim)?;
+    let original = original_context(
+        m,
+        lengths,
+        "LongRoPE switches factors and sets its attention factor by it (llama.cpp's default, \
+         context_length, is absent or 0 too)",
+    )?;
     m.record_count_or(
         "original_max_position_embeddings",
-        "rope.scaling.original_context_length",
+        ORIGINAL,
         "context_length",
     );
-    // The converter writes transformers' default attention factor in f32: when it is that,
-    // the formula is used (the exact f64 value).
-    let scale = context.map(|c| c as f64 / original as f64).unwrap_or(1.0);
-    let default_attn = if scale > 1.0 {
-        (1.0 + scale.ln() / (original as f64).ln()).sqrt()
-    } else {
-        1.0
-    };
-    let attention_factor = match m.float_bits("rope.scaling.attn_factor") {
-        Some(a) if a.to_bits() == (default_attn as f32).to_bits() => {
-            let source = format!(
-                "{} (f32 of the default sqrt(1 + ln(factor) / ln(original)): the formula is used)",
-                m.key("rope.scaling.attn_factor")
-            );
-            m.note(None, "attention_factor", source);
-            None
-        }
-        Some(a) => {
-            m.note(None, "attention_factor", m.key("rope.scaling.attn_factor"));
-            Some(decimal(a))
-        }
-        None => {
-            m.note(
-                None,
-                "attention_factor",
-                "default (sqrt(1 + ln(factor) / ln(original)))".into(),
-            );
-            None
-        }
-    };
+    let attention_factor = read_longrope_attention_factor(m, original, lengths.context)?;
     Ok(RopeType::Longrope(Longrope {
         short_factor,
         long_factor,
@@ -1376,4 +1152,64 @@ fn read_longrope<R: Read + Seek>(
         short_mscale: None,
         long_mscale: None,
     }))
+}
+
+/// The tensor `rope_factors_{which}` (`short` or `long`), required, one factor per pair.
+fn read_longrope_factors<R: Read + Seek>(
+    m: &mut Meta,
+    reader: &mut R,
+    which: &str,
+    rotary_dim: usize,
+) -> Result<Vec<f64>> {
+    let name = format!("rope_factors_{which}");
+    let Some((key, values)) = tensor(m.content, reader, &name)? else {
+        return Err(Error::GgufMissing {
+            key: format!("{name}.weight"),
+            needed_by: "LongRoPE divides each frequency by its short or long factor",
+        });
+    };
+    check_factors(&key, &values, rotary_dim, &m.key(DIM))?;
+    let value = if which == "short" {
+        "short_factor"
+    } else {
+        "long_factor"
+    };
+    let source = format!(
+        "tensor {key} (f32; relative error <= {:.2e})",
+        f32_relative_error(&values)
+    );
+    m.note(None, value, source);
+    Ok(values.iter().map(|&v| v as f64).collect())
+}
+
+/// LongRoPE's attention factor, `rope.scaling.attn_factor`: `None` (the exact formula) when it
+/// is absent or the f32 of transformers' default, which the converter writes.
+fn read_longrope_attention_factor(
+    m: &mut Meta,
+    original: usize,
+    context: Option<usize>,
+) -> Result<Option<f64>> {
+    let scale = context.map(|c| c as f64 / original as f64).unwrap_or(1.0);
+    let default_attn = if scale > 1.0 {
+        (1.0 + scale.ln() / (original as f64).ln()).sqrt()
+    } else {
+        1.0
+    };
+    let key = m.key("rope.scaling.attn_factor");
+    let (factor, source) = match m.f32("rope.scaling.attn_factor")? {
+        Some(a) if a.to_bits() == (default_attn as f32).to_bits() => (
+            None,
+            format!(
+                "{key} (f32 of the default sqrt(1 + ln(factor) / ln(original)): the formula is \
+                 used)"
+            ),
+        ),
+        Some(a) => (Some(decimal(a)), key),
+        None => (
+            None,
+            "default (sqrt(1 + ln(factor) / ln(original)))".to_string(),
+        ),
+    };
+    m.note(None, "attention_factor", source);
+    Ok(factor)
 }

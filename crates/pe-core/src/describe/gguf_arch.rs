@@ -1,0 +1,278 @@
+//! The GGUF architectures whose rope [`GgufRope`](crate::GgufRope) reads: one [`Arch`] row per
+//! `general.architecture` llama.cpp knows (`src/llama-arch.cpp`, and `llama_model_rope_type` in
+//! `src/llama-model.cpp` for the pair layout), and everything the reader does differently for
+//! one architecture as a named field of its row. The reader compares no architecture name.
+//!
+//! A new architecture is a row here and a fixture: its name as the converter writes it, its
+//! [`RopeKind`] (llama.cpp's `llama_model_rope_type` says which), and, only where it differs
+//! from [`Arch::norm`] / [`Arch::neox`]'s defaults, the field of its quirk:
+//!
+//! - [`Arch::head`]: where the rotated head's width comes from ([`Head::KeyLength`], or
+//!   [`Head::RotaryPart`] for a model whose rope covers only part of an MLA head);
+//! - [`Arch::sliding`]: llama.cpp's sliding-window defaults, for a model whose file may omit the
+//!   `_swa` keys (Gemma 3: every sixth layer global, sliding base 10000, sliding layers
+//!   unscaled);
+//! - [`Arch::mrope_with_sections`]: M-RoPE when `rope.dimension_sections` is non-zero (glm4);
+//! - [`Arch::log_multiplier`]: how `rope.scaling.yarn_log_multiplier` is stored (DeepSeek-2's
+//!   converter writes a tenth of `mscale_all_dim`);
+//! - [`Arch::query_temperature`]: whether llama.cpp's graph scales the queries by
+//!   `attention.temperature_scale` and `attention.temperature_length` (mistral3, deepseek2).
+//!
+//! A quirk no field expresses is a new field (with its default in [`Arch::norm`]), read in
+//! `rope/gguf.rs` from the row, never from the name. The fixture goes to
+//! `crates/pe-testkit/fixtures/gguf`, written by llama.cpp's converter
+//! (`scripts/fixtures/`), with its test in `crates/pe-core/tests/gguf.rs`.
+
+use crate::{Error, PairLayout, Result};
+
+/// llama.cpp's rope types (`llama_model_rope_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RopeKind {
+    /// Adjacent pairs: the converter permutes Q and K so that this is `rotate_half`.
+    Norm,
+    /// The two halves of the rotated part.
+    Neox,
+    /// Halves, with `rope.dimension_sections` splitting the pairs among t, h, w (qwen2vl).
+    Mrope,
+    /// Interleaved M-RoPE (qwen3vl).
+    Imrope,
+}
+
+impl RopeKind {
+    /// The pair layout of the Q and K weights of a file of this rope type.
+    pub(crate) fn layout(self) -> PairLayout {
+        match self {
+            RopeKind::Norm => PairLayout::Interleaved,
+            _ => PairLayout::Halves,
+        }
+    }
+
+    /// Whether `rope.dimension_sections` splits the pairs.
+    pub(crate) fn is_mrope(self) -> bool {
+        matches!(self, RopeKind::Mrope | RopeKind::Imrope)
+    }
+}
+
+/// Where the head's width comes from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Head {
+    /// `attention.key_length`, else `embedding_length / attention.head_count`.
+    KeyLength,
+    /// `rope.dimension_count`, required: the rope covers only a part of the head that the file
+    /// gives no other key for (DeepSeek-2's MLA `qk_rope` part). `needed_by` says so in the
+    /// error when the key is missing.
+    RotaryPart {
+        /// Why the key is required, for [`Error::GgufMissing`].
+        needed_by: &'static str,
+    },
+}
+
+/// llama.cpp's defaults for a model with sliding-window layers, used where the file omits the
+/// `_swa` keys.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Sliding {
+    /// The family, as sources name the default (`Gemma 3`).
+    pub label: &'static str,
+    /// Every `period`-th layer is global when `attention.sliding_window_pattern` is absent.
+    pub period: usize,
+    /// The sliding layers' base when `rope.freq_base_swa` is absent.
+    pub theta: f64,
+    /// Whether the sliding layers take the file's scaling too (Gemma 3's do not).
+    pub scaled: bool,
+}
+
+/// How a file stores `rope.scaling.yarn_log_multiplier`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum LogMultiplier {
+    /// `mscale_all_dim` as is, with `mscale = 1`.
+    MscaleAllDim,
+    /// `0.1 * mscale_all_dim` (the converter multiplies, llama.cpp divides back), with
+    /// `mscale = mscale_all_dim`; `label` names the family in the source.
+    TenthOfMscaleAllDim {
+        /// The family (`DeepSeek-2`).
+        label: &'static str,
+    },
+}
+
+/// One GGUF architecture: its rope type and its quirks.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Arch {
+    /// `general.architecture`, as the converter writes it; every key is prefixed with it.
+    pub name: &'static str,
+    /// llama.cpp's rope type, which gives the pair layout.
+    pub rope: RopeKind,
+    /// Where the head's width comes from.
+    pub head: Head,
+    /// Sliding-window defaults where the file may omit the `_swa` keys.
+    pub sliding: Option<Sliding>,
+    /// M-RoPE (rotating halves) when the file has non-zero `rope.dimension_sections`.
+    pub mrope_with_sections: bool,
+    /// How `rope.scaling.yarn_log_multiplier` is stored.
+    pub log_multiplier: LogMultiplier,
+    /// Whether llama.cpp scales the queries by `attention.temperature_scale` and
+    /// `attention.temperature_length`; elsewhere the keys are refused by name.
+    pub query_temperature: bool,
+}
+
+impl Arch {
+    /// A row of rope type `rope` with no quirk.
+    const fn plain(name: &'static str, rope: RopeKind) -> Self {
+        Arch {
+            name,
+            rope,
+            head: Head::KeyLength,
+            sliding: None,
+            mrope_with_sections: false,
+            log_multiplier: LogMultiplier::MscaleAllDim,
+            query_temperature: false,
+        }
+    }
+
+    /// A NORM row (adjacent pairs) with no quirk.
+    pub(crate) const fn norm(name: &'static str) -> Self {
+        Self::plain(name, RopeKind::Norm)
+    }
+
+    /// A NEOX row (halves) with no quirk.
+    pub(crate) const fn neox(name: &'static str) -> Self {
+        Self::plain(name, RopeKind::Neox)
+    }
+
+    /// The row of `general.architecture = name`; an architecture without one is an error
+    /// listing those with one.
+    pub(crate) fn of(name: &str) -> Result<&'static Arch> {
+        ARCHS.iter().find(|a| a.name == name).ok_or_else(|| {
+            let list = |pick: fn(RopeKind) -> bool| {
+                let names = ARCHS.iter().filter(|a| pick(a.rope)).map(|a| a.name);
+                names.collect::<Vec<_>>().join(", ")
+            };
+            Error::GgufKey {
+                key: "general.architecture".into(),
+                message: format!(
+                    "architecture {name:?} is not one whose rope layout this crate knows \
+                     (llama.cpp's NORM: {}; NEOX: {}; M-RoPE: {})",
+                    list(|k| k == RopeKind::Norm),
+                    list(|k| k == RopeKind::Neox),
+                    list(RopeKind::is_mrope),
+                ),
+            }
+        })
+    }
+
+    /// The names of the rows with `pick`, joined by `" and "`.
+    pub(crate) fn names_with(pick: fn(&Arch) -> bool) -> String {
+        let names: Vec<_> = ARCHS.iter().filter(|&a| pick(a)).map(|a| a.name).collect();
+        names.join(" and ")
+    }
+}
+
+/// Gemma 3's sliding layers, as llama.cpp reads a file without the `_swa` keys.
+const GEMMA3_SLIDING: Sliding = Sliding {
+    label: "Gemma 3",
+    period: 6,
+    theta: 10_000.0,
+    scaled: false,
+};
+
+/// Every architecture, NORM ones first, then NEOX, then M-RoPE (the order errors list them in).
+/// Mistral and Mixtral checkpoints convert as `llama`.
+pub(crate) const ARCHS: &[Arch] = &[
+    Arch::norm("llama"),
+    Arch::norm("llama4"),
+    Arch::norm("deci"),
+    Arch {
+        query_temperature: true,
+        ..Arch::norm("mistral3")
+    },
+    Arch::norm("baichuan"),
+    Arch::norm("starcoder"),
+    Arch::norm("internlm2"),
+    Arch::norm("minicpm"),
+    Arch::norm("xverse"),
+    Arch::norm("command-r"),
+    Arch::norm("cohere2"),
+    Arch::norm("olmo"),
+    Arch::norm("arctic"),
+    Arch::norm("deepseek"),
+    Arch {
+        head: Head::RotaryPart {
+            needed_by: "DeepSeek-2's rope covers its qk_rope part, whose width it gives",
+        },
+        log_multiplier: LogMultiplier::TenthOfMscaleAllDim {
+            label: "DeepSeek-2",
+        },
+        query_temperature: true,
+        ..Arch::norm("deepseek2")
+    },
+    Arch::norm("plm"),
+    Arch::norm("chatglm"),
+    Arch {
+        mrope_with_sections: true,
+        ..Arch::norm("glm4")
+    },
+    Arch::norm("granite"),
+    Arch::norm("granitemoe"),
+    Arch::norm("chameleon"),
+    Arch::norm("bailingmoe"),
+    Arch::norm("smollm3"),
+    Arch::norm("arcee"),
+    Arch::norm("ernie4_5"),
+    Arch::norm("ernie4_5-moe"),
+    Arch::neox("falcon"),
+    Arch::neox("grok"),
+    Arch::neox("dbrx"),
+    Arch::neox("bert"),
+    Arch::neox("nomic-bert"),
+    Arch::neox("stablelm"),
+    Arch::neox("bitnet"),
+    Arch::neox("qwen"),
+    Arch::neox("qwen2"),
+    Arch::neox("qwen2moe"),
+    Arch::neox("qwen3"),
+    Arch::neox("qwen3moe"),
+    Arch::neox("olmo2"),
+    Arch::neox("olmoe"),
+    Arch::neox("phi2"),
+    Arch::neox("phi3"),
+    Arch::neox("phimoe"),
+    Arch::neox("plamo"),
+    Arch::neox("gemma"),
+    Arch::neox("gemma2"),
+    Arch {
+        sliding: Some(GEMMA3_SLIDING),
+        ..Arch::neox("gemma3")
+    },
+    Arch::neox("gemma3n"),
+    Arch::neox("starcoder2"),
+    Arch::neox("openelm"),
+    Arch::neox("gptneox"),
+    Arch::neox("codeshell"),
+    Arch::neox("orion"),
+    Arch::neox("nemotron"),
+    Arch::neox("exaone"),
+    Arch::neox("exaone4"),
+    Arch::neox("minicpm3"),
+    Arch::neox("dots1"),
+    Arch::neox("hunyuan-moe"),
+    Arch::neox("hunyuan-dense"),
+    Arch::neox("glm4moe"),
+    Arch::neox("gpt-oss"),
+    Arch::neox("seed_oss"),
+    Arch::plain("qwen2vl", RopeKind::Mrope),
+    Arch::plain("qwen3vl", RopeKind::Imrope),
+    Arch::plain("qwen3vlmoe", RopeKind::Imrope),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_architecture_is_one_row() {
+        let mut names: Vec<_> = ARCHS.iter().map(|a| a.name).collect();
+        let n = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), n, "a name in two rows");
+    }
+}
