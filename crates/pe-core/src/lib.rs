@@ -61,6 +61,7 @@ pub use cache::{PeCache, DEFAULT_CACHE_ROWS};
 pub use describe::config_fields::ConfigFields;
 pub use describe::error::{Error, Result};
 pub use describe::freq::{Column, MAX_ANGLE, MAX_POSITION, MAX_WIDTH};
+pub use describe::model_types::{HfModelType, HfTextConfig, QwenVlVersion};
 pub use describe::positions::{check_tokens, padding_aware_positions, Positions, ToPositions};
 pub use describe::spec::{Frequencies, Layout, OddWidth, PeSpec, Preset, DEFAULT_BASE};
 pub use embed::TokenPositions;
@@ -70,6 +71,6 @@ pub use grid::{SincosGrid, SincosGrid3d, DEFAULT_BASE_SIZE};
 pub use rope::{
     cogvideox_coordinates, patch_ids, video_patch_ids, AxesRope, Dynamic, FreqFactors, GgufRope,
     Linear, Llama3, Longrope, LongropePolicy, NtkAlpha, PairLayout, Proportional, QueryScale,
-    QwenVlConfig, QwenVlPositions, QwenVlVersion, Rope, RopeCache, RopeConfig, RopeConfigs,
-    RopeType, ValueSource, Yarn, DEFAULT_ROPE_THETA,
+    QwenVlConfig, QwenVlPositions, Rope, RopeCache, RopeConfig, RopeConfigs, RopeType, ValueSource,
+    Yarn, DEFAULT_ROPE_THETA,
 };
