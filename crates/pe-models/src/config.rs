@@ -118,8 +118,9 @@ pub struct LlamaConfig {
     pub num_attention_heads: usize,
     /// Key / value heads (grouped-query attention); `num_attention_heads` when absent.
     pub num_key_value_heads: usize,
-    /// Width of each head: `head_dim`, the model type's default ([`HfModelType`](candle_pe_core::HfModelType):
-    /// Gemma 3's 256), or `hidden_size / num_attention_heads`.
+    /// Width of each head: `head_dim`, the model type's default
+    /// ([`HfModelType`](candle_pe_core::HfModelType): Gemma 3's 256), or
+    /// `hidden_size / num_attention_heads`.
     pub head_dim: usize,
     /// RMSNorm epsilon.
     pub rms_norm_eps: f64,

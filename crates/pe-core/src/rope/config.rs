@@ -10,9 +10,10 @@
 //! fields), as transformers reads them; each rope type reads its own fields, with their
 //! defaults and legacy spellings ([`RopeType`]). Vision-language configs are read from their
 //! `text_config` ([`HfTextConfig`]). What a `model_type` changes (defaults, layer types, which
-//! rope type a dict reads as) is its row of [`HfModelType`]; this reader names no model type. A field that is `null` is absent. A field of the wrong type, a missing one, a
-//! value given in the rope dict and at the top level that disagrees, or an unknown `rope_type`
-//! is an error naming the field ([`ConfigFields`]). A key of a rope dict that nothing reads is
+//! rope type a dict reads as) is its row of [`HfModelType`]; this reader names no model type.
+//! A field that is `null` is absent. A field of the wrong type, a missing one, a value given in
+//! the rope dict and at the top level that disagrees, or an unknown `rope_type` is an error
+//! naming the field ([`ConfigFields`]). A key of a rope dict that nothing reads is
 //! not an error, as in transformers: [`RopeConfigs::unknown_keys`] lists it.
 //!
 //! [`RopeConfigs`] reads models with one rope per layer type (Gemma 3, Gemma 4).
