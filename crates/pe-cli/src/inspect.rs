@@ -22,7 +22,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
-use candle_pe_core::{PairLayout, Rope, RopeConfig, RopeConfigs, RopeType, ValueSource};
+use candle_pe_core::{
+    HfTextConfig, PairLayout, Rope, RopeConfig, RopeConfigs, RopeType, ValueSource,
+};
 use clap::Args;
 use serde_json::Value;
 
@@ -82,7 +84,7 @@ fn resolve(path: &Path) -> Result<Resolved> {
         .get("model_type")
         .and_then(Value::as_str)
         .unwrap_or("unknown");
-    let sources = config_sources(&json, &configs);
+    let sources = config_sources(&json, &configs)?;
     Ok(Resolved {
         kind: format!("config.json, model_type {model_type}"),
         configs,
@@ -96,18 +98,15 @@ fn resolve(path: &Path) -> Result<Resolved> {
 /// dict (per layer type in transformers 5's nested `rope_parameters`), the top level (or
 /// `text_config`), or nowhere (a default). With ropes per layer type, each value is named once
 /// per layer type.
-fn config_sources(json: &Value, configs: &RopeConfigs) -> Vec<ValueSource> {
-    // The rope is read from text_config when the top level has none of its own (pe-core's rule).
-    let own = ["head_dim", "hidden_size", "rope_scaling", "rope_parameters"];
-    let (prefix, root) = match json.get("text_config").filter(|t| t.is_object()) {
-        Some(text) if !own.iter().any(|k| json.get(*k).is_some()) => ("text_config.", text),
-        _ => ("", json),
+fn config_sources(json: &Value, configs: &RopeConfigs) -> Result<Vec<ValueSource>> {
+    // The rope is read from the text config pe-core finds (text_config, when the top level has
+    // none of its own fields).
+    let text = HfTextConfig::from_hf_config(json)?;
+    let (prefix, root) = match text.fields().path() {
+        "" => (String::new(), json),
+        path => (format!("{path}."), &json[path]),
     };
-    let model_type = root
-        .get("model_type")
-        .or_else(|| json.get("model_type"))
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let prefix = prefix.as_str();
     let given = |v: Option<&Value>| v.is_some_and(|v| !v.is_null());
     let dict = ["rope_parameters", "rope_scaling"]
         .into_iter()
@@ -190,12 +189,9 @@ fn config_sources(json: &Value, configs: &RopeConfigs) -> Vec<ValueSource> {
         let head_dim = global
             .or_else(|| top("qk_rope_head_dim"))
             .or_else(|| top("head_dim"))
-            .unwrap_or_else(|| {
-                if ["gemma", "gemma2", "gemma3", "gemma3_text"].contains(&model_type) {
-                    "default (Gemma: 256)".into()
-                } else {
-                    format!("{prefix}hidden_size / {prefix}num_attention_heads")
-                }
+            .unwrap_or_else(|| match text.model_type().head_dim_default() {
+                Some(d) => format!("default (Gemma: {d})"),
+                None => format!("{prefix}hidden_size / {prefix}num_attention_heads"),
             });
         let rope_type = layer
             .dict
@@ -232,7 +228,7 @@ fn config_sources(json: &Value, configs: &RopeConfigs) -> Vec<ValueSource> {
             });
         }
     }
-    sources
+    Ok(sources)
 }
 
 /// The report: one section per layer type.

@@ -25,7 +25,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use candle_nn::Activation;
-use candle_pe_core::{ConfigFields, QueryScale, RopeConfig, RopeConfigs};
+use candle_pe_core::{ConfigFields, HfTextConfig, QueryScale, RopeConfig, RopeConfigs};
 use serde_json::Value;
 
 use crate::family::{Bias, Family, Window};
@@ -118,7 +118,9 @@ pub struct LlamaConfig {
     pub num_attention_heads: usize,
     /// Key / value heads (grouped-query attention); `num_attention_heads` when absent.
     pub num_key_value_heads: usize,
-    /// Width of each head: `head_dim`, or `hidden_size / num_attention_heads`.
+    /// Width of each head: `head_dim`, the model type's default
+    /// ([`HfModelType`](candle_pe_core::HfModelType): Gemma 3's 256), or
+    /// `hidden_size / num_attention_heads`.
     pub head_dim: usize,
     /// RMSNorm epsilon.
     pub rms_norm_eps: f64,
@@ -188,11 +190,10 @@ impl LlamaConfig {
                 ),
             )
         })?;
-        // Qwen-VL configs nest the decoder's fields under text_config (older ones do not).
-        let root = match family.text_config {
-            true => outer.object("text_config")?.unwrap_or(outer.clone()),
-            false => outer.clone(),
-        };
+        // Vision-language configs nest the decoder's fields under text_config (older Qwen-VL
+        // ones do not): pe-core finds them, as its rope reader does.
+        let text = HfTextConfig::from_hf_config(json)?;
+        let root = text.fields().clone();
         for &field in family.refused {
             if !matches!(root.value(field), None | Some(Value::Bool(false))) {
                 return Err(root.invalid(field, "not computed by this decoder"));
@@ -216,11 +217,8 @@ impl LlamaConfig {
                 ),
             ));
         }
-        let head_dim = root.get("head_dim")?.unwrap_or(
-            family
-                .head_dim_default
-                .unwrap_or(hidden_size / num_attention_heads),
-        );
+        // head_dim, the model type's default (pe-core's row), or hidden / heads.
+        let head_dim = text.head_dim()?;
         let (act_field, act_default) = family.activation;
         let act: Option<String> = root.get(act_field)?;
         let hidden_act = activation(act.as_deref().unwrap_or(act_default))
@@ -268,6 +266,8 @@ impl LlamaConfig {
             attention_chunk_size,
         )
         .map_err(|(field, message)| root.invalid(field, message))?;
+        // The rope reads a field in place of head_dim where the config gives one
+        // (qk_rope_head_dim, global_head_dim, a per-layer override): not this decoder's.
         if rotary.rope.head_dim != head_dim {
             return Err(root.invalid(
                 "head_dim",

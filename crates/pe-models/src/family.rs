@@ -4,6 +4,12 @@
 //! (by `model_type`, or by GGUF architecture) and read its fields; neither names a family.
 //! Adding a family is a row in [`FAMILIES`] and a fixture.
 //!
+//! What any reader of a `config.json` needs to know of a model type, this decoder or not, is
+//! pe-core's row of it ([`HfModelType`](candle_pe_core::HfModelType)): the `head_dim` default
+//! (Gemma 3: 256), where the text decoder's fields are (`text_config`), and how the ropes read.
+//! A family row holds only what the decoder is made of; a family whose model type reads
+//! differently needs a row there too.
+//!
 //! ```
 //! use pe_models::{Family, ModelType};
 //!
@@ -50,8 +56,6 @@ pub struct Family {
     /// The `general.architecture` llama.cpp's converter writes for it; none when the GGUF
     /// decoder does not read it.
     pub gguf_architecture: Option<&'static str>,
-    /// Its fields nest under `text_config` when there is one (the Qwen-VL language models).
-    pub text_config: bool,
     /// The biases on q, k and v.
     pub qkv_bias: Bias,
     /// The bias on o_proj.
@@ -72,9 +76,6 @@ pub struct Family {
     pub activation: (&'static str, &'static str),
     /// Token embeddings times `sqrt(hidden_size)` (rounded to f32), Gemma's scale.
     pub embedding_scale: bool,
-    /// `head_dim`'s default when absent (Gemma 3: 256); `hidden_size / num_attention_heads`
-    /// when none.
-    pub head_dim_default: Option<usize>,
     /// `query_pre_attn_scalar`'s default (Gemma 3: 256), read only by the families that have
     /// it; the scores are divided by `sqrt(head_dim)` when none.
     pub query_pre_attn_scalar: Option<f64>,
@@ -103,7 +104,6 @@ const LLAMA: Family = Family {
     model_type: ModelType::Llama,
     hf_names: &["llama"],
     gguf_architecture: Some("llama"),
-    text_config: false,
     qkv_bias: Bias::Field("attention_bias"),
     o_bias: Bias::Field("attention_bias"),
     mlp_bias: Bias::Field("mlp_bias"),
@@ -113,7 +113,6 @@ const LLAMA: Family = Family {
     norm_offset: 0.0,
     activation: ("hidden_act", "silu"),
     embedding_scale: false,
-    head_dim_default: None,
     query_pre_attn_scalar: None,
     window: Window::None,
     tied_default: false,
@@ -181,7 +180,6 @@ pub const FAMILIES: &[Family] = &[
         norm_offset: 1.0,
         activation: ("hidden_activation", "gelu_pytorch_tanh"),
         embedding_scale: true,
-        head_dim_default: Some(256),
         query_pre_attn_scalar: Some(256.0),
         window: Window::FieldOr(4096),
         tied_default: true,
@@ -196,14 +194,12 @@ pub const FAMILIES: &[Family] = &[
         model_type: ModelType::Qwen2Vl,
         hf_names: &["qwen2_vl", "qwen2_5_vl"],
         gguf_architecture: None,
-        text_config: true,
         ..QWEN2
     },
     Family {
         model_type: ModelType::Qwen3Vl,
         hf_names: &["qwen3_vl"],
         gguf_architecture: None,
-        text_config: true,
         ..QWEN3
     },
     Family {

@@ -2,16 +2,18 @@
 //! it directly.
 //!
 //! It reads the head dim (`head_dim`; DeepSeek's `qk_rope_head_dim`; Gemma 4's
-//! `global_head_dim` for full-attention layers; or `hidden_size / num_attention_heads`, except
-//! for Gemma 1-3, whose transformers default is 256),
+//! `global_head_dim` for full-attention layers; or the model type's default, Gemma 1-3's 256,
+//! or `hidden_size / num_attention_heads`),
 //! `rope_theta`, `partial_rotary_factor`, `max_position_embeddings`, and the rope type with its
 //! parameters from `rope_scaling` (keyed by `rope_type`, or the older `type`) or transformers 5's
 //! `rope_parameters` (which may also carry `rope_theta`, `partial_rotary_factor` and the M-RoPE
 //! fields), as transformers reads them; each rope type reads its own fields, with their
 //! defaults and legacy spellings ([`RopeType`]). Vision-language configs are read from their
-//! `text_config`. A field that is `null` is absent. A field of the wrong type, a missing one, a
-//! value given in the rope dict and at the top level that disagrees, or an unknown `rope_type`
-//! is an error naming the field ([`ConfigFields`]). A key of a rope dict that nothing reads is
+//! `text_config` ([`HfTextConfig`]). What a `model_type` changes (defaults, layer types, which
+//! rope type a dict reads as) is its row of [`HfModelType`]; this reader names no model type.
+//! A field that is `null` is absent. A field of the wrong type, a missing one, a value given in
+//! the rope dict and at the top level that disagrees, or an unknown `rope_type` is an error
+//! naming the field ([`ConfigFields`]). A key of a rope dict that nothing reads is
 //! not an error, as in transformers: [`RopeConfigs::unknown_keys`] lists it.
 //!
 //! [`RopeConfigs`] reads models with one rope per layer type (Gemma 3, Gemma 4).
@@ -34,11 +36,13 @@
 
 use std::collections::BTreeMap;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
 use super::query_scale::QueryScale;
 use super::types::RopeType;
+use crate::describe::model_types::{HfModelType, HfTextConfig};
 use crate::{ConfigFields, Error, Result};
 
 /// `rope_theta` when a config does not give one.
@@ -193,15 +197,8 @@ impl RopeConfigs {
     /// The rotary embeddings an HF `config.json` describes (also read from its `text_config`,
     /// as vision-language models nest it).
     pub fn from_hf_config(config: &Value) -> Result<Self> {
-        let root = ConfigFields::new(config)?;
-        let outer_model_type: Option<String> = root.get("model_type")?;
-        if let Some(text) = root.object("text_config")? {
-            let own = ["head_dim", "hidden_size", "rope_scaling", "rope_parameters"];
-            if !own.iter().any(|k| root.has(k)) {
-                return read_model(&text, outer_model_type.as_deref());
-            }
-        }
-        read_model(&root, None)
+        let text = HfTextConfig::from_hf_config(config)?;
+        read_model(text.fields(), text.model_type())
     }
 
     /// One rope for every layer (read from another format, as `gguf.rs` does).
@@ -424,9 +421,8 @@ impl Theta {
     };
 }
 
-fn read_model(root: &ConfigFields, outer_model_type: Option<&str>) -> Result<RopeConfigs> {
-    let model_type: Option<String> = root.get("model_type")?;
-    let model_type = model_type.as_deref().or(outer_model_type).unwrap_or("");
+/// The ropes of the text config `root`, whose model type's row is `model_type`.
+fn read_model(root: &ConfigFields, model_type: &HfModelType) -> Result<RopeConfigs> {
     let overrides = Overrides::read(root)?;
     let mut unknown_keys = Vec::new();
     let (layers, layer_types) = read_layers(root, model_type, &overrides, &mut unknown_keys)?;
@@ -441,22 +437,21 @@ fn read_model(root: &ConfigFields, outer_model_type: Option<&str>) -> Result<Rop
     })
 }
 
-/// The `model_type`s whose config class gives every `no_rope_layer_interval`-th layer no rotary
-/// when `no_rope_layers` is absent.
-const NOPE_BY_DEFAULT: [&str; 3] = ["smollm3", "llama4", "llama4_text"];
-
 /// Per layer, whether it is NoPE: `no_rope_layers` (1 for rotary, 0 for none, as transformers
-/// reads it), or for Llama 4 and SmolLM3 every `no_rope_layer_interval`-th layer (default 4).
-fn read_nope(root: &ConfigFields, model_type: &str) -> Result<Option<Vec<bool>>> {
+/// reads it), or where the model type's row says so (Llama 4, SmolLM3) every
+/// `no_rope_layer_interval`-th layer (the row's default).
+fn read_nope(root: &ConfigFields, model_type: &HfModelType) -> Result<Option<Vec<bool>>> {
     if let Some(list) = root.get::<Vec<i64>>("no_rope_layers")? {
         if !list.is_empty() {
             return Ok(Some(list.iter().map(|&r| r == 0).collect()));
         }
     }
-    if !NOPE_BY_DEFAULT.contains(&model_type) {
+    let Some(default_interval) = model_type.nope_interval else {
         return Ok(None);
-    }
-    let interval = root.get::<usize>("no_rope_layer_interval")?.unwrap_or(4);
+    };
+    let interval = root
+        .get::<usize>("no_rope_layer_interval")?
+        .unwrap_or(default_interval);
     if interval == 0 {
         return Err(root.invalid("no_rope_layer_interval", "must be at least 1, got 0"));
     }
@@ -465,9 +460,13 @@ fn read_nope(root: &ConfigFields, model_type: &str) -> Result<Option<Vec<bool>>>
 }
 
 /// Llama 4's query temperature on its NoPE layers: `attn_temperature_tuning` (default on, a
-/// bool or, in early configs, a number), `floor_scale` (8192) and `attn_scale` (0.1).
-fn read_attn_temperature(root: &ConfigFields, model_type: &str) -> Result<Option<QueryScale>> {
-    if !model_type.starts_with("llama4") {
+/// bool or, in early configs, a number), `floor_scale` (8192) and `attn_scale` (0.1), where the
+/// model type's row says the model has it.
+fn read_attn_temperature(
+    root: &ConfigFields,
+    model_type: &HfModelType,
+) -> Result<Option<QueryScale>> {
+    if !model_type.attn_temperature {
         return Ok(None);
     }
     let on = match root.value("attn_temperature_tuning") {
@@ -638,132 +637,160 @@ fn root_map(root: &ConfigFields) -> Map<String, Value> {
 /// nothing reads are pushed to `unknown`.
 fn read_layers(
     root: &ConfigFields,
-    model_type: &str,
+    model_type: &HfModelType,
     overrides: &Overrides,
     unknown: &mut Vec<String>,
 ) -> Result<(Layers, Option<Vec<String>>)> {
-    let is_gemma3 = model_type.starts_with("gemma3");
-    let is_gemma4 = model_type.starts_with("gemma4");
     let mut layer_types: Option<Vec<String>> = root.get("layer_types")?;
-    let implied_layer_types = |layer_types: &mut Option<Vec<String>>| -> Result<()> {
-        if layer_types.is_none() {
-            let pattern = root.get::<usize>("sliding_window_pattern")?.unwrap_or(6);
-            if let Some(layers) = root.get::<usize>("num_hidden_layers")? {
-                *layer_types = Some(pattern_layer_types(layers, pattern, is_gemma4));
-            }
-        }
-        Ok(())
-    };
-    // Both are read, so that either one not being an object is an error.
-    let params = match (
-        root.object("rope_parameters")?,
-        root.object("rope_scaling")?,
-    ) {
-        (Some(p), _) | (None, Some(p)) => Some(p),
-        (None, None) => None,
+    let params = rope_dict(root)?;
+    let reader = Reader {
+        root,
+        model_type,
+        overrides,
     };
     if let Some(params) = params
         .as_ref()
         .filter(|p| is_nested(p, layer_types.as_deref()))
     {
-        if is_gemma3 || is_gemma4 {
-            implied_layer_types(&mut layer_types)?;
+        if model_type.sliding.is_some() {
+            implied_layer_types(root, model_type, &mut layer_types)?;
         }
-        let mut configs = BTreeMap::new();
-        for layer_type in params.keys() {
-            let config = match params.object(layer_type)? {
-                None => None,
-                Some(dict) => Some(read_one(
-                    &overrides
-                        .root(root, layer_types.as_deref(), Some(layer_type))?
-                        .fields()?,
-                    Some(&dict),
-                    Some(layer_type),
-                    model_type,
-                    Theta::ROPE_THETA,
-                    unknown,
-                )?),
-            };
-            configs.insert(layer_type.to_string(), config);
-        }
-        let layers = Layers::PerType {
-            field: params.path().to_string(),
-            configs,
-        };
+        let layers = reader.per_layer_type(params, layer_types.as_deref(), unknown)?;
         return Ok((layers, layer_types));
     }
-    if is_gemma4 {
+    if model_type.sliding.is_some_and(|s| s.keyed_only) {
         return Err(root.invalid(
             "rope_parameters",
             "a Gemma 4 config needs rope_parameters keyed by layer type \
              (full_attention, sliding_attention); transformers' defaults are not assumed",
         ));
     }
-    if is_gemma3 || root.has("rope_local_base_freq") {
-        // Gemma 3's legacy form: rope_theta and rope_scaling for full-attention layers,
-        // rope_local_base_freq for sliding ones.
-        implied_layer_types(&mut layer_types)?;
-        let types = layer_types.as_deref();
-        let full = read_one(
-            &overrides
-                .root(root, types, Some("full_attention"))?
-                .fields()?,
-            params.as_ref(),
-            Some("full_attention"),
-            model_type,
-            Theta::GEMMA3_FULL,
-            unknown,
-        )?;
-        let sliding = read_one(
-            &overrides
-                .root(root, types, Some("sliding_attention"))?
-                .fields()?,
-            None,
-            Some("sliding_attention"),
-            model_type,
-            Theta::GEMMA3_SLIDING,
-            unknown,
-        )?;
-        let configs = BTreeMap::from([
-            ("full_attention".to_string(), Some(full)),
-            ("sliding_attention".to_string(), Some(sliding)),
-        ]);
-        let layers = Layers::PerType {
-            field: root.path_of("rope_local_base_freq"),
-            configs,
-        };
+    if model_type.sliding.is_some() || root.has("rope_local_base_freq") {
+        implied_layer_types(root, model_type, &mut layer_types)?;
+        let layers = reader.legacy_sliding(params.as_ref(), layer_types.as_deref(), unknown)?;
         return Ok((layers, layer_types));
     }
-    let config = read_one(
-        &overrides
-            .root(root, layer_types.as_deref(), None)?
-            .fields()?,
+    let config = reader.one(
         params.as_ref(),
+        layer_types.as_deref(),
         None,
-        model_type,
         Theta::ROPE_THETA,
         unknown,
     )?;
     Ok((Layers::Single(config), layer_types))
 }
 
-/// The `model_type`s that rotate adjacent pairs unless `rope_interleave` says otherwise: those
-/// whose config class defaults `rope_interleave` to true, and Llama 4, whose attention always
-/// turns adjacent pairs (as complex numbers) and whose config has no such key.
-const INTERLEAVED_BY_DEFAULT: [&str; 7] = [
-    "deepseek_v3",
-    "glm4_moe_lite",
-    "mistral4",
-    "youtu",
-    "axk1",
-    "llama4",
-    "llama4_text",
-];
+/// The rope dict: `rope_parameters`, else `rope_scaling`. Both are read, so that either one not
+/// being an object is an error.
+fn rope_dict<'a>(root: &ConfigFields<'a>) -> Result<Option<ConfigFields<'a>>> {
+    Ok(
+        match (
+            root.object("rope_parameters")?,
+            root.object("rope_scaling")?,
+        ) {
+            (Some(p), _) | (None, Some(p)) => Some(p),
+            (None, None) => None,
+        },
+    )
+}
 
-/// The `model_type`s whose config class defaults `head_dim` to 256.
-const GEMMA_HEAD_DIM_256: [&str; 4] = ["gemma", "gemma2", "gemma3", "gemma3_text"];
+/// Without `layer_types`, the list `sliding_window_pattern` (default 6) implies for
+/// `num_hidden_layers` layers, the last one full where the model type's row says so.
+fn implied_layer_types(
+    root: &ConfigFields,
+    model_type: &HfModelType,
+    layer_types: &mut Option<Vec<String>>,
+) -> Result<()> {
+    if layer_types.is_none() {
+        let pattern = root.get::<usize>("sliding_window_pattern")?.unwrap_or(6);
+        if let Some(layers) = root.get::<usize>("num_hidden_layers")? {
+            let last_full = model_type.sliding.is_some_and(|s| s.last_full);
+            *layer_types = Some(pattern_layer_types(layers, pattern, last_full));
+        }
+    }
+    Ok(())
+}
 
-/// The keys a rope dict may give whatever its type, read by [`read_one`] and
+/// What every rope of a config is read with: its root, its model type's row and the layers'
+/// overrides.
+struct Reader<'r, 'a> {
+    root: &'r ConfigFields<'a>,
+    model_type: &'r HfModelType,
+    overrides: &'r Overrides,
+}
+
+impl Reader<'_, '_> {
+    /// The rope of the layers of `layer_type` (every layer when `None`), from the rope dict
+    /// `dict`, `rope_theta` from `theta` when the dict does not give it.
+    fn one(
+        &self,
+        dict: Option<&ConfigFields>,
+        layer_types: Option<&[String]>,
+        layer_type: Option<&str>,
+        theta: Theta,
+        unknown: &mut Vec<String>,
+    ) -> Result<RopeConfig> {
+        let layer_root = self.overrides.root(self.root, layer_types, layer_type)?;
+        let head = Head {
+            root: &layer_root.fields()?,
+            dict,
+            model_type: self.model_type,
+        };
+        head.read(layer_type, theta, unknown)
+    }
+
+    /// transformers 5's form: one rope dict per layer type in `params` (`null` for a layer
+    /// type without rotary).
+    fn per_layer_type(
+        &self,
+        params: &ConfigFields,
+        layer_types: Option<&[String]>,
+        unknown: &mut Vec<String>,
+    ) -> Result<Layers> {
+        let mut configs = BTreeMap::new();
+        for layer_type in params.keys() {
+            let config = match params.object(layer_type)? {
+                None => None,
+                Some(dict) => Some(self.one(
+                    Some(&dict),
+                    layer_types,
+                    Some(layer_type),
+                    Theta::ROPE_THETA,
+                    unknown,
+                )?),
+            };
+            configs.insert(layer_type.to_string(), config);
+        }
+        Ok(Layers::PerType {
+            field: params.path().to_string(),
+            configs,
+        })
+    }
+
+    /// Gemma 3's legacy form: `rope_theta` and the rope dict `params` for full-attention
+    /// layers, `rope_local_base_freq` for sliding ones.
+    fn legacy_sliding(
+        &self,
+        params: Option<&ConfigFields>,
+        layer_types: Option<&[String]>,
+        unknown: &mut Vec<String>,
+    ) -> Result<Layers> {
+        let full = Some("full_attention");
+        let full = self.one(params, layer_types, full, Theta::GEMMA3_FULL, unknown)?;
+        let sliding = Some("sliding_attention");
+        let sliding = self.one(None, layer_types, sliding, Theta::GEMMA3_SLIDING, unknown)?;
+        let configs = BTreeMap::from([
+            ("full_attention".to_string(), Some(full)),
+            ("sliding_attention".to_string(), Some(sliding)),
+        ]);
+        Ok(Layers::PerType {
+            field: self.root.path_of("rope_local_base_freq"),
+            configs,
+        })
+    }
+}
+
+/// The keys a rope dict may give whatever its type, read by [`Head::read`] and
 /// [`RopeType::from_dict`].
 const DICT_KEYS: [&str; 6] = [
     "rope_type",
@@ -795,107 +822,108 @@ fn unknown_keys(dict: &ConfigFields, rope_type: &RopeType) -> Vec<String> {
         .collect()
 }
 
-/// One rope: `root`'s head and context fields with the rope dict `dict`, `rope_theta` from
-/// `theta` when the dict does not give it; the keys of `dict` that nothing reads are pushed to
-/// `unknown`.
-fn read_one(
-    root: &ConfigFields,
-    dict: Option<&ConfigFields>,
-    layer_type: Option<&str>,
-    model_type: &str,
-    theta: Theta,
-    unknown: &mut Vec<String>,
-) -> Result<RopeConfig> {
-    // transformers 5 moves rope_theta, partial_rotary_factor and the M-RoPE fields into
-    // rope_parameters; a value at both levels must agree.
-    let either = |name: &str, top_name: &str| -> Result<Option<f64>> {
-        match dict {
-            Some(dict) => dict.either(name, root, top_name),
-            None => root.get(top_name),
+/// The fields one rope is read from: the root of its layers (with their overrides), its rope
+/// dict, and the row of the model type.
+struct Head<'r, 'a> {
+    root: &'r ConfigFields<'a>,
+    dict: Option<&'r ConfigFields<'r>>,
+    model_type: &'r HfModelType,
+}
+
+impl Head<'_, '_> {
+    /// One rope: the root's head and context fields with the rope dict, `rope_theta` from
+    /// `theta` when the dict does not give it; the keys of the dict that nothing reads are
+    /// pushed to `unknown`.
+    fn read(
+        &self,
+        layer_type: Option<&str>,
+        theta: Theta,
+        unknown: &mut Vec<String>,
+    ) -> Result<RopeConfig> {
+        let (root, model_type) = (self.root, self.model_type);
+        let head_dim = self.head_dim(layer_type)?;
+        let rope_type = match self.dict {
+            Some(dict) => RopeType::from_dict(dict, root, model_type)?,
+            None => RopeType::Default,
+        };
+        if let Some(dict) = self.dict {
+            unknown.extend(unknown_keys(dict, &rope_type));
         }
-    };
-    let global = match layer_type {
-        Some("full_attention") => root.get::<usize>("global_head_dim")?,
-        _ => None,
-    };
-    let head_dim = match (
-        global,
-        root.get::<usize>("qk_rope_head_dim")?,
-        root.get::<usize>("head_dim")?,
-    ) {
-        (Some(d), _, _) | (None, Some(d), _) | (None, None, Some(d)) => d,
-        // Gemma 1-3 never derive it from hidden_size: transformers' class default is 256 (the
-        // published Gemma 3 config.json files leave it out).
-        (None, None, None) if GEMMA_HEAD_DIM_256.contains(&model_type) => 256,
-        (None, None, None) => {
-            let hidden = root.get::<usize>("hidden_size")?;
-            let heads = root.get::<usize>("num_attention_heads")?;
-            match (hidden, heads) {
-                (Some(hidden), Some(heads)) if heads > 0 => hidden / heads,
-                _ => {
-                    return Err(Error::MissingParameter {
-                        name: "head_dim",
-                        needed_by: "give head_dim (or qk_rope_head_dim, global_head_dim), or \
-                                    hidden_size and num_attention_heads",
-                    })
-                }
-            }
-        }
-    };
-    let rope_type = match dict {
-        Some(dict) => RopeType::from_dict(dict, root, model_type)?,
-        None => RopeType::Default,
-    };
-    if let Some(dict) = dict {
-        unknown.extend(unknown_keys(dict, &rope_type));
+        let mrope_section = self.either("mrope_section", "mrope_section")?;
+        let interleaved: Option<bool> = self.either("mrope_interleaved", "mrope_interleaved")?;
+        let query_scale = self.query_scale()?;
+        Ok(RopeConfig {
+            head_dim,
+            rope_theta: self
+                .either("rope_theta", theta.field)?
+                .unwrap_or(theta.default),
+            partial_rotary_factor: self
+                .either("partial_rotary_factor", "partial_rotary_factor")?
+                .unwrap_or(1.0),
+            max_position_embeddings: root.get("max_position_embeddings")?,
+            rope_type,
+            mrope_section,
+            mrope_interleaved: interleaved.unwrap_or(false) || model_type.mrope_interleaved,
+            rope_interleave: root
+                .get("rope_interleave")?
+                .unwrap_or(model_type.interleaved),
+            query_scale,
+        })
     }
-    let (mrope_section, interleaved) = match dict {
-        Some(dict) => (
-            dict.either("mrope_section", root, "mrope_section")?,
-            dict.either("mrope_interleaved", root, "mrope_interleaved")?,
-        ),
-        None => (root.get("mrope_section")?, root.get("mrope_interleaved")?),
-    };
-    let query_scale = match dict {
-        Some(dict) => {
-            match dict.either::<f64>("llama_4_scaling_beta", root, "llama_4_scaling_beta")? {
-                Some(beta) => {
-                    let original = dict
-                        .either::<usize>(
-                            "original_max_position_embeddings",
-                            root,
-                            "original_max_position_embeddings",
-                        )?
-                        .ok_or(Error::MissingParameter {
-                            name: "original_max_position_embeddings",
-                            needed_by: "llama_4_scaling_beta's query scale",
-                        })?;
-                    let scale = QueryScale::Llama4Scaling {
-                        beta,
-                        original_max_position_embeddings: original,
-                    };
-                    scale.check()?;
-                    Some(scale)
-                }
-                None => None,
-            }
+
+    /// The field `name` of the rope dict or `top_name` of the root; transformers 5 moves
+    /// rope_theta, partial_rotary_factor and the M-RoPE fields into the rope dict, and a value
+    /// given at both levels must agree.
+    fn either<T: DeserializeOwned + PartialEq>(
+        &self,
+        name: &str,
+        top_name: &str,
+    ) -> Result<Option<T>> {
+        match self.dict {
+            Some(dict) => dict.either(name, self.root, top_name),
+            None => self.root.get(top_name),
         }
-        None => None,
-    };
-    // Qwen3-VL always interleaves (transformers never reads mrope_interleaved).
-    let mrope_interleaved = interleaved.unwrap_or(false) || model_type.starts_with("qwen3_vl");
-    Ok(RopeConfig {
-        head_dim,
-        rope_theta: either("rope_theta", theta.field)?.unwrap_or(theta.default),
-        partial_rotary_factor: either("partial_rotary_factor", "partial_rotary_factor")?
-            .unwrap_or(1.0),
-        max_position_embeddings: root.get("max_position_embeddings")?,
-        rope_type,
-        mrope_section,
-        mrope_interleaved,
-        rope_interleave: root
-            .get("rope_interleave")?
-            .unwrap_or(INTERLEAVED_BY_DEFAULT.contains(&model_type)),
-        query_scale,
-    })
+    }
+
+    /// The head's width: Gemma 4's `global_head_dim` on full-attention layers, DeepSeek's
+    /// `qk_rope_head_dim`, else the attention's (`head_dim`, the model type's default, or
+    /// `hidden_size / num_attention_heads`).
+    fn head_dim(&self, layer_type: Option<&str>) -> Result<usize> {
+        let global = match layer_type {
+            Some("full_attention") => self.root.get::<usize>("global_head_dim")?,
+            _ => None,
+        };
+        let rope_head_dim = self.root.get::<usize>("qk_rope_head_dim")?;
+        // Read even where another field wins, so that one of the wrong type is an error.
+        self.root.get::<usize>("head_dim")?;
+        match global.or(rope_head_dim) {
+            Some(d) => Ok(d),
+            None => self.model_type.head_dim(self.root),
+        }
+    }
+
+    /// The query scale `llama_4_scaling_beta` gives (Ministral 3, Mistral 4), with its
+    /// `original_max_position_embeddings`; read only beside a rope dict.
+    fn query_scale(&self) -> Result<Option<QueryScale>> {
+        let Some(dict) = self.dict else {
+            return Ok(None);
+        };
+        let beta = "llama_4_scaling_beta";
+        let Some(beta) = dict.either::<f64>(beta, self.root, beta)? else {
+            return Ok(None);
+        };
+        let original = "original_max_position_embeddings";
+        let original = dict.either::<usize>(original, self.root, original)?.ok_or(
+            Error::MissingParameter {
+                name: "original_max_position_embeddings",
+                needed_by: "llama_4_scaling_beta's query scale",
+            },
+        )?;
+        let scale = QueryScale::Llama4Scaling {
+            beta,
+            original_max_position_embeddings: original,
+        };
+        scale.check()?;
+        Ok(Some(scale))
+    }
 }

@@ -46,7 +46,7 @@ pub use cache::RopeCache;
 pub use config::{RopeConfig, RopeConfigs, DEFAULT_ROPE_THETA};
 pub use gguf::{FreqFactors, GgufRope, PairLayout, ValueSource};
 pub use query_scale::QueryScale;
-pub use qwen_vl::{QwenVlConfig, QwenVlPositions, QwenVlVersion};
+pub use qwen_vl::{QwenVlConfig, QwenVlPositions};
 pub use tables::Rope;
 pub use types::{
     Dynamic, LinearScaling, Llama3, Longrope, LongropePolicy, NtkAlpha, Proportional, RopeType,

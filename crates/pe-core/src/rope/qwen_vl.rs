@@ -39,19 +39,7 @@
 use candle_core::{DType, Tensor};
 use serde_json::Value;
 
-use crate::{ConfigFields, Error, Result, MAX_POSITION};
-
-/// Which Qwen-VL generation's rules build the ids.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum QwenVlVersion {
-    /// Qwen2-VL (`model_type` `qwen2_vl`).
-    Qwen2Vl,
-    /// Qwen2.5-VL (`qwen2_5_vl`): video time from `tokens_per_second * second_per_grid_ts`.
-    Qwen25Vl,
-    /// Qwen3-VL and Qwen3.5 (`qwen3_vl`, `qwen3_vl_moe`, `qwen3_5`, `qwen3_5_moe`): each video
-    /// frame its own run.
-    Qwen3Vl,
-}
+use crate::{ConfigFields, Error, HfModelType, QwenVlVersion, Result, MAX_POSITION};
 
 /// What `get_rope_index` reads from a Qwen-VL `config.json`.
 #[derive(Clone, Debug, PartialEq)]
@@ -92,16 +80,14 @@ impl QwenVlConfig {
     pub fn from_hf_config(config: &Value) -> Result<Self> {
         let root = ConfigFields::new(config)?;
         let model_type: String = root.require("model_type")?;
-        let version = match model_type.as_str() {
-            "qwen2_vl" => QwenVlVersion::Qwen2Vl,
-            "qwen2_5_vl" => QwenVlVersion::Qwen25Vl,
-            "qwen3_vl" | "qwen3_vl_moe" | "qwen3_5" | "qwen3_5_moe" => QwenVlVersion::Qwen3Vl,
-            other => {
-                return Err(root.invalid(
-                    "model_type",
-                    format!("{other:?} is not a Qwen-VL model (qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe, qwen3_5, qwen3_5_moe)"),
-                ))
-            }
+        let Some(version) = HfModelType::of(&model_type).qwen_vl else {
+            return Err(root.invalid(
+                "model_type",
+                format!(
+                    "{model_type:?} is not a Qwen-VL model ({})",
+                    HfModelType::qwen_vl_names().join(", ")
+                ),
+            ));
         };
         let vision = root.object("vision_config")?;
         let vision_field = |name: &str| -> Result<Option<f64>> {

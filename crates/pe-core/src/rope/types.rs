@@ -33,6 +33,7 @@ use serde_json::{Map, Value};
 
 use crate::describe::config_fields::ConfigFields;
 use crate::describe::error::Readable;
+use crate::describe::model_types::HfModelType;
 use crate::exact::dd::{self, Dd};
 use crate::{Error, Result};
 
@@ -157,9 +158,9 @@ pub(crate) struct RopeDict<'a> {
     name: String,
     fields: &'a ConfigFields<'a>,
     top: &'a ConfigFields<'a>,
-    /// The config's `model_type` (empty when it gives none): some names read differently
-    /// per model, as transformers' config classes read them.
-    model_type: &'a str,
+    /// The row of the config's `model_type`: some names read differently per model, as
+    /// transformers' config classes read them.
+    model_type: &'a HfModelType,
 }
 
 impl RopeDict<'_> {
@@ -271,7 +272,7 @@ impl RopeType {
     pub(crate) fn from_dict(
         fields: &ConfigFields,
         top: &ConfigFields,
-        model_type: &str,
+        model_type: &HfModelType,
     ) -> Result<Self> {
         // transformers 5 saves a legacy `type` beside the `rope_type` it maps it to (Qwen2-VL's
         // `"type": "mrope"` beside `"rope_type": "default"`): two names of one type agree.
@@ -890,20 +891,12 @@ pub struct Longrope {
     pub long_mscale: Option<f64>,
 }
 
-/// The `model_type`s whose config class reads a `yarn` rope dict as longrope (transformers'
-/// `Phi3Config` and `Phi4MultimodalConfig`, `convert_rope_params_to_dict`: older Phi-3
-/// checkpoints wrote `yarn` with factor lists). Every other model reads `yarn` as YaRN, factor
-/// lists or not.
-const YARN_IS_LONGROPE: [&str; 2] = ["phi3", "phi4_multimodal"];
-
-/// The `model_type`s whose rotary multiplies cos and sin by `short_mscale` or `long_mscale`
-/// instead of longrope's attention factor (Phi-3.5-MoE: transformers' `PhimoeRotaryEmbedding`).
-const MSCALE_MODELS: [&str; 1] = ["phimoe"];
-
 impl Longrope {
-    /// Whether `dict` is a `yarn` dict that its model reads as longrope.
+    /// Whether `dict` is a `yarn` dict that its model reads as longrope (the model type's row
+    /// says so: Phi-3's config class, whose older checkpoints wrote `yarn` with factor lists).
+    /// Every other model reads `yarn` as YaRN, factor lists or not.
     fn yarn_is_longrope(dict: &RopeDict) -> bool {
-        dict.name() == "yarn" && YARN_IS_LONGROPE.contains(&dict.model_type)
+        dict.name() == "yarn" && dict.model_type.yarn_is_longrope
     }
 
     fn original(&self, ctx: &Context) -> Result<usize> {
@@ -1001,11 +994,11 @@ impl ReadRope for Longrope {
         Self::NAMES.contains(&dict.name()) || Self::yarn_is_longrope(dict)
     }
 
-    /// A `phimoe` config needs `short_mscale` and `long_mscale` (transformers'
-    /// `PhimoeConfig.validate_rope` refuses it without them); other models' configs do not
-    /// read them.
+    /// A config whose model type's row reads the mscales (`phimoe`) needs `short_mscale` and
+    /// `long_mscale` (transformers' `PhimoeConfig.validate_rope` refuses it without them);
+    /// other models' configs do not read them.
     fn read(dict: &RopeDict) -> Result<Self> {
-        let (short_mscale, long_mscale) = if MSCALE_MODELS.contains(&dict.model_type) {
+        let (short_mscale, long_mscale) = if dict.model_type.mscales {
             (
                 Some(dict.require("short_mscale")?),
                 Some(dict.require("long_mscale")?),
