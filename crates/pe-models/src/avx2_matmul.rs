@@ -60,8 +60,9 @@ pub(crate) fn avx2_matmul(w: &QTensor, x: &Tensor) -> Result<Option<Tensor>> {
 }
 
 /// `x W^T` for `x` `(.., k)` and a quantized weight `w` `(n, k)`, as the decoders multiply by
-/// one: [`avx2_matmul`] where it applies, candle's `QMatMul` otherwise (the examples' profile
-/// times the decoders' own products with it).
+/// one: with AVX2 integer sums for Q4_1, Q5_0 and Q5_1 blocks (the bits of candle's `QMatMul`,
+/// faster; see this module's source), candle's `QMatMul` otherwise. The examples' profile times
+/// the decoders' own products with it.
 pub fn quantized_matmul(w: &QMatMul, x: &Tensor) -> Result<Tensor> {
     if let QMatMul::QTensor(t) = w {
         if let Some(y) = avx2_matmul(t, x)? {
