@@ -44,14 +44,15 @@ pub(crate) fn avx2_matmul(w: &QTensor, x: &Tensor) -> Result<Option<Tensor>> {
         || x.dtype() != DType::F32
         || !x.is_contiguous()
         || x.dims().last() != Some(&k)
+        || k == 0
         || k % 32 != 0
     {
         return Ok(None);
     }
     let xs = x.flatten_all()?.to_vec1::<f32>()?;
     let weights = w.data()?;
-    let mut out = vec![0f32; xs.len() / k.max(1) * n];
-    kernel.run(&weights, &xs, k, &mut out);
+    let mut out = vec![0f32; xs.len() / k * n];
+    kernel.run(&weights, &xs, (k, n), &mut out);
     let mut dims = x.dims().to_vec();
     if let Some(last) = dims.last_mut() {
         *last = n;
@@ -100,20 +101,17 @@ impl Kernel {
         }
     }
 
-    /// `out[r * n + i]` = the dot product of weight row `i` (in `weights`) with input row `r`
-    /// (`xs`, rows of `k`).
-    fn run(self, weights: &[u8], xs: &[f32], k: usize, out: &mut [f32]) {
+    /// `out[r * n + i]` = the dot product of weight row `i` (in `weights`, `n` rows) with input
+    /// row `r` (`xs`, rows of `k`, a nonzero multiple of 32).
+    fn run(self, weights: &[u8], xs: &[f32], (k, n): (usize, usize), out: &mut [f32]) {
         let (rows, blocks) = (xs.len() / k, k / 32);
-        let n = out.len() / rows.max(1);
         let (row_bytes, input_bytes) = (blocks * self.block_bytes(), blocks * self.input_bytes());
-        // The input's codes, quantized by candle as its matmul quantizes them.
-        let mut input = Vec::with_capacity(rows * input_bytes);
-        for x in xs.chunks_exact(k) {
-            input.extend(match self {
-                Kernel::Q5_0 => quantize::<BlockQ8_0>(x, Q8_0_BYTES),
-                Kernel::Q4_1 | Kernel::Q5_1 => quantize::<BlockQ8_1>(x, Q8_1_BYTES),
-            });
-        }
+        // The input's codes, quantized by candle as its matmul quantizes them (blocks of 32
+        // never straddle rows, so all rows at once give each row's blocks).
+        let input = match self {
+            Kernel::Q5_0 => quantize::<BlockQ8_0>(xs, Q8_0_BYTES),
+            Kernel::Q4_1 | Kernel::Q5_1 => quantize::<BlockQ8_1>(xs, Q8_1_BYTES),
+        };
         let out_at = out.as_mut_ptr() as usize;
         // Items weight row major, so that a weight row is read once for every input row.
         candle_core::utils::barrier_pool().execute_chunked(n * rows, |items| {
