@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub use candle_pe_core::*;
+pub use candle_pe_formats::*;
 pub use candle_pe_nn::*;
 
 // The Rust snippets of the README and of the docs pages compile and run as doctests.

@@ -1,6 +1,6 @@
 //! Reading a GGUF file's rope for `pe rope --gguf` and `pe inspect`: the file opened, its
-//! metadata read by candle, and pe-core's [`GgufRope`] read from it; every error names the flag
-//! and the file, and pe-core's names the key.
+//! metadata read by candle, and pe-formats' [`GgufRope`] read from it; every error names the flag
+//! and the file, and the reader's names the key.
 //!
 //! ```text
 //! pe rope --gguf llama-3.1-8b.Q8_0.gguf --len 8192 --out rope.safetensors
@@ -11,9 +11,10 @@ use std::path::Path;
 
 use anyhow::{Context as _, Result};
 use candle_core::quantized::gguf_file::Content;
-use candle_pe_core::GgufRope;
+use candle_pe_formats::GgufRope;
 
 use candle_pe_cli::Flags;
+use candle_pe_formats::FromGguf;
 
 /// The rope of the GGUF file at `path`, given by `flag` (`--gguf`, or `pe inspect`'s file).
 pub fn read(path: &Path, flag: &str) -> Result<GgufRope> {

@@ -22,9 +22,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
-use candle_pe_core::{
-    HfTextConfig, PairLayout, Rope, RopeConfig, RopeConfigs, RopeType, ValueSource,
-};
+use candle_pe_core::{Rope, RopeConfig, RopeType};
+use candle_pe_formats::FromHfConfig;
+use candle_pe_formats::{HfTextConfig, PairLayout, RopeConfigs, ValueSource};
 use clap::Args;
 use serde_json::Value;
 
@@ -94,7 +94,7 @@ fn resolve(path: &Path) -> Result<Resolved> {
     })
 }
 
-/// Where a config.json gives each rope field, as pe-core's `from_hf_config` reads it: the rope
+/// Where a config.json gives each rope field, as pe-formats' `from_hf_config` reads it: the rope
 /// dict (per layer type in transformers 5's nested `rope_parameters`), the top level (or
 /// `text_config`), or nowhere (a default). With ropes per layer type, each value is named once
 /// per layer type.

@@ -1,6 +1,6 @@
 //! `pe rope --config qwen-vl.json --input-ids ids.npy`: the M-RoPE position ids of Qwen2-VL,
 //! Qwen2.5-VL and Qwen3-VL, built from the token ids and the image and video grids as
-//! transformers' `get_rope_index` builds them (pe-core's `QwenVlConfig`), written with the
+//! transformers' `get_rope_index` builds them (pe-formats' `QwenVlConfig`), written with the
 //! `rope_deltas` that continue them and the `cos` and `sin` at those positions.
 //!
 //! ```text
@@ -13,9 +13,11 @@ use std::str::FromStr;
 
 use anyhow::{bail, Context as _, Result};
 use candle_core::{DType, Device};
-use candle_pe_core::{Error, QwenVlConfig, Rope};
+use candle_pe_core::{Error, Rope};
+use candle_pe_formats::QwenVlConfig;
 
 use crate::rope::RopeArgs;
+use candle_pe_formats::FromHfConfig;
 
 /// Patch grids `T,H,W;T,H,W;..`.
 #[derive(Clone, Debug, PartialEq, Eq)]

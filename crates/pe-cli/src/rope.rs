@@ -32,15 +32,14 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context as _, Result};
 use candle_core::{DType, Tensor};
 use candle_pe_core::Positions;
-use candle_pe_core::{
-    LongropePolicy, PairLayout, QueryScale, Rope, RopeConfig, RopeConfigs, RopeType,
-    DEFAULT_ROPE_THETA,
-};
+use candle_pe_core::{LongropePolicy, QueryScale, Rope, RopeConfig, RopeType, DEFAULT_ROPE_THETA};
+use candle_pe_formats::{PairLayout, RopeConfigs};
 use clap::Args;
 
 use crate::device::{DeviceArg, DtypeArg};
 use crate::output;
 use candle_pe_cli::Flags;
+use candle_pe_formats::FromHfConfig;
 
 /// Arguments of `pe rope`.
 #[derive(Debug, Args)]

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::{Device, Tensor};
+use candle_pe_formats::FromHfConfig;
 use common::{assert_same, pe_err, pe_ok, s};
 
 fn gguf(name: &str) -> PathBuf {

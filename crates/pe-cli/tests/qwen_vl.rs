@@ -6,6 +6,7 @@ mod common;
 
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::{Rope, RopeConfig};
+use candle_pe_formats::FromHfConfig;
 use common::{assert_same, pe_err, pe_ok, s};
 
 #[test]

@@ -8,8 +8,10 @@ use std::path::Path;
 use candle_core::{DType, Device};
 use candle_pe_core::{
     Dynamic, LinearScaling, Llama3, Longrope, LongropePolicy, Proportional, Rope, RopeConfig,
-    RopeConfigs, RopeType, Yarn,
+    RopeType, Yarn,
 };
+use candle_pe_formats::FromHfConfig;
+use candle_pe_formats::RopeConfigs;
 use common::{assert_no_files, assert_same, files_in, pe, pe_err, pe_ok, s};
 
 /// The JSON header of the safetensors file `path`.
@@ -202,8 +204,10 @@ fn every_scaling_writes_exactly_the_rope_tables() {
             assert_same(&tensors["sin"], &sin, &format!("{name} {dtype_name} sin"));
 
             let meta = &header(&out)["__metadata__"];
-            let recorded: RopeConfig =
-                serde_json::from_str(meta["config"].as_str().unwrap()).unwrap();
+            let recorded = RopeConfig::from_hf_config(
+                &serde_json::from_str(meta["config"].as_str().unwrap()).unwrap(),
+            )
+            .unwrap();
             assert_eq!(recorded, config, "{name}");
             assert_eq!(meta["positions"], "range 3000..3040");
             let attention: f64 = meta["attention_scaling"].as_str().unwrap().parse().unwrap();
@@ -466,7 +470,7 @@ fn rope_has_help_listing_its_flags() {
     assert!(top.contains("rope"), "{top}");
 }
 
-/// The `config_input` of a rope fixture (pe-core's transformers tests), written into `dir`.
+/// The `config_input` of a rope fixture (pe-formats' transformers tests), written into `dir`.
 fn fixture_config(dir: &Path, name: &str) -> std::path::PathBuf {
     let fixture = pe_testkit::fixture(&format!("rope/{name}.json"));
     let json: serde_json::Value =

@@ -58,11 +58,8 @@ mod row_cache;
 
 pub use alibi::{Alibi, DEFAULT_ALIBI_BIAS_MAX};
 pub use cache::{PeCache, DEFAULT_CACHE_ROWS};
-pub use describe::config_fields::ConfigFields;
 pub use describe::error::{Error, Result};
 pub use describe::freq::{Column, MAX_ANGLE, MAX_POSITION, MAX_WIDTH};
-pub use describe::gguf_meta::GgufMeta;
-pub use describe::model_types::{HfModelType, HfTextConfig, QwenVlVersion};
 pub use describe::positions::{check_tokens, padding_aware_positions, Positions, ToPositions};
 pub use describe::spec::{ColumnLayout, Frequencies, OddWidth, PeSpec, Preset, DEFAULT_BASE};
 pub use embed::TokenPositions;
@@ -70,8 +67,7 @@ pub use encoding::SinusoidalEncoding;
 pub use generate::TableBackend;
 pub use grid::{SincosGrid, SincosGrid3d, DEFAULT_BASE_SIZE};
 pub use rope::{
-    cogvideox_coordinates, patch_positions, video_patch_positions, AxesRope, Dynamic, FreqFactors,
-    GgufRope, LinearScaling, Llama3, Longrope, LongropePolicy, NtkAlpha, PairLayout, Proportional,
-    QueryScale, QwenVlConfig, QwenVlPositions, Rope, RopeCache, RopeConfig, RopeConfigs, RopeType,
-    ValueSource, Yarn, DEFAULT_ROPE_THETA,
+    cogvideox_coordinates, patch_positions, video_patch_positions, AxesRope, Dynamic,
+    LinearScaling, Llama3, Longrope, LongropePolicy, NtkAlpha, Proportional, QueryScale, Rope,
+    RopeCache, RopeConfig, RopeType, Yarn, DEFAULT_ROPE_THETA,
 };

@@ -1,6 +1,7 @@
-//! The layers of `docs/layers.md`, held against the imports of pe-core's sources: exact
-//! arithmetic, then the description, then the generators, then the front doors, each file
-//! naming only its own layer or the ones below it.
+//! The layers of `docs/layers.md`, held against pe-core's sources: exact arithmetic, then the
+//! description, then the generators, then the front doors, each file naming only its own layer
+//! or the ones below it; and no layer of the engine knowing a checkpoint format (that is
+//! pe-formats' work).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -13,7 +14,7 @@ fn layer_of_file(path: &str) -> usize {
     match path {
         p if p.starts_with("exact/") => 0,
         p if p.starts_with("describe/") => 1,
-        "rope/config.rs" | "rope/types.rs" | "rope/query_scale.rs" | "rope/gguf.rs" => 1,
+        "rope/config.rs" | "rope/types.rs" | "rope/query_scale.rs" => 1,
         p if p.starts_with("generate/") => 2,
         _ => 3,
     }
@@ -37,9 +38,7 @@ fn layer_of_name(name: &str) -> usize {
         | "PeSpec"
         | "Preset"
         | "DEFAULT_BASE"
-        | "ConfigFields"
         | "RopeConfig"
-        | "RopeConfigs"
         | "RopeType"
         | "Dynamic"
         | "LinearScaling"
@@ -50,11 +49,7 @@ fn layer_of_name(name: &str) -> usize {
         | "QueryScale"
         | "NtkAlpha"
         | "Yarn"
-        | "DEFAULT_ROPE_THETA"
-        | "GgufRope"
-        | "PairLayout"
-        | "FreqFactors"
-        | "ValueSource" => 1,
+        | "DEFAULT_ROPE_THETA" => 1,
         "generate" | "TableBackend" => 2,
         _ => 3,
     }
@@ -249,6 +244,50 @@ fn front_doors_take_no_sine_or_cosine_themselves() {
     assert!(
         wrong.is_empty(),
         "front doors computing sines or cosines outside the generators:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// What only a reader of checkpoint metadata names: JSON values, GGUF files, HF model types.
+const FORMAT_WORDS: [&str; 5] = [
+    "serde_json",
+    "gguf_file",
+    "model_type",
+    "general.architecture",
+    "candle_pe_formats",
+];
+
+/// The engine holds no format: no source file names JSON values, GGUF files or model types
+/// in code, and the crate does not depend on `serde_json` (its tests read JSON fixtures).
+#[test]
+fn the_engine_knows_no_format() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    sources(&root.join("src"), &root.join("src"), &mut files);
+    let mut wrong = Vec::new();
+    for file in &files {
+        let code = code_only(&fs::read_to_string(root.join("src").join(file)).unwrap());
+        let rel = file.to_string_lossy().replace('\\', "/");
+        wrong.extend(
+            FORMAT_WORDS
+                .iter()
+                .filter(|w| code.contains(*w))
+                .map(|w| format!("{rel}: {w}")),
+        );
+    }
+    let manifest = fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let dependencies = manifest
+        .split("[dependencies]")
+        .nth(1)
+        .and_then(|rest| rest.split("\n[").next())
+        .unwrap_or_default();
+    if dependencies.contains("serde_json") {
+        wrong.push("Cargo.toml: serde_json in [dependencies]".into());
+    }
+    assert!(files.len() > 20, "found only {files:?}");
+    assert!(
+        wrong.is_empty(),
+        "format knowledge in the engine:\n{}",
         wrong.join("\n")
     );
 }

@@ -9,7 +9,8 @@
 use anyhow::Result;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{Embedding, Module};
-use candle_pe_core::{video_patch_positions, Preset, RopeConfig, RopeConfigs};
+use candle_pe_core::{video_patch_positions, Preset, RopeConfig};
+use candle_pe_formats::RopeConfigs;
 use candle_pe_nn::{
     AxesRotaryEmbedding, EmbeddingScale, PositionMode, RotaryEmbedding, SinusoidalEmbedding,
     SinusoidalEmbeddingConfig,
@@ -19,6 +20,7 @@ use serde_json::Value;
 use crate::compare::{diff, host};
 use crate::report::Report;
 use crate::Target;
+use candle_pe_formats::FromHfConfig;
 
 const SECTION: &str = "rotation";
 

@@ -9,13 +9,15 @@ use anyhow::{Context, Result};
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::{
     patch_positions, video_patch_positions, Alibi, AxesRope, OddWidth, PeSpec, Preset, Rope,
-    RopeConfig, RopeConfigs, SincosGrid, SincosGrid3d, SinusoidalEncoding,
+    RopeConfig, SincosGrid, SincosGrid3d, SinusoidalEncoding,
 };
+use candle_pe_formats::RopeConfigs;
 use serde_json::Value;
 
 use crate::compare::{diff, host};
 use crate::report::Report;
 use crate::Target;
+use candle_pe_formats::FromHfConfig;
 
 pub const DTYPES: [DType; 4] = [DType::F32, DType::F16, DType::BF16, DType::F64];
 

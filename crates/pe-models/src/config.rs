@@ -25,10 +25,12 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use candle_nn::Activation;
-use candle_pe_core::{ConfigFields, HfTextConfig, QueryScale, RopeConfig, RopeConfigs};
+use candle_pe_core::{QueryScale, RopeConfig};
+use candle_pe_formats::{ConfigFields, HfTextConfig, RopeConfigs};
 use serde_json::Value;
 
 use crate::family::{Bias, Family, Window};
+use candle_pe_formats::FromHfConfig;
 
 /// The architecture a config describes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,7 +121,7 @@ pub struct LlamaConfig {
     /// Key / value heads (grouped-query attention); `num_attention_heads` when absent.
     pub num_key_value_heads: usize,
     /// Width of each head: `head_dim`, the model type's default
-    /// ([`HfModelType`](candle_pe_core::HfModelType): Gemma 3's 256), or
+    /// ([`HfModelType`](candle_pe_formats::HfModelType): Gemma 3's 256), or
     /// `hidden_size / num_attention_heads`.
     pub head_dim: usize,
     /// RMSNorm epsilon.

@@ -5,7 +5,7 @@
 //! Adding a family is a row in [`FAMILIES`] and a fixture.
 //!
 //! What any reader of a `config.json` needs to know of a model type, this decoder or not, is
-//! pe-core's row of it ([`HfModelType`](candle_pe_core::HfModelType)): the `head_dim` default
+//! pe-core's row of it ([`HfModelType`](candle_pe_formats::HfModelType)): the `head_dim` default
 //! (Gemma 3: 256), where the text decoder's fields are (`text_config`), and how the ropes read.
 //! A family row holds only what the decoder is made of; a family whose model type reads
 //! differently needs a row there too.

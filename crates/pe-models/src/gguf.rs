@@ -28,12 +28,13 @@ use candle_core::quantized::gguf_file::Content;
 use candle_core::quantized::GgmlDType;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_pe_core::{GgufMeta, GgufRope, PairLayout};
+use candle_pe_formats::{GgufMeta, GgufRope, PairLayout};
 
 use crate::config::{activation, LlamaConfig, RotaryLayers};
 use crate::family::Family;
 use crate::llama::LlamaFamily;
 use crate::proj::QWeights;
+use candle_pe_formats::FromGguf;
 
 impl LlamaFamily {
     /// The decoder stored in the GGUF file at `path`, on `device`, as the file lays it out: its

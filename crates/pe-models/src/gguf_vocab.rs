@@ -17,7 +17,7 @@ use std::collections::{BinaryHeap, HashMap};
 
 use anyhow::{anyhow, bail, Context as _, Result};
 use candle_core::quantized::gguf_file::Content;
-use candle_pe_core::GgufMeta;
+use candle_pe_formats::GgufMeta;
 use tokenizers::models::bpe::BPE;
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::pre_tokenizers::sequence::Sequence;

@@ -329,7 +329,7 @@ impl Masks {
 ///
 /// With an M-RoPE rope (`mrope_section`: the language model of Qwen2-VL, Qwen2.5-VL and
 /// Qwen3-VL, `qwen2_vl`, `qwen2_5_vl`, `qwen3_vl`) the position ids are `(3, batch, seq)` (temporal, height, width,
-/// as `get_rope_index` gives them: [`candle_pe_core::QwenVlConfig::positions`]); `(batch,
+/// as `get_rope_index` gives them: [`candle_pe_formats::QwenVlConfig::positions`]); `(batch,
 /// seq)` ids are text positions, the same on the three rows.
 #[derive(Clone, Debug)]
 pub struct LlamaFamily {

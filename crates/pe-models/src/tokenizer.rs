@@ -50,7 +50,7 @@ use std::path::Path;
 
 use anyhow::{anyhow, bail, Context as _, Result};
 use candle_core::quantized::gguf_file::Content;
-use candle_pe_core::GgufMeta;
+use candle_pe_formats::GgufMeta;
 use serde::Serialize;
 
 use crate::gguf_vocab::GgufVocab;

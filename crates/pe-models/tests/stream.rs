@@ -5,6 +5,7 @@
 //! tokens is not the reference: their deeper keys saw the evicted tokens.
 
 use candle_core::{DType, Device, Tensor};
+use candle_pe_formats::FromHfConfig;
 use clap::Parser;
 use pe_models::generate_cli::{run, Args};
 use pe_models::{greedy, CachePolicy, LlamaFamily, SinkPositions};
@@ -324,7 +325,7 @@ fn qwen_vl_stream(fixture: &str) -> anyhow::Result<(Vec<u32>, Tensor)> {
     let dir = pe_testkit::fixture(fixture);
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("config.json"))?)?;
-    let config = candle_pe_core::QwenVlConfig::from_hf_config(&json)?;
+    let config = candle_pe_formats::QwenVlConfig::from_hf_config(&json)?;
     let (img, start, end) = (120, 118, 119);
     let mut ids = vec![1, 87, 14, start];
     ids.extend([img; 6]);

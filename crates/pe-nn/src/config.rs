@@ -21,7 +21,8 @@
 //! # Ok::<(), candle_core::Error>(())
 //! ```
 
-use candle_pe_core::{ColumnLayout, ConfigFields, Frequencies, OddWidth, PeSpec, Preset};
+use candle_pe_core::{ColumnLayout, Frequencies, OddWidth, PeSpec, Preset};
+use candle_pe_formats::ConfigFields;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 

@@ -6,6 +6,7 @@
 //! ```
 //! use candle_core::{Device, Tensor};
 //! use candle_pe_nn::{layer_rotaries, RopeConfigs};
+//! use candle_pe_formats::FromHfConfig;
 //!
 //! let smollm3 = serde_json::json!({"model_type": "smollm3", "head_dim": 64,
 //!     "num_hidden_layers": 4, "rope_theta": 2e6});
@@ -19,7 +20,8 @@
 //! ```
 
 use candle_core::{bail, DType, Result, Tensor};
-use candle_pe_core::{QueryScale, RopeConfigs, ToPositions};
+use candle_pe_core::{QueryScale, ToPositions};
+use candle_pe_formats::RopeConfigs;
 
 use crate::RotaryEmbedding;
 

@@ -3,6 +3,7 @@
 //! scale (Ministral 3, Llama 4), NoPE layers (Llama 4, SmolLM3).
 
 use candle_core::{DType, Device, Tensor};
+use candle_pe_formats::FromHfConfig;
 use candle_pe_nn::{layer_rotaries, RopeConfig, RopeConfigs, RotaryEmbedding};
 
 /// DeepSeek-V3's config class defaults `rope_interleave` to true: the embedding turns adjacent

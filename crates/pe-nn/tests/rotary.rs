@@ -7,6 +7,7 @@ use candle_core::{DType, Device, Tensor, D};
 use candle_nn::rotary_emb::{rope, rope_i, rope_i_slow, rope_slow};
 use candle_pe_core::{Llama3, RopeType, Yarn};
 use candle_pe_core::{Rope, RopeConfig, TableBackend};
+use candle_pe_formats::FromHfConfig;
 use candle_pe_nn::RotaryEmbedding;
 
 fn max_diff(a: &Tensor, b: &Tensor) -> anyhow::Result<f64> {
@@ -699,7 +700,7 @@ fn mrope_rotates_by_section() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     let json = r#"{"hidden_size": 256, "num_attention_heads": 2, "rope_theta": 1000000.0,
         "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}}"#;
-    let config: RopeConfig = serde_json::from_str(json)?;
+    let config = RopeConfig::from_hf_config(&serde_json::from_str(json)?)?;
     let rotary = RotaryEmbedding::new(config)?;
     let q = Tensor::randn(0f32, 1.0, (2, 2, 3, 128), &dev)?;
     let k = Tensor::randn(0f32, 1.0, (2, 1, 3, 128), &dev)?;

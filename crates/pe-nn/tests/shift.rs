@@ -7,6 +7,7 @@
 
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::{Dynamic, Longrope, RopeConfig, RopeType, TableBackend};
+use candle_pe_formats::FromHfConfig;
 use candle_pe_nn::RotaryEmbedding;
 use pe_testkit::{seeded_rng, Big, BigFloat};
 use rand::Rng;
@@ -399,7 +400,7 @@ fn one_pass_kernels_and_plain_twin_agree_bit_for_bit() -> anyhow::Result<()> {
 fn mrope() -> anyhow::Result<RotaryEmbedding> {
     let json = r#"{"hidden_size": 256, "num_attention_heads": 2, "rope_theta": 1000000.0,
         "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}}"#;
-    let config: RopeConfig = serde_json::from_str(json)?;
+    let config = RopeConfig::from_hf_config(&serde_json::from_str(json)?)?;
     Ok(RotaryEmbedding::new(config)?)
 }
 

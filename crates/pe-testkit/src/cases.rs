@@ -13,7 +13,8 @@
 //! ```
 
 use candle_pe_core::{
-    ColumnLayout, PeSpec, Preset, SinusoidalEncoding, TableBackend, MAX_POSITION,
+    ColumnLayout, Dynamic, LinearScaling, Llama3, Longrope, NtkAlpha, PeSpec, Preset, Proportional,
+    RopeConfig, RopeType, SinusoidalEncoding, TableBackend, Yarn, MAX_POSITION,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -87,4 +88,73 @@ pub fn encoding(spec: PeSpec, backend: TableBackend) -> SinusoidalEncoding {
     SinusoidalEncoding::new(spec)
         .unwrap_or_else(|e| panic!("{spec:?} is valid: {e}"))
         .with_backend(backend)
+}
+
+/// The rope types [`random_rope_config`] draws from (each one the oracle knows).
+pub const ORACLE_ROPE_TYPES: usize = 8;
+
+/// A random rope config of one of the types the oracle knows: head widths 4 to 256, bases
+/// 10^4 to 10^6, partial rotary, every parameter of each type drawn.
+pub fn random_rope_config(rng: &mut StdRng) -> RopeConfig {
+    let head_dim = 2 * rng.random_range(2..=128);
+    let base = [
+        10_000.0,
+        500_000.0,
+        1_000_000.0,
+        rng.random_range(10_000.0..1_000_000.0),
+    ][rng.random_range(0..4)];
+    let original = [2048, 4096, 8192][rng.random_range(0..3)];
+    let factor = rng.random_range(1.5..40.0);
+    // phi-style partial rotary; the rotated width stays even.
+    let partial = rng.random_bool(0.2) && head_dim % 4 == 0 && head_dim >= 8;
+    let half = if partial { head_dim / 4 } else { head_dim / 2 };
+    let factors =
+        |rng: &mut StdRng| -> Vec<f64> { (0..half).map(|_| rng.random_range(1.0..64.0)).collect() };
+    let mut max = original;
+    let rope_type = match rng.random_range(0..ORACLE_ROPE_TYPES) {
+        0 => RopeType::Default,
+        1 => RopeType::Linear(LinearScaling { factor }),
+        2 => RopeType::Dynamic(Dynamic { factor }),
+        3 => RopeType::Llama3(Llama3 {
+            factor,
+            low_freq_factor: 1.0,
+            high_freq_factor: 4.0,
+            original_max_position_embeddings: original,
+        }),
+        4 => RopeType::Yarn(Yarn {
+            mscale: rng.random_bool(0.5).then_some(1.0),
+            mscale_all_dim: rng.random_bool(0.5).then_some(0.707),
+            truncate: rng.random_bool(0.5),
+            ..Yarn::new(factor, original)
+        }),
+        5 => {
+            max = original * 32;
+            RopeType::Longrope(Longrope {
+                short_factor: factors(rng),
+                long_factor: factors(rng),
+                factor: rng.random_bool(0.5).then_some(factor),
+                original_max_position_embeddings: Some(original),
+                attention_factor: rng.random_bool(0.2).then_some(1.25),
+                short_mscale: None,
+                long_mscale: None,
+            })
+        }
+        6 => RopeType::Proportional(Proportional {
+            factor: [1.0, factor][rng.random_range(0..2)],
+        }),
+        _ => RopeType::NtkAlpha(NtkAlpha {
+            alpha: [1000.0, factor][rng.random_range(0..2)],
+        }),
+    };
+    let mut c = RopeConfig::new(head_dim, base).with_rope_type(rope_type);
+    c.max_position_embeddings = Some(max);
+    if let RopeType::Proportional(_) = c.rope_type {
+        c.partial_rotary_factor = [0.25, 0.5, 1.0][rng.random_range(0..3)];
+        if (c.partial_rotary_factor * head_dim as f64 / 2.0) < 1.0 {
+            c.partial_rotary_factor = 1.0;
+        }
+    } else if partial {
+        c.partial_rotary_factor = 0.5;
+    }
+    c
 }

@@ -44,7 +44,9 @@ pub use baseline::{
     gather_rope, marian_table, naive_f32_table, naive_llama_rope, whisper_sinusoids,
 };
 pub use bits::{bits_hash, BitHasher};
-pub use cases::{encoding, random_encoding, random_offset, seeded_rng};
+pub use cases::{
+    encoding, random_encoding, random_offset, random_rope_config, seeded_rng, ORACLE_ROPE_TYPES,
+};
 pub use fixtures::fixture;
 pub use golden::{golden, machine_class, BitCases, BLESS_VAR};
 pub use machine::{cpu_model, load, threads};

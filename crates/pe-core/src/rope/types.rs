@@ -1,16 +1,17 @@
-//! The rope types (HF `rope_type`). Each is a struct whose fields are its config fields, named
-//! as in HF `config.json` (the same names are its `pe rope` flags, in kebab case), and whose
-//! impls say everything about it:
+//! The rope types (HF `rope_type`). Each is a struct whose fields are its parameters, named
+//! as HF `config.json` names them (the same names are its `pe rope` flags, in kebab case), and
+//! whose impls say everything about its mathematics:
 //!
-//! - `ReadRope`: the names a config gives it (legacy ones too) and how it reads its fields from
-//!   the rope dict: defaults, and the fields it also takes from the top level;
+//! - `TypeName`: its `rope_type`;
 //! - `Formula`: its checks, its frequencies `w_i` (from the default `rope_theta^(-2i/rotary_dim)`,
 //!   computed in double-double), its attention factor, its rotary width, and whether its
 //!   tables depend on the call (on its length, or on a length kept across calls).
 //!
-//! A new type is a struct with these two impls, a variant of [`RopeType`] with its arm in
-//! `RopeType::formula`, and a line of `TYPES` (and its name in the crate's re-exports); config
-//! reading, the tables, pe-nn and pe-cli need nothing more.
+//! A new type is a struct with these two impls and a variant of [`RopeType`] with its arms in
+//! `RopeType::formula` and its `Serialize` (and its name in the crate's re-exports); the
+//! tables, pe-nn and pe-cli need nothing more. How a `config.json` spells it (legacy names,
+//! defaults, fields taken from the top level) is the format layer's: its `ReadRope` impl in
+//! `candle-pe-formats`.
 //!
 //! ```
 //! use candle_pe_core::{Llama3, RopeType};
@@ -26,14 +27,9 @@
 
 use std::f64::consts::PI;
 
-use serde::de::DeserializeOwned;
-use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
-use serde_json::{Map, Value};
 
-use crate::describe::config_fields::ConfigFields;
 use crate::describe::error::Readable;
-use crate::describe::model_types::HfModelType;
 use crate::exact::dd::{self, Dd};
 use crate::{Error, Result};
 
@@ -76,7 +72,7 @@ impl Context {
 }
 
 /// A rope type's formula, and what follows from it.
-pub(crate) trait Formula: Named + JsonFields {
+pub(crate) trait Formula: Named {
     /// Checks the type's fields against the context (with `seq_len` 0).
     fn check(&self, ctx: &Context) -> Result<()>;
     /// The angular frequencies for `ctx`, `rotary_dim / 2` of them.
@@ -115,88 +111,19 @@ pub(crate) trait Formula: Named + JsonFields {
     }
 }
 
-/// A rope type as a config names and reads it.
-pub(crate) trait ReadRope: Sized {
-    /// Its HF `rope_type`, then the older names transformers reads as it.
-    const NAMES: &'static [&'static str];
-    /// Whether `dict` is of this type; by default, whether its name is one of [`Self::NAMES`].
-    fn claims(dict: &RopeDict) -> bool {
-        Self::NAMES.contains(&dict.name())
-    }
-    /// The type's fields, from `dict`.
-    fn read(dict: &RopeDict) -> Result<Self>;
+/// A rope type's HF `rope_type`.
+pub(crate) trait TypeName {
+    const NAME: &'static str;
 }
 
-/// The `rope_type` of a type: the first of its names.
+/// The `rope_type` of a type, through a `dyn Formula`.
 pub(crate) trait Named {
     fn name(&self) -> &'static str;
 }
 
-impl<T: ReadRope> Named for T {
+impl<T: TypeName> Named for T {
     fn name(&self) -> &'static str {
-        T::NAMES[0]
-    }
-}
-
-/// A type's fields as a JSON object, as a config writes them.
-pub(crate) trait JsonFields {
-    fn json_fields(&self) -> Map<String, Value>;
-}
-
-impl<T: Serialize> JsonFields for T {
-    fn json_fields(&self) -> Map<String, Value> {
-        match serde_json::to_value(self) {
-            Ok(Value::Object(fields)) => fields,
-            _ => Map::new(),
-        }
-    }
-}
-
-/// A rope dict (HF `rope_scaling` / `rope_parameters`) as a type reads it: its fields, the
-/// type's name as the config spells it, and the model's top-level fields.
-pub(crate) struct RopeDict<'a> {
-    name: String,
-    fields: &'a ConfigFields<'a>,
-    top: &'a ConfigFields<'a>,
-    /// The row of the config's `model_type`: some names read differently per model, as
-    /// transformers' config classes read them.
-    model_type: &'a HfModelType,
-}
-
-impl RopeDict<'_> {
-    /// The type's name as the config spells it (`rope_type`, or the older `type`).
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// Whether the dict gives the field `name`.
-    fn has(&self, name: &str) -> bool {
-        self.fields.has(name)
-    }
-
-    /// The dict's field `name`, `None` when absent.
-    fn get<T: DeserializeOwned>(&self, name: &str) -> Result<Option<T>> {
-        self.fields.get(name)
-    }
-
-    /// The dict's field `name`, which must be given.
-    fn require<T: DeserializeOwned>(&self, name: &str) -> Result<T> {
-        self.fields.require(name)
-    }
-
-    /// The field `name` of the dict or of the top level (Phi-3 gives
-    /// `original_max_position_embeddings` there); both must agree.
-    fn either<T: DeserializeOwned + PartialEq>(&self, name: &str) -> Result<Option<T>> {
-        self.fields.either(name, self.top, name)
-    }
-
-    /// The top level's field `name`.
-    fn top<T: DeserializeOwned>(&self, name: &str) -> Result<Option<T>> {
-        self.top.get(name)
-    }
-
-    fn missing(&self, name: &str) -> Error {
-        self.fields.missing(name)
+        T::NAME
     }
 }
 
@@ -227,27 +154,6 @@ pub enum RopeType {
     Proportional(Proportional),
 }
 
-/// Reads a rope dict as one type, if it claims it.
-type Reader = fn(&RopeDict) -> Option<Result<RopeType>>;
-
-/// Every rope type, with its names, as config reading looks them up.
-const TYPES: [(&[&str], Reader); 8] = [
-    (Unscaled::NAMES, |d| {
-        read_as(d, |Unscaled| RopeType::Default)
-    }),
-    (LinearScaling::NAMES, |d| read_as(d, RopeType::Linear)),
-    (Dynamic::NAMES, |d| read_as(d, RopeType::Dynamic)),
-    (NtkAlpha::NAMES, |d| read_as(d, RopeType::NtkAlpha)),
-    (Llama3::NAMES, |d| read_as(d, RopeType::Llama3)),
-    (Yarn::NAMES, |d| read_as(d, RopeType::Yarn)),
-    (Longrope::NAMES, |d| read_as(d, RopeType::Longrope)),
-    (Proportional::NAMES, |d| read_as(d, RopeType::Proportional)),
-];
-
-fn read_as<T: ReadRope>(dict: &RopeDict, variant: fn(T) -> RopeType) -> Option<Result<RopeType>> {
-    T::claims(dict).then(|| T::read(dict).map(variant))
-}
-
 impl RopeType {
     /// The type's `rope_type` name.
     pub fn name(&self) -> &'static str {
@@ -256,7 +162,7 @@ impl RopeType {
 
     pub(crate) fn formula(&self) -> &dyn Formula {
         match self {
-            RopeType::Default => &Unscaled,
+            RopeType::Default => &Unscaled {},
             RopeType::Linear(t) => t,
             RopeType::Dynamic(t) => t,
             RopeType::NtkAlpha(t) => t,
@@ -266,90 +172,70 @@ impl RopeType {
             RopeType::Proportional(t) => t,
         }
     }
-
-    /// The type a rope dict gives (`fields`, in a config whose top level is `top`), read by
-    /// the type that claims its `rope_type` (or legacy `type`; `default` when neither is given).
-    pub(crate) fn from_dict(
-        fields: &ConfigFields,
-        top: &ConfigFields,
-        model_type: &HfModelType,
-    ) -> Result<Self> {
-        // transformers 5 saves a legacy `type` beside the `rope_type` it maps it to (Qwen2-VL's
-        // `"type": "mrope"` beside `"rope_type": "default"`): two names of one type agree.
-        let aliases = match (
-            fields.get::<String>("rope_type")?,
-            fields.get::<String>("type")?,
-        ) {
-            (Some(a), Some(b)) => TYPES
-                .iter()
-                .any(|(names, _)| names.contains(&a.as_str()) && names.contains(&b.as_str()))
-                .then_some(a),
-            _ => None,
-        };
-        let name: Option<String> = match aliases {
-            Some(name) => Some(name),
-            None => fields.either("rope_type", fields, "type")?,
-        };
-        let dict = RopeDict {
-            name: name.unwrap_or_else(|| Unscaled::NAMES[0].into()),
-            fields,
-            top,
-            model_type,
-        };
-        for (_, read) in TYPES {
-            if let Some(rope_type) = read(&dict) {
-                return rope_type;
-            }
-        }
-        let key = if fields.has("rope_type") {
-            "rope_type"
-        } else {
-            "type"
-        };
-        let supported: Vec<&str> = TYPES.iter().map(|(names, _)| names[0]).collect();
-        Err(fields.invalid(
-            key,
-            format!(
-                "rope type {:?} is not supported (supported: {})",
-                dict.name,
-                supported.join(", ")
-            ),
-        ))
-    }
 }
 
-/// Writes `{"rope_type": name, ...fields}`, what [`RopeConfig::from_hf_config`] reads back.
-///
-/// [`RopeConfig::from_hf_config`]: super::RopeConfig::from_hf_config
+/// Writes `{"rope_type": name, ...fields}`, as transformers 5 writes `rope_parameters`.
 impl Serialize for RopeType {
     fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
-        let formula = self.formula();
-        let fields = formula.json_fields();
-        let mut map = serializer.serialize_map(Some(fields.len() + 1))?;
-        map.serialize_entry("rope_type", formula.name())?;
-        for (k, v) in &fields {
-            map.serialize_entry(k, v)?;
+        /// A type's fields after its name.
+        #[derive(Serialize)]
+        struct Tagged<'a, T> {
+            rope_type: &'static str,
+            #[serde(flatten)]
+            fields: &'a T,
         }
-        map.end()
+        let rope_type = self.name();
+        match self {
+            RopeType::Default => Tagged {
+                rope_type,
+                fields: &Unscaled {},
+            }
+            .serialize(serializer),
+            RopeType::Linear(t) => Tagged {
+                rope_type,
+                fields: t,
+            }
+            .serialize(serializer),
+            RopeType::Dynamic(t) => Tagged {
+                rope_type,
+                fields: t,
+            }
+            .serialize(serializer),
+            RopeType::NtkAlpha(t) => Tagged {
+                rope_type,
+                fields: t,
+            }
+            .serialize(serializer),
+            RopeType::Llama3(t) => Tagged {
+                rope_type,
+                fields: t,
+            }
+            .serialize(serializer),
+            RopeType::Yarn(t) => Tagged {
+                rope_type,
+                fields: t,
+            }
+            .serialize(serializer),
+            RopeType::Longrope(t) => Tagged {
+                rope_type,
+                fields: t,
+            }
+            .serialize(serializer),
+            RopeType::Proportional(t) => Tagged {
+                rope_type,
+                fields: t,
+            }
+            .serialize(serializer),
+        }
     }
 }
 
 /// The formula of [`RopeType::Default`].
 #[derive(Serialize)]
-struct Unscaled;
+struct Unscaled {}
 
-impl ReadRope for Unscaled {
-    /// transformers reads Qwen2-VL's legacy `mrope` as `default` with `mrope_section`.
-    const NAMES: &'static [&'static str] = &["default", "mrope"];
-
-    fn read(dict: &RopeDict) -> Result<Self> {
-        if dict.name() == "mrope" && !dict.has("mrope_section") {
-            return Err(dict
-                .fields
-                .invalid("mrope_section", "rope type \"mrope\" needs it"));
-        }
-        Ok(Unscaled)
-    }
+impl TypeName for Unscaled {
+    const NAME: &'static str = "default";
 }
 
 impl Formula for Unscaled {
@@ -371,14 +257,8 @@ pub struct LinearScaling {
     pub factor: f64,
 }
 
-impl ReadRope for LinearScaling {
-    const NAMES: &'static [&'static str] = &["linear"];
-
-    fn read(dict: &RopeDict) -> Result<Self> {
-        Ok(Self {
-            factor: dict.require("factor")?,
-        })
-    }
+impl TypeName for LinearScaling {
+    const NAME: &'static str = "linear";
 }
 
 impl Formula for LinearScaling {
@@ -434,19 +314,8 @@ impl Dynamic {
     }
 }
 
-impl ReadRope for Dynamic {
-    const NAMES: &'static [&'static str] = &["dynamic"];
-
-    /// A `dynamic` dict with `alpha` is [`NtkAlpha`]'s (HunYuan).
-    fn claims(dict: &RopeDict) -> bool {
-        Self::NAMES.contains(&dict.name()) && !dict.has("alpha")
-    }
-
-    fn read(dict: &RopeDict) -> Result<Self> {
-        Ok(Self {
-            factor: dict.require("factor")?,
-        })
-    }
+impl TypeName for Dynamic {
+    const NAME: &'static str = "dynamic";
 }
 
 impl Formula for Dynamic {
@@ -494,13 +363,11 @@ impl Formula for Dynamic {
 /// 2))` for every sequence length, `w_i = base^(-2i/rotary_dim)`.
 ///
 /// ```
-/// use candle_pe_core::{RopeConfig, RopeType};
+/// use candle_pe_core::{NtkAlpha, Rope, RopeConfig, RopeType};
 ///
-/// let json = serde_json::json!({"head_dim": 128, "rope_theta": 10000.0,
-///     "max_position_embeddings": 32768,
-///     "rope_scaling": {"type": "dynamic", "alpha": 1000.0, "factor": 1.0}});
-/// let config = RopeConfig::from_hf_config(&json)?;
-/// assert!(matches!(config.rope_type, RopeType::NtkAlpha(a) if a.alpha == 1000.0));
+/// let hunyuan = RopeType::NtkAlpha(NtkAlpha { alpha: 1000.0 });
+/// assert_eq!(hunyuan.name(), "ntk_alpha");
+/// let rope = Rope::new(RopeConfig::new(128, 10000.0).with_rope_type(hunyuan))?;
 /// # Ok::<(), candle_pe_core::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -511,19 +378,8 @@ pub struct NtkAlpha {
     pub alpha: f64,
 }
 
-impl ReadRope for NtkAlpha {
-    /// transformers' name, then the one HunYuan's configs give it (with `alpha`).
-    const NAMES: &'static [&'static str] = &["ntk_alpha", "dynamic"];
-
-    fn claims(dict: &RopeDict) -> bool {
-        dict.name() == Self::NAMES[0] || (dict.name() == Self::NAMES[1] && dict.has("alpha"))
-    }
-
-    fn read(dict: &RopeDict) -> Result<Self> {
-        Ok(Self {
-            alpha: dict.require("alpha")?,
-        })
-    }
+impl TypeName for NtkAlpha {
+    const NAME: &'static str = "ntk_alpha";
 }
 
 impl Formula for NtkAlpha {
@@ -567,22 +423,8 @@ pub struct Llama3 {
     pub original_max_position_embeddings: usize,
 }
 
-/// The field Phi-3 gives at the top level, and which llama3, yarn and longrope read there too.
-const ORIGINAL: &str = "original_max_position_embeddings";
-
-impl ReadRope for Llama3 {
-    const NAMES: &'static [&'static str] = &["llama3"];
-
-    fn read(dict: &RopeDict) -> Result<Self> {
-        Ok(Self {
-            factor: dict.require("factor")?,
-            low_freq_factor: dict.require("low_freq_factor")?,
-            high_freq_factor: dict.require("high_freq_factor")?,
-            original_max_position_embeddings: dict
-                .either(ORIGINAL)?
-                .ok_or_else(|| dict.missing(ORIGINAL))?,
-        })
-    }
+impl TypeName for Llama3 {
+    const NAME: &'static str = "llama3";
 }
 
 impl Formula for Llama3 {
@@ -671,20 +513,20 @@ pub struct Yarn {
     pub truncate: bool,
 }
 
-/// YaRN's `beta_fast` when a config does not give it.
-const BETA_FAST: f64 = 32.0;
-/// YaRN's `beta_slow` when a config does not give it.
-const BETA_SLOW: f64 = 1.0;
-
 impl Yarn {
+    /// `beta_fast` when a config does not give it.
+    pub const DEFAULT_BETA_FAST: f64 = 32.0;
+    /// `beta_slow` when a config does not give it.
+    pub const DEFAULT_BETA_SLOW: f64 = 1.0;
+
     /// The YaRN config with `factor` and `original_max_position_embeddings`, other fields at
     /// their defaults.
     pub fn new(factor: f64, original_max_position_embeddings: usize) -> Self {
         Self {
             factor,
             original_max_position_embeddings: Some(original_max_position_embeddings),
-            beta_fast: BETA_FAST,
-            beta_slow: BETA_SLOW,
+            beta_fast: Self::DEFAULT_BETA_FAST,
+            beta_slow: Self::DEFAULT_BETA_SLOW,
             attention_factor: None,
             mscale: None,
             mscale_all_dim: None,
@@ -712,36 +554,8 @@ impl Yarn {
     }
 }
 
-impl ReadRope for Yarn {
-    const NAMES: &'static [&'static str] = &["yarn"];
-
-    /// A `yarn` dict of a Phi-3 or Phi-4-multimodal config is longrope's.
-    fn claims(dict: &RopeDict) -> bool {
-        Self::NAMES.contains(&dict.name()) && !Longrope::yarn_is_longrope(dict)
-    }
-
-    /// A missing `factor` is `max_position_embeddings / original_max_position_embeddings`, as
-    /// transformers takes it.
-    fn read(dict: &RopeDict) -> Result<Self> {
-        let original: Option<usize> = dict.either(ORIGINAL)?;
-        let factor = match dict.get("factor")? {
-            Some(factor) => factor,
-            None => match (dict.top::<usize>("max_position_embeddings")?, original) {
-                (Some(max), Some(original)) if original > 0 => max as f64 / original as f64,
-                _ => return Err(dict.missing("factor")),
-            },
-        };
-        Ok(Self {
-            factor,
-            original_max_position_embeddings: original,
-            beta_fast: dict.get("beta_fast")?.unwrap_or(BETA_FAST),
-            beta_slow: dict.get("beta_slow")?.unwrap_or(BETA_SLOW),
-            attention_factor: dict.get("attention_factor")?,
-            mscale: dict.get("mscale")?,
-            mscale_all_dim: dict.get("mscale_all_dim")?,
-            truncate: dict.get("truncate")?.unwrap_or(true),
-        })
-    }
+impl TypeName for Yarn {
+    const NAME: &'static str = "yarn";
 }
 
 impl Formula for Yarn {
@@ -892,13 +706,6 @@ pub struct Longrope {
 }
 
 impl Longrope {
-    /// Whether `dict` is a `yarn` dict that its model reads as longrope (the model type's row
-    /// says so: Phi-3's config class, whose older checkpoints wrote `yarn` with factor lists).
-    /// Every other model reads `yarn` as YaRN, factor lists or not.
-    fn yarn_is_longrope(dict: &RopeDict) -> bool {
-        dict.name() == "yarn" && dict.model_type.yarn_is_longrope
-    }
-
     fn original(&self, ctx: &Context) -> Result<usize> {
         match self.original_max_position_embeddings {
             Some(n) => at_least_one("original_max_position_embeddings", n).map(|_| n),
@@ -926,17 +733,21 @@ impl Longrope {
     /// otherwise the attention factor (`attention_factor`, or its default from `factor`).
     ///
     /// ```
-    /// use candle_pe_core::{RopeConfig, RopeType};
+    /// use candle_pe_core::Longrope;
     ///
-    /// let json = serde_json::json!({"model_type": "phimoe", "head_dim": 4,
-    ///     "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
-    ///     "rope_scaling": {"type": "longrope", "short_factor": [1.0, 2.0],
-    ///         "long_factor": [3.0, 4.0], "short_mscale": 1.25, "long_mscale": 1.5}});
-    /// let config = RopeConfig::from_hf_config(&json)?;
-    /// let RopeType::Longrope(l) = &config.rope_type else { unreachable!() };
-    /// assert_eq!(l.mscale_for(false, Some(131072)), (1.25, "short_mscale"));
-    /// assert_eq!(l.mscale_for(true, Some(131072)), (1.5, "long_mscale"));
-    /// # Ok::<(), candle_pe_core::Error>(())
+    /// let phimoe = Longrope {
+    ///     short_factor: vec![1.0, 2.0],
+    ///     long_factor: vec![3.0, 4.0],
+    ///     factor: None,
+    ///     original_max_position_embeddings: Some(4096),
+    ///     attention_factor: None,
+    ///     short_mscale: Some(1.25),
+    ///     long_mscale: Some(1.5),
+    /// };
+    /// assert_eq!(phimoe.mscale_for(false, Some(131072)), (1.25, "short_mscale"));
+    /// assert_eq!(phimoe.mscale_for(true, Some(131072)), (1.5, "long_mscale"));
+    /// let plain = Longrope { short_mscale: None, long_mscale: None, ..phimoe };
+    /// assert_eq!(plain.mscale_for(true, Some(131072)).1, "factor");
     /// ```
     pub fn mscale_for(
         &self,
@@ -985,37 +796,8 @@ impl Longrope {
     }
 }
 
-impl ReadRope for Longrope {
-    /// Phi-3's legacy `su`.
-    const NAMES: &'static [&'static str] = &["longrope", "su"];
-
-    /// A `yarn` dict of a Phi-3 or Phi-4-multimodal config is longrope's too.
-    fn claims(dict: &RopeDict) -> bool {
-        Self::NAMES.contains(&dict.name()) || Self::yarn_is_longrope(dict)
-    }
-
-    /// A config whose model type's row reads the mscales (`phimoe`) needs `short_mscale` and
-    /// `long_mscale` (transformers' `PhimoeConfig.validate_rope` refuses it without them);
-    /// other models' configs do not read them.
-    fn read(dict: &RopeDict) -> Result<Self> {
-        let (short_mscale, long_mscale) = if dict.model_type.mscales {
-            (
-                Some(dict.require("short_mscale")?),
-                Some(dict.require("long_mscale")?),
-            )
-        } else {
-            (None, None)
-        };
-        Ok(Self {
-            short_factor: dict.require("short_factor")?,
-            long_factor: dict.require("long_factor")?,
-            factor: dict.get("factor")?,
-            original_max_position_embeddings: dict.either(ORIGINAL)?,
-            attention_factor: dict.get("attention_factor")?,
-            short_mscale,
-            long_mscale,
-        })
-    }
+impl TypeName for Longrope {
+    const NAME: &'static str = "longrope";
 }
 
 impl Formula for Longrope {
@@ -1132,14 +914,8 @@ impl Proportional {
     }
 }
 
-impl ReadRope for Proportional {
-    const NAMES: &'static [&'static str] = &["proportional"];
-
-    fn read(dict: &RopeDict) -> Result<Self> {
-        Ok(Self {
-            factor: dict.get("factor")?.unwrap_or(1.0),
-        })
-    }
+impl TypeName for Proportional {
+    const NAME: &'static str = "proportional";
 }
 
 impl Formula for Proportional {

@@ -75,7 +75,7 @@ impl LlamaFamily {
 
     /// [`forward_stream`](Self::forward_stream) for an M-RoPE model, with the tokens' ids
     /// `position_ids` `(3, batch, seq)` counted from 0 at the first of them (as
-    /// [`candle_pe_core::QwenVlConfig::positions`] gives a prompt's, image runs included; every
+    /// [`candle_pe_formats::QwenVlConfig::positions`] gives a prompt's, image runs included; every
     /// row of the batch the same): they are moved past the largest id held.
     pub fn forward_stream_mrope(
         &mut self,

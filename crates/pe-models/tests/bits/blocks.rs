@@ -15,6 +15,7 @@ use candle_pe_nn::{
 use serde_json::Value;
 
 use crate::inputs::{dt, ids, Cases, Lcg, BACKENDS};
+use candle_pe_formats::FromHfConfig;
 
 /// The dtypes q and k are rotated in.
 const QK_DTYPES: [DType; 2] = [DType::F32, DType::BF16];

@@ -11,13 +11,15 @@ use anyhow::{bail, Context, Result};
 use candle_core::quantized::gguf_file::Content;
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::{
-    cogvideox_coordinates, patch_positions, video_patch_positions, Alibi, AxesRope, GgufRope,
-    OddWidth, PeCache, Preset, Rope, RopeConfig, RopeConfigs, SincosGrid, SincosGrid3d,
-    SinusoidalEncoding,
+    cogvideox_coordinates, patch_positions, video_patch_positions, Alibi, AxesRope, OddWidth,
+    PeCache, Preset, Rope, RopeConfig, SincosGrid, SincosGrid3d, SinusoidalEncoding,
 };
+use candle_pe_formats::{GgufRope, RopeConfigs};
 use serde_json::Value;
 
 use crate::inputs::{dt, ids, Cases, BACKENDS, DTYPES};
+use candle_pe_formats::FromGguf;
+use candle_pe_formats::FromHfConfig;
 
 /// The rows asked of every range.
 const ROWS: usize = 16;

@@ -6,7 +6,8 @@
 //! error naming it by its path from the config's root (`rope_scaling.factor`).
 //!
 //! ```
-//! use candle_pe_core::{ConfigFields, Error};
+//! use candle_pe_core::Error;
+//! use candle_pe_formats::ConfigFields;
 //!
 //! let json = serde_json::json!({"d_model": 512, "rope_theta": 1e4,
 //!                               "rope_scaling": {"factor": null, "rope_theta": 1e6}});

@@ -7,10 +7,10 @@ use std::io::Cursor;
 use candle_core::quantized::gguf_file::{self, Content, Value};
 use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
-use candle_pe_core::{
-    Error, FreqFactors, GgufRope, Llama3, PairLayout, QueryScale, Rope, RopeConfig, RopeConfigs,
-    RopeType,
-};
+use candle_pe_core::{Error, Llama3, QueryScale, Rope, RopeConfig, RopeType};
+use candle_pe_formats::FromGguf;
+use candle_pe_formats::FromHfConfig;
+use candle_pe_formats::{FreqFactors, GgufRope, PairLayout, RopeConfigs};
 
 fn gguf_fixture(name: &str) -> anyhow::Result<(Content, std::fs::File)> {
     let path = pe_testkit::fixture("gguf").join(format!("{name}.gguf"));

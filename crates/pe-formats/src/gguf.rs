@@ -61,7 +61,9 @@
 //! ```
 //! use std::collections::HashMap;
 //! use candle_core::quantized::gguf_file::{Content, Value, VersionedMagic};
-//! use candle_pe_core::{GgufRope, PairLayout, RopeConfig};
+//! use candle_pe_core::RopeConfig;
+//! use candle_pe_formats::{GgufRope, PairLayout};
+//! use candle_pe_formats::FromGguf;
 //!
 //! let mut metadata = HashMap::new();
 //! metadata.insert("general.architecture".into(), Value::String("qwen2".into()));
@@ -89,11 +91,13 @@ use std::io::{Read, Seek};
 use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::Device;
 
-use super::config::{pattern_layer_types, RopeConfig, RopeConfigs, DEFAULT_ROPE_THETA};
-use super::query_scale::QueryScale;
-use super::types::{LinearScaling, Llama3, Longrope, RopeType, Yarn};
-use crate::describe::gguf_arch::{Arch, Head, LogMultiplier, RopeKind};
-use crate::describe::gguf_meta::{decimal, GgufMeta};
+use candle_pe_core::{
+    LinearScaling, Llama3, Longrope, QueryScale, RopeConfig, RopeType, Yarn, DEFAULT_ROPE_THETA,
+};
+
+use crate::config::{pattern_layer_types, RopeConfigs};
+use crate::gguf_arch::{Arch, Head, LogMultiplier, RopeKind};
+use crate::gguf_meta::{decimal, GgufMeta};
 use crate::{Error, Result};
 
 /// How a model's Q and K weights pair the channels that rotate together.
@@ -160,18 +164,27 @@ pub struct GgufRope {
     pub sources: Vec<ValueSource>,
 }
 
-impl RopeConfigs {
+/// A value read from a GGUF file, as llama.cpp reads it. Import it to call `from_gguf` on
+/// [`RopeConfig`], [`RopeConfigs`] and [`GgufRope`].
+pub trait FromGguf: Sized {
+    /// The value of the file whose metadata is `content`, with its tensors read through
+    /// `reader` (the file `content` was read from); a missing key, or one whose value cannot be
+    /// honoured, is an error naming the key.
+    fn from_gguf<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<Self>;
+}
+
+impl FromGguf for RopeConfigs {
     /// The rotary embeddings of a GGUF file: its metadata, and its rope tensors read through
     /// `reader` (the file `content` was read from). See [`GgufRope`].
-    pub fn from_gguf<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<Self> {
+    fn from_gguf<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<Self> {
         Ok(GgufRope::from_gguf(content, reader)?.configs)
     }
 }
 
-impl RopeConfig {
+impl FromGguf for RopeConfig {
     /// The rotary embedding of a GGUF file whose layers share one rope; a file with one rope per
     /// layer type (Gemma 3) is an error naming the key that makes it so.
-    pub fn from_gguf<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<Self> {
+    fn from_gguf<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<Self> {
         let rope = GgufRope::from_gguf(content, reader)?;
         match rope.configs.single() {
             Some(config) => Ok(config.clone()),
@@ -463,10 +476,10 @@ fn llama3_candidates(factor: Option<f64>, original: Option<usize>) -> Vec<Llama3
     candidates
 }
 
-impl GgufRope {
+impl FromGguf for GgufRope {
     /// Reads the rope of a GGUF file: its metadata from `content`, its rope tensors through
     /// `reader` (the file `content` was read from).
-    pub fn from_gguf<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<Self> {
+    fn from_gguf<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<Self> {
         read(content, reader)
     }
 }

@@ -32,7 +32,7 @@
 //! - `qwen_vl`: the Qwen-VL generation whose rules build the model's position ids.
 //!
 //! ```
-//! use candle_pe_core::{HfModelType, HfTextConfig};
+//! use candle_pe_formats::{HfModelType, HfTextConfig};
 //!
 //! assert_eq!(HfModelType::of("gemma3_text").head_dim_default(), Some(256));
 //! assert_eq!(HfModelType::of("llama").head_dim_default(), None);

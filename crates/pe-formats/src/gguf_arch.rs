@@ -21,7 +21,7 @@
 //! A quirk no field expresses is a new field (with its default in [`Arch::norm`]), read in
 //! `rope/gguf.rs` from the row, never from the name. The fixture goes to
 //! `crates/pe-testkit/fixtures/gguf`, written by llama.cpp's converter
-//! (`scripts/fixtures/`), with its test in `crates/pe-core/tests/gguf.rs`.
+//! (`scripts/fixtures/`), with its test in `crates/pe-formats/tests/gguf.rs`.
 
 use crate::{Error, PairLayout, Result};
 

@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 
 use candle_core::quantized::gguf_file::{Content, Value, VersionedMagic};
-use candle_pe_core::{Error, GgufMeta};
+use candle_pe_core::Error;
+use candle_pe_formats::GgufMeta;
 
 fn content(keys: Vec<(&str, Value)>) -> Content {
     Content {

@@ -17,7 +17,8 @@
 //!
 //! ```
 //! use candle_core::{Device, Tensor};
-//! use candle_pe_core::QwenVlConfig;
+//! use candle_pe_formats::QwenVlConfig;
+//! use candle_pe_formats::FromHfConfig;
 //!
 //! let json = serde_json::json!({"model_type": "qwen2_vl", "image_token_id": 151655,
 //!     "video_token_id": 151656, "vision_config": {"spatial_merge_size": 2}});
@@ -39,7 +40,9 @@
 use candle_core::{DType, Tensor};
 use serde_json::Value;
 
-use crate::{ConfigFields, Error, HfModelType, QwenVlVersion, Result, MAX_POSITION};
+use candle_pe_core::MAX_POSITION;
+
+use crate::{ConfigFields, Error, FromHfConfig, HfModelType, QwenVlVersion, Result};
 
 /// What `get_rope_index` reads from a Qwen-VL `config.json`.
 #[derive(Clone, Debug, PartialEq)]
@@ -74,10 +77,10 @@ enum Kind {
     Video,
 }
 
-impl QwenVlConfig {
+impl FromHfConfig for QwenVlConfig {
     /// Reads `model_type`, `image_token_id`, `video_token_id` and `vision_config`'s
     /// `spatial_merge_size` (default 2) and `tokens_per_second` (default 4).
-    pub fn from_hf_config(config: &Value) -> Result<Self> {
+    fn from_hf_config(config: &Value) -> Result<Self> {
         let root = ConfigFields::new(config)?;
         let model_type: String = root.require("model_type")?;
         let Some(version) = HfModelType::of(&model_type).qwen_vl else {
@@ -118,7 +121,9 @@ impl QwenVlConfig {
             tokens_per_second,
         })
     }
+}
 
+impl QwenVlConfig {
     /// The position ids and deltas of `input_ids` `(batch, seq)` (any integer dtype) with the
     /// grids `(t, h, w)` of the images and videos in the order their runs appear (across the
     /// batch), Qwen2.5-VL's `second_per_grid_ts` (one per video, 1 when not given) and an

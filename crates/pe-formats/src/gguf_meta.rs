@@ -13,7 +13,8 @@
 //! ```
 //! use std::collections::HashMap;
 //! use candle_core::quantized::gguf_file::{Content, Value, VersionedMagic};
-//! use candle_pe_core::{Error, GgufMeta};
+//! use candle_pe_core::Error;
+//! use candle_pe_formats::GgufMeta;
 //!
 //! let metadata = HashMap::from([
 //!     ("llama.block_count".to_string(), Value::U16(32)),

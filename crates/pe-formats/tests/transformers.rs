@@ -9,8 +9,10 @@
 use std::collections::HashMap;
 
 use candle_core::{DType, Device, Tensor};
-use candle_pe_core::{Dynamic, LongropePolicy, RopeConfigs};
+use candle_pe_core::{Dynamic, LongropePolicy};
 use candle_pe_core::{Rope, RopeConfig, RopeType};
+use candle_pe_formats::FromHfConfig;
+use candle_pe_formats::RopeConfigs;
 
 /// A fixture: its JSON description and its tensors.
 struct Fixture {

@@ -1,0 +1,870 @@
+//! [`RopeConfig`]s read from HF `config.json` ([`FromHfConfig`]), as transformers reads them.
+//!
+//! It reads the head dim (`head_dim`; DeepSeek's `qk_rope_head_dim`; Gemma 4's
+//! `global_head_dim` for full-attention layers; or the model type's default, Gemma 1-3's 256,
+//! or `hidden_size / num_attention_heads`),
+//! `rope_theta`, `partial_rotary_factor`, `max_position_embeddings`, and the rope type with its
+//! parameters from `rope_scaling` (keyed by `rope_type`, or the older `type`) or transformers 5's
+//! `rope_parameters` (which may also carry `rope_theta`, `partial_rotary_factor` and the M-RoPE
+//! fields), as transformers reads them; each rope type reads its own fields, with their
+//! defaults and legacy spellings (`rope_dicts.rs`). Vision-language configs are read from their
+//! `text_config` ([`HfTextConfig`]). What a `model_type` changes (defaults, layer types, which
+//! rope type a dict reads as) is its row of [`HfModelType`]; this reader names no model type.
+//! A field that is `null` is absent. A field of the wrong type, a missing one, a value given in
+//! the rope dict and at the top level that disagrees, or an unknown `rope_type` is an error
+//! naming the field ([`ConfigFields`]). A key of a rope dict that nothing reads is
+//! not an error, as in transformers: [`RopeConfigs::unknown_keys`] lists it.
+//!
+//! [`RopeConfigs`] reads models with one rope per layer type (Gemma 3, Gemma 4).
+//!
+//! ```
+//! use candle_pe_core::{RopeConfig, RopeType};
+//! use candle_pe_formats::FromHfConfig;
+//!
+//! let json = r#"{"hidden_size": 4096, "num_attention_heads": 32, "rope_theta": 500000.0,
+//!   "max_position_embeddings": 131072,
+//!   "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+//!                    "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}}"#;
+//! let config = RopeConfig::from_hf_config(&serde_json::from_str(json)?)?;
+//! assert_eq!((config.head_dim, config.rope_theta), (128, 500000.0));
+//! assert_eq!(config.rope_type.name(), "llama3");
+//!
+//! let err = RopeConfig::from_hf_config(&serde_json::json!({"head_dim": -64})).unwrap_err();
+//! assert!(err.to_string().contains("head_dim"), "{err}");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::collections::BTreeMap;
+
+use candle_pe_core::{Error, QueryScale, Result, RopeConfig, RopeType, DEFAULT_ROPE_THETA};
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use crate::model_types::{HfModelType, HfTextConfig};
+use crate::rope_dicts::{field_names, read_rope_dict};
+use crate::ConfigFields;
+
+/// A value read from an HF `config.json` (parsed with `serde_json`), as transformers reads it.
+/// Import it to call `from_hf_config` on [`RopeConfig`], [`RopeConfigs`] and
+/// [`QwenVlConfig`](crate::QwenVlConfig). ([`HfTextConfig::from_hf_config`], a view into the
+/// config, borrows it and is its own.)
+pub trait FromHfConfig: Sized {
+    /// The value `config` describes; a field of the wrong type, a missing one, or one whose
+    /// value cannot be honoured is an error naming the field.
+    fn from_hf_config(config: &Value) -> Result<Self>;
+}
+
+impl FromHfConfig for RopeConfig {
+    /// The config of a model with one rotary embedding for all its layers, from its HF
+    /// `config.json` (see the module docs for the fields read). A config with one rope per
+    /// layer type (Gemma 3, Gemma 4) is an error naming the field that says so: read it with
+    /// [`RopeConfigs::from_hf_config`].
+    fn from_hf_config(config: &Value) -> Result<Self> {
+        let configs = RopeConfigs::from_hf_config(config)?;
+        if let Some(layer) = configs.nope.iter().flatten().position(|&n| n) {
+            return Err(Error::Config {
+                field: "no_rope_layers".into(),
+                message: format!(
+                    "layer {layer} has no rotary embedding (NoPE): read the config with \
+                     RopeConfigs::from_hf_config, then for_layer"
+                ),
+            });
+        }
+        match configs.layers {
+            Layers::Single(config) => Ok(config),
+            Layers::PerType { field, configs } => Err(Error::Config {
+                field,
+                message: format!(
+                    "the config sets one rope per layer type ({}): read it with \
+                     RopeConfigs::from_hf_config, then for_layer_type or for_layer",
+                    configs.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            }),
+        }
+    }
+}
+
+/// Every rotary embedding of a model, per layer: one for all layers (most models), or one per
+/// layer type (Gemma 3, Gemma 4: `full_attention`, `sliding_attention`), from its HF
+/// `config.json`, in the transformers 5 form (`rope_parameters` keyed by layer type, with
+/// `layer_types`) or the legacy Gemma 3 form (`rope_theta` for full layers,
+/// `rope_local_base_freq` for sliding ones, `rope_scaling` for full layers only, and
+/// `sliding_window_pattern` when `layer_types` is absent).
+///
+/// ```
+/// use candle_pe_core::RopeType;
+/// use candle_pe_formats::RopeConfigs;
+/// use candle_pe_formats::FromHfConfig;
+///
+/// let gemma3: serde_json::Value = serde_json::from_str(r#"{"head_dim": 256,
+///   "num_hidden_layers": 12, "sliding_window_pattern": 6, "rope_theta": 1000000.0,
+///   "rope_local_base_freq": 10000.0, "rope_scaling": {"rope_type": "linear", "factor": 8.0}}"#)?;
+/// let configs = RopeConfigs::from_hf_config(&gemma3)?;
+/// assert_eq!(configs.for_layer(5)?.unwrap().rope_type.name(), "linear"); // full attention
+/// assert_eq!(configs.for_layer(0)?.unwrap().rope_theta, 10000.0); // sliding
+/// assert!(configs.for_layer(12).is_err());
+/// assert!(configs.for_layer_type("chunked_attention").is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct RopeConfigs {
+    layers: Layers,
+    layer_types: Option<Vec<String>>,
+    /// Per layer, whether it has no rotary embedding (NoPE), from `no_rope_layers` (where 0
+    /// marks a NoPE layer) or its default; `None` when every layer has rotary.
+    nope: Option<Vec<bool>>,
+    /// The query scale of the NoPE layers (Llama 4's `attn_temperature_tuning`).
+    nope_query_scale: Option<QueryScale>,
+    /// The keys of the rope dicts that nothing reads, as paths from the config's root.
+    unknown_keys: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Layers {
+    Single(RopeConfig),
+    /// `field`: the config field that makes the rope per layer type. A `None` config: a layer
+    /// type without rope (NoPE).
+    PerType {
+        field: String,
+        configs: BTreeMap<String, Option<RopeConfig>>,
+    },
+}
+
+impl FromHfConfig for RopeConfigs {
+    /// The rotary embeddings an HF `config.json` describes (also read from its `text_config`,
+    /// as vision-language models nest it).
+    fn from_hf_config(config: &Value) -> Result<Self> {
+        let text = HfTextConfig::from_hf_config(config)?;
+        read_model(text.fields(), text.model_type())
+    }
+}
+
+impl RopeConfigs {
+    /// One rope for every layer (read from another format, as `gguf.rs` does).
+    pub(crate) fn for_all_layers(config: RopeConfig, layer_types: Option<Vec<String>>) -> Self {
+        Self {
+            layers: Layers::Single(config),
+            layer_types,
+            nope: None,
+            nope_query_scale: None,
+            unknown_keys: Vec::new(),
+        }
+    }
+
+    /// One rope per layer type; `field` is what makes the rope per layer type (a key).
+    pub(crate) fn per_layer_type(
+        field: String,
+        configs: BTreeMap<String, RopeConfig>,
+        layer_types: Option<Vec<String>>,
+    ) -> Self {
+        Self {
+            layers: Layers::PerType {
+                field,
+                configs: configs.into_iter().map(|(k, c)| (k, Some(c))).collect(),
+            },
+            layer_types,
+            nope: None,
+            nope_query_scale: None,
+            unknown_keys: Vec::new(),
+        }
+    }
+
+    /// The keys of the config's rope dicts (`rope_scaling`, `rope_parameters`, or one per
+    /// layer type) that neither the rope type nor the config reader reads, as paths from the
+    /// config's root, sorted: a misspelt field (`rope_scaling.beta_fastt`), one of another type
+    /// (`short_factor` in a Llama's `yarn` dict), or `mrope_sections` for `mrope_section`. They
+    /// are not errors: transformers warns about them and reads on, and so does this reader
+    /// (a field that is `null` is absent, and not listed).
+    ///
+    /// ```
+    /// use candle_pe_formats::RopeConfigs;
+    /// use candle_pe_formats::FromHfConfig;
+    ///
+    /// let json = serde_json::json!({"head_dim": 64, "max_position_embeddings": 32768,
+    ///     "rope_scaling": {"rope_type": "yarn", "factor": 8.0, "beta_fastt": 64,
+    ///         "original_max_position_embeddings": 4096}});
+    /// let configs = RopeConfigs::from_hf_config(&json)?;
+    /// assert_eq!(configs.unknown_keys(), ["rope_scaling.beta_fastt"]);
+    /// # Ok::<(), candle_pe_core::Error>(())
+    /// ```
+    pub fn unknown_keys(&self) -> &[String] {
+        &self.unknown_keys
+    }
+
+    /// Whether the layers have rope parameters per layer type.
+    pub fn is_per_layer_type(&self) -> bool {
+        matches!(self.layers, Layers::PerType { .. })
+    }
+
+    /// The config's `layer_types` (or the list its `sliding_window_pattern` implies), one per
+    /// layer.
+    pub fn layer_types(&self) -> Option<&[String]> {
+        self.layer_types.as_deref()
+    }
+
+    /// The single config of a model whose layers all share one rope.
+    pub fn single(&self) -> Option<&RopeConfig> {
+        match &self.layers {
+            Layers::Single(c) => Some(c),
+            Layers::PerType { .. } => None,
+        }
+    }
+
+    /// The rope of the layers of type `layer_type` (`full_attention`, `sliding_attention`);
+    /// `None` when that type has no rotary embedding (a NoPE layer type, given as `null`).
+    /// A type all of whose layers are NoPE (Llama 4's `full_attention`) is `None` too.
+    pub fn for_layer_type(&self, layer_type: &str) -> Result<Option<&RopeConfig>> {
+        if let (Some(types), Some(nope)) = (&self.layer_types, &self.nope) {
+            let mut of_type = types.iter().zip(nope).filter(|(t, _)| *t == layer_type);
+            if of_type.clone().next().is_some() && of_type.all(|(_, &n)| n) {
+                return Ok(None);
+            }
+        }
+        match &self.layers {
+            Layers::Single(c) => match &self.layer_types {
+                Some(types) if !types.iter().any(|t| t == layer_type) => Err(Error::Config {
+                    field: "layer_types".into(),
+                    message: format!("no layer has type {layer_type:?}"),
+                }),
+                _ => Ok(Some(c)),
+            },
+            Layers::PerType { field, configs } => match configs.get(layer_type) {
+                Some(c) => Ok(c.as_ref()),
+                None => Err(Error::Config {
+                    field: field.clone(),
+                    message: format!(
+                        "no rope parameters for layer type {layer_type:?}; the config has {}",
+                        configs.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                }),
+            },
+        }
+    }
+
+    /// The number of layers, when the config says (`layer_types`, `no_rope_layers` or
+    /// `num_hidden_layers`).
+    pub fn num_layers(&self) -> Option<usize> {
+        self.layer_types
+            .as_ref()
+            .map(Vec::len)
+            .or(self.nope.as_ref().map(Vec::len))
+    }
+
+    /// The rope of layer `index` (counted from 0), by its type in `layer_types`; `None` for a
+    /// layer without rotary embedding (NoPE: Llama 4's and SmolLM3's `no_rope_layers`, a NoPE
+    /// layer type).
+    ///
+    /// ```
+    /// use candle_pe_formats::RopeConfigs;
+    /// use candle_pe_formats::FromHfConfig;
+    ///
+    /// let smollm3 = serde_json::json!({"model_type": "smollm3", "head_dim": 128,
+    ///     "num_hidden_layers": 8, "rope_theta": 2e6});
+    /// let configs = RopeConfigs::from_hf_config(&smollm3)?;
+    /// assert!(configs.for_layer(2)?.is_some());
+    /// assert!(configs.for_layer(3)?.is_none()); // every 4th layer is NoPE by default
+    /// assert!(configs.for_layer(8).is_err());
+    /// # Ok::<(), candle_pe_core::Error>(())
+    /// ```
+    pub fn for_layer(&self, index: usize) -> Result<Option<&RopeConfig>> {
+        if let Some(nope) = &self.nope {
+            match nope.get(index) {
+                Some(true) => return Ok(None),
+                Some(false) => {}
+                None => return Err(past_last("no_rope_layers", index, nope.len())),
+            }
+        }
+        match (&self.layer_types, &self.layers) {
+            (Some(types), _) => match types.get(index) {
+                Some(t) => self.for_layer_type(t),
+                None => Err(past_last("layer_types", index, types.len())),
+            },
+            (None, Layers::Single(c)) => Ok(Some(c)),
+            (None, Layers::PerType { .. }) => Err(Error::MissingParameter {
+                name: "layer_types",
+                needed_by: "picking a layer's rope by index (give layer_types, or \
+                            num_hidden_layers with sliding_window_pattern)",
+            }),
+        }
+    }
+
+    /// The factor on the queries of layer `index` at each position, if it has one: its rope's
+    /// ([`RopeConfig::query_scale`], Ministral 3), or on a NoPE layer Llama 4's
+    /// `attn_temperature_tuning` ([`QueryScale::AttnTemperature`]).
+    pub fn query_scale(&self, index: usize) -> Result<Option<QueryScale>> {
+        Ok(match self.for_layer(index)? {
+            Some(c) => c.query_scale,
+            None => self.nope_query_scale,
+        })
+    }
+}
+
+fn past_last(field: &str, index: usize, layers: usize) -> Error {
+    Error::Config {
+        field: field.into(),
+        message: format!("layer {index} is past the last of the {layers} layers"),
+    }
+}
+
+/// Whether the rope dict `params` holds one rope dict per layer type: some of its keys are
+/// layer types or, without `layer_types`, all its values are dicts (or null, for NoPE).
+fn is_nested(params: &ConfigFields, layer_types: Option<&[String]>) -> bool {
+    match layer_types {
+        Some(types) if params.keys().any(|k| types.iter().any(|t| t == k)) => true,
+        _ => {
+            params.keys().next().is_some()
+                && params
+                    .keys()
+                    .all(|k| matches!(params.value(k), None | Some(Value::Object(_))))
+        }
+    }
+}
+
+/// The Gemma layer types for `layers` layers, every `pattern`-th one full attention (and the
+/// last one for Gemma 4).
+pub(crate) fn pattern_layer_types(layers: usize, pattern: usize, last_full: bool) -> Vec<String> {
+    (0..layers)
+        .map(|i| {
+            let full = (pattern > 0 && (i + 1) % pattern == 0) || (last_full && i + 1 == layers);
+            if full {
+                "full_attention"
+            } else {
+                "sliding_attention"
+            }
+            .to_string()
+        })
+        .collect()
+}
+
+/// Where a layer's `rope_theta` comes from when its rope dict does not give it: a top-level
+/// field and its default.
+#[derive(Clone, Copy)]
+struct Theta {
+    field: &'static str,
+    default: f64,
+}
+
+impl Theta {
+    /// `rope_theta`, default 10000.
+    const ROPE_THETA: Theta = Theta {
+        field: "rope_theta",
+        default: DEFAULT_ROPE_THETA,
+    };
+    /// Gemma 3's full-attention layers: `rope_theta`, default 1e6.
+    const GEMMA3_FULL: Theta = Theta {
+        field: "rope_theta",
+        default: 1e6,
+    };
+    /// Gemma 3's sliding layers: `rope_local_base_freq`, default 1e4.
+    const GEMMA3_SLIDING: Theta = Theta {
+        field: "rope_local_base_freq",
+        default: 1e4,
+    };
+}
+
+/// The ropes of the text config `root`, whose model type's row is `model_type`.
+fn read_model(root: &ConfigFields, model_type: &HfModelType) -> Result<RopeConfigs> {
+    let overrides = Overrides::read(root)?;
+    let mut unknown_keys = Vec::new();
+    let (layers, layer_types) = read_layers(root, model_type, &overrides, &mut unknown_keys)?;
+    unknown_keys.sort();
+    unknown_keys.dedup();
+    Ok(RopeConfigs {
+        layers,
+        layer_types,
+        nope: read_nope(root, model_type)?,
+        nope_query_scale: read_attn_temperature(root, model_type)?,
+        unknown_keys,
+    })
+}
+
+/// Per layer, whether it is NoPE: `no_rope_layers` (1 for rotary, 0 for none, as transformers
+/// reads it), or where the model type's row says so (Llama 4, SmolLM3) every
+/// `no_rope_layer_interval`-th layer (the row's default).
+fn read_nope(root: &ConfigFields, model_type: &HfModelType) -> Result<Option<Vec<bool>>> {
+    if let Some(list) = root.get::<Vec<i64>>("no_rope_layers")? {
+        if !list.is_empty() {
+            return Ok(Some(list.iter().map(|&r| r == 0).collect()));
+        }
+    }
+    let Some(default_interval) = model_type.nope_interval else {
+        return Ok(None);
+    };
+    let interval = root
+        .get::<usize>("no_rope_layer_interval")?
+        .unwrap_or(default_interval);
+    if interval == 0 {
+        return Err(root.invalid("no_rope_layer_interval", "must be at least 1, got 0"));
+    }
+    let layers = root.get::<usize>("num_hidden_layers")?;
+    Ok(layers.map(|n| (0..n).map(|i| (i + 1) % interval == 0).collect()))
+}
+
+/// Llama 4's query temperature on its NoPE layers: `attn_temperature_tuning` (default on, a
+/// bool or, in early configs, a number), `floor_scale` (8192) and `attn_scale` (0.1), where the
+/// model type's row says the model has it.
+fn read_attn_temperature(
+    root: &ConfigFields,
+    model_type: &HfModelType,
+) -> Result<Option<QueryScale>> {
+    if !model_type.attn_temperature {
+        return Ok(None);
+    }
+    let on = match root.value("attn_temperature_tuning") {
+        None => true,
+        Some(Value::Bool(b)) => *b,
+        Some(Value::Number(n)) => n.as_f64() != Some(0.0),
+        Some(other) => {
+            return Err(root.invalid(
+                "attn_temperature_tuning",
+                format!("must be a bool, got {other}"),
+            ))
+        }
+    };
+    if !on {
+        return Ok(None);
+    }
+    let scale = QueryScale::AttnTemperature {
+        floor_scale: root.get("floor_scale")?.unwrap_or(8192),
+        attn_scale: root.get("attn_scale")?.unwrap_or(0.1),
+    };
+    scale.check()?;
+    Ok(Some(scale))
+}
+
+/// The fields a layer's rope is read from, which `per_layer_config` may override.
+const ROPE_FIELDS: [&str; 12] = [
+    "head_dim",
+    "global_head_dim",
+    "qk_rope_head_dim",
+    "hidden_size",
+    "num_attention_heads",
+    "rope_theta",
+    "rope_local_base_freq",
+    "partial_rotary_factor",
+    "max_position_embeddings",
+    "mrope_section",
+    "mrope_interleaved",
+    "rope_interleave",
+];
+
+/// transformers 5's `per_layer_config`: per layer index, the fields of the root that layer
+/// overrides (only those a rope reads are kept).
+struct Overrides {
+    /// Layer index, the override's path (`per_layer_config.5`) and its rope fields.
+    layers: BTreeMap<usize, (String, Map<String, Value>)>,
+}
+
+/// A root to read a layer's rope from: the config's own, or one with a layer's overrides.
+enum LayerRoot<'a> {
+    Given(ConfigFields<'a>),
+    Overridden(Value),
+}
+
+impl LayerRoot<'_> {
+    fn fields(&self) -> Result<ConfigFields<'_>> {
+        match self {
+            LayerRoot::Given(f) => Ok(f.clone()),
+            LayerRoot::Overridden(v) => ConfigFields::new(v),
+        }
+    }
+}
+
+impl Overrides {
+    fn read(root: &ConfigFields) -> Result<Self> {
+        let mut layers = BTreeMap::new();
+        let Some(per_layer) = root.object("per_layer_config")? else {
+            return Ok(Self { layers });
+        };
+        for key in per_layer.keys() {
+            let index: usize = key
+                .parse()
+                .map_err(|_| per_layer.invalid(key, "keys must be layer indices (0, 1, ...)"))?;
+            let Some(fields) = per_layer.object(key)? else {
+                continue;
+            };
+            for refused in ["rope_parameters", "rope_scaling"] {
+                if fields.has(refused) {
+                    return Err(fields.invalid(
+                        refused,
+                        "a per-layer rope dict is not read; give it per layer type in \
+                         rope_parameters",
+                    ));
+                }
+            }
+            let kept: Map<String, Value> = ROPE_FIELDS
+                .iter()
+                .filter_map(|&f| fields.value(f).map(|v| (f.to_string(), v.clone())))
+                .collect();
+            if !kept.is_empty() {
+                layers.insert(index, (fields.path().to_string(), kept));
+            }
+        }
+        Ok(Self { layers })
+    }
+
+    /// The root the layers of `layer_type` (every layer when `None`) read their rope from: the
+    /// overrides they share; layers of one type whose overrides differ are an error naming two
+    /// of them.
+    fn root<'a>(
+        &self,
+        root: &ConfigFields<'a>,
+        layer_types: Option<&[String]>,
+        layer_type: Option<&str>,
+    ) -> Result<LayerRoot<'a>> {
+        if self.layers.is_empty() {
+            return Ok(LayerRoot::Given(root.clone()));
+        }
+        let of_type = |i: usize| match (layer_types, layer_type) {
+            (Some(types), Some(t)) => types.get(i).is_some_and(|ti| ti == t),
+            _ => true,
+        };
+        let count = layer_types.map(<[String]>::len);
+        let Some(count) = count else {
+            return Err(Error::MissingParameter {
+                name: "layer_types",
+                needed_by: "per_layer_config: which layers share a rope (give layer_types)",
+            });
+        };
+        let indices: Vec<usize> = (0..count).filter(|&i| of_type(i)).collect();
+        let none = Map::new();
+        let get = |i: usize| self.layers.get(&i).map_or(&none, |(_, m)| m);
+        if let Some(&first) = indices.first() {
+            if let Some(&other) = indices.iter().find(|&&i| get(i) != get(first)) {
+                let show = |i: usize| Value::Object(get(i).clone()).to_string();
+                return Err(Error::Config {
+                    field: "per_layer_config".into(),
+                    message: format!(
+                        "layers {first} and {other} are both {} but override the rope's \
+                         fields differently ({} vs {}): one rope per layer type",
+                        layer_type.unwrap_or("layers of the one rope"),
+                        show(first),
+                        show(other)
+                    ),
+                });
+            }
+            if let Some(&past) = self.layers.keys().find(|&&i| i >= count) {
+                return Err(Error::Config {
+                    field: format!("per_layer_config.{past}"),
+                    message: format!("layer {past} is past the last of the {count} layers"),
+                });
+            }
+            let fields = get(first);
+            if !fields.is_empty() {
+                let mut value = Value::Object(root_map(root));
+                if let Value::Object(map) = &mut value {
+                    if fields.contains_key("head_dim") {
+                        // The layer's own head_dim replaces the global one Gemma 4 used to give.
+                        map.remove("global_head_dim");
+                    }
+                    map.extend(fields.clone());
+                }
+                return Ok(LayerRoot::Overridden(value));
+            }
+        }
+        Ok(LayerRoot::Given(root.clone()))
+    }
+}
+
+/// The fields of `root` as a JSON map.
+fn root_map(root: &ConfigFields) -> Map<String, Value> {
+    root.keys()
+        .filter_map(|k| root.value(k).map(|v| (k.to_string(), v.clone())))
+        .collect()
+}
+
+/// The ropes of a model's layers, and its `layer_types`; `overrides` gives the root a layer type
+/// reads its fields from (transformers 5's `per_layer_config`). The keys of the rope dicts that
+/// nothing reads are pushed to `unknown`.
+fn read_layers(
+    root: &ConfigFields,
+    model_type: &HfModelType,
+    overrides: &Overrides,
+    unknown: &mut Vec<String>,
+) -> Result<(Layers, Option<Vec<String>>)> {
+    let mut layer_types: Option<Vec<String>> = root.get("layer_types")?;
+    let params = rope_dict(root)?;
+    let reader = Reader {
+        root,
+        model_type,
+        overrides,
+    };
+    if let Some(params) = params
+        .as_ref()
+        .filter(|p| is_nested(p, layer_types.as_deref()))
+    {
+        if model_type.sliding.is_some() {
+            implied_layer_types(root, model_type, &mut layer_types)?;
+        }
+        let layers = reader.per_layer_type(params, layer_types.as_deref(), unknown)?;
+        return Ok((layers, layer_types));
+    }
+    if model_type.sliding.is_some_and(|s| s.keyed_only) {
+        return Err(root.invalid(
+            "rope_parameters",
+            "a Gemma 4 config needs rope_parameters keyed by layer type \
+             (full_attention, sliding_attention); transformers' defaults are not assumed",
+        ));
+    }
+    if model_type.sliding.is_some() || root.has("rope_local_base_freq") {
+        implied_layer_types(root, model_type, &mut layer_types)?;
+        let layers = reader.legacy_sliding(params.as_ref(), layer_types.as_deref(), unknown)?;
+        return Ok((layers, layer_types));
+    }
+    let config = reader.one(
+        params.as_ref(),
+        layer_types.as_deref(),
+        None,
+        Theta::ROPE_THETA,
+        unknown,
+    )?;
+    Ok((Layers::Single(config), layer_types))
+}
+
+/// The rope dict: `rope_parameters`, else `rope_scaling`. Both are read, so that either one not
+/// being an object is an error.
+fn rope_dict<'a>(root: &ConfigFields<'a>) -> Result<Option<ConfigFields<'a>>> {
+    Ok(
+        match (
+            root.object("rope_parameters")?,
+            root.object("rope_scaling")?,
+        ) {
+            (Some(p), _) | (None, Some(p)) => Some(p),
+            (None, None) => None,
+        },
+    )
+}
+
+/// Without `layer_types`, the list `sliding_window_pattern` (default 6) implies for
+/// `num_hidden_layers` layers, the last one full where the model type's row says so.
+fn implied_layer_types(
+    root: &ConfigFields,
+    model_type: &HfModelType,
+    layer_types: &mut Option<Vec<String>>,
+) -> Result<()> {
+    if layer_types.is_none() {
+        let pattern = root.get::<usize>("sliding_window_pattern")?.unwrap_or(6);
+        if let Some(layers) = root.get::<usize>("num_hidden_layers")? {
+            let last_full = model_type.sliding.is_some_and(|s| s.last_full);
+            *layer_types = Some(pattern_layer_types(layers, pattern, last_full));
+        }
+    }
+    Ok(())
+}
+
+/// What every rope of a config is read with: its root, its model type's row and the layers'
+/// overrides.
+struct Reader<'r, 'a> {
+    root: &'r ConfigFields<'a>,
+    model_type: &'r HfModelType,
+    overrides: &'r Overrides,
+}
+
+impl Reader<'_, '_> {
+    /// The rope of the layers of `layer_type` (every layer when `None`), from the rope dict
+    /// `dict`, `rope_theta` from `theta` when the dict does not give it.
+    fn one(
+        &self,
+        dict: Option<&ConfigFields>,
+        layer_types: Option<&[String]>,
+        layer_type: Option<&str>,
+        theta: Theta,
+        unknown: &mut Vec<String>,
+    ) -> Result<RopeConfig> {
+        let layer_root = self.overrides.root(self.root, layer_types, layer_type)?;
+        let head = Head {
+            root: &layer_root.fields()?,
+            dict,
+            model_type: self.model_type,
+        };
+        head.read(layer_type, theta, unknown)
+    }
+
+    /// transformers 5's form: one rope dict per layer type in `params` (`null` for a layer
+    /// type without rotary).
+    fn per_layer_type(
+        &self,
+        params: &ConfigFields,
+        layer_types: Option<&[String]>,
+        unknown: &mut Vec<String>,
+    ) -> Result<Layers> {
+        let mut configs = BTreeMap::new();
+        for layer_type in params.keys() {
+            let config = match params.object(layer_type)? {
+                None => None,
+                Some(dict) => Some(self.one(
+                    Some(&dict),
+                    layer_types,
+                    Some(layer_type),
+                    Theta::ROPE_THETA,
+                    unknown,
+                )?),
+            };
+            configs.insert(layer_type.to_string(), config);
+        }
+        Ok(Layers::PerType {
+            field: params.path().to_string(),
+            configs,
+        })
+    }
+
+    /// Gemma 3's legacy form: `rope_theta` and the rope dict `params` for full-attention
+    /// layers, `rope_local_base_freq` for sliding ones.
+    fn legacy_sliding(
+        &self,
+        params: Option<&ConfigFields>,
+        layer_types: Option<&[String]>,
+        unknown: &mut Vec<String>,
+    ) -> Result<Layers> {
+        let full = Some("full_attention");
+        let full = self.one(params, layer_types, full, Theta::GEMMA3_FULL, unknown)?;
+        let sliding = Some("sliding_attention");
+        let sliding = self.one(None, layer_types, sliding, Theta::GEMMA3_SLIDING, unknown)?;
+        let configs = BTreeMap::from([
+            ("full_attention".to_string(), Some(full)),
+            ("sliding_attention".to_string(), Some(sliding)),
+        ]);
+        Ok(Layers::PerType {
+            field: self.root.path_of("rope_local_base_freq"),
+            configs,
+        })
+    }
+}
+
+/// The keys a rope dict may give whatever its type, read by [`Head::read`] and
+/// [`RopeType::from_dict`].
+const DICT_KEYS: [&str; 6] = [
+    "rope_type",
+    "type",
+    "rope_theta",
+    "partial_rotary_factor",
+    "mrope_section",
+    "mrope_interleaved",
+];
+
+/// The keys read with `llama_4_scaling_beta` (Ministral 3, Mistral 4), and the
+/// `max_position_embeddings` their configs repeat in the dict (which their transformers config
+/// classes ignore, as the top-level one is read).
+const QUERY_SCALE_KEYS: [&str; 3] = [
+    "llama_4_scaling_beta",
+    "original_max_position_embeddings",
+    "max_position_embeddings",
+];
+
+/// The paths of the keys of `dict` that nothing reads for `rope_type`: not one of
+/// [`DICT_KEYS`], not a field of the type (as it writes itself), and not a query-scale key.
+fn unknown_keys(dict: &ConfigFields, rope_type: &RopeType) -> Vec<String> {
+    let fields = field_names(rope_type);
+    let query_scale = dict.has("llama_4_scaling_beta");
+    dict.keys()
+        .filter(|&k| dict.has(k) && !DICT_KEYS.contains(&k) && !fields.iter().any(|f| f == k))
+        .filter(|k| !(query_scale && QUERY_SCALE_KEYS.contains(k)))
+        .map(|k| dict.path_of(k))
+        .collect()
+}
+
+/// The fields one rope is read from: the root of its layers (with their overrides), its rope
+/// dict, and the row of the model type.
+struct Head<'r, 'a> {
+    root: &'r ConfigFields<'a>,
+    dict: Option<&'r ConfigFields<'r>>,
+    model_type: &'r HfModelType,
+}
+
+impl Head<'_, '_> {
+    /// One rope: the root's head and context fields with the rope dict, `rope_theta` from
+    /// `theta` when the dict does not give it; the keys of the dict that nothing reads are
+    /// pushed to `unknown`.
+    fn read(
+        &self,
+        layer_type: Option<&str>,
+        theta: Theta,
+        unknown: &mut Vec<String>,
+    ) -> Result<RopeConfig> {
+        let (root, model_type) = (self.root, self.model_type);
+        let head_dim = self.head_dim(layer_type)?;
+        let rope_type = match self.dict {
+            Some(dict) => read_rope_dict(dict, root, model_type)?,
+            None => RopeType::Default,
+        };
+        if let Some(dict) = self.dict {
+            unknown.extend(unknown_keys(dict, &rope_type));
+        }
+        let mrope_section = self.either("mrope_section", "mrope_section")?;
+        let interleaved: Option<bool> = self.either("mrope_interleaved", "mrope_interleaved")?;
+        let query_scale = self.query_scale()?;
+        Ok(RopeConfig {
+            head_dim,
+            rope_theta: self
+                .either("rope_theta", theta.field)?
+                .unwrap_or(theta.default),
+            partial_rotary_factor: self
+                .either("partial_rotary_factor", "partial_rotary_factor")?
+                .unwrap_or(1.0),
+            max_position_embeddings: root.get("max_position_embeddings")?,
+            rope_type,
+            mrope_section,
+            mrope_interleaved: interleaved.unwrap_or(false) || model_type.mrope_interleaved,
+            rope_interleave: root
+                .get("rope_interleave")?
+                .unwrap_or(model_type.interleaved),
+            query_scale,
+        })
+    }
+
+    /// The field `name` of the rope dict or `top_name` of the root; transformers 5 moves
+    /// rope_theta, partial_rotary_factor and the M-RoPE fields into the rope dict, and a value
+    /// given at both levels must agree.
+    fn either<T: DeserializeOwned + PartialEq>(
+        &self,
+        name: &str,
+        top_name: &str,
+    ) -> Result<Option<T>> {
+        match self.dict {
+            Some(dict) => dict.either(name, self.root, top_name),
+            None => self.root.get(top_name),
+        }
+    }
+
+    /// The head's width: Gemma 4's `global_head_dim` on full-attention layers, DeepSeek's
+    /// `qk_rope_head_dim`, else the attention's (`head_dim`, the model type's default, or
+    /// `hidden_size / num_attention_heads`).
+    fn head_dim(&self, layer_type: Option<&str>) -> Result<usize> {
+        let global = match layer_type {
+            Some("full_attention") => self.root.get::<usize>("global_head_dim")?,
+            _ => None,
+        };
+        let rope_head_dim = self.root.get::<usize>("qk_rope_head_dim")?;
+        // Read even where another field wins, so that one of the wrong type is an error.
+        self.root.get::<usize>("head_dim")?;
+        match global.or(rope_head_dim) {
+            Some(d) => Ok(d),
+            None => self.model_type.head_dim(self.root),
+        }
+    }
+
+    /// The query scale `llama_4_scaling_beta` gives (Ministral 3, Mistral 4), with its
+    /// `original_max_position_embeddings`; read only beside a rope dict.
+    fn query_scale(&self) -> Result<Option<QueryScale>> {
+        let Some(dict) = self.dict else {
+            return Ok(None);
+        };
+        let beta = "llama_4_scaling_beta";
+        let Some(beta) = dict.either::<f64>(beta, self.root, beta)? else {
+            return Ok(None);
+        };
+        let original = "original_max_position_embeddings";
+        let original = dict.either::<usize>(original, self.root, original)?.ok_or(
+            Error::MissingParameter {
+                name: "original_max_position_embeddings",
+                needed_by: "llama_4_scaling_beta's query scale",
+            },
+        )?;
+        let scale = QueryScale::Llama4Scaling {
+            beta,
+            original_max_position_embeddings: original,
+        };
+        scale.check()?;
+        Ok(Some(scale))
+    }
+}
