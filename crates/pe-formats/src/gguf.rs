@@ -154,7 +154,7 @@ pub struct ValueSource {
 pub struct GgufRope {
     /// `general.architecture`.
     pub architecture: String,
-    /// The ropes per layer, as [`RopeConfigs::from_hf_config`] gives them.
+    /// The ropes per layer, as [`from_hf_config`](crate::FromHfConfig::from_hf_config) gives them.
     pub configs: RopeConfigs,
     /// The pair layout of the file's Q and K weights.
     pub layout: PairLayout,
