@@ -830,7 +830,7 @@ fn read_freqs<R: Read + Seek>(
     let Some((name, values)) = tensor(m.content, reader, "rope_freqs")? else {
         return Ok((rope_type, None));
     };
-    if let Some(read) = proportional_freqs(m, &name, &values, &rope_type) {
+    if let Some(read) = proportional_freqs(m, &name, &values, &rope_type, rotary_dim) {
         return Ok(read);
     }
     if rope_type != RopeType::Default {
@@ -864,12 +864,14 @@ fn read_freqs<R: Read + Seek>(
 const UNROTATED: f32 = 1e30;
 
 /// `rope_freqs` as Gemma 4's converter writes proportional rope, on a row that says so: ones for
-/// the rotated pairs, then `1e30`s, over no scaling or a linear one (its factor).
+/// the rotated pairs, then `1e30`s, one per pair of the rotated width, over no scaling or a
+/// linear one (its factor).
 fn proportional_freqs(
     m: &mut Meta,
     name: &str,
     values: &[f32],
     rope_type: &RopeType,
+    rotary_dim: usize,
 ) -> Option<(RopeType, Option<FreqFactors>)> {
     let factor = match rope_type {
         RopeType::Default => 1.0,
@@ -878,7 +880,8 @@ fn proportional_freqs(
     };
     let rotated_pairs = values.iter().take_while(|&&v| v == 1.0).count();
     let rest_unrotated = values[rotated_pairs..].iter().all(|&v| v == UNROTATED);
-    if !m.arch.proportional_freqs || rotated_pairs == 0 || !rest_unrotated {
+    let whole = values.len() == rotary_dim / 2;
+    if !m.arch.proportional_freqs || rotated_pairs == 0 || !rest_unrotated || !whole {
         return None;
     }
     // The tensor gives the rope type; a linear scaling is its factor.
