@@ -31,6 +31,10 @@
 #   gguf_none_values -> crates/pe-testkit/fixtures/gguf/phi3_longrope_f32_swa0.gguf: a copy of phi3_longrope_f32.gguf
 #             with the 0 llama.cpp's converter writes for "no sliding window" (phi3.attention.sliding_window = 0),
 #             written by gguf's own reader and writer (its own venv: gguf and numpy only).
+#   gguf_archs -> crates/pe-testkit/fixtures/gguf/arch_<case>.{gguf,json}: metadata-only GGUF files of qwen35,
+#             qwen35moe, gemma4, mistral4, glm4moe (with and without sections) and hunyuan_vl, written with gguf's
+#             GGUFWriter as llama.cpp's converter writes them, and what llama.cpp's loader reads from each (its own
+#             venv: gguf and numpy only).
 #   grids ->  crates/pe-testkit/fixtures/grids/<case>.json + <case>.safetensors: diffusers' FLUX.1 / FLUX.2 /
 #             Qwen-Image multi-axis rotary tables, transformers' Pixtral and Llama 4 vision-tower 2D ropes, diffusers'
 #             2D / 3D sin-cos grid embeddings, and transformers' BLOOM and MPT ALiBi slopes and biases

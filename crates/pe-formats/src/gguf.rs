@@ -20,14 +20,18 @@
 //! - YaRN's `rope.scaling.yarn_beta_fast` (32), `yarn_beta_slow` (1), `yarn_attn_factor`
 //!   (transformers' `attention_factor`), `yarn_log_multiplier` and `yarn_ext_factor` (only 1,
 //!   transformers' YaRN, is accepted);
-//! - `rope.scaling.alpha` (HunYuan's NTK alpha: the base times `alpha^(d/(d-2))`) and
+//! - `rope.scaling.alpha` (HunYuan's NTK alpha: the base times `alpha^(d/(d-2))`, `d` the head,
+//!   on the rows llama.cpp applies it to; refused by name elsewhere) and
 //!   `rope.dimension_sections` (M-RoPE);
 //! - `attention.temperature_scale` and `attention.temperature_length` (the query temperature of
-//!   mistral3 and deepseek2 files, [`QueryScale::Llama4Scaling`]: refused by name on any other
-//!   architecture, which llama.cpp does not scale), and `attention.key_length_swa` (refused when
-//!   it differs from the head);
-//! - the tensors `rope_freqs` (one divisor per pair), `rope_factors_long` and
-//!   `rope_factors_short` (LongRoPE).
+//!   mistral3, deepseek2 and mistral4 files, [`QueryScale::Llama4Scaling`], its length where the
+//!   row says: mistral3's is the original context; refused by name on any other architecture,
+//!   which llama.cpp does not scale), and `attention.key_length_swa` (Gemma 4's sliding head;
+//!   elsewhere refused when it differs from the head);
+//! - `full_attention_interval` (reported only), and the keys no row's loader reads, refused by
+//!   name (`attention.compress_rope_freq_base`);
+//! - the tensors `rope_freqs` (one divisor per pair; Gemma 4's proportional rope),
+//!   `rope_factors_long` and `rope_factors_short` (LongRoPE).
 //!
 //! Family quirks:
 //!
@@ -44,6 +48,9 @@
 //! - **Gemma 3**: global layers take `rope.freq_base` and the linear scaling; sliding layers
 //!   (every layer but each sixth, or `attention.sliding_window_pattern`) take
 //!   `rope.freq_base_swa` (default 10000) and no scaling.
+//! - **Gemma 4**: full layers take `rope_freqs` (ones, then `1e30` for the pairs that do not
+//!   rotate) as proportional rope over their head, `attention.key_length`; sliding layers have
+//!   the head `attention.key_length_swa` and take `rope.freq_base_swa` and no scaling.
 //! - **No window**: a file whose `attention.sliding_window` is 0 (what the converter writes for
 //!   a model without one) has no sliding layers, as llama.cpp reads it: every layer takes the
 //!   one rope of `rope.freq_base` and the scaling, Gemma 3 included.
@@ -92,11 +99,12 @@ use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::Device;
 
 use candle_pe_core::{
-    LinearScaling, Llama3, Longrope, QueryScale, RopeConfig, RopeType, Yarn, DEFAULT_ROPE_THETA,
+    LinearScaling, Llama3, Longrope, Proportional, QueryScale, RopeConfig, RopeType, Yarn,
+    DEFAULT_ROPE_THETA,
 };
 
 use crate::config::{pattern_layer_types, RopeConfigs};
-use crate::gguf_arch::{Arch, Head, LogMultiplier, RopeKind};
+use crate::gguf_arch::{Arch, Head, LogMultiplier, RopeKind, TemperatureLength};
 use crate::gguf_meta::{decimal, GgufMeta};
 use crate::{Error, Result};
 
@@ -134,6 +142,12 @@ pub enum FreqFactors {
     Stored {
         /// The largest `ulp(f) / 2 / f` over the stored divisors `f`.
         max_relative_error: f64,
+    },
+    /// Ones, then `1e30`s: the converter's form of Gemma 4's proportional rope (the `1e30`
+    /// pairs do not rotate), read as [`RopeType::Proportional`] on the full-attention layers.
+    Proportional {
+        /// The pairs whose divisor is 1: the rotated ones.
+        rotated_pairs: usize,
     },
 }
 
@@ -313,6 +327,17 @@ impl<'a> Meta<'a> {
             _ => self.default_source(suffix, default),
         };
         self.note(None, value, source);
+    }
+
+    /// Records `value` as the full layers' from their source for every layer, and the sliding
+    /// layers' from `sliding_source`.
+    fn note_per_type(&mut self, value: &'static str, sliding_source: String) {
+        for s in self.sources.iter_mut() {
+            if s.layer_type.is_none() && s.value == value {
+                s.layer_type = Some("full_attention".into());
+            }
+        }
+        self.note(Some("sliding_attention"), value, sliding_source);
     }
 
     /// The source of `value` for every layer (before the sliding layers have their own).
@@ -506,7 +531,7 @@ const ORIGINAL: &str = "rope.scaling.original_context_length";
 fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
     let mut m = Meta::new(content)?;
     let (head_dim, rotary_dim) = read_head(&mut m)?;
-    let theta = read_theta(&mut m, rotary_dim)?;
+    let theta = read_theta(&mut m, head_dim)?;
     // llama.cpp reads a context_length of 0 as unknown (the user's context must be given).
     let context = m.count_or_none("context_length")?;
     m.record_count_or("max_position_embeddings", "context_length", "none");
@@ -515,6 +540,7 @@ fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
         m.note(None, "finetuned", source);
     }
     let (kind, mrope_section) = read_sections(&mut m, rotary_dim)?;
+    read_attention_layers(&mut m)?;
 
     // The scaling. The sources noted from here on are the scaling's.
     let scaling_sources = m.sources.len();
@@ -536,15 +562,20 @@ fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
     };
     let (rope_type, freq_factors) =
         read_freqs(&mut m, reader, rope_type, &lengths, theta, rotary_dim)?;
+    let rotated = match freq_factors {
+        // Proportional rope reads the rotated fraction of the whole head.
+        Some(FreqFactors::Proportional { rotated_pairs }) => 2 * rotated_pairs,
+        _ => rotary_dim,
+    };
     let full = RopeConfig {
         head_dim,
         rope_theta: theta,
-        partial_rotary_factor: rotary_factor(rotary_dim, head_dim),
+        partial_rotary_factor: rotary_factor(rotated, head_dim),
         max_position_embeddings: context,
         rope_type,
         mrope_section,
         mrope_interleaved: kind == RopeKind::Imrope,
-        query_scale: read_query_temperature(&mut m)?,
+        query_scale: read_query_temperature(&mut m, &lengths)?,
         // The pair layout of a GGUF file's weights is its own (`PairLayout`), and llama.cpp's
         // converter does not write DeepSeek's rope_interleave.
         ..RopeConfig::new(head_dim, theta)
@@ -573,14 +604,16 @@ fn read_head(m: &mut Meta) -> Result<(usize, usize)> {
     let rotary_dim = rotary_given.unwrap_or(head_dim);
     m.record_key_or("rotary_dim", DIM, "the head");
     check_rotary(m, DIM, rotary_dim, head_dim)?;
-    // A head of their own on the sliding layers is not one these configs hold.
+    // A head of their own on the sliding layers is read where the row says so (Gemma 4).
     if let Some(swa_head) = m.count("attention.key_length_swa")? {
-        if swa_head != head_dim {
+        if swa_head != head_dim && !m.arch.swa_head {
             return Err(m.invalid(
                 "attention.key_length_swa",
                 format!(
-                    "{swa_head} differs from the head ({head_dim}): a head width of its own on \
-                     the sliding layers is not read here"
+                    "{swa_head} differs from the head ({head_dim}): llama.cpp gives the sliding \
+                     layers a head of their own only on {}, not on {:?}",
+                    Arch::names_with(|a| a.swa_head),
+                    m.arch.name
                 ),
             ));
         }
@@ -614,27 +647,38 @@ fn read_head_dim(m: &mut Meta) -> Result<usize> {
     }
 }
 
-/// The base: `rope.freq_base`, times HunYuan's NTK `rope.scaling.alpha^(d/(d-2))`.
-fn read_theta(m: &mut Meta, rotary_dim: usize) -> Result<f64> {
+/// The base: `rope.freq_base`, times HunYuan's NTK `rope.scaling.alpha^(d/(d-2))`, `d` the
+/// head, on the rows whose llama.cpp loader applies it (0, llama.cpp's default, is none).
+fn read_theta(m: &mut Meta, head_dim: usize) -> Result<f64> {
     let theta = m.float("rope.freq_base")?.unwrap_or(DEFAULT_ROPE_THETA);
     m.record_key_or("rope_theta", "rope.freq_base", "10000");
     if theta <= 0.0 {
         return Err(m.invalid("rope.freq_base", format!("must be > 0, got {theta}")));
     }
     let alpha = match m.float("rope.scaling.alpha")? {
-        None | Some(1.0) => return Ok(theta),
-        Some(alpha) if alpha <= 0.0 => {
+        None | Some(0.0) | Some(1.0) => return Ok(theta),
+        Some(alpha) if !m.arch.ntk_alpha => {
+            return Err(m.invalid(
+                "rope.scaling.alpha",
+                format!(
+                    "{alpha}: llama.cpp scales the base by it only on {}, not on {:?}",
+                    Arch::names_with(|a| a.ntk_alpha),
+                    m.arch.name
+                ),
+            ))
+        }
+        Some(alpha) if alpha < 0.0 => {
             return Err(m.invalid("rope.scaling.alpha", format!("must be > 0, got {alpha}")))
         }
         Some(alpha) => alpha,
     };
-    if rotary_dim <= 2 {
+    if head_dim <= 2 {
         return Err(m.invalid(
             "rope.scaling.alpha",
-            format!("needs a rotary dim above 2, got {rotary_dim}"),
+            format!("needs a head above 2, got {head_dim}"),
         ));
     }
-    let d = rotary_dim as f64;
+    let d = head_dim as f64;
     // One source for the value: the product replaces the plain base's.
     m.sources.retain(|s| s.value != "rope_theta");
     let source = format!(
@@ -651,7 +695,10 @@ fn read_sections(m: &mut Meta, rotary_dim: usize) -> Result<(RopeKind, Option<Ve
     const SECTIONS: &str = "rope.dimension_sections";
     let key = m.key(SECTIONS);
     let sections = m.meta.integers::<usize>(&key)?;
-    let used = sections.as_ref().is_some_and(|s| s.iter().any(|&s| s > 0));
+    // llama.cpp's `use_mrope`: the first two sections are non-zero.
+    let used = sections
+        .as_ref()
+        .is_some_and(|s| s.len() >= 2 && s[0] > 0 && s[1] > 0);
     let kind = match m.arch.rope {
         _ if m.arch.mrope_with_sections && used => RopeKind::Mrope,
         kind => kind,
@@ -662,7 +709,7 @@ fn read_sections(m: &mut Meta, rotary_dim: usize) -> Result<(RopeKind, Option<Ve
     let Some(mut sections) = sections else {
         return Err(m.missing(
             SECTIONS,
-            "M-RoPE architectures (qwen2vl, qwen3vl) split the pairs by it",
+            "M-RoPE architectures (qwen2vl, qwen3vl, qwen35) split the pairs by it",
         ));
     };
     if sections.len() == 4 && sections[3] != 0 {
@@ -686,6 +733,36 @@ fn read_sections(m: &mut Meta, rotary_dim: usize) -> Result<(RopeKind, Option<Ve
     }
     m.note(None, "mrope_section", key);
     Ok((kind, Some(sections)))
+}
+
+/// Keys of llama.cpp's that no row's loader reads, refused by name when a file has them.
+const UNREAD: [&str; 1] = [
+    // DeepSeek-4's compressed attention (llama-arch.cpp after b97ebdc); deepseek4 is no row.
+    "attention.compress_rope_freq_base",
+];
+
+/// `full_attention_interval` (Qwen3-Next, Qwen3.5: every n-th layer is attention, the others
+/// recurrent, without rope), reported; and the keys in [`UNREAD`], refused by name.
+fn read_attention_layers(m: &mut Meta) -> Result<()> {
+    if let Some(suffix) = UNREAD.into_iter().find(|s| m.has(s)) {
+        return Err(m.invalid(
+            suffix,
+            format!(
+                "no architecture with a row reads it ({:?} has none)",
+                m.arch.name
+            ),
+        ));
+    }
+    const INTERVAL: &str = "full_attention_interval";
+    if let Some(n) = m.count(INTERVAL)? {
+        let source = format!(
+            "{} = {n} (reported only: every {n}th layer is attention, the others recurrent \
+             without rope)",
+            m.key(INTERVAL)
+        );
+        m.note(None, "attention_layers", source);
+    }
+    Ok(())
 }
 
 /// The scaling factor: `rope.scaling.factor`, or the legacy `rope.scale_linear`; 0 is none.
@@ -767,6 +844,9 @@ fn read_freqs<R: Read + Seek>(
     let Some((name, values)) = tensor(m.content, reader, "rope_freqs")? else {
         return Ok((rope_type, None));
     };
+    if let Some(read) = proportional_freqs(m, &name, &values, &rope_type, rotary_dim) {
+        return Ok(read);
+    }
     if rope_type != RopeType::Default {
         return Err(Error::GgufConflict {
             key: name,
@@ -792,6 +872,41 @@ fn read_freqs<R: Read + Seek>(
     );
     m.note(None, "rope_type", source);
     Ok((RopeType::Llama3(p), Some(FreqFactors::Llama3(p))))
+}
+
+/// The divisor the converter writes for a pair that proportional rope does not rotate.
+const UNROTATED: f32 = 1e30;
+
+/// `rope_freqs` as Gemma 4's converter writes proportional rope, on a row that says so: ones for
+/// the rotated pairs, then `1e30`s, one per pair of the rotated width, over no scaling or a
+/// linear one (its factor).
+fn proportional_freqs(
+    m: &mut Meta,
+    name: &str,
+    values: &[f32],
+    rope_type: &RopeType,
+    rotary_dim: usize,
+) -> Option<(RopeType, Option<FreqFactors>)> {
+    let factor = match rope_type {
+        RopeType::Default => 1.0,
+        RopeType::Linear(l) => l.factor,
+        _ => return None,
+    };
+    let rotated_pairs = values.iter().take_while(|&&v| v == 1.0).count();
+    let rest_unrotated = values[rotated_pairs..].iter().all(|&v| v == UNROTATED);
+    let whole = values.len() == rotary_dim / 2;
+    if !m.arch.proportional_freqs || rotated_pairs == 0 || !rest_unrotated || !whole {
+        return None;
+    }
+    // The tensor gives the rope type; a linear scaling is its factor.
+    m.sources.retain(|s| s.value != "rope_type");
+    let source = format!(
+        "tensor {name}: {rotated_pairs} pairs of 1 then 1e30 (the converter's proportional rope; \
+         the 1e30 pairs do not rotate)"
+    );
+    m.note(None, "rope_type", source);
+    let rope_type = RopeType::Proportional(Proportional { factor });
+    Some((rope_type, Some(FreqFactors::Proportional { rotated_pairs })))
 }
 
 /// Divisors used as stored: a LongRoPE whose short and long factors are both the divisors and
@@ -870,10 +985,14 @@ fn read_sliding(
     if theta <= 0.0 {
         return Err(m.invalid("rope.freq_base_swa", format!("must be > 0, got {theta}")));
     }
+    let head_dim = read_sliding_head(m, full.head_dim)?;
     let swa_rotary = m.count("rope.dimension_count_swa")?.unwrap_or(rotary_dim);
-    check_rotary(m, "rope.dimension_count_swa", swa_rotary, full.head_dim)?;
+    check_rotary(m, "rope.dimension_count_swa", swa_rotary, head_dim)?;
     let unscaled = defaults.filter(|s| !s.scaled);
     note_sliding_sources(m, unscaled.is_some(), scaling_sources);
+    if head_dim != full.head_dim {
+        m.note_per_type("head_dim", m.key("attention.key_length_swa"));
+    }
     let rope_type = match unscaled {
         Some(s) => {
             let source = format!("default (unscaled: {}'s sliding layers)", s.label);
@@ -883,11 +1002,29 @@ fn read_sliding(
         None => full.rope_type.clone(),
     };
     Ok(RopeConfig {
+        head_dim,
         rope_theta: theta,
-        partial_rotary_factor: rotary_factor(swa_rotary, full.head_dim),
+        partial_rotary_factor: rotary_factor(swa_rotary, head_dim),
         rope_type,
         ..full.clone()
     })
+}
+
+/// The sliding layers' head: `attention.key_length_swa` (required) on a row whose sliding layers
+/// have a head of their own (Gemma 4), else the full layers'.
+fn read_sliding_head(m: &Meta, full_head: usize) -> Result<usize> {
+    const KEY: &str = "attention.key_length_swa";
+    if !m.arch.swa_head {
+        return Ok(full_head);
+    }
+    match m.count(KEY)? {
+        Some(0) => Err(m.invalid(KEY, "must be >= 2, got 0".into())),
+        Some(head) => Ok(head),
+        None => Err(m.missing(
+            KEY,
+            "the sliding layers' head is its own (llama.cpp requires it)",
+        )),
+    }
 }
 
 /// Each value once per layer type: what the sliding layers take otherwise (their base, their
@@ -917,11 +1054,12 @@ fn note_sliding_sources(m: &mut Meta, unscaled: bool, scaling_sources: usize) {
 }
 
 /// The query temperature of the file, as [`QueryScale::Llama4Scaling`]: on the architectures
-/// whose llama.cpp graph scales the queries by `attention.temperature_scale` and
-/// `attention.temperature_length` (with no position offset), `1 + scale ln(1 + floor(p /
-/// length))`, transformers' `llama_4_scaling_beta` for Ministral 3. A scale of 0 (llama.cpp's
-/// default) is none. On an architecture llama.cpp does not scale, the keys are refused by name.
-fn read_query_temperature(m: &mut Meta) -> Result<Option<QueryScale>> {
+/// whose llama.cpp graph scales the queries by `attention.temperature_scale` (with no position
+/// offset), `1 + scale ln(1 + floor(p / length))`, transformers' `llama_4_scaling_beta` for
+/// Ministral 3 and Mistral 4. The length is the row's ([`TemperatureLength`]). A scale of 0
+/// (llama.cpp's default) is none. On an architecture llama.cpp does not scale, the keys are
+/// refused by name.
+fn read_query_temperature(m: &mut Meta, lengths: &Lengths) -> Result<Option<QueryScale>> {
     let (scale_key, length_key) = (
         "attention.temperature_scale",
         "attention.temperature_length",
@@ -930,7 +1068,7 @@ fn read_query_temperature(m: &mut Meta) -> Result<Option<QueryScale>> {
     if scale.is_none() && length.is_none() {
         return Ok(None);
     }
-    if !m.arch.query_temperature {
+    let Some(from) = m.arch.query_temperature else {
         let key = if scale.is_some() {
             scale_key
         } else {
@@ -940,22 +1078,16 @@ fn read_query_temperature(m: &mut Meta) -> Result<Option<QueryScale>> {
             key,
             format!(
                 "llama.cpp scales the queries by it only on {}, not on {:?}",
-                Arch::names_with(|a| a.query_temperature),
+                Arch::names_with(|a| a.query_temperature.is_some()),
                 m.arch.name
             ),
         ));
-    }
-    let (beta, length) = match (scale, length) {
-        (None, _) => return Ok(None),
-        (Some(0.0), _) => return Ok(None),
-        (Some(s), Some(l)) => (s, l),
-        (Some(_), None) => {
-            return Err(m.missing(
-                length_key,
-                "the query temperature that attention.temperature_scale sets",
-            ))
-        }
     };
+    let beta = match scale {
+        None | Some(0.0) => return Ok(None),
+        Some(s) => s,
+    };
+    let (length, length_source) = temperature_length(m, from, length, lengths)?;
     let scale = QueryScale::Llama4Scaling {
         beta,
         original_max_position_embeddings: length,
@@ -963,9 +1095,50 @@ fn read_query_temperature(m: &mut Meta) -> Result<Option<QueryScale>> {
     scale
         .check()
         .map_err(|e| m.invalid(length_key, e.to_string()))?;
-    let source = format!("{} and {}", m.key(scale_key), m.key(length_key));
+    let source = format!("{} and {length_source}", m.key(scale_key));
     m.note(None, "query_scale", source);
     Ok(Some(scale))
+}
+
+/// The query temperature's length and its source: `attention.temperature_length` (required),
+/// or the original context (`rope.scaling.original_context_length`, else `context_length`), with
+/// a `temperature_length` that llama.cpp would not read refused when it differs.
+fn temperature_length(
+    m: &Meta,
+    from: TemperatureLength,
+    key_length: Option<usize>,
+    lengths: &Lengths,
+) -> Result<(usize, String)> {
+    const KEY: &str = "attention.temperature_length";
+    if from == TemperatureLength::Key {
+        let length = key_length.ok_or_else(|| {
+            m.missing(
+                KEY,
+                "the query temperature that attention.temperature_scale sets",
+            )
+        })?;
+        return Ok((length, m.key(KEY)));
+    }
+    let (original, source) = match (lengths.original, lengths.context) {
+        (Some(o), _) => (o, m.key(ORIGINAL)),
+        (None, Some(c)) => (c, m.key("context_length")),
+        (None, None) => {
+            return Err(m.missing(
+                ORIGINAL,
+                "llama.cpp takes the query temperature's length from it (or context_length)",
+            ))
+        }
+    };
+    match key_length {
+        Some(k) if k != original => Err(Error::GgufConflict {
+            key: m.key(KEY),
+            value: k.to_string(),
+            other: source,
+            other_value: original.to_string(),
+            why: "llama.cpp takes the temperature's length from the original context here",
+        }),
+        _ => Ok((original, source)),
+    }
 }
 
 /// `partial_rotary_factor` for a rotated width `rotary_dim` of a head of `head_dim`: the f64
@@ -1016,9 +1189,13 @@ fn read_layer_types(m: &Meta) -> Result<Option<Vec<String>>> {
         };
         return Ok(Some(flags.into_iter().map(name).collect()));
     }
-    let period = m.count(PATTERN)?.or(m.arch.sliding.map(|s| s.period));
+    let period = m.count(PATTERN)?.or(m.arch.sliding.and_then(|s| s.period));
     match (period, m.count("block_count")?) {
         (Some(p), Some(layers)) => Ok(Some(pattern_layer_types(layers, p, false))),
+        (None, _) if m.arch.sliding.is_some_and(|s| s.period.is_none()) => Err(m.missing(
+            PATTERN,
+            "llama.cpp requires the sliding pattern of this architecture (one flag per layer)",
+        )),
         _ => Ok(None),
     }
 }

@@ -12,14 +12,22 @@
 //! - [`Arch::sliding`]: llama.cpp's sliding-window defaults, for a model whose file may omit the
 //!   `_swa` keys (Gemma 3: every sixth layer global, sliding base 10000, sliding layers
 //!   unscaled);
-//! - [`Arch::mrope_with_sections`]: M-RoPE when `rope.dimension_sections` is non-zero (glm4);
+//! - [`Arch::mrope_with_sections`]: M-RoPE when the first two `rope.dimension_sections` are
+//!   non-zero (llama.cpp's `use_mrope`: glm4, glm4moe, hunyuan_vl);
 //! - [`Arch::log_multiplier`]: how `rope.scaling.yarn_log_multiplier` is stored (DeepSeek-2's
 //!   converter writes a tenth of `mscale_all_dim`);
 //! - [`Arch::query_temperature`]: whether llama.cpp's graph scales the queries by
-//!   `attention.temperature_scale` and `attention.temperature_length` (mistral3, deepseek2).
+//!   `attention.temperature_scale`, and where the length comes from ([`TemperatureLength`]:
+//!   mistral3, deepseek2, mistral4);
+//! - [`Arch::ntk_alpha`]: whether llama.cpp multiplies the base by
+//!   `rope.scaling.alpha^(head/(head-2))` (hunyuan-dense, hunyuan_vl);
+//! - [`Arch::swa_head`]: whether the sliding layers' head is `attention.key_length_swa`
+//!   (gemma4);
+//! - [`Arch::proportional_freqs`]: whether `rope_freqs` of ones then `1e30`s is the converter's
+//!   form of the full layers' proportional rope (gemma4).
 //!
 //! A quirk no field expresses is a new field (with its default in [`Arch::norm`]), read in
-//! `rope/gguf.rs` from the row, never from the name. The fixture goes to
+//! `gguf.rs` from the row, never from the name. The fixture goes to
 //! `crates/pe-testkit/fixtures/gguf`, written by llama.cpp's converter
 //! (`scripts/fixtures/`), with its test in `crates/pe-formats/tests/gguf.rs`.
 
@@ -73,8 +81,9 @@ pub(crate) enum Head {
 pub(crate) struct Sliding {
     /// The family, as sources name the default (`Gemma 3`).
     pub label: &'static str,
-    /// Every `period`-th layer is global when `attention.sliding_window_pattern` is absent.
-    pub period: usize,
+    /// Every `period`-th layer is global when `attention.sliding_window_pattern` is absent;
+    /// `None` where llama.cpp requires the key (Gemma 4: one flag per layer).
+    pub period: Option<usize>,
     /// The sliding layers' base when `rope.freq_base_swa` is absent.
     pub theta: f64,
     /// Whether the sliding layers take the file's scaling too (Gemma 3's do not).
@@ -94,6 +103,16 @@ pub(crate) enum LogMultiplier {
     },
 }
 
+/// Where the query temperature's length comes from (llama.cpp's `n_attn_temp_floor_scale`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum TemperatureLength {
+    /// `attention.temperature_length`, required with a scale (deepseek2, mistral4).
+    Key,
+    /// `rope.scaling.original_context_length`, else `context_length` (mistral3, whose converter
+    /// writes no `temperature_length` and whose llama.cpp loader reads none).
+    OriginalContext,
+}
+
 /// One GGUF architecture: its rope type and its quirks.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Arch {
@@ -105,13 +124,24 @@ pub(crate) struct Arch {
     pub head: Head,
     /// Sliding-window defaults where the file may omit the `_swa` keys.
     pub sliding: Option<Sliding>,
-    /// M-RoPE (rotating halves) when the file has non-zero `rope.dimension_sections`.
+    /// M-RoPE (rotating halves) when the file's first two `rope.dimension_sections` are
+    /// non-zero (llama.cpp's `use_mrope`).
     pub mrope_with_sections: bool,
     /// How `rope.scaling.yarn_log_multiplier` is stored.
     pub log_multiplier: LogMultiplier,
-    /// Whether llama.cpp scales the queries by `attention.temperature_scale` and
-    /// `attention.temperature_length`; elsewhere the keys are refused by name.
-    pub query_temperature: bool,
+    /// Whether llama.cpp scales the queries by `attention.temperature_scale`, and where the
+    /// length comes from; elsewhere the temperature keys are refused by name.
+    pub query_temperature: Option<TemperatureLength>,
+    /// Whether llama.cpp multiplies `rope.freq_base` by `rope.scaling.alpha^(d/(d-2))`, `d` the
+    /// head (HunYuan's NTK alpha); elsewhere an alpha other than 0 or 1 is refused by name.
+    pub ntk_alpha: bool,
+    /// Whether the sliding layers' head is `attention.key_length_swa` (Gemma 4); elsewhere a
+    /// value other than the head is refused by name.
+    pub swa_head: bool,
+    /// Whether `rope_freqs` holding ones then `1e30`s is the converter's form of the full
+    /// layers' proportional rope (Gemma 4: the `1e30` pairs do not rotate), read as
+    /// [`RopeType::Proportional`](crate::RopeType::Proportional) on those layers only.
+    pub proportional_freqs: bool,
 }
 
 impl Arch {
@@ -124,7 +154,10 @@ impl Arch {
             sliding: None,
             mrope_with_sections: false,
             log_multiplier: LogMultiplier::MscaleAllDim,
-            query_temperature: false,
+            query_temperature: None,
+            ntk_alpha: false,
+            swa_head: false,
+            proportional_freqs: false,
         }
     }
 
@@ -169,10 +202,50 @@ impl Arch {
 /// Gemma 3's sliding layers, as llama.cpp reads a file without the `_swa` keys.
 const GEMMA3_SLIDING: Sliding = Sliding {
     label: "Gemma 3",
-    period: 6,
+    period: Some(6),
     theta: 10_000.0,
     scaled: false,
 };
+
+/// Gemma 3n's sliding layers: every fifth layer global, sliding base 10000, unscaled.
+const GEMMA3N_SLIDING: Sliding = Sliding {
+    label: "Gemma 3n",
+    period: Some(5),
+    theta: 10_000.0,
+    scaled: false,
+};
+
+/// Gemma 4's sliding layers: the pattern is required (one flag per layer); the sliding base
+/// defaults to 10000 and the sliding layers take no scaling (`rope_freq_scale_train_swa`).
+const GEMMA4_SLIDING: Sliding = Sliding {
+    label: "Gemma 4",
+    period: None,
+    theta: 10_000.0,
+    scaled: false,
+};
+
+/// MiMo-V2's sliding layers: the pattern is required (one flag per layer); the sliding base
+/// defaults to 10000 and the sliding layers take no scaling.
+const MIMO2_SLIDING: Sliding = Sliding {
+    label: "MiMo-V2",
+    period: None,
+    theta: 10_000.0,
+    scaled: false,
+};
+
+/// DeepSeek-2's MLA rope, which Mistral 4 shares (llama.cpp loads both in one case).
+const fn deepseek2_like(name: &'static str) -> Arch {
+    Arch {
+        head: Head::RotaryPart {
+            needed_by: "DeepSeek-2's rope covers its qk_rope part, whose width it gives",
+        },
+        log_multiplier: LogMultiplier::TenthOfMscaleAllDim {
+            label: "DeepSeek-2",
+        },
+        query_temperature: Some(TemperatureLength::Key),
+        ..Arch::norm(name)
+    }
+}
 
 /// Every architecture, NORM ones first, then NEOX, then M-RoPE (the order errors list them in).
 /// Mistral and Mixtral checkpoints convert as `llama`.
@@ -181,7 +254,7 @@ pub(crate) const ARCHS: &[Arch] = &[
     Arch::norm("llama4"),
     Arch::norm("deci"),
     Arch {
-        query_temperature: true,
+        query_temperature: Some(TemperatureLength::OriginalContext),
         ..Arch::norm("mistral3")
     },
     Arch::norm("baichuan"),
@@ -194,16 +267,8 @@ pub(crate) const ARCHS: &[Arch] = &[
     Arch::norm("olmo"),
     Arch::norm("arctic"),
     Arch::norm("deepseek"),
-    Arch {
-        head: Head::RotaryPart {
-            needed_by: "DeepSeek-2's rope covers its qk_rope part, whose width it gives",
-        },
-        log_multiplier: LogMultiplier::TenthOfMscaleAllDim {
-            label: "DeepSeek-2",
-        },
-        query_temperature: true,
-        ..Arch::norm("deepseek2")
-    },
+    deepseek2_like("deepseek2"),
+    deepseek2_like("mistral4"),
     Arch::norm("plm"),
     Arch::norm("chatglm"),
     Arch {
@@ -218,6 +283,12 @@ pub(crate) const ARCHS: &[Arch] = &[
     Arch::norm("arcee"),
     Arch::norm("ernie4_5"),
     Arch::norm("ernie4_5-moe"),
+    Arch::norm("llada"),
+    Arch::norm("deepseek2-ocr"),
+    Arch::norm("granitehybrid"),
+    Arch::norm("neo-bert"),
+    Arch::norm("llama-embed"),
+    Arch::norm("maincoder"),
     Arch::neox("falcon"),
     Arch::neox("grok"),
     Arch::neox("dbrx"),
@@ -242,7 +313,16 @@ pub(crate) const ARCHS: &[Arch] = &[
         sliding: Some(GEMMA3_SLIDING),
         ..Arch::neox("gemma3")
     },
-    Arch::neox("gemma3n"),
+    Arch {
+        sliding: Some(GEMMA3N_SLIDING),
+        ..Arch::neox("gemma3n")
+    },
+    Arch {
+        sliding: Some(GEMMA4_SLIDING),
+        swa_head: true,
+        proportional_freqs: true,
+        ..Arch::neox("gemma4")
+    },
     Arch::neox("starcoder2"),
     Arch::neox("openelm"),
     Arch::neox("gptneox"),
@@ -254,13 +334,56 @@ pub(crate) const ARCHS: &[Arch] = &[
     Arch::neox("minicpm3"),
     Arch::neox("dots1"),
     Arch::neox("hunyuan-moe"),
-    Arch::neox("hunyuan-dense"),
-    Arch::neox("glm4moe"),
+    Arch {
+        ntk_alpha: true,
+        ..Arch::neox("hunyuan-dense")
+    },
+    Arch {
+        ntk_alpha: true,
+        mrope_with_sections: true,
+        ..Arch::neox("hunyuan_vl")
+    },
+    Arch {
+        mrope_with_sections: true,
+        ..Arch::neox("glm4moe")
+    },
     Arch::neox("gpt-oss"),
     Arch::neox("seed_oss"),
+    Arch::neox("falcon-h1"),
+    Arch::neox("jina-bert-v3"),
+    Arch::neox("nomic-bert-moe"),
+    Arch::neox("eurobert"),
+    Arch::neox("dream"),
+    Arch::neox("llada-moe"),
+    Arch::neox("rnd1"),
+    Arch::neox("plamo2"),
+    Arch::neox("exaone-moe"),
+    Arch::neox("bailingmoe2"),
+    Arch::neox("jais2"),
+    Arch::neox("lfm2"),
+    Arch::neox("lfm2moe"),
+    Arch::neox("grovemoe"),
+    Arch::neox("apertus"),
+    Arch::neox("minimax-m2"),
+    Arch::neox("cogvlm"),
+    Arch::neox("pangu-embedded"),
+    Arch::neox("afmoe"),
+    Arch::neox("qwen3next"),
+    // EmbeddingGemma: Gemma 3's sliding defaults (llama.cpp: period 6, base 10000, unscaled).
+    Arch {
+        sliding: Some(GEMMA3_SLIDING),
+        ..Arch::neox("gemma-embedding")
+    },
+    Arch {
+        sliding: Some(MIMO2_SLIDING),
+        ..Arch::neox("mimo2")
+    },
     Arch::plain("qwen2vl", RopeKind::Mrope),
+    Arch::plain("paddleocr", RopeKind::Mrope),
     Arch::plain("qwen3vl", RopeKind::Imrope),
     Arch::plain("qwen3vlmoe", RopeKind::Imrope),
+    Arch::plain("qwen35", RopeKind::Imrope),
+    Arch::plain("qwen35moe", RopeKind::Imrope),
 ];
 
 #[cfg(test)]

@@ -720,13 +720,16 @@ fn contradictions_are_errors_naming_the_key() {
 }
 
 /// llama.cpp's query temperature keys: read on the architectures whose graph applies them
-/// (mistral3, deepseek2) as transformers' `llama_4_scaling_beta`, refused by name elsewhere;
-/// a sliding-layer head of its own is refused by name; `refact` (ALiBi) has no rope.
+/// (mistral3, deepseek2) as transformers' `llama_4_scaling_beta`, refused by name elsewhere
+/// (mistral3 takes the length from the original context, as llama.cpp does: see
+/// `tests/gguf_archs.rs`); a sliding-layer head of its own is refused by name; `refact`
+/// (ALiBi) has no rope.
 #[test]
 fn query_temperature_and_swa_head_keys_are_read_or_refused_by_name() {
     let mut keys = head(512, 8);
     keys.push(("attention.temperature_scale", Value::F32(0.1)));
     keys.push(("attention.temperature_length", Value::U32(16384)));
+    keys.push(("rope.scaling.original_context_length", Value::U32(16384)));
     let rope = read("mistral3", &keys, &[]).unwrap();
     let config = rope.configs.single().unwrap();
     assert_eq!(
@@ -752,12 +755,13 @@ fn query_temperature_and_swa_head_keys_are_read_or_refused_by_name() {
     )
     .unwrap();
     assert_eq!(rope.configs.single().unwrap().query_scale, None);
-    // The length is needed with a scale.
+    // The length is needed with a scale (deepseek2 reads it from its key).
     let mut keys = head(512, 8);
     keys.push(("attention.temperature_scale", Value::F32(0.1)));
-    let err = read("mistral3", &keys, &[]).unwrap_err().to_string();
+    keys.push(("rope.dimension_count", Value::U32(64)));
+    let err = read("deepseek2", &keys, &[]).unwrap_err().to_string();
     assert!(
-        err.contains("mistral3.attention.temperature_length"),
+        err.contains("deepseek2.attention.temperature_length"),
         "{err}"
     );
 

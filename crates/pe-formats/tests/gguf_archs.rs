@@ -1,0 +1,512 @@
+//! The architectures llama.cpp added lately (qwen35, qwen35moe, gemma4, mistral4, glm4moe with
+//! sections, hunyuan_vl), read by `GgufRope` from metadata-only files that PyPI's gguf writes the
+//! way llama.cpp's converter does, against what llama.cpp's loader reads from them
+//! (`scripts/fixtures/gguf_archs.py` writes both: `arch_<case>.gguf` and `arch_<case>.json`).
+
+use candle_core::quantized::gguf_file::{Content, Value};
+use candle_pe_core::{Error, QueryScale, RopeConfig, RopeType};
+use candle_pe_formats::FromGguf;
+use candle_pe_formats::{FreqFactors, GgufRope, PairLayout};
+use serde_json::Value as Json;
+
+const CASES: [&str; 7] = [
+    "qwen35",
+    "qwen35moe",
+    "gemma4",
+    "mistral4",
+    "glm4moe_sections",
+    "glm4moe",
+    "hunyuan_vl",
+];
+
+fn fixture(case: &str) -> anyhow::Result<(GgufRopeOr, Json)> {
+    let dir = pe_testkit::fixture("gguf");
+    let mut file = std::fs::File::open(dir.join(format!("arch_{case}.gguf")))?;
+    let content = Content::read(&mut file)?;
+    let rope = GgufRope::from_gguf(&content, &mut file);
+    let expected = serde_json::from_str(&std::fs::read_to_string(
+        dir.join(format!("arch_{case}.json")),
+    )?)?;
+    Ok((rope, expected))
+}
+
+type GgufRopeOr = candle_pe_core::Result<GgufRope>;
+
+fn usize_of(v: &Json) -> usize {
+    v.as_u64().expect("an integer") as usize
+}
+
+/// One layer type's rope against llama.cpp's reading of it.
+fn check_rope(case: &str, what: &str, config: &RopeConfig, want: &Json) {
+    let at = format!("{case} {what}");
+    assert_eq!(config.head_dim, usize_of(&want["head_dim"]), "{at}: head");
+    assert_eq!(
+        config.rotary_dim(),
+        usize_of(&want["rotary_dim"]),
+        "{at}: rotated width"
+    );
+    assert_eq!(
+        config.rope_theta,
+        want["rope_theta"].as_f64().unwrap(),
+        "{at}: base"
+    );
+    assert_eq!(
+        config.rope_type.name(),
+        want["rope_type"].as_str().unwrap(),
+        "{at}: rope type"
+    );
+    if let Some(p) = want.get("partial_rotary_factor") {
+        assert_eq!(
+            config.partial_rotary_factor,
+            p.as_f64().unwrap(),
+            "{at}: partial"
+        );
+    }
+    let sections = want["mrope_section"]
+        .as_array()
+        .map(|s| s.iter().map(usize_of).collect::<Vec<_>>());
+    assert_eq!(config.mrope_section, sections, "{at}: sections");
+    assert_eq!(
+        config.mrope_interleaved,
+        want["mrope_interleaved"].as_bool().unwrap(),
+        "{at}: interleaved sections"
+    );
+    let query_scale = want["query_scale"]
+        .as_object()
+        .map(|q| QueryScale::Llama4Scaling {
+            beta: q["beta"].as_f64().unwrap(),
+            original_max_position_embeddings: usize_of(&q["original_max_position_embeddings"]),
+        });
+    assert_eq!(config.query_scale, query_scale, "{at}: query temperature");
+    if let Some(y) = want.get("yarn") {
+        let RopeType::Yarn(yarn) = &config.rope_type else {
+            panic!("{at}: not yarn: {:?}", config.rope_type);
+        };
+        let f = |k: &str| y[k].as_f64().unwrap();
+        assert_eq!(yarn.factor, f("factor"), "{at}");
+        assert_eq!(
+            yarn.original_max_position_embeddings,
+            Some(usize_of(&y["original_max_position_embeddings"])),
+            "{at}"
+        );
+        assert_eq!(
+            (yarn.beta_fast, yarn.beta_slow),
+            (f("beta_fast"), f("beta_slow"))
+        );
+        assert_eq!(yarn.mscale, Some(f("mscale")), "{at}: mscale");
+        assert_eq!(yarn.mscale_all_dim, Some(f("mscale_all_dim")), "{at}");
+    }
+}
+
+#[test]
+fn new_architectures_read_as_llama_cpp_reads_them() -> anyhow::Result<()> {
+    for case in CASES {
+        let (rope, want) = fixture(case)?;
+        if let Some(key) = want.get("error_key").and_then(Json::as_str) {
+            let err = rope.expect_err(case);
+            assert!(
+                matches!(&err, Error::GgufKey { key: k, .. } if k == key),
+                "{case}: {err}"
+            );
+            continue;
+        }
+        let rope = rope.map_err(|e| anyhow::anyhow!("{case}: {e}"))?;
+        assert_eq!(rope.architecture, want["architecture"].as_str().unwrap());
+        let layout = match want["layout"].as_str().unwrap() {
+            "halves" => PairLayout::Halves,
+            _ => PairLayout::Interleaved,
+        };
+        assert_eq!(rope.layout, layout, "{case}: pair layout");
+        let layer_types = want["layer_types"].as_array().map(|t| {
+            t.iter()
+                .map(|s| s.as_str().unwrap().to_string())
+                .collect::<Vec<_>>()
+        });
+        assert_eq!(
+            rope.configs.layer_types().map(<[String]>::to_vec),
+            layer_types,
+            "{case}: layer types"
+        );
+        for (what, config) in want["ropes"].as_object().unwrap() {
+            let ours = match what.as_str() {
+                "all" => rope.configs.single(),
+                layer_type => rope.configs.for_layer_type(layer_type)?,
+            };
+            let ours = ours.unwrap_or_else(|| panic!("{case}: no rope for {what}"));
+            check_rope(case, what, ours, config);
+        }
+    }
+    Ok(())
+}
+
+/// Gemma 4's `rope_freqs` is the converter's form of proportional rope: 64 rotated pairs of a
+/// 512 head, on the full layers only; the sliding layers name their own head's key.
+#[test]
+fn gemma4_rope_freqs_are_proportional_on_full_layers() -> anyhow::Result<()> {
+    let (rope, _) = fixture("gemma4")?;
+    let rope = rope?;
+    assert_eq!(
+        rope.freq_factors,
+        Some(FreqFactors::Proportional { rotated_pairs: 64 })
+    );
+    let source = |layer_type: &str, value: &str| {
+        rope.sources
+            .iter()
+            .find(|s| s.layer_type.as_deref() == Some(layer_type) && s.value == value)
+            .map(|s| s.source.clone())
+    };
+    assert_eq!(
+        source("sliding_attention", "head_dim").as_deref(),
+        Some("gemma4.attention.key_length_swa")
+    );
+    assert_eq!(
+        source("full_attention", "head_dim").as_deref(),
+        Some("gemma4.attention.key_length")
+    );
+    Ok(())
+}
+
+fn read(arch: &str, keys: &[(&str, Value)]) -> candle_pe_core::Result<GgufRope> {
+    use candle_core::quantized::gguf_file;
+    let mut metadata: Vec<(String, Value)> =
+        vec![("general.architecture".into(), Value::String(arch.into()))];
+    metadata.extend(keys.iter().map(|(k, v)| (format!("{arch}.{k}"), v.clone())));
+    let refs: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let mut bytes = std::io::Cursor::new(Vec::new());
+    gguf_file::write(&mut bytes, &refs, &[]).unwrap();
+    bytes.set_position(0);
+    let content = Content::read(&mut bytes).unwrap();
+    GgufRope::from_gguf(&content, &mut bytes)
+}
+
+fn head(embedding: u32, heads: u32) -> Vec<(&'static str, Value)> {
+    vec![
+        ("embedding_length", Value::U32(embedding)),
+        ("attention.head_count", Value::U32(heads)),
+    ]
+}
+
+/// `rope.scaling.alpha` multiplies the base by `alpha^(d/(d-2))`, `d` the head, where llama.cpp's
+/// loader does (hunyuan-dense, hunyuan_vl); elsewhere a value is refused by name.
+#[test]
+fn ntk_alpha_is_read_where_llama_cpp_applies_it() {
+    let mut keys = head(1024, 8);
+    keys.push(("rope.freq_base", Value::F32(10_000.0)));
+    keys.push(("rope.scaling.alpha", Value::F32(1000.0)));
+    let want = 10_000.0 * 1000f64.powf(128.0 / 126.0);
+    for arch in ["hunyuan_vl", "hunyuan-dense"] {
+        let rope = read(arch, &keys).unwrap_or_else(|e| panic!("{arch}: {e}"));
+        let config = rope.configs.single().unwrap();
+        assert_eq!(config.rope_theta, want, "{arch}");
+        assert_eq!(rope.layout, PairLayout::Halves, "{arch}");
+    }
+    let err = read("hunyuan-moe", &keys).unwrap_err();
+    assert!(
+        matches!(&err, Error::GgufKey { key, .. } if key == "hunyuan-moe.rope.scaling.alpha"),
+        "{err}"
+    );
+    // 0 is llama.cpp's none, on any architecture.
+    keys[3] = ("rope.scaling.alpha", Value::F32(0.0));
+    let rope = read("qwen2", &keys).unwrap();
+    assert_eq!(rope.configs.single().unwrap().rope_theta, 10_000.0);
+}
+
+/// M-RoPE where llama.cpp's `use_mrope` says so: the first two sections non-zero.
+#[test]
+fn sections_switch_to_mrope_only_when_the_first_two_are_set() {
+    let sections = |s: [i32; 4]| Value::Array(s.into_iter().map(Value::I32).collect());
+    for arch in ["glm4", "glm4moe", "hunyuan_vl"] {
+        let mut keys = head(1024, 8);
+        keys.push(("rope.dimension_sections", sections([16, 24, 24, 0])));
+        let rope = read(arch, &keys).unwrap_or_else(|e| panic!("{arch}: {e}"));
+        let config = rope.configs.single().unwrap();
+        assert_eq!(config.mrope_section, Some(vec![16, 24, 24]), "{arch}");
+        assert_eq!(rope.layout, PairLayout::Halves, "{arch}");
+        keys[2] = ("rope.dimension_sections", sections([64, 0, 0, 0]));
+        let rope = read(arch, &keys).unwrap_or_else(|e| panic!("{arch}: {e}"));
+        assert_eq!(rope.configs.single().unwrap().mrope_section, None, "{arch}");
+    }
+}
+
+/// Mistral 3's query temperature takes its length from the original context, as llama.cpp's
+/// loader does (its converter writes no `temperature_length`); Mistral 4's from the key.
+#[test]
+fn query_temperature_length_is_the_rows() {
+    let mut keys = head(512, 8);
+    keys.push(("attention.temperature_scale", Value::F32(0.1)));
+    keys.push(("rope.scaling.original_context_length", Value::U32(16384)));
+    let rope = read("mistral3", &keys).unwrap();
+    assert_eq!(
+        rope.configs.single().unwrap().query_scale,
+        Some(QueryScale::Llama4Scaling {
+            beta: 0.1,
+            original_max_position_embeddings: 16384
+        })
+    );
+    // A temperature_length llama.cpp would not read, and that differs, is refused by name.
+    keys.push(("attention.temperature_length", Value::U32(8192)));
+    let err = read("mistral3", &keys).unwrap_err();
+    assert!(
+        matches!(&err, Error::GgufConflict { key, .. } if key == "mistral3.attention.temperature_length"),
+        "{err}"
+    );
+    // Neither the original context nor context_length: an error naming the first.
+    let mut keys = head(512, 8);
+    keys.push(("attention.temperature_scale", Value::F32(0.1)));
+    let err = read("mistral3", &keys).unwrap_err();
+    assert!(
+        matches!(&err, Error::GgufMissing { key, .. } if key == "mistral3.rope.scaling.original_context_length"),
+        "{err}"
+    );
+    // Mistral 4 needs the key.
+    keys.push(("rope.dimension_count", Value::U32(64)));
+    let err = read("mistral4", &keys).unwrap_err();
+    assert!(
+        matches!(&err, Error::GgufMissing { key, .. } if key == "mistral4.attention.temperature_length"),
+        "{err}"
+    );
+}
+
+/// Gemma 4 requires its sliding pattern and its sliding head, as llama.cpp's loader does.
+#[test]
+fn gemma4_requires_its_pattern_and_sliding_head() {
+    let mut keys = head(1024, 8);
+    keys.push(("block_count", Value::U32(6)));
+    keys.push(("attention.key_length", Value::U32(512)));
+    keys.push(("rope.dimension_count_swa", Value::U32(256)));
+    keys.push(("attention.sliding_window", Value::U32(512)));
+    let err = read("gemma4", &keys).unwrap_err();
+    assert!(
+        matches!(&err, Error::GgufMissing { key, .. } if key == "gemma4.attention.sliding_window_pattern"),
+        "{err}"
+    );
+    let flags = [true, true, true, true, true, false].map(Value::Bool);
+    keys.push((
+        "attention.sliding_window_pattern",
+        Value::Array(flags.to_vec()),
+    ));
+    let err = read("gemma4", &keys).unwrap_err();
+    assert!(
+        matches!(&err, Error::GgufMissing { key, .. } if key == "gemma4.attention.key_length_swa"),
+        "{err}"
+    );
+    keys.push(("attention.key_length_swa", Value::U32(256)));
+    let rope = read("gemma4", &keys).unwrap();
+    let sliding = rope.configs.for_layer(0).unwrap().unwrap();
+    assert_eq!((sliding.head_dim, sliding.rope_theta), (256, 10_000.0));
+}
+
+/// llama.cpp's `llama_model_rope_type` (ggml-org/llama.cpp b97ebdc98f60, `src/llama-model.cpp`),
+/// as it spells the architectures.
+const LLAMA_CPP_NORM: [&str; 33] = [
+    "llama",
+    "llada",
+    "llama4",
+    "deci",
+    "baichuan",
+    "starcoder",
+    "internlm2",
+    "minicpm",
+    "xverse",
+    "command-r",
+    "cohere2",
+    "olmo",
+    "arctic",
+    "deepseek",
+    "deepseek2",
+    "deepseek2-ocr",
+    "plm",
+    "chatglm",
+    "granite",
+    "granitemoe",
+    "granitehybrid",
+    "chameleon",
+    "bailingmoe",
+    "neo-bert",
+    "smollm3",
+    "arcee",
+    "ernie4_5",
+    "ernie4_5-moe",
+    "mistral3",
+    "mistral4",
+    "llama-embed",
+    "maincoder",
+    "glm-dsa",
+];
+const LLAMA_CPP_NEOX: [&str; 63] = [
+    "falcon",
+    "falcon-h1",
+    "grok",
+    "dbrx",
+    "bert",
+    "jina-bert-v3",
+    "modern-bert",
+    "nomic-bert",
+    "nomic-bert-moe",
+    "eurobert",
+    "stablelm",
+    "bitnet",
+    "qwen",
+    "qwen2",
+    "dream",
+    "qwen2moe",
+    "qwen3",
+    "qwen3moe",
+    "llada-moe",
+    "rnd1",
+    "olmo2",
+    "olmoe",
+    "phi2",
+    "phi3",
+    "phimoe",
+    "plamo",
+    "plamo2",
+    "plamo3",
+    "gemma",
+    "gemma2",
+    "gemma3",
+    "gemma3n",
+    "gemma4",
+    "gemma-embedding",
+    "starcoder2",
+    "openelm",
+    "gptneox",
+    "codeshell",
+    "orion",
+    "nemotron",
+    "exaone",
+    "exaone4",
+    "exaone-moe",
+    "minicpm3",
+    "bailingmoe2",
+    "dots1",
+    "hunyuan-moe",
+    "jais2",
+    "gpt-oss",
+    "hunyuan-dense",
+    "lfm2",
+    "lfm2moe",
+    "smallthinker",
+    "seed_oss",
+    "grovemoe",
+    "apertus",
+    "minimax-m2",
+    "cogvlm",
+    "pangu-embedded",
+    "afmoe",
+    "qwen3next",
+    "mimo2",
+    "step35",
+];
+/// M-RoPE, interleaved M-RoPE, and the three that are M-RoPE with sections (NORM or NEOX
+/// without: glm4 is NORM, glm4moe and hunyuan_vl NEOX).
+const LLAMA_CPP_MROPE: [&str; 2] = ["qwen2vl", "paddleocr"];
+const LLAMA_CPP_IMROPE: [&str; 4] = ["qwen3vl", "qwen3vlmoe", "qwen35", "qwen35moe"];
+const LLAMA_CPP_NONE: [&str; 21] = [
+    "clip",
+    "gpt2",
+    "gptj",
+    "mpt",
+    "refact",
+    "bloom",
+    "mamba",
+    "mamba2",
+    "jamba",
+    "jina-bert-v2",
+    "t5",
+    "t5encoder",
+    "jais",
+    "rwkv6",
+    "rwkv6qwen2",
+    "rwkv7",
+    "arwkv7",
+    "wavtokenizer-dec",
+    "nemotron_h",
+    "nemotron_h_moe",
+    "kimi-linear",
+];
+/// Rope architectures with a quirk no row field expresses yet, refused by their name:
+/// glm-dsa (MLA with an indexer), modern-bert and smallthinker (a sliding pattern whose first
+/// layer is dense), plamo3 (sliding defaults only with a window), step35 (full layers rotate half
+/// of `rope.dimension_count`).
+const NOT_ROWS: [&str; 5] = ["glm-dsa", "modern-bert", "smallthinker", "plamo3", "step35"];
+
+/// Every rope architecture of llama.cpp is a row with its pair layout (or one of [`NOT_ROWS`],
+/// refused); every architecture without rope is refused, naming `general.architecture`.
+#[test]
+fn rows_follow_llama_cpps_rope_types() {
+    let sections = Value::Array([22, 21, 21, 0].into_iter().map(Value::I32).collect());
+    let kinds = [
+        (&LLAMA_CPP_NORM[..], PairLayout::Interleaved, None),
+        (&LLAMA_CPP_NEOX[..], PairLayout::Halves, None),
+        (&LLAMA_CPP_MROPE[..], PairLayout::Halves, Some(false)),
+        (&LLAMA_CPP_IMROPE[..], PairLayout::Halves, Some(true)),
+    ];
+    let refused = |arch: &str| {
+        let err = read(arch, &head(1024, 8)).unwrap_err();
+        assert!(
+            matches!(&err, Error::GgufKey { key, .. } if key == "general.architecture"),
+            "{arch}: {err}"
+        );
+    };
+    for (names, layout, mrope) in kinds {
+        for &arch in names {
+            if NOT_ROWS.contains(&arch) {
+                refused(arch);
+                continue;
+            }
+            let mut keys = head(1024, 8);
+            // The whole head: DeepSeek-2's head is its rotated part.
+            keys.push(("rope.dimension_count", Value::U32(128)));
+            // Sliding rows that require their pattern get one.
+            keys.push(("block_count", Value::U32(2)));
+            let flags = vec![Value::Bool(true), Value::Bool(false)];
+            keys.push(("attention.sliding_window_pattern", Value::Array(flags)));
+            keys.push(("attention.key_length_swa", Value::U32(128)));
+            if mrope.is_some() {
+                keys.push(("rope.dimension_sections", sections.clone()));
+            }
+            let rope = read(arch, &keys).unwrap_or_else(|e| panic!("{arch}: {e}"));
+            assert_eq!(rope.layout, layout, "{arch}");
+            let config = rope.configs.for_layer(1).unwrap().unwrap();
+            assert_eq!(config.mrope_section.is_some(), mrope.is_some(), "{arch}");
+            assert_eq!(config.mrope_interleaved, mrope == Some(true), "{arch}");
+        }
+    }
+    // M-RoPE only with sections: NORM or NEOX without.
+    for (arch, layout) in [
+        ("glm4", PairLayout::Interleaved),
+        ("glm4moe", PairLayout::Halves),
+        ("hunyuan_vl", PairLayout::Halves),
+    ] {
+        let rope = read(arch, &head(1024, 8)).unwrap_or_else(|e| panic!("{arch}: {e}"));
+        assert_eq!(rope.layout, layout, "{arch}");
+        assert_eq!(rope.configs.single().unwrap().mrope_section, None, "{arch}");
+    }
+    for arch in LLAMA_CPP_NONE {
+        refused(arch);
+    }
+}
+
+/// The sliding defaults of the rows that have them, where the file omits the keys: Gemma 3n's
+/// period 5 and EmbeddingGemma's 6 (sliding base 10000, unscaled), MiMo-V2's required pattern.
+#[test]
+fn sliding_defaults_are_the_rows() {
+    let mut keys = head(1024, 8);
+    keys.push(("block_count", Value::U32(12)));
+    keys.push(("rope.freq_base", Value::F32(1_000_000.0)));
+    keys.push(("attention.sliding_window", Value::U32(512)));
+    for (arch, period) in [("gemma3n", 5), ("gemma-embedding", 6)] {
+        let rope = read(arch, &keys).unwrap_or_else(|e| panic!("{arch}: {e}"));
+        for layer in 0..12 {
+            let config = rope.configs.for_layer(layer).unwrap().unwrap();
+            let theta = if (layer + 1) % period == 0 { 1e6 } else { 1e4 };
+            assert_eq!(config.rope_theta, theta, "{arch} layer {layer}");
+        }
+    }
+    let err = read("mimo2", &keys).unwrap_err();
+    assert!(
+        matches!(&err, Error::GgufMissing { key, .. } if key == "mimo2.attention.sliding_window_pattern"),
+        "{err}"
+    );
+}
