@@ -340,7 +340,7 @@ fn read_ids(path: &Path) -> Result<Tensor> {
     match ids.dims() {
         [_] | [3, _] => Ok(ids),
         dims => bail!(
-            "--positions {}: the ids must be shaped (S,) or (3, S) (M-RoPE), got {dims:?}",
+            "--positions {}: the positions must be shaped (S,) or (3, S) (M-RoPE), got {dims:?}",
             path.display()
         ),
     }
@@ -361,7 +361,7 @@ pub fn write(args: &RopeArgs) -> Result<()> {
     let ids = args.positions.as_deref().map(read_ids).transpose()?;
     if ids.as_ref().is_some_and(|ids| ids.rank() == 2) && config.mrope_section.is_none() {
         bail!(
-            "--positions: ids shaped (3, S) are M-RoPE's, and the rope has no mrope_section"
+            "--positions: positions shaped (3, S) are M-RoPE's, and the rope has no mrope_section"
         );
     }
     let (rows, positions) = rows_of(args, ids.as_ref())?;
@@ -523,7 +523,7 @@ fn write_nope(args: &RopeArgs, resolved: &Resolved) -> Result<()> {
     let dtype: DType = args.dtype.into();
     if ids.as_ref().is_some_and(|ids| ids.rank() == 2) {
         bail!(
-            "--positions: ids shaped (3, S) are M-RoPE's, and {flag} has no rotary embedding"
+            "--positions: positions shaped (3, S) are M-RoPE's, and {flag} has no rotary embedding"
         )
     }
     let (rows, positions) = rows_of(args, ids.as_ref())?;
