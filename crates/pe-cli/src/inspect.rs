@@ -106,93 +106,140 @@ fn config_sources(json: &Value, configs: &RopeConfigs) -> Result<Vec<ValueSource
         "" => (String::new(), json),
         path => (format!("{path}."), &json[path]),
     };
-    let prefix = prefix.as_str();
-    let given = |v: Option<&Value>| v.is_some_and(|v| !v.is_null());
+    let fields = TextFields {
+        root,
+        prefix: &prefix,
+        text: &text,
+    };
     let dict = ["rope_parameters", "rope_scaling"]
         .into_iter()
         .find_map(|k| root.get(k).filter(|v| v.is_object()).map(|v| (k, v)));
-    // The rope dict of each layer type (`None`: every layer), its path, and the top-level field
-    // and default of its rope_theta when the dict does not give it.
-    struct Layer<'a> {
-        layer_type: Option<String>,
-        dict: Option<(String, &'a Value)>,
-        theta: (&'static str, &'static str),
-        rope_type_default: &'static str,
-    }
-    const THETA: (&str, &str) = ("rope_theta", "default (10000)");
-    const UNSCALED: &str = "default (unscaled)";
-    let layers: Vec<Layer> = match (configs.is_per_layer_type(), dict) {
-        // transformers 5: one rope dict per layer type.
-        (true, Some((d, v)))
-            if v.as_object().is_some_and(|m| {
-                configs
-                    .layer_types()
-                    .is_some_and(|t| m.keys().any(|k| t.contains(k)))
-                    || (!m.is_empty() && m.values().all(|x| x.is_object() || x.is_null()))
-            }) =>
-        {
-            v.as_object()
-                .into_iter()
-                .flatten()
-                .filter(|(_, x)| x.is_object())
-                .map(|(t, x)| Layer {
-                    layer_type: Some(t.clone()),
-                    dict: Some((format!("{prefix}{d}.{t}"), x)),
-                    theta: THETA,
-                    rope_type_default: UNSCALED,
-                })
-                .collect()
+    let layers = match (configs.is_per_layer_type(), dict) {
+        (true, Some((d, v))) if is_per_layer_type_dict(v, configs) => {
+            per_layer_type_dicts(d, v, &prefix)
         }
-        // Gemma 3's legacy form: rope_theta and the rope dict for full-attention layers,
-        // rope_local_base_freq and no scaling for sliding ones.
-        (true, _) => vec![
-            Layer {
-                layer_type: Some("full_attention".into()),
-                dict: dict.map(|(d, v)| (format!("{prefix}{d}"), v)),
-                theta: ("rope_theta", "default (Gemma 3 full attention: 1000000)"),
-                rope_type_default: UNSCALED,
-            },
-            Layer {
-                layer_type: Some("sliding_attention".into()),
-                dict: None,
-                theta: (
-                    "rope_local_base_freq",
-                    "default (Gemma 3 sliding attention: 10000)",
-                ),
-                rope_type_default: "default (unscaled: Gemma 3's sliding layers take no \
-                                    rope_scaling)",
-            },
-        ],
-        (false, _) => vec![Layer {
+        (true, _) => gemma3_legacy_dicts(dict, &prefix),
+        (false, _) => vec![LayerDict {
             layer_type: None,
             dict: dict.map(|(d, v)| (format!("{prefix}{d}"), v)),
             theta: THETA,
             rope_type_default: UNSCALED,
         }],
     };
-    let top = |name: &str| given(root.get(name)).then(|| format!("{prefix}{name}"));
-    let mut sources = vec![];
-    for layer in &layers {
-        // A field of the layer's rope dict, else `top_name` at the top level.
-        let either = |name: &str, top_name: &str| {
-            layer
-                .dict
-                .as_ref()
-                .filter(|(_, v)| given(v.get(name)))
-                .map(|(path, _)| format!("{path}.{name}"))
-                .or_else(|| top(top_name))
-        };
+    Ok(layers.iter().flat_map(|l| fields.sources(l)).collect())
+}
+
+/// Whether a field is given: present and not null.
+fn given(v: Option<&Value>) -> bool {
+    v.is_some_and(|v| !v.is_null())
+}
+
+/// The rope dict of a layer type (`None`: every layer), its path, and the top-level field and
+/// default of its rope_theta when the dict does not give it.
+struct LayerDict<'a> {
+    layer_type: Option<String>,
+    dict: Option<(String, &'a Value)>,
+    theta: (&'static str, &'static str),
+    rope_type_default: &'static str,
+}
+
+/// rope_theta's field and its default.
+const THETA: (&str, &str) = ("rope_theta", "default (10000)");
+
+/// The rope type of a rope without one.
+const UNSCALED: &str = "default (unscaled)";
+
+/// Whether the rope dict `v` holds one dict per layer type (transformers 5): its keys are layer
+/// types, or its values are all dicts (or null).
+fn is_per_layer_type_dict(v: &Value, configs: &RopeConfigs) -> bool {
+    v.as_object().is_some_and(|m| {
+        configs
+            .layer_types()
+            .is_some_and(|t| m.keys().any(|k| t.contains(k)))
+            || (!m.is_empty() && m.values().all(|x| x.is_object() || x.is_null()))
+    })
+}
+
+/// transformers 5's form: one rope dict per layer type, under the dict `d`.
+fn per_layer_type_dicts<'a>(d: &str, v: &'a Value, prefix: &str) -> Vec<LayerDict<'a>> {
+    v.as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, x)| x.is_object())
+        .map(|(t, x)| LayerDict {
+            layer_type: Some(t.clone()),
+            dict: Some((format!("{prefix}{d}.{t}"), x)),
+            theta: THETA,
+            rope_type_default: UNSCALED,
+        })
+        .collect()
+}
+
+/// Gemma 3's legacy form: rope_theta and the rope dict for full-attention layers,
+/// rope_local_base_freq and no scaling for sliding ones.
+fn gemma3_legacy_dicts<'a>(dict: Option<(&str, &'a Value)>, prefix: &str) -> Vec<LayerDict<'a>> {
+    vec![
+        LayerDict {
+            layer_type: Some("full_attention".into()),
+            dict: dict.map(|(d, v)| (format!("{prefix}{d}"), v)),
+            theta: ("rope_theta", "default (Gemma 3 full attention: 1000000)"),
+            rope_type_default: UNSCALED,
+        },
+        LayerDict {
+            layer_type: Some("sliding_attention".into()),
+            dict: None,
+            theta: (
+                "rope_local_base_freq",
+                "default (Gemma 3 sliding attention: 10000)",
+            ),
+            rope_type_default: "default (unscaled: Gemma 3's sliding layers take no \
+                                rope_scaling)",
+        },
+    ]
+}
+
+/// The text config's fields, at `prefix` (`text_config.` or nothing) in the file.
+struct TextFields<'a> {
+    root: &'a Value,
+    prefix: &'a str,
+    text: &'a HfTextConfig<'a>,
+}
+
+impl TextFields<'_> {
+    /// The path of the top-level field `name`, when given.
+    fn top(&self, name: &str) -> Option<String> {
+        given(self.root.get(name)).then(|| format!("{}{name}", self.prefix))
+    }
+
+    /// A field of the layer's rope dict, else `top_name` at the top level.
+    fn either(&self, layer: &LayerDict, name: &str, top_name: &str) -> Option<String> {
+        layer
+            .dict
+            .as_ref()
+            .filter(|(_, v)| given(v.get(name)))
+            .map(|(path, _)| format!("{path}.{name}"))
+            .or_else(|| self.top(top_name))
+    }
+
+    /// Where the layer's head_dim comes from: Gemma's global_head_dim on full-attention
+    /// layers, qk_rope_head_dim, head_dim, the model type's default, or the heads' share.
+    fn head_dim(&self, layer: &LayerDict) -> String {
         let global = match layer.layer_type.as_deref() {
-            Some("full_attention") => top("global_head_dim"),
+            Some("full_attention") => self.top("global_head_dim"),
             _ => None,
         };
-        let head_dim = global
-            .or_else(|| top("qk_rope_head_dim"))
-            .or_else(|| top("head_dim"))
-            .unwrap_or_else(|| match text.model_type().head_dim_default() {
+        let prefix = self.prefix;
+        global
+            .or_else(|| self.top("qk_rope_head_dim"))
+            .or_else(|| self.top("head_dim"))
+            .unwrap_or_else(|| match self.text.model_type().head_dim_default() {
                 Some(d) => format!("default (Gemma: {d})"),
                 None => format!("{prefix}hidden_size / {prefix}num_attention_heads"),
-            });
+            })
+    }
+
+    /// The sources of the layer's five values.
+    fn sources(&self, layer: &LayerDict) -> Vec<ValueSource> {
         let rope_type = layer
             .dict
             .as_ref()
@@ -206,29 +253,31 @@ fn config_sources(json: &Value, configs: &RopeConfigs) -> Result<Vec<ValueSource
         let values = [
             (
                 "rope_theta",
-                either("rope_theta", layer.theta.0).unwrap_or_else(|| layer.theta.1.into()),
+                self.either(layer, "rope_theta", layer.theta.0)
+                    .unwrap_or_else(|| layer.theta.1.into()),
             ),
-            ("head_dim", head_dim),
+            ("head_dim", self.head_dim(layer)),
             (
                 "partial_rotary_factor",
-                either("partial_rotary_factor", "partial_rotary_factor")
+                self.either(layer, "partial_rotary_factor", "partial_rotary_factor")
                     .unwrap_or_else(|| "default (1)".into()),
             ),
             (
                 "max_position_embeddings",
-                top("max_position_embeddings").unwrap_or_else(|| "none".into()),
+                self.top("max_position_embeddings")
+                    .unwrap_or_else(|| "none".into()),
             ),
             ("rope_type", rope_type),
         ];
-        for (value, source) in values {
-            sources.push(ValueSource {
+        values
+            .into_iter()
+            .map(|(value, source)| ValueSource {
                 layer_type: layer.layer_type.clone(),
                 value,
                 source,
-            });
-        }
+            })
+            .collect()
     }
-    Ok(sources)
 }
 
 /// The report: one section per layer type.

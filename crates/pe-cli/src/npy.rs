@@ -17,7 +17,7 @@ pub fn read_i64(path: &Path, flag: &str) -> Result<Tensor> {
     let t = read_checked(path, flag)?;
     if t.dtype() != DType::I64 {
         bail!(
-            "{flag} {}: the ids must be int64, got {:?}",
+            "{flag} {}: the values must be int64, got {:?}",
             path.display(),
             t.dtype()
         );
@@ -179,7 +179,7 @@ mod tests {
             &[0; 24],
         );
         let err = format!("{:#}", read_i64(floats.path(), "--positions").unwrap_err());
-        assert!(err.ends_with("the ids must be int64, got F64"), "{err}");
+        assert!(err.ends_with("the values must be int64, got F64"), "{err}");
         let garbage = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(garbage.path(), b"hello").unwrap();
         let err = format!("{:#}", read_i64(garbage.path(), "--positions").unwrap_err());

@@ -339,7 +339,7 @@ fn read_ids(path: &Path) -> Result<Tensor> {
     match ids.dims() {
         [_] | [3, _] => Ok(ids),
         dims => bail!(
-            "--positions {}: the ids must be shaped (S,) or (3, S) (M-RoPE), got {dims:?}",
+            "--positions {}: the positions must be shaped (S,) or (3, S) (M-RoPE), got {dims:?}",
             path.display()
         ),
     }
@@ -353,28 +353,15 @@ pub fn write(args: &RopeArgs) -> Result<()> {
     crate::qwen_vl::check_unused(args)?;
     let resolved = args.resolve()?;
     check_extension(&args.out)?;
-    let policy = args.longrope_policy.unwrap_or_default();
-    let layer = resolved.layer_type.clone();
     let Some(config) = resolved.config.clone() else {
         return write_nope(args, &resolved);
     };
-    let rope = Rope::new(config.clone())
-        .and_then(|r| r.with_longrope_policy(policy))
-        .map_err(|e| match (&args.config, &args.gguf) {
-            (Some(path), _) => anyhow::anyhow!("--config {}: {e}", path.display()),
-            (_, Some(path)) => anyhow::anyhow!("--gguf {}: {e}", path.display()),
-            (None, None) => with_flags(e),
-        })?;
-    if let (Some(given), false) = (args.longrope_policy, rope.reads_longrope_policy()) {
-        bail!(
-            "--longrope-policy {}: this rope ({}) has no long factors to choose; drop the flag",
-            format!("{given:?}").to_lowercase(),
-            config.rope_type.name()
-        );
-    }
+    let rope = rope_of(args, &config)?;
     let ids = args.positions.as_deref().map(read_ids).transpose()?;
     if ids.as_ref().is_some_and(|ids| ids.rank() == 2) && config.mrope_section.is_none() {
-        bail!("--positions: ids shaped (3, S) are M-RoPE's, and the rope has no mrope_section");
+        bail!(
+            "--positions: positions shaped (3, S) are M-RoPE's, and the rope has no mrope_section"
+        );
     }
     let (rows, positions) = rows_of(args, ids.as_ref())?;
     let what = if ids.is_some() {
@@ -395,9 +382,44 @@ pub fn write(args: &RopeArgs) -> Result<()> {
             rope.half_dim()
         ),
     )?;
+    let tensors = tables(args, &rope, ids.as_ref(), rows)?;
+    let metadata = metadata(args, &resolved, &config, &rope, positions)?;
+    let tensors: Vec<(&str, &Tensor)> = tensors.iter().map(|(n, t)| (*n, t)).collect();
+    output::write_safetensors(&args.out, &tensors, &metadata)
+}
+
+/// The rope of `config` with `--longrope-policy`; errors name the file or the flags it came
+/// from, and the policy flag given to a rope without long factors.
+fn rope_of(args: &RopeArgs, config: &RopeConfig) -> Result<Rope> {
+    let policy = args.longrope_policy.unwrap_or_default();
+    let rope = Rope::new(config.clone())
+        .and_then(|r| r.with_longrope_policy(policy))
+        .map_err(|e| match (&args.config, &args.gguf) {
+            (Some(path), _) => anyhow::anyhow!("--config {}: {e}", path.display()),
+            (_, Some(path)) => anyhow::anyhow!("--gguf {}: {e}", path.display()),
+            (None, None) => with_flags(e),
+        })?;
+    if let (Some(given), false) = (args.longrope_policy, rope.reads_longrope_policy()) {
+        bail!(
+            "--longrope-policy {}: this rope ({}) has no long factors to choose; drop the flag",
+            format!("{given:?}").to_lowercase(),
+            config.rope_type.name()
+        );
+    }
+    Ok(rope)
+}
+
+/// `cos` and `sin` of the `rows` rows (the ids of `--positions`, or the range from `--offset`)
+/// on `--device` in `--dtype`, and `query_scale` when the rope scales queries.
+fn tables(
+    args: &RopeArgs,
+    rope: &Rope,
+    ids: Option<&Tensor>,
+    rows: usize,
+) -> Result<Vec<(&'static str, Tensor)>> {
     let device = args.device.open()?;
     let dtype: DType = args.dtype.into();
-    let (cos, sin) = match &ids {
+    let (cos, sin) = match ids {
         Some(ids) => {
             let ids = ids.to_device(&device)?;
             let tables = if ids.rank() == 2 {
@@ -405,12 +427,7 @@ pub fn write(args: &RopeArgs) -> Result<()> {
             } else {
                 rope.at(&ids, dtype)
             };
-            let flags = Flags {
-                positions: Some("--positions".to_string()),
-                other: Some("--positions"),
-                ..Flags::default()
-            };
-            tables.map_err(|e| flags.name(e))?
+            tables.map_err(|e| positions_flags().name(e))?
         }
         None => rope
             .range(args.offset, rows, dtype, &device)
@@ -418,22 +435,34 @@ pub fn write(args: &RopeArgs) -> Result<()> {
     };
     let mut tensors = vec![("cos", cos), ("sin", sin)];
     if let Some(scale) = rope.query_scale() {
-        let s = match &ids {
+        let s = match ids {
             Some(ids) => scale.at(&ids.to_device(&device)?, dtype),
             None => scale.range(args.offset, rows, dtype, &device),
         };
         tensors.push(("query_scale", s.map_err(|e| rope_flags().name(e))?));
     }
+    Ok(tensors)
+}
+
+/// The file's metadata: the rope's config, the rows (`positions`), the attention scaling, and
+/// what picked the layer, its pair layout and the long-factor policy where they apply.
+fn metadata(
+    args: &RopeArgs,
+    resolved: &Resolved,
+    config: &RopeConfig,
+    rope: &Rope,
+    positions: String,
+) -> Result<Vec<(&'static str, String)>> {
     let mut metadata = vec![
-        ("config", serde_json::to_string(&config)?),
+        ("config", serde_json::to_string(config)?),
         ("positions", positions),
         ("attention_scaling", rope.attention_scaling().to_string()),
     ];
     if resolved.layer.is_some() {
         metadata.push(("nope", "false".to_string()));
     }
-    if let Some(layer) = layer {
-        metadata.push(("layer_type", layer));
+    if let Some(layer) = &resolved.layer_type {
+        metadata.push(("layer_type", layer.clone()));
     }
     if let Some(layout) = resolved.layout {
         let name = if layout.is_interleaved() {
@@ -444,10 +473,19 @@ pub fn write(args: &RopeArgs) -> Result<()> {
         metadata.push(("pair_layout", name.to_string()));
     }
     if rope.reads_longrope_policy() {
+        let policy = args.longrope_policy.unwrap_or_default();
         metadata.push(("longrope_policy", format!("{policy:?}").to_lowercase()));
     }
-    let tensors: Vec<(&str, &Tensor)> = tensors.iter().map(|(n, t)| (*n, t)).collect();
-    output::write_safetensors(&args.out, &tensors, &metadata)
+    Ok(metadata)
+}
+
+/// The flags of an error at the ids of `--positions`.
+fn positions_flags() -> Flags {
+    Flags {
+        positions: Some("--positions".to_string()),
+        other: Some("--positions"),
+        ..Flags::default()
+    }
 }
 
 /// The rows `pe rope` writes and how its metadata names them: the ids of `--positions` (read
@@ -483,7 +521,9 @@ fn write_nope(args: &RopeArgs, resolved: &Resolved) -> Result<()> {
     let device = args.device.open()?;
     let dtype: DType = args.dtype.into();
     if ids.as_ref().is_some_and(|ids| ids.rank() == 2) {
-        bail!("--positions: ids shaped (3, S) are M-RoPE's, and {flag} has no rotary embedding")
+        bail!(
+            "--positions: positions shaped (3, S) are M-RoPE's, and {flag} has no rotary embedding"
+        )
     }
     let (rows, positions) = rows_of(args, ids.as_ref())?;
     output::check_free_space(
@@ -492,16 +532,9 @@ fn write_nope(args: &RopeArgs, resolved: &Resolved) -> Result<()> {
         &format!("{rows} positions (query_scale, {rows} values)"),
     )?;
     let s = match &ids {
-        Some(ids) => {
-            let flags = Flags {
-                positions: Some("--positions".to_string()),
-                other: Some("--positions"),
-                ..Flags::default()
-            };
-            scale
-                .at(&ids.to_device(&device)?, dtype)
-                .map_err(|e| flags.name(e))?
-        }
+        Some(ids) => scale
+            .at(&ids.to_device(&device)?, dtype)
+            .map_err(|e| positions_flags().name(e))?,
         None => scale
             .range(args.offset, rows, dtype, &device)
             .map_err(|e| range_flags(args.offset, rows).name(e))?,

@@ -236,7 +236,11 @@ fn negative_values_are_parsed_then_checked() {
     let cases: [(&[&str], &[&str]); 5] = [
         (
             &["--positions", "-1,2"],
-            &["--positions: ", "position id -1", "0 ..= 2147483647"],
+            &[
+                "--positions: ",
+                "position -1 is outside",
+                "0 ..= 2147483647",
+            ],
         ),
         (
             &["--positions", "-1,x"],
@@ -297,7 +301,7 @@ fn out_of_range_positions_are_refused() {
     );
     table_fails(
         &["--preset", "fairseq", "--width", "8", "--positions", "4,-3"],
-        &["--positions: position id -3", "0 ..= 2147483647"],
+        &["--positions: position -3", "0 ..= 2147483647"],
     );
     table_fails(
         &[
@@ -308,7 +312,7 @@ fn out_of_range_positions_are_refused() {
             "--positions",
             "4,2147483648",
         ],
-        &["--positions: position id 2147483648", "0 ..= 2147483647"],
+        &["--positions: position 2147483648", "0 ..= 2147483647"],
     );
     table_fails(
         &[

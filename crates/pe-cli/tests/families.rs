@@ -185,7 +185,7 @@ fn bad_input_names_the_flag_and_leaves_no_file() {
                 "--positions".into(),
                 s(&far_path).into(),
             ],
-            vec!["--positions", "axis id -2147483648"],
+            vec!["--positions", "axis position -2147483648"],
         ),
         (
             vec!["rope-nd".into(), "--axes-dim".into(), "16,56,56".into()],

@@ -143,7 +143,10 @@ fn axes_rope_refuses_bad_axes_and_ids() -> anyhow::Result<()> {
     for (bad, value) in [(-(1i64 << 31), "-2147483648"), (1 << 31, "2147483648")] {
         let ids = Tensor::new(&[[0i64, 1], [bad, 2]], &Device::Cpu)?;
         let err = rope.at(&ids, DType::F32).unwrap_err().to_string();
-        assert!(err.contains("axis id") && err.contains(value), "{err}");
+        assert!(
+            err.contains("axis position") && err.contains(value),
+            "{err}"
+        );
     }
     let err = rope
         .at(

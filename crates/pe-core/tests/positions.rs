@@ -51,7 +51,7 @@ fn positions_errors_are_typed() -> anyhow::Result<()> {
         matches!(
             err,
             Error::NotInteger {
-                name: "position ids",
+                name: "positions",
                 dtype: DType::F32
             }
         ),
@@ -60,14 +60,14 @@ fn positions_errors_are_typed() -> anyhow::Result<()> {
     let err = Positions::new(&Tensor::new(&[4i64, -3, 1 << 40], &dev)?).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "position id -3 is outside the supported positions 0 ..= 2147483647 (2^31 - 1)"
+        "position -3 is outside the supported positions 0 ..= 2147483647 (2^31 - 1)"
     );
     let err = Positions::new(&Tensor::new(&[4i64, 1 << 31], &dev)?).unwrap_err();
     assert!(
         matches!(
             err,
             Error::PositionOutOfRange {
-                name: "position id",
+                name: "position",
                 value: 2147483648
             }
         ),
@@ -75,7 +75,7 @@ fn positions_errors_are_typed() -> anyhow::Result<()> {
     );
     let err = Positions::signed(&Tensor::new(&[-(1i64 << 31)], &dev)?).unwrap_err();
     assert!(
-        matches!(err, Error::IdOutOfRange { value: -2147483648 }),
+        matches!(err, Error::AxisPositionOutOfRange { value: -2147483648 }),
         "{err:?}"
     );
     // A signed value with a negative id is refused where positions must be >= 0.

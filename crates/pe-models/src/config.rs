@@ -182,142 +182,37 @@ impl LlamaConfig {
     /// says which fields it has and their defaults.
     pub fn from_hf_config(json: &Value) -> candle_pe_core::Result<Self> {
         let outer = ConfigFields::new(json)?;
-        let name: String = outer.require("model_type")?;
-        let family = Family::by_model_type(&name).ok_or_else(|| {
-            outer.invalid(
-                "model_type",
-                format!(
-                    "unsupported model type {name:?} (supported: {})",
-                    Family::hf_list()
-                ),
-            )
-        })?;
+        let (name, family) = family_of(&outer)?;
         // Vision-language configs nest the decoder's fields under text_config (older Qwen-VL
         // ones do not): pe-core finds them, as its rope reader does.
         let text = HfTextConfig::from_hf_config(json)?;
         let root = text.fields().clone();
-        for &field in family.refused {
-            if !matches!(root.value(field), None | Some(Value::Bool(false))) {
-                return Err(root.invalid(field, "not computed by this decoder"));
-            }
-        }
-        require_positive(&root, &["vocab_size", "hidden_size"])?;
-        let hidden_size: usize = root.require("hidden_size")?;
-        let num_hidden_layers: usize = root.require("num_hidden_layers")?;
-        let num_attention_heads: usize = root.require("num_attention_heads")?;
-        if num_attention_heads == 0 {
-            return Err(root.invalid("num_attention_heads", "must be positive"));
-        }
-        let num_key_value_heads = root
-            .get("num_key_value_heads")?
-            .unwrap_or(num_attention_heads);
-        if num_key_value_heads == 0 || !num_attention_heads.is_multiple_of(num_key_value_heads) {
-            return Err(root.invalid(
-                "num_key_value_heads",
-                format!(
-                    "{num_key_value_heads} must divide num_attention_heads {num_attention_heads}"
-                ),
-            ));
-        }
+        refuse_fields(&root, family)?;
+        let sizes = Sizes::read(&root)?;
         // head_dim, the model type's default (pe-core's row), or hidden / heads.
         let head_dim = text.head_dim()?;
-        let (act_field, act_default) = family.activation;
-        let act: Option<String> = root.get(act_field)?;
-        let hidden_act = activation(act.as_deref().unwrap_or(act_default))
-            .map_err(|message| root.invalid(act_field, message))?;
-        let sliding_window = match family.window {
-            Window::None => None,
-            Window::Field => root.get("sliding_window")?,
-            Window::FieldOr(default) => Some(root.get("sliding_window")?.unwrap_or(default)),
-            Window::Refused => {
-                if root.get("use_sliding_window")?.unwrap_or(false) {
-                    return Err(root.invalid(
-                        "use_sliding_window",
-                        format!("{}'s per-layer sliding window is not supported", name),
-                    ));
-                }
-                None
-            }
-        };
-        if sliding_window == Some(0) {
-            return Err(root.invalid("sliding_window", "must be positive"));
-        }
-        let attention_chunk_size = match family.chunked {
-            Some(default) => Some(root.get("attention_chunk_size")?.unwrap_or(default)),
-            None => None,
-        };
-        if attention_chunk_size == Some(0) {
-            return Err(root.invalid("attention_chunk_size", "must be positive"));
-        }
-        if family.chunked.is_some() {
-            dense_layers_only(&root, num_hidden_layers)?;
-        }
-        let (size_field, size_default) = family.intermediate;
-        let intermediate_size = match size_default {
-            Some(default) => root.get(size_field)?.unwrap_or(default),
-            None => root.require(size_field)?,
-        };
-        if intermediate_size == 0 {
-            return Err(root.invalid(size_field, "must be positive"));
-        }
+        let hidden_act = hidden_act(&root, family)?;
+        let sliding_window = sliding_window(&root, family, &name)?;
+        let attention_chunk_size = attention_chunk_size(&root, family, sizes.layers)?;
+        let intermediate_size = intermediate_size(&root, family)?;
         let ropes = RopeConfigs::from_hf_config(json)?;
-        let rotary = RotaryLayers::read(
-            &ropes,
-            num_hidden_layers,
-            sliding_window,
-            attention_chunk_size,
-        )
-        .map_err(|(field, message)| root.invalid(field, message))?;
-        // The rope reads a field in place of head_dim where the config gives one
-        // (qk_rope_head_dim, global_head_dim, a per-layer override): not this decoder's.
-        if rotary.rope.head_dim != head_dim {
-            return Err(root.invalid(
-                "head_dim",
-                format!(
-                    "the rope's head_dim {} differs from the attention's {head_dim}",
-                    rotary.rope.head_dim
-                ),
-            ));
-        }
-        // SmolLM3's and Llama 4's NoPE layers (transformers' other classes never read
-        // no_rope_layers).
-        let nope_layers = match family.nope_layers {
-            true => (0..num_hidden_layers)
-                .map(|i| Ok(ropes.for_layer(i)?.is_none()))
-                .collect::<candle_pe_core::Result<Vec<_>>>()?,
-            false => vec![],
-        };
-        let nope_query_scale = match nope_layers.iter().position(|&n| n) {
-            Some(i) => ropes.query_scale(i)?,
-            None => None,
-        };
-        let query_pre_attn_scalar = match family.query_pre_attn_scalar {
-            Some(default) => root.get("query_pre_attn_scalar")?.unwrap_or(default),
-            None => head_dim as f64,
-        };
-        if !(query_pre_attn_scalar > 0.0 && query_pre_attn_scalar.is_finite()) {
-            return Err(root.invalid("query_pre_attn_scalar", "must be finite and positive"));
-        }
-        let bias = |b: Bias| -> candle_pe_core::Result<bool> {
-            Ok(match b {
-                Bias::Never => false,
-                Bias::Always => true,
-                Bias::Field(field) => root.get(field)?.unwrap_or(false),
-            })
-        };
+        let reach = (sliding_window, attention_chunk_size);
+        let rotary = rotary_layers(&root, &ropes, sizes.layers, reach, head_dim)?;
+        let (nope_layers, nope_query_scale) = nope_layers(&ropes, family, sizes.layers)?;
         Ok(Self {
             model_type: family.model_type,
             vocab_size: root.require("vocab_size")?,
-            hidden_size,
+            hidden_size: sizes.hidden,
             intermediate_size,
             hidden_act,
-            num_hidden_layers,
-            num_attention_heads,
-            num_key_value_heads,
+            num_hidden_layers: sizes.layers,
+            num_attention_heads: sizes.heads,
+            num_key_value_heads: sizes.kv_heads,
             head_dim,
+            query_pre_attn_scalar: query_pre_attn_scalar(&root, family, head_dim)?,
             rms_norm_eps: root.require("rms_norm_eps")?,
-            qkv_bias: bias(family.qkv_bias)?,
-            o_bias: bias(family.o_bias)?,
+            qkv_bias: bias(&root, family.qkv_bias)?,
+            o_bias: bias(&root, family.o_bias)?,
             qk_norm: family.qk_norm,
             qk_l2_norm: match family.qk_l2_norm {
                 Some(field) => root.get(field)?.unwrap_or(true),
@@ -325,11 +220,10 @@ impl LlamaConfig {
             },
             sandwich_norms: family.sandwich_norms,
             norm_offset: family.norm_offset,
-            query_pre_attn_scalar,
             embedding_scale: family
                 .embedding_scale
-                .then(|| f64::from((hidden_size as f32).sqrt())),
-            mlp_bias: bias(family.mlp_bias)?,
+                .then(|| f64::from((sizes.hidden as f32).sqrt())),
+            mlp_bias: bias(&root, family.mlp_bias)?,
             // Qwen-VL configs hold it at the top level.
             tie_word_embeddings: root
                 .either("tie_word_embeddings", &outer, "tie_word_embeddings")?
@@ -350,6 +244,205 @@ impl LlamaConfig {
     }
 }
 
+/// The `model_type` of the outer config and its family's row.
+fn family_of(outer: &ConfigFields) -> candle_pe_core::Result<(String, &'static Family)> {
+    let name: String = outer.require("model_type")?;
+    let family = Family::by_model_type(&name).ok_or_else(|| {
+        outer.invalid(
+            "model_type",
+            format!(
+                "unsupported model type {name:?} (supported: {})",
+                Family::hf_list()
+            ),
+        )
+    })?;
+    Ok((name, family))
+}
+
+/// Fails on the first of the family's refused fields that is present (non-null, not false).
+fn refuse_fields(root: &ConfigFields, family: &Family) -> candle_pe_core::Result<()> {
+    for &field in family.refused {
+        if !matches!(root.value(field), None | Some(Value::Bool(false))) {
+            return Err(root.invalid(field, "not computed by this decoder"));
+        }
+    }
+    Ok(())
+}
+
+/// The decoder's sizes, each checked where it is read.
+struct Sizes {
+    hidden: usize,
+    layers: usize,
+    heads: usize,
+    kv_heads: usize,
+}
+
+impl Sizes {
+    /// `hidden_size`, `num_hidden_layers`, `num_attention_heads` and `num_key_value_heads`
+    /// (`num_attention_heads` when absent, and dividing it); `vocab_size` checked positive.
+    fn read(root: &ConfigFields) -> candle_pe_core::Result<Self> {
+        require_positive(root, &["vocab_size", "hidden_size"])?;
+        let hidden: usize = root.require("hidden_size")?;
+        let layers: usize = root.require("num_hidden_layers")?;
+        let heads: usize = root.require("num_attention_heads")?;
+        if heads == 0 {
+            return Err(root.invalid("num_attention_heads", "must be positive"));
+        }
+        let kv_heads = root.get("num_key_value_heads")?.unwrap_or(heads);
+        if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
+            return Err(root.invalid(
+                "num_key_value_heads",
+                format!("{kv_heads} must divide num_attention_heads {heads}"),
+            ));
+        }
+        Ok(Self {
+            hidden,
+            layers,
+            heads,
+            kv_heads,
+        })
+    }
+}
+
+/// The MLP's activation: the family's field, or its default.
+fn hidden_act(root: &ConfigFields, family: &Family) -> candle_pe_core::Result<Activation> {
+    let (field, default) = family.activation;
+    let act: Option<String> = root.get(field)?;
+    activation(act.as_deref().unwrap_or(default)).map_err(|message| root.invalid(field, message))
+}
+
+/// The sliding window as the family's row says (`name`, the config's `model_type`, for the
+/// error of a refused one); a window of 0 is an error.
+fn sliding_window(
+    root: &ConfigFields,
+    family: &Family,
+    name: &str,
+) -> candle_pe_core::Result<Option<usize>> {
+    let window = match family.window {
+        Window::None => None,
+        Window::Field => root.get("sliding_window")?,
+        Window::FieldOr(default) => Some(root.get("sliding_window")?.unwrap_or(default)),
+        Window::Refused => {
+            if root.get("use_sliding_window")?.unwrap_or(false) {
+                return Err(root.invalid(
+                    "use_sliding_window",
+                    format!("{name}'s per-layer sliding window is not supported"),
+                ));
+            }
+            None
+        }
+    };
+    if window == Some(0) {
+        return Err(root.invalid("sliding_window", "must be positive"));
+    }
+    Ok(window)
+}
+
+/// Chunked attention's chunk, for a family that has it (a chunk of 0 is an error); a family of
+/// dense layers only refuses mixture-of-experts layers.
+fn attention_chunk_size(
+    root: &ConfigFields,
+    family: &Family,
+    layers: usize,
+) -> candle_pe_core::Result<Option<usize>> {
+    let chunk = match family.chunked {
+        Some(default) => Some(root.get("attention_chunk_size")?.unwrap_or(default)),
+        None => None,
+    };
+    if chunk == Some(0) {
+        return Err(root.invalid("attention_chunk_size", "must be positive"));
+    }
+    if family.dense_only {
+        dense_layers_only(root, layers)?;
+    }
+    Ok(chunk)
+}
+
+/// The MLP's width: the family's field, or its default; positive.
+fn intermediate_size(root: &ConfigFields, family: &Family) -> candle_pe_core::Result<usize> {
+    let (field, default) = family.intermediate;
+    let size = match default {
+        Some(default) => root.get(field)?.unwrap_or(default),
+        None => root.require(field)?,
+    };
+    if size == 0 {
+        return Err(root.invalid(field, "must be positive"));
+    }
+    Ok(size)
+}
+
+/// Each layer's attention and rope ([`RotaryLayers`]), the rope's head_dim that of the
+/// attention.
+fn rotary_layers(
+    root: &ConfigFields,
+    ropes: &RopeConfigs,
+    layers: usize,
+    (window, chunk): (Option<usize>, Option<usize>),
+    head_dim: usize,
+) -> candle_pe_core::Result<RotaryLayers> {
+    let rotary = RotaryLayers::read(ropes, layers, window, chunk)
+        .map_err(|(field, message)| root.invalid(field, message))?;
+    // The rope reads a field in place of head_dim where the config gives one
+    // (qk_rope_head_dim, global_head_dim, a per-layer override): not this decoder's.
+    if rotary.rope.head_dim != head_dim {
+        return Err(root.invalid(
+            "head_dim",
+            format!(
+                "the rope's head_dim {} differs from the attention's {head_dim}",
+                rotary.rope.head_dim
+            ),
+        ));
+    }
+    Ok(rotary)
+}
+
+/// Per layer, whether it has no rotary (for a family with NoPE layers: SmolLM3's and Llama 4's;
+/// transformers' other classes never read `no_rope_layers`), and the query scale of the first
+/// NoPE layer.
+fn nope_layers(
+    ropes: &RopeConfigs,
+    family: &Family,
+    layers: usize,
+) -> candle_pe_core::Result<(Vec<bool>, Option<QueryScale>)> {
+    let nope: Vec<bool> = match family.nope_layers {
+        true => (0..layers)
+            .map(|i| Ok(ropes.for_layer(i)?.is_none()))
+            .collect::<candle_pe_core::Result<_>>()?,
+        false => vec![],
+    };
+    let scale = match nope.iter().position(|&n| n) {
+        Some(i) => ropes.query_scale(i)?,
+        None => None,
+    };
+    Ok((nope, scale))
+}
+
+/// What the scores are divided by the square root of: the family's `query_pre_attn_scalar`
+/// (or its default), else `head_dim`; finite and positive.
+fn query_pre_attn_scalar(
+    root: &ConfigFields,
+    family: &Family,
+    head_dim: usize,
+) -> candle_pe_core::Result<f64> {
+    let scalar = match family.query_pre_attn_scalar {
+        Some(default) => root.get("query_pre_attn_scalar")?.unwrap_or(default),
+        None => head_dim as f64,
+    };
+    if !(scalar > 0.0 && scalar.is_finite()) {
+        return Err(root.invalid("query_pre_attn_scalar", "must be finite and positive"));
+    }
+    Ok(scalar)
+}
+
+/// Whether a bias is there: never, always, or as its boolean field says (default false).
+fn bias(root: &ConfigFields, bias: Bias) -> candle_pe_core::Result<bool> {
+    Ok(match bias {
+        Bias::Never => false,
+        Bias::Always => true,
+        Bias::Field(field) => root.get(field)?.unwrap_or(false),
+    })
+}
+
 /// The MLP activation named `name` (`hidden_act`, Gemma's `hidden_activation`; GGUF files: the
 /// family's default).
 pub(crate) fn activation(name: &str) -> std::result::Result<Activation, String> {
@@ -362,7 +455,7 @@ pub(crate) fn activation(name: &str) -> std::result::Result<Activation, String> 
     }
 }
 
-/// Llama 4 here is its dense layers only: `moe_layers` (or the layers
+/// A family of dense layers only (Llama 4 here): `moe_layers` (or the layers
 /// `interleave_moe_layer_step` marks) must be empty.
 fn dense_layers_only(root: &ConfigFields, layers: usize) -> candle_pe_core::Result<()> {
     let step: usize = root.get("interleave_moe_layer_step")?.unwrap_or(1);

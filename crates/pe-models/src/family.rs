@@ -87,9 +87,11 @@ pub struct Family {
     pub fused: bool,
     /// Layers without rotary (`no_rope_layers`) and their query scale (SmolLM3, Llama 4).
     pub nope_layers: bool,
-    /// Chunked attention's chunk default (`attention_chunk_size`, Llama 4: 8192), and dense
-    /// layers only (`moe_layers` must be empty).
+    /// Chunked attention's chunk default (`attention_chunk_size`, Llama 4: 8192).
     pub chunked: Option<usize>,
+    /// Dense layers only, of a family whose checkpoints may have mixture-of-experts layers:
+    /// `moe_layers` (or the layers `interleave_moe_layer_step` marks) must be empty (Llama 4).
+    pub dense_only: bool,
     /// The MLP's width field, and its default.
     pub intermediate: (&'static str, Option<usize>),
     /// The MLP's module name (`mlp`; Llama 4: `feed_forward`).
@@ -119,6 +121,7 @@ const LLAMA: Family = Family {
     fused: false,
     nope_layers: false,
     chunked: None,
+    dense_only: false,
     intermediate: ("intermediate_size", None),
     mlp_name: "mlp",
     refused: &[],
@@ -229,6 +232,7 @@ pub const FAMILIES: &[Family] = &[
         qk_l2_norm: Some("use_qk_norm"),
         nope_layers: true,
         chunked: Some(8192),
+        dense_only: true,
         intermediate: ("intermediate_size_mlp", Some(16384)),
         mlp_name: "feed_forward",
         ..LLAMA

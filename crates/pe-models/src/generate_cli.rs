@@ -28,7 +28,8 @@ use clap::{ArgGroup, Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::{
-    eos_token_ids, greedy, CachePolicy, ChatMessage, LlamaFamily, SinkPositions, TextTokenizer,
+    eos_token_ids, greedy, CachePolicy, ChatMessage, Generation, LlamaFamily, SinkPositions,
+    TextTokenizer,
 };
 
 /// Greedy generation with a Llama / Qwen2 / Qwen3 / Phi-3 / Mistral / Gemma 3 checkpoint.
@@ -229,53 +230,11 @@ pub fn run(args: &Args, default_model: &Path, out: &mut impl Write) -> Result<()
     let device = args.device.candle()?;
     let gguf = dir.is_file();
     if gguf && !crate::gguf::is_gguf(&dir) {
-        // A config.json or a safetensors file given for its folder.
-        let folder = match (dir.extension(), dir.parent()) {
-            (Some(ext), Some(parent)) if ext == "json" || ext == "safetensors" => {
-                format!(" (its folder, {}, may be the checkpoint)", parent.display())
-            }
-            _ => String::new(),
-        };
-        anyhow::bail!(
-            "--model {}: not a GGUF file; --model takes a checkpoint folder (with config.json \
-             and model.safetensors) or a GGUF file{folder}",
-            dir.display()
-        );
+        bail!(not_gguf(&dir));
     }
     let (prompt_ids, tokenizer) = prompt(args, &dir)?;
-    let mut model = if gguf {
-        LlamaFamily::from_gguf(&dir, args.dtype.candle(), &device)
-    } else {
-        LlamaFamily::from_dir(&dir, args.dtype.candle(), &device)
-    }
-    .with_context(|| format!("--model {}: cannot load the checkpoint", dir.display()))?;
-    let policy = args.cache_policy(model.config().rope.max_position_embeddings)?;
-    if let Some(policy) = policy {
-        if args.position_offset != 0 {
-            anyhow::bail!(
-                "--position-offset {}: with --sink or --keep the cache chooses the positions, from 0",
-                args.position_offset
-            )
-        }
-        model = model.with_cache_policy(policy)?;
-        eprintln!("cache: {policy:?}");
-    }
-    let eos = match &args.eos {
-        Some(ids) => ids.0.clone(),
-        None if gguf => crate::gguf_eos_token_ids(&dir).with_context(|| {
-            format!(
-                "--model {}: cannot read the end-of-sequence id (or give --eos)",
-                dir.display()
-            )
-        })?,
-        None => eos_token_ids(&dir).with_context(|| {
-            format!(
-                "--model {}: cannot read the end-of-sequence ids (or give --eos)",
-                dir.display()
-            )
-        })?,
-    };
-    let flag = args.input_flag();
+    let (mut model, policy) = load(args, &dir, gguf, &device)?;
+    let eos = eos(args, &dir, gguf)?;
     let cfg = model.config();
     eprintln!(
         "model: {} ({}, {} layers, vocab {}), {} on {:?}, prompt of {} tokens at positions from {}, end-of-sequence ids {:?}",
@@ -289,18 +248,99 @@ pub fn run(args: &Args, default_model: &Path, out: &mut impl Write) -> Result<()
         args.position_offset,
         eos,
     );
+    let generation = generate(args, &mut model, &prompt_ids, &eos)?;
+    let flag = args.input_flag();
+    write_ids(out, &generation, tokenizer.as_ref(), flag)?;
+    if policy.is_some() {
+        writeln!(
+            out,
+            "cache: {} tokens held of {} seen",
+            model.kv_len(),
+            model.cached_len()
+        )?;
+    }
+    write_speeds(out, &generation)
+}
+
+/// The error of a `--model` file that is not a GGUF file: a `config.json` or a safetensors file
+/// given for its folder names the folder.
+fn not_gguf(path: &Path) -> String {
+    let folder = match (path.extension(), path.parent()) {
+        (Some(ext), Some(parent)) if ext == "json" || ext == "safetensors" => {
+            format!(" (its folder, {}, may be the checkpoint)", parent.display())
+        }
+        _ => String::new(),
+    };
+    format!(
+        "--model {}: not a GGUF file; --model takes a checkpoint folder (with config.json and \
+         model.safetensors) or a GGUF file{folder}",
+        path.display()
+    )
+}
+
+/// The model at `dir` (a GGUF file when `gguf`, else a checkpoint folder) on `device`, with the
+/// cache policy the flags ask for.
+fn load(
+    args: &Args,
+    dir: &Path,
+    gguf: bool,
+    device: &Device,
+) -> Result<(LlamaFamily, Option<CachePolicy>)> {
+    let mut model = if gguf {
+        LlamaFamily::from_gguf(dir, args.dtype.candle(), device)
+    } else {
+        LlamaFamily::from_dir(dir, args.dtype.candle(), device)
+    }
+    .with_context(|| format!("--model {}: cannot load the checkpoint", dir.display()))?;
+    let policy = args.cache_policy(model.config().rope.max_position_embeddings)?;
+    if let Some(policy) = policy {
+        if args.position_offset != 0 {
+            bail!(
+                "--position-offset {}: with --sink or --keep the cache chooses the positions, from 0",
+                args.position_offset
+            )
+        }
+        model = model.with_cache_policy(policy)?;
+        eprintln!("cache: {policy:?}");
+    }
+    Ok((model, policy))
+}
+
+/// The end-of-sequence ids: `--eos`, else the GGUF file's or the checkpoint folder's.
+fn eos(args: &Args, dir: &Path, gguf: bool) -> Result<Vec<u32>> {
+    let (ids, what) = match &args.eos {
+        Some(ids) => return Ok(ids.0.clone()),
+        None if gguf => (crate::gguf_eos_token_ids(dir), "id"),
+        None => (eos_token_ids(dir), "ids"),
+    };
+    ids.with_context(|| {
+        format!(
+            "--model {}: cannot read the end-of-sequence {what} (or give --eos)",
+            dir.display()
+        )
+    })
+}
+
+/// Greedy generation from `prompt_ids` with a progress bar on stderr; errors name the flags.
+fn generate(
+    args: &Args,
+    model: &mut LlamaFamily,
+    prompt_ids: &[u32],
+    eos: &[u32],
+) -> Result<Generation> {
     if prompt_ids.is_empty() && args.max_new > 0 {
         eprintln!("empty prompt: no logits to continue from, nothing generated");
     }
     let bar = ProgressBar::new(args.max_new as u64).with_style(ProgressStyle::with_template(
         "{bar:40} {pos}/{len} tokens, {per_sec}, eta {eta}",
     )?);
+    let flag = args.input_flag();
     let generation = greedy(
-        &mut model,
-        &prompt_ids,
+        model,
+        prompt_ids,
         args.position_offset,
         args.max_new,
-        &eos,
+        eos,
         |_| bar.inc(1),
     )
     .map_err(|e| {
@@ -322,23 +362,30 @@ pub fn run(args: &Args, default_model: &Path, out: &mut impl Write) -> Result<()
             generation.ids.len()
         );
     }
+    Ok(generation)
+}
+
+/// Writes the new ids, and their text when the prompt was (`flag`, for the error).
+fn write_ids(
+    out: &mut impl Write,
+    generation: &Generation,
+    tokenizer: Option<&TextTokenizer>,
+    flag: &str,
+) -> Result<()> {
     let ids: Vec<String> = generation.ids.iter().map(u32::to_string).collect();
     writeln!(out, "ids: {}", ids.join(" "))?;
-    if let Some(tokenizer) = &tokenizer {
+    if let Some(tokenizer) = tokenizer {
         let text = tokenizer
             .decode(&generation.ids)
             .with_context(|| format!("cannot decode the new ids of {flag}"))?;
         // One line, as a JSON string: the text may hold newlines.
         writeln!(out, "text: {}", serde_json::Value::String(text))?;
     }
-    if policy.is_some() {
-        writeln!(
-            out,
-            "cache: {} tokens held of {} seen",
-            model.kv_len(),
-            model.cached_len()
-        )?;
-    }
+    Ok(())
+}
+
+/// Writes the prefill's and the decode's speed, when anything was generated.
+fn write_speeds(out: &mut impl Write, generation: &Generation) -> Result<()> {
     if generation.ids.is_empty() {
         return Ok(());
     }

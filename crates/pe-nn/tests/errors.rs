@@ -63,11 +63,11 @@ fn bad_ids() -> anyhow::Result<()> {
             );
             assert_error(
                 embed.forward_at(&ids, &Tensor::new(&[[0i64, -1]], &dev)?),
-                &["position id -1 is outside", "2147483647"],
+                &["position -1 is outside", "2147483647"],
             );
             assert_error(
                 embed.forward_at(&ids, &Tensor::new(&[[0.5f32, 1.0]], &dev)?),
-                &["position ids must be an integer tensor", "F32"],
+                &["positions must be an integer tensor", "F32"],
             );
         }
         let plain = block(&SinusoidalEmbeddingConfig::default(), backend);

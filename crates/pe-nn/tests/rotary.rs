@@ -382,15 +382,15 @@ fn errors_name_the_argument() -> anyhow::Result<()> {
     );
     expect(
         rotary.apply_at(&thd, &thd, &Tensor::new(&[0f32, 1., 2.], &dev)?),
-        &["position ids must be an integer tensor", "F32"],
+        &["positions must be an integer tensor", "F32"],
     );
     expect(
         rotary.apply_at(&thd, &thd, &Tensor::new(&[0i64, -1, 2], &dev)?),
-        &["position id -1 is outside", "2147483647"],
+        &["position -1 is outside", "2147483647"],
     );
     expect(
         rotary.apply_at(&thd, &thd, &Tensor::new(&[0i64, 1 << 31, 2], &dev)?),
-        &["position id 2147483648 is outside"],
+        &["position 2147483648 is outside"],
     );
     // pe-core's errors reach the caller as data, not as text.
     let err = rotary
@@ -400,7 +400,7 @@ fn errors_name_the_argument() -> anyhow::Result<()> {
         matches!(
             candle_pe_core::Error::from_candle(&err),
             Some(candle_pe_core::Error::PositionOutOfRange {
-                name: "position id",
+                name: "position",
                 value: 2147483648
             })
         ),

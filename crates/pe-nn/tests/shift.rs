@@ -469,7 +469,7 @@ fn errors_name_the_argument() -> anyhow::Result<()> {
         (
             case.rotary
                 .shift_at(&k, &ok, &Tensor::new(&[[0i64, 1, -2], [3, 4, 5]], &dev)?),
-            "position id -2",
+            "position -2",
         ),
         (
             case.rotary.shift_at(&k, &ok, &ok.to_dtype(DType::F32)?),

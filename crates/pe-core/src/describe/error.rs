@@ -85,7 +85,8 @@ pub enum Error {
         limit: f64,
     },
 
-    /// A position (offset + length, a position id, or a padding-aware position) outside `0 .. 2^31`.
+    /// A position (offset + length, one of a tensor of positions, or a padding-aware position)
+    /// outside `0 .. 2^31`.
     #[error("{name} {value} is outside the supported positions 0 ..= 2147483647 (2^31 - 1)")]
     PositionOutOfRange {
         /// What was out of range.
@@ -94,19 +95,20 @@ pub enum Error {
         value: i128,
     },
 
-    /// A multi-axis rotary id (which may be negative) outside `-(2^31 - 1) ..= 2^31 - 1`.
+    /// A multi-axis rotary position (which may be negative) outside
+    /// `-(2^31 - 1) ..= 2^31 - 1`.
     #[error(
-        "axis id {value} is outside the supported ids -2147483647 ..= 2147483647 (|id| < 2^31)"
+        "axis position {value} is outside the supported positions -2147483647 ..= 2147483647 (|position| < 2^31)"
     )]
-    IdOutOfRange {
-        /// The id.
+    AxisPositionOutOfRange {
+        /// The position.
         value: i128,
     },
 
-    /// Position ids or token ids of a dtype that is not an integer.
+    /// Positions or token ids of a dtype that is not an integer.
     #[error("{name} must be an integer tensor (u8, u32, i16, i32 or i64), got dtype {dtype:?}")]
     NotInteger {
-        /// The argument: `position ids` or `tokens`.
+        /// The argument: `positions` or `tokens`.
         name: &'static str,
         /// Its dtype.
         dtype: DType,

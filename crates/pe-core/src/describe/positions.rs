@@ -97,7 +97,7 @@ pub(crate) fn check_range(offset: usize, len: usize) -> Result<usize> {
 /// assert_eq!(cos.dims(), &[2, 2, 32]);
 ///
 /// let err = Positions::new(&Tensor::new(&[-1i64], &Device::Cpu)?).unwrap_err();
-/// assert_eq!(err.to_string(), "position id -1 is outside the supported positions 0 ..= 2147483647 (2^31 - 1)");
+/// assert_eq!(err.to_string(), "position -1 is outside the supported positions 0 ..= 2147483647 (2^31 - 1)");
 /// # Ok::<(), candle_pe_core::Error>(())
 /// ```
 #[derive(Clone, Debug)]
@@ -113,12 +113,12 @@ impl Positions {
     /// Checks `positions`: an integer tensor whose values are in `0 .. 2^31`
     /// ([`Error::NotInteger`], [`Error::PositionOutOfRange`] naming the first bound outside).
     pub fn new(positions: &Tensor) -> Result<Self> {
-        let checked = Self::read("position ids", positions)?;
+        let checked = Self::read("positions", positions)?;
         if let Some((min, max)) = checked.bounds {
             for value in [min, max] {
                 if value < 0 || value as u64 >= MAX_POSITION {
                     return Err(Error::PositionOutOfRange {
-                        name: "position id",
+                        name: "position",
                         value: value.into(),
                     });
                 }
@@ -128,13 +128,13 @@ impl Positions {
     }
 
     /// Checks `positions` that may be negative: an integer tensor whose values are within
-    /// `|p| < 2^31` ([`Error::NotInteger`], [`Error::IdOutOfRange`]).
+    /// `|p| < 2^31` ([`Error::NotInteger`], [`Error::AxisPositionOutOfRange`]).
     pub fn signed(positions: &Tensor) -> Result<Self> {
-        let checked = Self::read("position ids", positions)?;
+        let checked = Self::read("positions", positions)?;
         if let Some((min, max)) = checked.bounds {
             for value in [min, max] {
                 if value.unsigned_abs() >= MAX_POSITION {
-                    return Err(Error::IdOutOfRange {
+                    return Err(Error::AxisPositionOutOfRange {
                         value: value.into(),
                     });
                 }
@@ -245,13 +245,13 @@ impl Positions {
         })
     }
 
-    /// `|p|` of column `a` of the last dimension (a multi-axis id's axis), checked already: a
+    /// `|p|` of column `a` of the last dimension (a multi-axis position's axis), checked already: a
     /// contiguous i64 tensor shaped as the positions without their last dimension.
     pub(crate) fn magnitudes_of_column(&self, a: usize) -> Result<Self> {
         let column = self.tensor.narrow(D::Minus1, a, 1)?.squeeze(D::Minus1)?;
         let Some(host) = &self.host else {
             let magnitudes = column.to_dtype(DType::F64)?.abs()?.to_dtype(DType::I64)?;
-            return Self::read("position ids", &magnitudes);
+            return Self::read("positions", &magnitudes);
         };
         let axes = self.dims().last().copied().unwrap_or(1);
         let values: Arc<[i64]> = host.iter().skip(a).step_by(axes).map(|v| v.abs()).collect();
@@ -268,7 +268,7 @@ impl Positions {
     pub(crate) fn row(&self, axis: usize) -> Result<Self> {
         let tensor = self.tensor.get(axis)?;
         let Some(host) = &self.host else {
-            return Self::read("position ids", &tensor);
+            return Self::read("positions", &tensor);
         };
         let n = tensor.elem_count();
         let values: Arc<[i64]> = host[axis * n..(axis + 1) * n].into();
@@ -318,7 +318,7 @@ impl ToPositions for Positions {
     fn to_positions(&self) -> Result<Positions> {
         match self.min() {
             Some(min) if min < 0 => Err(Error::PositionOutOfRange {
-                name: "position id",
+                name: "position",
                 value: min.into(),
             }),
             _ => Ok(self.clone()),

@@ -111,7 +111,7 @@ impl Rope {
             .clone()
             .ok_or(Error::MissingParameter {
                 name: "mrope_section",
-                needed_by: "M-RoPE shift tables from (3, ...) position ids",
+                needed_by: "M-RoPE shift tables from (3, ...) positions",
             })?;
         let dims = from.dims();
         if !(dims.len() == 2 || dims.len() == 3) || dims[0] != 3 {

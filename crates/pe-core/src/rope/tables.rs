@@ -286,15 +286,14 @@ impl Rope {
             .as_ref()
             .ok_or(Error::MissingParameter {
                 name: "mrope_section",
-                needed_by: "M-RoPE tables from (3, ...) position ids",
+                needed_by: "M-RoPE tables from (3, ...) positions",
             })?;
         let dims = positions.dims();
         if !(dims.len() == 2 || dims.len() == 3) || dims[0] != 3 {
-            return Err(Error::Config {
-                field: "position_ids".into(),
-                message: format!(
-                    "M-RoPE position ids must be shaped (3, seq) or (3, batch, seq), got {dims:?}"
-                ),
+            return Err(Error::ShapeMismatch {
+                name: "positions",
+                expected: "(3, seq) or (3, batch, seq) (M-RoPE)".into(),
+                shape: dims.to_vec(),
             });
         }
         let ids = positions.to_positions()?;
