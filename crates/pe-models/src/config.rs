@@ -82,21 +82,9 @@ pub enum LayerType {
 }
 
 impl ModelType {
-    /// The `model_type` string of `config.json`.
+    /// The `model_type` string of `config.json`: the first name of its family's row.
     pub fn name(self) -> &'static str {
-        match self {
-            ModelType::Llama => "llama",
-            ModelType::Qwen2 => "qwen2",
-            ModelType::Phi3 => "phi3",
-            ModelType::Mistral => "mistral",
-            ModelType::Qwen3 => "qwen3",
-            ModelType::Gemma3 => "gemma3_text",
-            ModelType::Qwen2Vl => "qwen2_vl",
-            ModelType::Qwen3Vl => "qwen3_vl",
-            ModelType::SmolLM3 => "smollm3",
-            ModelType::Ministral3 => "ministral3",
-            ModelType::Llama4 => "llama4_text",
-        }
+        Family::of(self).hf_names[0]
     }
 }
 
