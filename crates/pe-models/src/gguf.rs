@@ -229,15 +229,37 @@ fn read_heads(meta: &GgufMeta, arch: &str) -> Result<(usize, usize)> {
     Ok((heads, kv_heads))
 }
 
-fn config(content: &Content, rope: &GgufRope) -> Result<LlamaConfig> {
-    let arch = rope.architecture.as_str();
-    let Some(family) = Family::by_gguf_architecture(arch) else {
-        bail!(
+/// The family row of the file's architecture.
+fn family_of(arch: &str) -> Result<&'static Family> {
+    Family::by_gguf_architecture(arch).with_context(|| {
+        format!(
             "key general.architecture: the reference decoder reads {} files (Mistral converts \
              as llama), got {arch:?}",
             Family::gguf_list()
         )
-    };
+    })
+}
+
+/// The attention window: llama.cpp's converter writes 0 for a model without one (Phi-3's
+/// `"sliding_window": null`), and llama.cpp reads 0 as none, not a window of 0 tokens.
+fn sliding_window(meta: &GgufMeta, arch: &str) -> Result<Option<usize>> {
+    let key = format!("{arch}.attention.sliding_window");
+    Ok(meta.count(&key)?.filter(|&w| w > 0))
+}
+
+/// llama.cpp's attention scale for the families with Gemma's `query_pre_attn_scalar`:
+/// `1/sqrt(embedding_length / head_count)` for Gemma 3 27B (62 layers), `1/sqrt(head_dim)` else.
+fn gemma_attention_scalar(layers: usize, hidden_size: usize, heads: usize, head_dim: usize) -> f64 {
+    if layers == 62 {
+        (hidden_size / heads) as f64
+    } else {
+        head_dim as f64
+    }
+}
+
+fn config(content: &Content, rope: &GgufRope) -> Result<LlamaConfig> {
+    let arch = rope.architecture.as_str();
+    let family = family_of(arch)?;
     let meta = GgufMeta::new(content);
     let key = |k: &str| format!("{arch}.{k}");
     let required = |k: &str| -> Result<usize> {
@@ -255,19 +277,13 @@ fn config(content: &Content, rope: &GgufRope) -> Result<LlamaConfig> {
     let eps = meta
         .f64(&key("attention.layer_norm_rms_epsilon"))?
         .unwrap_or(1e-5);
-    // llama.cpp's converter writes 0 for a model without a window (Phi-3's
-    // `"sliding_window": null`), and llama.cpp reads 0 as none: not a window of 0 tokens.
-    let sliding_window = meta
-        .count(&key("attention.sliding_window"))?
-        .filter(|&w| w > 0);
+    let sliding_window = sliding_window(&meta, arch)?;
     let rotary = RotaryLayers::read(&rope.configs, layers, sliding_window, None)
         .map_err(|(_, message)| anyhow::anyhow!("key {}: {message}", key("rope.freq_base_swa")))?;
     let head_dim = rotary.rope.head_dim;
-    // llama.cpp's attention scale for the families with Gemma's query_pre_attn_scalar:
-    // 1/sqrt(embedding_length / head_count) for Gemma 3 27B (62 layers), 1/sqrt(head) else.
     let query_pre_attn_scalar = match family.query_pre_attn_scalar {
-        Some(_) if layers == 62 => (hidden_size / heads) as f64,
-        _ => head_dim as f64,
+        Some(_) => gemma_attention_scalar(layers, hidden_size, heads, head_dim),
+        None => head_dim as f64,
     };
     let has = |t: &str| content.tensor_infos.contains_key(t);
     let (_, act) = family.activation;
