@@ -14,6 +14,7 @@ use crate::kv_buffer::KvBuffer;
 use crate::layers::{checkpoint, masked_softmax, rms_norm, tensor, SideBySide};
 use crate::proj::{proj, Proj, QWeights};
 use crate::stream::Stream;
+use streaming::UnrotatedKeys;
 
 mod streaming;
 
@@ -42,15 +43,9 @@ struct Attention {
     /// What the scores are multiplied by: `1 / sqrt(head_dim)`, or Gemma's
     /// `1 / sqrt(query_pre_attn_scalar)`.
     scale: f64,
-    /// Whether a [`CachePolicy`](crate::CachePolicy) bounds the cache (`llama/streaming.rs`):
-    /// the sliding window then drops no keys, and the keys before rotation are kept.
-    policy: bool,
-    /// With a cache policy: the cached keys before rotation, `(batch, kv_heads, len,
-    /// head_dim)`, from which kept keys are rotated again at their new positions.
-    unrotated: KvBuffer,
-    /// With a cache policy: the keys before rotation and the values of the last step's new
-    /// tokens, as first computed.
-    fresh: Option<(Tensor, Tensor)>,
+    /// With a [`CachePolicy`](crate::CachePolicy) (`llama/streaming.rs`): the keys before
+    /// rotation, which the policy rotates again when it moves them.
+    unrotated: Option<UnrotatedKeys>,
 }
 
 impl Attention {
@@ -103,9 +98,7 @@ impl Attention {
             chunk,
             l2_norm,
             scale: 1.0 / cfg.query_pre_attn_scalar.sqrt(),
-            policy: false,
-            unrotated: KvBuffer::new(2),
-            fresh: None,
+            unrotated: None,
         })
     }
 
@@ -141,10 +134,8 @@ impl Attention {
         // Partial rotary returns a concatenated view: matmul wants contiguous rows. The new keys
         // are transposed once here, so a decode step does not transpose the whole cache.
         let (q, kt) = (q.contiguous()?, k.t()?.contiguous()?);
-        if self.policy {
-            // The policy rotates the keys it moves again, from these.
-            self.fresh = Some((unrotated.clone(), v.clone()));
-            self.unrotated.append(&unrotated)?;
+        if let Some(kept) = &mut self.unrotated {
+            kept.record(&unrotated, &v)?;
         }
         self.keys.append(&kt)?;
         self.values.append(&v)?;
@@ -157,7 +148,7 @@ impl Attention {
             true => (kt, v),
             false => (kt.contiguous()?, v.contiguous()?),
         };
-        if let (false, Some(w)) = (self.policy, self.window) {
+        if let Some(w) = self.window {
             // No later query sees further back.
             self.keys.keep_last(w);
             self.values.keep_last(w);
@@ -456,8 +447,9 @@ impl LlamaFamily {
         for layer in &mut self.layers {
             layer.attn.keys.clear();
             layer.attn.values.clear();
-            layer.attn.unrotated.clear();
-            layer.attn.fresh = None;
+            if let Some(kept) = &mut layer.attn.unrotated {
+                kept.clear();
+            }
         }
         self.cached = 0;
         if let Some(stream) = &mut self.stream {

@@ -8,7 +8,41 @@ use candle_core::{DType, Module, Tensor};
 use candle_pe_nn::Positions;
 
 use super::{Attention, LlamaFamily};
+use crate::kv_buffer::KvBuffer;
 use crate::stream::{CachePolicy, Stream, Surgery};
+
+/// A layer's keys before rotation, kept for a policy that moves keys: the cached ones, from
+/// which a kept key is rotated again at its new position, and the last step's.
+#[derive(Clone, Debug)]
+pub(super) struct UnrotatedKeys {
+    /// The cached keys before rotation, `(batch, kv_heads, len, head_dim)`.
+    keys: KvBuffer,
+    /// The keys before rotation and the values of the last step's new tokens, as computed.
+    fresh: Option<(Tensor, Tensor)>,
+}
+
+impl Default for UnrotatedKeys {
+    fn default() -> Self {
+        Self {
+            keys: KvBuffer::new(2),
+            fresh: None,
+        }
+    }
+}
+
+impl UnrotatedKeys {
+    /// Keeps a step's keys before rotation and its values.
+    pub(super) fn record(&mut self, keys: &Tensor, values: &Tensor) -> Result<()> {
+        self.fresh = Some((keys.clone(), values.clone()));
+        self.keys.append(keys)
+    }
+
+    /// Forgets every key (a new sequence).
+    pub(super) fn clear(&mut self) {
+        self.keys.clear();
+        self.fresh = None;
+    }
+}
 
 impl LlamaFamily {
     /// The same model bounding its KV cache by `policy` (see [`CachePolicy`]): generation then
@@ -29,7 +63,9 @@ impl LlamaFamily {
         }
         self.stream = Some(Stream::new(policy));
         for layer in &mut self.layers {
-            layer.attn.policy = true;
+            // The policy chooses what the cache drops: no window trims it.
+            layer.attn.window = None;
+            layer.attn.unrotated = Some(UnrotatedKeys::default());
         }
         self.clear_cache();
         Ok(self)
@@ -60,7 +96,13 @@ impl LlamaFamily {
     /// last [`forward_stream`](Self::forward_stream), as they were computed, `(batch, kv_heads,
     /// seq, head_dim)` each.
     pub fn fresh_kv(&self, layer: usize) -> Option<(Tensor, Tensor)> {
-        self.layers.get(layer)?.attn.fresh.clone()
+        self.layers
+            .get(layer)?
+            .attn
+            .unrotated
+            .as_ref()?
+            .fresh
+            .clone()
     }
 
     /// The logits `(batch, seq, vocab)` of `input_ids` `(batch, seq)` appended to a cache bounded
@@ -199,7 +241,10 @@ impl Attention {
     /// moved)`), as the new keys are rotated: one rounding from the exact rotation at the new
     /// position, however often a token moves.
     fn operate(&mut self, surgery: &Surgery, moved: &Positions) -> Result<()> {
-        let len = self.unrotated.len();
+        let Some(unrotated) = &mut self.unrotated else {
+            return Ok(());
+        };
+        let len = unrotated.keys.len();
         if len == 0 {
             return Ok(());
         }
@@ -207,10 +252,10 @@ impl Attention {
         if !drop.is_empty() && drop.end <= len {
             self.keys.remove(drop.clone())?;
             self.values.remove(drop.clone())?;
-            self.unrotated.remove(drop.clone())?;
+            unrotated.keys.remove(drop.clone())?;
         }
         let m = surgery.moved.len();
-        if let (true, Some(unrotated)) = (m > 0, self.unrotated.get()?) {
+        if let (true, Some(unrotated)) = (m > 0, unrotated.keys.get()?) {
             let keys = unrotated.narrow(2, surgery.moved.start, m)?.contiguous()?;
             let turned = match (self.rotary.rotary(), moved.dims().len()) {
                 (Some(rotary), 3) => rotary.apply_k_mrope(&keys, moved)?,
