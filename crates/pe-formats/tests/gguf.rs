@@ -2,15 +2,13 @@
 //! (`from_hf_config`): the files are written by llama.cpp's own writer the way its converter
 //! writes them (`scripts/fixtures/gguf_files.py`), and hand-built files hold every layout and quirk.
 
-use std::io::Cursor;
-
-use candle_core::quantized::gguf_file::{self, Content, Value};
-use candle_core::quantized::QTensor;
-use candle_core::{DType, Device, Tensor};
+use candle_core::quantized::gguf_file::{Content, Value};
+use candle_core::{DType, Device};
 use candle_pe_core::{Error, Llama3, QueryScale, Rope, RopeConfig, RopeType};
-use candle_pe_formats::FromGguf;
-use candle_pe_formats::FromHfConfig;
-use candle_pe_formats::{FreqFactors, GgufRope, PairLayout, RopeConfigs};
+use candle_pe_formats::{FreqFactors, FromGguf, FromHfConfig, GgufRope, PairLayout, RopeConfigs};
+
+mod common;
+use common::{file, head, read};
 
 fn gguf_fixture(name: &str) -> anyhow::Result<(Content, std::fs::File)> {
     let path = pe_testkit::fixture("gguf").join(format!("{name}.gguf"));
@@ -192,58 +190,6 @@ fn longrope_agrees_within_the_error_of_its_f32_factors() -> anyhow::Result<()> {
 }
 
 // ---- hand-built files ----
-
-/// A GGUF in memory with these keys (the architecture first) and f32 tensors.
-fn file(
-    arch: &str,
-    keys: &[(&str, Value)],
-    tensors: &[(&str, Vec<f32>)],
-) -> (Content, Cursor<Vec<u8>>) {
-    let mut metadata: Vec<(String, Value)> =
-        vec![("general.architecture".into(), Value::String(arch.into()))];
-    for (k, v) in keys {
-        let key = if k.starts_with("general.") {
-            k.to_string()
-        } else {
-            format!("{arch}.{k}")
-        };
-        metadata.push((key, v.clone()));
-    }
-    let qtensors: Vec<(String, QTensor)> = tensors
-        .iter()
-        .map(|(name, v)| {
-            let t = Tensor::new(v.as_slice(), &Device::Cpu).unwrap();
-            (
-                name.to_string(),
-                QTensor::quantize(&t, candle_core::quantized::GgmlDType::F32).unwrap(),
-            )
-        })
-        .collect();
-    let mut bytes = Cursor::new(Vec::new());
-    let meta_refs: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    let tensor_refs: Vec<(&str, &QTensor)> =
-        qtensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    gguf_file::write(&mut bytes, &meta_refs, &tensor_refs).unwrap();
-    bytes.set_position(0);
-    let content = Content::read(&mut bytes).unwrap();
-    (content, bytes)
-}
-
-fn read(
-    arch: &str,
-    keys: &[(&str, Value)],
-    tensors: &[(&str, Vec<f32>)],
-) -> candle_pe_core::Result<GgufRope> {
-    let (content, mut reader) = file(arch, keys, tensors);
-    GgufRope::from_gguf(&content, &mut reader)
-}
-
-fn head(embedding: u32, heads: u32) -> Vec<(&'static str, Value)> {
-    vec![
-        ("embedding_length", Value::U32(embedding)),
-        ("attention.head_count", Value::U32(heads)),
-    ]
-}
 
 #[test]
 fn each_architecture_has_llama_cpps_layout() {

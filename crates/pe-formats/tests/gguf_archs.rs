@@ -5,9 +5,11 @@
 
 use candle_core::quantized::gguf_file::{Content, Value};
 use candle_pe_core::{Error, QueryScale, RopeConfig, RopeType};
-use candle_pe_formats::FromGguf;
-use candle_pe_formats::{FreqFactors, GgufRope, PairLayout};
+use candle_pe_formats::{FreqFactors, FromGguf, GgufRope, PairLayout};
 use serde_json::Value as Json;
+
+mod common;
+use common::head;
 
 const CASES: [&str; 7] = [
     "qwen35",
@@ -166,24 +168,9 @@ fn gemma4_rope_freqs_are_proportional_on_full_layers() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The rope of a file of `keys` without tensors.
 fn read(arch: &str, keys: &[(&str, Value)]) -> candle_pe_core::Result<GgufRope> {
-    use candle_core::quantized::gguf_file;
-    let mut metadata: Vec<(String, Value)> =
-        vec![("general.architecture".into(), Value::String(arch.into()))];
-    metadata.extend(keys.iter().map(|(k, v)| (format!("{arch}.{k}"), v.clone())));
-    let refs: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    let mut bytes = std::io::Cursor::new(Vec::new());
-    gguf_file::write(&mut bytes, &refs, &[]).unwrap();
-    bytes.set_position(0);
-    let content = Content::read(&mut bytes).unwrap();
-    GgufRope::from_gguf(&content, &mut bytes)
-}
-
-fn head(embedding: u32, heads: u32) -> Vec<(&'static str, Value)> {
-    vec![
-        ("embedding_length", Value::U32(embedding)),
-        ("attention.head_count", Value::U32(heads)),
-    ]
+    common::read(arch, keys, &[])
 }
 
 /// `rope.scaling.alpha` multiplies the base by `alpha^(d/(d-2))`, `d` the head, where llama.cpp's
