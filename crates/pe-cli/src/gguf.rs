@@ -11,10 +11,9 @@ use std::path::Path;
 
 use anyhow::{Context as _, Result};
 use candle_core::quantized::gguf_file::Content;
-use candle_pe_formats::GgufRope;
+use candle_pe_formats::{FromGguf, GgufRope};
 
 use candle_pe_cli::Flags;
-use candle_pe_formats::FromGguf;
 
 /// The rope of the GGUF file at `path`, given by `flag` (`--gguf`, or `pe inspect`'s file).
 pub fn read(path: &Path, flag: &str) -> Result<GgufRope> {

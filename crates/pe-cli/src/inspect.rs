@@ -23,8 +23,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
 use candle_pe_core::{Rope, RopeConfig, RopeType};
-use candle_pe_formats::FromHfConfig;
-use candle_pe_formats::{HfTextConfig, PairLayout, RopeConfigs, ValueSource};
+use candle_pe_formats::{FromHfConfig, HfTextConfig, PairLayout, RopeConfigs, ValueSource};
 use clap::Args;
 use serde_json::Value;
 

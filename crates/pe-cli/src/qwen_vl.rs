@@ -14,10 +14,9 @@ use std::str::FromStr;
 use anyhow::{bail, Context as _, Result};
 use candle_core::{DType, Device};
 use candle_pe_core::{Error, Rope};
-use candle_pe_formats::QwenVlConfig;
+use candle_pe_formats::{FromHfConfig, QwenVlConfig};
 
 use crate::rope::RopeArgs;
-use candle_pe_formats::FromHfConfig;
 
 /// Patch grids `T,H,W;T,H,W;..`.
 #[derive(Clone, Debug, PartialEq, Eq)]

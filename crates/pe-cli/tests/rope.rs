@@ -10,8 +10,7 @@ use candle_pe_core::{
     Dynamic, LinearScaling, Llama3, Longrope, LongropePolicy, Proportional, Rope, RopeConfig,
     RopeType, Yarn,
 };
-use candle_pe_formats::FromHfConfig;
-use candle_pe_formats::RopeConfigs;
+use candle_pe_formats::{FromHfConfig, RopeConfigs};
 use common::{assert_no_files, assert_same, files_in, pe, pe_err, pe_ok, s};
 
 /// The JSON header of the safetensors file `path`.

@@ -93,8 +93,7 @@ impl FromHfConfig for RopeConfig {
 ///
 /// ```
 /// use candle_pe_core::RopeType;
-/// use candle_pe_formats::RopeConfigs;
-/// use candle_pe_formats::FromHfConfig;
+/// use candle_pe_formats::{FromHfConfig, RopeConfigs};
 ///
 /// let gemma3: serde_json::Value = serde_json::from_str(r#"{"head_dim": 256,
 ///   "num_hidden_layers": 12, "sliding_window_pattern": 6, "rope_theta": 1000000.0,
@@ -177,8 +176,7 @@ impl RopeConfigs {
     /// (a field that is `null` is absent, and not listed).
     ///
     /// ```
-    /// use candle_pe_formats::RopeConfigs;
-    /// use candle_pe_formats::FromHfConfig;
+    /// use candle_pe_formats::{FromHfConfig, RopeConfigs};
     ///
     /// let json = serde_json::json!({"head_dim": 64, "max_position_embeddings": 32768,
     ///     "rope_scaling": {"rope_type": "yarn", "factor": 8.0, "beta_fastt": 64,
@@ -255,8 +253,7 @@ impl RopeConfigs {
     /// layer type).
     ///
     /// ```
-    /// use candle_pe_formats::RopeConfigs;
-    /// use candle_pe_formats::FromHfConfig;
+    /// use candle_pe_formats::{FromHfConfig, RopeConfigs};
     ///
     /// let smollm3 = serde_json::json!({"model_type": "smollm3", "head_dim": 128,
     ///     "num_hidden_layers": 8, "rope_theta": 2e6});

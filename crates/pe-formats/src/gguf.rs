@@ -69,8 +69,7 @@
 //! use std::collections::HashMap;
 //! use candle_core::quantized::gguf_file::{Content, Value, VersionedMagic};
 //! use candle_pe_core::RopeConfig;
-//! use candle_pe_formats::{GgufRope, PairLayout};
-//! use candle_pe_formats::FromGguf;
+//! use candle_pe_formats::{FromGguf, GgufRope, PairLayout};
 //!
 //! let mut metadata = HashMap::new();
 //! metadata.insert("general.architecture".into(), Value::String("qwen2".into()));

@@ -17,8 +17,7 @@
 //!
 //! ```
 //! use candle_core::{Device, Tensor};
-//! use candle_pe_formats::QwenVlConfig;
-//! use candle_pe_formats::FromHfConfig;
+//! use candle_pe_formats::{FromHfConfig, QwenVlConfig};
 //!
 //! let json = serde_json::json!({"model_type": "qwen2_vl", "image_token_id": 151655,
 //!     "video_token_id": 151656, "vision_config": {"spatial_merge_size": 2}});

@@ -9,8 +9,7 @@
 
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::{QueryScale, Rope, RopeConfig, MAX_POSITION};
-use candle_pe_formats::FromHfConfig;
-use candle_pe_formats::RopeConfigs;
+use candle_pe_formats::{FromHfConfig, RopeConfigs};
 use pe_testkit::{to_f64, Big};
 use rand::{Rng, SeedableRng};
 

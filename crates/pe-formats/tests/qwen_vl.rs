@@ -6,8 +6,7 @@ use std::collections::HashMap;
 
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::Error;
-use candle_pe_formats::FromHfConfig;
-use candle_pe_formats::{QwenVlConfig, QwenVlVersion};
+use candle_pe_formats::{FromHfConfig, QwenVlConfig, QwenVlVersion};
 
 const IMAGE: i64 = 151655;
 const VIDEO: i64 = 151656;

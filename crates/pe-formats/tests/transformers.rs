@@ -11,8 +11,7 @@ use std::collections::HashMap;
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::{Dynamic, LongropePolicy};
 use candle_pe_core::{Rope, RopeConfig, RopeType};
-use candle_pe_formats::FromHfConfig;
-use candle_pe_formats::RopeConfigs;
+use candle_pe_formats::{FromHfConfig, RopeConfigs};
 
 /// A fixture: its JSON description and its tensors.
 struct Fixture {

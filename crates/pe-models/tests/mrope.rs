@@ -16,8 +16,7 @@
 
 use anyhow::Result;
 use candle_core::{DType, Device, IndexOp, Tensor};
-use candle_pe_formats::FromHfConfig;
-use candle_pe_formats::QwenVlConfig;
+use candle_pe_formats::{FromHfConfig, QwenVlConfig};
 use pe_models::LlamaFamily;
 
 const TOL: f64 = 1e-4;

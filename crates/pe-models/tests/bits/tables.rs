@@ -18,8 +18,7 @@ use candle_pe_formats::{GgufRope, RopeConfigs};
 use serde_json::Value;
 
 use crate::inputs::{dt, ids, Cases, BACKENDS, DTYPES};
-use candle_pe_formats::FromGguf;
-use candle_pe_formats::FromHfConfig;
+use candle_pe_formats::{FromGguf, FromHfConfig};
 
 /// The rows asked of every range.
 const ROWS: usize = 16;
