@@ -33,7 +33,7 @@ use anyhow::{bail, Context as _, Result};
 use candle_core::{DType, Tensor};
 use candle_pe_core::Positions;
 use candle_pe_core::{LongropePolicy, QueryScale, Rope, RopeConfig, RopeType, DEFAULT_ROPE_THETA};
-use candle_pe_formats::{PairLayout, RopeConfigs};
+use candle_pe_core::{PairLayout, RopeConfigs};
 use clap::Args;
 
 use crate::device::{DeviceArg, DtypeArg};
@@ -216,7 +216,7 @@ impl RopeArgs {
         let json: serde_json::Value = serde_json::from_str(&text)
             .with_context(|| format!("--config {}: not JSON", path.display()))?;
         let in_config =
-            |e: candle_pe_core::Error| anyhow::anyhow!("--config {}: {e}", path.display());
+            |e: candle_pe_formats::Error| anyhow::anyhow!("--config {}: {e}", path.display());
         let configs = RopeConfigs::from_hf_config(&json).map_err(in_config)?;
         if self.layer_type.is_some() || self.layer.is_some() {
             return self.pick(&configs);

@@ -8,9 +8,9 @@ use std::path::Path;
 use candle_core::{DType, Device};
 use candle_pe_core::{
     Dynamic, LinearScaling, Llama3, Longrope, LongropePolicy, Proportional, Rope, RopeConfig,
-    RopeType, Yarn,
+    RopeConfigs, RopeType, Yarn,
 };
-use candle_pe_formats::{FromHfConfig, RopeConfigs};
+use candle_pe_formats::FromHfConfig;
 use common::{assert_no_files, assert_same, files_in, pe, pe_err, pe_ok, s};
 
 /// The JSON header of the safetensors file `path`.

@@ -5,7 +5,9 @@
 
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::{Dynamic, LinearScaling, Llama3, Longrope, NtkAlpha, Proportional, Yarn};
-use candle_pe_core::{Rope, RopeCache, RopeConfig, RopeType, TableBackend, MAX_POSITION};
+use candle_pe_core::{
+    MropeSlots, Rope, RopeCache, RopeConfig, RopeType, TableBackend, MAX_POSITION,
+};
 use pe_testkit::{backend_tests, random_rope_config, to_f64, tolerance, Big, BigFloat};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -225,7 +227,11 @@ fn mrope_matches_oracle(dev: &Device, backend: TableBackend) -> anyhow::Result<(
             vec![a, b, h - a - b]
         };
         c.mrope_section = Some(section.clone());
-        c.mrope_interleaved = interleaved;
+        c.mrope_slots = if interleaved {
+            MropeSlots::Alternating
+        } else {
+            MropeSlots::Sections
+        };
         let rope = Rope::new(c.clone())?.with_backend(backend);
         let (batch, seq) = (rng.random_range(1..=2), rng.random_range(1..=6));
         let ids: Vec<u32> = (0..3 * batch * seq)

@@ -10,8 +10,8 @@ use std::collections::HashMap;
 
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::{Dynamic, LongropePolicy};
-use candle_pe_core::{Rope, RopeConfig, RopeType};
-use candle_pe_formats::{FromHfConfig, RopeConfigs};
+use candle_pe_core::{Rope, RopeConfig, RopeConfigs, RopeType};
+use candle_pe_formats::FromHfConfig;
 
 /// A fixture: its JSON description and its tensors.
 struct Fixture {
@@ -102,7 +102,7 @@ fn check_call(rope: &Rope, c: &Call, freq_len: usize) -> anyhow::Result<Worst> {
     let position = |r: usize, i: usize| -> i64 {
         match &section {
             None => rows[0][r],
-            Some(s) => rows[mrope_axis(s, rope.config().mrope_interleaved, i)][r],
+            Some(s) => rows[mrope_axis(s, rope.config().mrope_slots.is_alternating(), i)][r],
         }
     };
     let width = c.call["cos_shape"][2].as_u64().unwrap() as usize;
@@ -220,10 +220,10 @@ fn deepseek_v3() -> anyhow::Result<()> {
     assert_eq!((c.head_dim, c.rotary_dim()), (64, 64), "qk_rope_head_dim");
     // transformers' DeepseekV3Config defaults rope_interleave to true; the config.json omits it.
     assert_eq!(
-        c.rope_interleave,
+        c.pair_layout.is_interleaved(),
         fx.json["rope_interleave"].as_bool().unwrap()
     );
-    assert!(c.rope_interleave);
+    assert!(c.pair_layout.is_interleaved());
     // The attention's softmax scale, qk_head_dim^-0.5 * mscale(40, 1)^2, as transformers' f64
     // Python computes it: a product of three f64 roundings, so within 4 f64 ulps.
     let qk_head_dim = fx.json["qk_head_dim"].as_f64().unwrap();
@@ -501,7 +501,7 @@ fn mrope(name: &str, interleaved: bool) -> anyhow::Result<()> {
     matches_transformers(name)?;
     let fx = fixture(name)?;
     let config = RopeConfig::from_hf_config(&fx.json["config_input"])?;
-    assert_eq!(config.mrope_interleaved, interleaved);
+    assert_eq!(config.mrope_slots.is_alternating(), interleaved);
     let rope = Rope::new(config)?;
     let text = fx.json["calls"]
         .as_array()

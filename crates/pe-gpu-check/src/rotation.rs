@@ -10,7 +10,7 @@ use anyhow::Result;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{Embedding, Module};
 use candle_pe_core::{video_patch_positions, Preset, RopeConfig};
-use candle_pe_formats::RopeConfigs;
+use candle_pe_core::{PairLayout, RopeConfigs};
 use candle_pe_nn::{
     AxesRotaryEmbedding, EmbeddingScale, PositionMode, RotaryEmbedding, SinusoidalEmbedding,
     SinusoidalEmbeddingConfig,
@@ -144,9 +144,13 @@ fn plain(
     config: RopeConfig,
     pairs: bool,
 ) -> Result<()> {
-    let cpu = RotaryEmbedding::new(config.clone())?.with_interleaved(pairs);
+    let layout = match pairs {
+        true => PairLayout::Interleaved,
+        false => PairLayout::Halves,
+    };
+    let cpu = RotaryEmbedding::new(config.clone())?.with_pair_layout(layout);
     let dev = RotaryEmbedding::new(config)?
-        .with_interleaved(pairs)
+        .with_pair_layout(layout)
         .with_backend(target.backend);
     let d = cpu.rope().config().head_dim;
     let (seq, b) = if target.full { (64, 2) } else { (8, 2) };

@@ -28,7 +28,8 @@ use candle_core::quantized::gguf_file::Content;
 use candle_core::quantized::GgmlDType;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_pe_formats::{GgufMeta, GgufRope, PairLayout};
+use candle_pe_core::PairLayout;
+use candle_pe_formats::{GgufMeta, GgufRope};
 
 use crate::config::{activation, LlamaConfig, RotaryLayers};
 use crate::family::Family;
@@ -67,10 +68,13 @@ fn load(path: &Path, dtype: DType, device: &Device, quantized: bool) -> Result<L
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let mut config = config(&content, &rope).with_context(in_file)?;
     // In the file's layout, adjacent pairs rotate together; un-permuted, halves do.
-    let interleave = quantized && rope.layout.is_interleaved();
-    config.rope.rope_interleave = interleave;
+    let layout = match quantized {
+        true => rope.layout,
+        false => PairLayout::Halves,
+    };
+    config.rope.pair_layout = layout;
     if let Some(sliding) = &mut config.sliding_rope {
-        sliding.rope_interleave = interleave;
+        sliding.pair_layout = layout;
     }
     let mut dense = HashMap::new();
     let mut kept = QWeights::new();

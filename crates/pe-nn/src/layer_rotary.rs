@@ -5,23 +5,23 @@
 //!
 //! ```
 //! use candle_core::{Device, Tensor};
-//! use candle_pe_nn::{layer_rotaries, RopeConfigs};
-//! use candle_pe_formats::FromHfConfig;
+//! use candle_pe_nn::{layer_rotaries, RopeConfig, RopeConfigs};
 //!
-//! let smollm3 = serde_json::json!({"model_type": "smollm3", "head_dim": 64,
-//!     "num_hidden_layers": 4, "rope_theta": 2e6});
-//! let layers = layer_rotaries(&RopeConfigs::from_hf_config(&smollm3)?)?;
+//! // SmolLM3's layers, built in code: one rope, every fourth layer without (NoPE). A
+//! // `config.json` gives the same with candle-pe-formats' `RopeConfigs::from_hf_config`.
+//! let configs = RopeConfigs::new(RopeConfig::new(64, 2e6))
+//!     .with_nope_layers(vec![false, false, false, true]);
+//! let layers = layer_rotaries(&configs)?;
 //! assert!(layers[3].rotary().is_none()); // every 4th layer is NoPE
 //! let q = Tensor::randn(0f32, 1.0, (1, 4, 3, 64), &Device::Cpu)?;
 //! let (q3, _) = layers[3].apply(&q, &q, 100)?;
 //! let same = q3.eq(&q)?.min_all()?.to_scalar::<u8>()?;
 //! assert_eq!(same, 1); // unchanged
-//! # Ok::<(), anyhow::Error>(())
+//! # Ok::<(), candle_core::Error>(())
 //! ```
 
 use candle_core::{bail, DType, Result, Tensor};
-use candle_pe_core::{QueryScale, ToPositions};
-use candle_pe_formats::RopeConfigs;
+use candle_pe_core::{QueryScale, RopeConfigs, ToPositions};
 
 use crate::RotaryEmbedding;
 

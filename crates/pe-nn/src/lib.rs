@@ -46,11 +46,10 @@ pub use grid::GridEmbedding;
 pub use layer_rotary::{layer_rotaries, LayerRotary};
 pub use rotary::RotaryEmbedding;
 
-// The pe-core and pe-formats items this crate's public API takes or returns, so that a user of
+// The pe-core items this crate's public API takes or returns, so that a user of
 // the blocks needs no second dependency to name them.
 pub use candle_pe_core::{
     cogvideox_coordinates, patch_positions, video_patch_positions, Alibi, AxesRope, ColumnLayout,
-    Frequencies, OddWidth, PeCache, PeSpec, Positions, Preset, QueryScale, Rope, RopeCache,
-    RopeConfig, RopeType, SincosGrid, TableBackend, ToPositions,
+    Frequencies, OddWidth, PairLayout, PeCache, PeSpec, Positions, Preset, QueryScale, Rope,
+    RopeCache, RopeConfig, RopeConfigs, RopeType, SincosGrid, TableBackend, ToPositions,
 };
-pub use candle_pe_formats::{FromHfConfig, RopeConfigs};

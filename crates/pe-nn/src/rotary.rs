@@ -35,7 +35,9 @@ use std::sync::{Arc, Mutex};
 
 use candle_core::{bail, DType, Result, Tensor, D};
 use candle_nn::rotary_emb::{rope, rope_i};
-use candle_pe_core::{Positions, Rope, RopeCache, RopeConfig, TableBackend, ToPositions};
+use candle_pe_core::{
+    PairLayout, Positions, Rope, RopeCache, RopeConfig, TableBackend, ToPositions,
+};
 
 use crate::rotary_rows::RotateRows;
 
@@ -83,8 +85,8 @@ pub(crate) enum Path {
 
 impl RotaryEmbedding {
     /// The rotary embedding of `config`, rotating the two halves of each head (HF Llama's
-    /// `rotate_half`, candle's `rope`), or adjacent pairs when the config sets
-    /// `rope_interleave` (DeepSeek-V3).
+    /// `rotate_half`, candle's `rope`), or adjacent pairs when the config's
+    /// [`pair_layout`](RopeConfig::pair_layout) says so (DeepSeek-V3's `rope_interleave`).
     ///
     /// For a rope type that tracks a length across calls ([`Rope::tracked_len`]: dynamic NTK)
     /// the embedding keeps transformers' state: the frequencies are those of the longest
@@ -94,7 +96,7 @@ impl RotaryEmbedding {
     pub fn new(config: RopeConfig) -> Result<Self> {
         let rope = Rope::new(config)?;
         let tracked = rope.tracked_len().map(|len| Arc::new(Mutex::new(len)));
-        let interleaved = rope.config().rope_interleave;
+        let interleaved = rope.config().pair_layout.is_interleaved();
         Ok(Self {
             cache: RopeCache::new(rope),
             interleaved,
@@ -124,16 +126,21 @@ impl RotaryEmbedding {
         (!served).then_some(*tracked)
     }
 
-    /// The same embedding rotating adjacent pairs `(2i, 2i + 1)` instead (GPT-J, DeepSeek's
-    /// `rope_interleave`, candle's `rope_i`) when `interleaved` is true.
-    pub fn with_interleaved(mut self, interleaved: bool) -> Self {
-        self.interleaved = interleaved;
+    /// The same embedding turning the pairs of `layout`: adjacent pairs `(2i, 2i + 1)`
+    /// ([`PairLayout::Interleaved`]: GPT-J, DeepSeek's `rope_interleave`, candle's `rope_i`)
+    /// or the two halves of each head ([`PairLayout::Halves`]: HF's `rotate_half`, candle's
+    /// `rope`), whatever the config says.
+    pub fn with_pair_layout(mut self, layout: PairLayout) -> Self {
+        self.interleaved = layout.is_interleaved();
         self
     }
 
-    /// Whether adjacent pairs are rotated (otherwise the two halves of each head).
-    pub fn is_interleaved(&self) -> bool {
-        self.interleaved
+    /// Which channels are turned together: adjacent pairs, or the two halves of each head.
+    pub fn pair_layout(&self) -> PairLayout {
+        match self.interleaved {
+            true => PairLayout::Interleaved,
+            false => PairLayout::Halves,
+        }
     }
 
     /// The same embedding with tables built by `backend` (a new, unshared cache).

@@ -196,9 +196,16 @@ impl RotaryEmbedding {
             let (cos, sin) = (cos.to_device(k.device())?, sin.to_device(k.device())?);
             let heads = k.dim(1)?;
             if full {
-                if let Some(k) =
-                    crate::rotary_cuda::turn(k, &cos, &sin, heads, 1, 0, 0, self.is_interleaved())?
-                {
+                if let Some(k) = crate::rotary_cuda::turn(
+                    k,
+                    &cos,
+                    &sin,
+                    heads,
+                    1,
+                    0,
+                    0,
+                    self.pair_layout().is_interleaved(),
+                )? {
                     return Ok(k);
                 }
             }

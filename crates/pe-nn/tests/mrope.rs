@@ -6,8 +6,16 @@
 //! them.
 
 use candle_core::{DType, Device, Tensor};
-use candle_pe_core::{QueryScale, RopeConfig, TableBackend};
+use candle_pe_core::{MropeSlots, PairLayout, QueryScale, RopeConfig, TableBackend};
 use candle_pe_nn::RotaryEmbedding;
+
+/// The pair layout a test's `interleaved` flag names.
+fn layout(interleaved: bool) -> PairLayout {
+    match interleaved {
+        true => PairLayout::Interleaved,
+        false => PairLayout::Halves,
+    }
+}
 
 const DTYPES: [DType; 4] = [DType::F32, DType::BF16, DType::F16, DType::F64];
 
@@ -25,9 +33,12 @@ const SCALE: QueryScale = QueryScale::Llama4Scaling {
 /// (config, pair interleaving): contiguous sections, Qwen3-VL's interleaved sections, adjacent
 /// pairs, partial rotary.
 fn cases() -> Vec<(RopeConfig, bool)> {
-    let mrope = |head_dim, section: [usize; 3], interleaved, partial| RopeConfig {
+    let mrope = |head_dim, section: [usize; 3], interleaved: bool, partial| RopeConfig {
         mrope_section: Some(section.to_vec()),
-        mrope_interleaved: interleaved,
+        mrope_slots: match interleaved {
+            true => MropeSlots::Alternating,
+            false => MropeSlots::Sections,
+        },
         partial_rotary_factor: partial,
         query_scale: Some(SCALE),
         ..RopeConfig::new(head_dim, 1e6)
@@ -65,13 +76,13 @@ fn one_pass_kernels_and_plain_twin_agree_bit_for_bit() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     for (config, interleaved) in cases() {
         let d = config.head_dim;
-        let rotary = RotaryEmbedding::new(config.clone())?.with_interleaved(interleaved);
+        let rotary = RotaryEmbedding::new(config.clone())?.with_pair_layout(layout(interleaved));
         let generic = rotary.clone().with_backend(TableBackend::Generic);
         let plain = RotaryEmbedding::new(RopeConfig {
             query_scale: None,
             ..config.clone()
         })?
-        .with_interleaved(interleaved);
+        .with_pair_layout(layout(interleaved));
         for dtype in DTYPES {
             // A decode step of two sequences, and a prefill long enough to be split across threads.
             for (batch, seq) in [(2, 1), (2, 8), (2, 300)] {
@@ -134,7 +145,7 @@ fn one_pass_kernels_and_plain_twin_agree_bit_for_bit() -> anyhow::Result<()> {
 fn text_ids_scale_as_apply_at() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     for (config, interleaved) in cases() {
-        let rotary = RotaryEmbedding::new(config.clone())?.with_interleaved(interleaved);
+        let rotary = RotaryEmbedding::new(config.clone())?.with_pair_layout(layout(interleaved));
         let d = config.head_dim;
         for dtype in DTYPES {
             let q = Tensor::randn(0f32, 1.0, (2, 4, 3, d), &dev)?.to_dtype(dtype)?;

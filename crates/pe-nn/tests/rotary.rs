@@ -6,9 +6,17 @@
 use candle_core::{DType, Device, Tensor, D};
 use candle_nn::rotary_emb::{rope, rope_i, rope_i_slow, rope_slow};
 use candle_pe_core::{Llama3, RopeType, Yarn};
-use candle_pe_core::{Rope, RopeConfig, TableBackend};
+use candle_pe_core::{PairLayout, Rope, RopeConfig, TableBackend};
 use candle_pe_formats::FromHfConfig;
 use candle_pe_nn::RotaryEmbedding;
+
+/// The pair layout a test's `interleaved` flag names.
+fn layout(interleaved: bool) -> PairLayout {
+    match interleaved {
+        true => PairLayout::Interleaved,
+        false => PairLayout::Halves,
+    }
+}
 
 fn max_diff(a: &Tensor, b: &Tensor) -> anyhow::Result<f64> {
     let d = (a.to_dtype(DType::F64)? - b.to_dtype(DType::F64)?)?.abs()?;
@@ -56,7 +64,7 @@ fn reference(rotary: &RotaryEmbedding, x: &Tensor, positions: &[u32]) -> anyhow:
         for hi in 0..h {
             let base = (ti * h + hi) * d;
             for i in 0..half {
-                let (a, b) = if rotary.is_interleaved() {
+                let (a, b) = if rotary.pair_layout().is_interleaved() {
                     (base + 2 * i, base + 2 * i + 1)
                 } else {
                     (base + i, base + i + half)
@@ -82,7 +90,7 @@ fn apply_equals_rope_slow_with_the_same_tables() -> anyhow::Result<()> {
         for interleaved in [false, true] {
             for backend in [TableBackend::Cpu, TableBackend::Generic] {
                 let rotary = RotaryEmbedding::new(config.clone())?
-                    .with_interleaved(interleaved)
+                    .with_pair_layout(layout(interleaved))
                     .with_backend(backend);
                 let q = Tensor::randn(0f32, 1.0, (2, 4, 5, config.head_dim), &dev)?;
                 let k = Tensor::randn(0f32, 1.0, (2, 2, 5, config.head_dim), &dev)?;
@@ -112,7 +120,8 @@ fn fused_equals_the_slow_twin_bit_for_bit() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     for config in [llama31(), partial(80, 0.4)] {
         for interleaved in [false, true] {
-            let rotary = RotaryEmbedding::new(config.clone())?.with_interleaved(interleaved);
+            let rotary =
+                RotaryEmbedding::new(config.clone())?.with_pair_layout(layout(interleaved));
             let d = config.head_dim;
             for dtype in [DType::F32, DType::BF16, DType::F16, DType::F64] {
                 let what = format!("d={d} interleaved={interleaved} {dtype:?}");
@@ -146,7 +155,7 @@ fn fused_equals_the_slow_twin_bit_for_bit() -> anyhow::Result<()> {
 fn thd_equals_bhsd() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     for interleaved in [false, true] {
-        let rotary = RotaryEmbedding::new(llama31())?.with_interleaved(interleaved);
+        let rotary = RotaryEmbedding::new(llama31())?.with_pair_layout(layout(interleaved));
         let q = Tensor::randn(0f32, 1.0, (2, 4, 5, 128), &dev)?;
         let k = Tensor::randn(0f32, 1.0, (2, 2, 5, 128), &dev)?;
         // Consecutive positions from an offset.
@@ -245,7 +254,8 @@ fn interleaved_and_partial_match_the_f64_rotation() -> anyhow::Result<()> {
         partial(128, 0.75),
     ] {
         for interleaved in [false, true] {
-            let rotary = RotaryEmbedding::new(config.clone())?.with_interleaved(interleaved);
+            let rotary =
+                RotaryEmbedding::new(config.clone())?.with_pair_layout(layout(interleaved));
             let d = config.head_dim;
             let r = config.rotary_dim();
             let q = Tensor::randn(0f32, 1.0, (5, 3, d), &dev)?;
@@ -267,11 +277,10 @@ fn interleaved_and_partial_match_the_f64_rotation() -> anyhow::Result<()> {
     let q = Tensor::randn(0f32, 1.0, (1, 1, 2, 8), &dev)?;
     let perm = Tensor::new(&[0u32, 4, 1, 5, 2, 6, 3, 7], &dev)?;
     let (split, _) = rotary.apply(&q, &q, 3)?;
-    let (paired, _) =
-        rotary
-            .clone()
-            .with_interleaved(true)
-            .apply(&q.index_select(&perm, 3)?, &q, 3)?;
+    let (paired, _) = rotary
+        .clone()
+        .with_pair_layout(PairLayout::Interleaved)
+        .apply(&q.index_select(&perm, 3)?, &q, 3)?;
     assert_eq!(max_diff(&paired, &split.index_select(&perm, 3)?)?, 0.0);
     Ok(())
 }
@@ -280,7 +289,7 @@ fn interleaved_and_partial_match_the_f64_rotation() -> anyhow::Result<()> {
 fn half_precision_is_the_f32_rotation_rounded_once() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     for interleaved in [false, true] {
-        let rotary = RotaryEmbedding::new(llama31())?.with_interleaved(interleaved);
+        let rotary = RotaryEmbedding::new(llama31())?.with_pair_layout(layout(interleaved));
         let ids = [16_380u32, 16_384, 16_390, 131_060, 131_071, 131_072];
         let positions = Tensor::new(&ids, &dev)?;
         let bits_of = |dtype: DType| match dtype {
@@ -439,7 +448,7 @@ fn gather_then_kernel(
     let (cos, sin) = rotary.cache().at(positions, dtype)?;
     let (d, r) = (x.dim(D::Minus1)?, rotary.rope().config().rotary_dim());
     let turned = x.narrow(D::Minus1, 0, r)?.to_dtype(dtype)?.contiguous()?;
-    let kernel = if rotary.is_interleaved() {
+    let kernel = if rotary.pair_layout().is_interleaved() {
         rope_i
     } else {
         rope
@@ -484,7 +493,8 @@ fn per_token_rows_equal_gather_then_kernel_bit_for_bit() -> anyhow::Result<()> {
     for config in [llama31(), partial(80, 0.4), partial(64, 0.5)] {
         let d = config.head_dim;
         for interleaved in [false, true] {
-            let rotary = RotaryEmbedding::new(config.clone())?.with_interleaved(interleaved);
+            let rotary =
+                RotaryEmbedding::new(config.clone())?.with_pair_layout(layout(interleaved));
             for dtype in [DType::F32, DType::BF16, DType::F16, DType::F64] {
                 // (batch, heads, seq, d) at (batch, seq) positions: a ragged decode step and a
                 // prefill long enough to be split across threads.
@@ -524,7 +534,7 @@ fn positions_at_the_cache_limit() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     for interleaved in [false, true] {
         // A small head keeps the 2^20 cached rows small.
-        let rotary = RotaryEmbedding::new(partial(8, 0.5))?.with_interleaved(interleaved);
+        let rotary = RotaryEmbedding::new(partial(8, 0.5))?.with_pair_layout(layout(interleaved));
         let limit = rotary.cache().limit() as i64;
         for ids in [
             vec![limit - 1, limit - 2, 0],
@@ -576,8 +586,8 @@ fn empty_inputs_come_back_as_they_are() -> anyhow::Result<()> {
 fn far_positions() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     for interleaved in [false, true] {
-        let rotary =
-            RotaryEmbedding::new(RopeConfig::new(16, 10_000.0))?.with_interleaved(interleaved);
+        let rotary = RotaryEmbedding::new(RopeConfig::new(16, 10_000.0))?
+            .with_pair_layout(layout(interleaved));
         let far = (1u32 << 31) - 8;
         let ids: Vec<u32> = (far..far + 8).collect();
         // Past the cache's limit the rows are generated: the f64 rotation to f32 precision.
@@ -624,7 +634,7 @@ fn f32_tables_serve_every_input_dtype() -> anyhow::Result<()> {
 fn strided_inputs_equal_contiguous_ones() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     for interleaved in [false, true] {
-        let rotary = RotaryEmbedding::new(partial(64, 0.5))?.with_interleaved(interleaved);
+        let rotary = RotaryEmbedding::new(partial(64, 0.5))?.with_pair_layout(layout(interleaved));
         // As attention makes them: (batch, seq, heads, d) projected, then transposed.
         let q = Tensor::randn(0f32, 1.0, (2, 5, 4, 64), &dev)?.transpose(1, 2)?;
         assert!(!q.is_contiguous());

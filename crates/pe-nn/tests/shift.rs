@@ -6,11 +6,19 @@
 //! one pass, candle-nn's kernels (`TableBackend::Generic`) and the plain twin agree bit for bit.
 
 use candle_core::{DType, Device, Tensor};
-use candle_pe_core::{Dynamic, Longrope, RopeConfig, RopeType, TableBackend};
+use candle_pe_core::{Dynamic, Longrope, PairLayout, RopeConfig, RopeType, TableBackend};
 use candle_pe_formats::FromHfConfig;
 use candle_pe_nn::RotaryEmbedding;
 use pe_testkit::{seeded_rng, Big, BigFloat};
 use rand::Rng;
+
+/// The pair layout a test's `interleaved` flag names.
+fn layout(interleaved: bool) -> PairLayout {
+    match interleaved {
+        true => PairLayout::Interleaved,
+        false => PairLayout::Halves,
+    }
+}
 
 const DTYPES: [DType; 4] = [DType::BF16, DType::F16, DType::F32, DType::F64];
 
@@ -62,7 +70,7 @@ fn default_case(head_dim: usize, partial: f64, interleaved: bool) -> Case {
     let d = config.rotary_dim();
     let rotary = RotaryEmbedding::new(config)
         .unwrap()
-        .with_interleaved(interleaved);
+        .with_pair_layout(layout(interleaved));
     let mut big = Big::new();
     let w = frequencies(&mut big, &Big::num(10_000.0), d, &vec![1.0; d / 2]);
     Case {
@@ -115,7 +123,7 @@ fn check_turn(
         for hi in 0..h {
             let base = (ti * h + hi) * d;
             for (i, &(s, c)) in token.iter().enumerate() {
-                let (a, b) = if case.rotary.is_interleaved() {
+                let (a, b) = if case.rotary.pair_layout().is_interleaved() {
                     (base + 2 * i, base + 2 * i + 1)
                 } else {
                     (base + i, base + i + half)

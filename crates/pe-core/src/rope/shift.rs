@@ -127,7 +127,7 @@ impl Rope {
         let target = [to.row(0)?, to.row(1)?, to.row(2)?];
         let rows = [host(&rows[0])?, host(&rows[1])?, host(&rows[2])?];
         let target = [host(&target[0])?, host(&target[1])?, host(&target[2])?];
-        let interleaved = self.config().mrope_interleaved;
+        let interleaved = self.config().mrope_slots.is_alternating();
         Generator::turns(
             &old,
             &new,

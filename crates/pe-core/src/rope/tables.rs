@@ -260,7 +260,7 @@ impl Rope {
     /// `(3, seq)` or `(3, batch, seq)` (rows: temporal, height, width), each shaped as the ids
     /// without their first dim, plus `[rotary_dim / 2]`. Frequency slot `k` takes its angle from
     /// the row `mrope_section` gives it: in contiguous blocks (`k` in the `s`-th section takes
-    /// row `s`), or interleaved (`mrope_interleaved`: row 1 if `k % 3 == 1` and
+    /// row `s`), or alternating ([`MropeSlots::Alternating`](crate::MropeSlots): row 1 if `k % 3 == 1` and
     /// `k < 3 * section[1]`, row 2 if `k % 3 == 2` and `k < 3 * section[2]`, row 0 otherwise).
     /// Each value is the one [`at`](Self::at) gives its row's
     /// position, so three equal rows give the 1-D tables bit for bit.
@@ -309,7 +309,9 @@ impl Rope {
             sin.push(s);
         }
         let columns: Vec<u32> = (0..h)
-            .map(|k| (mrope_axis(section, self.config.mrope_interleaved, k) * h + k) as u32)
+            .map(|k| {
+                (mrope_axis(section, self.config.mrope_slots.is_alternating(), k) * h + k) as u32
+            })
             .collect();
         let columns = Tensor::new(columns.as_slice(), ids.device())?;
         let gather = |parts: Vec<Tensor>| -> Result<Tensor> {

@@ -8,7 +8,7 @@
 use anyhow::{Context, Result};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::Embedding;
-use candle_pe_core::{Preset, RopeConfig};
+use candle_pe_core::{PairLayout, Preset, RopeConfig};
 use candle_pe_nn::{
     AxesRotaryEmbedding, RotaryEmbedding, SinusoidalEmbedding, SinusoidalEmbeddingConfig,
 };
@@ -28,7 +28,10 @@ fn ropes() -> Result<Vec<(String, RotaryEmbedding)>> {
     let plain = RotaryEmbedding::new(RopeConfig::new(64, 500_000.0))?;
     let mut ropes = vec![
         ("plain".to_string(), plain.clone()),
-        ("interleaved".to_string(), plain.with_interleaved(true)),
+        (
+            "interleaved".to_string(),
+            plain.with_pair_layout(PairLayout::Interleaved),
+        ),
     ];
     for name in [
         "llama31",

@@ -10,11 +10,12 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use candle_core::quantized::gguf_file::Content;
 use candle_core::{DType, Device, Tensor};
+use candle_pe_core::RopeConfigs;
 use candle_pe_core::{
     cogvideox_coordinates, patch_positions, video_patch_positions, Alibi, AxesRope, OddWidth,
     PeCache, Preset, Rope, RopeConfig, SincosGrid, SincosGrid3d, SinusoidalEncoding,
 };
-use candle_pe_formats::{GgufRope, RopeConfigs};
+use candle_pe_formats::GgufRope;
 use serde_json::Value;
 
 use crate::inputs::{dt, ids, Cases, BACKENDS, DTYPES};
