@@ -67,7 +67,7 @@ pub use encoding::SinusoidalEncoding;
 pub use generate::TableBackend;
 pub use grid::{SincosGrid, SincosGrid3d, DEFAULT_BASE_SIZE};
 pub use rope::{
-    cogvideox_coordinates, patch_positions, video_patch_positions, AxesRope, Dynamic,
-    LinearScaling, Llama3, Longrope, LongropePolicy, NtkAlpha, Proportional, QueryScale, Rope,
-    RopeCache, RopeConfig, RopeType, Yarn, DEFAULT_ROPE_THETA,
+    cogvideox_coordinates, patch_positions, video_patch_positions, At, AxesRope, Dynamic,
+    LinearScaling, Llama3, Longrope, LongropePolicy, NtkAlpha, Place, Proportional, QueryScale,
+    Rope, RopeCache, RopeConfig, RopeType, Yarn, DEFAULT_ROPE_THETA,
 };
