@@ -32,11 +32,6 @@ mod embedding;
 mod grid;
 mod layer_rotary;
 mod rotary;
-#[cfg(feature = "cuda")]
-mod rotary_cuda;
-mod rotary_mrope;
-mod rotary_rows;
-mod rotary_shift;
 
 pub use alibi::AlibiBias;
 pub use axes::AxesRotaryEmbedding;
@@ -49,8 +44,8 @@ pub use rotary::RotaryEmbedding;
 // The pe-core and pe-formats items this crate's public API takes or returns, so that a user of
 // the blocks needs no second dependency to name them.
 pub use candle_pe_core::{
-    cogvideox_coordinates, patch_positions, video_patch_positions, Alibi, AxesRope, ColumnLayout,
-    Frequencies, OddWidth, PeCache, PeSpec, Positions, Preset, QueryScale, Rope, RopeCache,
-    RopeConfig, RopeType, SincosGrid, TableBackend, ToPositions,
+    cogvideox_coordinates, patch_positions, video_patch_positions, Alibi, At, AxesRope,
+    ColumnLayout, Frequencies, OddWidth, PeCache, PeSpec, Place, Positions, Preset, QueryScale,
+    Rope, RopeCache, RopeConfig, RopeType, SincosGrid, TableBackend, ToPositions,
 };
 pub use candle_pe_formats::{FromHfConfig, RopeConfigs};
