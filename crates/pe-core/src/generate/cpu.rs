@@ -385,12 +385,7 @@ fn fill_rows<A: Acc, S: OutRows>(
             finish(first + i, RowCode { cols, angles }, &mut chunk, i);
         }
     };
-    // A range's tasks start on anchors, so each task computes one anchor row.
-    let head_rows = match positions {
-        RowPositions::Range { start } => (ANCHOR_SPAN - start as usize % ANCHOR_SPAN) % ANCHOR_SPAN,
-        RowPositions::Repeat { .. } | RowPositions::Values(_) => 0,
-    }
-    .min(rows);
+    let head_rows = head_rows(positions, rows);
     let (head, tail) = out.split_rows(head_rows);
     // A request of one task runs here: handing it to the pool would cost more than the work.
     if rows - head_rows <= ANCHOR_SPAN {
@@ -407,6 +402,16 @@ fn fill_rows<A: Acc, S: OutRows>(
                 .for_each(|(first, n, chunk)| task(first, n, chunk))
         },
     );
+}
+
+/// The rows before a range's first anchor: a range's tasks start on anchors, so each task
+/// computes one anchor row (none for other requests).
+fn head_rows(positions: RowPositions<'_>, rows: usize) -> usize {
+    match positions {
+        RowPositions::Range { start } => (ANCHOR_SPAN - start as usize % ANCHOR_SPAN) % ANCHOR_SPAN,
+        RowPositions::Repeat { .. } | RowPositions::Values(_) => 0,
+    }
+    .min(rows)
 }
 
 /// The rows a task computes, from `first`: the rest of the output after the head, cut in
