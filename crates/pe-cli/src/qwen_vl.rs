@@ -13,6 +13,7 @@ use std::str::FromStr;
 
 use anyhow::{bail, Context as _, Result};
 use candle_core::{DType, Device};
+use candle_pe_core::At;
 use candle_pe_core::{Error, Rope};
 use candle_pe_formats::Error as FormatsError;
 use candle_pe_formats::{FromHfConfig, QwenVlConfig};
@@ -132,7 +133,7 @@ pub fn write(args: &RopeArgs) -> Result<()> {
     let dtype: DType = args.dtype.into();
     let device = args.device.open()?;
     let position_ids = positions.position_ids().to_device(&device)?;
-    let (cos, sin) = rope.at_mrope(&position_ids, dtype).map_err(|e| {
+    let (cos, sin) = rope.at(At::mrope(&position_ids), dtype).map_err(|e| {
         anyhow::anyhow!(
             "--config {}: {e} (M-RoPE needs the text config's mrope_section)",
             path.display()

@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _, Result};
 use candle_core::{DType, Tensor};
+use candle_pe_core::At;
 use candle_pe_core::Positions;
 use candle_pe_core::{LongropePolicy, QueryScale, Rope, RopeConfig, RopeType, DEFAULT_ROPE_THETA};
 use candle_pe_core::{PairLayout, RopeConfigs};
@@ -423,7 +424,7 @@ fn tables(
         Some(ids) => {
             let ids = ids.to_device(&device)?;
             let tables = if ids.rank() == 2 {
-                rope.at_mrope(&ids, dtype)
+                rope.at(At::mrope(&ids), dtype)
             } else {
                 rope.at(&ids, dtype)
             };

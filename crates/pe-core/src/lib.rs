@@ -69,8 +69,8 @@ pub use encoding::SinusoidalEncoding;
 pub use generate::TableBackend;
 pub use grid::{SincosGrid, SincosGrid3d, DEFAULT_BASE_SIZE};
 pub use rope::{
-    cogvideox_coordinates, patch_positions, video_patch_positions, AxesRope, Dynamic,
-    LinearScaling, Llama3, Longrope, LongropePolicy, MropeSlots, NtkAlpha, PairLayout,
+    cogvideox_coordinates, patch_positions, video_patch_positions, At, AxesRope, Dynamic,
+    LinearScaling, Llama3, Longrope, LongropePolicy, MropeSlots, NtkAlpha, PairLayout, Place,
     Proportional, QueryScale, Rope, RopeCache, RopeConfig, RopeConfigs, RopeType, Yarn,
     DEFAULT_ROPE_THETA,
 };

@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 
 use candle_core::{DType, Device, Tensor};
+use candle_pe_core::At;
 use candle_pe_core::{Dynamic, LongropePolicy};
 use candle_pe_core::{Rope, RopeConfig, RopeConfigs, RopeType};
 use candle_pe_formats::FromHfConfig;
@@ -86,9 +87,9 @@ fn check_call(rope: &Rope, c: &Call, freq_len: usize) -> anyhow::Result<Worst> {
     let ids = &c.fixture.tensors[&c.tensor_name("position_ids")];
     let mrope = ids.dims().len() == 3;
     let (cos, sin) = if mrope {
-        rope.at_mrope(ids, DType::F64)?
+        rope.at(At::mrope(ids), DType::F64)?
     } else {
-        rope.at_with_len(ids, freq_len, DType::F64)?
+        rope.at(At::ids(ids).with_tracked_len(freq_len), DType::F64)?
     };
     let half = rope.half_dim();
     let rows: Vec<Vec<i64>> = if mrope {
@@ -334,7 +335,7 @@ fn phimoe_mscales() -> anyhow::Result<()> {
         }
         assert_eq!(call["mscale_field"], "long_mscale", "{name}");
         let ids = &fx.tensors[call["tensors"]["position_ids"].as_str().unwrap()];
-        let (cos, sin) = rope.at_with_len(ids, seq_len, DType::F64)?;
+        let (cos, sin) = rope.at(At::ids(ids).with_tracked_len(seq_len), DType::F64)?;
         let amplitude = |cos: Vec<f64>, sin: Vec<f64>| -> Vec<f64> {
             cos.iter().zip(&sin).map(|(c, s)| c.hypot(*s)).collect()
         };
@@ -511,7 +512,7 @@ fn mrope(name: &str, interleaved: bool) -> anyhow::Result<()> {
         .unwrap();
     let ids = &fx.tensors[text["tensors"]["position_ids"].as_str().unwrap()];
     for dtype in [DType::F32, DType::BF16, DType::F64] {
-        let (cos, sin) = rope.at_mrope(ids, dtype)?;
+        let (cos, sin) = rope.at(At::mrope(ids), dtype)?;
         let (cos1, sin1) = rope.at(&ids.get(0)?, dtype)?;
         let bits = |t: &Tensor| -> anyhow::Result<Vec<f64>> {
             Ok(t.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?)
@@ -531,7 +532,7 @@ fn mrope(name: &str, interleaved: bool) -> anyhow::Result<()> {
 }
 
 /// Dynamic NTK: each call with the frequencies of the length transformers' module keeps
-/// (`Dynamic::next_cached_len`): the calls whose frequencies are their own length's (100,
+/// (`Dynamic::next_tracked_len`): the calls whose frequencies are their own length's (100,
 /// 6000, 9000, 100 again) and the one that keeps a longer one's (5000 after 9000).
 #[test]
 fn llama_dynamic() -> anyhow::Result<()> {
@@ -540,7 +541,7 @@ fn llama_dynamic() -> anyhow::Result<()> {
     let mut cached = max;
     for call in fx.json["calls"].as_array().unwrap() {
         let seq_len = call["seq_len"].as_u64().unwrap() as usize;
-        cached = Dynamic::next_cached_len(max, cached, seq_len);
+        cached = Dynamic::next_tracked_len(max, cached, seq_len);
         assert_eq!(
             cached as u64,
             call["max_seq_len_cached_after_call"].as_u64().unwrap()

@@ -7,6 +7,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Embedding, RmsNorm, VarBuilder};
+use candle_pe_nn::At;
 use candle_pe_nn::{LayerRotary, Positions, RotaryEmbedding};
 
 use crate::config::{LayerType, LlamaConfig};
@@ -124,8 +125,8 @@ impl Attention {
         };
         let unrotated = k.clone();
         let (q, k) = match (self.rotary.rotary(), positions.dims().len()) {
-            (Some(rotary), 3) => rotary.apply_mrope(&q, &k, positions)?,
-            _ => self.rotary.apply_at(&q, &k, positions)?,
+            (Some(rotary), 3) => rotary.apply(&q, &k, At::mrope(positions))?,
+            _ => self.rotary.apply(&q, &k, positions)?,
         };
         let (q, k) = match &self.l2_norm {
             Some(n) => (n.forward(&q.contiguous()?)?, n.forward(&k.contiguous()?)?),

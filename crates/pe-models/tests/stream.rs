@@ -6,6 +6,7 @@
 
 use candle_core::{DType, Device, Tensor};
 use candle_pe_formats::FromHfConfig;
+use candle_pe_nn::At;
 use clap::Parser;
 use pe_models::generate_cli::{run, Args};
 use pe_models::{greedy, CachePolicy, LlamaFamily, SinkPositions};
@@ -76,7 +77,7 @@ fn check_stream(
                     let rows: Vec<Vec<i64>> = (0..3)
                         .map(|a| ids.iter().map(|id| id[a]).collect())
                         .collect();
-                    rope.at_mrope(&Tensor::new(rows, &dev)?, DType::F64)?
+                    rope.at(At::mrope(&Tensor::new(rows, &dev)?), DType::F64)?
                 }
                 false => rope.at(&Tensor::new(positions.as_slice(), &dev)?, DType::F64)?,
             };

@@ -7,6 +7,7 @@
 //! - `layouts.rs`: [`PairLayout`] (which channels turn together) and [`MropeSlots`] (which axis
 //!   each M-RoPE slot reads);
 //! - `types.rs`: each rope type's parameters and frequency formula ([`RopeType`]);
+//! - `at.rs`: [`At`], where the tokens of a call sit (an offset, per-token or M-RoPE positions);
 //! - `tables.rs`: [`Rope`], a checked config that builds the tables (M-RoPE's from 3-D ids too);
 //! - `query_scale.rs`: [`QueryScale`], a factor on the queries per position (query temperature),
 //!   and `scales.rs` its tensors;
@@ -31,6 +32,7 @@
 //! # Ok::<(), candle_pe_core::Error>(())
 //! ```
 
+mod at;
 mod axes;
 mod cache;
 mod config;
@@ -42,6 +44,7 @@ mod shift;
 mod tables;
 mod types;
 
+pub use at::{At, Place};
 pub use axes::{cogvideox_coordinates, patch_positions, video_patch_positions, AxesRope};
 pub use cache::RopeCache;
 pub use config::{RopeConfig, DEFAULT_ROPE_THETA};

@@ -219,7 +219,7 @@ impl Dynamic {
     /// having grown, and stays otherwise (a shorter sequence past `max_position_embeddings`
     /// keeps the frequencies of the longest one seen). pe-core's tables are a pure function of
     /// the length: pass this length to
-    /// [`Rope::at_with_len`](crate::Rope::at_with_len) to match
+    /// [`Rope::at`](crate::Rope::at) with [`At::with_tracked_len`](crate::At::with_tracked_len) to match
     /// transformers call for call.
     ///
     /// ```
@@ -228,11 +228,15 @@ impl Dynamic {
     /// let mut cached = 4096;
     /// let calls = [(100, 4096), (6000, 6000), (9000, 9000), (5000, 9000), (100, 4096)];
     /// for (seq_len, expected) in calls {
-    ///     cached = Dynamic::next_cached_len(4096, cached, seq_len);
+    ///     cached = Dynamic::next_tracked_len(4096, cached, seq_len);
     ///     assert_eq!(cached, expected);
     /// }
     /// ```
-    pub fn next_cached_len(max_position_embeddings: usize, cached: usize, seq_len: usize) -> usize {
+    pub fn next_tracked_len(
+        max_position_embeddings: usize,
+        cached: usize,
+        seq_len: usize,
+    ) -> usize {
         if seq_len > cached {
             seq_len
         } else if seq_len < max_position_embeddings && cached > max_position_embeddings {
@@ -277,7 +281,7 @@ impl Formula for Dynamic {
 
     fn next_tracked_len(&self, ctx: &Context, tracked: usize, reach: usize) -> usize {
         match ctx.max_position_embeddings {
-            Some(max) => Self::next_cached_len(max, tracked, reach),
+            Some(max) => Self::next_tracked_len(max, tracked, reach),
             None => reach,
         }
     }
