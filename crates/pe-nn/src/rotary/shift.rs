@@ -63,9 +63,11 @@ impl RotaryEmbedding {
     ///   head_dim)` keys: frequency slot `i` turns by the exact difference of the row
     ///   `mrope_section` gives it.
     ///
-    /// The frequencies of each side are those [`apply`](Self::apply) uses: of a sequence
-    /// reaching its largest position (so longrope turns from its short factors to its long
-    /// ones when `to` goes past the original context), or for dynamic NTK those of the length
+    /// Between two offsets every token turns by one angle in the fixed frequencies (for
+    /// dynamic NTK, those of the length tracked now). Otherwise the frequencies of each side
+    /// are those [`apply`](Self::apply) uses: of a sequence reaching its largest position (so
+    /// longrope turns from its short factors to its long ones when `to` goes past the original
+    /// context), or for dynamic NTK those of the length
     /// tracked now on both sides (not for M-RoPE positions, whose tables track none), or those
     /// of the length a side carries ([`At::with_tracked_len`]: dynamic NTK grown from one
     /// length to another; longrope's factors chosen by each length): then each pair turns by
@@ -126,15 +128,13 @@ impl RotaryEmbedding {
         route: Route,
     ) -> Result<Tensor> {
         let seq = layout.seq();
-        let reach = (
-            Positions::check_range(from, seq)?,
-            Positions::check_range(to, seq)?,
-        );
-        let tracked = self.tracked_len();
-        let lens = (
-            lens.0.or(tracked).unwrap_or(reach.0),
-            lens.1.or(tracked).unwrap_or(reach.1),
-        );
+        Positions::check_range(from, seq)?;
+        Positions::check_range(to, seq)?;
+        // A move between offsets turns every token by one angle, in the fixed spectrum (for
+        // dynamic NTK, the length tracked now): the spectrum of a side's reach is asked for
+        // with `At::with_tracked_len`, or with per-token positions.
+        let tracked = self.tracked_len().unwrap_or(0);
+        let lens = (lens.0.unwrap_or(tracked), lens.1.unwrap_or(tracked));
         let one_spectrum = lens.0 == lens.1
             || self
                 .rope()
