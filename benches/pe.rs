@@ -382,7 +382,7 @@ fn rope(c: &mut Criterion, dev: &Device) {
             ((32 + 8) * batch * seq * head_dim * 4) as u64,
         ));
         group.bench_function(BenchmarkId::new(format!("apply_at_{name}"), &case), |b| {
-            b.iter_custom(|n| timed(dev, n, || rotary.apply_at(&q, &k, &positions).unwrap()))
+            b.iter_custom(|n| timed(dev, n, || rotary.apply(&q, &k, &positions).unwrap()))
         });
         group.bench_function(
             BenchmarkId::new(format!("gather_rope_{name}"), &case),
@@ -424,10 +424,10 @@ fn shift(c: &mut Criterion, dev: &Device) {
         .unwrap();
     group.throughput(Throughput::Bytes((2 * 8 * len * head_dim * 2) as u64));
     group.bench_function(BenchmarkId::new("shift", len), |b| {
-        b.iter_custom(|n| timed(dev, n, || rotary.shift(&k, -1000).unwrap()))
+        b.iter_custom(|n| timed(dev, n, || rotary.shift(&k, 1000, 0).unwrap()))
     });
     group.bench_function(BenchmarkId::new("shift_at", len), |b| {
-        b.iter_custom(|n| timed(dev, n, || rotary.shift_at(&k, &from, &to).unwrap()))
+        b.iter_custom(|n| timed(dev, n, || rotary.shift(&k, &from, &to).unwrap()))
     });
     group.bench_function(BenchmarkId::new("copy", len), |b| {
         b.iter_custom(|n| timed(dev, n, || k.copy().unwrap()))

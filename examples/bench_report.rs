@@ -360,7 +360,7 @@ fn report(json_path: Option<String>) -> Result<()> {
         2001,
         vec![
             case("RotaryEmbedding::apply_at", || {
-                Ok(rotary.apply_at(&q, &k, &positions)?)
+                Ok(rotary.apply(&q, &k, &positions)?)
             }),
             case("index_select + candle-nn rope", || {
                 Ok(gather_rope(rotary.cache(), &q, &k, &positions)?)
@@ -411,7 +411,7 @@ fn report(json_path: Option<String>) -> Result<()> {
             case("floor (fresh read + write of k)", || {
                 Ok(parallel_copy_u16(&bits))
             }),
-            case("shift", || Ok(rotary.shift(&keys, -1000)?)),
+            case("shift", || Ok(rotary.shift(&keys, 1000, 0)?)),
         ],
     )?;
     let [shift_floor_ms, shift_ms] = shifts.medians()[..] else {

@@ -134,7 +134,7 @@ fn shift_errors() -> Result<()> {
         let p: Vec<u32> = (0..tokens as u32).map(|t| distance + 17 + 3 * t).collect();
         let q: Vec<u32> = p.iter().map(|p| p - distance).collect();
         let k0 = Tensor::randn(0f32, 1.0, (tokens, heads, d), &dev)?;
-        let (_, k) = rotary.apply_at(&k0, &k0, &Tensor::new(p.as_slice(), &dev)?)?;
+        let (_, k) = rotary.apply(&k0, &k0, &Tensor::new(p.as_slice(), &dev)?)?;
         let x = k.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?;
         let (pt, qt) = (
             Tensor::new(p.as_slice(), &dev)?,
@@ -149,7 +149,7 @@ fn shift_errors() -> Result<()> {
             heads,
             d,
         );
-        let ours = rotary.shift(&k, -i64::from(distance))?;
+        let ours = rotary.shift(&k, distance as usize, 0)?;
         let ours = ours.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?;
         let (c, s) = naive(&vec![-(distance as f32); tokens]);
         let angle = turn(&x, &c, &s, tokens, heads, d);
@@ -214,10 +214,10 @@ fn main() -> Result<()> {
         let zeros = Tensor::zeros((1, len), DType::U32, &dev)?;
         let first = Tensor::arange(5000u32, 5000 + len as u32, &dev)?.unsqueeze(0)?;
         let now = Tensor::arange(4u32, 4 + len as u32, &dev)?.unsqueeze(0)?;
-        let unrotated = median_us(|| Ok(rotary.apply_k_at(&keys, &now)?), 51)?;
-        let from_zero = median_us(|| Ok(rotary.shift_at(&keys, &zeros, &now)?), 51)?;
-        let original = median_us(|| Ok(rotary.shift_at(&keys, &first, &now)?), 51)?;
-        let again = median_us(|| Ok(rotary.shift(&keys, -1)?), 51)?;
+        let unrotated = median_us(|| Ok(rotary.apply_k(&keys, &now)?), 51)?;
+        let from_zero = median_us(|| Ok(rotary.shift(&keys, &zeros, &now)?), 51)?;
+        let original = median_us(|| Ok(rotary.shift(&keys, &first, &now)?), 51)?;
+        let again = median_us(|| Ok(rotary.shift(&keys, 1, 0)?), 51)?;
         println!("| {label} | {unrotated:.1} us ({from_zero:.1} us by shift_at from 0) | {original:.1} us | {again:.1} us |");
     }
     Ok(())

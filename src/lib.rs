@@ -2,8 +2,9 @@
 //!
 //! The one dependency most pipelines need: every public item of
 //! [`candle-pe-core`](candle_pe_core) (specs, presets, rotary configs, exact tables on any
-//! device, the caches) and of [`candle-pe-nn`](candle_pe_nn) (the blocks a model builds from a
-//! `VarBuilder`) is re-exported here, at the root.
+//! device, the caches), of [`candle-pe-formats`](candle_pe_formats) (the readers of HF
+//! `config.json` and GGUF metadata) and of [`candle-pe-nn`](candle_pe_nn) (the blocks a model
+//! builds from a `VarBuilder`) is re-exported here, at the root.
 //!
 //! ```
 //! use candle_pe::{PeSpec, SinusoidalEncoding};
@@ -19,6 +20,10 @@
 pub use candle_pe_core::*;
 pub use candle_pe_formats::*;
 pub use candle_pe_nn::*;
+// Both crates name their error `Error`: the engine's is `candle_pe::Error`, the readers' (which
+// carries the engine's) `candle_pe::FormatsError`.
+pub use candle_pe_core::{Error, Result};
+pub use candle_pe_formats::{Error as FormatsError, Result as FormatsResult};
 
 // The Rust snippets of the README and of the docs pages compile and run as doctests.
 #[cfg(doctest)]

@@ -1,5 +1,5 @@
 //! With the `cuda` feature, compiles `src/cuda/turn.cu` to PTX with nvcc (which candle's own
-//! CUDA kernels need too), for `rotary_cuda.rs` to load. PTX for compute 7.5, the oldest
+//! CUDA kernels need too), for `src/rotary/cuda.rs` to load. PTX for compute 7.5, the oldest
 //! architecture CUDA 13 targets: the driver compiles it for the GPU at hand.
 
 fn main() {

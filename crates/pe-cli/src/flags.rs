@@ -7,6 +7,7 @@
 //! positions is called depends on the subcommand: its [`Flags`] say.
 
 use candle_pe_core::Error;
+use candle_pe_formats::Error as FormatsError;
 
 /// pe-core parameter names whose flag is not the name in kebab case, and their flags.
 const FIELDS: &[(&str, &str)] = &[
@@ -73,25 +74,43 @@ impl Flags {
                 // `short_factor[3]` is set by `--short-factor`.
                 parameter(field.split('[').next().unwrap_or(field))
             }
-            Error::GgufKey { .. } | Error::GgufMissing { .. } | Error::GgufConflict { .. } => {
-                self.file.clone()
-            }
+            _ => None,
+        };
+        named.or_else(|| self.other.map(str::to_string))
+    }
+
+    /// The flag (or flags) that set the value a reader's error `err` is about: the engine's
+    /// error's ([`of`](Self::of)) for one it carries, the file's for a GGUF key.
+    pub fn of_format(&self, err: &FormatsError) -> Option<String> {
+        let named = match err {
+            FormatsError::Core(core) => return self.of(core),
+            FormatsError::GgufKey { .. }
+            | FormatsError::GgufMissing { .. }
+            | FormatsError::GgufConflict { .. } => self.file.clone(),
             _ => None,
         };
         named.or_else(|| self.other.map(str::to_string))
     }
 
     /// `err` with the flag at fault in front (`--base: base must be ...`) when it is one of
-    /// pe-core's errors (directly, or carried by a candle error) and a flag sets its value;
-    /// otherwise unchanged. An odd or degenerate width gets the flags that fix it after it.
+    /// pe-core's or pe-formats' errors (directly, or carried by a candle error) and a flag
+    /// sets its value; otherwise unchanged. An odd or degenerate width gets the flags that fix
+    /// it after it.
     pub fn name(&self, err: impl Into<anyhow::Error>) -> anyhow::Error {
         let err = err.into();
-        let core = err.downcast_ref::<Error>().or_else(|| {
-            err.downcast_ref::<candle_core::Error>()
-                .and_then(Error::from_candle)
-        });
+        let candle = err.downcast_ref::<candle_core::Error>();
+        let format = err
+            .downcast_ref::<FormatsError>()
+            .or_else(|| candle.and_then(FormatsError::from_candle));
+        let core = err
+            .downcast_ref::<Error>()
+            .or_else(|| candle.and_then(Error::from_candle))
+            .or_else(|| format.and_then(FormatsError::core));
         let Some(core) = core else {
-            return err;
+            return match format.and_then(|f| self.of_format(f)) {
+                Some(flag) => err.context(flag),
+                None => err,
+            };
         };
         if let Some(fix) = fix(core).filter(|_| self.spec) {
             return anyhow::anyhow!("{core} (with pe: {fix})");

@@ -22,8 +22,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
+use candle_pe_core::{PairLayout, RopeConfigs};
 use candle_pe_core::{Rope, RopeConfig, RopeType};
-use candle_pe_formats::{FromHfConfig, HfTextConfig, PairLayout, RopeConfigs, ValueSource};
+use candle_pe_formats::{FromHfConfig, HfTextConfig, ValueSource};
 use clap::Args;
 use serde_json::Value;
 
@@ -355,7 +356,7 @@ fn section(
         config.head_dim
     )?;
     if let Some(s) = &config.mrope_section {
-        let how = if config.mrope_interleaved {
+        let how = if config.mrope_slots.is_alternating() {
             "interleaved"
         } else {
             "in sections"

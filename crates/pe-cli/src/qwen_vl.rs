@@ -13,7 +13,9 @@ use std::str::FromStr;
 
 use anyhow::{bail, Context as _, Result};
 use candle_core::{DType, Device};
+use candle_pe_core::At;
 use candle_pe_core::{Error, Rope};
+use candle_pe_formats::Error as FormatsError;
 use candle_pe_formats::{FromHfConfig, QwenVlConfig};
 
 use crate::rope::RopeArgs;
@@ -58,12 +60,16 @@ pub fn check_unused(args: &RopeArgs) -> Result<()> {
     Ok(())
 }
 
-/// The flag of the value a pe-core error of `QwenVlConfig::positions` is about.
-fn flag_of(err: &Error) -> &'static str {
-    match err {
-        Error::VisionTokens { .. } | Error::VisionGrids { .. } => {
-            "--input-ids / --image-grid-thw / --video-grid-thw"
+/// The flag of the value an error of `QwenVlConfig::positions` is about.
+fn flag_of(err: &FormatsError) -> &'static str {
+    let core = match err {
+        FormatsError::VisionTokens { .. } | FormatsError::VisionGrids { .. } => {
+            return "--input-ids / --image-grid-thw / --video-grid-thw"
         }
+        FormatsError::Core(core) => core,
+        _ => return "--input-ids",
+    };
+    match core {
         Error::Config { field, .. } if field == "image_grid_thw" => "--image-grid-thw",
         Error::Config { field, .. } if field == "video_grid_thw" => "--video-grid-thw",
         Error::ShapeMismatch {
@@ -92,10 +98,10 @@ pub fn write(args: &RopeArgs) -> Result<()> {
         .with_context(|| format!("--config {}: cannot read it", path.display()))?;
     let json: serde_json::Value = serde_json::from_str(&text)
         .with_context(|| format!("--config {}: not JSON", path.display()))?;
-    let in_config = |e: Error| anyhow::anyhow!("--config {}: {e}", path.display());
+    let in_config = |e: FormatsError| anyhow::anyhow!("--config {}: {e}", path.display());
     let qwen = QwenVlConfig::from_hf_config(&json).map_err(in_config)?;
     let (config, _) = args.resolve_rope()?;
-    let rope = Rope::new(config.clone()).map_err(in_config)?;
+    let rope = Rope::new(config.clone()).map_err(|e| in_config(e.into()))?;
     let ids = crate::npy::read_i64(input_ids, "--input-ids")?;
     let ids = match ids.rank() {
         1 => ids.unsqueeze(0)?,
@@ -127,7 +133,7 @@ pub fn write(args: &RopeArgs) -> Result<()> {
     let dtype: DType = args.dtype.into();
     let device = args.device.open()?;
     let position_ids = positions.position_ids().to_device(&device)?;
-    let (cos, sin) = rope.at_mrope(&position_ids, dtype).map_err(|e| {
+    let (cos, sin) = rope.at(At::mrope(&position_ids), dtype).map_err(|e| {
         anyhow::anyhow!(
             "--config {}: {e} (M-RoPE needs the text config's mrope_section)",
             path.display()

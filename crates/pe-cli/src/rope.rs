@@ -31,9 +31,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _, Result};
 use candle_core::{DType, Tensor};
+use candle_pe_core::At;
 use candle_pe_core::Positions;
 use candle_pe_core::{LongropePolicy, QueryScale, Rope, RopeConfig, RopeType, DEFAULT_ROPE_THETA};
-use candle_pe_formats::{PairLayout, RopeConfigs};
+use candle_pe_core::{PairLayout, RopeConfigs};
 use clap::Args;
 
 use crate::device::{DeviceArg, DtypeArg};
@@ -216,7 +217,7 @@ impl RopeArgs {
         let json: serde_json::Value = serde_json::from_str(&text)
             .with_context(|| format!("--config {}: not JSON", path.display()))?;
         let in_config =
-            |e: candle_pe_core::Error| anyhow::anyhow!("--config {}: {e}", path.display());
+            |e: candle_pe_formats::Error| anyhow::anyhow!("--config {}: {e}", path.display());
         let configs = RopeConfigs::from_hf_config(&json).map_err(in_config)?;
         if self.layer_type.is_some() || self.layer.is_some() {
             return self.pick(&configs);
@@ -423,7 +424,7 @@ fn tables(
         Some(ids) => {
             let ids = ids.to_device(&device)?;
             let tables = if ids.rank() == 2 {
-                rope.at_mrope(&ids, dtype)
+                rope.at(At::mrope(&ids), dtype)
             } else {
                 rope.at(&ids, dtype)
             };

@@ -5,6 +5,7 @@
 mod common;
 
 use candle_core::{DType, Device, Tensor};
+use candle_pe_core::At;
 use candle_pe_core::{Rope, RopeConfig};
 use candle_pe_formats::FromHfConfig;
 use common::{assert_same, pe_err, pe_ok, s};
@@ -52,7 +53,7 @@ fn writes_get_rope_index_ids_and_tables() {
     let json = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
     let rope = Rope::new(RopeConfig::from_hf_config(&json).unwrap()).unwrap();
     let (cos, sin) = rope
-        .at_mrope(&t["tps2_padded.position_ids"], DType::F32)
+        .at(At::mrope(&t["tps2_padded.position_ids"]), DType::F32)
         .unwrap();
     assert_same(&got["cos"], &cos, "cos");
     assert_same(&got["sin"], &sin, "sin");

@@ -6,11 +6,12 @@ mod common;
 use std::path::Path;
 
 use candle_core::{DType, Device};
+use candle_pe_core::At;
 use candle_pe_core::{
     Dynamic, LinearScaling, Llama3, Longrope, LongropePolicy, Proportional, Rope, RopeConfig,
-    RopeType, Yarn,
+    RopeConfigs, RopeType, Yarn,
 };
-use candle_pe_formats::{FromHfConfig, RopeConfigs};
+use candle_pe_formats::FromHfConfig;
 use common::{assert_no_files, assert_same, files_in, pe, pe_err, pe_ok, s};
 
 /// The JSON header of the safetensors file `path`.
@@ -591,7 +592,7 @@ fn position_ids_write_mrope_and_plain_tables() {
             s(&out),
         ]);
         let (cos, sin) = if ids.rank() == 2 {
-            rope.at_mrope(ids, DType::BF16).unwrap()
+            rope.at(At::mrope(ids), DType::BF16).unwrap()
         } else {
             rope.at(ids, DType::BF16).unwrap()
         };

@@ -7,8 +7,8 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, Tensor};
-use candle_pe_core::{Rope, RopeConfig};
-use candle_pe_formats::{FromHfConfig, RopeConfigs};
+use candle_pe_core::{Rope, RopeConfig, RopeConfigs};
+use candle_pe_formats::FromHfConfig;
 use common::{assert_same, pe_err, pe_ok, s};
 
 /// The JSON header of the safetensors file `path`.

@@ -63,6 +63,20 @@ impl PeCache {
         positions: TokenPositions<'_>,
         embedding_scale: f64,
     ) -> Result<Tensor> {
+        self.check_embed(weights, tokens, embedding_scale)?;
+        let (checked, largest) = check_positions(positions, tokens)?;
+        let generator = self.encoding().generator();
+        generator.plan().check_angles(largest)?;
+        let mut shape = tokens.dims().to_vec();
+        shape.push(self.encoding().width());
+        if generator.uses_cpu(tokens.device())? {
+            return self.embed_fused(weights, tokens, &checked, embedding_scale, shape);
+        }
+        self.embed_plain(weights, tokens, checked, embedding_scale, shape)
+    }
+
+    /// Checks the weights against the width, their dtype, the scale and the tokens.
+    fn check_embed(&self, weights: &Tensor, tokens: &Tensor, embedding_scale: f64) -> Result<()> {
         let d = self.encoding().width();
         let vocab = match *weights.dims() {
             [vocab, width] if width == d => vocab,
@@ -90,59 +104,57 @@ impl PeCache {
                 shape: vec![],
             });
         }
+        Ok(())
+    }
+
+    /// The CPU's one fused pass: each token's row gathered, scaled and added to its encoding.
+    fn embed_fused(
+        &self,
+        weights: &Tensor,
+        tokens: &Tensor,
+        checked: &Checked,
+        embedding_scale: f64,
+        shape: Vec<usize>,
+    ) -> Result<Tensor> {
         let seq = tokens.dim(D::Minus1)?;
-        let explicit = |positions: &Positions, zero_at| -> Result<(Checked, f64)> {
-            same_shape(positions, tokens)?;
-            let largest = positions.end().saturating_sub(1) as f64;
-            Ok((Checked::Ids(positions.clone(), zero_at), largest))
-        };
-        let (checked, largest) = match positions {
-            TokenPositions::Offset(offset) => {
-                let range = positions::range(offset, seq)?;
-                // No token, no position: an empty batch checks no angle.
-                let largest = if tokens.elem_count() == 0 {
-                    0.0
-                } else {
-                    range.largest
-                };
-                (Checked::Offset(offset), largest)
+        let tokens = tokens
+            .flatten_all()?
+            .to_dtype(DType::I64)?
+            .to_vec1::<i64>()?;
+        let tokens: Vec<usize> = tokens.into_iter().map(|t| t as usize).collect();
+        let values;
+        let (rows, zero_at) = match checked {
+            Checked::Offset(offset) => {
+                let start = *offset as u32;
+                let period = seq.max(1);
+                (RowPositions::Repeat { start, period }, None)
             }
-            TokenPositions::Ids(ids) => explicit(ids, None)?,
-            TokenPositions::PaddedIds {
-                positions,
-                padding_idx,
-            } => explicit(positions, Some(padding_idx))?,
+            Checked::Ids(ids, zero_at) => {
+                values = match ids.host() {
+                    Some(host) => host.iter().map(|&p| p as f64).collect(),
+                    None => ids.flat(DType::F64)?.to_vec1::<f64>()?,
+                };
+                (RowPositions::Values(&values), *zero_at)
+            }
         };
         let generator = self.encoding().generator();
-        generator.plan().check_angles(largest)?;
-        let mut shape = tokens.dims().to_vec();
-        shape.push(d);
-        if generator.uses_cpu(tokens.device())? {
-            let tokens = tokens
-                .flatten_all()?
-                .to_dtype(DType::I64)?
-                .to_vec1::<i64>()?;
-            let tokens: Vec<usize> = tokens.into_iter().map(|t| t as usize).collect();
-            let values;
-            let (rows, zero_at) = match &checked {
-                Checked::Offset(offset) => {
-                    let start = *offset as u32;
-                    let period = seq.max(1);
-                    (RowPositions::Repeat { start, period }, None)
-                }
-                Checked::Ids(ids, zero_at) => {
-                    values = match ids.host() {
-                        Some(host) => host.iter().map(|&p| p as f64).collect(),
-                        None => ids.flat(DType::F64)?.to_vec1::<f64>()?,
-                    };
-                    (RowPositions::Values(&values), *zero_at)
-                }
-            };
-            let out = generator.embed(weights, &tokens, rows, zero_at, embedding_scale)?;
-            return Ok(out.reshape(shape)?);
-        }
+        let out = generator.embed(weights, &tokens, rows, zero_at, embedding_scale)?;
+        Ok(out.reshape(shape)?)
+    }
+
+    /// The plain twin in candle ops: `index_select`, `affine`, the cached encoding rows,
+    /// `broadcast_add`; half-precision weights added in f32 and rounded once.
+    fn embed_plain(
+        &self,
+        weights: &Tensor,
+        tokens: &Tensor,
+        checked: Checked,
+        embedding_scale: f64,
+        shape: Vec<usize>,
+    ) -> Result<Tensor> {
         let (ids, zero_at) = match checked {
             Checked::Offset(offset) => {
+                let seq = tokens.dim(D::Minus1)?;
                 let ids = Tensor::arange(offset as i64, (offset + seq) as i64, tokens.device())?;
                 let ids = ids.broadcast_as(tokens.shape())?.contiguous()?;
                 // Checked above, as a range.
@@ -151,7 +163,6 @@ impl PeCache {
             }
             Checked::Ids(ids, zero_at) => (ids, zero_at),
         };
-        // Half-precision blocks add in f32 and round once at the end.
         let dtype = weights.dtype();
         let compute = match dtype {
             DType::F16 | DType::BF16 => DType::F32,
@@ -169,6 +180,34 @@ impl PeCache {
             None => self.at(&ids, compute)?,
         };
         Ok((x + pe)?.to_dtype(dtype)?)
+    }
+}
+
+/// The positions of an embed call checked against the tokens, and the largest of them (the
+/// angle check's).
+fn check_positions(positions: TokenPositions<'_>, tokens: &Tensor) -> Result<(Checked, f64)> {
+    let seq = tokens.dim(D::Minus1)?;
+    let explicit = |positions: &Positions, zero_at| -> Result<(Checked, f64)> {
+        same_shape(positions, tokens)?;
+        let largest = positions.end().saturating_sub(1) as f64;
+        Ok((Checked::Ids(positions.clone(), zero_at), largest))
+    };
+    match positions {
+        TokenPositions::Offset(offset) => {
+            let range = positions::range(offset, seq)?;
+            // No token, no position: an empty batch checks no angle.
+            let largest = if tokens.elem_count() == 0 {
+                0.0
+            } else {
+                range.largest
+            };
+            Ok((Checked::Offset(offset), largest))
+        }
+        TokenPositions::Ids(ids) => explicit(ids, None),
+        TokenPositions::PaddedIds {
+            positions,
+            padding_idx,
+        } => explicit(positions, Some(padding_idx)),
     }
 }
 

@@ -5,9 +5,11 @@
 //! The crate reads in four layers, data flowing one way (`docs/layers.md` draws them):
 //! - **Exact arithmetic** (`exact/`, internal): double-double numbers and the sine and cosine
 //!   of an exact angle, which the frequencies and the CPU generator's anchors are computed with.
-//! - **Description** (`describe/`, `rope/config.rs`, `rope/types.rs`): [`PeSpec`] and its
-//!   [`Preset`]s (the sinusoidal conventions, see `docs/conventions.md`), frequencies, positions,
-//!   [`Error`]; for rotary tables, [`RopeConfig`] and each [`RopeType`]'s formula.
+//! - **Description** (`describe/`, `rope/config.rs`, `rope/configs.rs`, `rope/layouts.rs`,
+//!   `rope/types.rs`): [`PeSpec`] and its [`Preset`]s (the sinusoidal conventions, see
+//!   `docs/conventions.md`), frequencies, positions, [`Error`]; for rotary tables,
+//!   [`RopeConfig`] (with its [`PairLayout`] and [`MropeSlots`]), a model's [`RopeConfigs`] per
+//!   layer, and each [`RopeType`]'s formula.
 //! - **Generators** (`generate/`, internal): an exact CPU generator (anchor rows at fixed
 //!   positions plus an offset table, in parallel) and its plain twin in candle ops for every
 //!   other device; chosen with [`TableBackend`].
@@ -67,7 +69,8 @@ pub use encoding::SinusoidalEncoding;
 pub use generate::TableBackend;
 pub use grid::{SincosGrid, SincosGrid3d, DEFAULT_BASE_SIZE};
 pub use rope::{
-    cogvideox_coordinates, patch_positions, video_patch_positions, AxesRope, Dynamic,
-    LinearScaling, Llama3, Longrope, LongropePolicy, NtkAlpha, Proportional, QueryScale, Rope,
-    RopeCache, RopeConfig, RopeType, Yarn, DEFAULT_ROPE_THETA,
+    cogvideox_coordinates, patch_positions, video_patch_positions, At, AxesRope, Dynamic,
+    LinearScaling, Llama3, Longrope, LongropePolicy, MropeSlots, NtkAlpha, PairLayout, Place,
+    Proportional, QueryScale, Rope, RopeCache, RopeConfig, RopeConfigs, RopeType, Yarn,
+    DEFAULT_ROPE_THETA,
 };

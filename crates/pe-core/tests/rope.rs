@@ -4,8 +4,11 @@
 //! pe-formats.)
 
 use candle_core::{DType, Device, Tensor};
+use candle_pe_core::At;
 use candle_pe_core::{Dynamic, LinearScaling, Llama3, Longrope, NtkAlpha, Proportional, Yarn};
-use candle_pe_core::{Rope, RopeCache, RopeConfig, RopeType, TableBackend, MAX_POSITION};
+use candle_pe_core::{
+    MropeSlots, Rope, RopeCache, RopeConfig, RopeType, TableBackend, MAX_POSITION,
+};
 use pe_testkit::{backend_tests, random_rope_config, to_f64, tolerance, Big, BigFloat};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -225,7 +228,11 @@ fn mrope_matches_oracle(dev: &Device, backend: TableBackend) -> anyhow::Result<(
             vec![a, b, h - a - b]
         };
         c.mrope_section = Some(section.clone());
-        c.mrope_interleaved = interleaved;
+        c.mrope_slots = if interleaved {
+            MropeSlots::Alternating
+        } else {
+            MropeSlots::Sections
+        };
         let rope = Rope::new(c.clone())?.with_backend(backend);
         let (batch, seq) = (rng.random_range(1..=2), rng.random_range(1..=6));
         let ids: Vec<u32> = (0..3 * batch * seq)
@@ -237,7 +244,7 @@ fn mrope_matches_oracle(dev: &Device, backend: TableBackend) -> anyhow::Result<(
             .collect();
         let tensor = Tensor::from_vec(ids.clone(), (3, batch, seq), dev)?;
         let dtype = [DType::F32, DType::F64, DType::BF16][rng.random_range(0..3)];
-        let (cos, sin) = rope.at_mrope(&tensor, dtype)?;
+        let (cos, sin) = rope.at(At::mrope(&tensor), dtype)?;
         assert_eq!(cos.dims(), &[batch, seq, h]);
         let seq_len = *ids.iter().max().unwrap() as usize + 1;
         let cos = cos
@@ -286,7 +293,7 @@ fn mrope_matches_oracle(dev: &Device, backend: TableBackend) -> anyhow::Result<(
         // Text only: the 1-D tables, bit for bit.
         let row = tensor.get(0)?;
         let text = Tensor::stack(&[&row, &row, &row], 0)?;
-        let (c3, s3) = rope.at_mrope(&text, dtype)?;
+        let (c3, s3) = rope.at(At::mrope(&text), dtype)?;
         let (c1, s1) = rope.at(&row, dtype)?;
         let bits = |t: &Tensor| -> anyhow::Result<Vec<f64>> {
             Ok(t.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?)
@@ -301,17 +308,23 @@ fn mrope_matches_oracle(dev: &Device, backend: TableBackend) -> anyhow::Result<(
     })?
     .with_backend(backend);
     let empty = Tensor::zeros((3, 2, 0), DType::U32, dev)?;
-    assert_eq!(rope.at_mrope(&empty, DType::F32)?.0.dims(), &[2, 0, 8]);
+    assert_eq!(rope.at(At::mrope(&empty), DType::F32)?.0.dims(), &[2, 0, 8]);
     for dims in [&[2usize, 4][..], &[4], &[3, 1, 1, 4]] {
         let bad = Tensor::zeros(dims, DType::U32, dev)?;
-        let err = rope.at_mrope(&bad, DType::F32).unwrap_err().to_string();
+        let err = rope
+            .at(At::mrope(&bad), DType::F32)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("positions must have shape (3, seq) or (3, batch, seq)"),
             "{dims:?}: {err}"
         );
     }
     let plain = Rope::new(RopeConfig::new(16, 10_000.0))?;
-    let err = plain.at_mrope(&empty, DType::F32).unwrap_err().to_string();
+    let err = plain
+        .at(At::mrope(&empty), DType::F32)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("mrope_section"), "{err}");
     Ok(())
 }
@@ -531,8 +544,16 @@ fn at_shift_takes_each_sides_spectrum() -> anyhow::Result<()> {
         Ok(cat.to_vec1::<f64>()?.iter().map(|v| v.to_bits()).collect())
     };
     let plain = bits(rope.at_shift(&from, &to, DType::F64)?)?;
-    let lens = bits(rope.at_shift_with_len(&from, &to, 41, 2001, DType::F64)?)?;
-    let short = bits(rope.at_shift_with_len(&from, &to, 0, 0, DType::F64)?)?;
+    let lens = bits(rope.at_shift(
+        At::ids(&from).with_tracked_len(41),
+        At::ids(&to).with_tracked_len(2001),
+        DType::F64,
+    )?)?;
+    let short = bits(rope.at_shift(
+        At::ids(&from).with_tracked_len(0),
+        At::ids(&to).with_tracked_len(0),
+        DType::F64,
+    )?)?;
     assert_eq!(plain, lens);
     assert_ne!(plain, short);
     Ok(())

@@ -6,18 +6,21 @@
 //! architectures, and builds the engine's descriptions ([`RopeConfig`](candle_pe_core::RopeConfig),
 //! [`RopeType`](candle_pe_core::RopeType), [`QueryScale`](candle_pe_core::QueryScale)); the
 //! engine computes the tables and knows no format. Each format's knowledge is a table of data
-//! read by short functions:
+//! read by short functions, in two folders and one file:
 //!
-//! - `model_types.rs`: one [`HfModelType`] row per HF `model_type` (defaults, layer types,
-//!   which rope type a dict reads as); [`HfTextConfig`] finds the text model's fields;
-//! - `rope_dicts.rs`: how a rope dict names and spells each rope type;
-//! - `config.rs`: [`RopeConfigs`] (a model's ropes per layer) and [`FromHfConfig`];
-//! - `config_fields.rs`: [`ConfigFields`], the typed reader of JSON fields behind every error
-//!   that names a field;
-//! - `gguf_arch.rs`: one row per GGUF `general.architecture` (pair layout, head width, quirks);
-//! - `gguf_meta.rs`: [`GgufMeta`], the one reader of GGUF metadata values;
-//! - `gguf.rs`: [`GgufRope`] and [`FromGguf`], a GGUF file's ropes;
-//! - `qwen_vl.rs`: [`QwenVlConfig`] and [`QwenVlPositions`], M-RoPE position ids.
+//! - `hf/`: HF `config.json`. `config_fields.rs` ([`ConfigFields`], the typed reader of JSON
+//!   fields behind every error that names a field), `model_types.rs` (one [`HfModelType`] row
+//!   per `model_type`; [`HfTextConfig`] finds the text model's fields), `rope_dicts.rs` (how a
+//!   rope dict names and spells each rope type), `config.rs` ([`FromHfConfig`], a model's
+//!   ropes per layer, [`RopeConfigs`](candle_pe_core::RopeConfigs)), `sinusoidal.rs`
+//!   (candle-pe-nn's [`SinusoidalEmbeddingConfig`](candle_pe_nn::SinusoidalEmbeddingConfig));
+//! - `gguf/`: GGUF metadata. `arch.rs` (one row per `general.architecture`: pair layout, head
+//!   width, the quirks), `meta.rs` ([`GgufMeta`], the one reader of metadata values),
+//!   `converter.rs` (llama.cpp's converter's f32 arithmetic, to read its values back exactly),
+//!   `rope.rs` ([`GgufRope`] and [`FromGguf`]: a file's ropes);
+//! - `qwen_vl.rs`: [`QwenVlConfig`] and [`QwenVlPositions`], M-RoPE position ids;
+//! - `error.rs`: [`Error`], the engine's errors and the readers' own (a field missing or given
+//!   twice, a GGUF key, Qwen-VL's vision tokens).
 //!
 //! ```
 //! use candle_core::{DType, Device};
@@ -37,20 +40,12 @@
 
 #![warn(missing_docs)]
 
-mod config;
-mod config_fields;
+mod error;
 mod gguf;
-mod gguf_arch;
-mod gguf_meta;
-mod model_types;
+mod hf;
 mod qwen_vl;
-mod rope_dicts;
 
-use candle_pe_core::{Error, Result};
-
-pub use config::{FromHfConfig, RopeConfigs};
-pub use config_fields::ConfigFields;
-pub use gguf::{FreqFactors, FromGguf, GgufRope, PairLayout, ValueSource};
-pub use gguf_meta::GgufMeta;
-pub use model_types::{HfModelType, HfTextConfig, QwenVlVersion};
+pub use error::{Error, Result};
+pub use gguf::{FreqFactors, FromGguf, GgufMeta, GgufRope, ValueSource};
+pub use hf::{ConfigFields, FromHfConfig, HfConfig, HfModelType, HfTextConfig, QwenVlVersion};
 pub use qwen_vl::{QwenVlConfig, QwenVlPositions};

@@ -33,13 +33,15 @@
 //! assert_eq!(positions.rope_deltas().to_vec1::<i64>()?, [-2]);
 //! // The next token, decoded after the 7 tokens of the prompt: 7 + (-2) on every row.
 //! assert_eq!(positions.decode(&[7], 1)?.to_vec3::<i64>()?, [[[5]], [[5]], [[5]]]);
-//! # Ok::<(), candle_pe_core::Error>(())
+//! # Ok::<(), candle_pe_formats::Error>(())
 //! ```
 
 use candle_core::{DType, Tensor};
 use serde_json::Value;
 
 use candle_pe_core::MAX_POSITION;
+
+use candle_pe_core::Error as CoreError;
 
 use crate::{ConfigFields, Error, FromHfConfig, HfModelType, QwenVlVersion, Result};
 
@@ -140,18 +142,18 @@ impl QwenVlConfig {
         let (batch, seq) = match input_ids.dims() {
             &[b, s] => (b, s),
             dims => {
-                return Err(Error::ShapeMismatch {
+                return Err(Error::Core(CoreError::ShapeMismatch {
                     name: "input_ids",
                     expected: "(batch, seq)".into(),
                     shape: dims.to_vec(),
-                })
+                }))
             }
         };
         if !input_ids.dtype().is_int() {
-            return Err(Error::NotInteger {
+            return Err(Error::Core(CoreError::NotInteger {
                 name: "input ids",
                 dtype: input_ids.dtype(),
-            });
+            }));
         }
         let ids = input_ids
             .to_dtype(DType::I64)?
@@ -161,11 +163,11 @@ impl QwenVlConfig {
             None => vec![true; ids.len()],
             Some(mask) => {
                 if mask.dims() != [batch, seq] {
-                    return Err(Error::ShapeMismatch {
+                    return Err(Error::Core(CoreError::ShapeMismatch {
                         name: "attention_mask",
                         expected: format!("(batch, seq) = ({batch}, {seq}), as the input ids"),
                         shape: mask.dims().to_vec(),
-                    });
+                    }));
                 }
                 let mask = mask.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?;
                 mask.iter().map(|&v| v != 0.0).collect()
@@ -178,22 +180,22 @@ impl QwenVlConfig {
         ] {
             for g in grids {
                 if g.contains(&0) || g[1] % m != 0 || g[2] % m != 0 {
-                    return Err(Error::Config {
+                    return Err(Error::Core(CoreError::Config {
                         field: name.into(),
                         message: format!(
                             "grid (t, h, w) = {g:?}: every size must be positive, h and w multiples of spatial_merge_size {m}"
                         ),
-                    });
+                    }));
                 }
             }
         }
         let seconds = match second_per_grid_ts {
             Some(s) if s.len() != video_grid_thw.len() => {
-                return Err(Error::ShapeMismatch {
+                return Err(Error::Core(CoreError::ShapeMismatch {
                     name: "second_per_grid_ts",
                     expected: format!("one per video grid: ({},)", video_grid_thw.len()),
                     shape: vec![s.len()],
-                })
+                }))
             }
             Some(s) => s.to_vec(),
             None => vec![1.0; video_grid_thw.len()],
@@ -377,11 +379,11 @@ impl QwenVlPositions {
     ) -> Result<Tensor> {
         let batch = self.deltas.len();
         if attended.len() != batch {
-            return Err(Error::ShapeMismatch {
+            return Err(Error::Core(CoreError::ShapeMismatch {
                 name: "attended",
                 expected: format!("one count per sequence: ({batch},)"),
                 shape: vec![attended.len()],
-            });
+            }));
         }
         let mut out = Vec::with_capacity(3 * batch * len);
         for axis in 0..3 {
@@ -390,10 +392,10 @@ impl QwenVlPositions {
                 for j in 0..len {
                     let p = first + j as i128;
                     if p < 0 || p >= MAX_POSITION as i128 {
-                        return Err(Error::PositionOutOfRange {
+                        return Err(Error::Core(CoreError::PositionOutOfRange {
                             name: "decoded position",
                             value: p,
-                        });
+                        }));
                     }
                     out.push(p as i64);
                 }

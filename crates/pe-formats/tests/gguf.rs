@@ -4,8 +4,8 @@
 
 use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::{DType, Device};
-use candle_pe_core::{Error, Llama3, QueryScale, Rope, RopeConfig, RopeType};
-use candle_pe_formats::{FreqFactors, FromGguf, FromHfConfig, GgufRope, PairLayout, RopeConfigs};
+use candle_pe_core::{Llama3, PairLayout, QueryScale, Rope, RopeConfig, RopeConfigs, RopeType};
+use candle_pe_formats::{Error, FreqFactors, FromGguf, FromHfConfig, GgufRope};
 
 mod common;
 use common::{file, head, read};
@@ -262,7 +262,7 @@ fn mrope_sections_come_from_dimension_sections() {
         assert_eq!(rope.layout, PairLayout::Halves, "{arch}");
         let config = rope.configs.single().unwrap();
         assert_eq!(config.mrope_section, Some(vec![16, 24, 24]), "{arch}");
-        assert_eq!(config.mrope_interleaved, interleaved, "{arch}");
+        assert_eq!(config.mrope_slots.is_alternating(), interleaved, "{arch}");
     }
     // Without sections an M-RoPE architecture is an error naming the key.
     let err = read("qwen2vl", &head(1024, 8), &[]).unwrap_err();

@@ -4,8 +4,8 @@
 //! (`scripts/fixtures/gguf_archs.py` writes both: `arch_<case>.gguf` and `arch_<case>.json`).
 
 use candle_core::quantized::gguf_file::{Content, Value};
-use candle_pe_core::{Error, QueryScale, RopeConfig, RopeType};
-use candle_pe_formats::{FreqFactors, FromGguf, GgufRope, PairLayout};
+use candle_pe_core::{PairLayout, QueryScale, RopeConfig, RopeType};
+use candle_pe_formats::{Error, FreqFactors, FromGguf, GgufRope};
 use serde_json::Value as Json;
 
 mod common;
@@ -32,7 +32,7 @@ fn fixture(case: &str) -> anyhow::Result<(GgufRopeOr, Json)> {
     Ok((rope, expected))
 }
 
-type GgufRopeOr = candle_pe_core::Result<GgufRope>;
+type GgufRopeOr = candle_pe_formats::Result<GgufRope>;
 
 fn usize_of(v: &Json) -> usize {
     v.as_u64().expect("an integer") as usize
@@ -69,7 +69,7 @@ fn check_rope(case: &str, what: &str, config: &RopeConfig, want: &Json) {
         .map(|s| s.iter().map(usize_of).collect::<Vec<_>>());
     assert_eq!(config.mrope_section, sections, "{at}: sections");
     assert_eq!(
-        config.mrope_interleaved,
+        config.mrope_slots.is_alternating(),
         want["mrope_interleaved"].as_bool().unwrap(),
         "{at}: interleaved sections"
     );
@@ -169,7 +169,7 @@ fn gemma4_rope_freqs_are_proportional_on_full_layers() -> anyhow::Result<()> {
 }
 
 /// The rope of a file of `keys` without tensors.
-fn read(arch: &str, keys: &[(&str, Value)]) -> candle_pe_core::Result<GgufRope> {
+fn read(arch: &str, keys: &[(&str, Value)]) -> candle_pe_formats::Result<GgufRope> {
     common::read(arch, keys, &[])
 }
 
@@ -457,7 +457,11 @@ fn rows_follow_llama_cpps_rope_types() {
             assert_eq!(rope.layout, layout, "{arch}");
             let config = rope.configs.for_layer(1).unwrap().unwrap();
             assert_eq!(config.mrope_section.is_some(), mrope.is_some(), "{arch}");
-            assert_eq!(config.mrope_interleaved, mrope == Some(true), "{arch}");
+            assert_eq!(
+                config.mrope_slots.is_alternating(),
+                mrope == Some(true),
+                "{arch}"
+            );
         }
     }
     // M-RoPE only with sections: NORM or NEOX without.

@@ -4,8 +4,7 @@
 use std::collections::HashMap;
 
 use candle_core::quantized::gguf_file::{Content, Value, VersionedMagic};
-use candle_pe_core::Error;
-use candle_pe_formats::GgufMeta;
+use candle_pe_formats::{Error, GgufMeta};
 
 fn content(keys: Vec<(&str, Value)>) -> Content {
     Content {

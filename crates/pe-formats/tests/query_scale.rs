@@ -8,8 +8,8 @@
 //! ulps of the exact value, the bound held below.
 
 use candle_core::{DType, Device, Tensor};
-use candle_pe_core::{QueryScale, Rope, RopeConfig, MAX_POSITION};
-use candle_pe_formats::{FromHfConfig, RopeConfigs};
+use candle_pe_core::{QueryScale, Rope, RopeConfig, RopeConfigs, MAX_POSITION};
+use candle_pe_formats::FromHfConfig;
 use pe_testkit::{to_f64, Big};
 use rand::{Rng, SeedableRng};
 
@@ -76,7 +76,10 @@ fn llama4_nope_layers() -> anyhow::Result<()> {
     }
     // Its attention turns adjacent pairs, with no config key saying so.
     let first = configs.for_layer(0)?.unwrap();
-    assert!(first.rope_interleave, "llama4 rotates adjacent pairs");
+    assert!(
+        first.pair_layout.is_interleaved(),
+        "llama4 rotates adjacent pairs"
+    );
     let layer = fx.json["layer"].as_u64().unwrap() as usize;
     let scale = configs.query_scale(layer)?.unwrap();
     matches("query_scale_llama4_nope", &scale, &fx)?;

@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 
 use candle_core::{DType, Device, Tensor};
-use candle_pe_core::Error;
-use candle_pe_formats::{FromHfConfig, QwenVlConfig, QwenVlVersion};
+use candle_pe_core::Error as CoreError;
+use candle_pe_formats::{Error, FromHfConfig, QwenVlConfig, QwenVlVersion};
 
 const IMAGE: i64 = 151655;
 const VIDEO: i64 = 151656;
@@ -116,10 +116,10 @@ fn decode_continues_from_the_deltas() -> anyhow::Result<()> {
     }
     assert!(matches!(
         padded.decode(&[9], 1),
-        Err(Error::ShapeMismatch {
+        Err(Error::Core(CoreError::ShapeMismatch {
             name: "attended",
             ..
-        })
+        }))
     ));
     Ok(())
 }
@@ -265,34 +265,34 @@ fn mismatches_are_named() -> anyhow::Result<()> {
     let ids = Tensor::new(&[[IMAGE, IMAGE]], &dev)?;
     assert!(matches!(
         config.positions(&ids, &[[1, 3, 4]], &[], None, None),
-        Err(Error::Config { ref field, .. }) if field == "image_grid_thw"
+        Err(Error::Core(CoreError::Config { ref field, .. })) if field == "image_grid_thw"
     ));
     assert!(matches!(
         config.positions(&ids, &[], &[], Some(&[0.5]), None),
-        Err(Error::ShapeMismatch {
+        Err(Error::Core(CoreError::ShapeMismatch {
             name: "second_per_grid_ts",
             ..
-        })
+        }))
     ));
     let mask = Tensor::ones((1, 3), DType::I64, &dev)?;
     assert!(matches!(
         config.positions(&ids, &[], &[], None, Some(&mask)),
-        Err(Error::ShapeMismatch {
+        Err(Error::Core(CoreError::ShapeMismatch {
             name: "attention_mask",
             ..
-        })
+        }))
     ));
     assert!(matches!(
         config.positions(&Tensor::new(&[1i64, 2], &dev)?, &[], &[], None, None),
-        Err(Error::ShapeMismatch {
+        Err(Error::Core(CoreError::ShapeMismatch {
             name: "input_ids",
             ..
-        })
+        }))
     ));
     let json = serde_json::json!({"model_type": "llama", "image_token_id": 1, "video_token_id": 2});
     assert!(matches!(
         QwenVlConfig::from_hf_config(&json),
-        Err(Error::Config { ref field, .. }) if field == "model_type"
+        Err(Error::Core(CoreError::Config { ref field, .. })) if field == "model_type"
     ));
     Ok(())
 }

@@ -2,10 +2,12 @@
 //! legacy spellings, the model families, what a config writes reads back, unknown keys, `null`
 //! and the fields given at two levels.
 
+use candle_pe_core::Error as CoreError;
 use candle_pe_core::{
-    Dynamic, Error, LinearScaling, Llama3, Proportional, Rope, RopeConfig, RopeType, Yarn,
+    Dynamic, LinearScaling, Llama3, MropeSlots, Proportional, Rope, RopeConfig, RopeConfigs,
+    RopeType, Yarn,
 };
-use candle_pe_formats::{FromHfConfig, RopeConfigs};
+use candle_pe_formats::{Error, FromHfConfig};
 use pe_testkit::{random_rope_config, ORACLE_ROPE_TYPES};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -101,7 +103,10 @@ fn every_type_reads_back_what_it_writes() -> anyhow::Result<()> {
         if rng.random_bool(0.2) {
             let h = c.rotary_dim() / 2;
             c.mrope_section = Some(vec![h - h / 3, h / 3, 0]);
-            c.mrope_interleaved = rng.random_bool(0.5);
+            c.mrope_slots = match rng.random_bool(0.5) {
+                true => MropeSlots::Alternating,
+                false => MropeSlots::Sections,
+            };
         }
         let json = serde_json::to_value(&c)?;
         assert_eq!(RopeConfig::from_hf_config(&json)?, c, "{json}");
@@ -168,7 +173,7 @@ fn hf_families_parse() -> anyhow::Result<()> {
         (
             c.rope_type.name(),
             c.mrope_section.clone(),
-            c.mrope_interleaved
+            c.mrope_slots.is_alternating()
         ),
         ("default", Some(vec![16, 24, 24]), false)
     );
@@ -176,7 +181,7 @@ fn hf_families_parse() -> anyhow::Result<()> {
         r#"{"model_type": "qwen3_vl", "text_config": {"head_dim": 128, "rope_theta": 5e6,
         "rope_scaling": {"rope_type": "default", "mrope_section": [24, 20, 20]}}}"#,
     )?;
-    assert_eq!((c.rope_theta, c.mrope_interleaved), (5e6, true));
+    assert_eq!((c.rope_theta, c.mrope_slots.is_alternating()), (5e6, true));
     // gemma-3-4b-it's config.json: the text config leaves head_dim, rope_theta and
     // rope_local_base_freq to transformers' defaults (256, 1e6, 1e4).
     let gemma3 = RopeConfigs::from_hf_config(&serde_json::from_str(
@@ -542,7 +547,7 @@ fn null_is_absent_and_the_levels_agree() -> anyhow::Result<()> {
         let err = parse(json).expect_err(json);
         let message = err.to_string();
         assert!(
-            matches!(&err, Error::Config { field: f, .. } if f == field),
+            matches!(&err, Error::Core(CoreError::Config { field: f, .. }) if f == field),
             "{json}: {message}"
         );
         assert!(message.contains(value), "{json}: {message}");
@@ -583,7 +588,7 @@ fn llama3_with_equal_freq_factors_is_llama4_scouts_rope() -> anyhow::Result<()> 
     let mut lower = scout.clone();
     lower["rope_scaling"]["high_freq_factor"] = serde_json::json!(0.5);
     let err = RopeConfigs::from_hf_config(&lower)
-        .and_then(|c| Rope::new(c.for_layer(0)?.unwrap().clone()).map(drop));
+        .and_then(|c| Ok(Rope::new(c.for_layer(0)?.unwrap().clone()).map(drop)?));
     assert!(
         err.unwrap_err().to_string().contains("high_freq_factor"),
         "high_freq_factor below low_freq_factor is an error"

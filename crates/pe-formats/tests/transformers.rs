@@ -9,9 +9,10 @@
 use std::collections::HashMap;
 
 use candle_core::{DType, Device, Tensor};
+use candle_pe_core::At;
 use candle_pe_core::{Dynamic, LongropePolicy};
-use candle_pe_core::{Rope, RopeConfig, RopeType};
-use candle_pe_formats::{FromHfConfig, RopeConfigs};
+use candle_pe_core::{Rope, RopeConfig, RopeConfigs, RopeType};
+use candle_pe_formats::FromHfConfig;
 
 /// A fixture: its JSON description and its tensors.
 struct Fixture {
@@ -86,9 +87,9 @@ fn check_call(rope: &Rope, c: &Call, freq_len: usize) -> anyhow::Result<Worst> {
     let ids = &c.fixture.tensors[&c.tensor_name("position_ids")];
     let mrope = ids.dims().len() == 3;
     let (cos, sin) = if mrope {
-        rope.at_mrope(ids, DType::F64)?
+        rope.at(At::mrope(ids), DType::F64)?
     } else {
-        rope.at_with_len(ids, freq_len, DType::F64)?
+        rope.at(At::ids(ids).with_tracked_len(freq_len), DType::F64)?
     };
     let half = rope.half_dim();
     let rows: Vec<Vec<i64>> = if mrope {
@@ -102,7 +103,7 @@ fn check_call(rope: &Rope, c: &Call, freq_len: usize) -> anyhow::Result<Worst> {
     let position = |r: usize, i: usize| -> i64 {
         match &section {
             None => rows[0][r],
-            Some(s) => rows[mrope_axis(s, rope.config().mrope_interleaved, i)][r],
+            Some(s) => rows[mrope_axis(s, rope.config().mrope_slots.is_alternating(), i)][r],
         }
     };
     let width = c.call["cos_shape"][2].as_u64().unwrap() as usize;
@@ -220,10 +221,10 @@ fn deepseek_v3() -> anyhow::Result<()> {
     assert_eq!((c.head_dim, c.rotary_dim()), (64, 64), "qk_rope_head_dim");
     // transformers' DeepseekV3Config defaults rope_interleave to true; the config.json omits it.
     assert_eq!(
-        c.rope_interleave,
+        c.pair_layout.is_interleaved(),
         fx.json["rope_interleave"].as_bool().unwrap()
     );
-    assert!(c.rope_interleave);
+    assert!(c.pair_layout.is_interleaved());
     // The attention's softmax scale, qk_head_dim^-0.5 * mscale(40, 1)^2, as transformers' f64
     // Python computes it: a product of three f64 roundings, so within 4 f64 ulps.
     let qk_head_dim = fx.json["qk_head_dim"].as_f64().unwrap();
@@ -334,7 +335,7 @@ fn phimoe_mscales() -> anyhow::Result<()> {
         }
         assert_eq!(call["mscale_field"], "long_mscale", "{name}");
         let ids = &fx.tensors[call["tensors"]["position_ids"].as_str().unwrap()];
-        let (cos, sin) = rope.at_with_len(ids, seq_len, DType::F64)?;
+        let (cos, sin) = rope.at(At::ids(ids).with_tracked_len(seq_len), DType::F64)?;
         let amplitude = |cos: Vec<f64>, sin: Vec<f64>| -> Vec<f64> {
             cos.iter().zip(&sin).map(|(c, s)| c.hypot(*s)).collect()
         };
@@ -501,7 +502,7 @@ fn mrope(name: &str, interleaved: bool) -> anyhow::Result<()> {
     matches_transformers(name)?;
     let fx = fixture(name)?;
     let config = RopeConfig::from_hf_config(&fx.json["config_input"])?;
-    assert_eq!(config.mrope_interleaved, interleaved);
+    assert_eq!(config.mrope_slots.is_alternating(), interleaved);
     let rope = Rope::new(config)?;
     let text = fx.json["calls"]
         .as_array()
@@ -511,7 +512,7 @@ fn mrope(name: &str, interleaved: bool) -> anyhow::Result<()> {
         .unwrap();
     let ids = &fx.tensors[text["tensors"]["position_ids"].as_str().unwrap()];
     for dtype in [DType::F32, DType::BF16, DType::F64] {
-        let (cos, sin) = rope.at_mrope(ids, dtype)?;
+        let (cos, sin) = rope.at(At::mrope(ids), dtype)?;
         let (cos1, sin1) = rope.at(&ids.get(0)?, dtype)?;
         let bits = |t: &Tensor| -> anyhow::Result<Vec<f64>> {
             Ok(t.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?)
@@ -531,7 +532,7 @@ fn mrope(name: &str, interleaved: bool) -> anyhow::Result<()> {
 }
 
 /// Dynamic NTK: each call with the frequencies of the length transformers' module keeps
-/// (`Dynamic::next_cached_len`): the calls whose frequencies are their own length's (100,
+/// (`Dynamic::next_tracked_len`): the calls whose frequencies are their own length's (100,
 /// 6000, 9000, 100 again) and the one that keeps a longer one's (5000 after 9000).
 #[test]
 fn llama_dynamic() -> anyhow::Result<()> {
@@ -540,7 +541,7 @@ fn llama_dynamic() -> anyhow::Result<()> {
     let mut cached = max;
     for call in fx.json["calls"].as_array().unwrap() {
         let seq_len = call["seq_len"].as_u64().unwrap() as usize;
-        cached = Dynamic::next_cached_len(max, cached, seq_len);
+        cached = Dynamic::next_tracked_len(max, cached, seq_len);
         assert_eq!(
             cached as u64,
             call["max_seq_len_cached_after_call"].as_u64().unwrap()

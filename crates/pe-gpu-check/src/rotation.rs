@@ -9,8 +9,9 @@
 use anyhow::Result;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{Embedding, Module};
+use candle_pe_core::At;
 use candle_pe_core::{video_patch_positions, Preset, RopeConfig};
-use candle_pe_formats::RopeConfigs;
+use candle_pe_core::{PairLayout, RopeConfigs};
 use candle_pe_nn::{
     AxesRotaryEmbedding, EmbeddingScale, PositionMode, RotaryEmbedding, SinusoidalEmbedding,
     SinusoidalEmbeddingConfig,
@@ -144,9 +145,13 @@ fn plain(
     config: RopeConfig,
     pairs: bool,
 ) -> Result<()> {
-    let cpu = RotaryEmbedding::new(config.clone())?.with_interleaved(pairs);
+    let layout = match pairs {
+        true => PairLayout::Interleaved,
+        false => PairLayout::Halves,
+    };
+    let cpu = RotaryEmbedding::new(config.clone())?.with_pair_layout(layout);
     let dev = RotaryEmbedding::new(config)?
-        .with_interleaved(pairs)
+        .with_pair_layout(layout)
         .with_backend(target.backend);
     let d = cpu.rope().config().head_dim;
     let (seq, b) = if target.full { (64, 2) } else { (8, 2) };
@@ -177,8 +182,8 @@ fn plain(
         let pos_d = Tensor::from_vec(positions, (b, seq), &target.device)?;
         let to_c = Tensor::from_vec(moved.clone(), (b, seq), &Device::Cpu)?;
         let to_d = Tensor::from_vec(moved, (b, seq), &target.device)?;
-        let (qc, kc) = cpu.apply_at(&q_c, &k_c, &pos_c)?;
-        let (qd, kd) = dev.apply_at(&q_d, &k_d, &pos_d)?;
+        let (qc, kc) = cpu.apply(&q_c, &k_c, &pos_c)?;
+        let (qd, kd) = dev.apply(&q_d, &k_d, &pos_d)?;
         close_qk(
             report,
             &format!("{name}: apply_at"),
@@ -186,9 +191,9 @@ fn plain(
             (&qc, &kc),
             scale,
         )?;
-        let kk = dev.apply_k_at(&k_d, &pos_d)?;
+        let kk = dev.apply_k(&k_d, &pos_d)?;
         close(report, &format!("{name}: apply_k_at"), &kk, &kc, scale)?;
-        let (qs, ks) = dev.apply_at_slow(&q_d, &k_d, &pos_d)?;
+        let (qs, ks) = dev.apply_slow(&q_d, &k_d, &pos_d)?;
         let pairs = [(" q", &qd, &qs), (" k", &kd, &ks)];
         twin(report, name, "apply_at", dtype, &pairs, scale)?;
         // (tokens, heads, d): the continuous-batching layout, positions (tokens,).
@@ -196,18 +201,18 @@ fn plain(
             |t: &Tensor| -> Result<Tensor> { Ok(t.transpose(1, 2)?.reshape((b * seq, (), d))?) };
         let flat_c = pos_c.flatten_all()?;
         let flat_d = pos_d.flatten_all()?;
-        let (qc, kc) = cpu.apply_at(&tokens(&q_c)?, &tokens(&k_c)?, &flat_c)?;
-        let (qd, kd) = dev.apply_at(&tokens(&q_d)?, &tokens(&k_d)?, &flat_d)?;
+        let (qc, kc) = cpu.apply(&tokens(&q_c)?, &tokens(&k_c)?, &flat_c)?;
+        let (qd, kd) = dev.apply(&tokens(&q_d)?, &tokens(&k_d)?, &flat_d)?;
         let what = format!("{name}: apply_at (tokens, heads, d)");
         close_qk(report, &what, (&qd, &kd), (&qc, &kc), scale)?;
         // shift: move keys by -1,000 and to other positions.
-        let kc = cpu.shift(&k_c, -1000)?;
-        let kd = dev.shift(&k_d, -1000)?;
+        let kc = cpu.shift(&k_c, 1000, 0)?;
+        let kd = dev.shift(&k_d, 1000, 0)?;
         close(report, &format!("{name}: shift -1000"), &kd, &kc, scale)?;
-        let kc = cpu.shift_at(&k_c, &pos_c, &to_c)?;
-        let kd = dev.shift_at(&k_d, &pos_d, &to_d)?;
+        let kc = cpu.shift(&k_c, &pos_c, &to_c)?;
+        let kd = dev.shift(&k_d, &pos_d, &to_d)?;
         close(report, &format!("{name}: shift_at"), &kd, &kc, scale)?;
-        let ks = dev.shift_at_slow(&k_d, &pos_d, &to_d)?;
+        let ks = dev.shift_slow(&k_d, &pos_d, &to_d)?;
         twin(report, name, "shift_at", dtype, &[("", &kd, &ks)], scale)?;
     }
     Ok(())
@@ -229,8 +234,8 @@ fn mrope(target: &Target, report: &mut Report) -> Result<()> {
         let (q_c, q_d) = pair(&[b, 4, seq, d], dtype, target)?;
         let (k_c, k_d) = pair(&[b, 2, seq, d], dtype, target)?;
         let scale = 1.5 * max_abs(&q_c)?.max(max_abs(&k_c)?);
-        let (qc, kc) = cpu.apply_mrope(&q_c, &k_c, &ids_c)?;
-        let (qd, kd) = dev.apply_mrope(&q_d, &k_d, &ids_d)?;
+        let (qc, kc) = cpu.apply(&q_c, &k_c, At::mrope(&ids_c))?;
+        let (qd, kd) = dev.apply(&q_d, &k_d, At::mrope(&ids_d))?;
         close_qk(
             report,
             "qwen2_vl: apply_mrope",
@@ -238,9 +243,9 @@ fn mrope(target: &Target, report: &mut Report) -> Result<()> {
             (&qc, &kc),
             scale,
         )?;
-        let kk = dev.apply_k_mrope(&k_d, &ids_d)?;
+        let kk = dev.apply_k(&k_d, At::mrope(&ids_d))?;
         close(report, "qwen2_vl: apply_k_mrope", &kk, &kc, scale)?;
-        let (qs, _) = dev.apply_mrope_slow(&q_d, &k_d, &ids_d)?;
+        let (qs, _) = dev.apply_slow(&q_d, &k_d, At::mrope(&ids_d))?;
         twin(
             report,
             "qwen2_vl",
@@ -264,8 +269,8 @@ fn axes(target: &Target, report: &mut Report) -> Result<()> {
         let (q_c, q_d) = pair(&[1, 4, n, 128], dtype, target)?;
         let (k_c, k_d) = pair(&[1, 4, n, 128], dtype, target)?;
         let scale = 1.5 * max_abs(&q_c)?.max(max_abs(&k_c)?);
-        let (qc, kc) = rotary.apply_at(&q_c, &k_c, &ids_c)?;
-        let (qd, kd) = rotary.apply_at(&q_d, &k_d, &ids_d)?;
+        let (qc, kc) = rotary.apply(&q_c, &k_c, &ids_c)?;
+        let (qd, kd) = rotary.apply(&q_d, &k_d, &ids_d)?;
         close_qk(report, "axes flux: apply_at", (&qd, &kd), (&qc, &kc), scale)?;
     }
     Ok(())

@@ -253,7 +253,7 @@ pub fn run(target: &Target, report: &mut Report) -> Result<()> {
         target,
         s.fast_rounds,
         vec![
-            case("apply_at", || Ok(rotary.apply_at(&q, &k, &positions)?)),
+            case("apply_at", || Ok(rotary.apply(&q, &k, &positions)?)),
             case("index_select + candle-nn rope", || {
                 Ok(gather_rope(rotary.cache(), &q, &k, &positions)?)
             }),
@@ -275,7 +275,7 @@ pub fn run(target: &Target, report: &mut Report) -> Result<()> {
         target,
         s.rounds,
         vec![
-            case("shift -1000", || Ok(rotary.shift(&keys, -1000)?)),
+            case("shift -1000", || Ok(rotary.shift(&keys, 1000, 0)?)),
             case("copy floor", || Ok(keys.copy()?)),
         ],
     )?;

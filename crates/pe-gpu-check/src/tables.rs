@@ -7,11 +7,11 @@
 
 use anyhow::{Context, Result};
 use candle_core::{DType, Device, Tensor};
+use candle_pe_core::{At, RopeConfigs};
 use candle_pe_core::{
     patch_positions, video_patch_positions, Alibi, AxesRope, OddWidth, PeSpec, Preset, Rope,
     RopeConfig, SincosGrid, SincosGrid3d, SinusoidalEncoding,
 };
-use candle_pe_formats::RopeConfigs;
 use serde_json::Value;
 
 use crate::compare::{diff, host};
@@ -318,16 +318,16 @@ fn mrope(
         .collect();
     let ids_cpu = Tensor::from_vec(rows.clone(), (3, n), &Device::Cpu)?;
     let ids = Tensor::from_vec(rows, (3, n), dev)?;
-    let (cos_e, sin_e) = exact.at_mrope(&ids_cpu, DType::F64)?;
+    let (cos_e, sin_e) = exact.at(At::mrope(&ids_cpu), DType::F64)?;
     for dtype in DTYPES {
-        let (cos, sin) = ours.at_mrope(&ids, dtype)?;
+        let (cos, sin) = ours.at(At::mrope(&ids), dtype)?;
         against_exact(report, SECTION, &format!("{name} mrope cos"), &cos, &cos_e)?;
         against_exact(report, SECTION, &format!("{name} mrope sin"), &sin, &sin_e)?;
     }
     let text: Vec<i64> = (0..3)
         .flat_map(|_| (0..n as i64).map(|i| base + i))
         .collect();
-    let (cos, _) = ours.at_mrope(&Tensor::from_vec(text, (3, n), dev)?, DType::F32)?;
+    let (cos, _) = ours.at(At::mrope(&Tensor::from_vec(text, (3, n), dev)?), DType::F32)?;
     let (cos_1d, _) = ours.at(&Tensor::arange(base, base + n as i64, dev)?, DType::F32)?;
     same_bits(
         report,

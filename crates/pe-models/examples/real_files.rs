@@ -424,7 +424,7 @@ fn profile(stem: &str, model: &mut LlamaFamily, args: &Args) -> Result<()> {
             "rope (apply_at on q and k)",
             layers
                 * time(reps, || {
-                    rotary.apply_at(&q, &k, &at)?;
+                    rotary.apply(&q, &k, &at)?;
                     Ok(())
                 })?,
         ),

@@ -70,7 +70,10 @@ fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
 
 /// Fails unless each size field `names` is given and positive, naming the first that is not
 /// (a zero size would surface later as a tensor shape that names no field).
-pub(crate) fn require_positive(root: &ConfigFields, names: &[&str]) -> candle_pe_core::Result<()> {
+pub(crate) fn require_positive(
+    root: &ConfigFields,
+    names: &[&str],
+) -> candle_pe_formats::Result<()> {
     for &name in names {
         if root.require::<usize>(name)? == 0 {
             return Err(root.invalid(name, "must be positive, got 0"));
@@ -103,7 +106,7 @@ pub fn eos_token_ids(dir: impl AsRef<Path>) -> Result<Vec<u32>> {
 /// The `eos_token_id` field of a parsed config or of its `text_config` (vision-language models
 /// nest it; the two disagreeing is an error naming both): one id or a list, `None` when absent
 /// or null.
-fn eos_field(json: &Value) -> candle_pe_core::Result<Option<Vec<u32>>> {
+fn eos_field(json: &Value) -> candle_pe_formats::Result<Option<Vec<u32>>> {
     #[derive(serde::Deserialize, PartialEq)]
     #[serde(untagged, expecting = "a token id or a list of token ids")]
     enum OneOrMany {
@@ -125,7 +128,7 @@ fn eos_field(json: &Value) -> candle_pe_core::Result<Option<Vec<u32>>> {
 /// The config in the file `path`, read by `from_hf_config`; errors name the file.
 pub(crate) fn read_config<T>(
     path: &Path,
-    from_hf_config: impl Fn(&Value) -> candle_pe_core::Result<T>,
+    from_hf_config: impl Fn(&Value) -> candle_pe_formats::Result<T>,
 ) -> Result<T> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;

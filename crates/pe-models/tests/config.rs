@@ -368,7 +368,9 @@ fn llama4_reads_dense_models_only() -> Result<()> {
     assert_eq!(cfg.model_type, ModelType::Llama4);
     assert_eq!(cfg.intermediate_size, 40);
     assert_eq!(cfg.nope_layers, [false, false, false, true]);
-    assert!(cfg.nope_query_scale.is_some() && cfg.qk_l2_norm && cfg.rope.rope_interleave);
+    assert!(
+        cfg.nope_query_scale.is_some() && cfg.qk_l2_norm && cfg.rope.pair_layout.is_interleaved()
+    );
     let varmap = VarMap::new();
     let model = random_model(&cfg, &varmap)?;
     let policy = pe_models::CachePolicy::Sink {

@@ -23,7 +23,11 @@ fn sources(root: &Path, dir: &Path, out: &mut Vec<String>) {
 
 /// The module path of a file: `llama/mod.rs` is `llama`, `llama/gguf.rs` `llama::gguf`.
 fn module_of(file: &str) -> Vec<String> {
-    let mut parts: Vec<String> = file.trim_end_matches(".rs").split('/').map(String::from).collect();
+    let mut parts: Vec<String> = file
+        .trim_end_matches(".rs")
+        .split('/')
+        .map(String::from)
+        .collect();
     if matches!(parts.last().map(String::as_str), Some("mod" | "lib")) {
         parts.pop();
     }
@@ -76,7 +80,9 @@ fn paths(prefix: Vec<String>, rest: &str) -> Vec<Vec<String>> {
         let parts = parts.iter().filter(|p| !p.trim().is_empty());
         return parts.flat_map(|p| paths(prefix.clone(), p)).collect();
     }
-    let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(rest.len());
+    let end = rest
+        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .unwrap_or(rest.len());
     if end == 0 {
         return vec![prefix];
     }
@@ -117,7 +123,11 @@ fn no_two_files_import_each_other() {
         let code = code_only(&fs::read_to_string(root.join(file)).unwrap());
         let here = module_of(file);
         let parent = here[..here.len().saturating_sub(1)].to_vec();
-        let mut bases = vec![("crate::".to_string(), vec![]), ("super::".into(), parent), ("self::".into(), here.clone())];
+        let mut bases = vec![
+            ("crate::".to_string(), vec![]),
+            ("super::".into(), parent),
+            ("self::".into(), here.clone()),
+        ];
         for line in code.lines() {
             let words: Vec<&str> = line.split_whitespace().collect();
             if let Some(i) = words.iter().position(|w| *w == "mod") {

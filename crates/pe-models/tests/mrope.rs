@@ -82,7 +82,7 @@ fn matches_transformers(case: &str, section: &[usize], interleaved: bool) -> Res
     assert!(model.is_mrope());
     let rope = &model.config().rope;
     assert_eq!(rope.mrope_section.as_deref(), Some(section));
-    assert_eq!(rope.mrope_interleaved, interleaved);
+    assert_eq!(rope.mrope_slots.is_alternating(), interleaved);
 
     // The ids: pe-core's get_rope_index and rope_deltas give the fixture's.
     let config: serde_json::Value =
@@ -108,7 +108,7 @@ fn matches_transformers(case: &str, section: &[usize], interleaved: bool) -> Res
     let n = input.dim(1)?;
     let step_pos: Vec<Tensor> = (0..steps.dim(1)?)
         .map(|s| positions.decode(&[n + s], 1))
-        .collect::<candle_pe_core::Result<_>>()?;
+        .collect::<candle_pe_formats::Result<_>>()?;
     let step_pos = Tensor::cat(&step_pos, 2)?;
     assert_eq!(
         step_pos.flatten_all()?.to_vec1::<i64>()?,
@@ -282,12 +282,12 @@ fn qwen_vl_configs_are_read_in_both_forms() -> Result<()> {
         assert_eq!(cfg.model_type, ModelType::Qwen2Vl);
         assert!(cfg.qkv_bias && !cfg.o_bias && !cfg.qk_norm && !cfg.tie_word_embeddings);
         assert_eq!(cfg.rope.mrope_section, Some(vec![2, 3, 3]));
-        assert!(!cfg.rope.mrope_interleaved);
+        assert!(!cfg.rope.mrope_slots.is_alternating());
     }
     let dir = pe_testkit::fixture("models/qwen3_vl");
     let cfg = LlamaConfig::from_file(dir.join("config.json"))?;
     assert_eq!(cfg.model_type, ModelType::Qwen3Vl);
-    assert!(cfg.qk_norm && cfg.tie_word_embeddings && cfg.rope.mrope_interleaved);
+    assert!(cfg.qk_norm && cfg.tie_word_embeddings && cfg.rope.mrope_slots.is_alternating());
     assert_eq!(cfg.head_dim, 32);
     // Given at both levels, they must agree.
     let mut json: serde_json::Value =

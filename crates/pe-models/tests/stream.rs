@@ -6,6 +6,7 @@
 
 use candle_core::{DType, Device, Tensor};
 use candle_pe_formats::FromHfConfig;
+use candle_pe_nn::At;
 use clap::Parser;
 use pe_models::generate_cli::{run, Args};
 use pe_models::{greedy, CachePolicy, LlamaFamily, SinkPositions};
@@ -76,7 +77,7 @@ fn check_stream(
                     let rows: Vec<Vec<i64>> = (0..3)
                         .map(|a| ids.iter().map(|id| id[a]).collect())
                         .collect();
-                    rope.at_mrope(&Tensor::new(rows, &dev)?, DType::F64)?
+                    rope.at(At::mrope(&Tensor::new(rows, &dev)?), DType::F64)?
                 }
                 false => rope.at(&Tensor::new(positions.as_slice(), &dev)?, DType::F64)?,
             };
@@ -413,7 +414,8 @@ fn a_cache_policy_replaces_the_sliding_window() -> anyhow::Result<()> {
         };
         let files = [dir.join("model.safetensors")];
         // SAFETY: the fixture is read-only while the test runs.
-        let vb = unsafe { candle_nn::VarBuilder::from_mmaped_safetensors(&files, DType::F32, &dev)? };
+        let vb =
+            unsafe { candle_nn::VarBuilder::from_mmaped_safetensors(&files, DType::F32, &dev)? };
         LlamaFamily::new(&config, vb)
     };
     let mut bounded = model(Some(8))?.with_cache_policy(policy)?;
@@ -425,12 +427,20 @@ fn a_cache_policy_replaces_the_sliding_window() -> anyhow::Result<()> {
     let mut want = unwindowed.forward(&ids, &positions, None)?;
     let mut other = windowed.forward(&ids, &positions, None)?;
     let bits = |t: &Tensor| -> anyhow::Result<Vec<u32>> {
-        Ok(t.flatten_all()?.to_vec1::<f32>()?.into_iter().map(f32::to_bits).collect())
+        Ok(t.flatten_all()?
+            .to_vec1::<f32>()?
+            .into_iter()
+            .map(f32::to_bits)
+            .collect())
     };
     let mut differs = false;
     // Up to 16 tokens held: no eviction yet, and from the 9th on the window would cut.
     for position in prompt.len() as u32..16 {
-        assert_eq!(bits(&got)?, bits(&want)?, "logits before position {position}");
+        assert_eq!(
+            bits(&got)?,
+            bits(&want)?,
+            "logits before position {position}"
+        );
         differs |= bits(&other)? != bits(&want)?;
         let next = want.squeeze(0)?.get(want.dim(1)? - 1)?.argmax(0)?;
         let ids = Tensor::new(&[[next.to_scalar::<u32>()?]], &dev)?;
@@ -440,7 +450,10 @@ fn a_cache_policy_replaces_the_sliding_window() -> anyhow::Result<()> {
         other = windowed.forward(&ids, &at, None)?;
     }
     assert_eq!(bits(&got)?, bits(&want)?);
-    assert!(differs, "the fixture's window never cut: the test would not see it");
+    assert!(
+        differs,
+        "the fixture's window never cut: the test would not see it"
+    );
     assert_eq!(bounded.kv_len(), 16);
     Ok(())
 }

@@ -16,14 +16,14 @@
 //! // Two text tokens and a 2 x 2 latent grid: positions (t, h, w), q and k (batch, heads, n, 128).
 //! let positions = Tensor::new(&[[0u32, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 1], [0, 1, 0], [0, 1, 1]], &dev)?;
 //! let q = Tensor::randn(0f32, 1.0, (1, 4, 6, 128), &dev)?.to_dtype(DType::BF16)?;
-//! let (q, k) = rotary.apply_at(&q, &q, &positions)?;
+//! let (q, k) = rotary.apply(&q, &q, &positions)?;
 //! assert_eq!((q.dims(), k.dtype()), (&[1, 4, 6, 128][..], DType::BF16));
 //!
 //! // Pixtral-12B's vision tower: head_dim 64, a 3 x 4 grid of patches, positions (row, column).
 //! let pixtral = AxesRotaryEmbedding::split_spectrum(64, 2, 10_000.0)?;
 //! let positions = candle_pe_core::patch_positions(3, 4, &dev)?;
 //! let q = Tensor::randn(0f32, 1.0, (1, 16, 12, 64), &dev)?;
-//! let (q, k) = pixtral.apply_at(&q, &q, &positions)?;
+//! let (q, k) = pixtral.apply(&q, &q, &positions)?;
 //!
 //! // LTX-2's split layout: inner dim 64 as 4 heads of 16, at fractional (frame, row, column).
 //! let ltx2 = AxesRotaryEmbedding::from(candle_pe_core::AxesRope::ltx(64, 3, 10_000.0)?)
@@ -130,7 +130,7 @@ impl AxesRotaryEmbedding {
     /// `q` and `k` (`(batch, heads, n, d)`, `d = sum(axes_dim)`) rotated at integer
     /// `positions` shaped `(n, axes)` (every batch alike) or `(batch, n, axes)`, one column per
     /// axis; they may be negative (Qwen-Image's centred positions), `|p| < 2^31`.
-    pub fn apply_at(
+    pub fn apply(
         &self,
         q: &Tensor,
         k: &Tensor,

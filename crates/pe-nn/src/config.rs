@@ -1,30 +1,22 @@
-//! [`SinusoidalEmbeddingConfig`]: how a checkpoint's embedding block is built, with defaults,
-//! read from the fields of an HF `config.json` by
-//! [`from_hf_config`](SinusoidalEmbeddingConfig::from_hf_config).
+//! [`SinusoidalEmbeddingConfig`]: how a checkpoint's embedding block is built, with defaults.
+//! `candle-pe-formats` reads one from the fields of an HF `config.json` (its `FromHfConfig`);
+//! this crate reads no file.
 //!
 //! ```
 //! use candle_pe_nn::{EmbeddingScale, PositionMode, Preset, SinusoidalEmbeddingConfig};
 //!
-//! // The relevant fields of an HF M2M100 config.json; the rest is ignored.
-//! let json = serde_json::json!({"d_model": 1024, "vocab_size": 128112,
-//!     "max_position_embeddings": 1024, "scale_embedding": true, "pad_token_id": 1,
-//!     "dropout": 0.1});
+//! // M2M100 / NLLB: fairseq frequencies, padding-aware positions from pad 1, sqrt(width).
 //! let cfg = SinusoidalEmbeddingConfig {
-//!     preset: Preset::Fairseq,
-//!     positions: PositionMode::PaddingAware,
-//!     ..SinusoidalEmbeddingConfig::from_hf_config(&json)?
+//!     max_positions: Some(1024),
+//!     ..SinusoidalEmbeddingConfig::for_preset(Preset::Fairseq)
 //! };
 //! assert_eq!(cfg.embedding_scale, EmbeddingScale::SqrtD);
-//! assert_eq!(cfg.padding_idx, Some(1));
-//! assert_eq!(cfg.max_positions, Some(1024));
+//! assert_eq!((cfg.positions, cfg.padding_idx), (PositionMode::PaddingAware, Some(1)));
 //! assert_eq!(cfg.spec(1024).width, 1024);
-//! # Ok::<(), candle_core::Error>(())
 //! ```
 
 use candle_pe_core::{ColumnLayout, Frequencies, OddWidth, PeSpec, Preset};
-use candle_pe_formats::ConfigFields;
 use serde::{Deserialize, Deserializer};
-use serde_json::Value;
 
 /// What multiplies the token embedding before the encoding is added.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -114,8 +106,9 @@ pub enum StoredTable {
 }
 
 /// How [`SinusoidalEmbedding`](crate::SinusoidalEmbedding) is built. `Default` is the paper's
-/// encoding, no scaling, plain positions, no position limit, no stored table. Read from JSON
-/// with [`from_hf_config`](Self::from_hf_config).
+/// encoding, no scaling, plain positions, no position limit, no stored table. Read from an HF
+/// `config.json` with `candle-pe-formats`' `FromHfConfig`, whose field reader also reads
+/// [`EmbeddingScale`], [`PositionMode`] and [`StoredTable`] through their `Deserialize`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SinusoidalEmbeddingConfig {
     /// The encoding convention. Default [`Preset::Vaswani`].
@@ -147,14 +140,6 @@ pub struct SinusoidalEmbeddingConfig {
     pub stored_table: StoredTable,
 }
 
-/// Reads a config with [`SinusoidalEmbeddingConfig::from_hf_config`].
-impl<'de> Deserialize<'de> for SinusoidalEmbeddingConfig {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let value = Value::deserialize(deserializer)?;
-        SinusoidalEmbeddingConfig::from_hf_config(&value).map_err(serde::de::Error::custom)
-    }
-}
-
 impl Default for SinusoidalEmbeddingConfig {
     fn default() -> Self {
         Self {
@@ -176,37 +161,6 @@ impl Default for SinusoidalEmbeddingConfig {
 }
 
 impl SinusoidalEmbeddingConfig {
-    /// The config an HF `config.json` gives: its fields named as above, or by their HF names
-    /// (`scale_embedding`, `pad_token_id`, `max_position_embeddings`, `d_model`,
-    /// `vocab_size`; the two names must agree when both are given), absent ones (or `null`)
-    /// at their defaults; other fields are ignored. A field of the wrong type is an error
-    /// naming it (pe-core's, which [`candle_pe_core::Error::from_candle`] gets back).
-    pub fn from_hf_config(config: &Value) -> candle_core::Result<Self> {
-        Ok(Self::read(config)?)
-    }
-
-    fn read(config: &Value) -> candle_pe_core::Result<Self> {
-        let json = ConfigFields::new(config)?;
-        let default = Self::default();
-        Ok(Self {
-            preset: json.get("preset")?.unwrap_or(default.preset),
-            base: json.get("base")?,
-            frequencies: json.get("frequencies")?,
-            layout: json.get("layout")?,
-            odd_width: json.get("odd_width")?,
-            angle_scale: json.get("angle_scale")?,
-            embedding_scale: json
-                .either("embedding_scale", &json, "scale_embedding")?
-                .unwrap_or(default.embedding_scale),
-            padding_idx: json.either("padding_idx", &json, "pad_token_id")?,
-            positions: json.get("positions")?.unwrap_or(default.positions),
-            max_positions: json.either("max_positions", &json, "max_position_embeddings")?,
-            width: json.either("width", &json, "d_model")?,
-            vocab: json.either("vocab", &json, "vocab_size")?,
-            stored_table: json.get("stored_table")?.unwrap_or(default.stored_table),
-        })
-    }
-
     /// The defaults for `preset`: the fairseq preset gets padding-aware positions with
     /// `padding_idx = 1` and `sqrt(width)` scaling, as fairseq and HF M2M100 build them.
     pub fn for_preset(preset: Preset) -> Self {

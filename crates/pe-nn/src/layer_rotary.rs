@@ -5,23 +5,23 @@
 //!
 //! ```
 //! use candle_core::{Device, Tensor};
-//! use candle_pe_nn::{layer_rotaries, RopeConfigs};
-//! use candle_pe_formats::FromHfConfig;
+//! use candle_pe_nn::{layer_rotaries, RopeConfig, RopeConfigs};
 //!
-//! let smollm3 = serde_json::json!({"model_type": "smollm3", "head_dim": 64,
-//!     "num_hidden_layers": 4, "rope_theta": 2e6});
-//! let layers = layer_rotaries(&RopeConfigs::from_hf_config(&smollm3)?)?;
+//! // SmolLM3's layers, built in code: one rope, every fourth layer without (NoPE). A
+//! // `config.json` gives the same with candle-pe-formats' `RopeConfigs::from_hf_config`.
+//! let configs = RopeConfigs::new(RopeConfig::new(64, 2e6))
+//!     .with_nope_layers(vec![false, false, false, true]);
+//! let layers = layer_rotaries(&configs)?;
 //! assert!(layers[3].rotary().is_none()); // every 4th layer is NoPE
 //! let q = Tensor::randn(0f32, 1.0, (1, 4, 3, 64), &Device::Cpu)?;
 //! let (q3, _) = layers[3].apply(&q, &q, 100)?;
 //! let same = q3.eq(&q)?.min_all()?.to_scalar::<u8>()?;
 //! assert_eq!(same, 1); // unchanged
-//! # Ok::<(), anyhow::Error>(())
+//! # Ok::<(), candle_core::Error>(())
 //! ```
 
 use candle_core::{bail, DType, Result, Tensor};
-use candle_pe_core::{QueryScale, ToPositions};
-use candle_pe_formats::RopeConfigs;
+use candle_pe_core::{At, Place, Positions, QueryScale, RopeConfigs};
 
 use crate::RotaryEmbedding;
 
@@ -73,54 +73,54 @@ impl LayerRotary {
         }
     }
 
-    /// `q` and `k` at positions `offset .. offset + seq` ([`RotaryEmbedding::apply`]); on a
-    /// NoPE layer, `q` scaled at those positions, or unchanged, and `k` unchanged.
-    pub fn apply(&self, q: &Tensor, k: &Tensor, offset: usize) -> Result<(Tensor, Tensor)> {
-        match self {
-            LayerRotary::Rotary(r) => r.apply(q, k, offset),
-            LayerRotary::Nope(None) => Ok((q.clone(), k.clone())),
-            LayerRotary::Nope(Some(scale)) => {
-                let seq = match q.dims() {
-                    [_, _, seq, _] => *seq,
-                    [tokens, _, _] => *tokens,
-                    dims => bail!("q must have shape (batch, heads, seq, head_dim) or (tokens, heads, head_dim), got {dims:?}"),
-                };
-                let s = scale.range(offset, seq, math_dtype(q.dtype()), q.device())?;
-                Ok((scaled(q, &s)?, k.clone()))
-            }
-        }
-    }
-
-    /// `q` and `k` at explicit positions ([`RotaryEmbedding::apply_at`]: `(batch, seq)` or
-    /// `(tokens,)`); on a NoPE layer, `q` scaled at those positions, or unchanged, and `k`
-    /// unchanged.
-    pub fn apply_at(
+    /// `q` and `k` where `at` says ([`RotaryEmbedding::apply`]: an offset, per-token
+    /// positions `(batch, seq)` or `(tokens,)`, or M-RoPE positions); on a NoPE layer, `q`
+    /// scaled at those positions (M-RoPE's temporal row), or unchanged, and `k` unchanged.
+    pub fn apply<'a>(
         &self,
         q: &Tensor,
         k: &Tensor,
-        positions: &impl ToPositions,
+        at: impl Into<At<'a>>,
     ) -> Result<(Tensor, Tensor)> {
         match self {
-            LayerRotary::Rotary(r) => r.apply_at(q, k, positions),
+            LayerRotary::Rotary(r) => r.apply(q, k, at),
             LayerRotary::Nope(None) => Ok((q.clone(), k.clone())),
             LayerRotary::Nope(Some(scale)) => {
-                let expected: Vec<usize> = match q.dims() {
-                    [batch, _, seq, _] => vec![*batch, *seq],
-                    [tokens, _, _] => vec![*tokens],
-                    dims => bail!("q must have shape (batch, heads, seq, head_dim) or (tokens, heads, head_dim), got {dims:?}"),
-                };
-                if positions.dims() != expected {
-                    bail!(
-                        "positions must have shape {expected:?} for q {:?}, got {:?}",
-                        q.dims(),
-                        positions.dims()
-                    )
-                }
-                let s = scale.at(positions, math_dtype(q.dtype()))?;
+                let s = nope_scale(scale, q, at.into())?;
                 Ok((scaled(q, &s.to_device(q.device())?)?, k.clone()))
             }
         }
     }
+}
+
+/// A NoPE layer's query scale where `at` says, in the dtype of the scaling.
+fn nope_scale(scale: &QueryScale, q: &Tensor, at: At) -> Result<Tensor> {
+    let (ids, dtype): (Vec<usize>, _) = match q.dims() {
+        [batch, _, seq, _] => (vec![*batch, *seq], math_dtype(q.dtype())),
+        [tokens, _, _] => (vec![*tokens], math_dtype(q.dtype())),
+        dims => bail!("q must have shape (batch, heads, seq, head_dim) or (tokens, heads, head_dim), got {dims:?}"),
+    };
+    let (positions, expected) = match at.place() {
+        Place::Offset(offset) => {
+            let seq = ids[ids.len() - 1];
+            return Ok(scale.range(offset, seq, dtype, q.device())?);
+        }
+        Place::Ids(positions) => (positions, ids),
+        Place::Mrope(positions) => (positions, [&[3][..], &ids].concat()),
+    };
+    if positions.dims() != expected {
+        bail!(
+            "positions must have shape {expected:?} for q {:?}, got {:?}",
+            q.dims(),
+            positions.dims()
+        )
+    }
+    let positions = positions.to_positions()?;
+    let temporal = match at.place() {
+        Place::Mrope(_) => Positions::new(&positions.tensor().get(0)?)?,
+        _ => positions,
+    };
+    Ok(scale.at(&temporal, dtype)?)
 }
 
 /// The dtype the scaling is computed in: f64 for f64 inputs, f32 otherwise (as the rotation).

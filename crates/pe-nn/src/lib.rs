@@ -22,6 +22,21 @@
 //! assert_eq!(embed.forward(&ids)?.dims(), &[2, 4, 64]);
 //! # Ok::<(), candle_core::Error>(())
 //! ```
+//!
+//! Where each block lives (modules are private; every item is at the crate's root):
+//!
+//! - `embedding.rs`, `config.rs`: [`SinusoidalEmbedding`] and its config;
+//! - `rotary/`: [`RotaryEmbedding`], one concept per file (`rotary/mod.rs` gives the map): the
+//!   type and its checks, `apply`, M-RoPE, `shift`, the rotation, the CPU's one pass over the
+//!   cached rows and the CUDA kernel;
+//! - `layer_rotary.rs`: [`LayerRotary`], one layer's rotary or NoPE, and [`layer_rotaries`];
+//! - `axes.rs`: [`AxesRotaryEmbedding`];
+//! - `grid.rs`: [`GridEmbedding`];
+//! - `alibi.rs`: [`AlibiBias`].
+//!
+//! The rotary blocks ([`RotaryEmbedding`], [`LayerRotary`]) take where the tokens sit as one
+//! argument, [`At`]: an offset (a `usize`), per-token positions (a `&Tensor` or `&Positions`),
+//! or M-RoPE's (`At::mrope`).
 
 #![warn(missing_docs)]
 
@@ -32,11 +47,6 @@ mod embedding;
 mod grid;
 mod layer_rotary;
 mod rotary;
-#[cfg(feature = "cuda")]
-mod rotary_cuda;
-mod rotary_mrope;
-mod rotary_rows;
-mod rotary_shift;
 
 pub use alibi::AlibiBias;
 pub use axes::AxesRotaryEmbedding;
@@ -46,11 +56,11 @@ pub use grid::GridEmbedding;
 pub use layer_rotary::{layer_rotaries, LayerRotary};
 pub use rotary::RotaryEmbedding;
 
-// The pe-core and pe-formats items this crate's public API takes or returns, so that a user of
+// The pe-core items this crate's public API takes or returns, so that a user of
 // the blocks needs no second dependency to name them.
 pub use candle_pe_core::{
-    cogvideox_coordinates, patch_positions, video_patch_positions, Alibi, AxesRope, ColumnLayout,
-    Frequencies, OddWidth, PeCache, PeSpec, Positions, Preset, QueryScale, Rope, RopeCache,
-    RopeConfig, RopeType, SincosGrid, TableBackend, ToPositions,
+    cogvideox_coordinates, patch_positions, video_patch_positions, Alibi, At, AxesRope,
+    ColumnLayout, Frequencies, OddWidth, PairLayout, PeCache, PeSpec, Place, Positions, Preset,
+    QueryScale, Rope, RopeCache, RopeConfig, RopeConfigs, RopeType, SincosGrid, TableBackend,
+    ToPositions,
 };
-pub use candle_pe_formats::{FromHfConfig, RopeConfigs};

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::VarBuilder;
 use candle_pe_core::{ColumnLayout, PeSpec, TableBackend};
+use candle_pe_formats::{FromHfConfig, HfConfig};
 use candle_pe_nn::{
     sinusoidal_embedding, EmbeddingScale, PositionMode, Preset, SinusoidalEmbedding,
     SinusoidalEmbeddingConfig, StoredTable,
@@ -382,7 +383,7 @@ fn config_reads_hf_config_json() -> anyhow::Result<()> {
                      "scale_embedding": false, "pad_token_id": 58100, "preset": "marian"}"#;
     let cfg = read(marian)?;
     assert_eq!(
-        serde_json::from_str::<SinusoidalEmbeddingConfig>(marian)?,
+        serde_json::from_str::<HfConfig<SinusoidalEmbeddingConfig>>(marian)?.0,
         cfg
     );
     assert_eq!(

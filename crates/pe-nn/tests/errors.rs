@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Embedding, VarBuilder};
 use candle_pe_core::TableBackend;
+use candle_pe_formats::{FromHfConfig, HfConfig};
 use candle_pe_nn::{
     sinusoidal_embedding, PositionMode, Preset, SinusoidalEmbedding, SinusoidalEmbeddingConfig,
     StoredTable,
@@ -227,7 +228,7 @@ fn config_errors_name_the_field() {
             .unwrap_err();
         assert!(
             matches!(
-                candle_pe_core::Error::from_candle(&err),
+                err.core(),
                 Some(candle_pe_core::Error::Config { field: f, .. }) if f == field
             ),
             "{json}: {err:?}"
@@ -236,7 +237,8 @@ fn config_errors_name_the_field() {
             assert!(err.to_string().contains(needle), "{json}: {err}");
         }
         // serde reads it through the same reader.
-        let serde_err = serde_json::from_str::<SinusoidalEmbeddingConfig>(json).unwrap_err();
+        let serde_err =
+            serde_json::from_str::<HfConfig<SinusoidalEmbeddingConfig>>(json).unwrap_err();
         assert!(
             serde_err.to_string().contains(&err.to_string()),
             "{serde_err}"
@@ -247,12 +249,12 @@ fn config_errors_name_the_field() {
         "width": 512, "d_model": 1024
     }))
     .unwrap_err();
-    let Some(candle_pe_core::Error::ConfigConflict {
+    let candle_pe_formats::Error::ConfigConflict {
         field,
         value,
         other,
         other_value,
-    }) = candle_pe_core::Error::from_candle(&err)
+    } = &err
     else {
         panic!("{err:?}")
     };

@@ -80,7 +80,7 @@ fn axes_rotary_turns_adjacent_pairs_by_slot() -> anyhow::Result<()> {
     let ids = Tensor::new(&[[0i64, 0, 0], [1, -2, 3], [5, 4096, -70_000]], &dev)?;
     let q = Tensor::randn(0f32, 1.0, (2, 3, 3, 16), &dev)?;
     let k = Tensor::randn(0f32, 1.0, (2, 1, 3, 16), &dev)?;
-    let (rq, rk) = rotary.apply_at(&q, &k, &ids)?;
+    let (rq, rk) = rotary.apply(&q, &k, &ids)?;
     let (cos, sin) = AxesRope::new(&[4, 6, 6], 10_000.0)?.at(&ids, DType::F32)?;
     for (got, x) in [(rq, q.clone()), (rk, k.clone())] {
         let want = rope_i_slow(&x, &cos, &sin)?;
@@ -90,8 +90,8 @@ fn axes_rotary_turns_adjacent_pairs_by_slot() -> anyhow::Result<()> {
     // Per-batch ids, and bf16 rounded once from the f32 rotation.
     let batched = Tensor::stack(&[&ids, &ids], 0)?;
     let qb = q.to_dtype(DType::BF16)?;
-    let (bq, _) = rotary.apply_at(&qb, &k.to_dtype(DType::BF16)?, &batched)?;
-    let once = rotary.apply_at(&qb.to_dtype(DType::F32)?, &k, &ids)?.0;
+    let (bq, _) = rotary.apply(&qb, &k.to_dtype(DType::BF16)?, &batched)?;
+    let once = rotary.apply(&qb.to_dtype(DType::F32)?, &k, &ids)?.0;
     let (bq, once) = (
         bq.to_dtype(DType::F32)?,
         once.to_dtype(DType::BF16)?.to_dtype(DType::F32)?,
@@ -101,7 +101,7 @@ fn axes_rotary_turns_adjacent_pairs_by_slot() -> anyhow::Result<()> {
         once.flatten_all()?.to_vec1::<f32>()?
     );
     let err = rotary
-        .apply_at(&q, &k, &ids.narrow(0, 0, 2)?)
+        .apply(&q, &k, &ids.narrow(0, 0, 2)?)
         .unwrap_err()
         .to_string();
     assert!(err.contains("positions must have shape"), "{err}");
@@ -118,7 +118,7 @@ fn split_spectrum_rotary_turns_the_halves() -> anyhow::Result<()> {
     let ids = patch_positions(2, 3, &dev)?;
     let q = Tensor::randn(0f32, 1.0, (2, 3, 6, 16), &dev)?;
     let k = Tensor::randn(0f32, 1.0, (2, 1, 6, 16), &dev)?;
-    let (rq, rk) = rotary.apply_at(&q, &k, &ids)?;
+    let (rq, rk) = rotary.apply(&q, &k, &ids)?;
     let (cos, sin) = AxesRope::split_spectrum(16, 2, 10_000.0)?.at(&ids, DType::F32)?;
     for (got, x) in [(rq, q), (rk, k)] {
         let want = rope_slow(&x, &cos, &sin)?;

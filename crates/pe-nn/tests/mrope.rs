@@ -6,8 +6,17 @@
 //! them.
 
 use candle_core::{DType, Device, Tensor};
-use candle_pe_core::{QueryScale, RopeConfig, TableBackend};
+use candle_pe_core::{MropeSlots, PairLayout, QueryScale, RopeConfig, TableBackend};
+use candle_pe_nn::At;
 use candle_pe_nn::RotaryEmbedding;
+
+/// The pair layout a test's `interleaved` flag names.
+fn layout(interleaved: bool) -> PairLayout {
+    match interleaved {
+        true => PairLayout::Interleaved,
+        false => PairLayout::Halves,
+    }
+}
 
 const DTYPES: [DType; 4] = [DType::F32, DType::BF16, DType::F16, DType::F64];
 
@@ -25,9 +34,12 @@ const SCALE: QueryScale = QueryScale::Llama4Scaling {
 /// (config, pair interleaving): contiguous sections, Qwen3-VL's interleaved sections, adjacent
 /// pairs, partial rotary.
 fn cases() -> Vec<(RopeConfig, bool)> {
-    let mrope = |head_dim, section: [usize; 3], interleaved, partial| RopeConfig {
+    let mrope = |head_dim, section: [usize; 3], interleaved: bool, partial| RopeConfig {
         mrope_section: Some(section.to_vec()),
-        mrope_interleaved: interleaved,
+        mrope_slots: match interleaved {
+            true => MropeSlots::Alternating,
+            false => MropeSlots::Sections,
+        },
         partial_rotary_factor: partial,
         query_scale: Some(SCALE),
         ..RopeConfig::new(head_dim, 1e6)
@@ -65,13 +77,13 @@ fn one_pass_kernels_and_plain_twin_agree_bit_for_bit() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     for (config, interleaved) in cases() {
         let d = config.head_dim;
-        let rotary = RotaryEmbedding::new(config.clone())?.with_interleaved(interleaved);
+        let rotary = RotaryEmbedding::new(config.clone())?.with_pair_layout(layout(interleaved));
         let generic = rotary.clone().with_backend(TableBackend::Generic);
         let plain = RotaryEmbedding::new(RopeConfig {
             query_scale: None,
             ..config.clone()
         })?
-        .with_interleaved(interleaved);
+        .with_pair_layout(layout(interleaved));
         for dtype in DTYPES {
             // A decode step of two sequences, and a prefill long enough to be split across threads.
             for (batch, seq) in [(2, 1), (2, 8), (2, 300)] {
@@ -79,15 +91,15 @@ fn one_pass_kernels_and_plain_twin_agree_bit_for_bit() -> anyhow::Result<()> {
                 let q = Tensor::randn(0f32, 1.0, (batch, 4, seq, d), &dev)?.to_dtype(dtype)?;
                 let k = Tensor::randn(0f32, 1.0, (batch, 2, seq, d), &dev)?.to_dtype(dtype)?;
                 let ids = ids(batch, seq)?;
-                let (q1, k1) = rotary.apply_mrope(&q, &k, &ids)?;
-                let (q2, k2) = rotary.apply_mrope_slow(&q, &k, &ids)?;
+                let (q1, k1) = rotary.apply(&q, &k, At::mrope(&ids))?;
+                let (q2, k2) = rotary.apply_slow(&q, &k, At::mrope(&ids))?;
                 assert_eq!(bits(&q1)?, bits(&q2)?, "{what}: one pass vs plain twin");
                 assert_eq!(bits(&k1)?, bits(&k2)?, "{what}");
                 // candle-nn's kernels on the generic generator's tables, against the plain twin
                 // on the same tables (and against the one pass where the two generators give the
                 // same f32 tables; their f64 tables may differ in the last bit).
-                let (q3, k3) = generic.apply_mrope(&q, &k, &ids)?;
-                let (q4, k4) = generic.apply_mrope_slow(&q, &k, &ids)?;
+                let (q3, k3) = generic.apply(&q, &k, At::mrope(&ids))?;
+                let (q4, k4) = generic.apply_slow(&q, &k, At::mrope(&ids))?;
                 assert_eq!(bits(&q3)?, bits(&q4)?, "{what}: kernels vs plain twin");
                 assert_eq!(bits(&k3)?, bits(&k4)?, "{what}");
                 if dtype != DType::F64 {
@@ -95,16 +107,16 @@ fn one_pass_kernels_and_plain_twin_agree_bit_for_bit() -> anyhow::Result<()> {
                     assert_eq!(bits(&k1)?, bits(&k3)?, "{what}");
                 }
                 // Keys are not scaled.
-                let (_, k5) = plain.apply_mrope(&q, &k, &ids)?;
+                let (_, k5) = plain.apply(&q, &k, At::mrope(&ids))?;
                 assert_eq!(bits(&k1)?, bits(&k5)?, "{what}: keys");
                 // Keys alone (a cache kept before rotation) turn as they do beside q.
                 assert_eq!(
-                    bits(&rotary.apply_k_mrope(&k, &ids)?)?,
+                    bits(&rotary.apply_k(&k, At::mrope(&ids))?)?,
                     bits(&k1)?,
                     "{what}: k alone"
                 );
                 assert_eq!(
-                    bits(&generic.apply_k_mrope(&k, &ids)?)?,
+                    bits(&generic.apply_k(&k, At::mrope(&ids))?)?,
                     bits(&k3)?,
                     "{what}"
                 );
@@ -115,7 +127,7 @@ fn one_pass_kernels_and_plain_twin_agree_bit_for_bit() -> anyhow::Result<()> {
                     DType::F32
                 };
                 let (turned, _) =
-                    plain.apply_mrope(&q.to_dtype(math)?, &k.to_dtype(math)?, &ids)?;
+                    plain.apply(&q.to_dtype(math)?, &k.to_dtype(math)?, At::mrope(&ids))?;
                 let s = SCALE.at(&ids.get(0)?, math)?.reshape((batch, 1, seq, 1))?;
                 let expected = turned.broadcast_mul(&s)?.to_dtype(dtype)?;
                 assert_eq!(
@@ -134,15 +146,15 @@ fn one_pass_kernels_and_plain_twin_agree_bit_for_bit() -> anyhow::Result<()> {
 fn text_ids_scale_as_apply_at() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     for (config, interleaved) in cases() {
-        let rotary = RotaryEmbedding::new(config.clone())?.with_interleaved(interleaved);
+        let rotary = RotaryEmbedding::new(config.clone())?.with_pair_layout(layout(interleaved));
         let d = config.head_dim;
         for dtype in DTYPES {
             let q = Tensor::randn(0f32, 1.0, (2, 4, 3, d), &dev)?.to_dtype(dtype)?;
             let k = Tensor::randn(0f32, 1.0, (2, 2, 3, d), &dev)?.to_dtype(dtype)?;
             let text = Tensor::new(&[[14i64, 15, 16], [40_000, 40_001, 2_000_000]], &dev)?;
             let ids = Tensor::stack(&[&text, &text, &text], 0)?;
-            let (a, b) = rotary.apply_mrope(&q, &k, &ids)?;
-            let (c, e) = rotary.apply_at(&q, &k, &text)?;
+            let (a, b) = rotary.apply(&q, &k, At::mrope(&ids))?;
+            let (c, e) = rotary.apply(&q, &k, &text)?;
             assert_eq!(bits(&a)?, bits(&c)?, "{config:?} {dtype:?}");
             assert_eq!(bits(&b)?, bits(&e)?, "{config:?} {dtype:?}");
         }

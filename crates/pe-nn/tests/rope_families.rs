@@ -4,21 +4,24 @@
 
 use candle_core::{DType, Device, Tensor};
 use candle_pe_formats::FromHfConfig;
-use candle_pe_nn::{layer_rotaries, RopeConfig, RopeConfigs, RotaryEmbedding};
+use candle_pe_nn::{layer_rotaries, PairLayout, RopeConfig, RopeConfigs, RotaryEmbedding};
 
 /// DeepSeek-V3's config class defaults `rope_interleave` to true: the embedding turns adjacent
-/// pairs, as `with_interleaved(true)` does, bit for bit; a config setting it false does not.
+/// pairs, as `with_pair_layout(PairLayout::Interleaved)` does, bit for bit; a config setting it false does not.
 #[test]
 fn rope_interleave_sets_adjacent_pairs() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     let deepseek = serde_json::json!({"model_type": "deepseek_v3", "qk_rope_head_dim": 64,
         "max_position_embeddings": 163840, "rope_theta": 10000.0});
     let rotary = RotaryEmbedding::new(RopeConfig::from_hf_config(&deepseek)?)?;
-    assert!(rotary.is_interleaved());
+    assert!(rotary.pair_layout().is_interleaved());
     let plain = RotaryEmbedding::new(RopeConfig::new(64, 10000.0))?;
     let q = Tensor::randn(0f32, 1.0, (1, 2, 5, 64), &dev)?;
     let (a, _) = rotary.apply(&q, &q, 1000)?;
-    let (b, _) = plain.clone().with_interleaved(true).apply(&q, &q, 1000)?;
+    let (b, _) = plain
+        .clone()
+        .with_pair_layout(PairLayout::Interleaved)
+        .apply(&q, &q, 1000)?;
     let (c, _) = plain.apply(&q, &q, 1000)?;
     let bits = |t: &Tensor| t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>();
     assert_eq!(bits(&a)?, bits(&b)?);
@@ -26,9 +29,13 @@ fn rope_interleave_sets_adjacent_pairs() -> anyhow::Result<()> {
 
     let mut off = deepseek.clone();
     off["rope_interleave"] = serde_json::json!(false);
-    assert!(!RotaryEmbedding::new(RopeConfig::from_hf_config(&off)?)?.is_interleaved());
+    assert!(!RotaryEmbedding::new(RopeConfig::from_hf_config(&off)?)?
+        .pair_layout()
+        .is_interleaved());
     let llama = serde_json::json!({"model_type": "llama", "head_dim": 64});
-    assert!(!RotaryEmbedding::new(RopeConfig::from_hf_config(&llama)?)?.is_interleaved());
+    assert!(!RotaryEmbedding::new(RopeConfig::from_hf_config(&llama)?)?
+        .pair_layout()
+        .is_interleaved());
     Ok(())
 }
 
@@ -62,11 +69,11 @@ fn query_scale_in_the_rotation() -> anyhow::Result<()> {
     for dtype in [DType::F32, DType::BF16, DType::F16, DType::F64] {
         let q = Tensor::randn(0f32, 1.0, (2, 4, 3, 64), &dev)?.to_dtype(dtype)?;
         let k = Tensor::randn(0f32, 1.0, (2, 2, 3, 64), &dev)?.to_dtype(dtype)?;
-        let (q1, k1) = rotary.apply_at(&q, &k, &positions)?;
-        let (q2, k2) = rotary.apply_at_slow(&q, &k, &positions)?;
+        let (q1, k1) = rotary.apply(&q, &k, &positions)?;
+        let (q2, k2) = rotary.apply_slow(&q, &k, &positions)?;
         assert_eq!(bits(&q1)?, bits(&q2)?, "{dtype:?}: one pass vs plain twin");
         assert_eq!(bits(&k1)?, bits(&k2)?, "{dtype:?}");
-        let (_, k3) = plain.apply_at(&q, &k, &positions)?;
+        let (_, k3) = plain.apply(&q, &k, &positions)?;
         assert_eq!(bits(&k1)?, bits(&k3)?, "{dtype:?}: keys are not scaled");
         // The rotation then the factor, in f32 (f64), rounded once.
         let math = if dtype == DType::F64 {
@@ -74,7 +81,7 @@ fn query_scale_in_the_rotation() -> anyhow::Result<()> {
         } else {
             DType::F32
         };
-        let (turned, _) = plain.apply_at(&q.to_dtype(math)?, &k.to_dtype(math)?, &positions)?;
+        let (turned, _) = plain.apply(&q.to_dtype(math)?, &k.to_dtype(math)?, &positions)?;
         let s = scale.at(&positions, math)?.reshape((2, 1, 3, 1))?;
         let expected = turned.broadcast_mul(&s)?.to_dtype(dtype)?;
         assert_eq!(
@@ -85,14 +92,14 @@ fn query_scale_in_the_rotation() -> anyhow::Result<()> {
         // Consecutive positions: candle-nn's kernels, then the factor.
         let (q4, _) = rotary.apply(&q, &k, 16382)?;
         let range = Tensor::new(&[[16382i64, 16383, 16384], [16382, 16383, 16384]], &dev)?;
-        let (q5, _) = rotary.apply_at_slow(&q, &k, &range)?;
+        let (q5, _) = rotary.apply_slow(&q, &k, &range)?;
         assert_eq!(bits(&q4)?, bits(&q5)?, "{dtype:?}: apply vs plain twin");
     }
     // Continuous batching, (tokens, heads, head_dim).
     let q = Tensor::randn(0f32, 1.0, (3, 4, 64), &dev)?.to_dtype(DType::BF16)?;
     let t = Tensor::new(&[0u32, 70_000, 16384], &dev)?;
-    let (a, _) = rotary.apply_at(&q, &q, &t)?;
-    let (b, _) = rotary.apply_at_slow(&q, &q, &t)?;
+    let (a, _) = rotary.apply(&q, &q, &t)?;
+    let (b, _) = rotary.apply_slow(&q, &q, &t)?;
     assert_eq!(bits(&a)?, bits(&b)?);
     Ok(())
 }
@@ -128,7 +135,7 @@ fn nope_layers() -> anyhow::Result<()> {
         "8191 and 8192 are past the first floor_scale step"
     );
     let positions = Tensor::new(&[[8190u32, 8191, 8192], [0, 1, 2]], &dev)?;
-    let (q3at, _) = layers[3].apply_at(&q, &k, &positions)?;
+    let (q3at, _) = layers[3].apply(&q, &k, &positions)?;
     let (q3first, _) = layers[3].apply(&q.narrow(0, 0, 1)?, &k.narrow(0, 0, 1)?, 8190)?;
     assert_eq!(bits(&q3at.narrow(0, 0, 1)?)?, bits(&q3first)?);
     assert_eq!(bits(&q3at.narrow(0, 1, 1)?)?, bits(&q.narrow(0, 1, 1)?)?);

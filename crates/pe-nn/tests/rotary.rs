@@ -6,9 +6,18 @@
 use candle_core::{DType, Device, Tensor, D};
 use candle_nn::rotary_emb::{rope, rope_i, rope_i_slow, rope_slow};
 use candle_pe_core::{Llama3, RopeType, Yarn};
-use candle_pe_core::{Rope, RopeConfig, TableBackend};
+use candle_pe_core::{PairLayout, Rope, RopeConfig, TableBackend};
 use candle_pe_formats::FromHfConfig;
+use candle_pe_nn::At;
 use candle_pe_nn::RotaryEmbedding;
+
+/// The pair layout a test's `interleaved` flag names.
+fn layout(interleaved: bool) -> PairLayout {
+    match interleaved {
+        true => PairLayout::Interleaved,
+        false => PairLayout::Halves,
+    }
+}
 
 fn max_diff(a: &Tensor, b: &Tensor) -> anyhow::Result<f64> {
     let d = (a.to_dtype(DType::F64)? - b.to_dtype(DType::F64)?)?.abs()?;
@@ -56,7 +65,7 @@ fn reference(rotary: &RotaryEmbedding, x: &Tensor, positions: &[u32]) -> anyhow:
         for hi in 0..h {
             let base = (ti * h + hi) * d;
             for i in 0..half {
-                let (a, b) = if rotary.is_interleaved() {
+                let (a, b) = if rotary.pair_layout().is_interleaved() {
                     (base + 2 * i, base + 2 * i + 1)
                 } else {
                     (base + i, base + i + half)
@@ -82,7 +91,7 @@ fn apply_equals_rope_slow_with_the_same_tables() -> anyhow::Result<()> {
         for interleaved in [false, true] {
             for backend in [TableBackend::Cpu, TableBackend::Generic] {
                 let rotary = RotaryEmbedding::new(config.clone())?
-                    .with_interleaved(interleaved)
+                    .with_pair_layout(layout(interleaved))
                     .with_backend(backend);
                 let q = Tensor::randn(0f32, 1.0, (2, 4, 5, config.head_dim), &dev)?;
                 let k = Tensor::randn(0f32, 1.0, (2, 2, 5, config.head_dim), &dev)?;
@@ -112,7 +121,8 @@ fn fused_equals_the_slow_twin_bit_for_bit() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     for config in [llama31(), partial(80, 0.4)] {
         for interleaved in [false, true] {
-            let rotary = RotaryEmbedding::new(config.clone())?.with_interleaved(interleaved);
+            let rotary =
+                RotaryEmbedding::new(config.clone())?.with_pair_layout(layout(interleaved));
             let d = config.head_dim;
             for dtype in [DType::F32, DType::BF16, DType::F16, DType::F64] {
                 let what = format!("d={d} interleaved={interleaved} {dtype:?}");
@@ -122,8 +132,8 @@ fn fused_equals_the_slow_twin_bit_for_bit() -> anyhow::Result<()> {
                     let k = Tensor::randn(0f32, 1.0, (2, 2, seq, d), &dev)?.to_dtype(dtype)?;
                     let ids: Vec<u32> = (0..2 * seq as u32).map(|i| 977 * i + 3).collect();
                     let positions = Tensor::from_vec(ids, (2, seq), &dev)?;
-                    let (fq, fk) = rotary.apply_at(&q, &k, &positions)?;
-                    let (sq, sk) = rotary.apply_at_slow(&q, &k, &positions)?;
+                    let (fq, fk) = rotary.apply(&q, &k, &positions)?;
+                    let (sq, sk) = rotary.apply_slow(&q, &k, &positions)?;
                     assert_eq!(fq.dtype(), dtype, "{what}");
                     assert_eq!(max_diff(&fq, &sq)?, 0.0, "{what} seq={seq} q");
                     assert_eq!(max_diff(&fk, &sk)?, 0.0, "{what} seq={seq} k");
@@ -132,8 +142,8 @@ fn fused_equals_the_slow_twin_bit_for_bit() -> anyhow::Result<()> {
                 let q = Tensor::randn(0f32, 1.0, (6, 4, d), &dev)?.to_dtype(dtype)?;
                 let k = Tensor::randn(0f32, 1.0, (6, 2, d), &dev)?.to_dtype(dtype)?;
                 let positions = Tensor::new(&[0i64, 1, 2, 16_384, 131_071, 7], &dev)?;
-                let (fq, fk) = rotary.apply_at(&q, &k, &positions)?;
-                let (sq, sk) = rotary.apply_at_slow(&q, &k, &positions)?;
+                let (fq, fk) = rotary.apply(&q, &k, &positions)?;
+                let (sq, sk) = rotary.apply_slow(&q, &k, &positions)?;
                 assert_eq!(max_diff(&fq, &sq)?, 0.0, "{what} thd q");
                 assert_eq!(max_diff(&fk, &sk)?, 0.0, "{what} thd k");
             }
@@ -146,7 +156,7 @@ fn fused_equals_the_slow_twin_bit_for_bit() -> anyhow::Result<()> {
 fn thd_equals_bhsd() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     for interleaved in [false, true] {
-        let rotary = RotaryEmbedding::new(llama31())?.with_interleaved(interleaved);
+        let rotary = RotaryEmbedding::new(llama31())?.with_pair_layout(layout(interleaved));
         let q = Tensor::randn(0f32, 1.0, (2, 4, 5, 128), &dev)?;
         let k = Tensor::randn(0f32, 1.0, (2, 2, 5, 128), &dev)?;
         // Consecutive positions from an offset.
@@ -160,8 +170,8 @@ fn thd_equals_bhsd() -> anyhow::Result<()> {
         // Explicit ragged positions: (batch, seq) for bhsd, flattened for thd.
         let ids = [[3u32, 4, 5, 6, 7], [90_000, 90_001, 90_002, 90_003, 90_004]];
         let positions = Tensor::new(&ids, &dev)?;
-        let (bq, bk) = rotary.apply_at(&q, &k, &positions)?;
-        let (tq, tk) = rotary.apply_at(&to_thd(&q)?, &to_thd(&k)?, &positions.flatten_all()?)?;
+        let (bq, bk) = rotary.apply(&q, &k, &positions)?;
+        let (tq, tk) = rotary.apply(&to_thd(&q)?, &to_thd(&k)?, &positions.flatten_all()?)?;
         assert_eq!(
             max_diff(&tq, &to_thd(&bq)?)?,
             0.0,
@@ -194,7 +204,7 @@ fn per_token_positions_equal_slices_of_a_prefill() -> anyhow::Result<()> {
         assert_eq!(max_diff(&got, &one(&full_q)?)?, 0.0, "step {step}");
         // The same token at an explicit (batch, seq) position.
         let at = Tensor::new(&[[100 + step as u32]], &dev)?;
-        let (got_q, got_k) = rotary.apply_at(&one(&q)?, &one(&k)?, &at)?;
+        let (got_q, got_k) = rotary.apply(&one(&q)?, &one(&k)?, &at)?;
         assert_eq!(max_diff(&got_q, &one(&full_q)?)?, 0.0, "step {step} q");
         assert_eq!(max_diff(&got_k, &one(&full_k)?)?, 0.0, "step {step} k");
     }
@@ -205,7 +215,7 @@ fn per_token_positions_equal_slices_of_a_prefill() -> anyhow::Result<()> {
         Ok(to_thd(x)?.index_select(&idx, 0)?)
     };
     let positions = Tensor::new(&order.map(|i| 100 + i as u32), &dev)?;
-    let (got_q, got_k) = rotary.apply_at(&pick(&q)?, &pick(&k)?, &positions)?;
+    let (got_q, got_k) = rotary.apply(&pick(&q)?, &pick(&k)?, &positions)?;
     assert_eq!(max_diff(&got_q, &pick(&full_q)?)?, 0.0);
     assert_eq!(max_diff(&got_k, &pick(&full_k)?)?, 0.0);
     Ok(())
@@ -219,7 +229,7 @@ fn ragged_left_padded_batch() -> anyhow::Result<()> {
     let q = Tensor::randn(0f32, 1.0, (2, 4, 5, 128), &dev)?;
     let k = Tensor::randn(0f32, 1.0, (2, 2, 5, 128), &dev)?;
     let positions = Tensor::new(&[[1i64, 1, 0, 1, 2], [0, 1, 2, 3, 4]], &dev)?;
-    let (got_q, got_k) = rotary.apply_at(&q, &k, &positions)?;
+    let (got_q, got_k) = rotary.apply(&q, &k, &positions)?;
     let (alone_q, alone_k) = rotary.apply(&q.narrow(2, 2, 3)?, &k.narrow(2, 2, 3)?, 0)?;
     let first = |x: &Tensor, from, len| x.narrow(0, 0, 1)?.narrow(2, from, len);
     assert_eq!(
@@ -245,12 +255,13 @@ fn interleaved_and_partial_match_the_f64_rotation() -> anyhow::Result<()> {
         partial(128, 0.75),
     ] {
         for interleaved in [false, true] {
-            let rotary = RotaryEmbedding::new(config.clone())?.with_interleaved(interleaved);
+            let rotary =
+                RotaryEmbedding::new(config.clone())?.with_pair_layout(layout(interleaved));
             let d = config.head_dim;
             let r = config.rotary_dim();
             let q = Tensor::randn(0f32, 1.0, (5, 3, d), &dev)?;
             let ids = [0u32, 1, 9, 4096, 100_000];
-            let (got, _) = rotary.apply_at(&q, &q, &Tensor::new(&ids, &dev)?)?;
+            let (got, _) = rotary.apply(&q, &q, &Tensor::new(&ids, &dev)?)?;
             assert!(got.is_contiguous(), "a plain tensor for matmul");
             let exact = reference(&rotary, &q, &ids)?;
             let what = format!("d={d} r={r} interleaved={interleaved}");
@@ -267,11 +278,10 @@ fn interleaved_and_partial_match_the_f64_rotation() -> anyhow::Result<()> {
     let q = Tensor::randn(0f32, 1.0, (1, 1, 2, 8), &dev)?;
     let perm = Tensor::new(&[0u32, 4, 1, 5, 2, 6, 3, 7], &dev)?;
     let (split, _) = rotary.apply(&q, &q, 3)?;
-    let (paired, _) =
-        rotary
-            .clone()
-            .with_interleaved(true)
-            .apply(&q.index_select(&perm, 3)?, &q, 3)?;
+    let (paired, _) = rotary
+        .clone()
+        .with_pair_layout(PairLayout::Interleaved)
+        .apply(&q.index_select(&perm, 3)?, &q, 3)?;
     assert_eq!(max_diff(&paired, &split.index_select(&perm, 3)?)?, 0.0);
     Ok(())
 }
@@ -280,7 +290,7 @@ fn interleaved_and_partial_match_the_f64_rotation() -> anyhow::Result<()> {
 fn half_precision_is_the_f32_rotation_rounded_once() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     for interleaved in [false, true] {
-        let rotary = RotaryEmbedding::new(llama31())?.with_interleaved(interleaved);
+        let rotary = RotaryEmbedding::new(llama31())?.with_pair_layout(layout(interleaved));
         let ids = [16_380u32, 16_384, 16_390, 131_060, 131_071, 131_072];
         let positions = Tensor::new(&ids, &dev)?;
         let bits_of = |dtype: DType| match dtype {
@@ -289,9 +299,9 @@ fn half_precision_is_the_f32_rotation_rounded_once() -> anyhow::Result<()> {
         };
         for dtype in [DType::BF16, DType::F16] {
             let x = Tensor::randn(0f32, 1.0, (6, 8, 128), &dev)?.to_dtype(dtype)?;
-            let (got, _) = rotary.apply_at(&x, &x, &positions)?;
+            let (got, _) = rotary.apply(&x, &x, &positions)?;
             let x32 = x.to_dtype(DType::F32)?;
-            let (f32_rot, _) = rotary.apply_at(&x32, &x32, &positions)?;
+            let (f32_rot, _) = rotary.apply(&x32, &x32, &positions)?;
             // One rounding: the f32 rotation of the same inputs, rounded to the dtype.
             assert_eq!(max_diff(&got, &f32_rot.to_dtype(dtype)?)?, 0.0, "{dtype:?}");
             // Within half an ulp of the f64 rotation (plus the f32 rotation's own error).
@@ -373,28 +383,28 @@ fn errors_name_the_argument() -> anyhow::Result<()> {
     // Positions: shape, dtype, range.
     let thd = z(&[3, 2, 16], f)?;
     expect(
-        rotary.apply_at(&q, &q, &Tensor::new(&[0u32, 1], &dev)?),
+        rotary.apply(&q, &q, &Tensor::new(&[0u32, 1], &dev)?),
         &["positions must have shape (batch, seq) = [1, 2]", "got [2]"],
     );
     expect(
-        rotary.apply_at(&thd, &thd, &Tensor::new(&[[0u32, 1, 2]], &dev)?),
+        rotary.apply(&thd, &thd, &Tensor::new(&[[0u32, 1, 2]], &dev)?),
         &["positions must have shape (tokens,) = [3]", "got [1, 3]"],
     );
     expect(
-        rotary.apply_at(&thd, &thd, &Tensor::new(&[0f32, 1., 2.], &dev)?),
+        rotary.apply(&thd, &thd, &Tensor::new(&[0f32, 1., 2.], &dev)?),
         &["positions must be an integer tensor", "F32"],
     );
     expect(
-        rotary.apply_at(&thd, &thd, &Tensor::new(&[0i64, -1, 2], &dev)?),
+        rotary.apply(&thd, &thd, &Tensor::new(&[0i64, -1, 2], &dev)?),
         &["position -1 is outside", "2147483647"],
     );
     expect(
-        rotary.apply_at(&thd, &thd, &Tensor::new(&[0i64, 1 << 31, 2], &dev)?),
+        rotary.apply(&thd, &thd, &Tensor::new(&[0i64, 1 << 31, 2], &dev)?),
         &["position 2147483648 is outside"],
     );
     // pe-core's errors reach the caller as data, not as text.
     let err = rotary
-        .apply_at(&thd, &thd, &Tensor::new(&[0i64, 1 << 31, 2], &dev)?)
+        .apply(&thd, &thd, &Tensor::new(&[0i64, 1 << 31, 2], &dev)?)
         .unwrap_err();
     assert!(
         matches!(
@@ -407,7 +417,7 @@ fn errors_name_the_argument() -> anyhow::Result<()> {
         "{err:?}"
     );
     let err = rotary
-        .apply_at(&thd, &thd, &Tensor::new(&[0f32, 1., 2.], &dev)?)
+        .apply(&thd, &thd, &Tensor::new(&[0f32, 1., 2.], &dev)?)
         .unwrap_err()
         .context("layer 0");
     assert!(
@@ -439,7 +449,7 @@ fn gather_then_kernel(
     let (cos, sin) = rotary.cache().at(positions, dtype)?;
     let (d, r) = (x.dim(D::Minus1)?, rotary.rope().config().rotary_dim());
     let turned = x.narrow(D::Minus1, 0, r)?.to_dtype(dtype)?.contiguous()?;
-    let kernel = if rotary.is_interleaved() {
+    let kernel = if rotary.pair_layout().is_interleaved() {
         rope_i
     } else {
         rope
@@ -484,7 +494,8 @@ fn per_token_rows_equal_gather_then_kernel_bit_for_bit() -> anyhow::Result<()> {
     for config in [llama31(), partial(80, 0.4), partial(64, 0.5)] {
         let d = config.head_dim;
         for interleaved in [false, true] {
-            let rotary = RotaryEmbedding::new(config.clone())?.with_interleaved(interleaved);
+            let rotary =
+                RotaryEmbedding::new(config.clone())?.with_pair_layout(layout(interleaved));
             for dtype in [DType::F32, DType::BF16, DType::F16, DType::F64] {
                 // (batch, heads, seq, d) at (batch, seq) positions: a ragged decode step and a
                 // prefill long enough to be split across threads.
@@ -496,16 +507,16 @@ fn per_token_rows_equal_gather_then_kernel_bit_for_bit() -> anyhow::Result<()> {
                         .collect();
                     let positions = Tensor::from_vec(ids, (batch, seq), &dev)?;
                     let what = format!("d={d} interleaved={interleaved} {dtype:?} {batch}x{seq}");
-                    let (fq, fk) = rotary.apply_at(&q, &k, &positions)?;
-                    let (sq, sk) = rotary.apply_at_slow(&q, &k, &positions)?;
+                    let (fq, fk) = rotary.apply(&q, &k, &positions)?;
+                    let (sq, sk) = rotary.apply_slow(&q, &k, &positions)?;
                     assert_same(&fq, &gather_then_kernel(&rotary, &q, &positions)?, &what)?;
                     assert_same(&fk, &gather_then_kernel(&rotary, &k, &positions)?, &what)?;
                     assert_same(&fq, &sq, &what)?;
                     assert_same(&fk, &sk, &what)?;
                     // The same tokens as (tokens, heads, d) at (tokens,) positions.
                     let (tq, tk, tp) = (to_thd(&q)?, to_thd(&k)?, positions.flatten_all()?);
-                    let (fq, fk) = rotary.apply_at(&tq, &tk, &tp)?;
-                    let (sq, sk) = rotary.apply_at_slow(&tq, &tk, &tp)?;
+                    let (fq, fk) = rotary.apply(&tq, &tk, &tp)?;
+                    let (sq, sk) = rotary.apply_slow(&tq, &tk, &tp)?;
                     assert_same(&fq, &gather_then_kernel(&rotary, &tq, &tp)?, &what)?;
                     assert_same(&fk, &gather_then_kernel(&rotary, &tk, &tp)?, &what)?;
                     assert_same(&fq, &sq, &what)?;
@@ -524,7 +535,7 @@ fn positions_at_the_cache_limit() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     for interleaved in [false, true] {
         // A small head keeps the 2^20 cached rows small.
-        let rotary = RotaryEmbedding::new(partial(8, 0.5))?.with_interleaved(interleaved);
+        let rotary = RotaryEmbedding::new(partial(8, 0.5))?.with_pair_layout(layout(interleaved));
         let limit = rotary.cache().limit() as i64;
         for ids in [
             vec![limit - 1, limit - 2, 0],
@@ -535,9 +546,9 @@ fn positions_at_the_cache_limit() -> anyhow::Result<()> {
             for dtype in [DType::F32, DType::BF16, DType::F64] {
                 let q = Tensor::randn(0f32, 1.0, (3, 2, 8), &dev)?.to_dtype(dtype)?;
                 let what = format!("interleaved={interleaved} {ids:?} {dtype:?}");
-                let (got, _) = rotary.apply_at(&q, &q, &positions)?;
+                let (got, _) = rotary.apply(&q, &q, &positions)?;
                 assert_same(&got, &gather_then_kernel(&rotary, &q, &positions)?, &what)?;
-                assert_same(&got, &rotary.apply_at_slow(&q, &q, &positions)?.0, &what)?;
+                assert_same(&got, &rotary.apply_slow(&q, &q, &positions)?.0, &what)?;
             }
         }
     }
@@ -554,21 +565,21 @@ fn empty_inputs_come_back_as_they_are() -> anyhow::Result<()> {
         let (rq, rk) = rotary.apply(&q, &q, 7)?;
         assert_eq!((rq.dims(), rk.dims()), (q.dims(), q.dims()));
         let positions = Tensor::zeros((shape.0, shape.2), DType::U32, &dev)?;
-        let (rq, _) = rotary.apply_at(&q, &q, &positions)?;
+        let (rq, _) = rotary.apply(&q, &q, &positions)?;
         assert_eq!(rq.dims(), q.dims());
     }
     for shape in [(0, 2, 16), (3, 0, 16)] {
         let q = Tensor::zeros(shape, DType::F32, &dev)?;
         let positions = Tensor::zeros(shape.0, DType::I64, &dev)?;
-        assert_eq!(rotary.apply_at(&q, &q, &positions)?.0.dims(), q.dims());
+        assert_eq!(rotary.apply(&q, &q, &positions)?.0.dims(), q.dims());
         assert_eq!(rotary.apply(&q, &q, 5)?.0.dims(), q.dims());
     }
     // q without heads, k with some: k still turns.
     let q = Tensor::zeros((3, 0, 16), DType::F32, &dev)?;
     let k = Tensor::randn(0f32, 1.0, (3, 2, 16), &dev)?;
     let positions = Tensor::new(&[4u32, 5, 6], &dev)?;
-    let (_, rk) = rotary.apply_at(&q, &k, &positions)?;
-    assert_eq!(max_diff(&rk, &rotary.apply_at(&k, &k, &positions)?.0)?, 0.0);
+    let (_, rk) = rotary.apply(&q, &k, &positions)?;
+    assert_eq!(max_diff(&rk, &rotary.apply(&k, &k, &positions)?.0)?, 0.0);
     Ok(())
 }
 
@@ -576,13 +587,13 @@ fn empty_inputs_come_back_as_they_are() -> anyhow::Result<()> {
 fn far_positions() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     for interleaved in [false, true] {
-        let rotary =
-            RotaryEmbedding::new(RopeConfig::new(16, 10_000.0))?.with_interleaved(interleaved);
+        let rotary = RotaryEmbedding::new(RopeConfig::new(16, 10_000.0))?
+            .with_pair_layout(layout(interleaved));
         let far = (1u32 << 31) - 8;
         let ids: Vec<u32> = (far..far + 8).collect();
         // Past the cache's limit the rows are generated: the f64 rotation to f32 precision.
         let q = Tensor::randn(0f32, 1.0, (8, 2, 16), &dev)?;
-        let (got, _) = rotary.apply_at(&q, &q, &Tensor::new(ids.as_slice(), &dev)?)?;
+        let (got, _) = rotary.apply(&q, &q, &Tensor::new(ids.as_slice(), &dev)?)?;
         let exact = reference(&rotary, &q, &ids)?;
         assert!(max_diff(&got, &exact)? <= 2e-6, "interleaved={interleaved}");
         let (by_offset, _) = rotary.apply(&q, &q, far as usize)?;
@@ -614,7 +625,7 @@ fn f32_tables_serve_every_input_dtype() -> anyhow::Result<()> {
     // f64 inputs turn in f64, with f64 tables.
     let q = Tensor::randn(0f64, 1.0, (3, 2, 16), &dev)?;
     let ids = [5u32, 70_000, 1 << 30];
-    let (got, _) = rotary.apply_at(&q, &q, &Tensor::new(&ids, &dev)?)?;
+    let (got, _) = rotary.apply(&q, &q, &Tensor::new(&ids, &dev)?)?;
     assert_eq!(got.dtype(), DType::F64);
     assert!(max_diff(&got, &reference(&rotary, &q, &ids)?)? <= 1e-12);
     Ok(())
@@ -624,7 +635,7 @@ fn f32_tables_serve_every_input_dtype() -> anyhow::Result<()> {
 fn strided_inputs_equal_contiguous_ones() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     for interleaved in [false, true] {
-        let rotary = RotaryEmbedding::new(partial(64, 0.5))?.with_interleaved(interleaved);
+        let rotary = RotaryEmbedding::new(partial(64, 0.5))?.with_pair_layout(layout(interleaved));
         // As attention makes them: (batch, seq, heads, d) projected, then transposed.
         let q = Tensor::randn(0f32, 1.0, (2, 5, 4, 64), &dev)?.transpose(1, 2)?;
         assert!(!q.is_contiguous());
@@ -635,8 +646,8 @@ fn strided_inputs_equal_contiguous_ones() -> anyhow::Result<()> {
         let qkv = Tensor::randn(0f32, 1.0, (6, 12, 64), &dev)?.to_dtype(DType::BF16)?;
         let (q, k) = (qkv.narrow(1, 0, 8)?, qkv.narrow(1, 8, 2)?);
         let positions = Tensor::new(&[9u32, 10, 11, 0, 1, 2], &dev)?;
-        let (got_q, got_k) = rotary.apply_at(&q, &k, &positions)?;
-        let (want_q, want_k) = rotary.apply_at(&q.contiguous()?, &k.contiguous()?, &positions)?;
+        let (got_q, got_k) = rotary.apply(&q, &k, &positions)?;
+        let (want_q, want_k) = rotary.apply(&q.contiguous()?, &k.contiguous()?, &positions)?;
         assert_eq!(max_diff(&got_q, &want_q)?, 0.0);
         assert_eq!(max_diff(&got_k, &want_k)?, 0.0);
     }
@@ -665,15 +676,16 @@ fn dynamic_ntk_grows_and_resets_like_transformers() -> anyhow::Result<()> {
         (100, 4096),
     ] {
         let positions = Tensor::new(&[0u32, reach - 1], &dev)?;
-        let (got, _) = layer.apply_at(&q, &q, &positions)?;
+        let (got, _) = layer.apply(&q, &q, &positions)?;
         assert_eq!(
             rotary.tracked_len(),
             Some(expected as usize),
             "after {reach}"
         );
-        let (cos, sin) = rotary
-            .rope()
-            .at_with_len(&positions, expected as usize, DType::F32)?;
+        let (cos, sin) = rotary.rope().at(
+            At::ids(&positions).with_tracked_len(expected as usize),
+            DType::F32,
+        )?;
         // Token t (heads, d) turned by row t: as (1, heads, 1, d) with a one-row table.
         let want = (0..2)
             .map(|t| {
@@ -706,8 +718,8 @@ fn mrope_rotates_by_section() -> anyhow::Result<()> {
     let k = Tensor::randn(0f32, 1.0, (2, 1, 3, 128), &dev)?;
     let text = Tensor::new(&[[5u32, 6, 7], [0, 1, 2]], &dev)?;
     let ids = Tensor::stack(&[&text, &text, &text], 0)?;
-    let (a, b) = rotary.apply_mrope(&q, &k, &ids)?;
-    let (c, d) = rotary.apply_at(&q, &k, &text)?;
+    let (a, b) = rotary.apply(&q, &k, At::mrope(&ids))?;
+    let (c, d) = rotary.apply(&q, &k, &text)?;
     assert_eq!((max_diff(&a, &c)?, max_diff(&b, &d)?), (0.0, 0.0));
     // Image patches: the height and width rows differ.
     let hw = Tensor::new(
@@ -718,13 +730,16 @@ fn mrope_rotates_by_section() -> anyhow::Result<()> {
         ],
         &dev,
     )?;
-    let (got, _) = rotary.apply_mrope(&q, &k, &hw)?;
-    let (cos, sin) = rotary.rope().at_mrope(&hw, DType::F32)?;
+    let (got, _) = rotary.apply(&q, &k, At::mrope(&hw))?;
+    let (cos, sin) = rotary.rope().at(At::mrope(&hw), DType::F32)?;
     let want = (0..2)
         .map(|b| rope_slow(&q.narrow(0, b, 1)?, &cos.get(b)?, &sin.get(b)?))
         .collect::<candle_core::Result<Vec<_>>>()?;
     assert!(max_diff(&got, &Tensor::cat(&want, 0)?)? <= 1e-6);
-    let err = rotary.apply_mrope(&q, &k, &text).unwrap_err().to_string();
+    let err = rotary
+        .apply(&q, &k, At::mrope(&text))
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("positions must have shape") && err.contains("[3, 2, 3]"),
         "{err}"

@@ -6,11 +6,20 @@
 //! one pass, candle-nn's kernels (`TableBackend::Generic`) and the plain twin agree bit for bit.
 
 use candle_core::{DType, Device, Tensor};
-use candle_pe_core::{Dynamic, Longrope, RopeConfig, RopeType, TableBackend};
+use candle_pe_core::{Dynamic, Longrope, PairLayout, RopeConfig, RopeType, TableBackend};
 use candle_pe_formats::FromHfConfig;
+use candle_pe_nn::At;
 use candle_pe_nn::RotaryEmbedding;
 use pe_testkit::{seeded_rng, Big, BigFloat};
 use rand::Rng;
+
+/// The pair layout a test's `interleaved` flag names.
+fn layout(interleaved: bool) -> PairLayout {
+    match interleaved {
+        true => PairLayout::Interleaved,
+        false => PairLayout::Halves,
+    }
+}
 
 const DTYPES: [DType; 4] = [DType::BF16, DType::F16, DType::F32, DType::F64];
 
@@ -62,7 +71,7 @@ fn default_case(head_dim: usize, partial: f64, interleaved: bool) -> Case {
     let d = config.rotary_dim();
     let rotary = RotaryEmbedding::new(config)
         .unwrap()
-        .with_interleaved(interleaved);
+        .with_pair_layout(layout(interleaved));
     let mut big = Big::new();
     let w = frequencies(&mut big, &Big::num(10_000.0), d, &vec![1.0; d / 2]);
     Case {
@@ -115,7 +124,7 @@ fn check_turn(
         for hi in 0..h {
             let base = (ti * h + hi) * d;
             for (i, &(s, c)) in token.iter().enumerate() {
-                let (a, b) = if case.rotary.is_interleaved() {
+                let (a, b) = if case.rotary.pair_layout().is_interleaved() {
                     (base + 2 * i, base + 2 * i + 1)
                 } else {
                     (base + i, base + i + half)
@@ -176,12 +185,12 @@ fn shift_at_is_one_rounding_from_the_exact_turn() -> anyhow::Result<()> {
         let k0 = Tensor::randn(0f64, 1.0, (tokens, 3, 64), &dev)?;
         for dtype in DTYPES {
             let k0 = k0.to_dtype(dtype)?;
-            let (_, stored) = case.rotary.apply_at(&k0, &k0, &from_t)?;
+            let (_, stored) = case.rotary.apply(&k0, &k0, &from_t)?;
             let what = format!("partial {partial} interleaved {interleaved}");
-            let got = case.rotary.shift_at(&stored, &from_t, &to_t)?;
+            let got = case.rotary.shift(&stored, &from_t, &to_t)?;
             check_turn(&case, &stored, &got, &turns, &what)?;
             // The same in (batch, heads, seq, head_dim).
-            let got4 = case.rotary.shift_at(
+            let got4 = case.rotary.shift(
                 &to_bhsd(&stored)?,
                 &from_t.unsqueeze(0)?,
                 &to_t.unsqueeze(0)?,
@@ -237,8 +246,10 @@ fn shift_by_delta_is_shift_at_of_that_difference() -> anyhow::Result<()> {
         let to: Vec<i64> = from.iter().map(|f| f + delta).collect();
         let ft = Tensor::from_vec(from.clone(), (2, 5), &dev)?;
         let tt = Tensor::from_vec(to.clone(), (2, 5), &dev)?;
-        let a = case.rotary.shift(&k, delta)?;
-        let b = case.rotary.shift_at(&k, &ft, &tt)?;
+        let a = case
+            .rotary
+            .shift(&k, (-delta).max(0) as usize, delta.max(0) as usize)?;
+        let b = case.rotary.shift(&k, &ft, &tt)?;
         let same = a.to_dtype(DType::F32)?.eq(&b.to_dtype(DType::F32)?)?;
         assert_eq!(same.min_all()?.to_scalar::<u8>()?, 1, "delta {delta}");
         // And one rounding from the exact turn.
@@ -311,15 +322,21 @@ fn spectrum_changes_turn_by_new_angle_less_old_angle() -> anyhow::Result<()> {
         );
         for dtype in DTYPES {
             let k = Tensor::randn(0f64, 1.0, (5, 2, d), &dev)?.to_dtype(dtype)?;
-            let got = case
-                .rotary
-                .shift_at_with_len(&k, &ft, &tt, from_len, to_len)?;
+            let got = case.rotary.shift(
+                &k,
+                At::ids(&ft).with_tracked_len(from_len),
+                At::ids(&tt).with_tracked_len(to_len),
+            )?;
             check_turn(&case, &k, &got, &turns, name)?;
             let generic = case
                 .rotary
                 .clone()
                 .with_backend(TableBackend::Generic)
-                .shift_at_with_len(&k, &ft, &tt, from_len, to_len)?;
+                .shift(
+                    &k,
+                    At::ids(&ft).with_tracked_len(from_len),
+                    At::ids(&tt).with_tracked_len(to_len),
+                )?;
             assert_bits(&got, &generic, name)?;
         }
     }
@@ -341,8 +358,12 @@ fn spectrum_changes_turn_by_new_angle_less_old_angle() -> anyhow::Result<()> {
         Tensor::new(&[5u32, 4000], &dev)?,
         Tensor::new(&[9000u32, 99_999], &dev)?,
     );
-    let a = case_rotary.shift_at(&k, &ft, &tt)?;
-    let b = case_rotary.shift_at_with_len(&k, &ft, &tt, 4001, 100_000)?;
+    let a = case_rotary.shift(&k, &ft, &tt)?;
+    let b = case_rotary.shift(
+        &k,
+        At::ids(&ft).with_tracked_len(4001),
+        At::ids(&tt).with_tracked_len(100_000),
+    )?;
     assert_bits(&a, &b, "longrope lengths")?;
     Ok(())
 }
@@ -380,16 +401,17 @@ fn one_pass_kernels_and_plain_twin_agree_bit_for_bit() -> anyhow::Result<()> {
                     "{dtype:?} {:?} partial {partial} interleaved {interleaved}",
                     k.dims()
                 );
-                let one_pass = case.rotary.shift_at(k, f, t)?;
-                assert_bits(&one_pass, &generic.shift_at(k, f, t)?, &what)?;
-                assert_bits(&one_pass, &case.rotary.shift_at_slow(k, f, t)?, &what)?;
+                let one_pass = case.rotary.shift(k, f, t)?;
+                assert_bits(&one_pass, &generic.shift(k, f, t)?, &what)?;
+                assert_bits(&one_pass, &case.rotary.shift_slow(k, f, t)?, &what)?;
                 // A strided view of the same keys.
                 let wide = Tensor::cat(&[k, k], 1)?;
                 let view = wide.narrow(1, 0, 2)?;
-                assert_bits(&one_pass, &case.rotary.shift_at(&view, f, t)?, &what)?;
+                assert_bits(&one_pass, &case.rotary.shift(&view, f, t)?, &what)?;
                 for delta in [-5i64, 1 << 20] {
-                    let a = case.rotary.shift(k, delta)?;
-                    assert_bits(&a, &generic.shift(k, delta)?, &what)?;
+                    let (from, to) = ((-delta).max(0) as usize, delta.max(0) as usize);
+                    let a = case.rotary.shift(k, from, to)?;
+                    assert_bits(&a, &generic.shift(k, from, to)?, &what)?;
                 }
             }
         }
@@ -413,8 +435,12 @@ fn shift_mrope_moves_each_section_by_its_row() -> anyhow::Result<()> {
     let text_from = Tensor::new(&[[5u32, 6, 7], [100, 101, 102]], &dev)?;
     let text_to = Tensor::new(&[[1u32, 2, 3], [4, 5, 6]], &dev)?;
     let three = |t: &Tensor| Tensor::stack(&[t, t, t], 0);
-    let a = rotary.shift_mrope(&k, &three(&text_from)?, &three(&text_to)?)?;
-    let b = rotary.shift_at(&k, &text_from, &text_to)?;
+    let a = rotary.shift(
+        &k,
+        At::mrope(&three(&text_from)?),
+        At::mrope(&three(&text_to)?),
+    )?;
+    let b = rotary.shift(&k, &text_from, &text_to)?;
     assert_bits(&a, &b, "mrope text")?;
     // Image patches moved back by 1000 along time only: shifting keys rotated at `from` gives
     // the keys rotated at `to` within a few f32 roundings.
@@ -434,15 +460,15 @@ fn shift_mrope_moves_each_section_by_its_row() -> anyhow::Result<()> {
         ],
         &dev,
     )?;
-    let (_, at_from) = rotary.apply_mrope(&k, &k, &from)?;
-    let (_, at_to) = rotary.apply_mrope(&k, &k, &to)?;
-    let moved = rotary.shift_mrope(&at_from, &from, &to)?;
+    let (_, at_from) = rotary.apply(&k, &k, At::mrope(&from))?;
+    let (_, at_to) = rotary.apply(&k, &k, At::mrope(&to))?;
+    let moved = rotary.shift(&at_from, At::mrope(&from), At::mrope(&to))?;
     let err = (moved - &at_to)?.abs()?.max_all()?.to_scalar::<f32>()?;
     assert!(err <= 4e-6, "mrope shift error {err}");
     let generic = rotary.clone().with_backend(TableBackend::Generic);
     assert_bits(
-        &rotary.shift_mrope(&at_from, &from, &to)?,
-        &generic.shift_mrope(&at_from, &from, &to)?,
+        &rotary.shift(&at_from, At::mrope(&from), At::mrope(&to))?,
+        &generic.shift(&at_from, At::mrope(&from), At::mrope(&to))?,
         "mrope generic",
     )?;
     Ok(())
@@ -455,46 +481,56 @@ fn errors_name_the_argument() -> anyhow::Result<()> {
     let k = Tensor::zeros((2, 1, 3, 64), DType::F32, &dev)?;
     let ok = Tensor::new(&[[0u32, 1, 2], [3, 4, 5]], &dev)?;
     let cases: Vec<(candle_core::Result<Tensor>, &str)> = vec![
-        (case.rotary.shift(&k, 1 << 31), "delta must be within"),
-        (case.rotary.shift(&k, -(1 << 31)), "got -2147483648"),
+        (
+            case.rotary.shift(&k, 0, 1 << 31),
+            "offset + len 2147483651 is outside",
+        ),
+        (
+            case.rotary.shift(&k, 1 << 31, 0),
+            "offset + len 2147483651 is outside",
+        ),
         (
             case.rotary
-                .shift_at(&k, &Tensor::new(&[0u32, 1, 2], &dev)?, &ok),
+                .shift(&k, &Tensor::new(&[0u32, 1, 2], &dev)?, &ok),
             "from must have shape (batch, seq) = [2, 3]",
         ),
         (
-            case.rotary.shift_at(&k, &ok, &ok.t()?),
+            case.rotary.shift(&k, &ok, &ok.t()?),
             "to must have shape (batch, seq) = [2, 3]",
         ),
         (
             case.rotary
-                .shift_at(&k, &ok, &Tensor::new(&[[0i64, 1, -2], [3, 4, 5]], &dev)?),
+                .shift(&k, &ok, &Tensor::new(&[[0i64, 1, -2], [3, 4, 5]], &dev)?),
             "position -2",
         ),
         (
-            case.rotary.shift_at(&k, &ok, &ok.to_dtype(DType::F32)?),
+            case.rotary.shift(&k, &ok, &ok.to_dtype(DType::F32)?),
             "integer tensor",
         ),
         (
             case.rotary
-                .shift(&Tensor::zeros((2, 1, 3, 32), DType::F32, &dev)?, 1),
+                .shift(&Tensor::zeros((2, 1, 3, 32), DType::F32, &dev)?, 0, 1),
             "k must have shape",
         ),
         (
             case.rotary
-                .shift(&Tensor::zeros((2, 1, 3, 64), DType::U32, &dev)?, 1),
+                .shift(&Tensor::zeros((2, 1, 3, 64), DType::U32, &dev)?, 0, 1),
             "k must be f16, bf16, f32 or f64",
         ),
         (
-            case.rotary.shift_mrope(
+            case.rotary.shift(
                 &k,
-                &Tensor::stack(&[&ok, &ok, &ok], 0)?,
-                &Tensor::stack(&[&ok, &ok, &ok], 0)?,
+                At::mrope(&Tensor::stack(&[&ok, &ok, &ok], 0)?),
+                At::mrope(&Tensor::stack(&[&ok, &ok, &ok], 0)?),
             ),
             "mrope_section",
         ),
         (
-            mrope()?.shift_mrope(&Tensor::zeros((2, 1, 3, 128), DType::F32, &dev)?, &ok, &ok),
+            mrope()?.shift(
+                &Tensor::zeros((2, 1, 3, 128), DType::F32, &dev)?,
+                At::mrope(&ok),
+                At::mrope(&ok),
+            ),
             "from must have shape (3, batch, seq)",
         ),
     ];
@@ -520,16 +556,16 @@ fn apply_k_at_is_the_k_of_apply_at() -> anyhow::Result<()> {
             let p3 = Tensor::new(&[5u32, 0, 70_000, 12], &dev)?;
             for (k, p) in [(&k4, &p4), (&k3, &p3)] {
                 // (p4 reaches past the cache's limit: the gathered tables and the kernels.)
-                let (_, want) = case.rotary.apply_at(k, k, p)?;
-                assert_bits(&case.rotary.apply_k_at(k, p)?, &want, "apply_k_at")?;
-                let (_, want) = generic.apply_at(k, k, p)?;
-                assert_bits(&generic.apply_k_at(k, p)?, &want, "apply_k_at generic")?;
+                let (_, want) = case.rotary.apply(k, k, p)?;
+                assert_bits(&case.rotary.apply_k(k, p)?, &want, "apply_k_at")?;
+                let (_, want) = generic.apply(k, k, p)?;
+                assert_bits(&generic.apply_k(k, p)?, &want, "apply_k_at generic")?;
             }
         }
     }
     let err = default_case(32, 1.0, false)
         .rotary
-        .apply_k_at(
+        .apply_k(
             &Tensor::zeros((2, 1, 3, 32), DType::F32, &dev)?,
             &Tensor::new(&[1u32, 2], &dev)?,
         )

@@ -24,7 +24,7 @@ fn video_families_turn_adjacent_pairs() -> anyhow::Result<()> {
     let ids = video_patch_positions(2, 3, 4, &dev)?;
     let q = Tensor::randn(0f32, 1.0, (1, 2, 24, 128), &dev)?;
     let k = Tensor::randn(0f32, 1.0, (1, 2, 24, 128), &dev)?;
-    let (rq, rk) = rotary.apply_at(&q, &k, &ids)?;
+    let (rq, rk) = rotary.apply(&q, &k, &ids)?;
     let (cos, sin) = wan.at(&ids, DType::F32)?;
     same(&rq, &rope_i(&q, &cos, &sin)?)?;
     same(&rk, &rope_i(&k, &cos, &sin)?)?;

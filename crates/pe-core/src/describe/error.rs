@@ -132,34 +132,6 @@ pub enum Error {
         index: usize,
     },
 
-    /// A run of Qwen-VL vision tokens whose length is not the token count of its grid.
-    #[error("sequence {sequence}: {kind} {index} has {tokens} tokens in the input ids, but its grid (t, h, w) = {grid:?} gives {expected} (t * h * w / spatial_merge_size^2)")]
-    VisionTokens {
-        /// The sequence of the batch.
-        sequence: usize,
-        /// `image`, `video` or `video frame` (Qwen3-VL gives each frame its own run).
-        kind: &'static str,
-        /// Which one, counting across the batch from 0.
-        index: usize,
-        /// The tokens of the run.
-        tokens: usize,
-        /// Its grid.
-        grid: [usize; 3],
-        /// The tokens the grid gives.
-        expected: usize,
-    },
-
-    /// More or fewer runs of Qwen-VL vision tokens than the grids describe.
-    #[error("the input ids hold {runs} runs of {kind} tokens, but the grids give {grids}")]
-    VisionGrids {
-        /// `image`, `video` or `video frame`.
-        kind: &'static str,
-        /// The runs of that kind in the input ids (attended tokens only).
-        runs: usize,
-        /// The runs the grids describe.
-        grids: usize,
-    },
-
     /// A tensor argument of the wrong rank.
     #[error("{name} must have rank {expected}, got shape {shape:?}")]
     WrongRank {
@@ -223,61 +195,6 @@ pub enum Error {
         field: String,
         /// What is wrong with it.
         message: String,
-    },
-
-    /// A config without a field that must be given.
-    #[error("missing field {field}")]
-    MissingField {
-        /// The field, as a path from the config's root (`rope_scaling.low_freq_factor`).
-        field: String,
-    },
-
-    /// A config giving one value twice, with two different values: in the rope dict and at
-    /// the top level (`rope_parameters.rope_theta` and `rope_theta`), or under two names.
-    #[error("config fields {field} = {value} and {other} = {other_value} disagree; give one of them, or the same value")]
-    ConfigConflict {
-        /// One field, as a path from the config's root.
-        field: String,
-        /// Its value, as the config writes it.
-        value: String,
-        /// The other field.
-        other: String,
-        /// Its value.
-        other_value: String,
-    },
-
-    /// A GGUF metadata key (`llama.rope.freq_base`) or tensor (`rope_freqs.weight`) whose value
-    /// cannot be read, or which says something no rope type of this crate can express.
-    #[error("GGUF {key}: {message}")]
-    GgufKey {
-        /// The key or tensor name, as the file spells it.
-        key: String,
-        /// What is wrong with it.
-        message: String,
-    },
-
-    /// A GGUF file without a key or tensor that must be given.
-    #[error("GGUF {key} is missing; {needed_by}")]
-    GgufMissing {
-        /// The key or tensor name.
-        key: String,
-        /// What needs it.
-        needed_by: &'static str,
-    },
-
-    /// Two GGUF keys (or a key and a tensor) that contradict each other.
-    #[error("GGUF {key} = {value} contradicts {other} = {other_value}: {why}")]
-    GgufConflict {
-        /// One key or tensor.
-        key: String,
-        /// Its value, as read.
-        value: String,
-        /// The other key or tensor.
-        other: String,
-        /// Its value.
-        other_value: String,
-        /// Why they cannot both hold.
-        why: &'static str,
     },
 
     /// An output dtype other than f32, f16, bf16 or f64.

@@ -362,21 +362,7 @@ fn fill_rows<A: Acc, S: OutRows>(
     let cols = plan.columns();
     let offsets = A::offsets(generator.offsets());
     let zero_at = zero_at.map(f64::from);
-    // Sequences that repeat one sequence's positions share its anchors, computed once, up
-    // front, instead of once per sequence: anchors `base`, `base + span`, ...
-    let (base, shared) = match positions {
-        RowPositions::Repeat { start, period } if rows > period => {
-            let base = anchor_of(f64::from(start)).0;
-            let last = anchor_of(f64::from(start) + (period - 1) as f64).0;
-            let count = ((last - base) / ANCHOR_SPAN as f64) as usize + 1;
-            let anchors = (0..count)
-                .into_par_iter()
-                .map(|k| SinCos::at(plan, base + (k * ANCHOR_SPAN) as f64))
-                .collect();
-            (base, anchors)
-        }
-        _ => (0.0, Vec::new()),
-    };
+    let (base, shared) = shared_anchors::<A>(plan, positions, rows);
     // Rows first..first + n: a shared anchor, or one anchor at a time, reused while the
     // positions stay in its span.
     let task = |first: usize, n: usize, mut chunk: S| {
@@ -399,28 +385,15 @@ fn fill_rows<A: Acc, S: OutRows>(
             finish(first + i, RowCode { cols, angles }, &mut chunk, i);
         }
     };
-    // A range's tasks start on anchors, so each task computes one anchor row.
-    let head_rows = match positions {
-        RowPositions::Range { start } => (ANCHOR_SPAN - start as usize % ANCHOR_SPAN) % ANCHOR_SPAN,
-        RowPositions::Repeat { .. } | RowPositions::Values(_) => 0,
-    }
-    .min(rows);
-    let (head, mut tail) = out.split_rows(head_rows);
+    let head_rows = head_rows(positions, rows);
+    let (head, tail) = out.split_rows(head_rows);
     // A request of one task runs here: handing it to the pool would cost more than the work.
     if rows - head_rows <= ANCHOR_SPAN {
         task(0, head_rows, head);
         task(head_rows, rows - head_rows, tail);
         return;
     }
-    let mut chunks = Vec::with_capacity((rows - head_rows).div_ceil(ANCHOR_SPAN));
-    let mut first = head_rows;
-    while first < rows {
-        let n = ANCHOR_SPAN.min(rows - first);
-        let (chunk, rest) = tail.split_rows(n);
-        chunks.push((first, n, chunk));
-        tail = rest;
-        first += n;
-    }
+    let chunks = anchor_chunks(tail, head_rows, rows);
     rayon::join(
         || task(0, head_rows, head),
         || {
@@ -429,6 +402,53 @@ fn fill_rows<A: Acc, S: OutRows>(
                 .for_each(|(first, n, chunk)| task(first, n, chunk))
         },
     );
+}
+
+/// The rows before a range's first anchor: a range's tasks start on anchors, so each task
+/// computes one anchor row (none for other requests).
+fn head_rows(positions: RowPositions<'_>, rows: usize) -> usize {
+    match positions {
+        RowPositions::Range { start } => (ANCHOR_SPAN - start as usize % ANCHOR_SPAN) % ANCHOR_SPAN,
+        RowPositions::Repeat { .. } | RowPositions::Values(_) => 0,
+    }
+    .min(rows)
+}
+
+/// The rows a task computes, from `first`: the rest of the output after the head, cut in
+/// spans of [`ANCHOR_SPAN`] rows, each `(first row, rows, its part of the output)`.
+fn anchor_chunks<S: OutRows>(mut tail: S, first: usize, rows: usize) -> Vec<(usize, usize, S)> {
+    let mut chunks = Vec::with_capacity((rows - first).div_ceil(ANCHOR_SPAN));
+    let mut first = first;
+    while first < rows {
+        let n = ANCHOR_SPAN.min(rows - first);
+        let (chunk, rest) = tail.split_rows(n);
+        chunks.push((first, n, chunk));
+        tail = rest;
+        first += n;
+    }
+    chunks
+}
+
+/// Sequences that repeat one sequence's positions share its anchors, computed once, up front,
+/// instead of once per sequence: anchors `base`, `base + span`, ... (none for other requests).
+fn shared_anchors<A: Acc>(
+    plan: &Plan,
+    positions: RowPositions<'_>,
+    rows: usize,
+) -> (f64, Vec<SinCos<A>>) {
+    match positions {
+        RowPositions::Repeat { start, period } if rows > period => {
+            let base = anchor_of(f64::from(start)).0;
+            let last = anchor_of(f64::from(start) + (period - 1) as f64).0;
+            let count = ((last - base) / ANCHOR_SPAN as f64) as usize + 1;
+            let anchors = (0..count)
+                .into_par_iter()
+                .map(|k| SinCos::at(plan, base + (k * ANCHOR_SPAN) as f64))
+                .collect();
+            (base, anchors)
+        }
+        _ => (0.0, Vec::new()),
+    }
 }
 
 /// The rows of a request as the CPU generator reads them: a range, or positions on the host.

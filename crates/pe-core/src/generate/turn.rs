@@ -41,84 +41,120 @@ impl Generator {
         // The table, and at most two f64 rows of scratch per token.
         check_size(from[0].len(), h, dtype, device, 16 * h as u128)?;
         let same = old.frequencies() == new.frequencies() && old.amplitude() == new.amplitude();
-        let tokens = from[0].len();
-        // One spectrum: a row is its differences; otherwise both ends.
-        let key = |t: usize| -> [i64; 6] {
-            let mut key = [0; 6];
-            for a in 0..N {
-                if same {
-                    key[a] = to[a][t] - from[a][t];
-                } else {
-                    (key[a], key[3 + a]) = (from[a][t], to[a][t]);
-                }
-            }
-            key
-        };
-        let mut index = Vec::with_capacity(tokens);
-        let mut unique: Vec<[i64; 6]> = Vec::new();
-        let mut seen = HashMap::new();
-        for t in 0..tokens {
-            let k = key(t);
-            let row = *seen.entry(k).or_insert_with(|| {
-                unique.push(k);
-                unique.len() - 1
-            });
-            index.push(row as u32);
-        }
-        // Every angle within the exact domain.
-        let largest = |plan: &Plan, values: &dyn Fn(&[i64; 6]) -> i64| -> Result<()> {
-            let m = unique.iter().map(|k| values(k).unsigned_abs()).max();
-            plan.check_angles(m.unwrap_or(0) as f64)
-        };
-        for a in 0..N {
-            if same {
-                largest(new, &|k| k[a])?;
-            } else {
-                largest(old, &|k| k[a])?;
-                largest(new, &|k| k[3 + a])?;
-            }
-        }
-        let ratio = new.amplitude() / old.amplitude();
-        let (wo, wn) = (old.frequencies(), new.frequencies());
-        let mut cos = vec![0f64; unique.len() * h];
-        let mut sin = vec![0f64; unique.len() * h];
-        let turn_row = |(k, (c, s)): (&[i64; 6], (&mut [f64], &mut [f64]))| {
-            for slot in 0..h {
-                let a = axis(slot);
-                let (hi, lo) = if same {
-                    wn[slot].angle(k[a] as f64)
-                } else {
-                    let (h1, l1) = wn[slot].angle(k[3 + a] as f64);
-                    let (h0, l0) = wo[slot].angle(k[a] as f64);
-                    let d = Dd { hi: h1, lo: l1 } - Dd { hi: h0, lo: l0 };
-                    (d.hi, d.lo)
-                };
-                let (sv, cv) = trig::sin_cos(hi, lo);
-                (c[slot], s[slot]) = if ratio == 1.0 {
-                    (cv, sv)
-                } else {
-                    (cv * ratio, sv * ratio)
-                };
-            }
-        };
-        unique
-            .par_iter()
-            .zip(cos.par_chunks_mut(h).zip(sin.par_chunks_mut(h)))
-            .with_min_len(MIN_TASK_ROWS)
-            .for_each(turn_row);
-        let n = unique.len();
-        let mut shape = lead.to_vec();
-        shape.push(h);
+        let (index, unique) = unique_rows(from, to, same);
+        check_turn_angles::<N>(old, new, &unique, same)?;
+        let (cos, sin) = turn_rows(old, new, &unique, same, h, axis);
+        let tokens = index.len();
         let index = Tensor::from_vec(index, tokens, &Device::Cpu)?;
         let table = |values: Vec<f64>| -> Result<Tensor> {
+            let n = unique.len();
             let t = Tensor::from_vec(values, (n, h), &Device::Cpu)?.to_dtype(dtype)?;
             let t = if n == 1 {
                 t.broadcast_as((tokens, h))?.contiguous()?
             } else {
                 t.index_select(&index, 0)?
             };
+            let mut shape = lead.to_vec();
+            shape.push(h);
             Ok(t.reshape(shape.as_slice())?.to_device(device)?)
         };
         Ok((table(cos)?, table(sin)?))
     }
+}
+
+/// The distinct rows of a shift and each token's row: with one spectrum a row is the
+/// differences `to - from` of its axes, otherwise both ends (`from` in the first three slots,
+/// `to` in the last three).
+fn unique_rows<const N: usize>(
+    from: &[Vec<i64>; N],
+    to: &[Vec<i64>; N],
+    same: bool,
+) -> (Vec<u32>, Vec<[i64; 6]>) {
+    let tokens = from[0].len();
+    let key = |t: usize| -> [i64; 6] {
+        let mut key = [0; 6];
+        for a in 0..N {
+            if same {
+                key[a] = to[a][t] - from[a][t];
+            } else {
+                (key[a], key[3 + a]) = (from[a][t], to[a][t]);
+            }
+        }
+        key
+    };
+    let mut index = Vec::with_capacity(tokens);
+    let mut unique: Vec<[i64; 6]> = Vec::new();
+    let mut seen = HashMap::new();
+    for t in 0..tokens {
+        let k = key(t);
+        let row = *seen.entry(k).or_insert_with(|| {
+            unique.push(k);
+            unique.len() - 1
+        });
+        index.push(row as u32);
+    }
+    (index, unique)
+}
+
+/// Fails unless every angle of the rows is within the exact domain of its spectrum.
+fn check_turn_angles<const N: usize>(
+    old: &Plan,
+    new: &Plan,
+    unique: &[[i64; 6]],
+    same: bool,
+) -> Result<()> {
+    let largest = |plan: &Plan, values: &dyn Fn(&[i64; 6]) -> i64| -> Result<()> {
+        let m = unique.iter().map(|k| values(k).unsigned_abs()).max();
+        plan.check_angles(m.unwrap_or(0) as f64)
+    };
+    for a in 0..N {
+        if same {
+            largest(new, &|k| k[a])?;
+        } else {
+            largest(old, &|k| k[a])?;
+            largest(new, &|k| k[3 + a])?;
+        }
+    }
+    Ok(())
+}
+
+/// The cos and sin of every distinct row (in parallel), `h` values each, in f64: slot `k`
+/// turns by the angle of its axis `axis(k)`, times the ratio of the attention factors.
+fn turn_rows(
+    old: &Plan,
+    new: &Plan,
+    unique: &[[i64; 6]],
+    same: bool,
+    h: usize,
+    axis: impl Fn(usize) -> usize + Sync,
+) -> (Vec<f64>, Vec<f64>) {
+    let ratio = new.amplitude() / old.amplitude();
+    let (wo, wn) = (old.frequencies(), new.frequencies());
+    let mut cos = vec![0f64; unique.len() * h];
+    let mut sin = vec![0f64; unique.len() * h];
+    let turn_row = |(k, (c, s)): (&[i64; 6], (&mut [f64], &mut [f64]))| {
+        for slot in 0..h {
+            let a = axis(slot);
+            let (hi, lo) = if same {
+                wn[slot].angle(k[a] as f64)
+            } else {
+                let (h1, l1) = wn[slot].angle(k[3 + a] as f64);
+                let (h0, l0) = wo[slot].angle(k[a] as f64);
+                let d = Dd { hi: h1, lo: l1 } - Dd { hi: h0, lo: l0 };
+                (d.hi, d.lo)
+            };
+            let (sv, cv) = trig::sin_cos(hi, lo);
+            (c[slot], s[slot]) = if ratio == 1.0 {
+                (cv, sv)
+            } else {
+                (cv * ratio, sv * ratio)
+            };
+        }
+    };
+    unique
+        .par_iter()
+        .zip(cos.par_chunks_mut(h).zip(sin.par_chunks_mut(h)))
+        .with_min_len(MIN_TASK_ROWS)
+        .for_each(turn_row);
+    (cos, sin)
 }

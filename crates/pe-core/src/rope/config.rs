@@ -21,6 +21,7 @@
 
 use serde::Serialize;
 
+use super::layouts::{MropeSlots, PairLayout};
 use super::query_scale::QueryScale;
 use super::types::RopeType;
 
@@ -45,15 +46,25 @@ pub struct RopeConfig {
     /// the temporal, height and width position ids; `None` for 1-D rope.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mrope_section: Option<Vec<usize>>,
-    /// Whether the M-RoPE sections interleave slot by slot (Qwen3-VL) instead of following each
-    /// other (Qwen2-VL, Qwen2.5-VL).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub mrope_interleaved: bool,
-    /// Whether the model rotates adjacent pairs `(2i, 2i + 1)` (`rope_interleave`: DeepSeek-V3,
-    /// GLM-4-MoE-Lite, Mistral 4, whose config classes default it to true) instead of the two
-    /// halves of each head. The tables are the same either way.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub rope_interleave: bool,
+    /// How the M-RoPE slots take their axes: the sections following each other (Qwen2-VL,
+    /// Qwen2.5-VL, the default) or alternating slot by slot (Qwen3-VL; written as HF's
+    /// `mrope_interleaved`).
+    #[serde(
+        rename = "mrope_interleaved",
+        serialize_with = "MropeSlots::serialize_flag",
+        skip_serializing_if = "MropeSlots::is_sections"
+    )]
+    pub mrope_slots: MropeSlots,
+    /// Which channels the model turns together: the two halves of each head (the default) or
+    /// adjacent pairs `(2i, 2i + 1)` (HF's `rope_interleave`: DeepSeek-V3, GLM-4-MoE-Lite,
+    /// Mistral 4, whose config classes default it to true; written so). The tables are the same
+    /// either way.
+    #[serde(
+        rename = "rope_interleave",
+        serialize_with = "PairLayout::serialize_flag",
+        skip_serializing_if = "PairLayout::is_halves"
+    )]
+    pub pair_layout: PairLayout,
     /// A factor on the queries at each position, after the rotation (Ministral 3, Mistral 4:
     /// `llama_4_scaling_beta`); `None` for most models.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -70,8 +81,8 @@ impl RopeConfig {
             max_position_embeddings: None,
             rope_type: RopeType::Default,
             mrope_section: None,
-            mrope_interleaved: false,
-            rope_interleave: false,
+            mrope_slots: MropeSlots::Sections,
+            pair_layout: PairLayout::Halves,
             query_scale: None,
         }
     }

@@ -3,7 +3,11 @@
 //! (`candle-pe-formats` reads them from a `config.json` or a GGUF file).
 //!
 //! - `config.rs`: [`RopeConfig`], one rope described with the names of `config.json`;
+//! - `configs.rs`: [`RopeConfigs`], a model's ropes per layer (per layer type, NoPE layers);
+//! - `layouts.rs`: [`PairLayout`] (which channels turn together) and [`MropeSlots`] (which axis
+//!   each M-RoPE slot reads);
 //! - `types.rs`: each rope type's parameters and frequency formula ([`RopeType`]);
+//! - `at.rs`: [`At`], where the tokens of a call sit (an offset, per-token or M-RoPE positions);
 //! - `tables.rs`: [`Rope`], a checked config that builds the tables (M-RoPE's from 3-D ids too);
 //! - `query_scale.rs`: [`QueryScale`], a factor on the queries per position (query temperature),
 //!   and `scales.rs` its tensors;
@@ -28,18 +32,24 @@
 //! # Ok::<(), candle_pe_core::Error>(())
 //! ```
 
+mod at;
 mod axes;
 mod cache;
 mod config;
+mod configs;
+mod layouts;
 mod query_scale;
 mod scales;
 mod shift;
 mod tables;
 mod types;
 
+pub use at::{At, Place};
 pub use axes::{cogvideox_coordinates, patch_positions, video_patch_positions, AxesRope};
 pub use cache::RopeCache;
 pub use config::{RopeConfig, DEFAULT_ROPE_THETA};
+pub use configs::RopeConfigs;
+pub use layouts::{MropeSlots, PairLayout};
 pub use query_scale::QueryScale;
 pub use tables::Rope;
 pub use types::{

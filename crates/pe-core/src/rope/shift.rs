@@ -24,49 +24,52 @@
 
 use candle_core::{DType, Tensor};
 
-use super::tables::{mrope_axis, Rope};
+use super::at::{At, Place};
+use super::tables::{check_mrope_dims, mrope_axis, Rope};
 use crate::describe::positions::{Positions, ToPositions};
 use crate::generate::Generator;
 use crate::{Error, Result};
 
 impl Rope {
-    /// `(cos, sin)` turning keys rotated at positions `from` to positions `to`, each shaped
-    /// `from.dims() + [rotary_dim / 2]`, in `dtype`, on the device of `from`. `from` and `to`
-    /// have the same shape. The frequencies of each side are those of a sequence reaching its
-    /// largest position, as [`at`](Self::at) uses (so longrope turns from its short factors to
-    /// its long ones when `to` goes past the original context); see
-    /// [`at_shift_with_len`](Self::at_shift_with_len) for the frequencies of other lengths.
-    pub fn at_shift(
+    /// `(cos, sin)` turning keys rotated at positions `from` to positions `to`, in `dtype`, on
+    /// the device of `from`. `from` and `to` are both per-token positions, shaped alike (the
+    /// tables are `from.dims() + [rotary_dim / 2]`), or both M-RoPE's `(3, ...)` positions
+    /// ([`At::mrope`], rows temporal, height, width, as [`at`](Self::at) takes them: frequency
+    /// slot `k` turns by the difference of the row `mrope_section` gives it; the tables are
+    /// shaped as the positions without their first dim, plus `[rotary_dim / 2]`).
+    ///
+    /// The frequencies of each side are those of a sequence reaching its largest position, as
+    /// [`at`](Self::at) uses (so longrope turns from its short factors to its long ones when
+    /// `to` goes past the original context), or those of the length a side carries
+    /// ([`At::with_tracked_len`]: dynamic NTK's tracked length). The angle of pair `i` is `to *
+    /// w'_i - from * w_i` exactly, `(to - from) * w_i` when the two lengths give the same
+    /// frequencies (every rope type but dynamic NTK and longrope; any length up to
+    /// [`fixed_up_to`](Self::fixed_up_to) for those), and the values carry the ratio of the two
+    /// attention factors (1 for every rope type in use, whose factor does not depend on the
+    /// length). No table is cached: each distinct `(from, to)` (each distinct `to - from` for
+    /// one spectrum) is computed once per call.
+    pub fn at_shift<'a, 'b>(
         &self,
-        from: &impl ToPositions,
-        to: &impl ToPositions,
+        from: impl Into<At<'a>>,
+        to: impl Into<At<'b>>,
         dtype: DType,
     ) -> Result<(Tensor, Tensor)> {
-        let (from, to) = checked_pair(from, to, "to", "from.dims()")?;
-        let (from_len, to_len) = (from.end(), to.end());
-        self.turns(&from, &to, from_len, to_len, dtype)
-    }
-
-    /// [`at_shift`](Self::at_shift) with the frequencies of a sequence of `from_len` positions
-    /// on the side of `from` and of `to_len` on the side of `to`, whatever the positions: what
-    /// a stateful caller needs (dynamic NTK's tracked length, as
-    /// [`at_with_len`](Self::at_with_len)). The angle of pair `i` is `to * w'_i - from * w_i`
-    /// exactly, `(to - from) * w_i` when the two lengths give the same frequencies (every rope
-    /// type but dynamic NTK and longrope; any length up to
-    /// [`fixed_up_to`](Self::fixed_up_to) for those), and the values carry the ratio of the
-    /// two attention factors (1 for every rope type in use, whose factor does not depend on
-    /// the length). No table is cached: each distinct `(from, to)` (each distinct `to - from`
-    /// for one spectrum) is computed once per call.
-    pub fn at_shift_with_len(
-        &self,
-        from: &impl ToPositions,
-        to: &impl ToPositions,
-        from_len: usize,
-        to_len: usize,
-        dtype: DType,
-    ) -> Result<(Tensor, Tensor)> {
-        let (from, to) = checked_pair(from, to, "to", "from.dims()")?;
-        self.turns(&from, &to, from_len, to_len, dtype)
+        let (from, to) = (from.into(), to.into());
+        let (f, t) = (from.explicit()?, to.explicit()?);
+        let lens = (from.tracked_len(), to.tracked_len());
+        match (from.place(), to.place()) {
+            (Place::Ids(_), Place::Ids(_)) => {
+                let (f, t) = checked_pair(f, t, "to", "from.dims()")?;
+                let lens = (lens.0.unwrap_or(f.end()), lens.1.unwrap_or(t.end()));
+                self.turns(&f, &t, lens, dtype)
+            }
+            (Place::Mrope(_), Place::Mrope(_)) => self.mrope_turns(f, t, lens, dtype),
+            _ => Err(Error::ShapeMismatch {
+                name: "to",
+                expected: "positions of the kind of from (both per-token or both M-RoPE)".into(),
+                shape: t.dims().to_vec(),
+            }),
+        }
     }
 
     /// The shift tables of checked positions in the spectra of the two lengths.
@@ -74,8 +77,7 @@ impl Rope {
         &self,
         from: &Positions,
         to: &Positions,
-        from_len: usize,
-        to_len: usize,
+        (from_len, to_len): (usize, usize),
         dtype: DType,
     ) -> Result<(Tensor, Tensor)> {
         let (old, new) = (self.plan_for(from_len)?, self.plan_for(to_len)?);
@@ -94,47 +96,32 @@ impl Rope {
         )
     }
 
-    /// M-RoPE's shift tables: `from` and `to` are `(3, ...)` positions (rows temporal, height,
-    /// width, as [`at_mrope`](Self::at_mrope) takes them), and frequency slot `k` turns by the
-    /// difference of the row `mrope_section` gives it. Shaped as the positions without their
-    /// first dim, plus `[rotary_dim / 2]`; the frequencies of each side are those of a
-    /// sequence reaching its largest position, as [`at_mrope`](Self::at_mrope) uses.
-    pub fn at_shift_mrope(
+    /// M-RoPE's shift tables at `(3, ...)` positions, in the spectra of the given lengths or of
+    /// sequences reaching each side's largest position.
+    fn mrope_turns(
         &self,
-        from: &impl ToPositions,
-        to: &impl ToPositions,
+        from: &dyn ToPositions,
+        to: &dyn ToPositions,
+        lens: (Option<usize>, Option<usize>),
         dtype: DType,
     ) -> Result<(Tensor, Tensor)> {
-        let section = self
-            .config()
-            .mrope_section
-            .clone()
-            .ok_or(Error::MissingParameter {
-                name: "mrope_section",
-                needed_by: "M-RoPE shift tables from (3, ...) positions",
-            })?;
-        let dims = from.dims();
-        if !(dims.len() == 2 || dims.len() == 3) || dims[0] != 3 {
-            return Err(Error::ShapeMismatch {
-                name: "from",
-                expected: "(3, seq) or (3, batch, seq)".into(),
-                shape: dims.to_vec(),
-            });
-        }
+        let section = self.mrope_section("M-RoPE shift tables from (3, ...) positions")?;
+        check_mrope_dims("from", from.dims())?;
         let (from, to) = checked_pair(from, to, "to", "from.dims()")?;
-        let (old, new) = (self.plan_for(from.end())?, self.plan_for(to.end())?);
+        let (from_len, to_len) = (lens.0.unwrap_or(from.end()), lens.1.unwrap_or(to.end()));
+        let (old, new) = (self.plan_for(from_len)?, self.plan_for(to_len)?);
         let rows = [from.row(0)?, from.row(1)?, from.row(2)?];
         let target = [to.row(0)?, to.row(1)?, to.row(2)?];
         let rows = [host(&rows[0])?, host(&rows[1])?, host(&rows[2])?];
         let target = [host(&target[0])?, host(&target[1])?, host(&target[2])?];
-        let interleaved = self.config().mrope_interleaved;
+        let interleaved = self.config().mrope_slots.is_alternating();
         Generator::turns(
             &old,
             &new,
             &rows,
             &target,
             self.half_dim(),
-            |k| mrope_axis(&section, interleaved, k),
+            |k| mrope_axis(section, interleaved, k),
             &from.dims()[1..],
             dtype,
             from.device(),
@@ -144,8 +131,8 @@ impl Rope {
 
 /// Checks `from` and `to` and that they have the same shape.
 fn checked_pair(
-    from: &impl ToPositions,
-    to: &impl ToPositions,
+    from: &dyn ToPositions,
+    to: &dyn ToPositions,
     name: &'static str,
     expected: &str,
 ) -> Result<(Positions, Positions)> {

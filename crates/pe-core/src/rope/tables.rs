@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use candle_core::{DType, Device, Tensor, D};
 
+use super::at::{At, Place};
 use super::config::RopeConfig;
 use super::query_scale::QueryScale;
 use super::types::{invalid, positive, Context, LongropePolicy};
@@ -138,8 +139,8 @@ impl Rope {
     /// For a rope type whose frequencies follow a length kept across calls, that length before
     /// any call: dynamic NTK's `max_position_embeddings` (transformers' module keeps the longest
     /// sequence seen). `None` for the other types, whose tables depend on each call alone.
-    /// A caller keeping that state passes its length to
-    /// [`at_with_len`](Self::at_with_len).
+    /// A caller keeping that state passes its length with the positions
+    /// ([`At::with_tracked_len`]).
     ///
     /// ```
     /// use candle_pe_core::{Dynamic, Rope, RopeConfig, RopeType};
@@ -229,45 +230,28 @@ impl Rope {
         self.build(positions::range(offset, len)?, dtype, device)
     }
 
-    /// `(cos, sin)` for integer positions of any shape, each
-    /// `positions.dims() + [rotary_dim / 2]`; the frequencies are those of a sequence reaching
-    /// the largest position.
-    pub fn at(&self, positions: &impl ToPositions, dtype: DType) -> Result<(Tensor, Tensor)> {
-        let positions = positions.to_positions()?;
-        self.build(positions::ids(&positions)?, dtype, positions.device())
-    }
-
-    /// `(cos, sin)` for integer positions of any shape with the frequencies of a sequence of
-    /// `seq_len` positions, whatever the positions: what a stateful caller needs when the frequencies
-    /// in use are those of an earlier, longer sequence (transformers' dynamic NTK keeps the
-    /// longest length seen, see [`Dynamic::next_cached_len`](super::Dynamic::next_cached_len)).
-    pub fn at_with_len(
-        &self,
-        positions: &impl ToPositions,
-        seq_len: usize,
-        dtype: DType,
-    ) -> Result<(Tensor, Tensor)> {
-        let positions = positions.to_positions()?;
-        self.build_for(
-            positions::ids(&positions)?,
-            seq_len,
-            dtype,
-            positions.device(),
-        )
-    }
-
-    /// M-RoPE's `(cos, sin)` (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) for positions shaped
-    /// `(3, seq)` or `(3, batch, seq)` (rows: temporal, height, width), each shaped as the ids
-    /// without their first dim, plus `[rotary_dim / 2]`. Frequency slot `k` takes its angle from
-    /// the row `mrope_section` gives it: in contiguous blocks (`k` in the `s`-th section takes
-    /// row `s`), or interleaved (`mrope_interleaved`: row 1 if `k % 3 == 1` and
-    /// `k < 3 * section[1]`, row 2 if `k % 3 == 2` and `k < 3 * section[2]`, row 0 otherwise).
-    /// Each value is the one [`at`](Self::at) gives its row's
-    /// position, so three equal rows give the 1-D tables bit for bit.
+    /// `(cos, sin)` at per-token or M-RoPE positions ([`At`]; a `&Tensor` or
+    /// `&`[`Positions`](crate::Positions) converts to per-token positions), with the
+    /// frequencies of a sequence reaching the largest position, or of the length the positions
+    /// carry ([`At::with_tracked_len`]: what a stateful caller needs when the frequencies in use
+    /// are those of an earlier, longer sequence; transformers' dynamic NTK keeps the longest
+    /// length seen, see [`Dynamic::next_tracked_len`](super::Dynamic::next_tracked_len)).
+    ///
+    /// Per-token positions of any shape give tables shaped `positions.dims() + [rotary_dim /
+    /// 2]`. M-RoPE's positions ([`At::mrope`]: Qwen2-VL, Qwen2.5-VL, Qwen3-VL) are shaped
+    /// `(3, seq)` or `(3, batch, seq)` (rows: temporal, height, width) and give tables shaped
+    /// as the positions without their first dim, plus `[rotary_dim / 2]`: frequency slot `k`
+    /// takes its angle from the row `mrope_section` gives it, in contiguous blocks (`k` in the
+    /// `s`-th section takes row `s`), or alternating
+    /// ([`MropeSlots::Alternating`](crate::MropeSlots): row 1 if `k % 3 == 1` and
+    /// `k < 3 * section[1]`, row 2 if `k % 3 == 2` and `k < 3 * section[2]`, row 0
+    /// otherwise). Each value is the one per-token positions give its row's position, so three
+    /// equal rows give the 1-D tables bit for bit. An offset is refused: consecutive positions
+    /// are [`range`](Self::range).
     ///
     /// ```
     /// use candle_core::{DType, Device, Tensor};
-    /// use candle_pe_core::{Rope, RopeConfig};
+    /// use candle_pe_core::{At, Rope, RopeConfig};
     ///
     /// let config = RopeConfig {
     ///     mrope_section: Some(vec![16, 24, 24]),
@@ -275,31 +259,38 @@ impl Rope {
     /// };
     /// let rope = Rope::new(config)?;
     /// let ids = Tensor::new(&[[0i64, 1, 2], [0, 5, 5], [0, 7, 8]], &Device::Cpu)?;
-    /// let (cos, sin) = rope.at_mrope(&ids, DType::F32)?;
+    /// let (cos, _) = rope.at(&ids, DType::F32)?; // per-token positions
+    /// assert_eq!(cos.dims(), &[3, 3, 64]);
+    /// let (cos, sin) = rope.at(At::mrope(&ids), DType::F32)?;
     /// assert_eq!(cos.dims(), &[3, 64]);
     /// # Ok::<(), candle_pe_core::Error>(())
     /// ```
-    pub fn at_mrope(&self, positions: &impl ToPositions, dtype: DType) -> Result<(Tensor, Tensor)> {
-        let section = self
-            .config
-            .mrope_section
-            .as_ref()
-            .ok_or(Error::MissingParameter {
-                name: "mrope_section",
-                needed_by: "M-RoPE tables from (3, ...) positions",
-            })?;
-        let dims = positions.dims();
-        if !(dims.len() == 2 || dims.len() == 3) || dims[0] != 3 {
-            return Err(Error::ShapeMismatch {
-                name: "positions",
-                expected: "(3, seq) or (3, batch, seq) (M-RoPE)".into(),
-                shape: dims.to_vec(),
-            });
+    pub fn at<'a>(&self, at: impl Into<At<'a>>, dtype: DType) -> Result<(Tensor, Tensor)> {
+        let at = at.into();
+        let positions = at.explicit()?;
+        if let Place::Mrope(_) = at.place() {
+            return self.at_mrope(positions, at.tracked_len(), dtype);
         }
+        let positions = positions.to_positions()?;
+        let request = positions::ids(&positions)?;
+        let len = at.tracked_len().unwrap_or(request.end);
+        self.build_for(request, len, dtype, positions.device())
+    }
+
+    /// M-RoPE's tables at `(3, ...)` positions, with the frequencies of a sequence of `len`
+    /// positions, or of one reaching the largest position.
+    fn at_mrope(
+        &self,
+        positions: &dyn ToPositions,
+        len: Option<usize>,
+        dtype: DType,
+    ) -> Result<(Tensor, Tensor)> {
+        let section = self.mrope_section("M-RoPE tables from (3, ...) positions")?;
+        check_mrope_dims("positions", positions.dims())?;
         let ids = positions.to_positions()?;
         let h = self.half_dim();
         // The frequencies are those of the whole call: one sequence reaching the largest id.
-        let end = ids.end();
+        let end = len.unwrap_or(ids.end());
         let mut cos = Vec::with_capacity(3);
         let mut sin = Vec::with_capacity(3);
         for axis in 0..3 {
@@ -309,7 +300,9 @@ impl Rope {
             sin.push(s);
         }
         let columns: Vec<u32> = (0..h)
-            .map(|k| (mrope_axis(section, self.config.mrope_interleaved, k) * h + k) as u32)
+            .map(|k| {
+                (mrope_axis(section, self.config.mrope_slots.is_alternating(), k) * h + k) as u32
+            })
             .collect();
         let columns = Tensor::new(columns.as_slice(), ids.device())?;
         let gather = |parts: Vec<Tensor>| -> Result<Tensor> {
@@ -318,6 +311,17 @@ impl Rope {
             Ok(all.index_select(&columns, last)?.contiguous()?)
         };
         Ok((gather(cos)?, gather(sin)?))
+    }
+
+    /// The config's `mrope_section`, which M-RoPE's tables (`needed_by`) need.
+    pub(super) fn mrope_section(&self, needed_by: &'static str) -> Result<&[usize]> {
+        self.config
+            .mrope_section
+            .as_deref()
+            .ok_or(Error::MissingParameter {
+                name: "mrope_section",
+                needed_by,
+            })
     }
 
     /// The generator of every sequence's tables when the frequencies do not follow the length
@@ -368,6 +372,19 @@ impl Rope {
             _ => self.fixed.halves(&request, dtype, device),
         }
     }
+}
+
+/// Fails unless `dims` (of the positions named `name`) are M-RoPE's `(3, seq)` or
+/// `(3, batch, seq)`.
+pub(super) fn check_mrope_dims(name: &'static str, dims: &[usize]) -> Result<()> {
+    if !(dims.len() == 2 || dims.len() == 3) || dims[0] != 3 {
+        return Err(Error::ShapeMismatch {
+            name,
+            expected: "(3, seq) or (3, batch, seq) (M-RoPE)".into(),
+            shape: dims.to_vec(),
+        });
+    }
+    Ok(())
 }
 
 /// The row of M-RoPE's position ids that frequency slot `k` takes its angle from.

@@ -1,15 +1,14 @@
 //! The rope types (HF `rope_type`). Each is a struct whose fields are its parameters, named
 //! as HF `config.json` names them (the same names are its `pe rope` flags, in kebab case), and
-//! whose impls say everything about its mathematics:
+//! whose `Formula` impl says everything about its mathematics: its checks, its frequencies
+//! `w_i` (from the default `rope_theta^(-2i/rotary_dim)`, computed in double-double), its
+//! attention factor, its rotary width, and whether its tables depend on the call (on its
+//! length, or on a length kept across calls). Its `rope_type` is its variant of [`RopeType`],
+//! which serde writes and reads as the tag (`{"rope_type": "llama3", "factor": 8.0, ...}`).
 //!
-//! - `TypeName`: its `rope_type`;
-//! - `Formula`: its checks, its frequencies `w_i` (from the default `rope_theta^(-2i/rotary_dim)`,
-//!   computed in double-double), its attention factor, its rotary width, and whether its
-//!   tables depend on the call (on its length, or on a length kept across calls).
-//!
-//! A new type is a struct with these two impls and a variant of [`RopeType`] with its arms in
-//! `RopeType::formula` and its `Serialize` (and its name in the crate's re-exports); the
-//! tables, pe-nn and pe-cli need nothing more. How a `config.json` spells it (legacy names,
+//! A new type is a struct deriving `Serialize` and `Deserialize` with its `Formula` impl, and a
+//! variant of [`RopeType`] with its arms in `RopeType::name` and `RopeType::formula` (and its
+//! name in the crate's re-exports); the tables, pe-nn and pe-cli need nothing more. How a `config.json` spells it (legacy names,
 //! defaults, fields taken from the top level) is the format layer's: its `ReadRope` impl in
 //! `candle-pe-formats`.
 //!
@@ -27,7 +26,7 @@
 
 use std::f64::consts::PI;
 
-use serde::{Deserialize, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
 use crate::describe::error::Readable;
 use crate::exact::dd::{self, Dd};
@@ -72,7 +71,7 @@ impl Context {
 }
 
 /// A rope type's formula, and what follows from it.
-pub(crate) trait Formula: Named {
+pub(crate) trait Formula {
     /// Checks the type's fields against the context (with `seq_len` 0).
     fn check(&self, ctx: &Context) -> Result<()>;
     /// The angular frequencies for `ctx`, `rotary_dim / 2` of them.
@@ -111,25 +110,11 @@ pub(crate) trait Formula: Named {
     }
 }
 
-/// A rope type's HF `rope_type`.
-pub(crate) trait TypeName {
-    const NAME: &'static str;
-}
-
-/// The `rope_type` of a type, through a `dyn Formula`.
-pub(crate) trait Named {
-    fn name(&self) -> &'static str;
-}
-
-impl<T: TypeName> Named for T {
-    fn name(&self) -> &'static str {
-        T::NAME
-    }
-}
-
 /// The rope type and its parameters (HF `rope_scaling` / `rope_parameters`, keyed by
-/// `rope_type`), written as a config writes it.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// `rope_type`), written and read as transformers 5 writes `rope_parameters`:
+/// `{"rope_type": name, ...fields}`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "rope_type", rename_all = "snake_case")]
 #[cfg_attr(feature = "clap", derive(clap::Subcommand))]
 pub enum RopeType {
     /// `w_i = rope_theta^(-2i/rotary_dim)`, unscaled.
@@ -155,9 +140,18 @@ pub enum RopeType {
 }
 
 impl RopeType {
-    /// The type's `rope_type` name.
+    /// The type's `rope_type` name (the tag serde writes and reads).
     pub fn name(&self) -> &'static str {
-        self.formula().name()
+        match self {
+            RopeType::Default => "default",
+            RopeType::Linear(_) => "linear",
+            RopeType::Dynamic(_) => "dynamic",
+            RopeType::NtkAlpha(_) => "ntk_alpha",
+            RopeType::Llama3(_) => "llama3",
+            RopeType::Yarn(_) => "yarn",
+            RopeType::Longrope(_) => "longrope",
+            RopeType::Proportional(_) => "proportional",
+        }
     }
 
     pub(crate) fn formula(&self) -> &dyn Formula {
@@ -174,69 +168,8 @@ impl RopeType {
     }
 }
 
-/// Writes `{"rope_type": name, ...fields}`, as transformers 5 writes `rope_parameters`.
-impl Serialize for RopeType {
-    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
-        /// A type's fields after its name.
-        #[derive(Serialize)]
-        struct Tagged<'a, T> {
-            rope_type: &'static str,
-            #[serde(flatten)]
-            fields: &'a T,
-        }
-        let rope_type = self.name();
-        match self {
-            RopeType::Default => Tagged {
-                rope_type,
-                fields: &Unscaled {},
-            }
-            .serialize(serializer),
-            RopeType::Linear(t) => Tagged {
-                rope_type,
-                fields: t,
-            }
-            .serialize(serializer),
-            RopeType::Dynamic(t) => Tagged {
-                rope_type,
-                fields: t,
-            }
-            .serialize(serializer),
-            RopeType::NtkAlpha(t) => Tagged {
-                rope_type,
-                fields: t,
-            }
-            .serialize(serializer),
-            RopeType::Llama3(t) => Tagged {
-                rope_type,
-                fields: t,
-            }
-            .serialize(serializer),
-            RopeType::Yarn(t) => Tagged {
-                rope_type,
-                fields: t,
-            }
-            .serialize(serializer),
-            RopeType::Longrope(t) => Tagged {
-                rope_type,
-                fields: t,
-            }
-            .serialize(serializer),
-            RopeType::Proportional(t) => Tagged {
-                rope_type,
-                fields: t,
-            }
-            .serialize(serializer),
-        }
-    }
-}
-
 /// The formula of [`RopeType::Default`].
-#[derive(Serialize)]
 struct Unscaled {}
-
-impl TypeName for Unscaled {
-    const NAME: &'static str = "default";
-}
 
 impl Formula for Unscaled {
     fn check(&self, _ctx: &Context) -> Result<()> {
@@ -249,16 +182,12 @@ impl Formula for Unscaled {
 }
 
 /// Position interpolation (HF `linear`).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct LinearScaling {
     /// Every frequency is divided by this.
     #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
     pub factor: f64,
-}
-
-impl TypeName for LinearScaling {
-    const NAME: &'static str = "linear";
 }
 
 impl Formula for LinearScaling {
@@ -274,7 +203,7 @@ impl Formula for LinearScaling {
 
 /// Dynamic NTK (HF `dynamic`): for a sequence of `L > max_position_embeddings` positions the
 /// base becomes `rope_theta * (factor L / max - (factor - 1))^(rotary_dim / (rotary_dim - 2))`.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Dynamic {
     /// The scaling factor.
@@ -290,7 +219,7 @@ impl Dynamic {
     /// having grown, and stays otherwise (a shorter sequence past `max_position_embeddings`
     /// keeps the frequencies of the longest one seen). pe-core's tables are a pure function of
     /// the length: pass this length to
-    /// [`Rope::at_with_len`](crate::Rope::at_with_len) to match
+    /// [`Rope::at`](crate::Rope::at) with [`At::with_tracked_len`](crate::At::with_tracked_len) to match
     /// transformers call for call.
     ///
     /// ```
@@ -299,11 +228,15 @@ impl Dynamic {
     /// let mut cached = 4096;
     /// let calls = [(100, 4096), (6000, 6000), (9000, 9000), (5000, 9000), (100, 4096)];
     /// for (seq_len, expected) in calls {
-    ///     cached = Dynamic::next_cached_len(4096, cached, seq_len);
+    ///     cached = Dynamic::next_tracked_len(4096, cached, seq_len);
     ///     assert_eq!(cached, expected);
     /// }
     /// ```
-    pub fn next_cached_len(max_position_embeddings: usize, cached: usize, seq_len: usize) -> usize {
+    pub fn next_tracked_len(
+        max_position_embeddings: usize,
+        cached: usize,
+        seq_len: usize,
+    ) -> usize {
         if seq_len > cached {
             seq_len
         } else if seq_len < max_position_embeddings && cached > max_position_embeddings {
@@ -312,10 +245,6 @@ impl Dynamic {
             cached
         }
     }
-}
-
-impl TypeName for Dynamic {
-    const NAME: &'static str = "dynamic";
 }
 
 impl Formula for Dynamic {
@@ -352,7 +281,7 @@ impl Formula for Dynamic {
 
     fn next_tracked_len(&self, ctx: &Context, tracked: usize, reach: usize) -> usize {
         match ctx.max_position_embeddings {
-            Some(max) => Self::next_cached_len(max, tracked, reach),
+            Some(max) => Self::next_tracked_len(max, tracked, reach),
             None => reach,
         }
     }
@@ -370,16 +299,12 @@ impl Formula for Dynamic {
 /// let rope = Rope::new(RopeConfig::new(128, 10000.0).with_rope_type(hunyuan))?;
 /// # Ok::<(), candle_pe_core::Error>(())
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct NtkAlpha {
     /// The base is multiplied by `alpha^(rotary_dim / (rotary_dim - 2))`.
     #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
     pub alpha: f64,
-}
-
-impl TypeName for NtkAlpha {
-    const NAME: &'static str = "ntk_alpha";
 }
 
 impl Formula for NtkAlpha {
@@ -403,7 +328,7 @@ impl Formula for NtkAlpha {
 }
 
 /// Llama 3.1's frequency scaling (HF `llama3`).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Llama3 {
     /// Long wavelengths are divided by this.
@@ -421,10 +346,6 @@ pub struct Llama3 {
     /// The context length the model was trained on.
     #[cfg_attr(feature = "clap", arg(long, allow_negative_numbers = true))]
     pub original_max_position_embeddings: usize,
-}
-
-impl TypeName for Llama3 {
-    const NAME: &'static str = "llama3";
 }
 
 impl Formula for Llama3 {
@@ -473,7 +394,7 @@ impl Formula for Llama3 {
 }
 
 /// YaRN (HF `yarn`, with DeepSeek's `mscale` and `mscale_all_dim`).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Yarn {
     /// The scaling factor.
@@ -552,10 +473,6 @@ impl Yarn {
             ),
         }
     }
-}
-
-impl TypeName for Yarn {
-    const NAME: &'static str = "yarn";
 }
 
 impl Formula for Yarn {
@@ -667,7 +584,7 @@ pub enum LongropePolicy {
 /// [`LongropePolicy`]), and cos and sin scaled by `sqrt(1 + ln f / ln L0)` (`f = factor`, or
 /// `max_position_embeddings / L0` when absent; `L0 = original_max_position_embeddings`), or by
 /// Phi-3.5-MoE's `short_mscale` / `long_mscale`, the one of the factors in use.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Longrope {
     /// One divisor per frequency for sequences up to the original length.
@@ -696,12 +613,12 @@ pub struct Longrope {
     /// Phi-3.5-MoE's factor on cos and sin with the short factors, in place of the attention
     /// factor (read from `phimoe` configs, as transformers' `PhimoeRotaryEmbedding` uses it).
     #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub short_mscale: Option<f64>,
     /// Phi-3.5-MoE's factor on cos and sin with the long factors, in place of the attention
     /// factor.
     #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub long_mscale: Option<f64>,
 }
 
@@ -794,10 +711,6 @@ impl Longrope {
             LongropePolicy::Vllm => ctx.max_position_embeddings.unwrap_or(0) > original,
         }
     }
-}
-
-impl TypeName for Longrope {
-    const NAME: &'static str = "longrope";
 }
 
 impl Formula for Longrope {
@@ -896,7 +809,7 @@ impl Formula for Longrope {
 /// cos 1 and sin 0, so `candle_nn::rotary_emb::rope` on the whole head rotates exactly the
 /// channels transformers rotates (`0..rope_angles` and `head_dim/2 .. head_dim/2 + rope_angles`)
 /// and passes the others through unchanged.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Proportional {
     /// Every non-zero frequency is divided by this. Default 1.
@@ -912,10 +825,6 @@ impl Proportional {
     fn rope_angles(ctx: &Context) -> usize {
         (ctx.partial_rotary_factor * ctx.rotary_dim as f64 / 2.0).floor() as usize
     }
-}
-
-impl TypeName for Proportional {
-    const NAME: &'static str = "proportional";
 }
 
 impl Formula for Proportional {
@@ -973,5 +882,27 @@ fn at_least_one(name: &'static str, value: usize) -> Result<()> {
         Err(invalid(name, ">= 1", 0.0))
     } else {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every type's name is the tag serde writes, and serde reads back what it wrote.
+    #[test]
+    fn the_name_is_the_serde_tag() {
+        let types = [
+            RopeType::Default,
+            RopeType::Linear(LinearScaling { factor: 2.0 }),
+            RopeType::Dynamic(Dynamic { factor: 2.0 }),
+            RopeType::NtkAlpha(NtkAlpha { alpha: 1000.0 }),
+            RopeType::Proportional(Proportional { factor: 1.0 }),
+        ];
+        for t in types {
+            let json = serde_json::to_value(&t).unwrap();
+            assert_eq!(json["rope_type"], t.name(), "{json}");
+            assert_eq!(serde_json::from_value::<RopeType>(json).unwrap(), t);
+        }
     }
 }

@@ -48,7 +48,7 @@ pub fn read(
     arch: &str,
     keys: &[(&str, Value)],
     tensors: &[(&str, Vec<f32>)],
-) -> candle_pe_core::Result<GgufRope> {
+) -> candle_pe_formats::Result<GgufRope> {
     let (content, mut reader) = file(arch, keys, tensors);
     GgufRope::from_gguf(&content, &mut reader)
 }

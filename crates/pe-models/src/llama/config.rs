@@ -24,8 +24,8 @@ use std::path::Path;
 
 use anyhow::Result;
 use candle_nn::Activation;
-use candle_pe_core::{QueryScale, RopeConfig};
-use candle_pe_formats::{ConfigFields, HfTextConfig, RopeConfigs};
+use candle_pe_core::{QueryScale, RopeConfig, RopeConfigs};
+use candle_pe_formats::{ConfigFields, HfTextConfig};
 use serde_json::Value;
 
 use super::family::{Bias, Family, ModelType, Window};
@@ -124,7 +124,7 @@ impl LlamaConfig {
     }
     /// Reads a parsed `config.json`; errors name the field. The family's row ([`Family`])
     /// says which fields it has and their defaults.
-    pub fn from_hf_config(json: &Value) -> candle_pe_core::Result<Self> {
+    pub fn from_hf_config(json: &Value) -> candle_pe_formats::Result<Self> {
         let outer = ConfigFields::new(json)?;
         let (name, family) = family_of(&outer)?;
         // Vision-language configs nest the decoder's fields under text_config (older Qwen-VL
@@ -189,7 +189,7 @@ impl LlamaConfig {
 }
 
 /// The `model_type` of the outer config and its family's row.
-fn family_of(outer: &ConfigFields) -> candle_pe_core::Result<(String, &'static Family)> {
+fn family_of(outer: &ConfigFields) -> candle_pe_formats::Result<(String, &'static Family)> {
     let name: String = outer.require("model_type")?;
     let family = Family::by_model_type(&name).ok_or_else(|| {
         outer.invalid(
@@ -204,7 +204,7 @@ fn family_of(outer: &ConfigFields) -> candle_pe_core::Result<(String, &'static F
 }
 
 /// Fails on the first of the family's refused fields that is present (non-null, not false).
-fn refuse_fields(root: &ConfigFields, family: &Family) -> candle_pe_core::Result<()> {
+fn refuse_fields(root: &ConfigFields, family: &Family) -> candle_pe_formats::Result<()> {
     for &field in family.refused {
         if !matches!(root.value(field), None | Some(Value::Bool(false))) {
             return Err(root.invalid(field, "not computed by this decoder"));
@@ -224,7 +224,7 @@ struct Sizes {
 impl Sizes {
     /// `hidden_size`, `num_hidden_layers`, `num_attention_heads` and `num_key_value_heads`
     /// (`num_attention_heads` when absent, and dividing it); `vocab_size` checked positive.
-    fn read(root: &ConfigFields) -> candle_pe_core::Result<Self> {
+    fn read(root: &ConfigFields) -> candle_pe_formats::Result<Self> {
         require_positive(root, &["vocab_size", "hidden_size"])?;
         let hidden: usize = root.require("hidden_size")?;
         let layers: usize = root.require("num_hidden_layers")?;
@@ -249,7 +249,7 @@ impl Sizes {
 }
 
 /// The MLP's activation: the family's field, or its default.
-fn hidden_act(root: &ConfigFields, family: &Family) -> candle_pe_core::Result<Activation> {
+fn hidden_act(root: &ConfigFields, family: &Family) -> candle_pe_formats::Result<Activation> {
     let (field, default) = family.activation;
     let act: Option<String> = root.get(field)?;
     activation(act.as_deref().unwrap_or(default)).map_err(|message| root.invalid(field, message))
@@ -261,7 +261,7 @@ fn sliding_window(
     root: &ConfigFields,
     family: &Family,
     name: &str,
-) -> candle_pe_core::Result<Option<usize>> {
+) -> candle_pe_formats::Result<Option<usize>> {
     let window = match family.window {
         Window::None => None,
         Window::Field => root.get("sliding_window")?,
@@ -288,7 +288,7 @@ fn attention_chunk_size(
     root: &ConfigFields,
     family: &Family,
     layers: usize,
-) -> candle_pe_core::Result<Option<usize>> {
+) -> candle_pe_formats::Result<Option<usize>> {
     let chunk = match family.chunked {
         Some(default) => Some(root.get("attention_chunk_size")?.unwrap_or(default)),
         None => None,
@@ -303,7 +303,7 @@ fn attention_chunk_size(
 }
 
 /// The MLP's width: the family's field, or its default; positive.
-fn intermediate_size(root: &ConfigFields, family: &Family) -> candle_pe_core::Result<usize> {
+fn intermediate_size(root: &ConfigFields, family: &Family) -> candle_pe_formats::Result<usize> {
     let (field, default) = family.intermediate;
     let size = match default {
         Some(default) => root.get(field)?.unwrap_or(default),
@@ -323,7 +323,7 @@ fn rotary_layers(
     layers: usize,
     (window, chunk): (Option<usize>, Option<usize>),
     head_dim: usize,
-) -> candle_pe_core::Result<RotaryLayers> {
+) -> candle_pe_formats::Result<RotaryLayers> {
     let rotary = RotaryLayers::read(ropes, layers, window, chunk)
         .map_err(|(field, message)| root.invalid(field, message))?;
     // The rope reads a field in place of head_dim where the config gives one
@@ -347,11 +347,11 @@ fn nope_layers(
     ropes: &RopeConfigs,
     family: &Family,
     layers: usize,
-) -> candle_pe_core::Result<(Vec<bool>, Option<QueryScale>)> {
+) -> candle_pe_formats::Result<(Vec<bool>, Option<QueryScale>)> {
     let nope: Vec<bool> = match family.nope_layers {
         true => (0..layers)
             .map(|i| Ok(ropes.for_layer(i)?.is_none()))
-            .collect::<candle_pe_core::Result<_>>()?,
+            .collect::<candle_pe_formats::Result<_>>()?,
         false => vec![],
     };
     let scale = match nope.iter().position(|&n| n) {
@@ -367,7 +367,7 @@ fn query_pre_attn_scalar(
     root: &ConfigFields,
     family: &Family,
     head_dim: usize,
-) -> candle_pe_core::Result<f64> {
+) -> candle_pe_formats::Result<f64> {
     let scalar = match family.query_pre_attn_scalar {
         Some(default) => root.get("query_pre_attn_scalar")?.unwrap_or(default),
         None => head_dim as f64,
@@ -379,7 +379,7 @@ fn query_pre_attn_scalar(
 }
 
 /// Whether a bias is there: never, always, or as its boolean field says (default false).
-fn bias(root: &ConfigFields, bias: Bias) -> candle_pe_core::Result<bool> {
+fn bias(root: &ConfigFields, bias: Bias) -> candle_pe_formats::Result<bool> {
     Ok(match bias {
         Bias::Never => false,
         Bias::Always => true,
@@ -401,7 +401,7 @@ pub(crate) fn activation(name: &str) -> std::result::Result<Activation, String> 
 
 /// A family of dense layers only (Llama 4 here): `moe_layers` (or the layers
 /// `interleave_moe_layer_step` marks) must be empty.
-fn dense_layers_only(root: &ConfigFields, layers: usize) -> candle_pe_core::Result<()> {
+fn dense_layers_only(root: &ConfigFields, layers: usize) -> candle_pe_formats::Result<()> {
     let step: usize = root.get("interleave_moe_layer_step")?.unwrap_or(1);
     let moe: Vec<usize> = match root.get("moe_layers")? {
         Some(list) => list,

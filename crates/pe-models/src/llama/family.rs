@@ -56,7 +56,6 @@ pub enum ModelType {
     Llama4,
 }
 
-
 impl ModelType {
     /// The `model_type` string of `config.json`: the first name of its family's row.
     pub fn name(self) -> &'static str {

@@ -28,7 +28,8 @@ use candle_core::quantized::gguf_file::Content;
 use candle_core::quantized::GgmlDType;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_pe_formats::{GgufMeta, GgufRope, PairLayout};
+use candle_pe_core::PairLayout;
+use candle_pe_formats::{GgufMeta, GgufRope};
 
 use super::config::{activation, LlamaConfig, RotaryLayers};
 use super::family::Family;
@@ -67,10 +68,13 @@ fn load(path: &Path, dtype: DType, device: &Device, quantized: bool) -> Result<L
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let mut config = config(&content, &rope).with_context(in_file)?;
     // In the file's layout, adjacent pairs rotate together; un-permuted, halves do.
-    let interleave = quantized && rope.layout.is_interleaved();
-    config.rope.rope_interleave = interleave;
+    let layout = match quantized {
+        true => rope.layout,
+        false => PairLayout::Halves,
+    };
+    config.rope.pair_layout = layout;
     if let Some(sliding) = &mut config.sliding_rope {
-        sliding.rope_interleave = interleave;
+        sliding.pair_layout = layout;
     }
     let mut dense = HashMap::new();
     let mut kept = QWeights::new();
@@ -230,7 +234,13 @@ fn sliding_window(meta: &GgufMeta, arch: &str) -> Result<Option<usize>> {
 /// What the scores are divided by the square root of: `head_dim`, or for the families with
 /// Gemma's `query_pre_attn_scalar` llama.cpp's attention scale, `embedding_length /
 /// head_count` for Gemma 3 27B (62 layers) and `head_dim` else.
-fn query_pre_attn_scalar(family: &Family, layers: usize, hidden: usize, heads: usize, head_dim: usize) -> f64 {
+fn query_pre_attn_scalar(
+    family: &Family,
+    layers: usize,
+    hidden: usize,
+    heads: usize,
+    head_dim: usize,
+) -> f64 {
     match family.query_pre_attn_scalar {
         Some(_) if layers == 62 => (hidden / heads) as f64,
         _ => head_dim as f64,
@@ -271,8 +281,7 @@ fn config(content: &Content, rope: &GgufRope) -> Result<LlamaConfig> {
     let rotary = RotaryLayers::read(&rope.configs, layers, sliding_window, None)
         .map_err(|(_, message)| anyhow::anyhow!("key {}: {message}", key("rope.freq_base_swa")))?;
     let head_dim = rotary.rope.head_dim;
-    let query_pre_attn_scalar =
-        query_pre_attn_scalar(family, layers, hidden_size, heads, head_dim);
+    let query_pre_attn_scalar = query_pre_attn_scalar(family, layers, hidden_size, heads, head_dim);
     let has = |t: &str| content.tensor_infos.contains_key(t);
     let (_, act) = family.activation;
     Ok(LlamaConfig {

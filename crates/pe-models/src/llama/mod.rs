@@ -7,6 +7,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Embedding, RmsNorm, VarBuilder};
+use candle_pe_nn::At;
 use candle_pe_nn::{LayerRotary, Positions, RotaryEmbedding};
 
 use crate::checkpoint::checkpoint;
@@ -134,8 +135,8 @@ impl Attention {
         };
         let unrotated = k.clone();
         let (q, k) = match (self.rotary.rotary(), positions.dims().len()) {
-            (Some(rotary), 3) => rotary.apply_mrope(&q, &k, positions)?,
-            _ => self.rotary.apply_at(&q, &k, positions)?,
+            (Some(rotary), 3) => rotary.apply(&q, &k, At::mrope(positions))?,
+            _ => self.rotary.apply(&q, &k, positions)?,
         };
         let (q, k) = match &self.l2_norm {
             Some(n) => (n.forward(&q.contiguous()?)?, n.forward(&k.contiguous()?)?),
@@ -331,7 +332,7 @@ impl Masks {
 /// `gemma3_text`, `smollm3`, `ministral3`, dense `llama4_text`) with a KV cache
 /// (bounded by the sliding window when there is one):
 /// RMSNorm, grouped-query attention with exact rotary embeddings at per-token positions
-/// ([`LayerRotary::apply_at`]: none on SmolLM3's NoPE layers, the queries scaled by position
+/// ([`LayerRotary::apply`]: none on SmolLM3's NoPE layers, the queries scaled by position
 /// in the same pass for Ministral 3), a causal + padding mask (and Mistral's or Phi-3's sliding
 /// window), a SwiGLU MLP, and the output projection (`lm_head.weight`, or the token embedding
 /// when `tie_word_embeddings`).

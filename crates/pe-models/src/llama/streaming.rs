@@ -5,6 +5,7 @@
 
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Module, Tensor};
+use candle_pe_nn::At;
 use candle_pe_nn::Positions;
 
 use super::cache_policy::{CachePolicy, Stream, Surgery};
@@ -255,8 +256,8 @@ impl Attention {
         if let (true, Some(unrotated)) = (m > 0, unrotated.keys.get()?) {
             let keys = unrotated.narrow(2, surgery.moved.start, m)?.contiguous()?;
             let turned = match (self.rotary.rotary(), moved.dims().len()) {
-                (Some(rotary), 3) => rotary.apply_k_mrope(&keys, moved)?,
-                (Some(rotary), _) => rotary.apply_k_at(&keys, moved)?,
+                (Some(rotary), 3) => rotary.apply_k(&keys, At::mrope(moved))?,
+                (Some(rotary), _) => rotary.apply_k(&keys, moved)?,
                 // A NoPE layer's keys stay as they are wherever they move.
                 (None, _) => keys,
             };

@@ -15,7 +15,7 @@
 //!
 //! let err = M2M100Config::from_hf_config(&serde_json::json!({"model_type": "llama"}));
 //! assert!(err.unwrap_err().to_string().contains("model_type"));
-//! # Ok::<(), candle_pe_core::Error>(())
+//! # Ok::<(), candle_pe_formats::Error>(())
 //! ```
 
 use std::path::Path;
@@ -61,7 +61,7 @@ impl M2M100Config {
     }
 
     /// Reads a parsed `config.json`; errors name the field.
-    pub fn from_hf_config(json: &Value) -> candle_pe_core::Result<Self> {
+    pub fn from_hf_config(json: &Value) -> candle_pe_formats::Result<Self> {
         let root = ConfigFields::new(json)?;
         let model_type: String = root.require("model_type")?;
         if model_type != "m2m_100" {

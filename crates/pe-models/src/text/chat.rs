@@ -71,7 +71,7 @@ pub(crate) fn render(
     add_generation_prompt: bool,
     (bos_token, eos_token): (&str, &str),
 ) -> Result<String> {
-        let mut env = minijinja::Environment::new();
+    let mut env = minijinja::Environment::new();
     env.set_trim_blocks(true);
     env.set_lstrip_blocks(true);
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);

@@ -48,11 +48,11 @@
 
 use std::path::Path;
 
+use super::chat::{self, ChatMessage};
+use super::gguf_vocab::GgufVocab;
 use anyhow::{anyhow, bail, Context as _, Result};
 use candle_core::quantized::gguf_file::Content;
 use candle_pe_formats::GgufMeta;
-use super::chat::{self, ChatMessage};
-use super::gguf_vocab::GgufVocab;
 
 /// Where the tokens come from.
 enum Backend {
@@ -289,6 +289,12 @@ impl TextTokenizer {
             self.bos_token.as_deref().unwrap_or(""),
             self.eos_token.as_deref().unwrap_or(""),
         );
-        chat::render(template, &self.source, messages, add_generation_prompt, tokens)
+        chat::render(
+            template,
+            &self.source,
+            messages,
+            add_generation_prompt,
+            tokens,
+        )
     }
 }

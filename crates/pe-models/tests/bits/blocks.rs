@@ -8,7 +8,8 @@
 use anyhow::{Context, Result};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::Embedding;
-use candle_pe_core::{Preset, RopeConfig};
+use candle_pe_core::{PairLayout, Preset, RopeConfig};
+use candle_pe_nn::At;
 use candle_pe_nn::{
     AxesRotaryEmbedding, RotaryEmbedding, SinusoidalEmbedding, SinusoidalEmbeddingConfig,
 };
@@ -28,7 +29,10 @@ fn ropes() -> Result<Vec<(String, RotaryEmbedding)>> {
     let plain = RotaryEmbedding::new(RopeConfig::new(64, 500_000.0))?;
     let mut ropes = vec![
         ("plain".to_string(), plain.clone()),
-        ("interleaved".to_string(), plain.with_interleaved(true)),
+        (
+            "interleaved".to_string(),
+            plain.with_pair_layout(PairLayout::Interleaved),
+        ),
     ];
     for name in [
         "llama31",
@@ -86,37 +90,43 @@ pub fn rotary(cases: &mut Cases) -> Result<()> {
                 })?;
                 cases.add(at("apply/thd/3"), || Ok(pair(fresh().apply(&q3, &k3, 3)?)))?;
                 cases.add(at("apply_at/bhsd/near"), || {
-                    Ok(pair(fresh().apply_at(&q, &k, &near)?))
+                    Ok(pair(fresh().apply(&q, &k, &near)?))
                 })?;
                 cases.add(at("apply_at/bhsd/far"), || {
-                    Ok(pair(fresh().apply_at(&q, &k, &far)?))
+                    Ok(pair(fresh().apply(&q, &k, &far)?))
                 })?;
                 cases.add(at("apply_at/thd"), || {
-                    Ok(pair(fresh().apply_at(&q3, &k3, &tokens)?))
+                    Ok(pair(fresh().apply(&q3, &k3, &tokens)?))
                 })?;
                 cases.add(at("apply_k_at/bhsd/near"), || {
-                    Ok(vec![fresh().apply_k_at(&k, &near)?])
+                    Ok(vec![fresh().apply_k(&k, &near)?])
                 })?;
                 cases.add(at("apply_k_at/bhsd/far"), || {
-                    Ok(vec![fresh().apply_k_at(&k, &far)?])
+                    Ok(vec![fresh().apply_k(&k, &far)?])
                 })?;
                 cases.add(at("apply_k_at/thd"), || {
-                    Ok(vec![fresh().apply_k_at(&k3, &tokens)?])
+                    Ok(vec![fresh().apply_k(&k3, &tokens)?])
                 })?;
-                cases.add(at("shift/-996"), || Ok(vec![fresh().shift(&k, -996)?]))?;
-                cases.add(at("shift/2^20"), || Ok(vec![fresh().shift(&k3, 1 << 20)?]))?;
+                cases.add(at("shift/-996"), || Ok(vec![fresh().shift(&k, 996, 0)?]))?;
+                cases.add(at("shift/2^20"), || {
+                    Ok(vec![fresh().shift(&k3, 0, 1 << 20)?])
+                })?;
                 cases.add(at("shift_at/bhsd"), || {
-                    Ok(vec![fresh().shift_at(&k, &from, &to)?])
+                    Ok(vec![fresh().shift(&k, &from, &to)?])
                 })?;
                 if is_mrope {
                     cases.add(at("apply_mrope"), || {
-                        Ok(pair(fresh().apply_mrope(&q, &k, &mrope)?))
+                        Ok(pair(fresh().apply(&q, &k, At::mrope(&mrope))?))
                     })?;
                     cases.add(at("apply_k_mrope"), || {
-                        Ok(vec![fresh().apply_k_mrope(&k, &mrope)?])
+                        Ok(vec![fresh().apply_k(&k, At::mrope(&mrope))?])
                     })?;
                     cases.add(at("shift_mrope"), || {
-                        Ok(vec![fresh().shift_mrope(&k, &mrope, &mrope_to)?])
+                        Ok(vec![fresh().shift(
+                            &k,
+                            At::mrope(&mrope),
+                            At::mrope(&mrope_to),
+                        )?])
                     })?;
                 }
             }
@@ -152,7 +162,7 @@ pub fn axes_rotary(cases: &mut Cases) -> Result<()> {
             let q = lcg.tensor(&[1, 2, 5, *head_dim], dtype)?;
             let k = lcg.tensor(&[1, 2, 5, *head_dim], dtype)?;
             cases.add(format!("axes_rotary/{name}/apply_at/{}", dt(dtype)), || {
-                let (q, k) = block.apply_at(&q, &k, positions)?;
+                let (q, k) = block.apply(&q, &k, positions)?;
                 Ok(vec![q, k])
             })?;
         }

@@ -10,11 +10,13 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use candle_core::quantized::gguf_file::Content;
 use candle_core::{DType, Device, Tensor};
+use candle_pe_core::RopeConfigs;
 use candle_pe_core::{
     cogvideox_coordinates, patch_positions, video_patch_positions, Alibi, AxesRope, OddWidth,
     PeCache, Preset, Rope, RopeConfig, SincosGrid, SincosGrid3d, SinusoidalEncoding,
 };
-use candle_pe_formats::{GgufRope, RopeConfigs};
+use candle_pe_formats::GgufRope;
+use candle_pe_nn::At;
 use serde_json::Value;
 
 use crate::inputs::{dt, ids, Cases, BACKENDS, DTYPES};
@@ -168,18 +170,23 @@ fn rope_tables(cases: &mut Cases, prefix: &str, config: &RopeConfig) -> Result<(
                 Ok(vec![cos, sin])
             })?;
             cases.add(at("at_shift"), || {
-                let (cos, sin) = rope.at_shift_with_len(&from, &to, 0, 0, dtype)?;
+                let (cos, sin) = rope.at_shift(
+                    At::ids(&from).with_tracked_len(0),
+                    At::ids(&to).with_tracked_len(0),
+                    dtype,
+                )?;
                 Ok(vec![cos, sin])
             })?;
             if rope.tracked_len().is_some() {
                 cases.add(at("at_with_len"), || {
-                    let (cos, sin) = rope.at_with_len(&positions, 100_000, dtype)?;
+                    let (cos, sin) =
+                        rope.at(At::ids(&positions).with_tracked_len(100_000), dtype)?;
                     Ok(vec![cos, sin])
                 })?;
             }
             if config.mrope_section.is_some() {
                 cases.add(at("at_mrope"), || {
-                    let (cos, sin) = rope.at_mrope(&mrope, dtype)?;
+                    let (cos, sin) = rope.at(At::mrope(&mrope), dtype)?;
                     Ok(vec![cos, sin])
                 })?;
             }

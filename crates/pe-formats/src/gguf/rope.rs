@@ -33,27 +33,11 @@
 //! - the tensors `rope_freqs` (one divisor per pair; Gemma 4's proportional rope),
 //!   `rope_factors_long` and `rope_factors_short` (LongRoPE).
 //!
-//! Family quirks:
-//!
-//! - **Pair layout** follows llama.cpp's `llama_model_rope_type`: llama.cpp's converter permutes
-//!   the Q and K rows of NORM architectures (llama, mistral3, deepseek2, glm4, granite, ...) so
-//!   that rotating adjacent pairs ([`PairLayout::Interleaved`], candle's `rope_i`) reproduces
-//!   transformers' `rotate_half`; NEOX architectures (qwen2/3, phi3, gemma 1-3, ...) rotate the
-//!   two halves ([`PairLayout::Halves`], candle's `rope`); qwen2vl (M-RoPE) and qwen3vl
-//!   (interleaved M-RoPE) rotate halves with `mrope_section` from `rope.dimension_sections`.
-//! - **DeepSeek-2** files store `yarn_log_multiplier` as `0.1 * mscale_all_dim` (its converter
-//!   multiplies, llama.cpp divides back) and use `mscale = mscale_all_dim`; elsewhere the value
-//!   is `mscale_all_dim` as is, with `mscale = 1`. DeepSeek-2's rope is its `qk_rope` part: the
-//!   head is `rope.dimension_count`.
-//! - **Gemma 3**: global layers take `rope.freq_base` and the linear scaling; sliding layers
-//!   (every layer but each sixth, or `attention.sliding_window_pattern`) take
-//!   `rope.freq_base_swa` (default 10000) and no scaling.
-//! - **Gemma 4**: full layers take `rope_freqs` (ones, then `1e30` for the pairs that do not
-//!   rotate) as proportional rope over their head, `attention.key_length`; sliding layers have
-//!   the head `attention.key_length_swa` and take `rope.freq_base_swa` and no scaling.
-//! - **No window**: a file whose `attention.sliding_window` is 0 (what the converter writes for
-//!   a model without one) has no sliding layers, as llama.cpp reads it: every layer takes the
-//!   one rope of `rope.freq_base` and the scaling, Gemma 3 included.
+//! What one architecture does differently (the pair layout, where the head comes from, the
+//! sliding-window defaults, DeepSeek-2's stored `yarn_log_multiplier`, M-RoPE with sections,
+//! the query temperature, HunYuan's alpha, Gemma 4's heads and proportional `rope_freqs`) is a
+//! field of its row, and written once, there: the field docs of `arch.rs`. This file reads the
+//! row, never the architecture's name.
 //!
 //! Exactness: float keys are f32 in GGUF. A float key is read as the shortest decimal that
 //! rounds to its f32 (what a `config.json` holds: `1000000.0`, `0.1`), so the tables are those of
@@ -68,8 +52,8 @@
 //! ```
 //! use std::collections::HashMap;
 //! use candle_core::quantized::gguf_file::{Content, Value, VersionedMagic};
-//! use candle_pe_core::RopeConfig;
-//! use candle_pe_formats::{FromGguf, GgufRope, PairLayout};
+//! use candle_pe_core::{PairLayout, RopeConfig};
+//! use candle_pe_formats::{FromGguf, GgufRope};
 //!
 //! let mut metadata = HashMap::new();
 //! metadata.insert("general.architecture".into(), Value::String("qwen2".into()));
@@ -88,47 +72,26 @@
 //! let config = rope.configs.single().expect("one rope");
 //! assert_eq!((config.head_dim, config.rope_theta), (64, 1e6));
 //! assert_eq!(RopeConfig::from_gguf(&content, &mut no_tensors)?, *config);
-//! # Ok::<(), candle_pe_core::Error>(())
+//! # Ok::<(), candle_pe_formats::Error>(())
 //! ```
 
-use std::collections::BTreeMap;
 use std::io::{Read, Seek};
 
 use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::Device;
 
 use candle_pe_core::{
-    LinearScaling, Llama3, Longrope, Proportional, QueryScale, RopeConfig, RopeType, Yarn,
-    DEFAULT_ROPE_THETA,
+    LinearScaling, Llama3, Longrope, MropeSlots, PairLayout, Proportional, QueryScale, RopeConfig,
+    RopeConfigs, RopeType, Yarn, DEFAULT_ROPE_THETA,
 };
 
-use crate::config::{pattern_layer_types, RopeConfigs};
-use crate::gguf_arch::{Arch, Head, LogMultiplier, RopeKind, TemperatureLength};
-use crate::gguf_meta::{decimal, GgufMeta};
+use super::arch::{Arch, Head, LogMultiplier, RopeKind, TemperatureLength};
+use super::converter::{
+    f32_relative_error, is_converter_llama3, llama3_candidates, rotary_factor, tenfold,
+};
+use super::meta::{decimal, GgufMeta};
+use crate::hf::pattern_layer_types;
 use crate::{Error, Result};
-
-/// How a model's Q and K weights pair the channels that rotate together.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PairLayout {
-    /// Adjacent channels `(2i, 2i + 1)`: llama.cpp's NORM rope, candle's `rope_i`
-    /// (`RotaryEmbedding::with_interleaved(true)` in candle-pe-nn).
-    Interleaved,
-    /// Channels `i` and `i + rotary_dim / 2`: llama.cpp's NEOX rope (and M-RoPE), transformers'
-    /// `rotate_half`, candle's `rope`.
-    Halves,
-}
-
-impl PairLayout {
-    /// Whether the pairs are adjacent channels (candle's `rope_i`).
-    pub fn is_interleaved(self) -> bool {
-        self == PairLayout::Interleaved
-    }
-
-    /// The layout of a GGUF's Q and K weights, by its `general.architecture`.
-    pub fn from_gguf(content: &Content) -> Result<Self> {
-        Ok(Arch::of(architecture(content)?)?.rope.layout())
-    }
-}
 
 /// What a GGUF's `rope_freqs` tensor turned out to be.
 #[derive(Clone, Debug, PartialEq)]
@@ -191,6 +154,14 @@ impl FromGguf for RopeConfigs {
     /// `reader` (the file `content` was read from). See [`GgufRope`].
     fn from_gguf<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<Self> {
         Ok(GgufRope::from_gguf(content, reader)?.configs)
+    }
+}
+
+impl FromGguf for PairLayout {
+    /// How a GGUF file's Q and K weights pair the channels that turn together, by its
+    /// `general.architecture` (its row's `rope`; no tensor is read).
+    fn from_gguf<R: Read + Seek>(content: &Content, _reader: &mut R) -> Result<Self> {
+        Ok(Arch::of(architecture(content)?)?.rope.layout())
     }
 }
 
@@ -349,24 +320,6 @@ impl<'a> Meta<'a> {
     }
 }
 
-/// The shortest decimal `m` whose `0.1 * m` (in f64, as DeepSeek-2's converter computes it)
-/// rounds to the stored `v`: the decimal of `v` with its point moved one place, when that
-/// holds; else `v / 0.1` in f32, as llama.cpp divides it.
-fn tenfold(v: f32) -> f64 {
-    let text = format!("{v}");
-    let shifted = match text.split_once('.') {
-        Some((int, frac)) => {
-            let (first, rest) = frac.split_at(frac.len().min(1));
-            format!("{int}{first:0<1}.{rest}0")
-        }
-        None => format!("{text}0"),
-    };
-    match shifted.parse::<f64>() {
-        Ok(m) if ((0.1 * m) as f32).to_bits() == v.to_bits() => m,
-        _ => decimal(v / 0.1f32),
-    }
-}
-
 /// A tensor of the file, by its name with or without `.weight`, as f32 values.
 fn tensor<R: Read + Seek>(
     content: &Content,
@@ -419,85 +372,6 @@ fn check_factors(name: &str, values: &[f32], rotary_dim: usize, dim_key: &str) -
         });
     }
     Ok(())
-}
-
-/// The two f32 values around `x` (one when `x` is an f32): the results a faithfully rounded f32
-/// power may give.
-fn f32_neighbors(x: f64) -> [f32; 2] {
-    let f = x as f32;
-    let step = |f: f32, up: bool| {
-        let bits = f.to_bits();
-        f32::from_bits(if up { bits + 1 } else { bits - 1 })
-    };
-    match (f as f64).partial_cmp(&x) {
-        Some(std::cmp::Ordering::Less) => [f, step(f, true)],
-        Some(std::cmp::Ordering::Greater) => [step(f, false), f],
-        _ => [f, f],
-    }
-}
-
-/// The divisor llama.cpp's converter writes for pair `i` of a llama3 rope, given its f32 power
-/// `base^(2i/head_dim)`: the converter's own f32 arithmetic (torch f32 tensors, Python scalars
-/// rounded to f32), step for step.
-fn converter_llama3_divisor(power: f32, p: &Llama3) -> f32 {
-    let original = p.original_max_position_embeddings as f64;
-    let high_wavelen = (original / p.high_freq_factor) as f32;
-    let low_wavelen = (original / p.low_freq_factor) as f32;
-    let freq = 1.0f32 / power;
-    // Python's `2 * math.pi / freq` on a tensor is `freq.reciprocal() * (2 pi)`.
-    let wavelen = (1.0f32 / freq) * (2.0 * std::f64::consts::PI) as f32;
-    if wavelen < high_wavelen {
-        1.0
-    } else if wavelen > low_wavelen {
-        p.factor as f32
-    } else {
-        let smooth = ((1.0f32 / wavelen) * original as f32 - p.low_freq_factor as f32)
-            / (p.high_freq_factor - p.low_freq_factor) as f32;
-        1.0f32 / ((1.0f32 - smooth) / p.factor as f32 + smooth)
-    }
-}
-
-/// Whether `stored` is, bit for bit, what llama.cpp's converter writes for the llama3
-/// parameters `p`, heads of `head_dim` and base `base`. Its f32 power (torch's) is within an ulp
-/// of the exact one: either neighbor is accepted, pair by pair.
-fn is_converter_llama3(stored: &[f32], base: f64, head_dim: usize, p: &Llama3) -> bool {
-    if head_dim < 2 || stored.len() != head_dim / 2 || p.high_freq_factor <= p.low_freq_factor {
-        return false;
-    }
-    stored.iter().enumerate().all(|(i, s)| {
-        let exponent = (2 * i) as f32 / head_dim as f32;
-        f32_neighbors(base.powf(exponent as f64))
-            .iter()
-            .any(|&power| converter_llama3_divisor(power, p).to_bits() == s.to_bits())
-    })
-}
-
-/// The largest relative error (half an ulp over the value) of f32 numbers.
-fn f32_relative_error(values: &[f32]) -> f64 {
-    values
-        .iter()
-        .map(|&v| {
-            let next = f32::from_bits(v.to_bits() + 1);
-            (next as f64 - v as f64) / 2.0 / v as f64
-        })
-        .fold(0.0, f64::max)
-}
-
-/// The llama3 parameter sets `rope_freqs` is tried against: the file's own factor and original
-/// context when it gives them, then Llama 3.1's and Llama 3.2's.
-fn llama3_candidates(factor: Option<f64>, original: Option<usize>) -> Vec<Llama3> {
-    let set = |factor: f64, original: usize| Llama3 {
-        factor,
-        low_freq_factor: 1.0,
-        high_freq_factor: 4.0,
-        original_max_position_embeddings: original,
-    };
-    let mut candidates = Vec::new();
-    if factor.is_some() || original.is_some() {
-        candidates.push(set(factor.unwrap_or(8.0), original.unwrap_or(8192)));
-    }
-    candidates.extend([set(8.0, 8192), set(32.0, 8192)]);
-    candidates
 }
 
 impl FromGguf for GgufRope {
@@ -573,10 +447,13 @@ fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
         max_position_embeddings: context,
         rope_type,
         mrope_section,
-        mrope_interleaved: kind == RopeKind::Imrope,
+        mrope_slots: match kind {
+            RopeKind::Imrope => MropeSlots::Alternating,
+            _ => MropeSlots::Sections,
+        },
         query_scale: read_query_temperature(&mut m, &lengths)?,
-        // The pair layout of a GGUF file's weights is its own (`PairLayout`), and llama.cpp's
-        // converter does not write DeepSeek's rope_interleave.
+        // The pair layout of a GGUF file's weights is its own (`GgufRope::layout`), and
+        // llama.cpp's converter does not write DeepSeek's rope_interleave.
         ..RopeConfig::new(head_dim, theta)
     };
     let configs = read_layers(&mut m, full, rotary_dim, scaling_sources)?;
@@ -946,7 +823,7 @@ fn read_layers(
 ) -> Result<RopeConfigs> {
     let swa_keys = m.has("rope.freq_base_swa") || m.has("rope.dimension_count_swa");
     if m.arch.sliding.is_none() && !swa_keys {
-        return Ok(RopeConfigs::for_all_layers(full, None));
+        return Ok(RopeConfigs::new(full));
     }
     if matches!(m.count("attention.sliding_window"), Ok(Some(0))) {
         let source = format!(
@@ -954,20 +831,24 @@ fn read_layers(
             m.key("attention.sliding_window")
         );
         m.note(None, "layer_types", source);
-        return Ok(RopeConfigs::for_all_layers(full, None));
+        return Ok(RopeConfigs::new(full));
     }
     let layer_types = read_layer_types(m)?;
     let sliding = read_sliding(m, &full, rotary_dim, scaling_sources)?;
-    let configs = BTreeMap::from([
-        ("full_attention".to_string(), full),
-        ("sliding_attention".to_string(), sliding),
-    ]);
+    let configs = [
+        ("full_attention".to_string(), Some(full)),
+        ("sliding_attention".to_string(), Some(sliding)),
+    ];
     let field = if m.has("rope.freq_base_swa") {
         m.key("rope.freq_base_swa")
     } else {
         "general.architecture".to_string()
     };
-    Ok(RopeConfigs::per_layer_type(field, configs, layer_types))
+    let configs = RopeConfigs::per_layer_type(configs)?.with_field(field);
+    Ok(match layer_types {
+        Some(layer_types) => configs.with_layer_types(layer_types),
+        None => configs,
+    })
 }
 
 /// The sliding layers' rope: the full layers' with `rope.freq_base_swa` and
@@ -1138,16 +1019,6 @@ fn temperature_length(
         }),
         _ => Ok((original, source)),
     }
-}
-
-/// `partial_rotary_factor` for a rotated width `rotary_dim` of a head of `head_dim`: the f64
-/// ratio, nudged up when rounding would make `head_dim * factor` fall short of `rotary_dim`.
-fn rotary_factor(rotary_dim: usize, head_dim: usize) -> f64 {
-    let mut factor = rotary_dim as f64 / head_dim as f64;
-    while ((head_dim as f64) * factor) < rotary_dim as f64 {
-        factor = f64::from_bits(factor.to_bits() + 1);
-    }
-    factor
 }
 
 fn check_rotary(m: &Meta, suffix: &str, rotary_dim: usize, head_dim: usize) -> Result<()> {

@@ -16,16 +16,17 @@
 //!   them and that no row names (`gemma3` covers `gemma3n`);
 //! - `head_dim`: the config class's `head_dim` default, when it is not `hidden_size /
 //!   num_attention_heads` (Gemma 1 to 3: 256);
-//! - `interleaved`: the default of `rope_interleave`, true where the config class defaults it to
-//!   true or the model always turns adjacent pairs (DeepSeek-V3, Llama 4);
+//! - `pair_layout`: the default of `rope_interleave`, [`PairLayout::Interleaved`] where the
+//!   config class defaults it to true or the model always turns adjacent pairs (DeepSeek-V3,
+//!   Llama 4);
 //! - `nope_interval`: without `no_rope_layers`, every `no_rope_layer_interval`-th layer (this
 //!   default) has no rotary (SmolLM3, Llama 4);
 //! - `attn_temperature`: the NoPE layers' query temperature, `attn_temperature_tuning`
 //!   (Llama 4);
 //! - `sliding`: layers of two types whose types follow from `sliding_window_pattern`, and the
 //!   rope forms read (Gemma 3, Gemma 4);
-//! - `mrope_interleaved`: the M-RoPE sections always interleave, whatever `mrope_interleaved`
-//!   says (Qwen3-VL);
+//! - `mrope_slots`: [`MropeSlots::Alternating`] where the M-RoPE slots always alternate,
+//!   whatever `mrope_interleaved` says (Qwen3-VL);
 //! - `yarn_is_longrope`: a `yarn` rope dict reads as LongRoPE (Phi-3, Phi-4-multimodal);
 //! - `mscales`: LongRoPE's `short_mscale` and `long_mscale` are read, and required
 //!   (Phi-3.5-MoE);
@@ -42,10 +43,13 @@
 //! let text = HfTextConfig::from_hf_config(&gemma3)?;
 //! assert_eq!(text.fields().path(), "text_config");
 //! assert_eq!(text.head_dim()?, 256); // not 2560 / 8
-//! # Ok::<(), candle_pe_core::Error>(())
+//! # Ok::<(), candle_pe_formats::Error>(())
 //! ```
 
 use serde_json::Value;
+
+use candle_pe_core::Error as CoreError;
+use candle_pe_core::{MropeSlots, PairLayout};
 
 use crate::{ConfigFields, Error, Result};
 
@@ -56,11 +60,11 @@ pub struct HfModelType {
     pub(crate) names: &'static [&'static str],
     pub(crate) prefix: bool,
     pub(crate) head_dim: Option<usize>,
-    pub(crate) interleaved: bool,
+    pub(crate) pair_layout: PairLayout,
     pub(crate) nope_interval: Option<usize>,
     pub(crate) attn_temperature: bool,
     pub(crate) sliding: Option<Sliding>,
-    pub(crate) mrope_interleaved: bool,
+    pub(crate) mrope_slots: MropeSlots,
     pub(crate) yarn_is_longrope: bool,
     pub(crate) mscales: bool,
     pub(crate) qwen_vl: Option<QwenVlVersion>,
@@ -95,11 +99,11 @@ const DEFAULT: HfModelType = HfModelType {
     names: &[],
     prefix: false,
     head_dim: None,
-    interleaved: false,
+    pair_layout: PairLayout::Halves,
     nope_interval: None,
     attn_temperature: false,
     sliding: None,
-    mrope_interleaved: false,
+    mrope_slots: MropeSlots::Sections,
     yarn_is_longrope: false,
     mscales: false,
     qwen_vl: None,
@@ -145,7 +149,7 @@ const MODEL_TYPES: &[HfModelType] = &[
     // rope_interleave.
     HfModelType {
         names: &["llama4", "llama4_text"],
-        interleaved: true,
+        pair_layout: PairLayout::Interleaved,
         nope_interval: Some(4),
         attn_temperature: true,
         ..DEFAULT
@@ -164,7 +168,7 @@ const MODEL_TYPES: &[HfModelType] = &[
     // The config classes that default rope_interleave to true.
     HfModelType {
         names: &["deepseek_v3", "glm4_moe_lite", "mistral4", "youtu", "axk1"],
-        interleaved: true,
+        pair_layout: PairLayout::Interleaved,
         ..DEFAULT
     },
     // transformers' Phi3Config and Phi4MultimodalConfig (convert_rope_params_to_dict: older
@@ -193,14 +197,14 @@ const MODEL_TYPES: &[HfModelType] = &[
     // transformers' Qwen3-VL never reads mrope_interleaved.
     HfModelType {
         names: &["qwen3_vl", "qwen3_vl_moe"],
-        mrope_interleaved: true,
+        mrope_slots: MropeSlots::Alternating,
         qwen_vl: Some(QwenVlVersion::Qwen3Vl),
         ..DEFAULT
     },
     HfModelType {
         names: &["qwen3_vl"],
         prefix: true,
-        mrope_interleaved: true,
+        mrope_slots: MropeSlots::Alternating,
         ..DEFAULT
     },
     HfModelType {
@@ -246,11 +250,11 @@ impl HfModelType {
         let heads = root.get::<usize>("num_attention_heads")?;
         match (hidden, heads) {
             (Some(hidden), Some(heads)) if heads > 0 => Ok(hidden / heads),
-            _ => Err(Error::MissingParameter {
+            _ => Err(Error::Core(CoreError::MissingParameter {
                 name: "head_dim",
                 needed_by: "give head_dim (or qk_rope_head_dim, global_head_dim), or \
                             hidden_size and num_attention_heads",
-            }),
+            })),
         }
     }
 
@@ -330,9 +334,15 @@ mod tests {
                     let keep = |f: fn(&HfModelType) -> bool| !f(p) || f(row);
                     assert!(keep(|r| r.sliding.is_some()), "{name}: sliding");
                     assert_eq!(row.sliding.or(p.sliding), row.sliding, "{name}");
-                    assert!(keep(|r| r.interleaved), "{name}: interleaved");
+                    assert!(
+                        keep(|r| r.pair_layout.is_interleaved()),
+                        "{name}: pair_layout"
+                    );
                     assert!(keep(|r| r.attn_temperature), "{name}: attn_temperature");
-                    assert!(keep(|r| r.mrope_interleaved), "{name}: mrope_interleaved");
+                    assert!(
+                        keep(|r| r.mrope_slots.is_alternating()),
+                        "{name}: mrope_slots"
+                    );
                 }
             }
         }
@@ -343,7 +353,9 @@ mod tests {
         assert_eq!(HfModelType::of("gemma3n").head_dim, None);
         assert_eq!(HfModelType::of("gemma3n").sliding, GEMMA3_SLIDING);
         assert_eq!(HfModelType::of("gemma3_text").head_dim, Some(256));
-        assert!(HfModelType::of("qwen3_vl_text").mrope_interleaved);
+        assert!(HfModelType::of("qwen3_vl_text")
+            .mrope_slots
+            .is_alternating());
         assert_eq!(HfModelType::of("qwen3_vl_text").qwen_vl, None);
         assert_eq!(HfModelType::of(""), &DEFAULT);
         assert_eq!(HfModelType::of("llama"), &DEFAULT);

@@ -6,8 +6,8 @@
 //! error naming it by its path from the config's root (`rope_scaling.factor`).
 //!
 //! ```
-//! use candle_pe_core::Error;
-//! use candle_pe_formats::ConfigFields;
+//! use candle_pe_core::Error as CoreError;
+//! use candle_pe_formats::{ConfigFields, Error};
 //!
 //! let json = serde_json::json!({"d_model": 512, "rope_theta": 1e4,
 //!                               "rope_scaling": {"factor": null, "rope_theta": 1e6}});
@@ -17,7 +17,7 @@
 //! assert_eq!(scaling.get::<f64>("factor")?, None); // null is absent
 //!
 //! let err = root.get::<String>("d_model").unwrap_err();
-//! assert!(matches!(err, Error::Config { ref field, .. } if field == "d_model"));
+//! assert!(matches!(err, Error::Core(CoreError::Config { ref field, .. }) if field == "d_model"));
 //! let err = scaling.either::<f64>("rope_theta", &root, "rope_theta").unwrap_err();
 //! assert!(matches!(err, Error::ConfigConflict { ref field, ref other, .. }
 //!     if field == "rope_scaling.rope_theta" && other == "rope_theta"));
@@ -26,6 +26,8 @@
 
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
+
+use candle_pe_core::Error as CoreError;
 
 use crate::{Error, Result};
 
@@ -46,10 +48,10 @@ impl<'a> ConfigFields<'a> {
                 fields,
                 path: String::new(),
             }),
-            other => Err(Error::Config {
+            other => Err(Error::Core(CoreError::Config {
                 field: "(root)".into(),
                 message: format!("a config must be a JSON object, got {other}"),
-            }),
+            })),
         }
     }
 
@@ -139,10 +141,10 @@ impl<'a> ConfigFields<'a> {
 
     /// The error for a field `name` whose value is wrong: `message` says how.
     pub fn invalid(&self, name: &str, message: impl Into<String>) -> Error {
-        Error::Config {
+        Error::Core(CoreError::Config {
             field: self.path_of(name),
             message: message.into(),
-        }
+        })
     }
 
     /// The error for a field `name` that must be given.

@@ -36,13 +36,17 @@
 
 use std::collections::BTreeMap;
 
-use candle_pe_core::{Error, QueryScale, Result, RopeConfig, RopeType, DEFAULT_ROPE_THETA};
+use candle_pe_core::Error as CoreError;
+use candle_pe_core::{
+    MropeSlots, PairLayout, QueryScale, RopeConfig, RopeConfigs, RopeType, DEFAULT_ROPE_THETA,
+};
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
-use crate::model_types::{HfModelType, HfTextConfig};
-use crate::rope_dicts::{field_names, read_rope_dict};
-use crate::ConfigFields;
+use super::model_types::{HfModelType, HfTextConfig};
+use super::rope_dicts::{field_names, read_rope_dict};
+use crate::{ConfigFields, Error, Result};
 
 /// A value read from an HF `config.json` (parsed with `serde_json`), as transformers reads it.
 /// Import it to call `from_hf_config` on [`RopeConfig`], [`RopeConfigs`] and
@@ -54,6 +58,32 @@ pub trait FromHfConfig: Sized {
     fn from_hf_config(config: &Value) -> Result<Self>;
 }
 
+/// A value serde reads through [`FromHfConfig`]: the same reader, the same errors, for code that
+/// deserializes a config inside a larger document.
+///
+/// ```
+/// use candle_pe_core::RopeConfig;
+/// use candle_pe_formats::HfConfig;
+///
+/// let text = r#"{"head_dim": 64, "rope_theta": 1e6}"#;
+/// let HfConfig(config) = serde_json::from_str::<HfConfig<RopeConfig>>(text)?;
+/// assert_eq!(config, RopeConfig::new(64, 1e6));
+/// let err = serde_json::from_str::<HfConfig<RopeConfig>>(r#"{"head_dim": -64}"#).unwrap_err();
+/// assert!(err.to_string().contains("config field head_dim"), "{err}");
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct HfConfig<T>(pub T);
+
+impl<'de, T: FromHfConfig> Deserialize<'de> for HfConfig<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        T::from_hf_config(&value)
+            .map(HfConfig)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
 impl FromHfConfig for RopeConfig {
     /// The config of a model with one rotary embedding for all its layers, from its HF
     /// `config.json` (see the module docs for the fields read). A config with one rope per
@@ -61,39 +91,42 @@ impl FromHfConfig for RopeConfig {
     /// [`RopeConfigs::from_hf_config`].
     fn from_hf_config(config: &Value) -> Result<Self> {
         let configs = RopeConfigs::from_hf_config(config)?;
-        if let Some(layer) = configs.nope.iter().flatten().position(|&n| n) {
-            return Err(Error::Config {
+        let nope = configs.nope_layers().unwrap_or_default();
+        if let Some(layer) = nope.iter().position(|&n| n) {
+            return Err(Error::Core(CoreError::Config {
                 field: "no_rope_layers".into(),
                 message: format!(
                     "layer {layer} has no rotary embedding (NoPE): read the config with \
                      RopeConfigs::from_hf_config, then for_layer"
                 ),
-            });
+            }));
         }
-        match configs.layers {
-            Layers::Single(config) => Ok(config),
-            Layers::PerType { field, configs } => Err(Error::Config {
-                field,
+        match configs.per_type() {
+            None => Ok(configs.single().expect("one rope").clone()),
+            Some((field, configs)) => Err(Error::Core(CoreError::Config {
+                field: field.to_string(),
                 message: format!(
                     "the config sets one rope per layer type ({}): read it with \
                      RopeConfigs::from_hf_config, then for_layer_type or for_layer",
                     configs.keys().cloned().collect::<Vec<_>>().join(", ")
                 ),
-            }),
+            })),
         }
     }
 }
 
-/// Every rotary embedding of a model, per layer: one for all layers (most models), or one per
-/// layer type (Gemma 3, Gemma 4: `full_attention`, `sliding_attention`), from its HF
-/// `config.json`, in the transformers 5 form (`rope_parameters` keyed by layer type, with
-/// `layer_types`) or the legacy Gemma 3 form (`rope_theta` for full layers,
+/// Every rotary embedding of a model, per layer ([`RopeConfigs`]), from its HF `config.json`:
+/// one for all layers (most models), or one per layer type (Gemma 3, Gemma 4:
+/// `full_attention`, `sliding_attention`), in the transformers 5 form (`rope_parameters` keyed by
+/// layer type, with `layer_types`) or the legacy Gemma 3 form (`rope_theta` for full layers,
 /// `rope_local_base_freq` for sliding ones, `rope_scaling` for full layers only, and
-/// `sliding_window_pattern` when `layer_types` is absent).
+/// `sliding_window_pattern` when `layer_types` is absent); NoPE layers from `no_rope_layers`
+/// or the model type's default (SmolLM3: every 4th layer). The keys of the rope dicts that
+/// nothing reads are [`RopeConfigs::unknown_keys`].
 ///
 /// ```
-/// use candle_pe_core::RopeType;
-/// use candle_pe_formats::{FromHfConfig, RopeConfigs};
+/// use candle_pe_core::RopeConfigs;
+/// use candle_pe_formats::FromHfConfig;
 ///
 /// let gemma3: serde_json::Value = serde_json::from_str(r#"{"head_dim": 256,
 ///   "num_hidden_layers": 12, "sliding_window_pattern": 6, "rope_theta": 1000000.0,
@@ -101,205 +134,25 @@ impl FromHfConfig for RopeConfig {
 /// let configs = RopeConfigs::from_hf_config(&gemma3)?;
 /// assert_eq!(configs.for_layer(5)?.unwrap().rope_type.name(), "linear"); // full attention
 /// assert_eq!(configs.for_layer(0)?.unwrap().rope_theta, 10000.0); // sliding
-/// assert!(configs.for_layer(12).is_err());
-/// assert!(configs.for_layer_type("chunked_attention").is_err());
+///
+/// let smollm3 = serde_json::json!({"model_type": "smollm3", "head_dim": 128,
+///     "num_hidden_layers": 8, "rope_theta": 2e6});
+/// let configs = RopeConfigs::from_hf_config(&smollm3)?;
+/// assert!(configs.for_layer(3)?.is_none()); // every 4th layer is NoPE by default
+///
+/// let json = serde_json::json!({"head_dim": 64, "max_position_embeddings": 32768,
+///     "rope_scaling": {"rope_type": "yarn", "factor": 8.0, "beta_fastt": 64,
+///         "original_max_position_embeddings": 4096}});
+/// let configs = RopeConfigs::from_hf_config(&json)?;
+/// assert_eq!(configs.unknown_keys(), ["rope_scaling.beta_fastt"]);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Clone, Debug, PartialEq)]
-pub struct RopeConfigs {
-    layers: Layers,
-    layer_types: Option<Vec<String>>,
-    /// Per layer, whether it has no rotary embedding (NoPE), from `no_rope_layers` (where 0
-    /// marks a NoPE layer) or its default; `None` when every layer has rotary.
-    nope: Option<Vec<bool>>,
-    /// The query scale of the NoPE layers (Llama 4's `attn_temperature_tuning`).
-    nope_query_scale: Option<QueryScale>,
-    /// The keys of the rope dicts that nothing reads, as paths from the config's root.
-    unknown_keys: Vec<String>,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-enum Layers {
-    Single(RopeConfig),
-    /// `field`: the config field that makes the rope per layer type. A `None` config: a layer
-    /// type without rope (NoPE).
-    PerType {
-        field: String,
-        configs: BTreeMap<String, Option<RopeConfig>>,
-    },
-}
-
 impl FromHfConfig for RopeConfigs {
     /// The rotary embeddings an HF `config.json` describes (also read from its `text_config`,
     /// as vision-language models nest it).
     fn from_hf_config(config: &Value) -> Result<Self> {
         let text = HfTextConfig::from_hf_config(config)?;
         read_model(text.fields(), text.model_type())
-    }
-}
-
-impl RopeConfigs {
-    /// One rope for every layer (read from another format, as `gguf.rs` does).
-    pub(crate) fn for_all_layers(config: RopeConfig, layer_types: Option<Vec<String>>) -> Self {
-        Self {
-            layers: Layers::Single(config),
-            layer_types,
-            nope: None,
-            nope_query_scale: None,
-            unknown_keys: Vec::new(),
-        }
-    }
-
-    /// One rope per layer type; `field` is what makes the rope per layer type (a key).
-    pub(crate) fn per_layer_type(
-        field: String,
-        configs: BTreeMap<String, RopeConfig>,
-        layer_types: Option<Vec<String>>,
-    ) -> Self {
-        Self {
-            layers: Layers::PerType {
-                field,
-                configs: configs.into_iter().map(|(k, c)| (k, Some(c))).collect(),
-            },
-            layer_types,
-            nope: None,
-            nope_query_scale: None,
-            unknown_keys: Vec::new(),
-        }
-    }
-
-    /// The keys of the config's rope dicts (`rope_scaling`, `rope_parameters`, or one per
-    /// layer type) that neither the rope type nor the config reader reads, as paths from the
-    /// config's root, sorted: a misspelt field (`rope_scaling.beta_fastt`), one of another type
-    /// (`short_factor` in a Llama's `yarn` dict), or `mrope_sections` for `mrope_section`. They
-    /// are not errors: transformers warns about them and reads on, and so does this reader
-    /// (a field that is `null` is absent, and not listed).
-    ///
-    /// ```
-    /// use candle_pe_formats::{FromHfConfig, RopeConfigs};
-    ///
-    /// let json = serde_json::json!({"head_dim": 64, "max_position_embeddings": 32768,
-    ///     "rope_scaling": {"rope_type": "yarn", "factor": 8.0, "beta_fastt": 64,
-    ///         "original_max_position_embeddings": 4096}});
-    /// let configs = RopeConfigs::from_hf_config(&json)?;
-    /// assert_eq!(configs.unknown_keys(), ["rope_scaling.beta_fastt"]);
-    /// # Ok::<(), candle_pe_core::Error>(())
-    /// ```
-    pub fn unknown_keys(&self) -> &[String] {
-        &self.unknown_keys
-    }
-
-    /// Whether the layers have rope parameters per layer type.
-    pub fn is_per_layer_type(&self) -> bool {
-        matches!(self.layers, Layers::PerType { .. })
-    }
-
-    /// The config's `layer_types` (or the list its `sliding_window_pattern` implies), one per
-    /// layer.
-    pub fn layer_types(&self) -> Option<&[String]> {
-        self.layer_types.as_deref()
-    }
-
-    /// The single config of a model whose layers all share one rope.
-    pub fn single(&self) -> Option<&RopeConfig> {
-        match &self.layers {
-            Layers::Single(c) => Some(c),
-            Layers::PerType { .. } => None,
-        }
-    }
-
-    /// The rope of the layers of type `layer_type` (`full_attention`, `sliding_attention`);
-    /// `None` when that type has no rotary embedding (a NoPE layer type, given as `null`).
-    /// A type all of whose layers are NoPE (Llama 4's `full_attention`) is `None` too.
-    pub fn for_layer_type(&self, layer_type: &str) -> Result<Option<&RopeConfig>> {
-        if let (Some(types), Some(nope)) = (&self.layer_types, &self.nope) {
-            let mut of_type = types.iter().zip(nope).filter(|(t, _)| *t == layer_type);
-            if of_type.clone().next().is_some() && of_type.all(|(_, &n)| n) {
-                return Ok(None);
-            }
-        }
-        match &self.layers {
-            Layers::Single(c) => match &self.layer_types {
-                Some(types) if !types.iter().any(|t| t == layer_type) => Err(Error::Config {
-                    field: "layer_types".into(),
-                    message: format!("no layer has type {layer_type:?}"),
-                }),
-                _ => Ok(Some(c)),
-            },
-            Layers::PerType { field, configs } => match configs.get(layer_type) {
-                Some(c) => Ok(c.as_ref()),
-                None => Err(Error::Config {
-                    field: field.clone(),
-                    message: format!(
-                        "no rope parameters for layer type {layer_type:?}; the config has {}",
-                        configs.keys().cloned().collect::<Vec<_>>().join(", ")
-                    ),
-                }),
-            },
-        }
-    }
-
-    /// The number of layers, when the config says (`layer_types`, `no_rope_layers` or
-    /// `num_hidden_layers`).
-    pub fn num_layers(&self) -> Option<usize> {
-        self.layer_types
-            .as_ref()
-            .map(Vec::len)
-            .or(self.nope.as_ref().map(Vec::len))
-    }
-
-    /// The rope of layer `index` (counted from 0), by its type in `layer_types`; `None` for a
-    /// layer without rotary embedding (NoPE: Llama 4's and SmolLM3's `no_rope_layers`, a NoPE
-    /// layer type).
-    ///
-    /// ```
-    /// use candle_pe_formats::{FromHfConfig, RopeConfigs};
-    ///
-    /// let smollm3 = serde_json::json!({"model_type": "smollm3", "head_dim": 128,
-    ///     "num_hidden_layers": 8, "rope_theta": 2e6});
-    /// let configs = RopeConfigs::from_hf_config(&smollm3)?;
-    /// assert!(configs.for_layer(2)?.is_some());
-    /// assert!(configs.for_layer(3)?.is_none()); // every 4th layer is NoPE by default
-    /// assert!(configs.for_layer(8).is_err());
-    /// # Ok::<(), candle_pe_core::Error>(())
-    /// ```
-    pub fn for_layer(&self, index: usize) -> Result<Option<&RopeConfig>> {
-        if let Some(nope) = &self.nope {
-            match nope.get(index) {
-                Some(true) => return Ok(None),
-                Some(false) => {}
-                None => return Err(past_last("no_rope_layers", index, nope.len())),
-            }
-        }
-        match (&self.layer_types, &self.layers) {
-            (Some(types), _) => match types.get(index) {
-                Some(t) => self.for_layer_type(t),
-                None => Err(past_last("layer_types", index, types.len())),
-            },
-            (None, Layers::Single(c)) => Ok(Some(c)),
-            (None, Layers::PerType { .. }) => Err(Error::MissingParameter {
-                name: "layer_types",
-                needed_by: "picking a layer's rope by index (give layer_types, or \
-                            num_hidden_layers with sliding_window_pattern)",
-            }),
-        }
-    }
-
-    /// The factor on the queries of layer `index` at each position, if it has one: its rope's
-    /// ([`RopeConfig::query_scale`], Ministral 3), or on a NoPE layer Llama 4's
-    /// `attn_temperature_tuning` ([`QueryScale::AttnTemperature`]).
-    pub fn query_scale(&self, index: usize) -> Result<Option<QueryScale>> {
-        Ok(match self.for_layer(index)? {
-            Some(c) => c.query_scale,
-            None => self.nope_query_scale,
-        })
-    }
-}
-
-fn past_last(field: &str, index: usize, layers: usize) -> Error {
-    Error::Config {
-        field: field.into(),
-        message: format!("layer {index} is past the last of the {layers} layers"),
     }
 }
 
@@ -363,16 +216,17 @@ impl Theta {
 fn read_model(root: &ConfigFields, model_type: &HfModelType) -> Result<RopeConfigs> {
     let overrides = Overrides::read(root)?;
     let mut unknown_keys = Vec::new();
-    let (layers, layer_types) = read_layers(root, model_type, &overrides, &mut unknown_keys)?;
-    unknown_keys.sort();
-    unknown_keys.dedup();
-    Ok(RopeConfigs {
-        layers,
-        layer_types,
-        nope: read_nope(root, model_type)?,
-        nope_query_scale: read_attn_temperature(root, model_type)?,
-        unknown_keys,
-    })
+    let (mut configs, layer_types) = read_layers(root, model_type, &overrides, &mut unknown_keys)?;
+    if let Some(layer_types) = layer_types {
+        configs = configs.with_layer_types(layer_types);
+    }
+    if let Some(nope) = read_nope(root, model_type)? {
+        configs = configs.with_nope_layers(nope);
+    }
+    if let Some(scale) = read_attn_temperature(root, model_type)? {
+        configs = configs.with_nope_query_scale(scale)?;
+    }
+    Ok(configs.with_unknown_keys(unknown_keys))
 }
 
 /// Per layer, whether it is NoPE: `no_rope_layers` (1 for rotary, 0 for none, as transformers
@@ -518,10 +372,10 @@ impl Overrides {
         };
         let count = layer_types.map(<[String]>::len);
         let Some(count) = count else {
-            return Err(Error::MissingParameter {
+            return Err(Error::Core(CoreError::MissingParameter {
                 name: "layer_types",
                 needed_by: "per_layer_config: which layers share a rope (give layer_types)",
-            });
+            }));
         };
         let indices: Vec<usize> = (0..count).filter(|&i| of_type(i)).collect();
         let none = Map::new();
@@ -529,7 +383,7 @@ impl Overrides {
         if let Some(&first) = indices.first() {
             if let Some(&other) = indices.iter().find(|&&i| get(i) != get(first)) {
                 let show = |i: usize| Value::Object(get(i).clone()).to_string();
-                return Err(Error::Config {
+                return Err(Error::Core(CoreError::Config {
                     field: "per_layer_config".into(),
                     message: format!(
                         "layers {first} and {other} are both {} but override the rope's \
@@ -538,13 +392,13 @@ impl Overrides {
                         show(first),
                         show(other)
                     ),
-                });
+                }));
             }
             if let Some(&past) = self.layers.keys().find(|&&i| i >= count) {
-                return Err(Error::Config {
+                return Err(Error::Core(CoreError::Config {
                     field: format!("per_layer_config.{past}"),
                     message: format!("layer {past} is past the last of the {count} layers"),
-                });
+                }));
             }
             let fields = get(first);
             if !fields.is_empty() {
@@ -578,7 +432,7 @@ fn read_layers(
     model_type: &HfModelType,
     overrides: &Overrides,
     unknown: &mut Vec<String>,
-) -> Result<(Layers, Option<Vec<String>>)> {
+) -> Result<(RopeConfigs, Option<Vec<String>>)> {
     let mut layer_types: Option<Vec<String>> = root.get("layer_types")?;
     let params = rope_dict(root)?;
     let reader = Reader {
@@ -615,7 +469,7 @@ fn read_layers(
         Theta::ROPE_THETA,
         unknown,
     )?;
-    Ok((Layers::Single(config), layer_types))
+    Ok((RopeConfigs::new(config), layer_types))
 }
 
 /// The rope dict: `rope_parameters`, else `rope_scaling`. Both are read, so that either one not
@@ -684,7 +538,7 @@ impl Reader<'_, '_> {
         params: &ConfigFields,
         layer_types: Option<&[String]>,
         unknown: &mut Vec<String>,
-    ) -> Result<Layers> {
+    ) -> Result<RopeConfigs> {
         let mut configs = BTreeMap::new();
         for layer_type in params.keys() {
             let config = match params.object(layer_type)? {
@@ -699,10 +553,7 @@ impl Reader<'_, '_> {
             };
             configs.insert(layer_type.to_string(), config);
         }
-        Ok(Layers::PerType {
-            field: params.path().to_string(),
-            configs,
-        })
+        Ok(RopeConfigs::per_layer_type(configs)?.with_field(params.path()))
     }
 
     /// Gemma 3's legacy form: `rope_theta` and the rope dict `params` for full-attention
@@ -712,19 +563,17 @@ impl Reader<'_, '_> {
         params: Option<&ConfigFields>,
         layer_types: Option<&[String]>,
         unknown: &mut Vec<String>,
-    ) -> Result<Layers> {
+    ) -> Result<RopeConfigs> {
         let full = Some("full_attention");
         let full = self.one(params, layer_types, full, Theta::GEMMA3_FULL, unknown)?;
         let sliding = Some("sliding_attention");
         let sliding = self.one(None, layer_types, sliding, Theta::GEMMA3_SLIDING, unknown)?;
-        let configs = BTreeMap::from([
+        let configs = [
             ("full_attention".to_string(), Some(full)),
             ("sliding_attention".to_string(), Some(sliding)),
-        ]);
-        Ok(Layers::PerType {
-            field: self.root.path_of("rope_local_base_freq"),
-            configs,
-        })
+        ];
+        let field = self.root.path_of("rope_local_base_freq");
+        Ok(RopeConfigs::per_layer_type(configs)?.with_field(field))
     }
 }
 
@@ -801,10 +650,15 @@ impl Head<'_, '_> {
             max_position_embeddings: root.get("max_position_embeddings")?,
             rope_type,
             mrope_section,
-            mrope_interleaved: interleaved.unwrap_or(false) || model_type.mrope_interleaved,
-            rope_interleave: root
-                .get("rope_interleave")?
-                .unwrap_or(model_type.interleaved),
+            mrope_slots: match interleaved {
+                Some(true) => MropeSlots::Alternating,
+                _ => model_type.mrope_slots,
+            },
+            pair_layout: match root.get("rope_interleave")? {
+                Some(true) => PairLayout::Interleaved,
+                Some(false) => PairLayout::Halves,
+                None => model_type.pair_layout,
+            },
             query_scale,
         })
     }
@@ -851,12 +705,12 @@ impl Head<'_, '_> {
             return Ok(None);
         };
         let original = "original_max_position_embeddings";
-        let original = dict.either::<usize>(original, self.root, original)?.ok_or(
-            Error::MissingParameter {
+        let original = dict
+            .either::<usize>(original, self.root, original)?
+            .ok_or(Error::Core(CoreError::MissingParameter {
                 name: "original_max_position_embeddings",
                 needed_by: "llama_4_scaling_beta's query scale",
-            },
-        )?;
+            }))?;
         let scale = QueryScale::Llama4Scaling {
             beta,
             original_max_position_embeddings: original,

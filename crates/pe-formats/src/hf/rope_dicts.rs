@@ -16,15 +16,15 @@
 //!     "rope_scaling": {"type": "dynamic", "alpha": 1000.0, "factor": 1.0}});
 //! let config = RopeConfig::from_hf_config(&json)?;
 //! assert!(matches!(config.rope_type, RopeType::NtkAlpha(a) if a.alpha == 1000.0));
-//! # Ok::<(), candle_pe_core::Error>(())
+//! # Ok::<(), candle_pe_formats::Error>(())
 //! ```
 
 use candle_pe_core::{
-    Dynamic, Error, LinearScaling, Llama3, Longrope, NtkAlpha, Proportional, Result, RopeType, Yarn,
+    Dynamic, LinearScaling, Llama3, Longrope, NtkAlpha, Proportional, RopeType, Yarn,
 };
 use serde::de::DeserializeOwned;
 
-use crate::{ConfigFields, HfModelType};
+use crate::{ConfigFields, Error, HfModelType, Result};
 
 /// A rope type as a config names and reads it.
 pub(crate) trait ReadRope: Sized {

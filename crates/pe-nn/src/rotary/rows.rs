@@ -1,5 +1,5 @@
-//! The per-token rotation behind [`RotaryEmbedding::apply_at`](crate::RotaryEmbedding::apply_at)
-//! on the CPU: every row of q or k reads the cos and sin row of its own position straight from
+//! The per-token rotation behind [`RotaryEmbedding::apply`](crate::RotaryEmbedding::apply)
+//! at per-token positions on the CPU: every row of q or k reads the cos and sin row of its own position straight from
 //! the cached tables and turns in one pass, with no gathered tables and no conversion of the
 //! input. The arithmetic is f32 for f16, bf16 and f32 inputs (f64 for f64) and the formula and
 //! order are those of candle-nn's `rope` / `rope_i` CPU kernels, so the result has the bits of
@@ -16,8 +16,8 @@
 //! // A decode step of a ragged batch: each sequence at its own position.
 //! let q = Tensor::randn(0f32, 1.0, (3, 8, 1, 64), &dev)?.to_dtype(DType::BF16)?;
 //! let positions = Tensor::new(&[[100u32], [7], [4000]], &dev)?;
-//! let (fused, _) = rotary.apply_at(&q, &q, &positions)?;
-//! let (plain, _) = rotary.apply_at_slow(&q, &q, &positions)?;
+//! let (fused, _) = rotary.apply(&q, &q, &positions)?;
+//! let (plain, _) = rotary.apply_slow(&q, &q, &positions)?;
 //! let same = fused.to_dtype(DType::F32)?.eq(&plain.to_dtype(DType::F32)?)?;
 //! assert_eq!(same.min_all()?.to_scalar::<u8>()?, 1);
 //! # Ok::<(), candle_core::Error>(())

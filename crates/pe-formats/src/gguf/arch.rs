@@ -27,11 +27,13 @@
 //!   form of the full layers' proportional rope (gemma4).
 //!
 //! A quirk no field expresses is a new field (with its default in [`Arch::norm`]), read in
-//! `gguf.rs` from the row, never from the name. The fixture goes to
+//! `rope.rs` from the row, never from the name. The fixture goes to
 //! `crates/pe-testkit/fixtures/gguf`, written by llama.cpp's converter
 //! (`scripts/fixtures/`), with its test in `crates/pe-formats/tests/gguf.rs`.
 
-use crate::{Error, PairLayout, Result};
+use candle_pe_core::PairLayout;
+
+use crate::{Error, Result};
 
 /// llama.cpp's rope types (`llama_model_rope_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -13,7 +13,7 @@
 //! ```
 //! use std::collections::HashMap;
 //! use candle_core::quantized::gguf_file::{Content, Value, VersionedMagic};
-//! use candle_pe_core::Error;
+//! use candle_pe_formats::Error;
 //! use candle_pe_formats::GgufMeta;
 //!
 //! let metadata = HashMap::from([

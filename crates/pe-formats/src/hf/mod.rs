@@ -1,0 +1,21 @@
+//! The `config.json` reader, each file importing only the ones above it in this list:
+//!
+//! - `config_fields.rs`: [`ConfigFields`](crate::ConfigFields), the typed reader of JSON
+//!   fields behind every error that names a field;
+//! - `model_types.rs`: one [`HfModelType`](crate::HfModelType) row per HF `model_type`, and
+//!   [`HfTextConfig`](crate::HfTextConfig);
+//! - `rope_dicts.rs`: how a rope dict names and spells each rope type;
+//! - `config.rs`: [`FromHfConfig`](crate::FromHfConfig) and the reading of a model's ropes per
+//!   layer;
+//! - `sinusoidal.rs`: candle-pe-nn's `SinusoidalEmbeddingConfig`.
+
+mod config;
+mod config_fields;
+mod model_types;
+mod rope_dicts;
+mod sinusoidal;
+
+pub(crate) use config::pattern_layer_types;
+pub use config::{FromHfConfig, HfConfig};
+pub use config_fields::ConfigFields;
+pub use model_types::{HfModelType, HfTextConfig, QwenVlVersion};

@@ -1,0 +1,132 @@
+//! M-RoPE (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) applied to queries and keys:
+//! [`RotaryEmbedding::apply`] at `(3, batch, seq)` positions ([`At::mrope`](candle_pe_core::At::mrope)) (rows temporal, height,
+//! width), with the rope's query scale ([`QueryScale`](candle_pe_core::QueryScale)) taken at
+//! the temporal row and applied to q in the same pass as the rotation.
+//!
+//! On the CPU each row of q and k turns in one pass over the M-RoPE table row of its token; on
+//! other devices (and with [`TableBackend::Generic`]) candle-nn's kernels take the same tables;
+//! the plain twin (`apply_slow`, for tests) is what both are held to, bit for bit.
+//!
+//! Text-only positions (three equal rows) rotate and scale as per-token positions do, bit for
+//! bit.
+//!
+//! ```
+//! use candle_core::{DType, Device, Tensor};
+//! use candle_pe_nn::{At, QueryScale, RopeConfig, RotaryEmbedding};
+//!
+//! let dev = Device::Cpu;
+//! let config = RopeConfig {
+//!     mrope_section: Some(vec![4, 6, 6]),
+//!     query_scale: Some(QueryScale::Llama4Scaling { beta: 0.1, original_max_position_embeddings: 8 }),
+//!     ..RopeConfig::new(32, 1e6)
+//! };
+//! let rotary = RotaryEmbedding::new(config)?;
+//! let q = Tensor::randn(0f32, 1.0, (1, 2, 4, 32), &dev)?.to_dtype(DType::BF16)?;
+//! let k = Tensor::randn(0f32, 1.0, (1, 1, 4, 32), &dev)?.to_dtype(DType::BF16)?;
+//! // A text token, then a 1 x 1 x 3 strip of image patches: q is scaled by the temporal row.
+//! let positions = Tensor::new(&[[[7i64, 8, 8, 8]], [[7, 8, 8, 8]], [[7, 8, 9, 10]]], &dev)?;
+//! let (fast, _) = rotary.apply(&q, &k, At::mrope(&positions))?;
+//! let (plain, _) = rotary.apply_slow(&q, &k, At::mrope(&positions))?;
+//! let same = fast.to_dtype(DType::F32)?.eq(&plain.to_dtype(DType::F32)?)?;
+//! assert_eq!(same.min_all()?.to_scalar::<u8>()?, 1);
+//! # Ok::<(), candle_core::Error>(())
+//! ```
+
+use candle_core::{bail, DType, Result, Tensor};
+use candle_pe_core::{At, Place, Positions, TableBackend};
+
+use super::embedding::{check_mrope_positions, table_dtype, Layout, Path, RotaryEmbedding};
+use super::rows::RotateRows;
+
+impl RotaryEmbedding {
+    /// `q` and `k` of `(batch, heads, seq, head_dim)` rotated by M-RoPE (the config's
+    /// `mrope_section`, contiguous or `mrope_interleaved`) at `at`'s positions `(3, batch,
+    /// seq)`, rows temporal, height and width ([`Rope::at`](candle_pe_core::Rope::at)). When
+    /// the rope has a query scale (`llama_4_scaling_beta`), q is multiplied by its value at the
+    /// temporal row's position, in the rotation's f32 (f64) before the one rounding; keys are
+    /// not scaled.
+    pub(crate) fn apply_mrope(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        layout: Layout,
+        at: At,
+        path: Path,
+    ) -> Result<(Tensor, Tensor)> {
+        let (positions, cos, sin) = self.mrope_tables("apply", "q", q, layout, at)?;
+        let (batch, seq) = (positions.tensor().dim(1)?, positions.tensor().dim(2)?);
+        // The query scale is a function of the text position: the temporal row, which is the
+        // text position on text tokens (no transformers M-RoPE model carries one yet).
+        let temporal = positions.tensor().get(0)?;
+        if self.one_pass(q, path) {
+            // Every token reads its own row of the (batch, seq, half) tables.
+            let tokens = batch * seq;
+            let rows: Vec<i64> = (0..tokens as i64).collect();
+            let scales = match self.rope().query_scale() {
+                Some(s) => Some(
+                    s.at(&temporal, DType::F64)?
+                        .flatten_all()?
+                        .to_vec1::<f64>()?,
+                ),
+                None => None,
+            };
+            let op = self.rows_op(&rows, tokens);
+            let q_op = RotateRows {
+                scales: scales.as_deref(),
+                ..op
+            };
+            return Ok((q_op.apply(q, &cos, &sin)?, op.apply(k, &cos, &sin)?));
+        }
+        let scale = match self.rope().query_scale() {
+            Some(s) => Some(
+                s.at(&temporal, table_dtype(q.dtype()))?
+                    .to_device(q.device())?,
+            ),
+            None => None,
+        };
+        self.rotate_both(q, k, layout, &cos, &sin, scale.as_ref(), path)
+    }
+
+    /// `k` alone rotated by M-RoPE at `at`'s positions `(3, batch, seq)`, as
+    /// [`apply_mrope`](Self::apply_mrope) rotates it (same bits).
+    pub(crate) fn apply_k_mrope(&self, k: &Tensor, layout: Layout, at: At) -> Result<Tensor> {
+        let (positions, cos, sin) = self.mrope_tables("apply_k", "k", k, layout, at)?;
+        if self.one_pass(k, Path::Fused) {
+            let rows: Vec<i64> = (0..positions.tensor().dim(1)? * positions.tensor().dim(2)?)
+                .map(|r| r as i64)
+                .collect();
+            return self.rows_op(&rows, rows.len()).apply(k, &cos, &sin);
+        }
+        self.rotate_nonempty(k, layout, &cos, &sin)
+    }
+
+    /// Checks `at`'s M-RoPE positions against `x` (`(batch, heads, seq, head_dim)`; `op` and
+    /// `name` in errors); returns the positions and the M-RoPE tables at them, `(batch, seq,
+    /// half)` on x's device.
+    fn mrope_tables(
+        &self,
+        op: &str,
+        name: &str,
+        x: &Tensor,
+        layout: Layout,
+        at: At,
+    ) -> Result<(Positions, Tensor, Tensor)> {
+        let Place::Mrope(given) = at.place() else {
+            bail!("{op}: M-RoPE positions expected, got {:?}", at.place())
+        };
+        check_mrope_positions(op, name, x, layout, &[("positions", given.dims())])?;
+        let positions = given.to_positions()?;
+        let checked = match at.tracked_len() {
+            Some(len) => At::mrope(&positions).with_tracked_len(len),
+            None => At::mrope(&positions),
+        };
+        let (cos, sin) = self.rope().at(checked, table_dtype(x.dtype()))?;
+        let (cos, sin) = (cos.to_device(x.device())?, sin.to_device(x.device())?);
+        Ok((positions, cos, sin))
+    }
+
+    /// Whether x turns in one pass over its table rows (the CPU, not `TableBackend::Generic`).
+    pub(crate) fn one_pass(&self, x: &Tensor, path: Path) -> bool {
+        path == Path::Fused && x.device().is_cpu() && self.rope().backend() != TableBackend::Generic
+    }
+}
