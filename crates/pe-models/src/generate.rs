@@ -86,30 +86,9 @@ pub fn greedy(
     eos: &[u32],
     mut on_token: impl FnMut(u32),
 ) -> Result<Generation> {
-    let vocab = model.config().vocab_size;
-    if let Some((i, id)) = prompt
-        .iter()
-        .enumerate()
-        .find(|(_, &id)| id as usize >= vocab)
-    {
-        bail!("prompt id {id} (index {i}) is not below the vocabulary size {vocab}")
-    }
     let generates = !prompt.is_empty() && max_new > 0;
     let stream = model.cache_policy().is_some();
-    if stream && first_position != 0 {
-        bail!("first position {first_position}: with a cache policy the positions are the cache's, from 0")
-    }
-    // Positions fed: the prompt's and those of every new token but the last; checked before
-    // anything is reserved for the new ids.
-    let fed = prompt.len() as u128 + max_new as u128;
-    let last = u128::from(first_position) + fed.saturating_sub(2);
-    if generates && !stream && last >= u128::from(MAX_POSITION) {
-        bail!(
-            "first position {first_position} + {} prompt tokens + {max_new} new tokens reach position {last}, past the largest supported position {}",
-            prompt.len(),
-            MAX_POSITION - 1
-        )
-    }
+    check_request(model, prompt, first_position, max_new)?;
     let mut out = Generation {
         ids: Vec::with_capacity(if generates { max_new } else { 0 }),
         ended_at_eos: false,
@@ -150,6 +129,41 @@ pub fn greedy(
     out.decode = start.elapsed();
     out.ended_at_eos = eos.contains(&next);
     Ok(out)
+}
+
+/// Fails on a [`greedy`] request the model cannot run: a prompt id past the vocabulary, a first
+/// position other than 0 with a cache policy, or (without one) positions past the largest
+/// supported; checked before anything is reserved for the new ids.
+fn check_request(
+    model: &LlamaFamily,
+    prompt: &[u32],
+    first_position: u32,
+    max_new: usize,
+) -> Result<()> {
+    let vocab = model.config().vocab_size;
+    if let Some((i, id)) = prompt
+        .iter()
+        .enumerate()
+        .find(|(_, &id)| id as usize >= vocab)
+    {
+        bail!("prompt id {id} (index {i}) is not below the vocabulary size {vocab}")
+    }
+    let generates = !prompt.is_empty() && max_new > 0;
+    let stream = model.cache_policy().is_some();
+    if stream && first_position != 0 {
+        bail!("first position {first_position}: with a cache policy the positions are the cache's, from 0")
+    }
+    // Positions fed: the prompt's and those of every new token but the last.
+    let fed = prompt.len() as u128 + max_new as u128;
+    let last = u128::from(first_position) + fed.saturating_sub(2);
+    if generates && !stream && last >= u128::from(MAX_POSITION) {
+        bail!(
+            "first position {first_position} + {} prompt tokens + {max_new} new tokens reach position {last}, past the largest supported position {}",
+            prompt.len(),
+            MAX_POSITION - 1
+        )
+    }
+    Ok(())
 }
 
 /// The argmax of the last position of `(1, seq, vocab)` logits.

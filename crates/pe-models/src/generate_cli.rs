@@ -28,8 +28,8 @@ use clap::{ArgGroup, Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::{
-    eos_token_ids, greedy, CachePolicy, ChatMessage, Generation, LlamaFamily, SinkPositions,
-    TextTokenizer,
+    eos_token_ids, greedy, CachePolicy, ChatMessage, Family, Generation, LlamaFamily,
+    SinkPositions, TextTokenizer,
 };
 
 /// Greedy generation with a Llama / Qwen2 / Qwen3 / Phi-3 / Mistral / Gemma 3 checkpoint.
@@ -37,10 +37,9 @@ use crate::{
 #[command(name = "generate")]
 #[command(group(ArgGroup::new("input").required(true).args(["prompt_ids", "prompt", "chat"])))]
 pub struct Args {
-    /// Checkpoint folder: config.json and model.safetensors (or model.safetensors.index.json
-    /// and its shards), or a GGUF file (llama, mistral, qwen2, phi3; quantized as stored)
-    /// [default: the tiny llama31 test fixture]
-    #[arg(long, value_name = "PATH")]
+    /// Checkpoint folder or GGUF file (its help lists the GGUF architectures of the family
+    /// rows).
+    #[arg(long, value_name = "PATH", help = model_help())]
     pub model: Option<PathBuf>,
     /// Prompt token ids, comma separated; "" is an empty prompt (nothing is generated)
     #[arg(long, value_name = "IDS", value_parser = parse_ids, allow_hyphen_values = true)]
@@ -113,6 +112,17 @@ pub struct Args {
         allow_negative_numbers = true
     )]
     pub context_size: Option<usize>,
+}
+
+/// `--model`'s help: the GGUF architectures are those of the [`Family`] rows, so the list
+/// cannot fall behind the decoder.
+fn model_help() -> String {
+    format!(
+        "Checkpoint folder: config.json and model.safetensors (or model.safetensors.index.json \
+         and its shards), or a GGUF file ({}; Mistral converts as llama; quantized as stored) \
+         [default: the tiny llama31 test fixture]",
+        Family::gguf_list()
+    )
 }
 
 impl Args {
@@ -229,7 +239,7 @@ pub fn run(args: &Args, default_model: &Path, out: &mut impl Write) -> Result<()
         .unwrap_or_else(|| default_model.to_path_buf());
     let device = args.device.candle()?;
     let gguf = dir.is_file();
-    if gguf && !crate::gguf::is_gguf(&dir) {
+    if gguf && !crate::checkpoint::is_gguf(&dir) {
         bail!(not_gguf(&dir));
     }
     let (prompt_ids, tokenizer) = prompt(args, &dir)?;

@@ -2,7 +2,8 @@
 //! encodings, checked against transformers 5.23's outputs (`tests/transformers.rs`,
 //! `tests/m2m100.rs`, the fixtures in `crates/pe-testkit/fixtures/models`): decoders with rotary
 //! embeddings ([`candle_pe_nn::RotaryEmbedding`]) and an encoder with sinusoidal ones
-//! ([`candle_pe_nn::SinusoidalEmbedding`]).
+//! ([`candle_pe_nn::SinusoidalEmbedding`]). They are the proof that candle-pe's encodings give
+//! transformers' models their outputs; everything else here serves that proof.
 //!
 //! [`LlamaFamily`] reads an HF `config.json` with `model_type` `llama`, `qwen2`, `qwen3`,
 //! `phi3`, `mistral`, `gemma3_text`, `smollm3` (NoPE layers), `ministral3` (query scale by
@@ -19,6 +20,33 @@
 //! [`M2M100Config`]) and the encoder's weights; its [`forward`](M2M100Encoder::forward) takes
 //! `input_ids` and an optional `attention_mask` and returns `last_hidden_state`, with fairseq's
 //! padding-aware positions (see its module's example).
+//!
+//! # Map
+//!
+//! The proof:
+//!
+//! - `llama/`: the decoder. `mod.rs` is [`LlamaFamily`] (attention, MLP, layers, masks, the
+//!   KV cache); `family.rs` one [`Family`] row per family; `config.rs` reads `config.json`
+//!   into [`LlamaConfig`], `gguf.rs` a GGUF file (both look the family row up and name no
+//!   family); `kv_buffer.rs` is the cache's storage.
+//! - `m2m100/`: the encoder (`mod.rs`) and its [`M2M100Config`] (`config.rs`).
+//! - `layers.rs`: the candle-nn layers both load (linear, norms) and the masked softmax;
+//!   `checkpoint.rs`: a checkpoint folder's files (weights, configs, end-of-sequence ids).
+//!
+//! The runtime, which serves the proof (running real checkpoints fast and long enough to be
+//! compared) and is not part of it:
+//!
+//! - `llama/cache_policy.rs` ([`CachePolicy`]: which tokens a bounded cache keeps, at which
+//!   positions), `llama/streaming.rs` (the decoder under a policy: it moves each layer's
+//!   cached keys before the layers run) and `llama/unrotated.rs` (the keys before rotation that
+//!   a policy rotates again).
+//! - `quant/`: the projections, dense or quantized, and candle's quantized product with AVX2
+//!   integer sums ([`quantized_matmul`]).
+//! - `text/`: [`TextTokenizer`] (a `tokenizer.json`, or a GGUF vocabulary as llama.cpp
+//!   tokenizes it) and the chat templates ([`ChatMessage`]).
+//! - `generate.rs` ([`greedy`]) and `generate_cli.rs` (the `generate` example's command line).
+//!
+//! No two files import each other (`tests/layout.rs`).
 //!
 //! ```
 //! use candle_core::{DType, Device, Tensor};
@@ -46,28 +74,21 @@
 
 #![warn(missing_docs)]
 
-mod avx2_matmul;
-mod config;
-mod family;
+mod checkpoint;
 mod generate;
 pub mod generate_cli;
-mod gguf;
-mod gguf_vocab;
-mod kv_buffer;
 mod layers;
 mod llama;
 mod m2m100;
-mod pre_tokenizers;
-mod proj;
-mod stream;
-mod tokenizer;
+mod quant;
+mod text;
 
-pub use avx2_matmul::quantized_matmul;
-pub use config::{eos_token_ids, LayerType, LlamaConfig, M2M100Config, ModelType};
-pub use family::{Bias, Family, Window, FAMILIES};
+pub use checkpoint::{eos_token_ids, gguf_eos_token_ids};
 pub use generate::{greedy, Generation};
-pub use gguf::gguf_eos_token_ids;
-pub use llama::LlamaFamily;
-pub use m2m100::M2M100Encoder;
-pub use stream::{CachePolicy, SinkPositions};
-pub use tokenizer::{ChatMessage, TextTokenizer};
+pub use llama::{
+    Bias, CachePolicy, Family, LayerType, LlamaConfig, LlamaFamily, ModelType, SinkPositions,
+    Window, FAMILIES,
+};
+pub use m2m100::{M2M100Config, M2M100Encoder};
+pub use quant::quantized_matmul;
+pub use text::{ChatMessage, TextTokenizer};

@@ -295,3 +295,21 @@ fn sharded_checkpoint_loads() -> Result<()> {
     );
     Ok(())
 }
+
+/// `generate --help` names every GGUF architecture the decoder reads: the list comes from the
+/// family rows (gemma3 and qwen3 were once left out of a hand-written one).
+#[test]
+fn help_lists_every_gguf_architecture() {
+    use clap::CommandFactory;
+    let help = pe_models::generate_cli::Args::command()
+        .render_help()
+        .to_string();
+    let archs: Vec<&str> = pe_models::FAMILIES
+        .iter()
+        .filter_map(|f| f.gguf_architecture)
+        .collect();
+    assert!(archs.contains(&"gemma3") && archs.contains(&"qwen3"));
+    for arch in archs {
+        assert!(help.contains(arch), "{arch} missing from:\n{help}");
+    }
+}

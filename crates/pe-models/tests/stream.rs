@@ -388,3 +388,72 @@ fn mrope_context_shift_moves_the_rest_on_all_rows() -> anyhow::Result<()> {
     assert_eq!(after[17], [15; 3]);
     Ok(())
 }
+
+/// A sliding-window model (the mistral fixture: `sliding_window` 8) under a cache policy: the
+/// policy replaces the window (`with_cache_policy` clears each layer's), so the cache holds
+/// the 16 tokens the policy keeps, not the window's 8, each key rotated exactly at the position
+/// the policy gives it; and until the first eviction the logits are, bit for bit, those of
+/// the same model without a window, and not those of the model with its window.
+#[test]
+fn a_cache_policy_replaces_the_sliding_window() -> anyhow::Result<()> {
+    let (dev, dir) = (Device::Cpu, pe_testkit::fixture("models/mistral"));
+    let policy = CachePolicy::Sink {
+        sink: 4,
+        window: 12,
+        positions: SinkPositions::Contiguous,
+    };
+    let slots = check_stream("models/mistral", policy, &[5, 6, 7, 8, 9, 10], None, 20)?;
+    assert_eq!(slots, (0..4).chain(14..26).collect::<Vec<_>>());
+
+    let config = pe_models::LlamaConfig::from_file(dir.join("config.json"))?;
+    assert_eq!(config.sliding_window, Some(8));
+    let model = |window: Option<usize>| -> anyhow::Result<LlamaFamily> {
+        let config = pe_models::LlamaConfig {
+            sliding_window: window,
+            ..config.clone()
+        };
+        let files = [dir.join("model.safetensors")];
+        // SAFETY: the fixture is read-only while the test runs.
+        let vb =
+            unsafe { candle_nn::VarBuilder::from_mmaped_safetensors(&files, DType::F32, &dev)? };
+        LlamaFamily::new(&config, vb)
+    };
+    let mut bounded = model(Some(8))?.with_cache_policy(policy)?;
+    let (mut unwindowed, mut windowed) = (model(None)?, model(Some(8))?);
+    let prompt = [5u32, 6, 7, 8, 9, 10];
+    let ids = Tensor::new(&prompt, &dev)?.unsqueeze(0)?;
+    let positions = Tensor::arange(0u32, prompt.len() as u32, &dev)?.unsqueeze(0)?;
+    let mut got = bounded.forward_stream(&ids)?;
+    let mut want = unwindowed.forward(&ids, &positions, None)?;
+    let mut other = windowed.forward(&ids, &positions, None)?;
+    let bits = |t: &Tensor| -> anyhow::Result<Vec<u32>> {
+        Ok(t.flatten_all()?
+            .to_vec1::<f32>()?
+            .into_iter()
+            .map(f32::to_bits)
+            .collect())
+    };
+    let mut differs = false;
+    // Up to 16 tokens held: no eviction yet, and from the 9th on the window would cut.
+    for position in prompt.len() as u32..16 {
+        assert_eq!(
+            bits(&got)?,
+            bits(&want)?,
+            "logits before position {position}"
+        );
+        differs |= bits(&other)? != bits(&want)?;
+        let next = want.squeeze(0)?.get(want.dim(1)? - 1)?.argmax(0)?;
+        let ids = Tensor::new(&[[next.to_scalar::<u32>()?]], &dev)?;
+        let at = Tensor::new(&[[position]], &dev)?;
+        got = bounded.forward_stream(&ids)?;
+        want = unwindowed.forward(&ids, &at, None)?;
+        other = windowed.forward(&ids, &at, None)?;
+    }
+    assert_eq!(bits(&got)?, bits(&want)?);
+    assert!(
+        differs,
+        "the fixture's window never cut: the test would not see it"
+    );
+    assert_eq!(bounded.kv_len(), 16);
+    Ok(())
+}

@@ -4,46 +4,13 @@
 //! (`llama.rs` is the decoder; this is what a policy adds around it.)
 
 use anyhow::{bail, Context, Result};
-use candle_core::{DType, Module, Tensor};
+use candle_core::{DType, Device, Module, Tensor};
 use candle_pe_nn::At;
 use candle_pe_nn::Positions;
 
+use super::cache_policy::{CachePolicy, Stream, Surgery};
+use super::unrotated::UnrotatedKeys;
 use super::{Attention, LlamaFamily};
-use crate::kv_buffer::KvBuffer;
-use crate::stream::{CachePolicy, Stream, Surgery};
-
-/// A layer's keys before rotation, kept for a policy that moves keys: the cached ones, from
-/// which a kept key is rotated again at its new position, and the last step's.
-#[derive(Clone, Debug)]
-pub(super) struct UnrotatedKeys {
-    /// The cached keys before rotation, `(batch, kv_heads, len, head_dim)`.
-    keys: KvBuffer,
-    /// The keys before rotation and the values of the last step's new tokens, as computed.
-    fresh: Option<(Tensor, Tensor)>,
-}
-
-impl Default for UnrotatedKeys {
-    fn default() -> Self {
-        Self {
-            keys: KvBuffer::new(2),
-            fresh: None,
-        }
-    }
-}
-
-impl UnrotatedKeys {
-    /// Keeps a step's keys before rotation and its values.
-    pub(super) fn record(&mut self, keys: &Tensor, values: &Tensor) -> Result<()> {
-        self.fresh = Some((keys.clone(), values.clone()));
-        self.keys.append(keys)
-    }
-
-    /// Forgets every key (a new sequence).
-    pub(super) fn clear(&mut self) {
-        self.keys.clear();
-        self.fresh = None;
-    }
-}
 
 impl LlamaFamily {
     /// The same model bounding its KV cache by `policy` (see [`CachePolicy`]): generation then
@@ -157,63 +124,18 @@ impl LlamaFamily {
         let (b, s) = input_ids
             .dims2()
             .context("input_ids must be (batch, seq)")?;
-        let mrope = self.is_mrope();
-        let Some(stream) = self.stream.as_mut() else {
+        if self.stream.is_none() {
             bail!("forward_stream needs a cache policy (with_cache_policy)")
-        };
+        }
         if b == 0 || s == 0 {
             return self.no_logits(b, s, input_ids.device());
         }
         candle_pe_core::check_tokens(input_ids, self.config.vocab_size)?;
         let device = input_ids.device().clone();
-        let rows = |values: &[i64]| -> Result<Positions> {
-            let n = values.len();
-            let t = Tensor::from_slice(values, (1, n), &device)?.repeat((b, 1))?;
-            Ok(Positions::new(&t)?)
-        };
-        // M-RoPE ids (3, b, n), each token's three on its rows.
-        let ids3 = |values: &[[i64; 3]]| -> Result<Positions> {
-            let n = values.len();
-            let data: Vec<i64> = (0..3)
-                .flat_map(|a| values.iter().map(move |id| id[a]))
-                .collect();
-            let t = Tensor::from_vec(data, (3, 1, n), &device)?.repeat((1, b, 1))?;
-            Ok(Positions::new(&t)?)
-        };
-        let (surgery, moved, positions) = match mrope {
-            true => {
-                let chunk = chunk.unwrap_or_else(|| (0..s as i64).map(|p| [p; 3]).collect());
-                let (surgery, new) = stream.before_mrope(&chunk)?;
-                let moved = match &surgery {
-                    Some(sg) => Some(ids3(&stream.mrope[sg.moved.clone()])?),
-                    None => None,
-                };
-                (surgery, moved, ids3(&new)?)
-            }
-            false => {
-                let (surgery, new) = stream.before(s)?;
-                let moved = match &surgery {
-                    Some(sg) => Some(rows(&stream.positions[sg.moved.clone()])?),
-                    None => None,
-                };
-                (surgery, moved, rows(&new)?)
-            }
-        };
-        let held = stream.positions.len() - s;
-        let mask = match s {
-            1 => None,
-            _ => {
-                let data: Vec<u8> = (0..s)
-                    .flat_map(|t| (0..held + s).map(move |j| u8::from(j <= held + t)))
-                    .collect();
-                let one = Tensor::from_vec(data, (1, 1, s, held + s), &device)?;
-                Some(one.repeat((b, 1, 1, 1))?)
-            }
-        };
-        let mut x = self.embed.forward(input_ids)?;
-        if let Some(scale) = self.config.embedding_scale {
-            x = (x * scale)?;
-        }
+        let (surgery, moved, positions) = self.step_positions(b, s, chunk, &device)?;
+        let held = self.cached_positions() - s;
+        let mask = causal_mask(b, s, held, &device)?;
+        let mut x = self.embed_tokens(input_ids)?;
         // Each layer's cache moves before its layer reads it.
         if let (Some(surgery), Some(moved)) = (&surgery, &moved) {
             for layer in &mut self.layers {
@@ -224,16 +146,91 @@ impl LlamaFamily {
             x = layer.forward(&x, &positions, mask.as_ref())?;
         }
         self.cached += s;
-        if let Some(stream) = self.stream.as_mut() {
-            if let Some(sg) = stream.after() {
-                let moved = rows(&stream.positions[sg.moved.clone()])?;
-                for layer in &mut self.layers {
-                    layer.attn.operate(&sg, &moved)?;
-                }
-            }
-        }
+        self.after_step(b, &device)?;
         self.lm_head.forward(&self.norm.forward(&x)?)
     }
+
+    /// The tokens the policy holds, the step's new ones included.
+    fn cached_positions(&self) -> usize {
+        self.stream.as_ref().map_or(0, |s| s.positions.len())
+    }
+
+    /// The policy's move before a step of `s` tokens (`chunk`: their M-RoPE ids from 0; text
+    /// when `None`): the surgery, the positions the moved tokens go to, and the new tokens'
+    /// positions, each for the `b` rows.
+    fn step_positions(
+        &mut self,
+        b: usize,
+        s: usize,
+        chunk: Option<Vec<[i64; 3]>>,
+        device: &Device,
+    ) -> Result<(Option<Surgery>, Option<Positions>, Positions)> {
+        let mrope = self.is_mrope();
+        let Some(stream) = self.stream.as_mut() else {
+            bail!("forward_stream needs a cache policy (with_cache_policy)")
+        };
+        if mrope {
+            let chunk = chunk.unwrap_or_else(|| (0..s as i64).map(|p| [p; 3]).collect());
+            let (surgery, new) = stream.before_mrope(&chunk)?;
+            let moved = match &surgery {
+                Some(sg) => Some(mrope_rows(&stream.mrope[sg.moved.clone()], b, device)?),
+                None => None,
+            };
+            return Ok((surgery, moved, mrope_rows(&new, b, device)?));
+        }
+        let (surgery, new) = stream.before(s)?;
+        let moved = match &surgery {
+            Some(sg) => Some(text_rows(&stream.positions[sg.moved.clone()], b, device)?),
+            None => None,
+        };
+        Ok((surgery, moved, text_rows(&new, b, device)?))
+    }
+
+    /// The policy's move after a step (a prompt longer than a sink cache cut back to it), in
+    /// every layer.
+    fn after_step(&mut self, b: usize, device: &Device) -> Result<()> {
+        let Some(stream) = self.stream.as_mut() else {
+            return Ok(());
+        };
+        if let Some(sg) = stream.after() {
+            let moved = text_rows(&stream.positions[sg.moved.clone()], b, device)?;
+            for layer in &mut self.layers {
+                layer.attn.operate(&sg, &moved)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Text positions `values`, the same on each of the `b` rows: `(b, n)`.
+fn text_rows(values: &[i64], b: usize, device: &Device) -> Result<Positions> {
+    let n = values.len();
+    let t = Tensor::from_slice(values, (1, n), device)?.repeat((b, 1))?;
+    Ok(Positions::new(&t)?)
+}
+
+/// M-RoPE ids `values`, each token's three on its rows, the same for each of the `b` rows:
+/// `(3, b, n)`.
+fn mrope_rows(values: &[[i64; 3]], b: usize, device: &Device) -> Result<Positions> {
+    let n = values.len();
+    let data: Vec<i64> = (0..3)
+        .flat_map(|a| values.iter().map(move |id| id[a]))
+        .collect();
+    let t = Tensor::from_vec(data, (3, 1, n), device)?.repeat((1, b, 1))?;
+    Ok(Positions::new(&t)?)
+}
+
+/// The mask of `s` new tokens after `held` cached ones, each seeing every cached token and the
+/// new ones up to itself: `(b, 1, s, held + s)`; `None` for a single token, which sees all.
+fn causal_mask(b: usize, s: usize, held: usize, device: &Device) -> Result<Option<Tensor>> {
+    if s == 1 {
+        return Ok(None);
+    }
+    let data: Vec<u8> = (0..s)
+        .flat_map(|t| (0..held + s).map(move |j| u8::from(j <= held + t)))
+        .collect();
+    let one = Tensor::from_vec(data, (1, 1, s, held + s), device)?;
+    Ok(Some(one.repeat((b, 1, 1, 1))?))
 }
 
 impl Attention {

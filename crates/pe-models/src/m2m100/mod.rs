@@ -26,8 +26,11 @@ use candle_pe_nn::{
     EmbeddingScale, PositionMode, Preset, SinusoidalEmbedding, SinusoidalEmbeddingConfig,
 };
 
-use crate::config::M2M100Config;
-use crate::layers::{checkpoint, layer_norm, linear, masked_softmax, tensor};
+use crate::checkpoint::checkpoint;
+use crate::layers::{layer_norm, linear, masked_softmax, tensor};
+pub use config::M2M100Config;
+
+mod config;
 
 /// LayerNorm epsilon of every M2M100 norm (`nn.LayerNorm`'s default; not in the config).
 const LAYER_NORM_EPS: f64 = 1e-5;

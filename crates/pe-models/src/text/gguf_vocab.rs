@@ -4,7 +4,7 @@
 //! says, and the ids turned back into text as `llama_detokenize` does.
 //!
 //! - `gpt2`: byte-level BPE, by Hugging Face's `tokenizers` (the pre-tokenizer's regexes of
-//!   [`crate::pre_tokenizers`], GPT-2's byte-to-unicode map, the file's merges by rank).
+//!   `pre_tokenizers.rs`, GPT-2's byte-to-unicode map, the file's merges by rank).
 //! - `llama`: SentencePiece as llama.cpp's SPM tokenizer: spaces as U+2581 (`▁`), a space
 //!   before the text and after every special token when `tokenizer.ggml.add_space_prefix`
 //!   (default true), then the merges of adjacent pieces into vocabulary tokens, the highest
@@ -24,7 +24,7 @@ use tokenizers::pre_tokenizers::sequence::Sequence;
 use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
 use tokenizers::{PreTokenizerWrapper, SplitDelimiterBehavior, Tokenizer};
 
-use crate::pre_tokenizers::{known_names, pre_tokenizer};
+use super::pre_tokenizers::{known_names, pre_tokenizer};
 
 /// llama.cpp's token attributes (`llama_token_attr`), from `tokenizer.ggml.token_type`.
 pub(crate) mod attr {
@@ -95,6 +95,53 @@ enum Fragment<'a> {
 }
 
 const TOKENS_KEY: &str = "tokenizer.ggml.tokens";
+
+/// Whether `tokenizer.ggml.model` is SentencePiece (`llama`) rather than byte-level BPE
+/// (`gpt2`); any other model is an error naming it.
+fn read_model(meta: &GgufMeta) -> Result<bool> {
+    let model_key = "tokenizer.ggml.model";
+    let model_name = meta
+        .string(model_key)?
+        .with_context(|| format!("no {model_key}: the file holds no tokenizer"))?;
+    Ok(match model_name {
+        "gpt2" => false,
+        "llama" => true,
+        other => bail!(
+            "{model_key} = {other:?}: unsupported tokenizer (this reads \"gpt2\", byte-level \
+             BPE, and \"llama\", SentencePiece)"
+        ),
+    })
+}
+
+/// The id of each token's text, an empty text renamed `[EMPTY_<id>]` first, as llama.cpp
+/// names it.
+fn index_tokens(texts: &mut [String]) -> HashMap<String, u32> {
+    let mut ids = HashMap::with_capacity(texts.len());
+    for (i, text) in texts.iter_mut().enumerate() {
+        if text.is_empty() {
+            *text = format!("[EMPTY_{i}]");
+        }
+        ids.insert(text.clone(), i as u32);
+    }
+    ids
+}
+
+/// The tokens split out of the text before tokenizing (control, user-defined and unknown ones,
+/// the end-of-generation names of [`EOG_NAMES`] marked control first), longest first.
+fn special_tokens(texts: &[String], attrs: &mut [u32], ids: &HashMap<String, u32>) -> Vec<u32> {
+    for name in EOG_NAMES {
+        if let Some(&id) = ids.get(*name) {
+            attrs[id as usize] |= attr::CONTROL;
+        }
+    }
+    let mut specials: Vec<u32> = (0..texts.len() as u32)
+        .filter(|&id| {
+            attrs[id as usize] & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0
+        })
+        .collect();
+    specials.sort_by_key(|&id| std::cmp::Reverse(texts[id as usize].len()));
+    specials
+}
 
 /// `tokenizer.ggml.tokens`: at least one, at most `u32::MAX`.
 fn read_tokens(meta: &GgufMeta) -> Result<Vec<String>> {
@@ -261,43 +308,13 @@ impl GgufVocab {
     /// The vocabulary of `content`; errors name the key and the value.
     pub fn from_gguf(content: &Content) -> Result<Self> {
         let meta = GgufMeta::new(content);
-        let model_key = "tokenizer.ggml.model";
-        let model_name = meta
-            .string(model_key)?
-            .with_context(|| format!("no {model_key}: the file holds no tokenizer"))?;
-        let spm = match model_name {
-            "gpt2" => false,
-            "llama" => true,
-            other => bail!(
-                "{model_key} = {other:?}: unsupported tokenizer (this reads \"gpt2\", byte-level \
-                 BPE, and \"llama\", SentencePiece)"
-            ),
-        };
+        let spm = read_model(&meta)?;
         let mut texts = read_tokens(&meta)?;
         let n = texts.len();
-        let attrs = read_attrs(&meta, n)?;
+        let mut attrs = read_attrs(&meta, n)?;
         let scores = read_scores(&meta, n, spm)?;
-        let mut ids = HashMap::with_capacity(n);
-        for (i, text) in texts.iter_mut().enumerate() {
-            if text.is_empty() {
-                // As llama.cpp names an empty token.
-                *text = format!("[EMPTY_{i}]");
-            }
-            ids.insert(text.clone(), i as u32);
-        }
-        let mut attrs = attrs;
-        for name in EOG_NAMES {
-            if let Some(&id) = ids.get(*name) {
-                attrs[id as usize] |= attr::CONTROL;
-            }
-        }
-        let mut specials: Vec<u32> = (0..n as u32)
-            .filter(|&id| {
-                attrs[id as usize] & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0
-            })
-            .collect();
-        specials.sort_by_key(|&id| std::cmp::Reverse(texts[id as usize].len()));
-
+        let ids = index_tokens(&mut texts);
+        let specials = special_tokens(&texts, &mut attrs, &ids);
         let (model, add_space_prefix, clean_spaces, add_bos) = if spm {
             (Model::Spm, true, false, true)
         } else {

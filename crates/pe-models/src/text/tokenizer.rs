@@ -48,36 +48,11 @@
 
 use std::path::Path;
 
+use super::chat::{self, ChatMessage};
+use super::gguf_vocab::GgufVocab;
 use anyhow::{anyhow, bail, Context as _, Result};
 use candle_core::quantized::gguf_file::Content;
 use candle_pe_formats::GgufMeta;
-use serde::Serialize;
-
-use crate::gguf_vocab::GgufVocab;
-
-/// One message of a chat: its role (`system`, `user`, `assistant`) and its text.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct ChatMessage {
-    /// `system`, `user`, `assistant`, ...
-    pub role: String,
-    /// The message's text.
-    pub content: String,
-}
-
-impl ChatMessage {
-    /// A message with this role.
-    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
-        Self {
-            role: role.into(),
-            content: content.into(),
-        }
-    }
-
-    /// A `user` message.
-    pub fn user(content: impl Into<String>) -> Self {
-        Self::new("user", content)
-    }
-}
 
 /// Where the tokens come from.
 enum Backend {
@@ -168,25 +143,7 @@ impl TextTokenizer {
             serde_json::Value::Object(o) => o.get("content")?.as_str().map(str::to_string),
             _ => None,
         };
-        let jinja = folder.join("chat_template.jinja");
-        let chat_template = if jinja.is_file() {
-            Some(std::fs::read_to_string(&jinja).with_context(|| format!("{}", jinja.display()))?)
-        } else {
-            match &config["chat_template"] {
-                serde_json::Value::Null => None,
-                serde_json::Value::String(s) => Some(s.clone()),
-                // Named templates: [{"name": "default", "template": "..."}, ...].
-                serde_json::Value::Array(named) => named
-                    .iter()
-                    .find(|t| t["name"] == "default")
-                    .and_then(|t| t["template"].as_str())
-                    .map(str::to_string),
-                other => bail!(
-                    "{}: chat_template = {other}: not a string or a list of named templates",
-                    config_path.display()
-                ),
-            }
-        };
+        let chat_template = chat::folder_template(folder, &config, &config_path)?;
         Ok(Self {
             bos_token: token("bos_token"),
             eos_token: token("eos_token"),
@@ -328,29 +285,16 @@ impl TextTokenizer {
                 self.source
             )
         })?;
-        let mut env = minijinja::Environment::new();
-        env.set_trim_blocks(true);
-        env.set_lstrip_blocks(true);
-        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-        env.add_function(
-            "raise_exception",
-            |message: String| -> Result<String, minijinja::Error> {
-                Err(minijinja::Error::new(
-                    minijinja::ErrorKind::InvalidOperation,
-                    message,
-                ))
-            },
+        let tokens = (
+            self.bos_token.as_deref().unwrap_or(""),
+            self.eos_token.as_deref().unwrap_or(""),
         );
-        let template = env
-            .template_from_str(template)
-            .map_err(|e| anyhow!("{}: the chat template does not parse: {e}", self.source))?;
-        template
-            .render(minijinja::context! {
-                messages => messages,
-                add_generation_prompt => add_generation_prompt,
-                bos_token => self.bos_token.as_deref().unwrap_or(""),
-                eos_token => self.eos_token.as_deref().unwrap_or(""),
-            })
-            .map_err(|e| anyhow!("{}: the chat template fails: {e}", self.source))
+        chat::render(
+            template,
+            &self.source,
+            messages,
+            add_generation_prompt,
+            tokens,
+        )
     }
 }

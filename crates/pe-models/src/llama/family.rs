@@ -5,7 +5,7 @@
 //! Adding a family is a row in [`FAMILIES`] and a fixture.
 //!
 //! What any reader of a `config.json` needs to know of a model type, this decoder or not, is
-//! pe-core's row of it ([`HfModelType`](candle_pe_formats::HfModelType)): the `head_dim` default
+//! pe-formats' row of it ([`HfModelType`](candle_pe_formats::HfModelType)): the `head_dim` default
 //! (Gemma 3: 256), where the text decoder's fields are (`text_config`), and how the ropes read.
 //! A family row holds only what the decoder is made of; a family whose model type reads
 //! differently needs a row there too.
@@ -19,7 +19,49 @@
 //! assert_eq!(Family::by_model_type("qwen2_5_vl").map(|f| f.model_type), Some(ModelType::Qwen2Vl));
 //! ```
 
-use crate::config::ModelType;
+/// The architecture a config describes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelType {
+    /// Llama 2 / 3 / 3.1 (`LlamaForCausalLM`).
+    Llama,
+    /// Qwen2 / Qwen2.5 (`Qwen2ForCausalLM`): biases on q, k and v.
+    Qwen2,
+    /// Phi-3, Phi-3.5, Phi-4-mini (`Phi3ForCausalLM`): fused `qkv_proj` and `gate_up_proj`.
+    Phi3,
+    /// Mistral (`MistralForCausalLM`): optional sliding window.
+    Mistral,
+    /// Qwen3 (`Qwen3ForCausalLM`): an RMSNorm on each head of q and of k before the rope
+    /// (qk-norm).
+    Qwen3,
+    /// Gemma 3's text decoder (`Gemma3ForCausalLM`, `model_type` `gemma3_text`): sliding and
+    /// global layers with their own ropes, qk-norm, norms around the attention and the MLP
+    /// whose weights store the scale minus one, a GELU MLP, scaled embeddings.
+    Gemma3,
+    /// The language model of Qwen2-VL and Qwen2.5-VL (`qwen2_vl`, `qwen2_5_vl`; its fields under
+    /// `text_config`): Qwen2 layers with M-RoPE, at position ids `(3, batch, seq)`.
+    Qwen2Vl,
+    /// The language model of Qwen3-VL (`qwen3_vl`, its fields under `text_config`): Qwen3 layers
+    /// with interleaved M-RoPE.
+    Qwen3Vl,
+    /// SmolLM3 (`SmolLM3ForCausalLM`): Llama's layers, some without rotary (NoPE layers,
+    /// `no_rope_layers`).
+    SmolLM3,
+    /// Ministral 3's text decoder (`Ministral3ForCausalLM`): Mistral's layers with queries scaled
+    /// by position (`llama_4_scaling_beta`).
+    Ministral3,
+    /// Llama 4's text decoder (`Llama4ForCausalLM`, `model_type` `llama4_text`), dense layers
+    /// only: NoPE layers with a query temperature (`attn_temperature_tuning`), rotary on
+    /// adjacent channel pairs, q and k L2-normalised after the rotation (`use_qk_norm`), and
+    /// chunked attention on the rotary layers.
+    Llama4,
+}
+
+impl ModelType {
+    /// The `model_type` string of `config.json`: the first name of its family's row.
+    pub fn name(self) -> &'static str {
+        Family::of(self).hf_names[0]
+    }
+}
 
 /// Where a bias comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

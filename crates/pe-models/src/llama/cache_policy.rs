@@ -164,80 +164,36 @@ impl Stream {
                 sink,
                 window,
                 positions: SinkPositions::Contiguous,
-            } => {
-                let capacity = sink + window;
-                let evict = (len + n)
-                    .saturating_sub(capacity)
-                    .min(len.saturating_sub(sink));
-                (len > 0 && evict > 0).then(|| Surgery {
-                    drop: sink..sink + evict,
-                    moved: sink..len - evict,
-                })
-            }
+            } => contiguous_sink(sink, window, len, n),
             CachePolicy::Sink {
                 sink,
                 window,
                 positions: SinkPositions::Transformers,
-            } => {
-                // SinkCache(window_length = sink + window): it grows while `n + len <
-                // window_length`, and otherwise keeps `cache[-window_length + sink + n:]` besides
-                // the sinks, rotated back by `n` positions.
-                let total = sink + window;
-                if len == 0 || n + len < total {
-                    None
-                } else {
-                    let from = len as i64 - (total - sink - n) as i64;
-                    if (total as i64) < (sink + n) as i64 || from < sink as i64 {
-                        bail!(
-                            "a step of {n} tokens on {len} cached ones would make transformers' SinkCache (window_length {total}, {sink} sink tokens) repeat its sink tokens; feed fewer tokens at once"
-                        )
-                    }
-                    Some(Surgery {
-                        drop: sink..from as usize,
-                        moved: sink..sink + (len - from as usize),
-                    })
-                }
-            }
-            CachePolicy::Keep { keep, size } => {
-                if n > size {
-                    bail!("a step of {n} tokens does not fit a context of {size} tokens")
-                }
-                if len + n <= size {
-                    None
-                } else {
-                    let discard = (len - keep.min(len)) / 2;
-                    if len - discard + n > size {
-                        bail!(
-                            "a step of {n} tokens does not fit a context of {size} tokens after a context shift (keep {keep}, {len} held)"
-                        )
-                    }
-                    Some(Surgery {
-                        drop: keep..keep + discard,
-                        moved: keep..len - discard,
-                    })
-                }
-            }
+            } => transformers_sink(sink, window, len, n)?,
+            CachePolicy::Keep { keep, size } => context_shift(keep, size, len, n)?,
         };
+        let transformers = matches!(
+            self.policy,
+            CachePolicy::Sink {
+                positions: SinkPositions::Transformers,
+                ..
+            }
+        );
         if let Some(s) = &surgery {
-            let delta = match self.policy {
-                CachePolicy::Sink {
-                    positions: SinkPositions::Transformers,
-                    ..
-                } => n as i64,
-                _ => s.drop.len() as i64,
+            // transformers' SinkCache moves the kept tokens back by the new tokens' count.
+            let delta = match transformers {
+                true => n as i64,
+                false => s.drop.len() as i64,
             };
             self.positions.drain(s.drop.clone());
             for p in &mut self.positions[s.moved.clone()] {
                 *p -= delta;
             }
         }
-        let first = match self.policy {
-            CachePolicy::Sink {
-                positions: SinkPositions::Transformers,
-                ..
-            } => len as i64,
+        let first = match transformers {
+            true => len as i64,
             // The index after the last token held.
-            _ => self.positions.len() as i64,
+            false => self.positions.len() as i64,
         };
         let new: Vec<i64> = (first..first + n as i64).collect();
         self.positions.extend(&new);
@@ -266,6 +222,62 @@ impl Stream {
             moved: sink..len - evict,
         })
     }
+}
+
+/// The surgery of a StreamingLLM sink cache before `n` new tokens join `len` held: the oldest
+/// tokens after the `sink` first ones leave so that at most `sink + window` remain, the rest
+/// move back.
+fn contiguous_sink(sink: usize, window: usize, len: usize, n: usize) -> Option<Surgery> {
+    let capacity = sink + window;
+    let evict = (len + n)
+        .saturating_sub(capacity)
+        .min(len.saturating_sub(sink));
+    (len > 0 && evict > 0).then(|| Surgery {
+        drop: sink..sink + evict,
+        moved: sink..len - evict,
+    })
+}
+
+/// The surgery of transformers' `SinkCache(window_length = sink + window)`: it grows while
+/// `n + len < window_length`, and otherwise keeps `cache[-window_length + sink + n:]` besides
+/// the sinks (rotated back by `n` positions, [`Stream::before`]).
+fn transformers_sink(sink: usize, window: usize, len: usize, n: usize) -> Result<Option<Surgery>> {
+    let total = sink + window;
+    if len == 0 || n + len < total {
+        return Ok(None);
+    }
+    let from = len as i64 - (total - sink - n) as i64;
+    if (total as i64) < (sink + n) as i64 || from < sink as i64 {
+        bail!(
+            "a step of {n} tokens on {len} cached ones would make transformers' SinkCache (window_length {total}, {sink} sink tokens) repeat its sink tokens; feed fewer tokens at once"
+        )
+    }
+    Ok(Some(Surgery {
+        drop: sink..from as usize,
+        moved: sink..sink + (len - from as usize),
+    }))
+}
+
+/// The surgery of llama.cpp's context shift before `n` new tokens join `len` held in a context
+/// of `size`: when they do not fit, keep the first `keep`, drop half of the others, move the
+/// rest back.
+fn context_shift(keep: usize, size: usize, len: usize, n: usize) -> Result<Option<Surgery>> {
+    if n > size {
+        bail!("a step of {n} tokens does not fit a context of {size} tokens")
+    }
+    if len + n <= size {
+        return Ok(None);
+    }
+    let discard = (len - keep.min(len)) / 2;
+    if len - discard + n > size {
+        bail!(
+            "a step of {n} tokens does not fit a context of {size} tokens after a context shift (keep {keep}, {len} held)"
+        )
+    }
+    Ok(Some(Surgery {
+        drop: keep..keep + discard,
+        moved: keep..len - discard,
+    }))
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use candle_core::quantized::{QMatMul, QStorage, QTensor};
 use candle_core::{DType, Module, Tensor};
 use candle_nn::{Linear, VarBuilder};
 
-use crate::avx2_matmul::quantized_matmul;
+use super::avx2_matmul::quantized_matmul;
 use crate::layers::{full_name, linear, tensor};
 
 /// The quantized weights of a GGUF file, by transformers' name (`model.layers.0.mlp.up_proj.weight`).
@@ -58,10 +58,6 @@ impl Proj {
     }
 }
 
-/// The outputs of quantized projections reading the same `x` (q, k and v; gate and up) from one
-/// quantization of `x` and one parallel region (candle's `gemv_fused_shared_lhs`), the bits of
-/// each projection's own `forward`; `None` when some projection is dense, `x` is not f32 or
-/// candle has no fused kernel for this CPU.
 /// One quantized layer whose rows are those of `parts` in order: same-typed quantized weights
 /// of one input width and no bias, whose blocks are stacked as they are. Each output is the
 /// dot product of its own rows' blocks with the input (quantized once instead of once per
@@ -104,6 +100,10 @@ pub(crate) fn stacked(parts: &[Proj]) -> Result<Option<Proj>> {
     }))
 }
 
+/// The outputs of quantized projections reading the same `x` (q, k and v; gate and up) from one
+/// quantization of `x` and one parallel region (candle's `gemv_fused_shared_lhs`), the bits of
+/// each projection's own `forward`; `None` when some projection is dense, `x` is not f32 or
+/// candle has no fused kernel for this CPU.
 pub(crate) fn fused(parts: &[Proj], x: &Tensor) -> Result<Option<Vec<Tensor>>> {
     let mut weights = Vec::with_capacity(parts.len());
     for part in parts {

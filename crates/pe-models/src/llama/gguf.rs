@@ -1,6 +1,6 @@
 //! [`LlamaFamily::from_gguf`]: the reference decoder from a GGUF file, for the architectures
 //! of the [`Family`] rows (llama, which Mistral converts as, qwen2, qwen3, phi3, gemma3), its
-//! rotary embedding from pe-core's [`GgufRope`], its quantized projections on candle's
+//! rotary embedding from pe-formats' [`GgufRope`], its quantized projections on candle's
 //! `QMatMul`; and [`LlamaFamily::from_gguf_dequantized`], its dense twin.
 //!
 //! The configuration comes from llama.cpp's keys (`embedding_length`, `feed_forward_length`,
@@ -31,10 +31,10 @@ use candle_nn::VarBuilder;
 use candle_pe_core::PairLayout;
 use candle_pe_formats::{GgufMeta, GgufRope};
 
-use crate::config::{activation, LlamaConfig, RotaryLayers};
-use crate::family::Family;
-use crate::llama::LlamaFamily;
-use crate::proj::QWeights;
+use super::config::{activation, LlamaConfig, RotaryLayers};
+use super::family::Family;
+use super::LlamaFamily;
+use crate::quant::QWeights;
 use candle_pe_formats::FromGguf;
 
 impl LlamaFamily {
@@ -115,26 +115,6 @@ fn load(path: &Path, dtype: DType, device: &Device, quantized: bool) -> Result<L
     }
     let vb = VarBuilder::from_tensors(dense, dtype, device);
     LlamaFamily::with_quantized(&config, vb, &kept).with_context(in_file)
-}
-
-/// The end-of-sequence id of a GGUF file's tokenizer (`tokenizer.ggml.eos_token_id`), none
-/// when absent.
-pub fn gguf_eos_token_ids(path: impl AsRef<Path>) -> Result<Vec<u32>> {
-    let path = path.as_ref();
-    let mut file = std::fs::File::open(path).with_context(|| format!("{}", path.display()))?;
-    let content = Content::read(&mut file).with_context(|| format!("{}", path.display()))?;
-    let id = GgufMeta::new(&content).integer::<u32>("tokenizer.ggml.eos_token_id")?;
-    Ok(id.into_iter().collect())
-}
-
-/// Whether the file at `path` starts with GGUF's magic, `GGUF`.
-pub(crate) fn is_gguf(path: &Path) -> bool {
-    use std::io::Read as _;
-    let mut magic = [0u8; 4];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut magic))
-        .is_ok()
-        && &magic == b"GGUF"
 }
 
 /// transformers' name of a GGUF tensor of `family`'s decoder; `None` for the rope tensors
@@ -251,31 +231,47 @@ fn sliding_window(meta: &GgufMeta, arch: &str) -> Result<Option<usize>> {
     Ok(meta.count(&key)?.filter(|&w| w > 0))
 }
 
-/// llama.cpp's attention scale for the families with Gemma's `query_pre_attn_scalar`:
-/// `1/sqrt(embedding_length / head_count)` for Gemma 3 27B (62 layers), `1/sqrt(head_dim)` else.
-fn gemma_attention_scalar(layers: usize, hidden_size: usize, heads: usize, head_dim: usize) -> f64 {
-    if layers == 62 {
-        (hidden_size / heads) as f64
-    } else {
-        head_dim as f64
+/// What the scores are divided by the square root of: `head_dim`, or for the families with
+/// Gemma's `query_pre_attn_scalar` llama.cpp's attention scale, `embedding_length /
+/// head_count` for Gemma 3 27B (62 layers) and `head_dim` else.
+fn query_pre_attn_scalar(
+    family: &Family,
+    layers: usize,
+    hidden: usize,
+    heads: usize,
+    head_dim: usize,
+) -> f64 {
+    match family.query_pre_attn_scalar {
+        Some(_) if layers == 62 => (hidden / heads) as f64,
+        _ => head_dim as f64,
     }
 }
 
+/// The count `{arch}.{k}`, which must be there.
+fn required(meta: &GgufMeta, arch: &str, k: &str) -> Result<usize> {
+    let key = format!("{arch}.{k}");
+    meta.count(&key)?
+        .with_context(|| format!("key {key} is missing"))
+}
+
+/// The vocabulary size: the rows of `token_embd.weight`.
+fn vocab_size(content: &Content) -> Result<usize> {
+    match content.tensor_infos.get("token_embd.weight") {
+        Some(info) => Ok(info.shape.dims()[0]),
+        None => bail!("tensor token_embd.weight is missing"),
+    }
+}
+
+/// The configuration of a GGUF file: sizes from llama.cpp's keys and tensors, layer types and
+/// ropes from `rope`, the rest from the family's row.
 fn config(content: &Content, rope: &GgufRope) -> Result<LlamaConfig> {
     let arch = rope.architecture.as_str();
     let family = family_of(arch)?;
     let meta = GgufMeta::new(content);
     let key = |k: &str| format!("{arch}.{k}");
-    let required = |k: &str| -> Result<usize> {
-        meta.count(&key(k))?
-            .with_context(|| format!("key {} is missing", key(k)))
-    };
-    let vocab_size = match content.tensor_infos.get("token_embd.weight") {
-        Some(info) => info.shape.dims()[0],
-        None => bail!("tensor token_embd.weight is missing"),
-    };
-    let hidden_size = required("embedding_length")?;
-    let layers = required("block_count")?;
+    let vocab_size = vocab_size(content)?;
+    let hidden_size = required(&meta, arch, "embedding_length")?;
+    let layers = required(&meta, arch, "block_count")?;
     let (heads, kv_heads) = read_heads(&meta, arch)?;
     // The f32 as stored, widened: the epsilon llama.cpp adds.
     let eps = meta
@@ -285,17 +281,14 @@ fn config(content: &Content, rope: &GgufRope) -> Result<LlamaConfig> {
     let rotary = RotaryLayers::read(&rope.configs, layers, sliding_window, None)
         .map_err(|(_, message)| anyhow::anyhow!("key {}: {message}", key("rope.freq_base_swa")))?;
     let head_dim = rotary.rope.head_dim;
-    let query_pre_attn_scalar = match family.query_pre_attn_scalar {
-        Some(_) => gemma_attention_scalar(layers, hidden_size, heads, head_dim),
-        None => head_dim as f64,
-    };
+    let query_pre_attn_scalar = query_pre_attn_scalar(family, layers, hidden_size, heads, head_dim);
     let has = |t: &str| content.tensor_infos.contains_key(t);
     let (_, act) = family.activation;
     Ok(LlamaConfig {
         model_type: family.model_type,
         vocab_size,
         hidden_size,
-        intermediate_size: required("feed_forward_length")?,
+        intermediate_size: required(&meta, arch, "feed_forward_length")?,
         hidden_act: activation(act).map_err(anyhow::Error::msg)?,
         num_hidden_layers: layers,
         num_attention_heads: heads,

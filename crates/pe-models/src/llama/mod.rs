@@ -10,14 +10,24 @@ use candle_nn::{Embedding, RmsNorm, VarBuilder};
 use candle_pe_nn::At;
 use candle_pe_nn::{LayerRotary, Positions, RotaryEmbedding};
 
-use crate::config::{LayerType, LlamaConfig};
-use crate::kv_buffer::KvBuffer;
-use crate::layers::{checkpoint, masked_softmax, rms_norm, tensor, SideBySide};
-use crate::proj::{proj, Proj, QWeights};
-use crate::stream::Stream;
-use streaming::UnrotatedKeys;
+use crate::checkpoint::checkpoint;
+use crate::layers::{masked_softmax, rms_norm, tensor};
+use crate::quant::{proj, Proj, QWeights, SideBySide};
+use cache_policy::Stream;
+use kv_buffer::KvBuffer;
+use unrotated::UnrotatedKeys;
 
+pub use cache_policy::{CachePolicy, SinkPositions};
+pub use config::{LayerType, LlamaConfig};
+pub use family::{Bias, Family, ModelType, Window, FAMILIES};
+
+mod cache_policy;
+mod config;
+mod family;
+mod gguf;
+mod kv_buffer;
 mod streaming;
+mod unrotated;
 
 #[derive(Clone, Debug)]
 struct Attention {
@@ -154,14 +164,22 @@ impl Attention {
             self.keys.keep_last(w);
             self.values.keep_last(w);
         }
+        self.attend(&q, &kt, &v, mask)
+    }
+
+    /// The attention of queries `q` `(batch, heads, seq, head_dim)` over the keys held `kt`
+    /// (transposed) and values `v`, masked by `mask`, through the output projection.
+    fn attend(&self, q: &Tensor, kt: &Tensor, v: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
+        let (b, _, s, _) = q.dims4()?;
+        let (h, kvh, d) = (self.heads, self.kv_heads, self.head_dim);
         // Each kv head's group of query heads as one matrix of rows: the cache is read once,
         // not repeated per query head.
         let (n, rep) = (v.dim(2)?, h / kvh);
         let q = q.reshape((b, kvh, rep * s, d))?;
-        let scores = (q.matmul(&kt)? * self.scale)?.reshape((b, h, s, n))?;
+        let scores = (q.matmul(kt)? * self.scale)?.reshape((b, h, s, n))?;
         let probs = masked_softmax(&scores, mask, v.dtype())?.reshape((b, kvh, rep * s, n))?;
         let out = probs
-            .matmul(&v)?
+            .matmul(v)?
             .reshape((b, h, s, d))?
             .transpose(1, 2)?
             .reshape((b, s, h * d))?;
@@ -314,7 +332,7 @@ impl Masks {
 /// `gemma3_text`, `smollm3`, `ministral3`, dense `llama4_text`) with a KV cache
 /// (bounded by the sliding window when there is one):
 /// RMSNorm, grouped-query attention with exact rotary embeddings at per-token positions
-/// ([`LayerRotary::apply_at`]: none on SmolLM3's NoPE layers, the queries scaled by position
+/// ([`LayerRotary::apply`]: none on SmolLM3's NoPE layers, the queries scaled by position
 /// in the same pass for Ministral 3), a causal + padding mask (and Mistral's or Phi-3's sliding
 /// window), a SwiGLU MLP, and the output projection (`lm_head.weight`, or the token embedding
 /// when `tie_word_embeddings`).
@@ -497,27 +515,23 @@ impl LlamaFamily {
         // Checked (and read) once for every layer.
         let positions = Positions::new(position_ids)?;
         let total = self.cached + s;
-        // One mask per window size and chunk (full, sliding, chunked layers), each over the
-        // keys its layers hold.
-        let mut masks = Masks(vec![]);
-        for layer in &self.layers {
-            let reach = (layer.attn.window, layer.attn.chunk);
-            if masks.0.iter().all(|(r, _)| *r != reach) {
-                let held = layer.attn.held();
-                let mask = self.mask(b, s, attention_mask, reach, held, input_ids.device())?;
-                masks.0.push((reach, mask));
-            }
-        }
-        let mut x = self.embed.forward(input_ids)?;
-        if let Some(scale) = self.config.embedding_scale {
-            x = (x * scale)?;
-        }
+        let masks = self.masks(b, s, attention_mask, input_ids.device())?;
+        let mut x = self.embed_tokens(input_ids)?;
         for layer in &mut self.layers {
             let mask = masks.get((layer.attn.window, layer.attn.chunk));
             x = layer.forward(&x, &positions, mask)?;
         }
         self.cached = total;
         self.lm_head.forward(&self.norm.forward(&x)?)
+    }
+
+    /// The token embeddings of `input_ids`, times the embedding scale where there is one.
+    fn embed_tokens(&self, input_ids: &Tensor) -> Result<Tensor> {
+        let x = self.embed.forward(input_ids)?;
+        Ok(match self.config.embedding_scale {
+            Some(scale) => (x * scale)?,
+            None => x,
+        })
     }
 
     /// Whether the rope is M-RoPE (position ids `(3, batch, seq)`).
@@ -538,6 +552,27 @@ impl LlamaFamily {
         };
         // Copies: the cache writes over its tensors in place.
         Ok(Some((kt.t()?.force_contiguous()?, v.force_contiguous()?)))
+    }
+
+    /// One mask per window size and chunk (full, sliding, chunked layers), each over the keys
+    /// its layers hold (see [`Self::mask`]).
+    fn masks(
+        &self,
+        b: usize,
+        s: usize,
+        attention_mask: Option<&Tensor>,
+        device: &Device,
+    ) -> Result<Masks> {
+        let mut masks = Masks(vec![]);
+        for layer in &self.layers {
+            let reach = (layer.attn.window, layer.attn.chunk);
+            if masks.0.iter().all(|(r, _)| *r != reach) {
+                let held = layer.attn.held();
+                let mask = self.mask(b, s, attention_mask, reach, held, device)?;
+                masks.0.push((reach, mask));
+            }
+        }
+        Ok(masks)
     }
 
     /// The boolean mask `(batch, 1, seq, held + seq)` as u8 of layers with `window` and

@@ -1,73 +1,36 @@
-//! The fields of an HF `config.json` the models read: [`LlamaConfig`] for a
-//! [`LlamaFamily`](crate::LlamaFamily) decoder (`model_type` `llama`, `qwen2`, `qwen3`, `phi3`,
-//! `mistral`, `gemma3_text`, `smollm3`, `ministral3`, dense `llama4_text`; the language model
-//! of `qwen2_vl`, `qwen2_5_vl`, `qwen3_vl`), [`M2M100Config`] for an [`M2M100Encoder`](crate::M2M100Encoder) (`m2m_100`:
-//! M2M100 and NLLB), each with `from_hf_config` (a parsed `config.json`, read through
-//! pe-core's [`ConfigFields`]: `null` is absent, errors name the field) and `from_file`
-//! (errors name the file too).
+//! [`LlamaConfig`]: the fields of an HF `config.json` a [`LlamaFamily`](crate::LlamaFamily)
+//! decoder reads (`model_type` `llama`, `qwen2`, `qwen3`, `phi3`, `mistral`, `gemma3_text`,
+//! `smollm3`, `ministral3`, dense `llama4_text`; the language model of `qwen2_vl`,
+//! `qwen2_5_vl`, `qwen3_vl`), with `from_hf_config` (a parsed `config.json`, read through
+//! pe-formats' [`ConfigFields`]: `null` is absent, errors name the field) and `from_file`
+//! (errors name the file too). The family's row ([`Family`]) says which fields it has and
+//! their defaults; [`RotaryLayers`] gives each layer's attention and rope, from `config.json`
+//! or a GGUF file.
 //!
 //! ```
-//! use pe_models::M2M100Config;
+//! use pe_models::{LayerType, LlamaConfig, ModelType};
 //!
-//! let json = serde_json::json!({
-//!     "model_type": "m2m_100", "vocab_size": 128, "d_model": 64, "encoder_layers": 2,
-//!     "encoder_attention_heads": 4, "encoder_ffn_dim": 128
-//! });
-//! let cfg = M2M100Config::from_hf_config(&json)?;
-//! assert_eq!((cfg.pad_token_id, cfg.scale_embedding), (1, true)); // transformers' defaults
+//! let cfg = LlamaConfig::from_file(pe_testkit::fixture("models/gemma3").join("config.json"))?;
+//! assert_eq!(cfg.model_type, ModelType::Gemma3);
+//! assert_eq!(cfg.sliding_window, Some(8));
+//! assert_eq!(cfg.layer_types, [LayerType::Sliding, LayerType::Full]);
 //!
-//! let err = M2M100Config::from_hf_config(&serde_json::json!({"model_type": "llama"}));
+//! let err = LlamaConfig::from_hf_config(&serde_json::json!({"model_type": "m2m_100"}));
 //! assert!(err.unwrap_err().to_string().contains("model_type"));
-//! # Ok::<(), candle_pe_formats::Error>(())
+//! # Ok::<(), anyhow::Error>(())
 //! ```
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use candle_nn::Activation;
 use candle_pe_core::{QueryScale, RopeConfig, RopeConfigs};
 use candle_pe_formats::{ConfigFields, HfTextConfig};
 use serde_json::Value;
 
-use crate::family::{Bias, Family, Window};
+use super::family::{Bias, Family, ModelType, Window};
+use crate::checkpoint::{read_config, require_positive};
 use candle_pe_formats::FromHfConfig;
-
-/// The architecture a config describes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ModelType {
-    /// Llama 2 / 3 / 3.1 (`LlamaForCausalLM`).
-    Llama,
-    /// Qwen2 / Qwen2.5 (`Qwen2ForCausalLM`): biases on q, k and v.
-    Qwen2,
-    /// Phi-3, Phi-3.5, Phi-4-mini (`Phi3ForCausalLM`): fused `qkv_proj` and `gate_up_proj`.
-    Phi3,
-    /// Mistral (`MistralForCausalLM`): optional sliding window.
-    Mistral,
-    /// Qwen3 (`Qwen3ForCausalLM`): an RMSNorm on each head of q and of k before the rope
-    /// (qk-norm).
-    Qwen3,
-    /// Gemma 3's text decoder (`Gemma3ForCausalLM`, `model_type` `gemma3_text`): sliding and
-    /// global layers with their own ropes, qk-norm, norms around the attention and the MLP
-    /// whose weights store the scale minus one, a GELU MLP, scaled embeddings.
-    Gemma3,
-    /// The language model of Qwen2-VL and Qwen2.5-VL (`qwen2_vl`, `qwen2_5_vl`; its fields under
-    /// `text_config`): Qwen2 layers with M-RoPE, at position ids `(3, batch, seq)`.
-    Qwen2Vl,
-    /// The language model of Qwen3-VL (`qwen3_vl`, its fields under `text_config`): Qwen3 layers
-    /// with interleaved M-RoPE.
-    Qwen3Vl,
-    /// SmolLM3 (`SmolLM3ForCausalLM`): Llama's layers, some without rotary (NoPE layers,
-    /// `no_rope_layers`).
-    SmolLM3,
-    /// Ministral 3's text decoder (`Ministral3ForCausalLM`): Mistral's layers with queries scaled
-    /// by position (`llama_4_scaling_beta`).
-    Ministral3,
-    /// Llama 4's text decoder (`Llama4ForCausalLM`, `model_type` `llama4_text`), dense layers
-    /// only: NoPE layers with a query temperature (`attn_temperature_tuning`), rotary on
-    /// adjacent channel pairs, q and k L2-normalised after the rotation (`use_qk_norm`), and
-    /// chunked attention on the rotary layers.
-    Llama4,
-}
 
 /// What a layer's attention sees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,13 +42,6 @@ pub enum LayerType {
     /// The earlier tokens of its chunk of `attention_chunk_size` (`chunked_attention`, Llama 4),
     /// chunks counted from the first token after the left padding.
     Chunked,
-}
-
-impl ModelType {
-    /// The `model_type` string of `config.json`: the first name of its family's row.
-    pub fn name(self) -> &'static str {
-        Family::of(self).hf_names[0]
-    }
 }
 
 /// A Llama-family decoder's configuration, read from an HF `config.json`.
@@ -172,12 +128,12 @@ impl LlamaConfig {
         let outer = ConfigFields::new(json)?;
         let (name, family) = family_of(&outer)?;
         // Vision-language configs nest the decoder's fields under text_config (older Qwen-VL
-        // ones do not): pe-core finds them, as its rope reader does.
+        // ones do not): pe-formats finds them, as its rope reader does.
         let text = HfTextConfig::from_hf_config(json)?;
         let root = text.fields().clone();
         refuse_fields(&root, family)?;
         let sizes = Sizes::read(&root)?;
-        // head_dim, the model type's default (pe-core's row), or hidden / heads.
+        // head_dim, the model type's default (pe-formats' row), or hidden / heads.
         let head_dim = text.head_dim()?;
         let hidden_act = hidden_act(&root, family)?;
         let sliding_window = sliding_window(&root, family, &name)?;
@@ -527,155 +483,4 @@ impl RotaryLayers {
             sliding_rope,
         })
     }
-}
-
-/// An M2M100 / NLLB encoder's configuration (`model_type` `m2m_100`), read from an HF
-/// `config.json`; absent optional fields take transformers' defaults.
-#[derive(Clone, Debug, PartialEq)]
-pub struct M2M100Config {
-    /// Vocabulary size (rows of `model.shared`).
-    pub vocab_size: usize,
-    /// Model width.
-    pub d_model: usize,
-    /// Encoder layers.
-    pub encoder_layers: usize,
-    /// Attention heads of each encoder layer; divides `d_model`.
-    pub encoder_attention_heads: usize,
-    /// Width of the encoder's feed-forward layers.
-    pub encoder_ffn_dim: usize,
-    /// The feed-forward activation (`activation_function`: `relu`, `gelu`, `gelu_new`,
-    /// `gelu_pytorch_tanh`, `silu` or `swish`; default `relu`).
-    pub activation_function: Activation,
-    /// Whether token embeddings are multiplied by `sqrt(d_model)` (default true).
-    pub scale_embedding: bool,
-    /// The padding token (default 1): it gets no position, and real tokens count from
-    /// `pad_token_id + 1`.
-    pub pad_token_id: u32,
-    /// The context the model was trained for (default 1024); transformers' table has
-    /// `max_position_embeddings + 2` rows and grows past them, as the exact table here does.
-    pub max_position_embeddings: usize,
-}
-
-impl M2M100Config {
-    /// Reads `path` (an HF `config.json`); errors name the file and the field.
-    pub fn from_file(path: impl AsRef<Path>) -> Result<Self> {
-        read_config(path.as_ref(), Self::from_hf_config)
-    }
-
-    /// Reads a parsed `config.json`; errors name the field.
-    pub fn from_hf_config(json: &Value) -> candle_pe_formats::Result<Self> {
-        let root = ConfigFields::new(json)?;
-        let model_type: String = root.require("model_type")?;
-        if model_type != "m2m_100" {
-            return Err(root.invalid(
-                "model_type",
-                format!(
-                    "unsupported model type {model_type:?} (supported: m2m_100, as M2M100 and \
-                     NLLB use)"
-                ),
-            ));
-        }
-        require_positive(&root, &["vocab_size", "d_model", "encoder_ffn_dim"])?;
-        let d_model: usize = root.require("d_model")?;
-        let heads: usize = root.require("encoder_attention_heads")?;
-        if heads == 0 || !d_model.is_multiple_of(heads) {
-            return Err(root.invalid(
-                "encoder_attention_heads",
-                format!("{heads} must divide d_model {d_model}"),
-            ));
-        }
-        let act = root.get::<String>("activation_function")?;
-        let activation_function = match act.as_deref().unwrap_or("relu") {
-            "relu" => Activation::Relu,
-            "gelu" => Activation::Gelu,
-            "gelu_new" | "gelu_pytorch_tanh" => Activation::GeluPytorchTanh,
-            "silu" | "swish" => Activation::Silu,
-            other => {
-                return Err(root.invalid(
-                    "activation_function",
-                    format!(
-                        "unsupported activation {other:?} (supported: relu, gelu, gelu_new, \
-                         gelu_pytorch_tanh, silu, swish)"
-                    ),
-                ))
-            }
-        };
-        Ok(Self {
-            vocab_size: root.require("vocab_size")?,
-            d_model,
-            encoder_layers: root.require("encoder_layers")?,
-            encoder_attention_heads: heads,
-            encoder_ffn_dim: root.require("encoder_ffn_dim")?,
-            activation_function,
-            scale_embedding: root.get("scale_embedding")?.unwrap_or(true),
-            pad_token_id: root.get("pad_token_id")?.unwrap_or(1),
-            max_position_embeddings: root.get("max_position_embeddings")?.unwrap_or(1024),
-        })
-    }
-}
-
-/// Fails unless each size field `names` is given and positive, naming the first that is not
-/// (a zero size would surface later as a tensor shape that names no field).
-fn require_positive(root: &ConfigFields, names: &[&str]) -> candle_pe_formats::Result<()> {
-    for &name in names {
-        if root.require::<usize>(name)? == 0 {
-            return Err(root.invalid(name, "must be positive, got 0"));
-        }
-    }
-    Ok(())
-}
-
-/// The end-of-sequence ids generation stops at, as transformers' `generate` takes them: the
-/// `eos_token_id` of the folder's `generation_config.json` when that file exists and sets
-/// it, else that of its `config.json`. The field holds one id or a list; absent or null, there
-/// are none. Errors name the file and the field.
-///
-/// ```
-/// let dir = pe_testkit::fixture("models/llama31");
-/// assert_eq!(pe_models::eos_token_ids(dir)?, [2]);
-/// # Ok::<(), anyhow::Error>(())
-/// ```
-pub fn eos_token_ids(dir: impl AsRef<Path>) -> Result<Vec<u32>> {
-    let dir = dir.as_ref();
-    let generation = dir.join("generation_config.json");
-    if generation.is_file() {
-        if let Some(ids) = read_config(&generation, eos_field)? {
-            return Ok(ids);
-        }
-    }
-    Ok(read_config(&dir.join("config.json"), eos_field)?.unwrap_or_default())
-}
-
-/// The `eos_token_id` field of a parsed config or of its `text_config` (vision-language models
-/// nest it; the two disagreeing is an error naming both): one id or a list, `None` when absent
-/// or null.
-fn eos_field(json: &Value) -> candle_pe_formats::Result<Option<Vec<u32>>> {
-    #[derive(serde::Deserialize, PartialEq)]
-    #[serde(untagged, expecting = "a token id or a list of token ids")]
-    enum OneOrMany {
-        One(u32),
-        Many(Vec<u32>),
-    }
-    let root = ConfigFields::new(json)?;
-    let field = match root.object("text_config")? {
-        Some(text) => root.either::<OneOrMany>("eos_token_id", &text, "eos_token_id")?,
-        None => root.get("eos_token_id")?,
-    };
-    Ok(match field {
-        None => None,
-        Some(OneOrMany::One(id)) => Some(vec![id]),
-        Some(OneOrMany::Many(ids)) => Some(ids),
-    })
-}
-
-/// The config in the file `path`, read by `from_hf_config`; errors name the file.
-fn read_config<T>(
-    path: &Path,
-    from_hf_config: impl Fn(&Value) -> candle_pe_formats::Result<T>,
-) -> Result<T> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let json: Value = serde_json::from_str(&text)
-        .with_context(|| format!("{}: not valid JSON", path.display()))?;
-    from_hf_config(&json).with_context(|| path.display().to_string())
 }
