@@ -7,11 +7,11 @@
 
 use anyhow::{Context, Result};
 use candle_core::{DType, Device, Tensor};
-use candle_pe_core::{At, RopeConfigs};
 use candle_pe_core::{
     patch_positions, video_patch_positions, Alibi, AxesRope, OddWidth, PeSpec, Preset, Rope,
     RopeConfig, SincosGrid, SincosGrid3d, SinusoidalEncoding,
 };
+use candle_pe_core::{At, RopeConfigs};
 use serde_json::Value;
 
 use crate::compare::{diff, host};
