@@ -545,13 +545,13 @@ fn at_shift_takes_each_sides_spectrum() -> anyhow::Result<()> {
     };
     let plain = bits(rope.at_shift(&from, &to, DType::F64)?)?;
     let lens = bits(rope.at_shift(
-        At::ids(&from).with_tracked_len(41),
-        At::ids(&to).with_tracked_len(2001),
+        At::positions(&from).with_tracked_len(41),
+        At::positions(&to).with_tracked_len(2001),
         DType::F64,
     )?)?;
     let short = bits(rope.at_shift(
-        At::ids(&from).with_tracked_len(0),
-        At::ids(&to).with_tracked_len(0),
+        At::positions(&from).with_tracked_len(0),
+        At::positions(&to).with_tracked_len(0),
         DType::F64,
     )?)?;
     assert_eq!(plain, lens);

@@ -89,7 +89,7 @@ fn check_call(rope: &Rope, c: &Call, freq_len: usize) -> anyhow::Result<Worst> {
     let (cos, sin) = if mrope {
         rope.at(At::mrope(ids), DType::F64)?
     } else {
-        rope.at(At::ids(ids).with_tracked_len(freq_len), DType::F64)?
+        rope.at(At::positions(ids).with_tracked_len(freq_len), DType::F64)?
     };
     let half = rope.half_dim();
     let rows: Vec<Vec<i64>> = if mrope {
@@ -335,7 +335,7 @@ fn phimoe_mscales() -> anyhow::Result<()> {
         }
         assert_eq!(call["mscale_field"], "long_mscale", "{name}");
         let ids = &fx.tensors[call["tensors"]["position_ids"].as_str().unwrap()];
-        let (cos, sin) = rope.at(At::ids(ids).with_tracked_len(seq_len), DType::F64)?;
+        let (cos, sin) = rope.at(At::positions(ids).with_tracked_len(seq_len), DType::F64)?;
         let amplitude = |cos: Vec<f64>, sin: Vec<f64>| -> Vec<f64> {
             cos.iter().zip(&sin).map(|(c, s)| c.hypot(*s)).collect()
         };

@@ -105,7 +105,7 @@ fn nope_scale(scale: &QueryScale, q: &Tensor, at: At) -> Result<Tensor> {
             let seq = ids[ids.len() - 1];
             return Ok(scale.range(offset, seq, dtype, q.device())?);
         }
-        Place::Ids(positions) => (positions, ids),
+        Place::Positions(positions) => (positions, ids),
         Place::Mrope(positions) => (positions, [&[3][..], &ids].concat()),
     };
     if positions.dims() != expected {

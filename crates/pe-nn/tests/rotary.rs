@@ -683,7 +683,7 @@ fn dynamic_ntk_grows_and_resets_like_transformers() -> anyhow::Result<()> {
             "after {reach}"
         );
         let (cos, sin) = rotary.rope().at(
-            At::ids(&positions).with_tracked_len(expected as usize),
+            At::positions(&positions).with_tracked_len(expected as usize),
             DType::F32,
         )?;
         // Token t (heads, d) turned by row t: as (1, heads, 1, d) with a one-row table.

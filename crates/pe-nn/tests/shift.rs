@@ -324,8 +324,8 @@ fn spectrum_changes_turn_by_new_angle_less_old_angle() -> anyhow::Result<()> {
             let k = Tensor::randn(0f64, 1.0, (5, 2, d), &dev)?.to_dtype(dtype)?;
             let got = case.rotary.shift(
                 &k,
-                At::ids(&ft).with_tracked_len(from_len),
-                At::ids(&tt).with_tracked_len(to_len),
+                At::positions(&ft).with_tracked_len(from_len),
+                At::positions(&tt).with_tracked_len(to_len),
             )?;
             check_turn(&case, &k, &got, &turns, name)?;
             let generic = case
@@ -334,8 +334,8 @@ fn spectrum_changes_turn_by_new_angle_less_old_angle() -> anyhow::Result<()> {
                 .with_backend(TableBackend::Generic)
                 .shift(
                     &k,
-                    At::ids(&ft).with_tracked_len(from_len),
-                    At::ids(&tt).with_tracked_len(to_len),
+                    At::positions(&ft).with_tracked_len(from_len),
+                    At::positions(&tt).with_tracked_len(to_len),
                 )?;
             assert_bits(&got, &generic, name)?;
         }
@@ -361,8 +361,8 @@ fn spectrum_changes_turn_by_new_angle_less_old_angle() -> anyhow::Result<()> {
     let a = case_rotary.shift(&k, &ft, &tt)?;
     let b = case_rotary.shift(
         &k,
-        At::ids(&ft).with_tracked_len(4001),
-        At::ids(&tt).with_tracked_len(100_000),
+        At::positions(&ft).with_tracked_len(4001),
+        At::positions(&tt).with_tracked_len(100_000),
     )?;
     assert_bits(&a, &b, "longrope lengths")?;
     Ok(())

@@ -16,7 +16,7 @@
 //!
 //! let positions = Tensor::new(&[[0i64, 1], [0, 4], [0, 2]], &Device::Cpu)?;
 //! assert!(matches!(At::from(1000).place(), Place::Offset(1000)));
-//! assert!(matches!(At::from(&positions).place(), Place::Ids(_)));
+//! assert!(matches!(At::from(&positions).place(), Place::Positions(_)));
 //! let at = At::mrope(&positions).with_tracked_len(8192);
 //! assert!(matches!(at.place(), Place::Mrope(_)));
 //! assert_eq!(at.tracked_len(), Some(8192));
@@ -45,7 +45,7 @@ pub enum Place<'a> {
     Offset(usize),
     /// One position per token (a tensor, checked on the way in, or checked [`Positions`]):
     /// `(batch, seq)` or `(tokens,)` for a block, any shape for the tables.
-    Ids(&'a dyn ToPositions),
+    Positions(&'a dyn ToPositions),
     /// M-RoPE's positions, `(3, batch, seq)` for a block, `(3, ...)` for the tables: rows
     /// temporal, height, width.
     Mrope(&'a dyn ToPositions),
@@ -55,7 +55,7 @@ impl fmt::Debug for Place<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Place::Offset(offset) => write!(f, "Offset({offset})"),
-            Place::Ids(p) => write!(f, "Ids({:?})", p.dims()),
+            Place::Positions(p) => write!(f, "Positions({:?})", p.dims()),
             Place::Mrope(p) => write!(f, "Mrope({:?})", p.dims()),
         }
     }
@@ -68,8 +68,8 @@ impl<'a> At<'a> {
     }
 
     /// One position per token.
-    pub fn ids(positions: &'a impl ToPositions) -> Self {
-        Place::Ids(positions).into()
+    pub fn positions(positions: &'a impl ToPositions) -> Self {
+        Place::Positions(positions).into()
     }
 
     /// M-RoPE's `(3, ...)` positions (rows temporal, height, width).
@@ -103,7 +103,7 @@ impl<'a> At<'a> {
     /// consecutive positions is [`Rope::range`](super::Rope::range), which takes the count).
     pub(crate) fn explicit(&self) -> Result<&'a dyn ToPositions> {
         match self.place {
-            Place::Ids(p) | Place::Mrope(p) => Ok(p),
+            Place::Positions(p) | Place::Mrope(p) => Ok(p),
             Place::Offset(offset) => Err(Error::InvalidParameter {
                 name: "the positions of a table",
                 expected: "per-token or M-RoPE positions (an offset with a count is Rope::range)",
@@ -130,12 +130,12 @@ impl From<usize> for At<'_> {
 
 impl<'a> From<&'a Tensor> for At<'a> {
     fn from(positions: &'a Tensor) -> Self {
-        Self::ids(positions)
+        Self::positions(positions)
     }
 }
 
 impl<'a> From<&'a Positions> for At<'a> {
     fn from(positions: &'a Positions) -> Self {
-        Self::ids(positions)
+        Self::positions(positions)
     }
 }

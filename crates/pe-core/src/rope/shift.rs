@@ -58,7 +58,7 @@ impl Rope {
         let (f, t) = (from.explicit()?, to.explicit()?);
         let lens = (from.tracked_len(), to.tracked_len());
         match (from.place(), to.place()) {
-            (Place::Ids(_), Place::Ids(_)) => {
+            (Place::Positions(_), Place::Positions(_)) => {
                 let (f, t) = checked_pair(f, t, "to", "from.dims()")?;
                 let lens = (lens.0.unwrap_or(f.end()), lens.1.unwrap_or(t.end()));
                 self.turns(&f, &t, lens, dtype)

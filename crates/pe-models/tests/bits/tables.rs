@@ -171,8 +171,8 @@ fn rope_tables(cases: &mut Cases, prefix: &str, config: &RopeConfig) -> Result<(
             })?;
             cases.add(at("at_shift"), || {
                 let (cos, sin) = rope.at_shift(
-                    At::ids(&from).with_tracked_len(0),
-                    At::ids(&to).with_tracked_len(0),
+                    At::positions(&from).with_tracked_len(0),
+                    At::positions(&to).with_tracked_len(0),
                     dtype,
                 )?;
                 Ok(vec![cos, sin])
@@ -180,7 +180,7 @@ fn rope_tables(cases: &mut Cases, prefix: &str, config: &RopeConfig) -> Result<(
             if rope.tracked_len().is_some() {
                 cases.add(at("at_with_len"), || {
                     let (cos, sin) =
-                        rope.at(At::ids(&positions).with_tracked_len(100_000), dtype)?;
+                        rope.at(At::positions(&positions).with_tracked_len(100_000), dtype)?;
                     Ok(vec![cos, sin])
                 })?;
             }

@@ -51,7 +51,7 @@ impl RotaryEmbedding {
                 let (cos, sin) = self.range_tables(k, layout, offset, at.tracked_len())?;
                 self.rotate_nonempty(k, layout, &cos, &sin)
             }
-            Place::Ids(positions) => self.apply_k_ids(k, layout, positions, at.tracked_len()),
+            Place::Positions(positions) => self.apply_k_ids(k, layout, positions, at.tracked_len()),
             Place::Mrope(_) => self.apply_k_mrope(k, layout, at),
         }
     }
@@ -80,7 +80,7 @@ impl RotaryEmbedding {
                 };
                 self.rotate_both(q, k, layout, &cos, &sin, scale.as_ref(), path)
             }
-            Place::Ids(positions) => {
+            Place::Positions(positions) => {
                 let positions = check_ids(q, layout, positions)?;
                 self.apply_ids(q, k, layout, &positions, at.tracked_len(), path)
             }
@@ -104,7 +104,9 @@ impl RotaryEmbedding {
         match len {
             Some(len) if seq > 0 => {
                 let ids = Tensor::arange(offset as i64, (offset + seq) as i64, x.device())?;
-                Ok(self.rope().at(At::ids(&ids).with_tracked_len(len), dtype)?)
+                Ok(self
+                    .rope()
+                    .at(At::positions(&ids).with_tracked_len(len), dtype)?)
             }
             _ => Ok(self.cache.range(offset, seq, dtype, x.device())?),
         }
@@ -222,7 +224,7 @@ impl RotaryEmbedding {
         let (cos, sin) = match len {
             Some(len) => self
                 .rope()
-                .at(At::ids(positions).with_tracked_len(len), dtype)?,
+                .at(At::positions(positions).with_tracked_len(len), dtype)?,
             None => self.cache.at(positions, dtype)?,
         };
         Ok((cos.to_device(q.device())?, sin.to_device(q.device())?))

@@ -99,7 +99,7 @@ impl RotaryEmbedding {
         let lens = (from.tracked_len(), to.tracked_len());
         match (from.place(), to.place()) {
             (Place::Offset(a), Place::Offset(b)) => self.shift_range(k, layout, (a, b), lens, route),
-            (Place::Ids(f), Place::Ids(t)) => self.shift_ids(k, layout, (f, t), lens, route),
+            (Place::Positions(f), Place::Positions(t)) => self.shift_ids(k, layout, (f, t), lens, route),
             (Place::Mrope(f), Place::Mrope(t)) => {
                 check_mrope_positions(
                     "shift",
@@ -147,8 +147,8 @@ impl RotaryEmbedding {
         let ends = |p: usize| Tensor::new(&[p as i64], &Device::Cpu);
         let (f, t) = (ends(from)?, ends(to)?);
         let (cos, sin) = self.rope().at_shift(
-            At::ids(&f).with_tracked_len(lens.0),
-            At::ids(&t).with_tracked_len(lens.1),
+            At::positions(&f).with_tracked_len(lens.0),
+            At::positions(&t).with_tracked_len(lens.1),
             table_dtype(k.dtype()),
         )?;
         self.turn(k, layout, Tables::Shared(cos, sin), route)
@@ -181,8 +181,8 @@ impl RotaryEmbedding {
         let from_len = lens.0.or(tracked).unwrap_or(from.end());
         let to_len = lens.1.or(tracked).unwrap_or(to.end());
         let (cos, sin) = self.rope().at_shift(
-            At::ids(&from).with_tracked_len(from_len),
-            At::ids(&to).with_tracked_len(to_len),
+            At::positions(&from).with_tracked_len(from_len),
+            At::positions(&to).with_tracked_len(to_len),
             table_dtype(k.dtype()),
         )?;
         self.turn(k, layout, Tables::PerToken(cos, sin), route)
