@@ -75,34 +75,30 @@ def library_files():
     return files + rust_files(ROOT / "src")
 
 
+def braced(text, m):
+    """What stands between the `{` that match `m` ends with and its closing `}`."""
+    d, k = 0, m.end() - 1
+    while True:
+        d += {"{": 1, "}": -1}.get(text[k], 0)
+        if d == 0:
+            return text[m.end() : k]
+        k += 1
+
+
 def public_methods(type_name):
     """`pub fn` in every `impl TYPE` block of the workspace's library code."""
-    count, names = 0, []
+    names = []
     for path in library_files():
         text = path.read_text()
         for m in re.finditer(r"^impl(<[^>]*>)?\s+" + type_name + r"\s*\{", text, re.M):
-            d, k = 0, m.end() - 1
-            while True:
-                d += {"{": 1, "}": -1}.get(text[k], 0)
-                if d == 0:
-                    break
-                k += 1
-            body = text[m.end() : k]
-            for f in re.finditer(r"^    pub fn (\w+)", body, re.M):
-                names.append(f.group(1))
+            names += re.findall(r"^    pub fn (\w+)", braced(text, m), re.M)
     return names
 
 
 def error_variants():
     text = (ROOT / "crates/pe-core/src/describe/error.rs").read_text()
-    m = re.search(r"pub enum Error\s*\{", text)
-    d, k = 0, m.end() - 1
-    while True:
-        d += {"{": 1, "}": -1}.get(text[k], 0)
-        if d == 0:
-            break
-        k += 1
-    return re.findall(r"^    ([A-Z]\w*)", text[m.end() : k], re.M)
+    body = braced(text, re.search(r"pub enum Error\s*\{", text))
+    return re.findall(r"^    ([A-Z]\w*)", body, re.M)
 
 
 def main():
