@@ -113,7 +113,7 @@ fn no_two_files_import_each_other() {
     }
     let resolve = |path: &[String]| -> Option<&String> {
         let path = match path.first().and_then(|n| exported.get(n)) {
-            Some(module) if !modules.contains_key(&path[..1].to_vec()) => module.clone(),
+            Some(module) if !modules.contains_key(&path[..1]) => module.clone(),
             _ => path.to_vec(),
         };
         (1..=path.len()).rev().find_map(|k| modules.get(&path[..k]))
