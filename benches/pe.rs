@@ -20,8 +20,12 @@ use candle_pe::{
     SinusoidalEmbeddingConfig,
 };
 use candle_pe::{PeCache, PeSpec, Rope, RopeCache, RopeConfig, SinusoidalEncoding, TableBackend};
-use criterion::{BenchmarkId, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use pe_testkit::{gather_rope, naive_f32_table, whisper_sinusoids};
+
+/// A group of cases, timed by the wall clock.
+type Group<'a> = BenchmarkGroup<'a, WallTime>;
 
 /// The largest table a case may build.
 const MAX_TABLE_BYTES: usize = 2 << 30;
@@ -339,6 +343,16 @@ fn rope(c: &mut Criterion, dev: &Device) {
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
     let config = RopeConfig::new(head_dim, 500_000.0);
+    rope_tables(&mut group, dev, &config, lens);
+    let rotary = RotaryEmbedding::new(config).unwrap();
+    rope_apply(&mut group, dev, &rotary);
+    rope_apply_at(&mut group, dev, &rotary);
+    group.finish();
+}
+
+/// The rope's tables generated and cached, `lens` rows.
+fn rope_tables(group: &mut Group, dev: &Device, config: &RopeConfig, lens: &[usize]) {
+    let head_dim = config.head_dim;
     let rope = Rope::new(config.clone()).unwrap();
     let cache = RopeCache::new(rope.clone());
     for &len in lens {
@@ -355,8 +369,11 @@ fn rope(c: &mut Criterion, dev: &Device) {
             })
         });
     }
-    // Applying to q (32 heads) and k (8 heads): one decode step and a 2048-token prefill.
-    let rotary = RotaryEmbedding::new(config).unwrap();
+}
+
+/// Applying to q (32 heads) and k (8 heads): one decode step and a 2048-token prefill.
+fn rope_apply(group: &mut Group, dev: &Device, rotary: &RotaryEmbedding) {
+    let head_dim = 128;
     for (name, seq, offset) in [("apply_decode", 1, 4096), ("apply_prefill", 2048, 0)] {
         let seq = if quick() { seq.min(64) } else { seq };
         let q = Tensor::randn(0f32, 1.0, (1, 32, seq, head_dim), dev).unwrap();
@@ -366,9 +383,13 @@ fn rope(c: &mut Criterion, dev: &Device) {
             b.iter_custom(|n| timed(dev, n, || rotary.apply(&q, &k, offset).unwrap()))
         });
     }
-    // At per-token positions, against the cached rows gathered by `index_select` + candle-nn's
-    // `rope`: a ragged decode step of 8 sequences at positions 100 .. 7800, and a 2048-token
-    // prefill of 4 sequences of 512 at different offsets.
+}
+
+/// At per-token positions, against the cached rows gathered by `index_select` + candle-nn's
+/// `rope`: a ragged decode step of 8 sequences at positions 100 .. 7800, and a 2048-token
+/// prefill of 4 sequences of 512 at different offsets.
+fn rope_apply_at(group: &mut Group, dev: &Device, rotary: &RotaryEmbedding) {
+    let head_dim = 128;
     for (name, batch, seq) in [("decode", 8, 1), ("prefill", 4, 512)] {
         let seq = if quick() { seq.min(16) } else { seq };
         let q = Tensor::randn(0f32, 1.0, (batch, 32, seq, head_dim), dev).unwrap();
@@ -395,7 +416,6 @@ fn rope(c: &mut Criterion, dev: &Device) {
             },
         );
     }
-    group.finish();
 }
 
 /// Re-rotating cached keys: k (1, 8, len, 128) bf16 moved back by 1,000 positions (`shift`, one

@@ -17,9 +17,7 @@
 //! errors over the whole table against the f64 tables of this crate (which the tests hold to
 //! 1e-9 of a 256-bit oracle).
 
-use std::any::Any;
 use std::mem::MaybeUninit;
-use std::time::Instant;
 
 use anyhow::Result;
 use candle_core::{DType, Device, Module, Tensor};
@@ -28,6 +26,7 @@ use rayon::prelude::*;
 use candle_pe::TableBackend;
 use candle_pe::{EmbeddingScale, RotaryEmbedding, SinusoidalEmbedding, SinusoidalEmbeddingConfig};
 use candle_pe::{PeCache, PeSpec, Rope, RopeCache, RopeConfig, SinusoidalEncoding};
+use pe_testkit::race::{Case, Race, Rounds};
 use pe_testkit::{gather_rope, marian_table, naive_f32_table, naive_llama_rope, whisper_sinusoids};
 
 const LEN: usize = 65_536;
@@ -40,67 +39,12 @@ const ROPE_LEN: usize = 131_072;
 const HEAD_DIM: usize = 128;
 const ROPE_THETA: f32 = 500_000.0;
 
-/// One measured case: runs once and returns what it built (dropped after the clock stops).
-type Case<'a> = (&'a str, Box<dyn FnMut() -> Result<Box<dyn Any>> + 'a>);
-
-fn case<'a, T: 'static>(name: &'a str, mut f: impl FnMut() -> Result<T> + 'a) -> Case<'a> {
-    (name, Box::new(move || Ok(Box::new(f()?) as Box<dyn Any>)))
-}
-
-/// The times of interleaved cases, in milliseconds: `times[case][round]`.
-struct Measured {
-    times: Vec<Vec<f64>>,
-}
-
-impl Measured {
-    /// The median time of each case.
-    fn medians(&self) -> Vec<f64> {
-        self.times.iter().map(|t| median(t.clone())).collect()
-    }
-
-    /// The median over rounds of `case a / case b` (each round's pair ran back to back, so a
-    /// change of load between rounds cancels out).
-    fn ratio(&self, a: usize, b: usize) -> f64 {
-        median(
-            self.times[a]
-                .iter()
-                .zip(&self.times[b])
-                .map(|(x, y)| x / y)
-                .collect(),
-        )
-    }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-/// Runs `rounds` rounds that run every case once in turn (A B C A B C ...), after one warm-up
-/// run of each; prints each case's median, min and max to stderr.
-fn interleaved(rounds: usize, mut cases: Vec<Case<'_>>) -> Result<Measured> {
-    for (_, f) in cases.iter_mut() {
-        drop(f()?);
-    }
-    let mut times = vec![Vec::with_capacity(rounds); cases.len()];
-    for _ in 0..rounds {
-        for (i, (_, f)) in cases.iter_mut().enumerate() {
-            let start = Instant::now();
-            let out = f()?;
-            times[i].push(start.elapsed().as_secs_f64() * 1e3);
-            drop(out);
-        }
-    }
-    for (t, (name, _)) in times.iter().zip(&cases) {
-        let (min, max) = t
-            .iter()
-            .fold((f64::MAX, 0f64), |(lo, hi), &v| (lo.min(v), hi.max(v)));
-        eprintln!(
-            "  {name}: median {:.4} ms (min {min:.4}, max {max:.4})",
-            median(t.clone())
-        );
-    }
-    Ok(Measured { times })
+/// Times `cases` in `rounds` interleaved rounds (milliseconds), after a warm-up run each;
+/// prints each case's median, min and max to stderr.
+fn interleaved(rounds: usize, cases: Vec<Case<'_>>) -> Result<Rounds> {
+    let measured = Race::new(rounds).run(cases)?;
+    measured.print_summary("ms");
+    Ok(measured)
 }
 
 /// `n` f32 written to fresh memory by the rayon pool, in chunks of 64 Ki values: what filling a
@@ -182,45 +126,118 @@ fn main() -> std::process::ExitCode {
     }
 }
 
+/// What the report measured: the interleaved races, looked up by case, and the errors.
+struct Measured {
+    load_before: String,
+    load_after: String,
+    tables: Rounds,
+    embed: Rounds,
+    decode: Rounds,
+    owned: Rounds,
+    rope: Rounds,
+    rope_cached: Rounds,
+    apply: Rounds,
+    apply_at: Rounds,
+    shift: Rounds,
+    errors: Errors,
+}
+
+/// The largest absolute errors of the tables against exact ones.
+struct Errors {
+    /// Positions up to 1,000,000 against an independent f64 evaluation: ours, naive f32.
+    generate: f64,
+    naive: f64,
+    /// Over the whole 65,536 x 1,024 table: the generic path, whisper's, Marian's.
+    generic: f64,
+    whisper: f64,
+    marian: f64,
+    /// Over the rotary tables: ours, llama.rs's.
+    rope: f64,
+    llama: f64,
+}
+
 fn report(json_path: Option<String>) -> Result<()> {
-    let dev = Device::Cpu;
+    let m = measure()?;
+    print_markdown(&m);
+    if let Some(path) = json_path {
+        let mut map: serde_json::Map<String, serde_json::Value> = json_numbers(&m)
+            .iter()
+            .map(|(k, v)| (k.to_string(), serde_json::json!(v)))
+            .collect();
+        map.insert("machine".into(), machine().into());
+        map.insert("load_before".into(), m.load_before.into());
+        map.insert("load_after".into(), m.load_after.into());
+        std::fs::write(&path, serde_json::to_string_pretty(&map)?)?;
+        eprintln!("wrote {path}");
+    }
+    Ok(())
+}
+
+/// Runs every race, then the errors, in the order the report has always run them.
+fn measure() -> Result<Measured> {
     let spec = PeSpec::fairseq(WIDTH);
     let pe = SinusoidalEncoding::new(spec)?;
     let generic = pe.clone().with_backend(TableBackend::Generic);
     let load_before = pe_testkit::load();
     eprintln!("measuring on {} (load {load_before}) ...", machine());
+    let tables = tables(&pe, &generic)?;
+    let cache = PeCache::new(pe.clone());
+    let embed = embedding(&cache)?;
+    let (decode, owned) = decode(&pe, &cache)?;
+    let rope = Rope::new(RopeConfig::new(HEAD_DIM, f64::from(ROPE_THETA)))?;
+    let (rope_races, rope_cached) = rope_tables(&rope)?;
+    let rotary = RotaryEmbedding::new(RopeConfig::new(HEAD_DIM, f64::from(ROPE_THETA)))?;
+    let apply = rope_apply(&rotary)?;
+    let apply_at = rope_apply_at(&rotary)?;
+    let load_after = pe_testkit::load();
+    let errors = errors(&spec, &pe, &generic, &rope)?;
+    let shift = shift(&rotary)?;
+    Ok(Measured {
+        load_before,
+        load_after,
+        tables,
+        embed,
+        decode,
+        owned,
+        rope: rope_races,
+        rope_cached,
+        apply,
+        apply_at,
+        shift,
+        errors,
+    })
+}
 
-    // Tables: 65,536 x 1,024 f32 (256 MiB), against the write floor, copies, the naive ops.
+/// Tables: 65,536 x 1,024 f32 (256 MiB), against the write floor, copies, the naive ops.
+fn tables(pe: &SinusoidalEncoding, generic: &SinusoidalEncoding) -> Result<Rounds> {
     eprintln!("tables 65,536 x 1,024 f32:");
+    let dev = Device::Cpu;
     let source = pe.range(0, LEN, DType::F32, &dev)?;
     let host = source.flatten_all()?.to_vec1::<f32>()?;
-    let tab = interleaved(
+    interleaved(
         11,
         vec![
-            case("floor (fresh write)", || Ok(fresh_write(LEN * WIDTH))),
-            case("generate (CPU)", || {
+            Case::new("floor (fresh write)", || Ok(fresh_write(LEN * WIDTH))),
+            Case::new("generate (CPU)", || {
                 Ok(pe.range(0, LEN, DType::F32, &dev)?)
             }),
-            case("generate (generic)", || {
+            Case::new("generate (generic)", || {
                 Ok(generic.range(0, LEN, DType::F32, &dev)?)
             }),
-            case("whisper sinusoids", || {
+            Case::new("whisper sinusoids", || {
                 Ok(whisper_sinusoids(LEN, WIDTH, &dev)?)
             }),
-            case("marian table", || Ok(marian_table(WIDTH, LEN, &dev)?)),
-            case("Tensor::copy", || Ok(source.copy()?)),
-            case("parallel copy", || Ok(parallel_copy(&host))),
+            Case::new("marian table", || Ok(marian_table(WIDTH, LEN, &dev)?)),
+            Case::new("Tensor::copy", || Ok(source.copy()?)),
+            Case::new("parallel copy", || Ok(parallel_copy(&host))),
         ],
-    )?;
-    drop(host);
-    let [floor_ms, generate_ms, generic_ms, naive_whisper_ms, naive_marian_ms, copy_ms, par_copy_ms] =
-        tab.medians()[..]
-    else {
-        unreachable!()
-    };
+    )
+}
 
-    // Embedding block: batch 8 x seq 4096, d 1024, vocab 32000; all threads and one.
+/// Embedding block: batch 8 x seq 4096, d 1024, vocab 32000; all threads and one.
+fn embedding(cache: &PeCache) -> Result<Rounds> {
     eprintln!("embedding 8 x 4,096, d 1,024:");
+    let dev = Device::Cpu;
     let weights = Tensor::randn(0f32, 1.0, (VOCAB, WIDTH), &dev)?;
     let cfg = SinusoidalEmbeddingConfig {
         embedding_scale: EmbeddingScale::SqrtD,
@@ -233,111 +250,103 @@ fn report(json_path: Option<String>) -> Result<()> {
         .map(|i| ((i * 7919) % VOCAB) as u32)
         .collect();
     let ids = Tensor::from_vec(ids, (BATCH, SEQ), &dev)?;
-    let cache = PeCache::new(pe.clone());
     let scale = (WIDTH as f64).sqrt();
     let one = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
-    let emb = interleaved(
+    interleaved(
         9,
         vec![
-            case("fused block", || Ok(block.forward(&ids)?)),
-            case("bare Embedding", || Ok(plain.forward(&ids)?)),
-            case("unfused ops", || {
+            Case::new("fused block", || Ok(block.forward(&ids)?)),
+            Case::new("bare Embedding", || Ok(plain.forward(&ids)?)),
+            Case::new("unfused ops", || {
                 let x = plain.forward(&ids)?.affine(scale, 0.0)?;
                 Ok(x.broadcast_add(&cache.range(0, SEQ, DType::F32, &dev)?)?)
             }),
-            case("fused block, 1 thread", || {
+            Case::new("fused block, 1 thread", || {
                 one.install(|| Ok(block.forward(&ids)?))
             }),
-            case("bare Embedding, 1 thread", || {
+            Case::new("bare Embedding, 1 thread", || {
                 one.install(|| Ok(plain.forward(&ids)?))
             }),
         ],
-    )?;
-    let [fused_embed_ms, plain_embed_ms, unfused_embed_ms, fused_1t_ms, plain_1t_ms] =
-        emb.medians()[..]
-    else {
-        unreachable!()
-    };
+    )
+}
 
-    // Decoding one token at position 1,000,000; materialising 4,096 cached rows.
+/// Decoding one token at position 1,000,000; materialising 4,096 cached rows.
+fn decode(pe: &SinusoidalEncoding, cache: &PeCache) -> Result<(Rounds, Rounds)> {
     eprintln!("decode and materialise:");
+    let dev = Device::Cpu;
     cache.range(0, DECODE_AT + 1, DType::F32, &dev)?;
-    let dec = interleaved(
+    let decode = interleaved(
         2001,
         vec![
-            case("cached view", || {
+            Case::new("cached view", || {
                 Ok(cache.range(DECODE_AT, 1, DType::F32, &dev)?)
             }),
-            case("generated row", || {
+            Case::new("generated row", || {
                 Ok(pe.range(DECODE_AT, 1, DType::F32, &dev)?)
             }),
         ],
     )?;
-    let [decode_cached_ms, decode_generate_ms] = dec.medians()[..] else {
-        unreachable!()
-    };
-    let own = interleaved(
+    let owned = interleaved(
         21,
         vec![
-            case("range_owned 4,096 rows", || {
+            Case::new("range_owned 4,096 rows", || {
                 Ok(cache.range_owned(DECODE_AT - SEQ, SEQ, DType::F32, &dev)?)
             }),
-            case("generate 4,096 rows", || {
+            Case::new("generate 4,096 rows", || {
                 Ok(pe.range(DECODE_AT - SEQ, SEQ, DType::F32, &dev)?)
             }),
         ],
     )?;
-    let [owned_rows_ms, generate_rows_ms] = own.medians()[..] else {
-        unreachable!()
-    };
     cache.clear();
+    Ok((decode, owned))
+}
 
-    // Rotary tables: 131,072 positions, head_dim 128 (cos and sin each 131,072 x 64), f32.
+/// Rotary tables: 131,072 positions, head_dim 128 (cos and sin each 131,072 x 64), f32; and
+/// a decode step's cached views.
+fn rope_tables(rope: &Rope) -> Result<(Rounds, Rounds)> {
     eprintln!("rotary tables 131,072 x 64 (x2) f32:");
-    let rope = Rope::new(RopeConfig::new(HEAD_DIM, f64::from(ROPE_THETA)))?;
+    let dev = Device::Cpu;
     let h = HEAD_DIM / 2;
-    let rop = interleaved(
+    let tables = interleaved(
         9,
         vec![
-            case("floor (fresh write of cos and sin)", || {
+            Case::new("floor (fresh write of cos and sin)", || {
                 Ok((fresh_write(ROPE_LEN * h), fresh_write(ROPE_LEN * h)))
             }),
-            case("tables (CPU)", || {
+            Case::new("tables (CPU)", || {
                 Ok(rope.range(0, ROPE_LEN, DType::F32, &dev)?)
             }),
-            case("llama.rs rope setup", || {
+            Case::new("llama.rs rope setup", || {
                 Ok(naive_llama_rope(HEAD_DIM, ROPE_THETA, ROPE_LEN, &dev)?)
             }),
         ],
     )?;
-    let [rope_floor_ms, rope_generate_ms, naive_llama_ms] = rop.medians()[..] else {
-        unreachable!()
-    };
     let rope_cache = RopeCache::new(rope.clone());
     rope_cache.range(0, ROPE_LEN, DType::F32, &dev)?;
-    let rope_cached_us = interleaved(
+    let cached = interleaved(
         2001,
-        vec![case("cached views", || {
+        vec![Case::new("cached views", || {
             Ok(rope_cache.range(ROPE_LEN - 1, 1, DType::F32, &dev)?)
         })],
-    )?
-    .medians()[0]
-        * 1e3;
-    drop(rope_cache);
+    )?;
+    Ok((tables, cached))
+}
 
-    // Applying rope at a decode step: q 32 heads, k 8 heads, head_dim 128, at position 4,096,
-    // against candle-nn's `rope` on views of a llama.rs-style cache.
+/// Applying rope at a decode step: q 32 heads, k 8 heads, head_dim 128, at position 4,096,
+/// against candle-nn's `rope` on views of a llama.rs-style cache.
+fn rope_apply(rotary: &RotaryEmbedding) -> Result<Rounds> {
     eprintln!("rope apply, decode step:");
-    let rotary = RotaryEmbedding::new(RopeConfig::new(HEAD_DIM, f64::from(ROPE_THETA)))?;
+    let dev = Device::Cpu;
     let (llama_cos, llama_sin) = naive_llama_rope(HEAD_DIM, ROPE_THETA, 8192, &dev)?;
     let q = Tensor::randn(0f32, 1.0, (1, 32, 1, HEAD_DIM), &dev)?;
     let k = Tensor::randn(0f32, 1.0, (1, 8, 1, HEAD_DIM), &dev)?;
     let at = 4096;
-    let app = interleaved(
+    interleaved(
         2001,
         vec![
-            case("RotaryEmbedding::apply", || Ok(rotary.apply(&q, &k, at)?)),
-            case("candle-nn rope (llama.rs)", || {
+            Case::new("RotaryEmbedding::apply", || Ok(rotary.apply(&q, &k, at)?)),
+            Case::new("candle-nn rope (llama.rs)", || {
                 let cos = llama_cos.narrow(0, at, 1)?;
                 let sin = llama_sin.narrow(0, at, 1)?;
                 let q = candle_nn::rotary_emb::rope(&q, &cos, &sin)?;
@@ -345,265 +354,429 @@ fn report(json_path: Option<String>) -> Result<()> {
                 Ok((q, k))
             }),
         ],
-    )?;
-    let (rope_apply_us, candle_rope_us) = (app.medians()[0] * 1e3, app.medians()[1] * 1e3);
+    )
+}
 
-    // Applying rope at per-token positions: a ragged decode step of 8 sequences at positions
-    // 100 .. 7800 (q 32 heads, k 8, head_dim 128), against the cached rows gathered by
-    // `index_select` + candle-nn's `rope`.
+/// Applying rope at per-token positions: a ragged decode step of 8 sequences at positions
+/// 100 .. 7800 (q 32 heads, k 8, head_dim 128), against the cached rows gathered by
+/// `index_select` + candle-nn's `rope`.
+fn rope_apply_at(rotary: &RotaryEmbedding) -> Result<Rounds> {
     eprintln!("rope apply at per-token positions, batch 8 decode:");
+    let dev = Device::Cpu;
     let q = Tensor::randn(0f32, 1.0, (8, 32, 1, HEAD_DIM), &dev)?;
     let k = Tensor::randn(0f32, 1.0, (8, 8, 1, HEAD_DIM), &dev)?;
     let ids: Vec<u32> = (0..8).map(|b| 100 + 1100 * b).collect();
     let positions = Tensor::from_vec(ids, (8, 1), &dev)?;
-    let at = interleaved(
+    interleaved(
         2001,
         vec![
-            case("RotaryEmbedding::apply_at", || {
+            Case::new("RotaryEmbedding::apply_at", || {
                 Ok(rotary.apply(&q, &k, &positions)?)
             }),
-            case("index_select + candle-nn rope", || {
+            Case::new("index_select + candle-nn rope", || {
                 Ok(gather_rope(rotary.cache(), &q, &k, &positions)?)
             }),
         ],
-    )?;
-    let (rope_apply_at_us, gather_rope_us) = (at.medians()[0] * 1e3, at.medians()[1] * 1e3);
-    let load_after = pe_testkit::load();
+    )
+}
 
-    // Errors: at positions up to 1,000,000 against an independent f64 evaluation, and of the
-    // naive constructions over their whole tables against this crate's f64 tables.
+/// Errors: at positions up to 1,000,000 against an independent f64 evaluation, and of the
+/// naive constructions over their whole tables against this crate's f64 tables.
+fn errors(
+    spec: &PeSpec,
+    pe: &SinusoidalEncoding,
+    generic: &SinusoidalEncoding,
+    rope: &Rope,
+) -> Result<Errors> {
     eprintln!("errors ...");
+    let dev = Device::Cpu;
     let rows = 256;
-    let exact = exact_rows(&spec, DECODE_AT + 1 - rows, rows)?;
+    let exact = exact_rows(spec, DECODE_AT + 1 - rows, rows)?;
     let ours = pe.range(DECODE_AT + 1 - rows, rows, DType::F32, &dev)?;
-    let naive = naive_f32_table(&pe, DECODE_AT + 1 - rows, rows, &dev)?;
-    let max_abs_err_generate = max_abs_diff(&ours, &exact)?;
-    let max_abs_err_naive = max_abs_diff(&naive, &exact)?;
+    let naive = naive_f32_table(pe, DECODE_AT + 1 - rows, rows, &dev)?;
     let whisper_exact = SinusoidalEncoding::new(PeSpec::whisper(WIDTH))?;
-    let err_whisper = max_abs_diff(
+    let whisper = max_abs_diff(
         &whisper_sinusoids(LEN, WIDTH, &dev)?,
         &whisper_exact.range(0, LEN, DType::F64, &dev)?,
     )?;
     let marian_exact = SinusoidalEncoding::new(PeSpec::marian(WIDTH))?;
-    let err_marian = max_abs_diff(
+    let marian = max_abs_diff(
         &marian_table(WIDTH, LEN, &dev)?,
         &marian_exact.range(0, LEN, DType::F64, &dev)?,
     )?;
-    let err_generic = max_abs_diff(
+    let generic = max_abs_diff(
         &generic.range(0, LEN, DType::F32, &dev)?,
         &pe.range(0, LEN, DType::F64, &dev)?,
     )?;
     let (cos, sin) = naive_llama_rope(HEAD_DIM, ROPE_THETA, ROPE_LEN, &dev)?;
     let (exact_cos, exact_sin) = rope.range(0, ROPE_LEN, DType::F64, &dev)?;
-    let err_llama = max_abs_diff(&cos, &exact_cos)?.max(max_abs_diff(&sin, &exact_sin)?);
+    let llama = max_abs_diff(&cos, &exact_cos)?.max(max_abs_diff(&sin, &exact_sin)?);
     let (cos, sin) = rope.range(0, ROPE_LEN, DType::F32, &dev)?;
-    let err_rope = max_abs_diff(&cos, &exact_cos)?.max(max_abs_diff(&sin, &exact_sin)?);
+    Ok(Errors {
+        generate: max_abs_diff(&ours, &exact)?,
+        naive: max_abs_diff(&naive, &exact)?,
+        generic,
+        whisper,
+        marian,
+        rope: max_abs_diff(&cos, &exact_cos)?.max(max_abs_diff(&sin, &exact_sin)?),
+        llama,
+    })
+}
 
-    // Re-rotating cached keys: k (1, 8, 32,768, 128) bf16 shifted back by 1,000 positions (a
-    // window cache's eviction), against a fresh read + write of the same bytes.
+/// Re-rotating cached keys: k (1, 8, 32,768, 128) bf16 shifted back by 1,000 positions (a
+/// window cache's eviction), against a fresh read + write of the same bytes.
+fn shift(rotary: &RotaryEmbedding) -> Result<Rounds> {
     eprintln!("shift k (1, 8, 32768, 128) bf16:");
     let shape = (1, 8, 32_768, HEAD_DIM);
-    let keys = Tensor::randn(0f32, 1.0, shape, &dev)?.to_dtype(DType::BF16)?;
+    let keys = Tensor::randn(0f32, 1.0, shape, &Device::Cpu)?.to_dtype(DType::BF16)?;
     let bits = vec![0x3f80u16; keys.elem_count()];
-    let shifts = interleaved(
+    interleaved(
         15,
         vec![
-            case("floor (fresh read + write of k)", || {
+            Case::new("floor (fresh read + write of k)", || {
                 Ok(parallel_copy_u16(&bits))
             }),
-            case("shift", || Ok(rotary.shift(&keys, 1000, 0)?)),
+            Case::new("shift", || Ok(rotary.shift(&keys, 1000, 0)?)),
         ],
-    )?;
-    let [shift_floor_ms, shift_ms] = shifts.medians()[..] else {
-        unreachable!()
+    )
+}
+
+/// The JSON numbers, named as the report has always named them.
+fn json_numbers(m: &Measured) -> Vec<(&'static str, f64)> {
+    let mut numbers = json_tables(m);
+    numbers.extend(json_rest(m));
+    numbers.extend(json_rope(m));
+    numbers
+}
+
+/// The JSON numbers of the sinusoidal tables.
+fn json_tables(m: &Measured) -> Vec<(&'static str, f64)> {
+    let tab = &m.tables;
+    vec![
+        ("generate_ms", tab.median("generate (CPU)")),
+        ("copy_ms", tab.median("Tensor::copy")),
+        ("naive_ms", tab.median("whisper sinusoids")),
+        (
+            "generate_over_copy",
+            tab.ratio("generate (CPU)", "Tensor::copy"),
+        ),
+        (
+            "naive_over_generate",
+            tab.ratio("whisper sinusoids", "generate (CPU)"),
+        ),
+        ("floor_ms", tab.median("floor (fresh write)")),
+        (
+            "generate_over_floor",
+            tab.ratio("generate (CPU)", "floor (fresh write)"),
+        ),
+        ("par_copy_ms", tab.median("parallel copy")),
+        (
+            "copy_over_par_copy",
+            tab.ratio("Tensor::copy", "parallel copy"),
+        ),
+        ("generic_ms", tab.median("generate (generic)")),
+        ("naive_whisper_ms", tab.median("whisper sinusoids")),
+        ("naive_marian_ms", tab.median("marian table")),
+        (
+            "generic_over_naive",
+            tab.ratio("generate (generic)", "whisper sinusoids"),
+        ),
+    ]
+}
+
+/// The JSON numbers of the embedding block, decoding and the sinusoidal errors.
+fn json_rest(m: &Measured) -> Vec<(&'static str, f64)> {
+    let (emb, e) = (&m.embed, &m.errors);
+    vec![
+        ("fused_embed_ms", emb.median("fused block")),
+        ("plain_embed_ms", emb.median("bare Embedding")),
+        ("unfused_embed_ms", emb.median("unfused ops")),
+        (
+            "fused_over_plain",
+            emb.ratio("fused block", "bare Embedding"),
+        ),
+        ("fused_1t_ms", emb.median("fused block, 1 thread")),
+        ("plain_1t_ms", emb.median("bare Embedding, 1 thread")),
+        (
+            "fused_over_plain_1t",
+            emb.ratio("fused block, 1 thread", "bare Embedding, 1 thread"),
+        ),
+        ("decode_cached_us", m.decode.median("cached view") * 1e3),
+        ("decode_generate_us", m.decode.median("generated row") * 1e3),
+        (
+            "range_owned_4096_ms",
+            m.owned.median("range_owned 4,096 rows"),
+        ),
+        ("generate_4096_ms", m.owned.median("generate 4,096 rows")),
+        ("max_abs_err_generate", e.generate),
+        ("max_abs_err_naive", e.naive),
+        ("max_abs_err_generic", e.generic),
+        ("max_abs_err_whisper", e.whisper),
+        ("max_abs_err_marian", e.marian),
+    ]
+}
+
+/// The JSON numbers of the rope: tables, errors, applying and shifting.
+fn json_rope(m: &Measured) -> Vec<(&'static str, f64)> {
+    let (e, rope) = (&m.errors, &m.rope);
+    vec![
+        ("rope_generate_ms", rope.median("tables (CPU)")),
+        (
+            "rope_floor_ms",
+            rope.median("floor (fresh write of cos and sin)"),
+        ),
+        (
+            "rope_over_floor",
+            rope.ratio("tables (CPU)", "floor (fresh write of cos and sin)"),
+        ),
+        ("naive_llama_rope_ms", rope.median("llama.rs rope setup")),
+        ("max_abs_err_rope", e.rope),
+        ("max_abs_err_llama_rope", e.llama),
+        ("rope_cached_us", m.rope_cached.median("cached views") * 1e3),
+        (
+            "rope_apply_us",
+            m.apply.median("RotaryEmbedding::apply") * 1e3,
+        ),
+        (
+            "candle_rope_us",
+            m.apply.median("candle-nn rope (llama.rs)") * 1e3,
+        ),
+        (
+            "rope_apply_over_candle",
+            m.apply
+                .ratio("RotaryEmbedding::apply", "candle-nn rope (llama.rs)"),
+        ),
+        (
+            "rope_apply_at_us",
+            m.apply_at.median("RotaryEmbedding::apply_at") * 1e3,
+        ),
+        (
+            "gather_rope_us",
+            m.apply_at.median("index_select + candle-nn rope") * 1e3,
+        ),
+        (
+            "rope_apply_at_over_gather",
+            m.apply_at
+                .ratio("RotaryEmbedding::apply_at", "index_select + candle-nn rope"),
+        ),
+        ("shift_ms", m.shift.median("shift")),
+        (
+            "shift_floor_ms",
+            m.shift.median("floor (fresh read + write of k)"),
+        ),
+        (
+            "shift_over_floor",
+            m.shift.ratio("shift", "floor (fresh read + write of k)"),
+        ),
+    ]
+}
+
+/// One row of the markdown table: case, candle-pe, reference, ratio.
+type Row = [String; 4];
+
+/// A row timing `case` against `reference` in `races`: their medians and the median ratio.
+fn versus(label: &str, races: &Rounds, case: &str, reference: &str, unit: Unit) -> Row {
+    let v = races.versus(case, reference);
+    [
+        label.to_string(),
+        unit.show(v.ours),
+        unit.show(v.reference),
+        format!("{:.2}", v.ratio),
+    ]
+}
+
+/// A row of one time, ours (`ours: true`) or a reference's, without a ratio.
+fn alone(label: &str, value: String, ours: bool) -> Row {
+    match ours {
+        true => [label.to_string(), value, String::new(), String::new()],
+        false => [label.to_string(), String::new(), value, String::new()],
+    }
+}
+
+/// How a time in milliseconds is shown.
+#[derive(Clone, Copy)]
+enum Unit {
+    Ms,
+    Us,
+}
+
+impl Unit {
+    fn show(self, ms: f64) -> String {
+        match self {
+            Unit::Ms => format!("{ms:.1} ms"),
+            Unit::Us => format!("{:.2} us", ms * 1e3),
+        }
+    }
+}
+
+/// The rows of the sinusoidal tables.
+fn table_rows(m: &Measured) -> Vec<Row> {
+    let tab = &m.tables;
+    let t = "table 65,536 x 1,024";
+    vec![
+        versus(
+            &format!("{t}: generate vs fresh-write floor (same threads)"),
+            tab,
+            "generate (CPU)",
+            "floor (fresh write)",
+            Unit::Ms,
+        ),
+        versus(
+            &format!("{t}: generate vs `Tensor::copy`"),
+            tab,
+            "generate (CPU)",
+            "Tensor::copy",
+            Unit::Ms,
+        ),
+        versus(
+            &format!("{t}: `Tensor::copy` vs a parallel copy"),
+            tab,
+            "Tensor::copy",
+            "parallel copy",
+            Unit::Ms,
+        ),
+        versus(
+            &format!("{t}: generic (candle ops) vs whisper's `sinusoids`"),
+            tab,
+            "generate (generic)",
+            "whisper sinusoids",
+            Unit::Ms,
+        ),
+        alone(
+            &format!("{t}: Marian's table (candle-transformers)"),
+            Unit::Ms.show(tab.median("marian table")),
+            false,
+        ),
+    ]
+}
+
+/// The rows of the embedding block and decoding.
+fn embed_rows(m: &Measured) -> Vec<Row> {
+    let emb = &m.embed;
+    vec![
+        versus(
+            "embed 8 x 4,096, d 1,024: fused block vs bare `Embedding`",
+            emb,
+            "fused block",
+            "bare Embedding",
+            Unit::Ms,
+        ),
+        versus(
+            "embed, 1 thread: fused block vs bare `Embedding`",
+            emb,
+            "fused block, 1 thread",
+            "bare Embedding, 1 thread",
+            Unit::Ms,
+        ),
+        versus(
+            "embed: fused vs unfused candle ops",
+            emb,
+            "fused block",
+            "unfused ops",
+            Unit::Ms,
+        ),
+        [
+            "decode 1 token at 1,000,000, d 1,024: cached view vs generated".to_string(),
+            Unit::Us.show(m.decode.median("cached view")),
+            Unit::Us.show(m.decode.median("generated row")),
+            String::new(),
+        ],
+        versus(
+            "4,096 cached rows: `range_owned` vs generated",
+            &m.owned,
+            "range_owned 4,096 rows",
+            "generate 4,096 rows",
+            Unit::Ms,
+        ),
+    ]
+}
+
+/// The rows of the rotary tables, applying and shifting.
+fn rope_rows(m: &Measured) -> Vec<Row> {
+    let r = "rotary cos+sin 131,072 x 64";
+    vec![
+        versus(
+            &format!("{r}: tables vs fresh-write floor"),
+            &m.rope,
+            "tables (CPU)",
+            "floor (fresh write of cos and sin)",
+            Unit::Ms,
+        ),
+        alone(
+            &format!("{r}: llama.rs rope setup"),
+            Unit::Ms.show(m.rope.median("llama.rs rope setup")),
+            false,
+        ),
+        alone(
+            "rotary decode step at 131,071: cached views",
+            Unit::Us.show(m.rope_cached.median("cached views")),
+            true,
+        ),
+        versus(
+            "rope apply, decode (q 32, k 8 heads, 128): vs candle-nn `rope`",
+            &m.apply,
+            "RotaryEmbedding::apply",
+            "candle-nn rope (llama.rs)",
+            Unit::Us,
+        ),
+        versus(
+            "rope apply at per-token positions (batch 8 decode): fused vs index_select + candle rope",
+            &m.apply_at,
+            "RotaryEmbedding::apply_at",
+            "index_select + candle-nn rope",
+            Unit::Us,
+        ),
+        versus(
+            "shift k (1, 8, 32,768, 128) bf16 by -1,000 vs fresh read + write of k (same threads)",
+            &m.shift,
+            "shift",
+            "floor (fresh read + write of k)",
+            Unit::Ms,
+        ),
+    ]
+}
+
+/// The rows of the largest errors.
+fn error_rows(e: &Errors) -> Vec<Row> {
+    let row = |label: &str, ours: String, reference: String| {
+        [label.to_string(), ours, reference, String::new()]
     };
-    drop((keys, bits));
+    vec![
+        row(
+            "max abs error, positions up to 1,000,000",
+            format!("{:.1e}", e.generate),
+            format!("{:.1e} (naive)", e.naive),
+        ),
+        row(
+            "max abs error, 65,536 x 1,024: generic vs whisper, Marian",
+            format!("{:.1e}", e.generic),
+            format!("{:.1e}, {:.1e}", e.whisper, e.marian),
+        ),
+        row(
+            "max abs error, rotary 131,072 x 64: tables vs llama.rs",
+            format!("{:.1e}", e.rope),
+            format!("{:.1e}", e.llama),
+        ),
+    ]
+}
 
-    let report = [
-        ("generate_ms", generate_ms),
-        ("copy_ms", copy_ms),
-        ("naive_ms", naive_whisper_ms),
-        ("generate_over_copy", tab.ratio(1, 5)),
-        ("naive_over_generate", tab.ratio(3, 1)),
-        ("floor_ms", floor_ms),
-        ("generate_over_floor", tab.ratio(1, 0)),
-        ("par_copy_ms", par_copy_ms),
-        ("copy_over_par_copy", tab.ratio(5, 6)),
-        ("generic_ms", generic_ms),
-        ("naive_whisper_ms", naive_whisper_ms),
-        ("naive_marian_ms", naive_marian_ms),
-        ("generic_over_naive", tab.ratio(2, 3)),
-        ("fused_embed_ms", fused_embed_ms),
-        ("plain_embed_ms", plain_embed_ms),
-        ("unfused_embed_ms", unfused_embed_ms),
-        ("fused_over_plain", emb.ratio(0, 1)),
-        ("fused_1t_ms", fused_1t_ms),
-        ("plain_1t_ms", plain_1t_ms),
-        ("fused_over_plain_1t", emb.ratio(3, 4)),
-        ("decode_cached_us", decode_cached_ms * 1e3),
-        ("decode_generate_us", decode_generate_ms * 1e3),
-        ("range_owned_4096_ms", owned_rows_ms),
-        ("generate_4096_ms", generate_rows_ms),
-        ("max_abs_err_generate", max_abs_err_generate),
-        ("max_abs_err_naive", max_abs_err_naive),
-        ("max_abs_err_generic", err_generic),
-        ("max_abs_err_whisper", err_whisper),
-        ("max_abs_err_marian", err_marian),
-        ("rope_generate_ms", rope_generate_ms),
-        ("rope_floor_ms", rope_floor_ms),
-        ("rope_over_floor", rop.ratio(1, 0)),
-        ("naive_llama_rope_ms", naive_llama_ms),
-        ("max_abs_err_rope", err_rope),
-        ("max_abs_err_llama_rope", err_llama),
-        ("rope_cached_us", rope_cached_us),
-        ("rope_apply_us", rope_apply_us),
-        ("candle_rope_us", candle_rope_us),
-        ("rope_apply_over_candle", app.ratio(0, 1)),
-        ("rope_apply_at_us", rope_apply_at_us),
-        ("gather_rope_us", gather_rope_us),
-        ("rope_apply_at_over_gather", at.ratio(0, 1)),
-        ("shift_ms", shift_ms),
-        ("shift_floor_ms", shift_floor_ms),
-        ("shift_over_floor", shifts.ratio(1, 0)),
-    ];
-
+/// The markdown table on stdout.
+fn print_markdown(m: &Measured) {
     println!(
-        "Measured on {} (load average {load_before} before, {load_after} after; f32, CPU).\n",
-        machine()
+        "Measured on {} (load average {} before, {} after; f32, CPU).\n",
+        machine(),
+        m.load_before,
+        m.load_after
     );
     println!("| case | candle-pe | reference | ratio |");
     println!("|---|---:|---:|---:|");
-    let row = |case: &str, ours: String, reference: String, ratio: String| {
+    let rows = [
+        table_rows(m),
+        embed_rows(m),
+        rope_rows(m),
+        error_rows(&m.errors),
+    ];
+    for [case, ours, reference, ratio] in rows.iter().flatten() {
         println!("| {case} | {ours} | {reference} | {ratio} |");
-    };
-    let ms = |v: f64| format!("{v:.1} ms");
-    let us = |v: f64| format!("{v:.2} us");
-    let x = |v: f64| format!("{v:.2}");
-    row(
-        "table 65,536 x 1,024: generate vs fresh-write floor (same threads)",
-        ms(generate_ms),
-        ms(floor_ms),
-        x(tab.ratio(1, 0)),
-    );
-    row(
-        "table 65,536 x 1,024: generate vs `Tensor::copy`",
-        ms(generate_ms),
-        ms(copy_ms),
-        x(tab.ratio(1, 5)),
-    );
-    row(
-        "table 65,536 x 1,024: `Tensor::copy` vs a parallel copy",
-        ms(copy_ms),
-        ms(par_copy_ms),
-        x(tab.ratio(5, 6)),
-    );
-    row(
-        "table 65,536 x 1,024: generic (candle ops) vs whisper's `sinusoids`",
-        ms(generic_ms),
-        ms(naive_whisper_ms),
-        x(tab.ratio(2, 3)),
-    );
-    row(
-        "table 65,536 x 1,024: Marian's table (candle-transformers)",
-        String::new(),
-        ms(naive_marian_ms),
-        String::new(),
-    );
-    row(
-        "embed 8 x 4,096, d 1,024: fused block vs bare `Embedding`",
-        ms(fused_embed_ms),
-        ms(plain_embed_ms),
-        x(emb.ratio(0, 1)),
-    );
-    row(
-        "embed, 1 thread: fused block vs bare `Embedding`",
-        ms(fused_1t_ms),
-        ms(plain_1t_ms),
-        x(emb.ratio(3, 4)),
-    );
-    row(
-        "embed: fused vs unfused candle ops",
-        ms(fused_embed_ms),
-        ms(unfused_embed_ms),
-        x(emb.ratio(0, 2)),
-    );
-    row(
-        "decode 1 token at 1,000,000, d 1,024: cached view vs generated",
-        us(decode_cached_ms * 1e3),
-        us(decode_generate_ms * 1e3),
-        String::new(),
-    );
-    row(
-        "4,096 cached rows: `range_owned` vs generated",
-        ms(owned_rows_ms),
-        ms(generate_rows_ms),
-        x(own.ratio(0, 1)),
-    );
-    row(
-        "rotary cos+sin 131,072 x 64: tables vs fresh-write floor",
-        ms(rope_generate_ms),
-        ms(rope_floor_ms),
-        x(rop.ratio(1, 0)),
-    );
-    row(
-        "rotary cos+sin 131,072 x 64: llama.rs rope setup",
-        String::new(),
-        ms(naive_llama_ms),
-        String::new(),
-    );
-    row(
-        "rotary decode step at 131,071: cached views",
-        us(rope_cached_us),
-        String::new(),
-        String::new(),
-    );
-    row(
-        "rope apply, decode (q 32, k 8 heads, 128): vs candle-nn `rope`",
-        us(rope_apply_us),
-        us(candle_rope_us),
-        x(app.ratio(0, 1)),
-    );
-    row(
-        "rope apply at per-token positions (batch 8 decode): fused vs index_select + candle rope",
-        us(rope_apply_at_us),
-        us(gather_rope_us),
-        x(at.ratio(0, 1)),
-    );
-    row(
-        "shift k (1, 8, 32,768, 128) bf16 by -1,000 vs fresh read + write of k (same threads)",
-        ms(shift_ms),
-        ms(shift_floor_ms),
-        x(shifts.ratio(1, 0)),
-    );
-    row(
-        "max abs error, positions up to 1,000,000",
-        format!("{max_abs_err_generate:.1e}"),
-        format!("{max_abs_err_naive:.1e} (naive)"),
-        String::new(),
-    );
-    row(
-        "max abs error, 65,536 x 1,024: generic vs whisper, Marian",
-        format!("{err_generic:.1e}"),
-        format!("{err_whisper:.1e}, {err_marian:.1e}"),
-        String::new(),
-    );
-    row(
-        "max abs error, rotary 131,072 x 64: tables vs llama.rs",
-        format!("{err_rope:.1e}"),
-        format!("{err_llama:.1e}"),
-        String::new(),
-    );
-
-    if let Some(path) = json_path {
-        let mut map: serde_json::Map<String, serde_json::Value> = report
-            .iter()
-            .map(|(k, v)| (k.to_string(), serde_json::json!(v)))
-            .collect();
-        map.insert("machine".into(), machine().into());
-        map.insert("load_before".into(), load_before.into());
-        map.insert("load_after".into(), load_after.into());
-        std::fs::write(&path, serde_json::to_string_pretty(&map)?)?;
-        eprintln!("wrote {path}");
     }
-    Ok(())
 }

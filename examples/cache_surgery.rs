@@ -23,6 +23,7 @@ use candle_core::{DType, Device, Tensor};
 use candle_pe::{RopeConfig, RotaryEmbedding};
 use clap::Parser;
 use pe_models::{greedy, CachePolicy, LlamaFamily, SinkPositions};
+use pe_testkit::race::{Case, Race};
 
 #[derive(Parser)]
 struct Args {
@@ -69,16 +70,10 @@ fn run(label: &str, mut model: LlamaFamily, tokens: usize) -> Result<()> {
     Ok(())
 }
 
-fn median_us(mut f: impl FnMut() -> Result<Tensor>, rounds: usize) -> Result<f64> {
-    f()?;
-    let mut t: Vec<f64> = (0..rounds)
-        .map(|_| {
-            let s = Instant::now();
-            f().map(|_| s.elapsed().as_secs_f64() * 1e6)
-        })
-        .collect::<Result<_>>()?;
-    t.sort_by(f64::total_cmp);
-    Ok(t[t.len() / 2])
+/// The median time of `rounds` runs of `f` in microseconds, after a warm-up run.
+fn median_us(f: impl FnMut() -> Result<Tensor>, rounds: usize) -> Result<f64> {
+    let timed = Race::new(rounds).run(vec![Case::new("run", f)])?;
+    Ok(timed.median("run") * 1e3)
 }
 
 /// `x` `(tokens, heads, d)` as f64 rows, turned pair by pair (halves) by `cos`, `sin` `(tokens, d / 2)`.
@@ -106,6 +101,36 @@ fn max_err(a: &[f64], b: &[f64]) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// The f32 cos and sin of `p * w` for every position `p` and frequency `w`, the angle
+/// rounded to f32 (as llama.cpp and transformers build them), widened to f64.
+fn naive_cos_sin(w: &[f32], positions: &[f32]) -> (Vec<f64>, Vec<f64>) {
+    let mut c = vec![];
+    let mut s = vec![];
+    for &p in positions {
+        for &w in w {
+            let a = p * w;
+            c.push(f64::from(a.cos()));
+            s.push(f64::from(a.sin()));
+        }
+    }
+    (c, s)
+}
+
+/// The cos and sin of `q - p` from f32 tables at `p` and at `q`, in f32 (transformers' way):
+/// cos(q - p) = cos q cos p + sin q sin p, sin(q - p) = sin q cos p - cos q sin p.
+fn difference_tables(w: &[f32], p: &[u32], q: &[u32]) -> (Vec<f64>, Vec<f64>) {
+    let pf: Vec<f32> = p.iter().map(|&p| p as f32).collect();
+    let qf: Vec<f32> = q.iter().map(|&q| q as f32).collect();
+    let ((cp, sp), (cq, sq)) = (naive_cos_sin(w, &pf), naive_cos_sin(w, &qf));
+    let c: Vec<f64> = (0..cp.len())
+        .map(|i| f64::from(cq[i] as f32 * cp[i] as f32 + sq[i] as f32 * sp[i] as f32))
+        .collect();
+    let s: Vec<f64> = (0..cp.len())
+        .map(|i| f64::from(sq[i] as f32 * cp[i] as f32 - cq[i] as f32 * sp[i] as f32))
+        .collect();
+    (c, s)
+}
+
 fn shift_errors() -> Result<()> {
     let dev = Device::Cpu;
     let (tokens, heads, d) = (16, 8, 128);
@@ -116,18 +141,7 @@ fn shift_errors() -> Result<()> {
         .iter()
         .map(|&w| w as f32)
         .collect();
-    let naive = |positions: &[f32]| -> (Vec<f64>, Vec<f64>) {
-        let mut c = vec![];
-        let mut s = vec![];
-        for &p in positions {
-            for &w in &w {
-                let a = p * w;
-                c.push(f64::from(a.cos()));
-                s.push(f64::from(a.sin()));
-            }
-        }
-        (c, s)
-    };
+    let naive = |positions: &[f32]| naive_cos_sin(&w, positions);
     println!("| distance | shift (ours) | f32 angle (llama.cpp) | f32 tables at p and q (transformers) |");
     println!("|---:|---:|---:|---:|");
     for distance in [1_000u32, 10_000, 100_000, 1_000_000] {
@@ -153,16 +167,7 @@ fn shift_errors() -> Result<()> {
         let ours = ours.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?;
         let (c, s) = naive(&vec![-(distance as f32); tokens]);
         let angle = turn(&x, &c, &s, tokens, heads, d);
-        // cos(q - p) = cos q cos p + sin q sin p, sin(q - p) = sin q cos p - cos q sin p, f32.
-        let pf: Vec<f32> = p.iter().map(|&p| p as f32).collect();
-        let qf: Vec<f32> = q.iter().map(|&q| q as f32).collect();
-        let ((cp, sp), (cq, sq)) = (naive(&pf), naive(&qf));
-        let c: Vec<f64> = (0..cp.len())
-            .map(|i| f64::from(cq[i] as f32 * cp[i] as f32 + sq[i] as f32 * sp[i] as f32))
-            .collect();
-        let s: Vec<f64> = (0..cp.len())
-            .map(|i| f64::from(sq[i] as f32 * cp[i] as f32 - cq[i] as f32 * sp[i] as f32))
-            .collect();
+        let (c, s) = difference_tables(&w, &p, &q);
         let tables = turn(&x, &c, &s, tokens, heads, d);
         let round = |v: Vec<f64>| -> Vec<f64> { v.into_iter().map(|v| v as f32 as f64).collect() };
         println!(

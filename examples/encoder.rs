@@ -109,18 +109,7 @@ fn main() -> Result<()> {
     let (embed_loaded, layer_loaded) = build(&vb)?;
 
     // 3. A left-padded batch of 8 sequences of 512 tokens.
-    let (batch, seq) = (8, 512);
-    let ids: Vec<u32> = (0..batch * seq)
-        .map(|i| {
-            let (b, s) = (i / seq, i % seq);
-            if s < b * 16 {
-                PAD
-            } else {
-                2 + ((i * 7919) % (VOCAB - 2)) as u32
-            }
-        })
-        .collect();
-    let ids = Tensor::from_vec(ids, (batch, seq), &device)?;
+    let ids = padded_batch(&device)?;
 
     let fresh = run(&embed, &layer, &ids)?;
     let start = Instant::now();
@@ -143,7 +132,28 @@ fn main() -> Result<()> {
         out.dims(),
         out.dtype()
     );
-    let diff = (fresh - &out)?
+    same_output(&fresh, &out)
+}
+
+/// 8 sequences of 512 token ids, sequence `b` left-padded with `16 b` pads.
+fn padded_batch(device: &Device) -> Result<Tensor> {
+    let (batch, seq) = (8, 512);
+    let ids: Vec<u32> = (0..batch * seq)
+        .map(|i| {
+            let (b, s) = (i / seq, i % seq);
+            if s < b * 16 {
+                PAD
+            } else {
+                2 + ((i * 7919) % (VOCAB - 2)) as u32
+            }
+        })
+        .collect();
+    Ok(Tensor::from_vec(ids, (batch, seq), device)?)
+}
+
+/// Fails unless the reloaded checkpoint's output is the fresh weights' to the bit.
+fn same_output(fresh: &Tensor, out: &Tensor) -> Result<()> {
+    let diff = (fresh - out)?
         .abs()?
         .flatten_all()?
         .max(D::Minus1)?

@@ -19,8 +19,15 @@ fn max_abs_diff(a: &Tensor, b: &Tensor) -> Result<f64> {
 }
 
 fn main() -> Result<()> {
-    let dev = Device::Cpu;
+    presets()?;
+    sinusoidal_errors()?;
+    rotary_errors()?;
+    one_build()
+}
 
+/// Every preset's row for position 1 at width 8.
+fn presets() -> Result<()> {
+    let dev = Device::Cpu;
     println!("## Presets: the row for position 1 at width 8\n");
     println!("| preset | frequencies | layout | odd widths | row | models |");
     println!("|---|---|---|---|---|---|");
@@ -42,7 +49,12 @@ fn main() -> Result<()> {
             preset.models()
         );
     }
+    Ok(())
+}
 
+/// The largest error of f32 tables, ours and the naive ops', at far positions.
+fn sinusoidal_errors() -> Result<()> {
+    let dev = Device::Cpu;
     let width = 512;
     let rows = 256;
     let pe = SinusoidalEncoding::new(PeSpec::fairseq(width))?;
@@ -60,7 +72,12 @@ fn main() -> Result<()> {
             max_abs_diff(&naive, &exact)?
         );
     }
+    Ok(())
+}
 
+/// The largest error of f32 rotary tables, ours and llama.rs's, near position 131,072.
+fn rotary_errors() -> Result<()> {
+    let dev = Device::Cpu;
     println!("\n## Rotary tables (Llama, head_dim 128, rope_theta 500000), f32, positions 131,064..=131,072\n");
     let rope = Rope::new(RopeConfig::new(128, 500_000.0))?;
     let (naive_cos, naive_sin) = naive_llama_rope(128, 500_000.0, 131_073, &dev)?;
@@ -72,7 +89,12 @@ fn main() -> Result<()> {
     println!(
         "max abs error: candle-pe {ours:.1e}, candle-transformers' Llama construction {naive:.1e}"
     );
+    Ok(())
+}
 
+/// One build of a large table, ours and the naive ops', timed once.
+fn one_build() -> Result<()> {
+    let dev = Device::Cpu;
     let (len, width) = (65_536, 1024);
     let pe = SinusoidalEncoding::new(PeSpec::fairseq(width))?;
     println!("\n## One build of a {len} x {width} f32 table (a single run; see the benchmarks)\n");

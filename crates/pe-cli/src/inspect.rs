@@ -363,21 +363,11 @@ fn section(
         };
         writeln!(out, "  mrope_section: {s:?} ({how})")?;
     }
-    match &config.rope_type {
-        // Phi-3.5-MoE: the factor on cos and sin changes with the factors in use.
-        RopeType::Longrope(l) if l.short_mscale.is_some() || l.long_mscale.is_some() => {
-            let context = config.max_position_embeddings;
-            let original = l.original_max_position_embeddings.or(context).unwrap_or(0);
-            let (short, short_from) = l.mscale_for(false, context);
-            let (long, long_from) = l.mscale_for(true, context);
-            writeln!(
-                out,
-                "  attention factor: {short} ({short_from}, with short_factor, sequences up to \
-                 {original} positions); {long} ({long_from}, with long_factor, longer ones)"
-            )?;
-        }
-        _ => writeln!(out, "  attention factor: {}", rope.attention_scaling())?,
-    }
+    writeln!(
+        out,
+        "  attention factor: {}",
+        attention_factor(config, &rope)
+    )?;
     let context = config.max_position_embeddings;
     match context {
         Some(c) => writeln!(out, "  context (max_position_embeddings): {c}")?,
@@ -390,6 +380,29 @@ fn section(
     {
         writeln!(out, "    {:<32} <- {}", s.value, s.source)?;
     }
+    angle_errors_table(out, &rope, context)
+}
+
+/// The factor on cos and sin; Phi-3.5-MoE's changes with the factors in use.
+fn attention_factor(config: &RopeConfig, rope: &Rope) -> String {
+    match &config.rope_type {
+        RopeType::Longrope(l) if l.short_mscale.is_some() || l.long_mscale.is_some() => {
+            let context = config.max_position_embeddings;
+            let original = l.original_max_position_embeddings.or(context).unwrap_or(0);
+            let (short, short_from) = l.mscale_for(false, context);
+            let (long, long_from) = l.mscale_for(true, context);
+            format!(
+                "{short} ({short_from}, with short_factor, sequences up to \
+                 {original} positions); {long} ({long_from}, with long_factor, longer ones)"
+            )
+        }
+        _ => rope.attention_scaling().to_string(),
+    }
+}
+
+/// The largest angle errors of f32- and bf16-built tables up to each of [`POSITIONS`] and
+/// the context.
+fn angle_errors_table(out: &mut String, rope: &Rope, context: Option<usize>) -> Result<()> {
     writeln!(
         out,
         "  largest angle error vs these tables (radians, {WINDOW} positions up to each):"
@@ -405,7 +418,7 @@ fn section(
     }
     positions.sort_unstable();
     for p in positions {
-        let (e32, e16) = angle_errors(&rope, p);
+        let (e32, e16) = angle_errors(rope, p);
         let note = if Some(p) == context {
             "  (context)"
         } else {

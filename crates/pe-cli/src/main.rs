@@ -1,6 +1,8 @@
-//! `pe`: list the positional-encoding presets, export exact tables (`.npy`, `.safetensors`,
-//! `.csv`) and plot them (`.png`), and export rotary (RoPE) cos/sin tables, from the command
-//! line.
+//! `pe`: exact positional encodings from the command line. It lists the sinusoidal presets,
+//! exports sinusoidal tables (`.npy`, `.safetensors`, `.csv`) and plots them (`.png`); exports
+//! rotary cos/sin tables (RoPE of every rope type, M-RoPE and Qwen-VL's position ids,
+//! multi-axis rope), 2-D sin-cos patch grids and ALiBi slopes and biases; and inspects the rope
+//! a `config.json` or GGUF file describes.
 //!
 //! ```text
 //! pe presets
@@ -33,6 +35,7 @@ mod presets;
 mod qwen_vl;
 mod rope;
 mod table;
+mod vision_grids;
 
 use std::process::ExitCode;
 
@@ -44,7 +47,9 @@ use crate::options::SpecArgs;
 use crate::plot::PlotKind;
 use crate::positions::List;
 
-/// Exact sinusoidal positional encodings: list presets, export tables, plot them.
+/// Exact positional encodings: sinusoidal tables (list the presets, export, plot), rotary
+/// cos/sin (RoPE, M-RoPE, multi-axis), 2-D patch grids and ALiBi, and what rope a config.json or
+/// GGUF file describes (inspect).
 #[derive(Debug, Parser)]
 #[command(name = "pe", version, propagate_version = true)]
 struct Cli {
@@ -203,6 +208,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Plot(_) => {
             anyhow::bail!("pe plot: give --preset, --width, --len and --out, or `grid`")
         }
+        Command::Rope(args) if args.input_ids.is_some() => qwen_vl::write(&args),
         Command::Rope(args) => rope::write(&args),
         Command::RopeNd(args) => families::rope_nd(&args),
         Command::Grid(args) => families::grid(&args),

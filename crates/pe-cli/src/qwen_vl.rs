@@ -9,56 +9,17 @@
 //!     --out vl.safetensors
 //! ```
 
-use std::str::FromStr;
+use std::path::Path;
 
 use anyhow::{bail, Context as _, Result};
 use candle_core::{DType, Device};
 use candle_pe_core::At;
 use candle_pe_core::{Error, Rope};
 use candle_pe_formats::Error as FormatsError;
-use candle_pe_formats::{FromHfConfig, QwenVlConfig};
+use candle_pe_formats::{FromHfConfig, QwenVlConfig, QwenVlPositions};
 
 use crate::rope::RopeArgs;
-
-/// Patch grids `T,H,W;T,H,W;..`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Grids(pub Vec<[usize; 3]>);
-
-impl FromStr for Grids {
-    type Err = String;
-
-    /// Grids separated by `;`, each three non-negative integers separated by `,`.
-    fn from_str(s: &str) -> Result<Self, String> {
-        s.split(';')
-            .enumerate()
-            .map(|(i, grid)| {
-                let sizes: Vec<usize> = grid
-                    .split(',')
-                    .map(|v| v.trim().parse())
-                    .collect::<Result<_, _>>()
-                    .map_err(|_| format!("grid {} '{grid}' is not T,H,W", i + 1))?;
-                <[usize; 3]>::try_from(sizes)
-                    .map_err(|_| format!("grid {} '{grid}' is not three sizes T,H,W", i + 1))
-            })
-            .collect::<Result<_, _>>()
-            .map(Grids)
-    }
-}
-
-/// Fails when a flag of `--input-ids` is given without it.
-pub fn check_unused(args: &RopeArgs) -> Result<()> {
-    for (given, flag) in [
-        (args.image_grid_thw.is_some(), "--image-grid-thw"),
-        (args.video_grid_thw.is_some(), "--video-grid-thw"),
-        (args.second_per_grid_ts.is_some(), "--second-per-grid-ts"),
-        (args.attention_mask.is_some(), "--attention-mask"),
-    ] {
-        if given {
-            bail!("{flag} needs --input-ids: it describes the vision tokens of the token ids");
-        }
-    }
-    Ok(())
-}
+use crate::vision_grids::Grids;
 
 /// The flag of the value an error of `QwenVlConfig::positions` is about.
 fn flag_of(err: &FormatsError) -> &'static str {
@@ -94,42 +55,11 @@ pub fn write(args: &RopeArgs) -> Result<()> {
     if args.layer.is_some() || args.layer_type.is_some() {
         bail!("--input-ids: Qwen-VL has one rope; drop --layer and --layer-type");
     }
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("--config {}: cannot read it", path.display()))?;
-    let json: serde_json::Value = serde_json::from_str(&text)
-        .with_context(|| format!("--config {}: not JSON", path.display()))?;
-    let in_config = |e: FormatsError| anyhow::anyhow!("--config {}: {e}", path.display());
-    let qwen = QwenVlConfig::from_hf_config(&json).map_err(in_config)?;
+    let in_config = |e: Error| anyhow::anyhow!("--config {}: {e}", path.display());
+    let qwen = read_config(path)?;
     let (config, _) = args.resolve_rope()?;
-    let rope = Rope::new(config.clone()).map_err(|e| in_config(e.into()))?;
-    let ids = crate::npy::read_i64(input_ids, "--input-ids")?;
-    let ids = match ids.rank() {
-        1 => ids.unsqueeze(0)?,
-        2 => ids,
-        _ => bail!(
-            "--input-ids {}: the token ids must be shaped (S,) or (batch, S), got {:?}",
-            input_ids.display(),
-            ids.dims()
-        ),
-    };
-    let mask = match &args.attention_mask {
-        Some(p) => Some(crate::npy::read_i64(p, "--attention-mask")?),
-        None => None,
-    };
-    let grids = |g: &Option<Grids>| g.as_ref().map_or(Vec::new(), |g| g.0.clone());
-    let seconds = args.second_per_grid_ts.as_ref().map(|s| s.0.clone());
-    let positions = qwen
-        .positions(
-            &ids,
-            &grids(&args.image_grid_thw),
-            &grids(&args.video_grid_thw),
-            seconds.as_deref(),
-            mask.as_ref(),
-        )
-        .map_err(|e| {
-            let flag = flag_of(&e);
-            anyhow::Error::from(e).context(flag)
-        })?;
+    let rope = Rope::new(config.clone()).map_err(in_config)?;
+    let positions = positions(args, &qwen, input_ids)?;
     let dtype: DType = args.dtype.into();
     let device = args.device.open()?;
     let position_ids = positions.position_ids().to_device(&device)?;
@@ -161,20 +91,44 @@ pub fn write(args: &RopeArgs) -> Result<()> {
     )
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// The Qwen-VL fields of the `config.json` at `path`.
+fn read_config(path: &Path) -> Result<QwenVlConfig> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--config {}: cannot read it", path.display()))?;
+    let json: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("--config {}: not JSON", path.display()))?;
+    QwenVlConfig::from_hf_config(&json)
+        .map_err(|e| anyhow::anyhow!("--config {}: {e}", path.display()))
+}
 
-    #[test]
-    fn grids_parse_and_name_the_bad_one() {
-        assert_eq!(
-            "1,4,6;3, 4,4".parse::<Grids>(),
-            Ok(Grids(vec![[1, 4, 6], [3, 4, 4]]))
-        );
-        assert_eq!(
-            "1,4,6;3,4".parse::<Grids>().unwrap_err(),
-            "grid 2 '3,4' is not three sizes T,H,W"
-        );
-        assert!("1,-4,6".parse::<Grids>().unwrap_err().contains("grid 1"));
-    }
+/// The position ids of the token ids of `input_ids` (`(S,)` or `(batch, S)`), with the grids,
+/// seconds and mask of the flags; an error names the flag at fault.
+fn positions(args: &RopeArgs, qwen: &QwenVlConfig, input_ids: &Path) -> Result<QwenVlPositions> {
+    let ids = crate::npy::read_i64(input_ids, "--input-ids")?;
+    let ids = match ids.rank() {
+        1 => ids.unsqueeze(0)?,
+        2 => ids,
+        _ => bail!(
+            "--input-ids {}: the token ids must be shaped (S,) or (batch, S), got {:?}",
+            input_ids.display(),
+            ids.dims()
+        ),
+    };
+    let mask = match &args.attention_mask {
+        Some(p) => Some(crate::npy::read_i64(p, "--attention-mask")?),
+        None => None,
+    };
+    let grids = |g: &Option<Grids>| g.as_ref().map_or(Vec::new(), |g| g.0.clone());
+    let seconds = args.second_per_grid_ts.as_ref().map(|s| s.0.clone());
+    qwen.positions(
+        &ids,
+        &grids(&args.image_grid_thw),
+        &grids(&args.video_grid_thw),
+        seconds.as_deref(),
+        mask.as_ref(),
+    )
+    .map_err(|e| {
+        let flag = flag_of(&e);
+        anyhow::Error::from(e).context(flag)
+    })
 }

@@ -135,10 +135,10 @@ pub struct RopeArgs {
     pub input_ids: Option<PathBuf>,
     /// With --input-ids: the (t, h, w) patch grid of each image, in order, `;`-separated.
     #[arg(long, value_name = "T,H,W;..")]
-    pub image_grid_thw: Option<crate::qwen_vl::Grids>,
+    pub image_grid_thw: Option<crate::vision_grids::Grids>,
     /// With --input-ids: the (t, h, w) patch grid of each video, in order, `;`-separated.
     #[arg(long, value_name = "T,H,W;..")]
-    pub video_grid_thw: Option<crate::qwen_vl::Grids>,
+    pub video_grid_thw: Option<crate::vision_grids::Grids>,
     /// With --input-ids (Qwen2.5-VL): the seconds per temporal grid of each video [default: 1].
     #[arg(long, value_name = "S,..")]
     pub second_per_grid_ts: Option<crate::positions::List<f64>>,
@@ -346,12 +346,25 @@ fn read_ids(path: &Path) -> Result<Tensor> {
     }
 }
 
-/// Builds the tables `args` describe and writes them to `args.out`.
-pub fn write(args: &RopeArgs) -> Result<()> {
-    if args.input_ids.is_some() {
-        return crate::qwen_vl::write(args);
+/// Fails when a flag of `--input-ids` is given without it.
+fn check_unused(args: &RopeArgs) -> Result<()> {
+    for (given, flag) in [
+        (args.image_grid_thw.is_some(), "--image-grid-thw"),
+        (args.video_grid_thw.is_some(), "--video-grid-thw"),
+        (args.second_per_grid_ts.is_some(), "--second-per-grid-ts"),
+        (args.attention_mask.is_some(), "--attention-mask"),
+    ] {
+        if given {
+            bail!("{flag} needs --input-ids: it describes the vision tokens of the token ids");
+        }
     }
-    crate::qwen_vl::check_unused(args)?;
+    Ok(())
+}
+
+/// Builds the tables `args` describe and writes them to `args.out` (`--input-ids` is
+/// `qwen_vl::write`'s).
+pub fn write(args: &RopeArgs) -> Result<()> {
+    check_unused(args)?;
     let resolved = args.resolve()?;
     check_extension(&args.out)?;
     let Some(config) = resolved.config.clone() else {

@@ -139,6 +139,177 @@ impl QwenVlConfig {
         second_per_grid_ts: Option<&[f64]>,
         attention_mask: Option<&Tensor>,
     ) -> Result<QwenVlPositions> {
+        let tokens = Tokens::read(input_ids, attention_mask)?;
+        self.check_grids(image_grid_thw, video_grid_thw)?;
+        let videos = self.videos(video_grid_thw, second_per_grid_ts)?;
+        let runs = self.runs(&tokens);
+        let grids = Grids {
+            images: image_grid_thw,
+            videos: &videos,
+        };
+        grids.check_counts(&runs)?;
+        let mut placed = Placed::new(tokens.batch, tokens.seq);
+        let mut cursor = Cursor::default();
+        for (b, runs) in runs.iter().enumerate() {
+            self.place_sequence(&mut placed, b, runs, &grids, &mut cursor)?;
+        }
+        placed.into_positions(input_ids.device())
+    }
+
+    /// Every grid's sizes are positive, its height and width multiples of the merge size.
+    fn check_grids(&self, images: &[[usize; 3]], videos: &[[usize; 3]]) -> Result<()> {
+        let m = self.spatial_merge_size;
+        for (name, grids) in [("image_grid_thw", images), ("video_grid_thw", videos)] {
+            if let Some(g) = grids
+                .iter()
+                .find(|g| g.contains(&0) || g[1] % m != 0 || g[2] % m != 0)
+            {
+                return Err(Error::Core(CoreError::Config {
+                    field: name.into(),
+                    message: format!(
+                        "grid (t, h, w) = {g:?}: every size must be positive, h and w multiples of spatial_merge_size {m}"
+                    ),
+                }));
+            }
+        }
+        Ok(())
+    }
+
+    /// The video grids as the runs take them, with their seconds per grid: Qwen3-VL gives each
+    /// frame of a video a grid of its own (`t = 1`, one second).
+    fn videos(&self, grids: &[[usize; 3]], seconds: Option<&[f64]>) -> Result<Videos> {
+        let seconds = match seconds {
+            Some(s) if s.len() != grids.len() => {
+                return Err(Error::Core(CoreError::ShapeMismatch {
+                    name: "second_per_grid_ts",
+                    expected: format!("one per video grid: ({},)", grids.len()),
+                    shape: vec![s.len()],
+                }))
+            }
+            Some(s) => s.to_vec(),
+            None => vec![1.0; grids.len()],
+        };
+        Ok(match self.version {
+            QwenVlVersion::Qwen3Vl => {
+                let frames: Vec<[usize; 3]> = grids
+                    .iter()
+                    .flat_map(|&[t, h, w]| std::iter::repeat_n([1, h, w], t))
+                    .collect();
+                let seconds = vec![1.0; frames.len()];
+                Videos {
+                    grids: frames,
+                    name: "video frame",
+                    seconds,
+                }
+            }
+            _ => Videos {
+                grids: grids.to_vec(),
+                name: "video",
+                seconds,
+            },
+        })
+    }
+
+    /// The runs of attended tokens of each sequence: consecutive tokens of one kind.
+    fn runs(&self, tokens: &Tokens) -> Vec<Vec<Run>> {
+        let kind_of = |id: i64| match id {
+            id if id == self.image_token_id => Kind::Image,
+            id if id == self.video_token_id => Kind::Video,
+            _ => Kind::Text,
+        };
+        let seq = tokens.seq;
+        (0..tokens.batch)
+            .map(|b| {
+                let mut runs: Vec<Run> = Vec::new();
+                for i in (0..seq).filter(|&i| tokens.attended[b * seq + i]) {
+                    let kind = kind_of(tokens.ids[b * seq + i]);
+                    match runs.last_mut() {
+                        Some(run) if run.kind == kind => run.tokens.push(i),
+                        _ => runs.push(Run {
+                            kind,
+                            tokens: vec![i],
+                        }),
+                    }
+                }
+                runs
+            })
+            .collect()
+    }
+
+    /// Places the positions of sequence `b`, run after run, then records its delta and the
+    /// ids of its last attended token.
+    fn place_sequence(
+        &self,
+        placed: &mut Placed,
+        b: usize,
+        runs: &[Run],
+        grids: &Grids,
+        cursor: &mut Cursor,
+    ) -> Result<()> {
+        let mut start = 0i64;
+        placed.largest = None;
+        for run in runs {
+            let Some(vision) = self.vision_run(run.kind, grids, cursor) else {
+                for (j, &i) in run.tokens.iter().enumerate() {
+                    placed.put(b, i, [start + j as i64; 3]);
+                }
+                start += run.tokens.len() as i64;
+                continue;
+            };
+            start += vision.place(placed, b, &run.tokens, start, self.spatial_merge_size)?;
+        }
+        let len = runs.iter().map(|run| run.tokens.len()).sum::<usize>();
+        let delta = placed.largest.map_or(0, |l| l + 1 - len as i64);
+        placed.deltas.push(delta);
+        let last = runs
+            .last()
+            .and_then(|run| run.tokens.last())
+            .map_or([0; 3], |&i| placed.ids_at(b, i));
+        placed.prompt.push((len, last));
+        Ok(())
+    }
+
+    /// The grid, time interval and name of the next image or video run (`None` for text).
+    fn vision_run(&self, kind: Kind, grids: &Grids, cursor: &mut Cursor) -> Option<VisionRun> {
+        match kind {
+            Kind::Text => None,
+            Kind::Image => {
+                cursor.images += 1;
+                let index = cursor.images - 1;
+                Some(VisionRun {
+                    grid: grids.images[index],
+                    interval: None,
+                    name: "image",
+                    index,
+                })
+            }
+            Kind::Video => {
+                cursor.videos += 1;
+                let index = cursor.videos - 1;
+                let interval = (self.version == QwenVlVersion::Qwen25Vl)
+                    .then(|| self.tokens_per_second as f32 * grids.videos.seconds[index] as f32);
+                Some(VisionRun {
+                    grid: grids.videos.grids[index],
+                    interval,
+                    name: grids.videos.name,
+                    index,
+                })
+            }
+        }
+    }
+}
+
+/// The input ids of a batch, flattened, and which of them are attended.
+struct Tokens {
+    batch: usize,
+    seq: usize,
+    ids: Vec<i64>,
+    attended: Vec<bool>,
+}
+
+impl Tokens {
+    /// Checks the ids' shape and dtype and decodes the mask (every token attended when none).
+    fn read(input_ids: &Tensor, attention_mask: Option<&Tensor>) -> Result<Self> {
         let (batch, seq) = match input_ids.dims() {
             &[b, s] => (b, s),
             dims => {
@@ -161,81 +332,51 @@ impl QwenVlConfig {
             .to_vec1::<i64>()?;
         let attended = match attention_mask {
             None => vec![true; ids.len()],
-            Some(mask) => {
-                if mask.dims() != [batch, seq] {
-                    return Err(Error::Core(CoreError::ShapeMismatch {
-                        name: "attention_mask",
-                        expected: format!("(batch, seq) = ({batch}, {seq}), as the input ids"),
-                        shape: mask.dims().to_vec(),
-                    }));
-                }
-                let mask = mask.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?;
-                mask.iter().map(|&v| v != 0.0).collect()
-            }
+            Some(mask) => decode_mask(mask, batch, seq)?,
         };
-        let m = self.spatial_merge_size;
-        for (name, grids) in [
-            ("image_grid_thw", image_grid_thw),
-            ("video_grid_thw", video_grid_thw),
-        ] {
-            for g in grids {
-                if g.contains(&0) || g[1] % m != 0 || g[2] % m != 0 {
-                    return Err(Error::Core(CoreError::Config {
-                        field: name.into(),
-                        message: format!(
-                            "grid (t, h, w) = {g:?}: every size must be positive, h and w multiples of spatial_merge_size {m}"
-                        ),
-                    }));
-                }
-            }
-        }
-        let seconds = match second_per_grid_ts {
-            Some(s) if s.len() != video_grid_thw.len() => {
-                return Err(Error::Core(CoreError::ShapeMismatch {
-                    name: "second_per_grid_ts",
-                    expected: format!("one per video grid: ({},)", video_grid_thw.len()),
-                    shape: vec![s.len()],
-                }))
-            }
-            Some(s) => s.to_vec(),
-            None => vec![1.0; video_grid_thw.len()],
-        };
-        // Qwen3-VL: each frame of a video is a grid of its own, t = 1.
-        let (videos, video_kind, seconds) = match self.version {
-            QwenVlVersion::Qwen3Vl => {
-                let frames: Vec<[usize; 3]> = video_grid_thw
-                    .iter()
-                    .flat_map(|&[t, h, w]| std::iter::repeat_n([1, h, w], t))
-                    .collect();
-                let ones = vec![1.0; frames.len()];
-                (frames, "video frame", ones)
-            }
-            _ => (video_grid_thw.to_vec(), "video", seconds),
-        };
-        let kind_of = |id: i64| match id {
-            id if id == self.image_token_id => Kind::Image,
-            id if id == self.video_token_id => Kind::Video,
-            _ => Kind::Text,
-        };
-        // Runs of attended tokens, per sequence: (kind, indices into the sequence).
-        let runs: Vec<Vec<(Kind, Vec<usize>)>> = (0..batch)
-            .map(|b| {
-                let mut runs: Vec<(Kind, Vec<usize>)> = Vec::new();
-                for i in (0..seq).filter(|&i| attended[b * seq + i]) {
-                    let kind = kind_of(ids[b * seq + i]);
-                    match runs.last_mut() {
-                        Some((k, idx)) if *k == kind => idx.push(i),
-                        _ => runs.push((kind, vec![i])),
-                    }
-                }
-                runs
-            })
-            .collect();
+        Ok(Self {
+            batch,
+            seq,
+            ids,
+            attended,
+        })
+    }
+}
+
+/// The attention mask `(batch, seq)` as one flag per token: attended where not 0.
+fn decode_mask(mask: &Tensor, batch: usize, seq: usize) -> Result<Vec<bool>> {
+    if mask.dims() != [batch, seq] {
+        return Err(Error::Core(CoreError::ShapeMismatch {
+            name: "attention_mask",
+            expected: format!("(batch, seq) = ({batch}, {seq}), as the input ids"),
+            shape: mask.dims().to_vec(),
+        }));
+    }
+    let mask = mask.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?;
+    Ok(mask.iter().map(|&v| v != 0.0).collect())
+}
+
+/// The video grids the runs take, in order, their name in errors, and their seconds per grid.
+struct Videos {
+    grids: Vec<[usize; 3]>,
+    name: &'static str,
+    seconds: Vec<f64>,
+}
+
+/// The grids the vision runs of a batch take, in order.
+struct Grids<'a> {
+    images: &'a [[usize; 3]],
+    videos: &'a Videos,
+}
+
+impl Grids<'_> {
+    /// As many image runs as image grids, and video runs as video grids (or frames).
+    fn check_counts(&self, runs: &[Vec<Run>]) -> Result<()> {
         for (kind, name, grids) in [
-            (Kind::Image, "image", image_grid_thw.len()),
-            (Kind::Video, video_kind, videos.len()),
+            (Kind::Image, "image", self.images.len()),
+            (Kind::Video, self.videos.name, self.videos.grids.len()),
         ] {
-            let count = runs.iter().flatten().filter(|(k, _)| *k == kind).count();
+            let count = runs.iter().flatten().filter(|r| r.kind == kind).count();
             if count != grids {
                 return Err(Error::VisionGrids {
                     kind: name,
@@ -244,90 +385,117 @@ impl QwenVlConfig {
                 });
             }
         }
-        let mut out = vec![0i64; 3 * batch * seq];
-        let mut deltas = Vec::with_capacity(batch);
-        let mut prompt = Vec::with_capacity(batch);
-        let (mut next_image, mut next_video) = (0, 0);
-        for (b, runs) in runs.iter().enumerate() {
-            let mut start = 0i64;
-            let mut largest = None::<i64>;
-            let mut put = |i: usize, p: [i64; 3]| {
-                for (axis, v) in p.into_iter().enumerate() {
-                    out[(axis * batch + b) * seq + i] = v;
-                    largest = Some(largest.map_or(v, |l| l.max(v)));
-                }
-            };
-            for (kind, idx) in runs {
-                let (grid, interval, name, index) = match kind {
-                    Kind::Text => {
-                        for (j, &i) in idx.iter().enumerate() {
-                            put(i, [start + j as i64; 3]);
-                        }
-                        start += idx.len() as i64;
-                        continue;
-                    }
-                    Kind::Image => {
-                        next_image += 1;
-                        (
-                            image_grid_thw[next_image - 1],
-                            None,
-                            "image",
-                            next_image - 1,
-                        )
-                    }
-                    Kind::Video => {
-                        next_video += 1;
-                        let v = next_video - 1;
-                        let interval = (self.version == QwenVlVersion::Qwen25Vl)
-                            .then(|| self.tokens_per_second as f32 * seconds[v] as f32);
-                        (videos[v], interval, video_kind, v)
-                    }
-                };
-                let [t, h, w] = grid;
-                let (h, w) = (h / m, w / m);
-                let expected = t * h * w;
-                if idx.len() != expected {
-                    return Err(Error::VisionTokens {
-                        sequence: b,
-                        kind: name,
-                        index,
-                        tokens: idx.len(),
-                        grid,
-                        expected,
-                    });
-                }
-                let mut slots = idx.iter();
-                for frame in 0..t {
-                    let time = match interval {
-                        // transformers: (arange(t) * interval).long(), in f32, truncated.
-                        Some(interval) => (frame as f32 * interval) as i64,
-                        None => frame as i64,
-                    };
-                    for row in 0..h {
-                        for column in 0..w {
-                            let &i = slots.next().expect("the run holds t * h * w tokens");
-                            put(i, [start + time, start + row as i64, start + column as i64]);
-                        }
-                    }
-                }
-                start += h.max(w) as i64;
-            }
-            let len = runs.iter().map(|(_, idx)| idx.len()).sum::<usize>();
-            deltas.push(largest.map_or(0, |l| l + 1 - len as i64));
-            let last = runs
-                .last()
-                .and_then(|(_, idx)| idx.last())
-                .map_or([0; 3], |&i| {
-                    [0, 1, 2].map(|axis| out[(axis * batch + b) * seq + i])
-                });
-            prompt.push((len, last));
+        Ok(())
+    }
+}
+
+/// A run of attended tokens of one kind: its indices in the sequence.
+struct Run {
+    kind: Kind,
+    tokens: Vec<usize>,
+}
+
+/// How many image and video grids the runs so far have taken.
+#[derive(Default)]
+struct Cursor {
+    images: usize,
+    videos: usize,
+}
+
+/// An image or video run's grid, its time step (Qwen2.5-VL's videos), and its name and index
+/// for errors.
+struct VisionRun {
+    grid: [usize; 3],
+    interval: Option<f32>,
+    name: &'static str,
+    index: usize,
+}
+
+impl VisionRun {
+    /// Places the run's tokens from `start`, frame by frame, row-major, and returns how far
+    /// the next run starts after this one: `max(h, w) / m`.
+    fn place(
+        &self,
+        placed: &mut Placed,
+        b: usize,
+        tokens: &[usize],
+        start: i64,
+        m: usize,
+    ) -> Result<i64> {
+        let [t, h, w] = self.grid;
+        let (h, w) = (h / m, w / m);
+        let expected = t * h * w;
+        if tokens.len() != expected {
+            return Err(Error::VisionTokens {
+                sequence: b,
+                kind: self.name,
+                index: self.index,
+                tokens: tokens.len(),
+                grid: self.grid,
+                expected,
+            });
         }
-        let device = input_ids.device();
+        let mut slots = tokens.iter();
+        for frame in 0..t {
+            let time = match self.interval {
+                // transformers: (arange(t) * interval).long(), in f32, truncated.
+                Some(interval) => (frame as f32 * interval) as i64,
+                None => frame as i64,
+            };
+            for row in 0..h {
+                for column in 0..w {
+                    let &i = slots.next().expect("the run holds t * h * w tokens");
+                    let ids = [start + time, start + row as i64, start + column as i64];
+                    placed.put(b, i, ids);
+                }
+            }
+        }
+        Ok(h.max(w) as i64)
+    }
+}
+
+/// The positions placed so far, `(3, batch, seq)` flattened, the largest of the sequence being
+/// placed, and each placed sequence's delta and prompt (attended tokens, ids of the last).
+struct Placed {
+    batch: usize,
+    seq: usize,
+    out: Vec<i64>,
+    largest: Option<i64>,
+    deltas: Vec<i64>,
+    prompt: Vec<(usize, [i64; 3])>,
+}
+
+impl Placed {
+    fn new(batch: usize, seq: usize) -> Self {
+        Self {
+            batch,
+            seq,
+            out: vec![0i64; 3 * batch * seq],
+            largest: None,
+            deltas: Vec::with_capacity(batch),
+            prompt: Vec::with_capacity(batch),
+        }
+    }
+
+    /// Puts the ids of token `i` of sequence `b` on the three rows, tracking the largest.
+    fn put(&mut self, b: usize, i: usize, ids: [i64; 3]) {
+        for (axis, v) in ids.into_iter().enumerate() {
+            self.out[(axis * self.batch + b) * self.seq + i] = v;
+            self.largest = Some(self.largest.map_or(v, |l| l.max(v)));
+        }
+    }
+
+    /// The three ids of token `i` of sequence `b`.
+    fn ids_at(&self, b: usize, i: usize) -> [i64; 3] {
+        [0, 1, 2].map(|axis| self.out[(axis * self.batch + b) * self.seq + i])
+    }
+
+    fn into_positions(self, device: &candle_core::Device) -> Result<QwenVlPositions> {
         Ok(QwenVlPositions {
-            position_ids: Tensor::from_vec(out, (3, batch, seq), device)?,
-            rope_deltas: Tensor::new(deltas.as_slice(), device)?,
-            deltas,
-            prompt,
+            position_ids: Tensor::from_vec(self.out, (3, self.batch, self.seq), device)?,
+            rope_deltas: Tensor::new(self.deltas.as_slice(), device)?,
+            deltas: self.deltas,
+            prompt: self.prompt,
         })
     }
 }

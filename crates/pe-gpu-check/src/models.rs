@@ -4,13 +4,14 @@
 //! the same device and file, in interleaved rounds.
 
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use candle_core::quantized::gguf_file::Content;
 use candle_core::{DType, Device, Tensor};
 use candle_transformers::models::quantized_llama as qllama;
 use pe_models::{greedy, LlamaFamily};
+use pe_testkit::race::{Race, Sampled};
 
 use crate::compare::diff;
 use crate::report::{Report, Timing};
@@ -151,7 +152,7 @@ fn logits(
 }
 
 /// Greedy decode tokens/s of ours and candle-transformers' `quantized_llama` on one file,
-/// interleaved rounds; and whether their ids agree.
+/// interleaved rounds after a warm-up round; and whether their ids agree.
 fn decode_speed(target: &Target, report: &mut Report, name: &str) -> Result<()> {
     let dev = &target.device;
     let path = pe_testkit::fixture(&format!("gguf/{name}.gguf"));
@@ -162,65 +163,95 @@ fn decode_speed(target: &Target, report: &mut Report, name: &str) -> Result<()> 
     let prompt: Vec<u32> = (0..12).map(|i| 5 + 7 * i).collect();
     let tokens = if target.full { 257 } else { 17 };
     let rounds = if target.full { 5 } else { 2 };
-    let (mut ours_rate, mut theirs_rate, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    let mut same_ids = true;
     // Ours on the CPU: where the target's greedy ids first leave them, if they do.
     let mut cpu_model = LlamaFamily::from_gguf(&path, DType::F32, &Device::Cpu)?;
     let on_cpu = greedy(&mut cpu_model, &prompt, 0, tokens, &[], |_| {})?.ids;
-    let mut vs_cpu = None;
-    let mut theirs_leave = None;
-    for round in 0..=rounds {
-        let ours_gen = greedy(&mut ours, &prompt, 0, tokens, &[], |_| {})?;
-        // candle-transformers: the prompt in one forward, then one token a step.
-        theirs.clear_kv_cache();
-        let input = Tensor::new(prompt.as_slice(), dev)?.unsqueeze(0)?;
-        let pick =
-            |logits: Tensor| -> Result<u32> { Ok(logits.flatten_all()?.argmax(0)?.to_scalar()?) };
-        let mut next = pick(theirs.forward(&input, 0)?)?;
-        let mut ids = vec![next];
-        let start = Instant::now();
-        for pos in prompt.len()..prompt.len() + tokens - 1 {
-            next = pick(theirs.forward(&Tensor::new(&[next], dev)?.unsqueeze(0)?, pos)?)?;
-            ids.push(next);
-        }
-        let decode = start.elapsed();
-        if ids != ours_gen.ids {
-            same_ids = false;
-            theirs_leave = first_difference(&ids, &ours_gen.ids);
-        }
-        vs_cpu = Some(first_difference(&ours_gen.ids, &on_cpu));
-        if round == 0 {
-            continue; // warm-up
-        }
-        let theirs_tps = (tokens - 1) as f64 / decode.as_secs_f64();
-        ours_rate.push(ours_gen.decode_tokens_per_second());
-        theirs_rate.push(theirs_tps);
-        ratios.push(ours_gen.decode_tokens_per_second() / theirs_tps);
-    }
-    let med = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let (o, t) = (med(ours_rate), med(theirs_rate));
+    // The ids of every run, the warm-up's included.
+    let (mut ours_ids, mut theirs_ids) = (Vec::new(), Vec::new());
+    let measured = Race::new(rounds).sample(vec![
+        Sampled::new("pe-models", || {
+            let g = greedy(&mut ours, &prompt, 0, tokens, &[], |_| {})?;
+            ours_ids.push(g.ids.clone());
+            Ok(g.decode_tokens_per_second())
+        }),
+        Sampled::new("candle-transformers", || {
+            let (ids, decode) = their_greedy(&mut theirs, &prompt, tokens, dev)?;
+            theirs_ids.push(ids);
+            Ok((tokens - 1) as f64 / decode.as_secs_f64())
+        }),
+    ])?;
+    let (o, t) = (
+        measured.median("pe-models"),
+        measured.median("candle-transformers"),
+    );
     report.timing(Timing {
         case: format!("decode {name} (tiny fixture, {tokens} tokens): ms per token"),
         ours_ms: 1e3 / o,
         reference: "candle-transformers quantized_llama".into(),
         reference_ms: Some(1e3 / t),
-        ratio: Some(1.0 / med(ratios)),
+        ratio: Some(1.0 / measured.ratio("pe-models", "candle-transformers")),
     });
+    let agreement = Agreement::of(&ours_ids, &theirs_ids, &on_cpu);
     report.note(format!(
         "decode {name} on the target: ours {o:.0} tokens/s, candle-transformers' quantized_llama {t:.0} tokens/s; their greedy ids {} ours; ours on the target {} ours on the CPU",
-        match theirs_leave {
-            None if same_ids => "equal".to_string(),
+        match agreement.theirs_leave {
+            None if agreement.same_ids => "equal".to_string(),
             step => format!("leave at step {} of", step.unwrap_or(0)),
         },
-        match vs_cpu.flatten() {
+        match agreement.vs_cpu {
             None => "equal".to_string(),
             Some(step) => format!("leave at step {step} of {tokens}"),
         },
     ));
     Ok(())
+}
+
+/// candle-transformers' greedy ids: the prompt in one forward, then one token a step; and
+/// the time of the steps.
+fn their_greedy(
+    theirs: &mut qllama::ModelWeights,
+    prompt: &[u32],
+    tokens: usize,
+    dev: &Device,
+) -> Result<(Vec<u32>, Duration)> {
+    theirs.clear_kv_cache();
+    let input = Tensor::new(prompt, dev)?.unsqueeze(0)?;
+    let pick =
+        |logits: Tensor| -> Result<u32> { Ok(logits.flatten_all()?.argmax(0)?.to_scalar()?) };
+    let mut next = pick(theirs.forward(&input, 0)?)?;
+    let mut ids = vec![next];
+    let start = Instant::now();
+    for pos in prompt.len()..prompt.len() + tokens - 1 {
+        next = pick(theirs.forward(&Tensor::new(&[next], dev)?.unsqueeze(0)?, pos)?)?;
+        ids.push(next);
+    }
+    Ok((ids, start.elapsed()))
+}
+
+/// Whether the greedy ids of the runs agree: theirs with ours in every run (and where the
+/// last run that differs leaves), and ours on the target with ours on the CPU (last run).
+struct Agreement {
+    same_ids: bool,
+    theirs_leave: Option<usize>,
+    vs_cpu: Option<usize>,
+}
+
+impl Agreement {
+    fn of(ours: &[Vec<u32>], theirs: &[Vec<u32>], on_cpu: &[u32]) -> Self {
+        let mut agreement = Agreement {
+            same_ids: true,
+            theirs_leave: None,
+            vs_cpu: None,
+        };
+        for (ours, theirs) in ours.iter().zip(theirs) {
+            if theirs != ours {
+                agreement.same_ids = false;
+                agreement.theirs_leave = first_difference(theirs, ours);
+            }
+            agreement.vs_cpu = first_difference(ours, on_cpu);
+        }
+        agreement
+    }
 }
 
 /// The first index where `a` and `b` differ (or one ends), `None` if they are equal.

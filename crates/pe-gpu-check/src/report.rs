@@ -152,6 +152,20 @@ impl Report {
 
     fn markdown(&self) -> String {
         let mut s = String::new();
+        self.markdown_head(&mut s);
+        self.markdown_speed(&mut s);
+        if !self.notes.is_empty() {
+            let _ = writeln!(s, "\n## Notes\n");
+            for n in &self.notes {
+                let _ = writeln!(s, "- {n}");
+            }
+        }
+        self.markdown_checks(&mut s);
+        s
+    }
+
+    /// The device, the machine, the summary, the sections' times and the failed checks.
+    fn markdown_head(&self, s: &mut String) {
         let _ = writeln!(s, "# gpu_check report\n");
         let _ = writeln!(s, "- device: {}", self.device);
         let _ = writeln!(s, "- machine: {}", self.machine);
@@ -174,6 +188,10 @@ impl Report {
             }
             let _ = writeln!(s);
         }
+    }
+
+    /// The timings' table.
+    fn markdown_speed(&self, s: &mut String) {
         let _ = writeln!(
             s,
             "## Speed (medians; ratio = median of per-round ratios)\n"
@@ -195,12 +213,10 @@ impl Report {
                 ratio
             );
         }
-        if !self.notes.is_empty() {
-            let _ = writeln!(s, "\n## Notes\n");
-            for n in &self.notes {
-                let _ = writeln!(s, "- {n}");
-            }
-        }
+    }
+
+    /// The checks' table.
+    fn markdown_checks(&self, s: &mut String) {
         let _ = writeln!(s, "\n## Checks\n");
         let _ = writeln!(s, "| section | check | max diff | bound | | |");
         let _ = writeln!(s, "|---|---|---:|---:|---|---|");
@@ -220,7 +236,6 @@ impl Report {
                 c.note
             );
         }
-        s
     }
 
     fn json(&self) -> Value {

@@ -137,6 +137,29 @@ fn fixture_config(name: &str, layer: Option<&str>) -> Result<RopeConfig> {
     config.ok_or_else(|| anyhow::anyhow!("rope/{name}: no rope for {layer:?}"))
 }
 
+/// Per-token positions `(b, seq)` of a ragged batch, up to 2^31 - 1, and the positions 7
+/// further (capped) that a shift moves them to: `[from on the CPU, from on the target, to on
+/// the CPU, to on the target]`.
+fn ragged_positions(b: usize, seq: usize, target: &Target) -> Result<[Tensor; 4]> {
+    let positions: Vec<u32> = (0..b * seq)
+        .map(|i| match i % 3 {
+            0 => (i * 977) as u32,
+            1 => (1u32 << 31) - 1 - i as u32,
+            _ => 1_000_000 + i as u32,
+        })
+        .collect();
+    let moved: Vec<u32> = positions
+        .iter()
+        .map(|&p| (p + 7).min((1 << 31) - 1))
+        .collect();
+    Ok([
+        Tensor::from_vec(positions.clone(), (b, seq), &Device::Cpu)?,
+        Tensor::from_vec(positions, (b, seq), &target.device)?,
+        Tensor::from_vec(moved.clone(), (b, seq), &Device::Cpu)?,
+        Tensor::from_vec(moved, (b, seq), &target.device)?,
+    ])
+}
+
 /// apply, apply_at (both layouts), apply_k_at, shift and shift_at for one rope.
 fn plain(
     target: &Target,
@@ -167,21 +190,7 @@ fn plain(
             close_qk(report, &what, (&qd, &kd), (&qc, &kc), scale)?;
         }
         // apply_at: per-token positions (a ragged batch), up to 2^31 - 1.
-        let positions: Vec<u32> = (0..b * seq)
-            .map(|i| match i % 3 {
-                0 => (i * 977) as u32,
-                1 => (1u32 << 31) - 1 - i as u32,
-                _ => 1_000_000 + i as u32,
-            })
-            .collect();
-        let moved: Vec<u32> = positions
-            .iter()
-            .map(|&p| (p + 7).min((1 << 31) - 1))
-            .collect();
-        let pos_c = Tensor::from_vec(positions.clone(), (b, seq), &Device::Cpu)?;
-        let pos_d = Tensor::from_vec(positions, (b, seq), &target.device)?;
-        let to_c = Tensor::from_vec(moved.clone(), (b, seq), &Device::Cpu)?;
-        let to_d = Tensor::from_vec(moved, (b, seq), &target.device)?;
+        let [pos_c, pos_d, to_c, to_d] = ragged_positions(b, seq, target)?;
         let (qc, kc) = cpu.apply(&q_c, &k_c, &pos_c)?;
         let (qd, kd) = dev.apply(&q_d, &k_d, &pos_d)?;
         close_qk(

@@ -27,6 +27,7 @@ use candle_core::{DType, Device, IndexOp, Module, Tensor};
 use candle_transformers::models::quantized_gemma3 as qgemma3;
 use candle_transformers::models::quantized_llama as qllama;
 use pe_models::{quantized_matmul, LlamaFamily};
+use pe_testkit::race::{median, Case, Race, Sampled};
 use serde_json::Value;
 
 /// The real files (stems of `<stem>.gguf` and `real/<stem>.json`).
@@ -263,11 +264,6 @@ fn prompt_ids(generation: &Value) -> Result<Vec<u32>> {
         .collect())
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// Decode tokens/s of both models, interleaved rounds, the first prompt at 0.
 fn speed(
     stem: &str,
@@ -279,38 +275,32 @@ fn speed(
     let g = &reference["generations"][0];
     let prompt = prompt_ids(g)?;
     let n = args.tokens as usize;
-    let (mut a, mut b, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    for round in 0..args.rounds {
-        ours.clear_cache();
-        // Each goes first in every other round, so that an order effect cancels.
-        let (t_ours, t_theirs) = match round % 2 {
-            0 => (
-                decode(|ids, pos| our_step(ours, ids, pos), &prompt, n)?,
-                decode(|ids, pos| theirs.step(ids, pos), &prompt, n)?,
-            ),
-            _ => {
-                let t_theirs = decode(|ids, pos| theirs.step(ids, pos), &prompt, n)?;
-                (
-                    decode(|ids, pos| our_step(ours, ids, pos), &prompt, n)?,
-                    t_theirs,
-                )
-            }
-        };
-        let (x, y) = (
-            n as f64 / t_ours.as_secs_f64(),
-            n as f64 / t_theirs.as_secs_f64(),
-        );
-        a.push(x);
-        b.push(y);
-        ratios.push(x / y);
-    }
+    let rate = |t: Duration| n as f64 / t.as_secs_f64();
+    // Each goes first in every other round, so that an order effect cancels.
+    let rounds = Race::new(args.rounds as usize)
+        .warm_up(false)
+        .alternate()
+        .sample(vec![
+            Sampled::new("pe-models", || {
+                ours.clear_cache();
+                Ok(rate(decode(
+                    |ids, pos| our_step(ours, ids, pos),
+                    &prompt,
+                    n,
+                )?))
+            }),
+            Sampled::new("candle-transformers", || {
+                Ok(rate(decode(|ids, pos| theirs.step(ids, pos), &prompt, n)?))
+            }),
+        ])?;
+    let ratios = rounds.ratios("pe-models", "candle-transformers");
     println!(
         "\n{stem}: decode {n} tokens, {} interleaved rounds: pe-models {:.1} tokens/s, \
          candle-transformers {:.1} tokens/s, median ratio {:.3} (rounds: {})\n",
         args.rounds,
-        median(a),
-        median(b),
-        median(ratios.clone()),
+        rounds.median("pe-models"),
+        rounds.median("candle-transformers"),
+        median(&ratios),
         ratios
             .iter()
             .map(|r| format!("{r:.3}"))
@@ -336,16 +326,59 @@ fn decode(
     Ok(start.elapsed())
 }
 
-/// The median of `reps` timings of `f`, after one warm-up call.
-fn time(reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
-    f()?;
-    let mut t = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        let start = Instant::now();
-        f()?;
-        t.push(start.elapsed().as_secs_f64());
+/// The median of `reps` timings of `f` in seconds, after one warm-up call.
+fn time(reps: usize, f: impl FnMut() -> Result<()>) -> Result<f64> {
+    let rounds = Race::new(reps).run(vec![Case::new("part", f)])?;
+    Ok(rounds.median("part") / 1e3)
+}
+
+/// Layer 0's weights of a real file, and the output projection: what one decode step
+/// multiplies, per layer.
+struct Weights {
+    q: QMatMul,
+    k: QMatMul,
+    v: QMatMul,
+    o: QMatMul,
+    gate: QMatMul,
+    up: QMatMul,
+    down: QMatMul,
+    output: QMatMul,
+}
+
+impl Weights {
+    fn read(stem: &str) -> Result<Self> {
+        let dev = Device::Cpu;
+        let path = real_model(stem)?;
+        let mut file = std::fs::File::open(&path)?;
+        let content = Content::read(&mut file)?;
+        let mut weight = |name: &str| -> Result<QMatMul> {
+            Ok(QMatMul::from_qtensor(
+                content.tensor(&mut file, name, &dev)?,
+            )?)
+        };
+        let mut layer = |t: &str| weight(&format!("blk.0.{t}.weight"));
+        let (q, k, v, o) = (
+            layer("attn_q")?,
+            layer("attn_k")?,
+            layer("attn_v")?,
+            layer("attn_output")?,
+        );
+        let (gate, up, down) = (layer("ffn_gate")?, layer("ffn_up")?, layer("ffn_down")?);
+        let output = match content.tensor_infos.contains_key("output.weight") {
+            true => weight("output.weight")?,
+            false => weight("token_embd.weight")?,
+        };
+        Ok(Self {
+            q,
+            k,
+            v,
+            o,
+            gate,
+            up,
+            down,
+            output,
+        })
     }
-    Ok(median(t))
 }
 
 /// Where our decode step's time goes: the step, and its parts timed alone with its shapes
@@ -357,96 +390,78 @@ fn profile(stem: &str, model: &mut LlamaFamily, args: &Args) -> Result<()> {
     let prompt = [1u32, 2, 3, 4, 5, 6, 7, 8];
     let step = decode(|ids, pos| our_step(model, ids, pos), &prompt, n)?.as_secs_f64() / n as f64;
     let cfg = model.config().clone();
+    let weights = Weights::read(stem)?;
+    let cached = prompt.len() + n / 2;
+    let parts = parts(&cfg, &weights, cached)?;
+    print_profile(step, cached, &parts);
+    Ok(())
+}
+
+/// Each part of a decode step and its seconds per step (the layers' parts times the layers).
+fn parts(
+    cfg: &pe_models::LlamaConfig,
+    w: &Weights,
+    cached: usize,
+) -> Result<[(&'static str, f64); 5]> {
     let dev = Device::Cpu;
-    let path = real_model(stem)?;
-    let mut file = std::fs::File::open(&path)?;
-    let content = Content::read(&mut file)?;
-    let mut weight = |name: &str| -> Result<QMatMul> {
-        Ok(QMatMul::from_qtensor(
-            content.tensor(&mut file, name, &dev)?,
-        )?)
-    };
     let (h, kvh, d) = (
         cfg.num_attention_heads,
         cfg.num_key_value_heads,
         cfg.head_dim,
     );
     let layers = cfg.num_hidden_layers as f64;
-    let [wq, wk, wv, wo, gate, up, down] = [
-        "attn_q",
-        "attn_k",
-        "attn_v",
-        "attn_output",
-        "ffn_gate",
-        "ffn_up",
-        "ffn_down",
-    ]
-    .map(|t| weight(&format!("blk.0.{t}.weight")));
-    let (wq, wk, wv, wo, gate, up, down) = (wq?, wk?, wv?, wo?, gate?, up?, down?);
-    let output = match content.tensor_infos.contains_key("output.weight") {
-        true => weight("output.weight")?,
-        false => weight("token_embd.weight")?,
-    };
     let x = Tensor::randn(0f32, 1.0, (1, 1, cfg.hidden_size), &dev)?;
     let attn_out = Tensor::randn(0f32, 1.0, (1, 1, h * d), &dev)?;
     let mid = Tensor::randn(0f32, 1.0, (1, 1, cfg.intermediate_size), &dev)?;
     let q = Tensor::randn(0f32, 1.0, (1, h, 1, d), &dev)?;
     let k = Tensor::randn(0f32, 1.0, (1, kvh, 1, d), &dev)?;
-    let cached = prompt.len() + n / 2;
     let kt = Tensor::randn(0f32, 1.0, (1, kvh, d, cached), &dev)?;
     let v = Tensor::randn(0f32, 1.0, (1, kvh, cached, d), &dev)?;
     let rotary = candle_pe_nn::RotaryEmbedding::new(cfg.rope.clone())?;
     let at = Tensor::new(&[[cached as u32]], &dev)?;
     let reps = 50;
-    let parts = [
-        (
-            "q, k, v and o projections",
-            layers
-                * time(reps, || {
-                    for w in [&wq, &wk, &wv] {
-                        quantized_matmul(w, &x)?;
-                    }
-                    quantized_matmul(&wo, &attn_out)?;
-                    Ok(())
-                })?,
-        ),
-        (
-            "MLP (gate, up, activation, down)",
-            layers
-                * time(reps, || {
-                    let g = cfg.hidden_act.forward(&quantized_matmul(&gate, &x)?)?;
-                    let _ = (g * quantized_matmul(&up, &x)?)?;
-                    quantized_matmul(&down, &mid)?;
-                    Ok(())
-                })?,
-        ),
-        (
-            "rope (apply_at on q and k)",
-            layers
-                * time(reps, || {
-                    rotary.apply(&q, &k, &at)?;
-                    Ok(())
-                })?,
-        ),
+    let projections = time(reps, || {
+        for m in [&w.q, &w.k, &w.v] {
+            quantized_matmul(m, &x)?;
+        }
+        quantized_matmul(&w.o, &attn_out)?;
+        Ok(())
+    })?;
+    let mlp = time(reps, || {
+        let g = cfg.hidden_act.forward(&quantized_matmul(&w.gate, &x)?)?;
+        let _ = (g * quantized_matmul(&w.up, &x)?)?;
+        quantized_matmul(&w.down, &mid)?;
+        Ok(())
+    })?;
+    let rope = time(reps, || {
+        rotary.apply(&q, &k, &at)?;
+        Ok(())
+    })?;
+    let attention = time(reps, || {
+        let qg = q.reshape((1, kvh, h / kvh, d))?;
+        let s = (qg.matmul(&kt)? * 0.125)?;
+        let p = candle_nn::ops::softmax_last_dim(&s)?;
+        p.matmul(&v)?;
+        Ok(())
+    })?;
+    let output = time(reps, || {
+        quantized_matmul(&w.output, &x)?;
+        Ok(())
+    })?;
+    Ok([
+        ("q, k, v and o projections", layers * projections),
+        ("MLP (gate, up, activation, down)", layers * mlp),
+        ("rope (apply_at on q and k)", layers * rope),
         (
             "attention over the cache (scores, softmax, values)",
-            layers
-                * time(reps, || {
-                    let qg = q.reshape((1, kvh, h / kvh, d))?;
-                    let s = (qg.matmul(&kt)? * 0.125)?;
-                    let p = candle_nn::ops::softmax_last_dim(&s)?;
-                    p.matmul(&v)?;
-                    Ok(())
-                })?,
+            layers * attention,
         ),
-        (
-            "output projection (vocabulary)",
-            time(reps, || {
-                quantized_matmul(&output, &x)?;
-                Ok(())
-            })?,
-        ),
-    ];
+        ("output projection (vocabulary)", output),
+    ])
+}
+
+/// The profile's table: each part's ms per step and share of the step, and the rest.
+fn print_profile(step: f64, cached: usize, parts: &[(&str, f64)]) {
     println!(
         "profile of one decode step ({:.3} ms, {cached} tokens cached):\n",
         step * 1e3
@@ -454,7 +469,7 @@ fn profile(stem: &str, model: &mut LlamaFamily, args: &Args) -> Result<()> {
     println!("| part | ms per step | share |");
     println!("|---|---:|---:|");
     let mut total = 0.0;
-    for (name, secs) in &parts {
+    for (name, secs) in parts {
         total += secs;
         println!(
             "| {name} | {:.3} | {:.1}% |",
@@ -467,5 +482,4 @@ fn profile(stem: &str, model: &mut LlamaFamily, args: &Args) -> Result<()> {
         (step - total) * 1e3,
         100.0 * (step - total) / step
     );
-    Ok(())
 }

@@ -43,6 +43,7 @@ use candle_transformers::models::quantized_phi3 as qphi3;
 use candle_transformers::models::quantized_qwen2 as qqwen2;
 use candle_transformers::models::qwen3 as ctq;
 use pe_models::{greedy, LlamaFamily};
+use pe_testkit::race::{median, Race, Sampled};
 use serde_json::{json, Value};
 
 /// The fixtures from `config.json` and safetensors (`models/NAME`).
@@ -313,11 +314,6 @@ fn max_diff(a: &Tensor, b: &Tensor) -> Result<f64> {
     Ok(d.flatten_all()?.max(0)?.to_scalar::<f64>()?)
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// One row of the accuracy table: the prompt at positions `first..`.
 struct Row {
     first: usize,
@@ -387,151 +383,219 @@ fn compare(args: &Args) -> Result<()> {
 /// (where every candle-transformers table still reaches).
 const OFFSETS: [usize; 2] = [0, 4000];
 
-fn measure(fixture: &Fixture, args: &Args) -> Result<Measured> {
-    let dev = Device::Cpu;
-    let (json_path, tensors_path) = &fixture.outputs;
-    let text =
-        std::fs::read_to_string(json_path).with_context(|| format!("{}", json_path.display()))?;
-    let outputs: Value = serde_json::from_str(&text)?;
-    let rec = candle_core::safetensors::load(tensors_path, &dev)?;
-    let get = |k: &str| {
-        rec.get(k)
-            .cloned()
-            .with_context(|| format!("{}: no {k}", tensors_path.display()))
-    };
-    let prompt: Vec<u32> = get("prefill.input_ids")?
-        .to_dtype(DType::U32)?
-        .flatten_all()?
-        .to_vec1()?;
-    let tf_prefill = get("prefill.logits")?;
-    let tf_ids: Vec<u32> = get("decode.generated_ids")?
-        .to_dtype(DType::U32)?
-        .flatten_all()?
-        .to_vec1()?;
+/// What transformers recorded for a fixture: the prompt, its prefill logits, its greedy ids,
+/// and every recorded tensor by name.
+struct Recorded {
+    path: PathBuf,
+    tensors: std::collections::HashMap<String, Tensor>,
+    outputs: Value,
+    prompt: Vec<u32>,
+    prefill: Tensor,
+    ids: Vec<u32>,
+}
 
-    // The first positions: 0 and 4,000, then the fixture's far calls, each with the call
-    // transformers recorded there if any.
-    let mut starts: Vec<(usize, Option<String>)> = OFFSETS
-        .iter()
-        .map(|&first| (first, (first == 0).then(|| "prefill".to_string())))
-        .collect();
-    for call in outputs["calls"].as_array().context("outputs: calls")? {
-        let call = call["name"].as_str().context("outputs: call name")?;
-        if call.starts_with("far") {
-            let pos: Vec<u32> = get(&format!("{call}.position_ids"))?
-                .to_dtype(DType::U32)?
-                .flatten_all()?
-                .to_vec1()?;
-            let first = pos.first().context("outputs: empty far call")?;
-            starts.push((*first as usize, Some(call.to_string())));
-        }
+impl Recorded {
+    fn load(fixture: &Fixture) -> Result<Self> {
+        let (json_path, tensors_path) = &fixture.outputs;
+        let text = std::fs::read_to_string(json_path)
+            .with_context(|| format!("{}", json_path.display()))?;
+        let tensors = candle_core::safetensors::load(tensors_path, &Device::Cpu)?;
+        let mut recorded = Recorded {
+            path: tensors_path.clone(),
+            tensors,
+            outputs: serde_json::from_str(&text)?,
+            prompt: vec![],
+            prefill: Tensor::zeros(0, DType::F32, &Device::Cpu)?,
+            ids: vec![],
+        };
+        recorded.prompt = recorded.ids_of("prefill.input_ids")?;
+        recorded.prefill = recorded.get("prefill.logits")?;
+        recorded.ids = recorded.ids_of("decode.generated_ids")?;
+        Ok(recorded)
     }
+
+    /// The recorded tensor `name`.
+    fn get(&self, name: &str) -> Result<Tensor> {
+        self.tensors
+            .get(name)
+            .cloned()
+            .with_context(|| format!("{}: no {name}", self.path.display()))
+    }
+
+    /// The recorded tensor `name` as u32 ids.
+    fn ids_of(&self, name: &str) -> Result<Vec<u32>> {
+        Ok(self
+            .get(name)?
+            .to_dtype(DType::U32)?
+            .flatten_all()?
+            .to_vec1()?)
+    }
+
+    /// The prompt's first positions: 0 and 4,000, then the fixture's far calls, each with the
+    /// call transformers recorded there if any.
+    fn starts(&self) -> Result<Vec<(usize, Option<String>)>> {
+        let mut starts: Vec<(usize, Option<String>)> = OFFSETS
+            .iter()
+            .map(|&first| (first, (first == 0).then(|| "prefill".to_string())))
+            .collect();
+        let calls = self.outputs["calls"].as_array().context("outputs: calls")?;
+        for call in calls {
+            let call = call["name"].as_str().context("outputs: call name")?;
+            if call.starts_with("far") {
+                let pos = self.ids_of(&format!("{call}.position_ids"))?;
+                let first = pos.first().context("outputs: empty far call")?;
+                starts.push((*first as usize, Some(call.to_string())));
+            }
+        }
+        Ok(starts)
+    }
+}
+
+fn measure(fixture: &Fixture, args: &Args) -> Result<Measured> {
+    let recorded = Recorded::load(fixture)?;
+    let prompt = &recorded.prompt;
+    let starts = recorded.starts()?;
     let rows_needed = starts.iter().map(|c| c.0).max().unwrap_or(0) + prompt.len();
     let rows_needed = rows_needed.max(prompt.len() + args.tokens as usize);
     let mut theirs = Theirs::load(fixture, rows_needed)?;
     let mut ours = fixture.ours()?;
-    // A prompt's logits at P.. equal its logits at 0.. where the frequencies are the same
-    // (not past the original context of LongRoPE or dynamic NTK).
-    let rope = Rope::new(ours.config().rope.clone())?;
-    let relative = |reach: usize| rope.inv_freq(reach) == rope.inv_freq(prompt.len());
-
-    let mut rows = vec![];
-    for (first, call) in &starts {
-        ours.clear_cache();
-        let end = (*first + prompt.len()) as u32;
-        let pos = Tensor::arange(*first as u32, end, &dev)?.unsqueeze(0)?;
-        let a = ours.forward(
-            &Tensor::new(prompt.as_slice(), &dev)?.unsqueeze(0)?,
-            &pos,
-            None,
-        )?;
-        // candle-transformers may fail where transformers runs: its error is reported.
-        let (b, ct_error) = match theirs.logits(&prompt, *first) {
-            Ok(b) => (Some(b), None),
-            Err(e) => (None, Some(candle_pe_cli::error_line(&e))),
-        };
-        let theirs_vs = |reference: &Tensor| b.as_ref().map(|b| max_diff(b, reference)).transpose();
-        let tf = call
-            .as_ref()
-            .map(|c| get(&format!("{c}.logits")))
-            .transpose()?;
-        rows.push(Row {
-            first: *first,
-            vs_exact: match relative(*first + prompt.len()) {
-                true => Some((max_diff(&a, &tf_prefill)?, theirs_vs(&tf_prefill)?)),
-                false => None,
-            },
-            vs_same: match &tf {
-                Some(tf) => Some((max_diff(&a, tf)?, theirs_vs(tf)?)),
-                None => None,
-            },
-            tf_drift: tf
-                .as_ref()
-                .map(|tf| max_diff(tf, &tf_prefill))
-                .transpose()?,
-            ct_error,
-        });
-    }
+    let rows = starts
+        .iter()
+        .map(|(first, call)| accuracy_row(&recorded, &mut ours, &mut theirs, *first, call))
+        .collect::<Result<Vec<_>>>()?;
     // candle-transformers runs the speed rounds when it runs the prompt at 0.., a token at a
     // time if it cannot take it in one forward.
     let runs = rows.first().is_some_and(|r| r.ct_error.is_none());
     let ct_prefill_error = match runs {
-        true => theirs.greedy(&prompt, 2, false).err(),
+        true => theirs.greedy(prompt, 2, false).err(),
         false => None,
     };
-
-    // Decode speed: interleaved rounds, the order alternating, medians.
-    let tokens = args.tokens as usize;
-    let (mut ours_rates, mut ct_rates, mut ours_pre, mut ct_pre) = (vec![], vec![], vec![], vec![]);
-    // ours / candle-transformers decode rate of each round: its two runs are back to back, so
-    // a change of the machine's load between rounds cancels out.
-    let mut ratios = vec![];
-    let mut same_ids = true;
-    let starts_as_tf = |ids: &[u32]| ids.starts_with(&tf_ids[..tf_ids.len().min(tokens)]);
-    let mut tf_match = (true, runs.then_some(true));
-    for round in 0..args.rounds {
-        let mut run_ours = || -> Result<Vec<u32>> {
-            let g = greedy(&mut ours, &prompt, 0, tokens, &[], |_| {})?;
-            ours_rates.push(g.decode_tokens_per_second());
-            ours_pre.push(g.prefill_tokens_per_second());
-            Ok(g.ids)
-        };
-        let one_at_a_time = ct_prefill_error.is_some();
-        let mut run_ct = || -> Result<Vec<u32>> {
-            if !runs {
-                return Ok(vec![]);
-            }
-            let (ids, prefill, decode) = theirs.greedy(&prompt, tokens, one_at_a_time)?;
-            ct_rates.push((tokens - 1) as f64 / decode.as_secs_f64());
-            ct_pre.push(prompt.len() as f64 / prefill.as_secs_f64());
-            Ok(ids)
-        };
-        let (a, b) = match round % 2 {
-            0 => (run_ours()?, run_ct()?),
-            _ => {
-                let b = run_ct()?;
-                (run_ours()?, b)
-            }
-        };
-        same_ids &= a == b;
-        tf_match.0 &= starts_as_tf(&a);
-        tf_match.1 = tf_match.1.map(|m| m && starts_as_tf(&b));
-        if let (Some(o), Some(c)) = (ours_rates.last(), ct_rates.last()) {
-            ratios.push(o / c);
-        }
-    }
+    let theirs = runs.then_some(&mut theirs);
+    let speed = speed(
+        &recorded,
+        &mut ours,
+        theirs,
+        ct_prefill_error.is_some(),
+        args,
+    )?;
     Ok(Measured {
         name: fixture.name.clone(),
         weights: fixture.weights().to_string(),
         prompt_len: prompt.len(),
         rows,
-        prefill: (median(ours_pre), runs.then(|| median(ct_pre))),
-        decode: (median(ours_rates), runs.then(|| median(ct_rates))),
-        // The median of the rounds' ratios (not the ratio of the medians).
-        ratio: runs.then(|| median(ratios)),
-        same_ids: runs.then_some(same_ids),
-        tf_ids: (tf_match.0, tf_match.1, tf_ids.len().min(tokens)),
+        prefill: speed.prefill,
+        decode: speed.decode,
+        ratio: speed.ratio,
+        same_ids: speed.same_ids,
+        tf_ids: speed.tf_ids,
         ct_prefill_error: ct_prefill_error.map(|e| candle_pe_cli::error_line(&e)),
+    })
+}
+
+/// The accuracy row of the prompt at positions `first..`, against the call transformers
+/// recorded there (`call`) where there is one.
+fn accuracy_row(
+    recorded: &Recorded,
+    ours: &mut LlamaFamily,
+    theirs: &mut Theirs,
+    first: usize,
+    call: &Option<String>,
+) -> Result<Row> {
+    let dev = Device::Cpu;
+    let prompt = &recorded.prompt;
+    let tf_prefill = &recorded.prefill;
+    // A prompt's logits at P.. equal its logits at 0.. where the frequencies are the same
+    // (not past the original context of LongRoPE or dynamic NTK).
+    let rope = Rope::new(ours.config().rope.clone())?;
+    let relative = |reach: usize| rope.inv_freq(reach) == rope.inv_freq(prompt.len());
+    ours.clear_cache();
+    let end = (first + prompt.len()) as u32;
+    let pos = Tensor::arange(first as u32, end, &dev)?.unsqueeze(0)?;
+    let ids = Tensor::new(prompt.as_slice(), &dev)?.unsqueeze(0)?;
+    let a = ours.forward(&ids, &pos, None)?;
+    // candle-transformers may fail where transformers runs: its error is reported.
+    let (b, ct_error) = match theirs.logits(prompt, first) {
+        Ok(b) => (Some(b), None),
+        Err(e) => (None, Some(candle_pe_cli::error_line(&e))),
+    };
+    let theirs_vs = |reference: &Tensor| b.as_ref().map(|b| max_diff(b, reference)).transpose();
+    let tf = call
+        .as_ref()
+        .map(|c| recorded.get(&format!("{c}.logits")))
+        .transpose()?;
+    Ok(Row {
+        first,
+        vs_exact: match relative(first + prompt.len()) {
+            true => Some((max_diff(&a, tf_prefill)?, theirs_vs(tf_prefill)?)),
+            false => None,
+        },
+        vs_same: match &tf {
+            Some(tf) => Some((max_diff(&a, tf)?, theirs_vs(tf)?)),
+            None => None,
+        },
+        tf_drift: tf.as_ref().map(|tf| max_diff(tf, tf_prefill)).transpose()?,
+        ct_error,
+    })
+}
+
+/// What the speed rounds measured: median prefill and decode tokens/s (ours,
+/// candle-transformers'), the median of the rounds' decode ratios, and the greedy ids'
+/// agreement ([`Measured`]'s fields of the same names).
+struct Speed {
+    prefill: (f64, Option<f64>),
+    decode: (f64, Option<f64>),
+    ratio: Option<f64>,
+    same_ids: Option<bool>,
+    tf_ids: (bool, Option<bool>, usize),
+}
+
+/// Greedy decode speed in interleaved rounds, the order alternating (candle-transformers
+/// `theirs` where it runs; `one_at_a_time` where it takes the prompt a token at a time).
+fn speed(
+    recorded: &Recorded,
+    ours: &mut LlamaFamily,
+    theirs: Option<&mut Theirs>,
+    one_at_a_time: bool,
+    args: &Args,
+) -> Result<Speed> {
+    let (prompt, tokens) = (&recorded.prompt, args.tokens as usize);
+    let runs = theirs.is_some();
+    let (mut ours_pre, mut ours_ids, mut ct_pre, mut ct_ids) = (vec![], vec![], vec![], vec![]);
+    let mut cases = vec![Sampled::new("pe-models", || {
+        let g = greedy(ours, prompt, 0, tokens, &[], |_| {})?;
+        ours_pre.push(g.prefill_tokens_per_second());
+        ours_ids.push(g.ids.clone());
+        Ok(g.decode_tokens_per_second())
+    })];
+    if let Some(theirs) = theirs {
+        let (ct_pre, ct_ids) = (&mut ct_pre, &mut ct_ids);
+        cases.push(Sampled::new("candle-transformers", move || {
+            let (ids, prefill, decode) = theirs.greedy(prompt, tokens, one_at_a_time)?;
+            ct_pre.push(prompt.len() as f64 / prefill.as_secs_f64());
+            ct_ids.push(ids);
+            Ok((tokens - 1) as f64 / decode.as_secs_f64())
+        }));
+    }
+    let rounds = Race::new(args.rounds as usize)
+        .warm_up(false)
+        .alternate()
+        .sample(cases)?;
+    let tf_ids = &recorded.ids;
+    let starts_as_tf = |ids: &Vec<u32>| ids.starts_with(&tf_ids[..tf_ids.len().min(tokens)]);
+    Ok(Speed {
+        prefill: (median(&ours_pre), runs.then(|| median(&ct_pre))),
+        decode: (
+            rounds.median("pe-models"),
+            runs.then(|| rounds.median("candle-transformers")),
+        ),
+        // The median of the rounds' ratios (not the ratio of the medians).
+        ratio: runs.then(|| rounds.ratio("pe-models", "candle-transformers")),
+        same_ids: runs.then(|| ours_ids == ct_ids),
+        tf_ids: (
+            ours_ids.iter().all(starts_as_tf),
+            runs.then(|| ct_ids.iter().all(starts_as_tf)),
+            tf_ids.len().min(tokens),
+        ),
     })
 }
 
@@ -580,6 +644,12 @@ fn yes_no(v: Option<bool>) -> &'static str {
 }
 
 fn print_markdown(measured: &[Measured], args: &Args) {
+    print_accuracy(measured);
+    print_speed(measured, args);
+}
+
+/// The accuracy table, what it means, and where candle-transformers cannot run.
+fn print_accuracy(measured: &[Measured]) {
     println!("## Max |logit difference| to transformers 5.23 (f32 compute, CPU)\n");
     println!("| fixture | weights | prompt positions | pe-models vs tf at 0.. (exact) | candle-transformers vs tf at 0.. (exact) | pe-models vs tf, same positions | candle-transformers vs tf, same positions | tf's own drift from its 0.. |");
     println!("|---|---|---|---:|---:|---:|---:|---:|");
@@ -631,6 +701,10 @@ fn print_markdown(measured: &[Measured], args: &Args) {
             errors.join("\n")
         );
     }
+}
+
+/// The speed table and what it means.
+fn print_speed(measured: &[Measured], args: &Args) {
     println!(
         "\n## Speed (greedy, batch 1, {} decode steps, median of {} interleaved rounds)\n",
         args.tokens - 1,

@@ -108,6 +108,28 @@ pub fn random_rope_config(rng: &mut StdRng) -> RopeConfig {
     // phi-style partial rotary; the rotated width stays even.
     let partial = rng.random_bool(0.2) && head_dim % 4 == 0 && head_dim >= 8;
     let half = if partial { head_dim / 4 } else { head_dim / 2 };
+    let (rope_type, max) = random_rope_type(rng, factor, original, half);
+    let mut c = RopeConfig::new(head_dim, base).with_rope_type(rope_type);
+    c.max_position_embeddings = Some(max);
+    if let RopeType::Proportional(_) = c.rope_type {
+        c.partial_rotary_factor = [0.25, 0.5, 1.0][rng.random_range(0..3)];
+        if (c.partial_rotary_factor * head_dim as f64 / 2.0) < 1.0 {
+            c.partial_rotary_factor = 1.0;
+        }
+    } else if partial {
+        c.partial_rotary_factor = 0.5;
+    }
+    c
+}
+
+/// A random rope type of [`random_rope_config`] (`half` frequencies, a scaling `factor`, an
+/// original context `original`) and the context it reaches (longrope's is 32 times longer).
+fn random_rope_type(
+    rng: &mut StdRng,
+    factor: f64,
+    original: usize,
+    half: usize,
+) -> (RopeType, usize) {
     let factors =
         |rng: &mut StdRng| -> Vec<f64> { (0..half).map(|_| rng.random_range(1.0..64.0)).collect() };
     let mut max = original;
@@ -146,15 +168,5 @@ pub fn random_rope_config(rng: &mut StdRng) -> RopeConfig {
             alpha: [1000.0, factor][rng.random_range(0..2)],
         }),
     };
-    let mut c = RopeConfig::new(head_dim, base).with_rope_type(rope_type);
-    c.max_position_embeddings = Some(max);
-    if let RopeType::Proportional(_) = c.rope_type {
-        c.partial_rotary_factor = [0.25, 0.5, 1.0][rng.random_range(0..3)];
-        if (c.partial_rotary_factor * head_dim as f64 / 2.0) < 1.0 {
-            c.partial_rotary_factor = 1.0;
-        }
-    } else if partial {
-        c.partial_rotary_factor = 0.5;
-    }
-    c
+    (rope_type, max)
 }

@@ -14,7 +14,8 @@
 //! - the standing bit check: a hash of a tensor's exact bits ([`bits_hash`]) and golden files
 //!   of such hashes ([`BitCases`], [`golden`]);
 //! - the f32 constructions the benchmarks and examples measure against ([`naive_f32_table`],
-//!   [`naive_llama_rope`], ...).
+//!   [`naive_llama_rope`], ...);
+//! - the one benchmark harness: interleaved rounds, medians and ratio rows ([`race`]).
 //!
 //! ```
 //! use candle_core::{DType, Device};
@@ -36,6 +37,7 @@ mod fixtures;
 mod golden;
 mod machine;
 mod oracle;
+pub mod race;
 mod real_models;
 mod tolerance;
 
