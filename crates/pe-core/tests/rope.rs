@@ -558,3 +558,36 @@ fn at_shift_takes_each_sides_spectrum() -> anyhow::Result<()> {
     assert_ne!(plain, short);
     Ok(())
 }
+
+/// A rotated width given directly comes back whole, for every head that is a multiple of 16 up
+/// to 1,024 and every width that is a multiple of 8, including the 83 where the plain ratio
+/// `r / h` times `h` rounds down to `r - 1` (120 of 176 among them). Proportional rope, which
+/// reads the factor as its rotated pairs, gets `r / 2` of them.
+#[test]
+fn a_rotary_dim_given_directly_comes_back_whole() -> anyhow::Result<()> {
+    let mut short_by_the_ratio = 0;
+    for head in (16..=1024).step_by(16) {
+        for r in (8..=head).step_by(8) {
+            let config = RopeConfig::new(head, 10000.0).with_rotary_dim(r);
+            assert_eq!(config.rotary_dim(), r, "{r} of {head}");
+            assert_eq!(Rope::new(config)?.half_dim(), r / 2, "{r} of {head}");
+            let proportional = RopeConfig::new(head, 10000.0)
+                .with_rope_type(RopeType::Proportional(Proportional { factor: 1.0 }))
+                .with_rotary_dim(r);
+            let factor = proportional.partial_rotary_factor;
+            assert_eq!((factor * head as f64 / 2.0).floor() as usize, r / 2);
+            Rope::new(proportional)?;
+            if (head as f64 * (r as f64 / head as f64)) as usize != r {
+                short_by_the_ratio += 1;
+            }
+        }
+    }
+    assert_eq!(short_by_the_ratio, 83);
+    let odd = Rope::new(RopeConfig::new(176, 10000.0).with_rotary_dim(119)).unwrap_err();
+    assert!(odd.to_string().contains("119"), "{odd}");
+    for wrong in [0, 177] {
+        let err = Rope::new(RopeConfig::new(176, 10000.0).with_rotary_dim(wrong)).unwrap_err();
+        assert!(err.to_string().contains("partial_rotary_factor"), "{err}");
+    }
+    Ok(())
+}

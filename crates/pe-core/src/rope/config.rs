@@ -93,6 +93,31 @@ impl RopeConfig {
         self
     }
 
+    /// The same config rotating `rotary_dim` channels of each head: `partial_rotary_factor`
+    /// becomes the smallest f64 whose product with `head_dim` is at least `rotary_dim`, so that
+    /// the product rounded down (as here and in transformers) gives `rotary_dim` back. The plain
+    /// ratio does not always: 120 / 176 times 176 is 119.99..., which rounds down to 119.
+    ///
+    /// ```
+    /// use candle_pe_core::RopeConfig;
+    ///
+    /// let config = RopeConfig::new(176, 10000.0).with_rotary_dim(120);
+    /// assert_eq!(config.rotary_dim(), 120);
+    /// assert_eq!((176.0 * (120.0 / 176.0)) as usize, 119);
+    /// ```
+    ///
+    /// A width of 0 or above `head_dim` gives a factor outside (0, 1], which
+    /// [`Rope::new`](crate::Rope::new) refuses as `partial_rotary_factor`.
+    pub fn with_rotary_dim(mut self, rotary_dim: usize) -> Self {
+        let head = self.head_dim as f64;
+        let mut factor = rotary_dim as f64 / head;
+        while factor.is_finite() && head * factor < rotary_dim as f64 {
+            factor = f64::from_bits(factor.to_bits() + 1);
+        }
+        self.partial_rotary_factor = factor;
+        self
+    }
+
     /// The width the tables cover, twice their column count: `head_dim * partial_rotary_factor`
     /// rounded down, or the width the rope type gives (the whole head for
     /// [`RopeType::Proportional`], whose unrotated pairs have frequency 0).

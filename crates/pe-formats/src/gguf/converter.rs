@@ -105,13 +105,3 @@ pub(super) fn llama3_candidates(factor: Option<f64>, original: Option<usize>) ->
     candidates.extend([set(8.0, 8192), set(32.0, 8192)]);
     candidates
 }
-
-/// `partial_rotary_factor` for a rotated width `rotary_dim` of a head of `head_dim`: the f64
-/// ratio, nudged up when rounding would make `head_dim * factor` fall short of `rotary_dim`.
-pub(super) fn rotary_factor(rotary_dim: usize, head_dim: usize) -> f64 {
-    let mut factor = rotary_dim as f64 / head_dim as f64;
-    while ((head_dim as f64) * factor) < rotary_dim as f64 {
-        factor = f64::from_bits(factor.to_bits() + 1);
-    }
-    factor
-}

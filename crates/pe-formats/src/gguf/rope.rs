@@ -2,52 +2,12 @@
 //! file (llama.cpp's format, as candle's `gguf_file::Content` holds it), in the same
 //! [`RopeConfig`]s `from_hf_config` gives, and the pair layout of its Q and K weights.
 //!
-//! Keys are llama.cpp's, prefixed with `general.architecture` (`llama.rope.freq_base`); a
-//! missing key takes llama.cpp's default, and so does a key whose 0 llama.cpp's converter writes
-//! and llama.cpp reads as none (`context_length`, `rope.scaling.original_context_length`,
-//! `rope.scaling.factor`, `attention.sliding_window`). Read:
-//!
-//! - `rope.dimension_count` (default: the head), `rope.freq_base` (default 10000),
-//!   `rope.dimension_count_swa` and `rope.freq_base_swa` (sliding-window layers; Gemma 3's
-//!   default base 10000), `context_length` (0: unknown), `attention.head_count`,
-//!   `attention.key_length`, `embedding_length` (the head is `key_length`, or
-//!   `embedding_length / head_count`), `attention.sliding_window` (0: no window);
-//! - `rope.scaling.type` (`none`, `linear`, `yarn`, `longrope`; llama.cpp's default is linear,
-//!   which without a factor is no scaling), `rope.scaling.factor` (0: none; the legacy
-//!   `rope.scale_linear` when it is absent), `rope.scaling.attn_factor`,
-//!   `rope.scaling.original_context_length` (default, and for 0, `context_length`),
-//!   `rope.scaling.finetuned` (reported only);
-//! - YaRN's `rope.scaling.yarn_beta_fast` (32), `yarn_beta_slow` (1), `yarn_attn_factor`
-//!   (transformers' `attention_factor`), `yarn_log_multiplier` and `yarn_ext_factor` (only 1,
-//!   transformers' YaRN, is accepted);
-//! - `rope.scaling.alpha` (HunYuan's NTK alpha: the base times `alpha^(d/(d-2))`, `d` the head,
-//!   on the rows llama.cpp applies it to; refused by name elsewhere) and
-//!   `rope.dimension_sections` (M-RoPE);
-//! - `attention.temperature_scale` and `attention.temperature_length` (the query temperature of
-//!   mistral3, deepseek2 and mistral4 files, [`QueryScale::Llama4Scaling`], its length where the
-//!   row says: mistral3's is the original context; refused by name on any other architecture,
-//!   which llama.cpp does not scale), and `attention.key_length_swa` (Gemma 4's sliding head;
-//!   elsewhere refused when it differs from the head);
-//! - `full_attention_interval` (reported only), and the keys no row's loader reads, refused by
-//!   name (`attention.compress_rope_freq_base`);
-//! - the tensors `rope_freqs` (one divisor per pair; Gemma 4's proportional rope),
-//!   `rope_factors_long` and `rope_factors_short` (LongRoPE).
-//!
-//! What one architecture does differently (the pair layout, where the head comes from, the
-//! sliding-window defaults, DeepSeek-2's stored `yarn_log_multiplier`, M-RoPE with sections,
-//! the query temperature, HunYuan's alpha, Gemma 4's heads and proportional `rope_freqs`) is a
-//! field of its row, and written once, there: the field docs of `arch.rs`. This file reads the
-//! row, never the architecture's name.
-//!
-//! Exactness: float keys are f32 in GGUF. A float key is read as the shortest decimal that
-//! rounds to its f32 (what a `config.json` holds: `1000000.0`, `0.1`), so the tables are those of
-//! the config. `rope_freqs` that equal, bit for bit, what llama.cpp's converter writes for a
-//! llama3 parameter set (Llama 3.1: factor 8, low 1, high 4, original 8192; Llama 3.2: factor
-//! 32; or the file's `rope.scaling.factor` and `original_context_length`) are read as
-//! [`RopeType::Llama3`] with those parameters, the exact formula; other divisors are used as
-//! stored, as a LongRoPE whose short and long factors are both the divisors and whose attention
-//! factor is 1, and [`FreqFactors::Stored`] reports the frequency error their f32 rounding
-//! implies. LongRoPE factors are used as stored (f32).
+//! Keys are llama.cpp's, prefixed with `general.architecture` (`llama.rope.freq_base`). Which
+//! keys and tensors it reads, their llama.cpp defaults (a 0 the converter writes for "none" is
+//! none), what it refuses by name, and how float keys and `rope_freqs` stay exact: the guide,
+//! `docs/gguf.md` (the facade's `gguf` page), written once there. What one architecture does
+//! differently is a field of its row, written once in the field docs of `arch.rs`; this file
+//! reads the row, never the architecture's name.
 //!
 //! ```
 //! use std::collections::HashMap;
@@ -86,9 +46,7 @@ use candle_pe_core::{
 };
 
 use super::arch::{Arch, Head, LogMultiplier, RopeKind, TemperatureLength};
-use super::converter::{
-    f32_relative_error, is_converter_llama3, llama3_candidates, rotary_factor, tenfold,
-};
+use super::converter::{f32_relative_error, is_converter_llama3, llama3_candidates, tenfold};
 use super::meta::{decimal, GgufMeta};
 use crate::hf::pattern_layer_types;
 use crate::{Error, Result};
@@ -401,6 +359,7 @@ struct Lengths {
 const DIM: &str = "rope.dimension_count";
 const ORIGINAL: &str = "rope.scaling.original_context_length";
 
+/// The rope of a GGUF file: its metadata keys, and the rope tensors `reader` holds.
 fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
     let mut m = Meta::new(content)?;
     let (head_dim, rotary_dim) = read_head(&mut m)?;
@@ -417,24 +376,8 @@ fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
 
     // The scaling. The sources noted from here on are the scaling's.
     let scaling_sources = m.sources.len();
-    let factor = read_factor(&mut m)?;
-    let scaling = read_scaling_type(&mut m, factor)?;
-    // llama.cpp reads 0 as none: its YaRN and LongRoPE fall back to context_length.
-    let original = m.count_or_none(ORIGINAL)?;
-    let lengths = Lengths {
-        factor,
-        original,
-        context,
-    };
-    let rope_type = match scaling {
-        Scaling::None => RopeType::Default,
-        Scaling::Linear(1.0) => RopeType::Default,
-        Scaling::Linear(f) => RopeType::Linear(LinearScaling { factor: f }),
-        Scaling::Yarn => read_yarn(&mut m, &lengths)?,
-        Scaling::Longrope => read_longrope(&mut m, reader, rotary_dim, &lengths)?,
-    };
-    let (rope_type, freq_factors) =
-        read_freqs(&mut m, reader, rope_type, &lengths, theta, rotary_dim)?;
+    let (rope_type, freq_factors, lengths) =
+        read_scaling(&mut m, reader, rotary_dim, theta, context)?;
     let rotated = match freq_factors {
         // Proportional rope reads the rotated fraction of the whole head.
         Some(FreqFactors::Proportional { rotated_pairs }) => 2 * rotated_pairs,
@@ -443,7 +386,6 @@ fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
     let full = RopeConfig {
         head_dim,
         rope_theta: theta,
-        partial_rotary_factor: rotary_factor(rotated, head_dim),
         max_position_embeddings: context,
         rope_type,
         mrope_section,
@@ -455,7 +397,8 @@ fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
         // The pair layout of a GGUF file's weights is its own (`GgufRope::layout`), and
         // llama.cpp's converter does not write DeepSeek's rope_interleave.
         ..RopeConfig::new(head_dim, theta)
-    };
+    }
+    .with_rotary_dim(rotated);
     let configs = read_layers(&mut m, full, rotary_dim, scaling_sources)?;
     Ok(GgufRope {
         architecture: m.arch.name.to_string(),
@@ -464,6 +407,34 @@ fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
         freq_factors,
         sources: m.sources,
     })
+}
+
+/// The rope type, with the frequency factors it reads, and the lengths it was read with.
+fn read_scaling<R: Read + Seek>(
+    m: &mut Meta,
+    reader: &mut R,
+    rotary_dim: usize,
+    theta: f64,
+    context: Option<usize>,
+) -> Result<(RopeType, Option<FreqFactors>, Lengths)> {
+    let factor = read_factor(m)?;
+    let scaling = read_scaling_type(m, factor)?;
+    // llama.cpp reads 0 as none: its YaRN and LongRoPE fall back to context_length.
+    let original = m.count_or_none(ORIGINAL)?;
+    let lengths = Lengths {
+        factor,
+        original,
+        context,
+    };
+    let rope_type = match scaling {
+        Scaling::None => RopeType::Default,
+        Scaling::Linear(1.0) => RopeType::Default,
+        Scaling::Linear(f) => RopeType::Linear(LinearScaling { factor: f }),
+        Scaling::Yarn => read_yarn(m, &lengths)?,
+        Scaling::Longrope => read_longrope(m, reader, rotary_dim, &lengths)?,
+    };
+    let (rope_type, freq_factors) = read_freqs(m, reader, rope_type, &lengths, theta, rotary_dim)?;
+    Ok((rope_type, freq_factors, lengths))
 }
 
 /// The head and its rotated part: `(head_dim, rotary_dim)`.
@@ -884,10 +855,10 @@ fn read_sliding(
     Ok(RopeConfig {
         head_dim,
         rope_theta: theta,
-        partial_rotary_factor: rotary_factor(swa_rotary, head_dim),
         rope_type,
         ..full.clone()
-    })
+    }
+    .with_rotary_dim(swa_rotary))
 }
 
 /// The sliding layers' head: `attention.key_length_swa` (required) on a row whose sliding layers
