@@ -14,7 +14,7 @@ const FIELDS: &[(&str, &str)] = &[
     ("frequencies shift", "--frequencies"),
     (
         "head_dim * partial_rotary_factor (the rotary dim)",
-        "--head-dim / --partial-rotary-factor",
+        "--head-dim / --partial-rotary-factor / --rotary-dim",
     ),
     ("grid height", "--grid"),
     ("grid width", "--grid"),
@@ -182,7 +182,7 @@ mod tests {
                 "head_dim * partial_rotary_factor (the rotary dim)"
             ))
             .as_deref(),
-            Some("--head-dim / --partial-rotary-factor")
+            Some("--head-dim / --partial-rotary-factor / --rotary-dim")
         );
         assert_eq!(
             none.of(&invalid("frequencies shift")).as_deref(),

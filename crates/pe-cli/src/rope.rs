@@ -57,6 +57,7 @@ pub struct RopeArgs {
             "head_dim",
             "rope_theta",
             "partial_rotary_factor",
+            "rotary_dim",
             "max_position_embeddings",
         ]
     )]
@@ -71,6 +72,7 @@ pub struct RopeArgs {
             "head_dim",
             "rope_theta",
             "partial_rotary_factor",
+            "rotary_dim",
             "max_position_embeddings",
         ]
     )]
@@ -98,6 +100,15 @@ pub struct RopeArgs {
     /// head_dim * P / 2 columns [default: 1].
     #[arg(long, value_name = "P", allow_hyphen_values = true)]
     pub partial_rotary_factor: Option<f64>,
+    /// Channels of each head that are rotated, in place of --partial-rotary-factor: the tables
+    /// have R / 2 columns [default: the whole head].
+    #[arg(
+        long,
+        value_name = "R",
+        allow_negative_numbers = true,
+        conflicts_with = "partial_rotary_factor"
+    )]
+    pub rotary_dim: Option<usize>,
     /// The model's context length (HF `max_position_embeddings`); dynamic, yarn and longrope
     /// read it.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
@@ -165,11 +176,15 @@ impl RopeArgs {
     pub fn config(&self) -> RopeConfig {
         let head_dim = self.head_dim.unwrap_or(0);
         let rope_theta = self.rope_theta.unwrap_or(DEFAULT_ROPE_THETA);
-        RopeConfig {
+        let config = RopeConfig {
             partial_rotary_factor: self.partial_rotary_factor.unwrap_or(1.0),
             max_position_embeddings: self.max_position_embeddings,
             rope_type: self.rope_type.clone().unwrap_or_default(),
             ..RopeConfig::new(head_dim, rope_theta)
+        };
+        match self.rotary_dim {
+            Some(r) => config.with_rotary_dim(r),
+            None => config,
         }
     }
 
@@ -202,6 +217,11 @@ impl RopeArgs {
             }
             if let Some(l) = self.layer {
                 bail!("--layer {l} needs --config or --gguf: a layer picks a rope of a model file");
+            }
+            if let (Some(r), Some(h)) = (self.rotary_dim, self.head_dim) {
+                if r == 0 || r > h {
+                    bail!("--rotary-dim {r}: give from 2 to the head's {h} channels (--head-dim)");
+                }
             }
             return Ok(Resolved::rotary(self.config(), None));
         };

@@ -131,6 +131,11 @@ const ROPE_FLAGS: &str = "
 1 | rope --head-dim 0 --len 4 --out OUT.safetensors | --head-dim | 0
 1 | rope --head-dim 7 --len 4 --out OUT.safetensors | --head-dim | 7
 1 | rope --head-dim 8 --partial-rotary-factor 1.5 --len 4 --out OUT.safetensors | --partial-rotary-factor | 1.5
+1 | rope --head-dim 8 --rotary-dim 10 --len 4 --out OUT.safetensors | --rotary-dim 10 | --head-dim
+1 | rope --head-dim 8 --rotary-dim 0 --len 4 --out OUT.safetensors | --rotary-dim 0
+1 | rope --head-dim 8 --rotary-dim 5 --len 4 --out OUT.safetensors | --rotary-dim | 5
+2 | rope --head-dim 8 --rotary-dim 4 --partial-rotary-factor 0.5 --len 4 --out OUT.safetensors | --rotary-dim | --partial-rotary-factor
+2 | rope --config IN/missing.json --rotary-dim 4 --len 4 --out OUT.safetensors | --rotary-dim | --config
 1 | rope --head-dim 8 --rope-theta -1 --len 4 --out OUT.safetensors | --rope-theta | -1
 1 | rope --head-dim 8 --rope-theta 1e-300 --len 4 --out OUT.safetensors | --rope-theta
 1 | rope --head-dim 8 --len 4 --offset 2147483645 --out OUT.safetensors | --offset 2147483645 --len 4

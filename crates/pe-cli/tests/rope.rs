@@ -165,6 +165,11 @@ fn variants() -> Vec<(&'static str, Vec<&'static str>, RopeConfig)> {
             },
         ),
         (
+            "rotary-dim",
+            vec!["--rotary-dim", "40"],
+            plain.clone().with_rotary_dim(40),
+        ),
+        (
             "proportional",
             vec!["--partial-rotary-factor", "0.25", "proportional"],
             RopeConfig {
