@@ -60,7 +60,7 @@ mod row_cache;
 
 pub use alibi::{Alibi, DEFAULT_ALIBI_BIAS_MAX};
 pub use cache::{PeCache, DEFAULT_CACHE_ROWS};
-pub use describe::error::{Error, Result};
+pub use describe::error::{error_in, Error, Result};
 pub use describe::freq::{Column, MAX_ANGLE, MAX_POSITION, MAX_WIDTH};
 pub use describe::positions::{check_tokens, padding_aware_positions, Positions, ToPositions};
 pub use describe::spec::{ColumnLayout, Frequencies, OddWidth, PeSpec, Preset, DEFAULT_BASE};

@@ -126,15 +126,7 @@ impl Error {
     /// that a pe-formats error carried travels as the engine's:
     /// [`candle_pe_core::Error::from_candle`] gets it back.
     pub fn from_candle(err: &candle_core::Error) -> Option<&Error> {
-        use candle_core::Error as C;
-        match err {
-            C::Io(io) => io.get_ref()?.downcast_ref(),
-            C::WrappedContext { wrapped, .. } => wrapped.downcast_ref(),
-            C::Context { inner, .. }
-            | C::WithPath { inner, .. }
-            | C::WithBacktrace { inner, .. } => Self::from_candle(inner),
-            _ => None,
-        }
+        candle_pe_core::error_in(err)
     }
 }
 

@@ -236,15 +236,22 @@ impl Error {
     /// # Ok::<(), candle_core::Error>(())
     /// ```
     pub fn from_candle(err: &candle_core::Error) -> Option<&Error> {
-        use candle_core::Error as C;
-        match err {
-            C::Io(io) => io.get_ref()?.downcast_ref(),
-            C::WrappedContext { wrapped, .. } => wrapped.downcast_ref(),
-            C::Context { inner, .. }
-            | C::WithPath { inner, .. }
-            | C::WithBacktrace { inner, .. } => Self::from_candle(inner),
-            _ => None,
+        error_in(err)
+    }
+}
+
+/// The error of type `E` that `err` carries, looking through candle's context, path and
+/// backtrace wrappers: how [`Error::from_candle`] finds the engine's errors, and a crate with
+/// its own error type (pe-formats) finds its own.
+pub fn error_in<E: std::error::Error + 'static>(err: &candle_core::Error) -> Option<&E> {
+    use candle_core::Error as C;
+    match err {
+        C::Io(io) => io.get_ref()?.downcast_ref(),
+        C::WrappedContext { wrapped, .. } => wrapped.downcast_ref(),
+        C::Context { inner, .. } | C::WithPath { inner, .. } | C::WithBacktrace { inner, .. } => {
+            error_in(inner)
         }
+        _ => None,
     }
 }
 
