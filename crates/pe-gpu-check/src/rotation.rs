@@ -189,31 +189,15 @@ fn plain(
             let what = format!("{name}: apply @{offset}");
             close_qk(report, &what, (&qd, &kd), (&qc, &kc), scale)?;
         }
-        // apply_at: per-token positions (a ragged batch), up to 2^31 - 1.
-        let [pos_c, pos_d, to_c, to_d] = ragged_positions(b, seq, target)?;
-        let (qc, kc) = cpu.apply(&q_c, &k_c, &pos_c)?;
-        let (qd, kd) = dev.apply(&q_d, &k_d, &pos_d)?;
-        close_qk(
-            report,
-            &format!("{name}: apply_at"),
-            (&qd, &kd),
-            (&qc, &kc),
+        let ropes = Ropes {
+            name,
+            cpu: &cpu,
+            dev: &dev,
+            dtype,
             scale,
-        )?;
-        let kk = dev.apply_k(&k_d, &pos_d)?;
-        close(report, &format!("{name}: apply_k_at"), &kk, &kc, scale)?;
-        let (qs, ks) = dev.apply_slow(&q_d, &k_d, &pos_d)?;
-        let pairs = [(" q", &qd, &qs), (" k", &kd, &ks)];
-        twin(report, name, "apply_at", dtype, &pairs, scale)?;
-        // (tokens, heads, d): the continuous-batching layout, positions (tokens,).
-        let tokens =
-            |t: &Tensor| -> Result<Tensor> { Ok(t.transpose(1, 2)?.reshape((b * seq, (), d))?) };
-        let flat_c = pos_c.flatten_all()?;
-        let flat_d = pos_d.flatten_all()?;
-        let (qc, kc) = cpu.apply(&tokens(&q_c)?, &tokens(&k_c)?, &flat_c)?;
-        let (qd, kd) = dev.apply(&tokens(&q_d)?, &tokens(&k_d)?, &flat_d)?;
-        let what = format!("{name}: apply_at (tokens, heads, d)");
-        close_qk(report, &what, (&qd, &kd), (&qc, &kc), scale)?;
+        };
+        let [pos_c, pos_d, to_c, to_d] = ragged_positions(b, seq, target)?;
+        ropes.at_positions(report, (&q_c, &k_c), (&q_d, &k_d), (&pos_c, &pos_d))?;
         // shift: move keys by -1,000 and to other positions.
         let kc = cpu.shift(&k_c, 1000, 0)?;
         let kd = dev.shift(&k_d, 1000, 0)?;
@@ -225,6 +209,47 @@ fn plain(
         twin(report, name, "shift_at", dtype, &[("", &kd, &ks)], scale)?;
     }
     Ok(())
+}
+
+/// One rope on the CPU and on the device, for one dtype, and the scale of its errors.
+struct Ropes<'a> {
+    name: &'a str,
+    cpu: &'a RotaryEmbedding,
+    dev: &'a RotaryEmbedding,
+    dtype: DType,
+    scale: f64,
+}
+
+impl Ropes<'_> {
+    /// apply_at with per-token positions (a ragged batch, up to 2^31 - 1) in both layouts,
+    /// apply_k_at and the slow twin; `(cpu, device)` pairs of q, k and the positions.
+    fn at_positions(
+        &self,
+        report: &mut Report,
+        (q_c, k_c): (&Tensor, &Tensor),
+        (q_d, k_d): (&Tensor, &Tensor),
+        (pos_c, pos_d): (&Tensor, &Tensor),
+    ) -> Result<()> {
+        let (name, scale) = (self.name, self.scale);
+        let (qc, kc) = self.cpu.apply(q_c, k_c, pos_c)?;
+        let (qd, kd) = self.dev.apply(q_d, k_d, pos_d)?;
+        let what = format!("{name}: apply_at");
+        close_qk(report, &what, (&qd, &kd), (&qc, &kc), scale)?;
+        let kk = self.dev.apply_k(k_d, pos_d)?;
+        close(report, &format!("{name}: apply_k_at"), &kk, &kc, scale)?;
+        let (qs, ks) = self.dev.apply_slow(q_d, k_d, pos_d)?;
+        let pairs = [(" q", &qd, &qs), (" k", &kd, &ks)];
+        twin(report, name, "apply_at", self.dtype, &pairs, scale)?;
+        // (tokens, heads, d): the continuous-batching layout, positions (tokens,).
+        let (b, _, seq, d) = q_c.dims4()?;
+        let tokens =
+            |t: &Tensor| -> Result<Tensor> { Ok(t.transpose(1, 2)?.reshape((b * seq, (), d))?) };
+        let (flat_c, flat_d) = (pos_c.flatten_all()?, pos_d.flatten_all()?);
+        let (qc, kc) = self.cpu.apply(&tokens(q_c)?, &tokens(k_c)?, &flat_c)?;
+        let (qd, kd) = self.dev.apply(&tokens(q_d)?, &tokens(k_d)?, &flat_d)?;
+        let what = format!("{name}: apply_at (tokens, heads, d)");
+        close_qk(report, &what, (&qd, &kd), (&qc, &kc), scale)
+    }
 }
 
 /// apply_mrope and apply_k_mrope (Qwen2-VL's sections), and its slow twin.

@@ -149,27 +149,7 @@ impl Plan {
         let n_sin = filled.div_ceil(2);
         let n_cos = filled / 2;
         let half = (filled / 2) as f64;
-        let denominator = match spec.frequencies {
-            Frequencies::Paper => filled as f64 / 2.0,
-            Frequencies::HalfMinusOne { guarded: true } => (half - 1.0).max(1.0),
-            Frequencies::HalfMinusOne { guarded: false } => half - 1.0,
-            Frequencies::HalfShift { shift } => {
-                check("frequencies shift", shift, true, "finite")?;
-                half - shift
-            }
-        };
-        if n_sin > 0 && denominator <= 0.0 {
-            let (scheme, hint) = match spec.frequencies {
-                Frequencies::HalfMinusOne { .. } => ("h-1", "use a width of at least 4, or Frequencies::HalfMinusOne { guarded: true } (tensor2tensor)"),
-                _ => ("h-shift", "use a shift below width / 2"),
-            };
-            return Err(Error::DegenerateFrequencies {
-                scheme,
-                width: d,
-                denominator,
-                hint,
-            });
-        }
+        let denominator = denominator(spec, filled, n_sin)?;
         let ln_base = Dd::new(spec.base).ln();
         let frequencies: Vec<Dd> = (0..n_sin)
             .map(|i| {
@@ -283,4 +263,32 @@ fn check(name: &'static str, value: f64, ok: bool, expected: &'static str) -> Re
             value,
         })
     }
+}
+
+/// The denominator of the frequency exponents over the filled width `filled` (`d / 2`, or
+/// `d / 2 - 1`, or `d / 2 - shift`): an error when it leaves `n_sin` sines without a frequency.
+fn denominator(spec: &PeSpec, filled: usize, n_sin: usize) -> Result<f64> {
+    let half = (filled / 2) as f64;
+    let denominator = match spec.frequencies {
+        Frequencies::Paper => filled as f64 / 2.0,
+        Frequencies::HalfMinusOne { guarded: true } => (half - 1.0).max(1.0),
+        Frequencies::HalfMinusOne { guarded: false } => half - 1.0,
+        Frequencies::HalfShift { shift } => {
+            check("frequencies shift", shift, true, "finite")?;
+            half - shift
+        }
+    };
+    if n_sin > 0 && denominator <= 0.0 {
+        let (scheme, hint) = match spec.frequencies {
+            Frequencies::HalfMinusOne { .. } => ("h-1", "use a width of at least 4, or Frequencies::HalfMinusOne { guarded: true } (tensor2tensor)"),
+            _ => ("h-shift", "use a shift below width / 2"),
+        };
+        return Err(Error::DegenerateFrequencies {
+            scheme,
+            width: spec.width,
+            denominator,
+            hint,
+        });
+    }
+    Ok(denominator)
 }

@@ -208,53 +208,58 @@ impl RotaryEmbedding {
             let op = self.rows_op(&positions, rows);
             return op.apply(k, &cos.contiguous()?, &sin.contiguous()?);
         }
-        // One table row for every token: the CUDA kernel reads it in place.
         #[cfg(feature = "cuda")]
-        if let (Tables::Shared(cos, sin), Route::Auto) = (&tables, route) {
-            let full = k.dims().last() == Some(&self.rope().config().rotary_dim());
-            let (cos, sin) = (cos.to_device(k.device())?, sin.to_device(k.device())?);
-            let heads = k.dim(1)?;
-            if full {
-                if let Some(k) = super::cuda::turn(
-                    k,
-                    &cos,
-                    &sin,
-                    heads,
-                    1,
-                    0,
-                    0,
-                    self.pair_layout().is_interleaved(),
-                )? {
-                    return Ok(k);
-                }
+        if route == Route::Auto {
+            if let Some(k) = self.turn_on_cuda(k, &tables)? {
+                return Ok(k);
             }
         }
-        // Tables as the kernels take them: (seq, half), (batch, seq, half) or (tokens, half).
-        let (cos, sin) = match tables {
-            Tables::Shared(cos, sin) => {
-                let rows = match layout {
-                    Layout::Bhsd { seq, .. } => seq,
-                    Layout::Thd { tokens } => tokens,
-                };
-                // Spread on k's device: a copy of the spread tables to a GPU would cost more
-                // than the rotation.
-                let spread = |t: Tensor| {
-                    let half = t.dim(1)?;
-                    t.to_device(k.device())?
-                        .broadcast_as((rows, half))?
-                        .contiguous()
-                };
-                (spread(cos)?, spread(sin)?)
-            }
-            Tables::PerToken(cos, sin) => (cos, sin),
-        };
-        let (cos, sin) = (cos.to_device(k.device())?, sin.to_device(k.device())?);
+        let (cos, sin) = token_tables(k, layout, tables)?;
         let path = match route {
             Route::Auto => Path::Fused,
             Route::Slow => Path::Slow,
         };
         self.rotate(k, layout, &cos, &sin, None, path)
     }
+
+    /// One table row for every token of a whole-head rotation: the CUDA kernel reads it in
+    /// place. `None` when the kernel does not take these tables or this k.
+    #[cfg(feature = "cuda")]
+    fn turn_on_cuda(&self, k: &Tensor, tables: &Tables) -> Result<Option<Tensor>> {
+        let Tables::Shared(cos, sin) = tables else {
+            return Ok(None);
+        };
+        if k.dims().last() != Some(&self.rope().config().rotary_dim()) {
+            return Ok(None);
+        }
+        let (cos, sin) = (cos.to_device(k.device())?, sin.to_device(k.device())?);
+        let interleaved = self.pair_layout().is_interleaved();
+        super::cuda::turn(k, &cos, &sin, k.dim(1)?, 1, 0, 0, interleaved)
+    }
+}
+
+/// The shift tables as the kernels take them, on k's device: `(seq, half)`, `(batch, seq,
+/// half)` or `(tokens, half)`.
+fn token_tables(k: &Tensor, layout: Layout, tables: Tables) -> Result<(Tensor, Tensor)> {
+    let (cos, sin) = match tables {
+        Tables::Shared(cos, sin) => {
+            let rows = match layout {
+                Layout::Bhsd { seq, .. } => seq,
+                Layout::Thd { tokens } => tokens,
+            };
+            // Spread on k's device: a copy of the spread tables to a GPU would cost more
+            // than the rotation.
+            let spread = |t: Tensor| {
+                let half = t.dim(1)?;
+                t.to_device(k.device())?
+                    .broadcast_as((rows, half))?
+                    .contiguous()
+            };
+            (spread(cos)?, spread(sin)?)
+        }
+        Tables::PerToken(cos, sin) => (cos, sin),
+    };
+    Ok((cos.to_device(k.device())?, sin.to_device(k.device())?))
 }
 
 /// Positions `offset .. offset + seq` for every token of k's layout: `(batch, seq)` or
