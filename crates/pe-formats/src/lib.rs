@@ -6,19 +6,20 @@
 //! architectures, and builds the engine's descriptions ([`RopeConfig`](candle_pe_core::RopeConfig),
 //! [`RopeType`](candle_pe_core::RopeType), [`QueryScale`](candle_pe_core::QueryScale)); the
 //! engine computes the tables and knows no format. Each format's knowledge is a table of data
-//! read by short functions, in two folders and one file:
+//! read by short functions, in two folders:
 //!
 //! - `hf/`: HF `config.json`. `config_fields.rs` ([`ConfigFields`], the typed reader of JSON
 //!   fields behind every error that names a field), `model_types.rs` (one [`HfModelType`] row
 //!   per `model_type`; [`HfTextConfig`] finds the text model's fields), `rope_dicts.rs` (how a
 //!   rope dict names and spells each rope type), `config.rs` ([`FromHfConfig`], a model's
 //!   ropes per layer, [`RopeConfigs`](candle_pe_core::RopeConfigs)), `sinusoidal.rs`
-//!   (candle-pe-nn's [`SinusoidalEmbeddingConfig`](candle_pe_nn::SinusoidalEmbeddingConfig));
+//!   (candle-pe-nn's [`SinusoidalEmbeddingConfig`](candle_pe_nn::SinusoidalEmbeddingConfig)),
+//!   `qwen_vl.rs` ([`QwenVlConfig`] and [`QwenVlPositions`]: Qwen-VL's M-RoPE position ids from
+//!   the input ids and the vision grids);
 //! - `gguf/`: GGUF metadata. `arch.rs` (one row per `general.architecture`: pair layout, head
 //!   width, the quirks), `meta.rs` ([`GgufMeta`], the one reader of metadata values),
 //!   `converter.rs` (llama.cpp's converter's f32 arithmetic, to read its values back exactly),
 //!   `rope.rs` ([`GgufRope`] and [`FromGguf`]: a file's ropes);
-//! - `qwen_vl.rs`: [`QwenVlConfig`] and [`QwenVlPositions`], M-RoPE position ids;
 //! - `error.rs`: [`Error`], the engine's errors and the readers' own (a field missing or given
 //!   twice, a GGUF key, Qwen-VL's vision tokens).
 //!
@@ -43,9 +44,10 @@
 mod error;
 mod gguf;
 mod hf;
-mod qwen_vl;
 
 pub use error::{Error, Result};
 pub use gguf::{FreqFactors, FromGguf, GgufMeta, GgufRope, ValueSource};
-pub use hf::{ConfigFields, FromHfConfig, HfConfig, HfModelType, HfTextConfig, QwenVlVersion};
-pub use qwen_vl::{QwenVlConfig, QwenVlPositions};
+pub use hf::{
+    ConfigFields, FromHfConfig, HfConfig, HfModelType, HfTextConfig, QwenVlConfig, QwenVlPositions,
+    QwenVlVersion,
+};

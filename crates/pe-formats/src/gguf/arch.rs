@@ -400,4 +400,32 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), n, "a name in two rows");
     }
+
+    /// docs/gguf.md lists the rows of each rope type, name by name, in the rows' order.
+    #[test]
+    fn the_guide_lists_the_rows() {
+        let guide = include_str!("../../../../docs/gguf.md");
+        for (label, kind) in [
+            ("- NORM (adjacent pairs): ", RopeKind::Norm),
+            ("- NEOX (halves): ", RopeKind::Neox),
+            (
+                "- M-RoPE (halves, sections following each other): ",
+                RopeKind::Mrope,
+            ),
+            (
+                "- Interleaved M-RoPE (halves, alternating slots): ",
+                RopeKind::Imrope,
+            ),
+        ] {
+            let start = guide.find(label).expect(label) + label.len();
+            let end = start + guide[start..].find('.').expect("a list ends with '.'");
+            let listed: Vec<&str> = guide[start..end].split(',').map(str::trim).collect();
+            let rows: Vec<&str> = ARCHS
+                .iter()
+                .filter(|a| a.rope == kind)
+                .map(|a| a.name)
+                .collect();
+            assert_eq!(listed, rows, "docs/gguf.md, {label}");
+        }
+    }
 }

@@ -7,11 +7,14 @@
 //! - `rope_dicts.rs`: how a rope dict names and spells each rope type;
 //! - `config.rs`: [`FromHfConfig`](crate::FromHfConfig) and the reading of a model's ropes per
 //!   layer;
-//! - `sinusoidal.rs`: candle-pe-nn's `SinusoidalEmbeddingConfig`.
+//! - `sinusoidal.rs`: candle-pe-nn's `SinusoidalEmbeddingConfig`;
+//! - `qwen_vl.rs`: [`QwenVlConfig`](crate::QwenVlConfig) (Qwen-VL's vision fields) and its
+//!   M-RoPE position ids, [`QwenVlPositions`](crate::QwenVlPositions).
 
 mod config;
 mod config_fields;
 mod model_types;
+mod qwen_vl;
 mod rope_dicts;
 mod sinusoidal;
 
@@ -19,3 +22,4 @@ pub(crate) use config::pattern_layer_types;
 pub use config::{FromHfConfig, HfConfig};
 pub use config_fields::ConfigFields;
 pub use model_types::{HfModelType, HfTextConfig, QwenVlVersion};
+pub use qwen_vl::{QwenVlConfig, QwenVlPositions};
