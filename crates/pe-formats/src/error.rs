@@ -93,6 +93,17 @@ pub enum Error {
         needed_by: &'static str,
     },
 
+    /// A field of a rope override ([`RopeOverride`](crate::RopeOverride): `rope_scale`,
+    /// `yarn_beta_fast`, ...) that cannot be applied: a value out of range, or a field the rope
+    /// type in use gives no meaning to.
+    #[error("rope override {field}: {message}")]
+    Override {
+        /// The field, as llama.cpp's flag in snake case (`rope_scale` is `--rope-scale`).
+        field: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
+
     /// Two GGUF keys (or a key and a tensor) that contradict each other.
     #[error("GGUF {key} = {value} contradicts {other} = {other_value}: {why}")]
     GgufConflict {

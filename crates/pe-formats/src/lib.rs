@@ -44,6 +44,7 @@
 mod error;
 mod gguf;
 mod hf;
+mod rope_override;
 
 pub use error::{Error, Result};
 pub use gguf::{FreqFactors, FromGguf, GgufMeta, GgufRope, ValueSource};
@@ -51,3 +52,4 @@ pub use hf::{
     ConfigFields, FromHfConfig, HfConfig, HfModelType, HfTextConfig, QwenVlConfig, QwenVlPositions,
     QwenVlVersion,
 };
+pub use rope_override::{RopeOverride, RopeScaling};

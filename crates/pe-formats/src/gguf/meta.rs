@@ -54,6 +54,8 @@ use crate::{Error, Result};
 #[derive(Clone, Copy, Debug)]
 pub struct GgufMeta<'a> {
     metadata: &'a HashMap<String, Value>,
+    /// Values laid over the file's (a rope override): `None` removes a key.
+    overlay: Option<&'a HashMap<String, Option<Value>>>,
 }
 
 impl<'a> GgufMeta<'a> {
@@ -61,17 +63,30 @@ impl<'a> GgufMeta<'a> {
     pub fn new(content: &'a Content) -> Self {
         Self {
             metadata: &content.metadata,
+            overlay: None,
         }
     }
 
-    /// The value of `key`, as stored.
+    /// The same metadata with `overlay`'s values in place of the file's (`None` removes the
+    /// key), as llama.cpp's context parameters replace a file's values.
+    pub(crate) fn with_overlay(self, overlay: &'a HashMap<String, Option<Value>>) -> Self {
+        Self {
+            overlay: Some(overlay),
+            ..self
+        }
+    }
+
+    /// The value of `key`, as stored (or as overlaid).
     pub fn value(&self, key: &str) -> Option<&'a Value> {
-        self.metadata.get(key)
+        match self.overlay.and_then(|o| o.get(key)) {
+            Some(laid) => laid.as_ref(),
+            None => self.metadata.get(key),
+        }
     }
 
     /// Whether the file has `key`.
     pub fn has(&self, key: &str) -> bool {
-        self.metadata.contains_key(key)
+        self.value(key).is_some()
     }
 
     /// A string key.

@@ -6,11 +6,14 @@
 //! - `converter.rs`: llama.cpp's converter's f32 arithmetic, rebuilt to read its values back
 //!   exactly;
 //! - `rope.rs`: [`GgufRope`](crate::GgufRope) and [`FromGguf`](crate::FromGguf), a file's
-//!   ropes assembled from its keys and tensors.
+//!   ropes assembled from its keys and tensors;
+//! - `overrides.rs`: a [`RopeOverride`](crate::RopeOverride) on a file, as llama.cpp applies its
+//!   context parameters.
 
 mod arch;
 mod converter;
 mod meta;
+mod overrides;
 mod rope;
 
 pub use meta::GgufMeta;

@@ -35,6 +35,7 @@
 //! # Ok::<(), candle_pe_formats::Error>(())
 //! ```
 
+use std::collections::HashMap;
 use std::io::{Read, Seek};
 
 use candle_core::quantized::gguf_file::{Content, Value};
@@ -161,10 +162,14 @@ struct Meta<'a> {
 }
 
 impl<'a> Meta<'a> {
-    fn new(content: &'a Content) -> Result<Self> {
+    fn new(content: &'a Content, overlay: Option<&'a Overlay>) -> Result<Self> {
+        let meta = GgufMeta::new(content);
         Ok(Self {
             content,
-            meta: GgufMeta::new(content),
+            meta: match overlay {
+                Some(overlay) => meta.with_overlay(overlay),
+                None => meta,
+            },
             arch: Arch::of(architecture(content)?)?,
             sources: Vec::new(),
         })
@@ -336,7 +341,7 @@ impl FromGguf for GgufRope {
     /// Reads the rope of a GGUF file: its metadata from `content`, its rope tensors through
     /// `reader` (the file `content` was read from).
     fn from_gguf<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<Self> {
-        read(content, reader)
+        read(content, reader, None)
     }
 }
 
@@ -359,9 +364,27 @@ struct Lengths {
 const DIM: &str = "rope.dimension_count";
 const ORIGINAL: &str = "rope.scaling.original_context_length";
 
-/// The rope of a GGUF file: its metadata keys, and the rope tensors `reader` holds.
-fn read<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<GgufRope> {
-    let mut m = Meta::new(content)?;
+/// Metadata values laid over a file's, by full key (`llama.rope.freq_base`): `None` removes one.
+pub(crate) type Overlay = HashMap<String, Option<Value>>;
+
+/// The rope of a GGUF file as llama.cpp reads it with `overlay`'s values in place of the
+/// file's (a rope override's context parameters).
+pub(crate) fn read_overlaid<R: Read + Seek>(
+    content: &Content,
+    reader: &mut R,
+    overlay: &Overlay,
+) -> Result<GgufRope> {
+    read(content, reader, Some(overlay))
+}
+
+/// The rope of a GGUF file: its metadata keys (or the overlay's), and the rope tensors
+/// `reader` holds.
+fn read<R: Read + Seek>(
+    content: &Content,
+    reader: &mut R,
+    overlay: Option<&Overlay>,
+) -> Result<GgufRope> {
+    let mut m = Meta::new(content, overlay)?;
     let (head_dim, rotary_dim) = read_head(&mut m)?;
     let theta = read_theta(&mut m, head_dim)?;
     // llama.cpp reads a context_length of 0 as unknown (the user's context must be given).

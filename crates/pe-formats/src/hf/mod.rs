@@ -8,12 +8,15 @@
 //! - `config.rs`: [`FromHfConfig`](crate::FromHfConfig) and the reading of a model's ropes per
 //!   layer;
 //! - `sinusoidal.rs`: candle-pe-nn's `SinusoidalEmbeddingConfig`;
+//! - `overrides.rs`: a [`RopeOverride`](crate::RopeOverride) written into a `config.json`, as a
+//!   transformers user would;
 //! - `qwen_vl.rs`: [`QwenVlConfig`](crate::QwenVlConfig) (Qwen-VL's vision fields) and its
 //!   M-RoPE position ids, [`QwenVlPositions`](crate::QwenVlPositions).
 
 mod config;
 mod config_fields;
 mod model_types;
+mod overrides;
 mod qwen_vl;
 mod rope_dicts;
 mod sinusoidal;
