@@ -84,6 +84,8 @@ impl Flags {
     pub fn of_format(&self, err: &FormatsError) -> Option<String> {
         let named = match err {
             FormatsError::Core(core) => return self.of(core),
+            // An override's fields are llama.cpp's flags in snake case.
+            FormatsError::Override { field, .. } => Some(format!("--{}", field.replace('_', "-"))),
             FormatsError::GgufKey { .. }
             | FormatsError::GgufMissing { .. }
             | FormatsError::GgufConflict { .. } => self.file.clone(),

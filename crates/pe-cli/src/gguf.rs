@@ -11,17 +11,19 @@ use std::path::Path;
 
 use anyhow::{Context as _, Result};
 use candle_core::quantized::gguf_file::Content;
-use candle_pe_formats::{FromGguf, GgufRope};
+use candle_pe_formats::{GgufRope, RopeOverride};
 
 use candle_pe_cli::Flags;
 
-/// The rope of the GGUF file at `path`, given by `flag` (`--gguf`, or `pe inspect`'s file).
-pub fn read(path: &Path, flag: &str) -> Result<GgufRope> {
+/// The rope of the GGUF file at `path`, given by `flag` (`--gguf`, or `pe inspect`'s file), as
+/// llama.cpp runs it with the rope override `laid` (empty: as the file says).
+pub fn read(path: &Path, flag: &str, laid: &RopeOverride) -> Result<GgufRope> {
     let mut file = std::fs::File::open(path)
         .with_context(|| format!("{flag} {}: cannot open it", path.display()))?;
     let content = Content::read(&mut file)
         .with_context(|| format!("{flag} {}: not a GGUF file candle reads", path.display()))?;
-    GgufRope::from_gguf(&content, &mut file).map_err(|e| file_flags(flag, path).name(e))
+    laid.apply_to_gguf(&content, &mut file)
+        .map_err(|e| file_flags(flag, path).name(e))
 }
 
 /// The flags of a rope read from the file at `path`: every error is about the file.

@@ -22,9 +22,10 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
+use candle_pe_core::MAX_POSITION;
 use candle_pe_core::{PairLayout, RopeConfigs};
 use candle_pe_core::{Rope, RopeConfig, RopeType};
-use candle_pe_formats::{FromHfConfig, HfTextConfig, ValueSource};
+use candle_pe_formats::{FromHfConfig, HfTextConfig, RopeOverride, ValueSource};
 use clap::Args;
 use serde_json::Value;
 
@@ -34,6 +35,14 @@ pub struct InspectArgs {
     /// An HF config.json, or a GGUF file (told apart by the file's first bytes).
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
+    /// What the checkpoint does at N positions: whether N is past its trained context, the
+    /// override that stretches it there (as flags), and the angle errors at N with and without
+    /// it.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub context: Option<usize>,
+    /// llama.cpp's rope override flags, laid over the file's rope.
+    #[command(flatten)]
+    pub laid: candle_pe_cli::RopeOverrideArgs,
 }
 
 /// The positions the angle errors are shown at, besides the model's context.
@@ -53,14 +62,27 @@ struct Resolved {
 
 /// Prints the rope doctor's report on `args.file` to stdout.
 pub fn run(args: &InspectArgs) -> Result<()> {
-    let resolved = resolve(&args.file)?;
-    print!("{}", report(&args.file, &resolved)?);
+    if let Some(n) = args.context.filter(|&n| n == 0 || n as u64 >= MAX_POSITION) {
+        anyhow::bail!("--context {n}: give a context from 1 to 2147483647 positions");
+    }
+    let laid = args.laid.rope_override()?;
+    let mut resolved = resolve(&args.file, &laid)?;
+    crate::context::name_flags(&mut resolved.sources, &laid);
+    let mut out = report(&args.file, &resolved)?;
+    if !laid.is_empty() {
+        let flags = crate::context::flags(&laid);
+        out = out.replacen('\n', &format!("\nrope override: {flags}\n"), 1);
+    }
+    if let Some(n) = args.context {
+        crate::context::advice(&mut out, &resolved.configs, n)?;
+    }
+    print!("{out}");
     Ok(())
 }
 
-fn resolve(path: &Path) -> Result<Resolved> {
+fn resolve(path: &Path, laid: &RopeOverride) -> Result<Resolved> {
     if crate::gguf::is_gguf(path) {
-        let rope = crate::gguf::read(path, "pe inspect")?;
+        let rope = crate::gguf::read(path, "pe inspect", laid)?;
         return Ok(Resolved {
             kind: format!("GGUF, architecture {}", rope.architecture),
             configs: rope.configs,
@@ -78,6 +100,9 @@ fn resolve(path: &Path) -> Result<Resolved> {
             path.display()
         )
     })?;
+    let json = laid
+        .apply_to_config(&json)
+        .map_err(|e| candle_pe_cli::Flags::default().name(e))?;
     let configs = RopeConfigs::from_hf_config(&json)
         .map_err(|e| anyhow::anyhow!("pe inspect {}: {e}", path.display()))?;
     let model_type = json
@@ -480,7 +505,7 @@ fn circle_distance(a: f64, b: f64) -> f64 {
 
 /// The largest angle errors of f32-built and bf16-built tables over the positions
 /// `p - WINDOW + 1 ..= p`, with the frequencies of a sequence reaching `p`.
-fn angle_errors(rope: &Rope, p: usize) -> (f64, f64) {
+pub(crate) fn angle_errors(rope: &Rope, p: usize) -> (f64, f64) {
     let w = rope.inv_freq(p + 1);
     let (mut e32, mut e16) = (0.0f64, 0.0f64);
     for pos in p.saturating_sub(WINDOW - 1)..=p {

@@ -1,7 +1,8 @@
 //! What `pe` and the workspace's example programs share about their command lines: the one
 //! map from the libraries' errors to the flags that set the value at fault ([`Flags`]), and
 //! the one-line rendering of every failure ([`parse_args`] and [`finish`], which a program's
-//! `main` calls, and [`clap_line`] and [`error_line`] under them). The `pe` binary
+//! `main` calls, and [`clap_line`] and [`error_line`] under them), and llama.cpp's rope
+//! override flags ([`RopeOverrideArgs`]). The `pe` binary
 //! itself is `src/main.rs`.
 //!
 //! ```
@@ -20,6 +21,8 @@
 
 mod flags;
 mod report;
+mod rope_override_args;
 
 pub use flags::Flags;
 pub use report::{clap_line, error_line, finish, parse_args};
+pub use rope_override_args::RopeOverrideArgs;

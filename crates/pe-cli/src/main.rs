@@ -21,6 +21,7 @@
 
 mod atomic;
 mod canvas;
+mod context;
 mod device;
 mod families;
 mod gguf;

@@ -118,6 +118,9 @@ pub struct RopeArgs {
     /// longer). Only longrope reads it [default: transformers]
     #[arg(long, value_enum)]
     pub longrope_policy: Option<LongropePolicy>,
+    /// llama.cpp's rope override flags, laid over --config's or --gguf's rope.
+    #[command(flatten)]
+    pub laid: candle_pe_cli::RopeOverrideArgs,
     /// Number of consecutive positions, starting at --offset.
     #[arg(
         long,
@@ -223,6 +226,11 @@ impl RopeArgs {
                     bail!("--rotary-dim {r}: give from 2 to the head's {h} channels (--head-dim)");
                 }
             }
+            if self.laid.is_given() {
+                bail!(
+                    "the rope override flags (--rope-scaling, --rope-scale, ...) need --config or                      --gguf: without a checkpoint, give the rope type as a subcommand"
+                );
+            }
             return Ok(Resolved::rotary(self.config(), None));
         };
         if let Some(t) = &self.rope_type {
@@ -236,6 +244,10 @@ impl RopeArgs {
             .with_context(|| format!("--config {}: cannot read it", path.display()))?;
         let json: serde_json::Value = serde_json::from_str(&text)
             .with_context(|| format!("--config {}: not JSON", path.display()))?;
+        let laid = self.laid.rope_override()?;
+        let json = laid
+            .apply_to_config(&json)
+            .map_err(|e| Flags::default().name(e))?;
         let in_config =
             |e: candle_pe_formats::Error| anyhow::anyhow!("--config {}: {e}", path.display());
         let configs = RopeConfigs::from_hf_config(&json).map_err(in_config)?;
@@ -261,7 +273,7 @@ impl RopeArgs {
                 t.name()
             );
         }
-        let rope = crate::gguf::read(path, "--gguf")?;
+        let rope = crate::gguf::read(path, "--gguf", &self.laid.rope_override()?)?;
         let mut resolved = match (&self.layer_type, self.layer, rope.configs.single()) {
             (None, None, Some(config)) => Resolved::rotary(config.clone(), None),
             (None, None, None) => bail!(

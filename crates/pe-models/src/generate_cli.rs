@@ -23,7 +23,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device};
-use candle_pe_cli::{finish, parse_args, Flags};
+use candle_pe_cli::{error_line, finish, parse_args, Flags};
 use clap::{ArgGroup, Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -112,6 +112,10 @@ pub struct Args {
         allow_negative_numbers = true
     )]
     pub context_size: Option<usize>,
+    /// llama.cpp's rope override flags, laid over the model's rope (as llama.cpp runs a GGUF
+    /// file, as transformers reads an edited config.json).
+    #[command(flatten)]
+    pub laid: candle_pe_cli::RopeOverrideArgs,
 }
 
 /// `--model`'s help: the GGUF architectures are those of the [`Family`] rows, so the list
@@ -296,12 +300,13 @@ fn load(
     gguf: bool,
     device: &Device,
 ) -> Result<(LlamaFamily, Option<CachePolicy>)> {
+    let laid = args.laid.rope_override()?;
     let mut model = if gguf {
-        LlamaFamily::from_gguf(dir, args.dtype.candle(), device)
+        LlamaFamily::from_gguf_with_rope(dir, args.dtype.candle(), device, &laid)
     } else {
-        LlamaFamily::from_dir(dir, args.dtype.candle(), device)
+        LlamaFamily::from_dir_with_rope(dir, args.dtype.candle(), device, &laid)
     }
-    .with_context(|| format!("--model {}: cannot load the checkpoint", dir.display()))?;
+    .map_err(|e| name_override(e, dir))?;
     let policy = args.cache_policy(model.config().rope.max_position_embeddings)?;
     if let Some(policy) = policy {
         if args.position_offset != 0 {
@@ -314,6 +319,26 @@ fn load(
         eprintln!("cache: {policy:?}");
     }
     Ok((model, policy))
+}
+
+/// A load error: an override field's as its flag, anything else as the checkpoint's.
+fn name_override(err: anyhow::Error, dir: &Path) -> anyhow::Error {
+    let field = err.chain().find_map(|e| match e.downcast_ref() {
+        Some(candle_pe_formats::Error::Override { field, .. }) => Some(*field),
+        _ => None,
+    });
+    match field {
+        Some(field) => anyhow::anyhow!(
+            "--{} (on --model {}): {}",
+            field.replace('_', "-"),
+            dir.display(),
+            error_line(&err)
+        ),
+        None => err.context(format!(
+            "--model {}: cannot load the checkpoint",
+            dir.display()
+        )),
+    }
 }
 
 /// The end-of-sequence ids: `--eos`, else the GGUF file's or the checkpoint folder's.

@@ -29,13 +29,12 @@ use candle_core::quantized::GgmlDType;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_pe_core::PairLayout;
-use candle_pe_formats::{GgufMeta, GgufRope};
+use candle_pe_formats::{GgufMeta, GgufRope, RopeOverride};
 
 use super::config::{activation, LlamaConfig, RotaryLayers};
 use super::family::Family;
 use super::LlamaFamily;
 use crate::quant::QWeights;
-use candle_pe_formats::FromGguf;
 
 impl LlamaFamily {
     /// The decoder stored in the GGUF file at `path`, on `device`, as the file lays it out: its
@@ -44,7 +43,18 @@ impl LlamaFamily {
     /// ([`PairLayout::Interleaved`]) are rotated as adjacent pairs. Errors name the file and
     /// the key or tensor.
     pub fn from_gguf(path: impl AsRef<Path>, dtype: DType, device: &Device) -> Result<Self> {
-        load(path.as_ref(), dtype, device, true)
+        load(path.as_ref(), dtype, device, true, &RopeOverride::default())
+    }
+
+    /// [`Self::from_gguf`] with the rope override `laid`, applied as llama.cpp applies its
+    /// context parameters ([`RopeOverride::apply_to_gguf`]); errors name the override's field.
+    pub fn from_gguf_with_rope(
+        path: impl AsRef<Path>,
+        dtype: DType,
+        device: &Device,
+        laid: &RopeOverride,
+    ) -> Result<Self> {
+        load(path.as_ref(), dtype, device, true, laid)
     }
 
     /// The same decoder with every weight dequantized (to f32, then `dtype`) and the Q and K
@@ -55,17 +65,35 @@ impl LlamaFamily {
         dtype: DType,
         device: &Device,
     ) -> Result<Self> {
-        load(path.as_ref(), dtype, device, false)
+        load(
+            path.as_ref(),
+            dtype,
+            device,
+            false,
+            &RopeOverride::default(),
+        )
     }
 }
 
-/// The decoder of the GGUF file at `path`, its quantized weights kept when `quantized`.
-fn load(path: &Path, dtype: DType, device: &Device, quantized: bool) -> Result<LlamaFamily> {
+/// The decoder of the GGUF file at `path`, its quantized weights kept when `quantized`, its
+/// rope overridden by `laid`.
+fn load(
+    path: &Path,
+    dtype: DType,
+    device: &Device,
+    quantized: bool,
+    laid: &RopeOverride,
+) -> Result<LlamaFamily> {
     let in_file = || format!("{}", path.display());
     let mut file = std::fs::File::open(path).with_context(in_file)?;
     let content = Content::read(&mut file).with_context(in_file)?;
-    let rope = GgufRope::from_gguf(&content, &mut file)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let rope = laid
+        .apply_to_gguf(&content, &mut file)
+        .map_err(|e| match e {
+            // The override's own error stays typed, for the caller to name its flag.
+            e @ candle_pe_formats::Error::Override { .. } => anyhow::Error::from(e),
+            e => anyhow::anyhow!("{}: {e}", path.display()),
+        })?;
     let mut config = config(&content, &rope).with_context(in_file)?;
     // In the file's layout, adjacent pairs rotate together; un-permuted, halves do.
     let layout = match quantized {

@@ -7,6 +7,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Embedding, RmsNorm, VarBuilder};
+use candle_pe_formats::RopeOverride;
 use candle_pe_nn::At;
 use candle_pe_nn::{LayerRotary, Positions, RotaryEmbedding};
 
@@ -410,11 +411,24 @@ impl LlamaFamily {
     /// `model.safetensors.index.json`, with weights in `dtype`. Errors name the folder or
     /// file.
     pub fn from_dir(dir: impl AsRef<Path>, dtype: DType, device: &Device) -> Result<Self> {
+        Self::from_dir_with_rope(dir, dtype, device, &RopeOverride::default())
+    }
+
+    /// [`Self::from_dir`] with the rope override `laid` written into `config.json` as a
+    /// transformers user would ([`RopeOverride::apply_to_config`]); errors name its field.
+    pub fn from_dir_with_rope(
+        dir: impl AsRef<Path>,
+        dtype: DType,
+        device: &Device,
+        laid: &RopeOverride,
+    ) -> Result<Self> {
         let dir = dir.as_ref();
         if !dir.is_dir() {
             bail!("{}: not a folder", dir.display())
         }
-        let config = LlamaConfig::from_file(dir.join("config.json"))?;
+        let config = crate::checkpoint::read_config(&dir.join("config.json"), |json| {
+            LlamaConfig::from_hf_config(&laid.apply_to_config(json)?)
+        })?;
         Self::new(&config, checkpoint(dir, dtype, device)?)
     }
 
