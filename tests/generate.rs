@@ -92,6 +92,38 @@ fn bad_flags_are_named() {
         e.contains("--model /no/such/folder") && e.contains("not a folder"),
         "{e}"
     );
+    // The rope override flags, on the default model (a config.json: transformers' rules).
+    for (flags, named) in [
+        (&["--rope-scale", "nan"][..], "--rope-scale"),
+        (
+            &[
+                "--rope-scaling",
+                "linear",
+                "--rope-scale",
+                "2",
+                "--yarn-beta-fast",
+                "4",
+            ],
+            "--yarn-beta-fast",
+        ),
+        (
+            &[
+                "--rope-scaling",
+                "yarn",
+                "--rope-scale",
+                "2",
+                "--yarn-orig-ctx",
+                "3000000000",
+            ],
+            "--yarn-orig-ctx",
+        ),
+        (&["--rope-freq-base", "-5"], "--rope-freq-base"),
+    ] {
+        let mut all = vec!["--prompt-ids", "1"];
+        all.extend(flags);
+        let e = err(&all);
+        assert!(e.contains(named), "{flags:?}: {e}");
+    }
     let e = err(&["--prompt-ids", "1,128"]);
     assert!(
         e.contains("--prompt-ids") && e.contains("prompt id 128"),

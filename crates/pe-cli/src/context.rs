@@ -77,25 +77,29 @@ pub fn advice(out: &mut String, configs: &RopeConfigs, n: usize) -> Result<()> {
         )?;
         return Ok(());
     };
-    let Some(trained) = config.max_position_embeddings.filter(|&t| t > 0) else {
+    let Some((trained, reach)) = reach(config) else {
         writeln!(
             out,
             "  the checkpoint gives no trained context (max_position_embeddings, context_length)"
         )?;
         return errors(out, &[("as is", config.clone())], n);
     };
-    if n <= trained {
+    if n <= reach {
+        let scaled = match reach > trained {
+            true => format!(", which the rope's own scaling stretches to {reach}"),
+            false => String::new(),
+        };
         writeln!(
             out,
-            "  within the trained context, {trained}: no override is needed"
+            "  within the trained context, {trained}{scaled}: no override is needed"
         )?;
         return errors(out, &[("as is", config.clone())], n);
     }
     let factor = (n as f64 / trained as f64 * 100.0).ceil() / 100.0;
     writeln!(
         out,
-        "  past the trained context, {trained} ({:.2}x); to stretch the rope there \
-         (factor {n} / {trained}, rounded up):",
+        "  past the rope's reach, {reach} (trained context {trained}, {:.2}x); to stretch the \
+         rope there (factor {n} / {trained}, rounded up):",
         n as f64 / trained as f64
     )?;
     let mut rows = vec![("as is", config.clone())];
@@ -124,6 +128,20 @@ pub fn advice(out: &mut String, configs: &RopeConfigs, n: usize) -> Result<()> {
     let linear = config.clone().with_rope_type(RopeType::Linear(linear));
     rows.push(("linear", linear));
     errors(out, &rows, n)
+}
+
+/// The trained context of `config`'s rope, and how far its own scaling reaches: the context
+/// for an unscaled rope, the factor times it for linear and YaRN (YaRN from its original
+/// context); `None` when the checkpoint gives no context.
+fn reach(config: &RopeConfig) -> Option<(usize, usize)> {
+    let context = config.max_position_embeddings.filter(|&t| t > 0);
+    let (trained, factor) = match &config.rope_type {
+        RopeType::Linear(l) => (context?, l.factor),
+        RopeType::Yarn(y) => (y.original_max_position_embeddings.or(context)?, y.factor),
+        _ => (context?, 1.0),
+    };
+    let reach = (trained as f64 * factor.max(1.0)).floor() as usize;
+    Some((trained, reach))
 }
 
 /// The largest angle errors at `n` of each rope of `rows`.

@@ -228,7 +228,8 @@ impl RopeArgs {
             }
             if self.laid.is_given() {
                 bail!(
-                    "the rope override flags (--rope-scaling, --rope-scale, ...) need --config or                      --gguf: without a checkpoint, give the rope type as a subcommand"
+                    "the rope override flags (--rope-scaling, --rope-scale, ...) need --config or \
+                     --gguf: without a checkpoint, give the rope type as a subcommand"
                 );
             }
             return Ok(Resolved::rotary(self.config(), None));

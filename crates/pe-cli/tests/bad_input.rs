@@ -180,6 +180,20 @@ const ROPE_CONFIG: &str = "
 1 | rope --config IN/no_head_dim.json --len 4 --out OUT.safetensors | --config | head_dim
 2 | rope --config IN/layer_types.json --head-dim 8 --len 4 --out OUT.safetensors | --config | --head-dim
 1 | rope --config IN/layer_types.json --len 4 --out OUT.safetensors linear --factor 2 | --config | linear
+1 | rope --config IN/plain.json --len 4 --out OUT.safetensors --rope-scale nan | --rope-scale | NaN
+1 | rope --config IN/plain.json --len 4 --out OUT.safetensors --rope-scaling yarn --rope-scale -1 | --rope-scale | -1
+1 | rope --config IN/plain.json --len 4 --out OUT.safetensors --rope-freq-base 0 | --rope-freq-base | 0
+1 | rope --config IN/plain.json --len 4 --out OUT.safetensors --rope-scaling linear --rope-scale 2 --yarn-beta-fast 3 | --yarn-beta-fast | linear
+1 | rope --config IN/plain.json --len 4 --out OUT.safetensors --rope-scaling linear --rope-scale 2 --yarn-orig-ctx 64 | --yarn-orig-ctx | linear
+1 | rope --config IN/plain.json --len 4 --out OUT.safetensors --rope-scaling none --rope-scale 2 | --rope-scale | none
+1 | rope --config IN/plain.json --len 4 --out OUT.safetensors --rope-scaling yarn --rope-scale 4 --yarn-orig-ctx 4294967296 | --yarn-orig-ctx | 4294967296
+1 | rope --config IN/plain.json --len 4 --out OUT.safetensors --rope-scaling yarn --rope-scale 4 --yarn-ext-factor 0.5 | --yarn-ext-factor | 0.5
+1 | rope --config IN/plain.json --len 4 --out OUT.safetensors --rope-scaling yarn --rope-scale 4 --yarn-beta-slow inf | --yarn-beta-slow | inf
+1 | rope --config IN/plain.json --len 4 --out OUT.safetensors --rope-scale 2 | --rope-scale | default
+1 | rope --config IN/plain.json --len 4 --out OUT.safetensors --rope-freq-scale 0 | --rope-freq-scale | 0
+2 | rope --config IN/plain.json --len 4 --out OUT.safetensors --rope-scaling sideways | --rope-scaling | sideways
+2 | rope --config IN/plain.json --len 4 --out OUT.safetensors --rope-scale 2 --rope-freq-scale 0.5 | --rope-scale | --rope-freq-scale
+1 | rope --head-dim 8 --len 4 --out OUT.safetensors --rope-scale 2 | --rope-scale | --config
 1 | rope --head-dim 8 --input-ids IN/ids_s.npy --out OUT.safetensors | --input-ids | --config
 1 | rope --head-dim 8 --len 4 --image-grid-thw 1,2,2 --out OUT.safetensors | --image-grid-thw | --input-ids
 1 | rope --config IN/layer_types.json --input-ids IN/ids_s.npy --out OUT.safetensors | --config | model_type
@@ -217,6 +231,7 @@ fn inputs(dir: &Path) {
     let json = |name: &str, text: &str| std::fs::write(dir.join(name), text).unwrap();
     let rope = r#""head_dim": 8, "num_attention_heads": 2, "hidden_size": 16, "max_position_embeddings": 64"#;
     json("empty.json", "");
+    json("plain.json", &format!("{{{rope}}}"));
     std::fs::write(dir.join("not_utf8.json"), b"{\"head_dim\": \xff\xfe}").unwrap();
     json("deep.json", &"[".repeat(100_000));
     json("array.json", "[1, 2]");

@@ -496,3 +496,54 @@ fn inspect_names_the_sources_of_nested_rope_parameters() {
         "{report}"
     );
 }
+
+/// `pe inspect` with llama.cpp's rope override flags: the override's line, each overridden
+/// value's source named by its flag, and `--context N` past the reach of the overridden rope
+/// with the flags that stretch it there.
+#[test]
+fn inspect_shows_the_override_and_what_a_context_needs() {
+    let mistral = gguf("mistral_f32");
+    let flags = ["--rope-scaling", "yarn", "--rope-scale", "4"];
+    let mut args = vec!["inspect", s(&mistral)];
+    args.extend(flags);
+    args.extend(["--context", "200000"]);
+    let report = String::from_utf8(pe_ok(&args).stdout).unwrap();
+    assert!(
+        report.contains("\nrope override: --rope-scaling yarn --rope-scale 4\n"),
+        "{report}"
+    );
+    for line in [
+        "rope_type                        <- --rope-scaling yarn (rope override)",
+        "factor                           <- --rope-scale 4 (rope override)",
+        "rope_theta                       <- llama.rope.freq_base",
+        // The file's context is 32,768: yarn 4 reaches 131,072, 200,000 needs 6.11.
+        "past the rope's reach, 131072 (trained context 32768, 6.10x)",
+        "YaRN:   --rope-scaling yarn --rope-scale 6.11 --yarn-orig-ctx 32768",
+        "linear: --rope-scaling linear --rope-scale 6.11",
+    ] {
+        assert!(report.contains(line), "no {line:?} in {report}");
+    }
+    // Within the reach, no override is suggested.
+    args.pop();
+    args.push("100000");
+    let report = String::from_utf8(pe_ok(&args).stdout).unwrap();
+    assert!(
+        report.contains(
+            "within the trained context, 32768, which the rope's own scaling stretches to 131072"
+        ),
+        "{report}"
+    );
+    // config.json: the base, by its flag, in place of the field it replaces.
+    let llama = config("llama31");
+    let report =
+        String::from_utf8(pe_ok(&["inspect", s(&llama), "--rope-freq-base", "250000"]).stdout)
+            .unwrap();
+    assert!(
+        report.contains(
+            "<- --rope-freq-base 250000 (rope override, in place of rope_parameters.rope_theta)"
+        ),
+        "{report}"
+    );
+    assert!(report.contains("rope_theta: 250000"), "{report}");
+    pe_err(&["inspect", s(&llama), "--context", "0"], &["--context 0"]);
+}

@@ -19,6 +19,7 @@
 
 use anyhow::{Context, Result};
 use candle_core::{DType, Device, IndexOp, Tensor};
+use candle_pe_formats::{RopeOverride, RopeScaling};
 use pe_models::LlamaFamily;
 use serde_json::Value;
 
@@ -58,6 +59,16 @@ const LOGIT_BOUND: f64 = 2.0;
 /// The dense twin against transformers' GGUF loader (both f32 on the dequantized weights):
 /// measured 1.1e-4 on Gemma 3.
 const TWIN_TO_TRANSFORMERS: f64 = 1e-3;
+
+/// The dense twin with a rope override against transformers with the same override, at
+/// position 0: measured 3.8e-5 (SmolLM2) and 2.9e-5 (Gemma 3).
+const OVERRIDE_TWIN_AT_0: f64 = 1e-4;
+
+/// The same past the trained context (SmolLM2 at 20,000, Gemma 3 at 60,000): measured 1.6e-3
+/// to 7.7e-3. transformers builds its tables in f32 (frequencies, then position times
+/// frequency), whose angles there are off by 1e-3 to 4e-3 radians (`pe inspect`'s f32-built
+/// column); at position 0 the two agree to 3.8e-5.
+const OVERRIDE_TWIN_FAR: f64 = 1e-2;
 
 fn reference(stem: &str) -> Result<Value> {
     let path = pe_testkit::fixture(&format!("real/{stem}.json"));
@@ -366,5 +377,108 @@ fn cached_greedy_decode_gives_llama_cpp_ids() -> Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+/// The override a recorded run was made with, from llama.cpp's flags as the script wrote them.
+fn override_of(v: &Value) -> Result<RopeOverride> {
+    let number = |k: &str| v[k].as_f64();
+    Ok(RopeOverride {
+        rope_scaling: match v["rope_scaling"].as_str() {
+            Some(name) => Some(RopeScaling::from_name(name)?),
+            None => None,
+        },
+        rope_scale: number("rope_scale"),
+        rope_freq_base: number("rope_freq_base"),
+        yarn_orig_ctx: v["yarn_orig_ctx"].as_u64().map(|n| n as usize),
+        yarn_ext_factor: number("yarn_ext_factor"),
+        yarn_attn_factor: number("yarn_attn_factor"),
+        yarn_beta_fast: number("yarn_beta_fast"),
+        yarn_beta_slow: number("yarn_beta_slow"),
+    })
+}
+
+/// The agreement of each recorded run of `stem`'s overrides against `source` (`llama_cpp`,
+/// `transformers`), loaded as `load`; failures at steps that are not near-ties (`near_tie`) or
+/// logits farther than `bounds` (at position 0, and past it). Returns the largest logit
+/// difference.
+fn check_overrides(
+    stem: &str,
+    source: &str,
+    load: Load,
+    (near_tie, bounds): (f64, [f64; 2]),
+    failures: &mut Vec<String>,
+) -> Result<f64> {
+    let path = pe_testkit::fixture(&format!("real/{stem}.overrides.json"));
+    let text = std::fs::read_to_string(&path).with_context(|| format!("{}", path.display()))?;
+    let reference: Value = serde_json::from_str(&text)?;
+    let file = pe_testkit::real_model(&format!("{stem}.gguf"));
+    let mut worst: f64 = 0.0;
+    for run in reference["runs"].as_array().context("runs")? {
+        let laid = override_of(&run["override"])?;
+        let (dtype, cpu) = (DType::F32, &Device::Cpu);
+        let mut model = match load {
+            Load::Quantized => LlamaFamily::from_gguf_with_rope(&file, dtype, cpu, &laid)?,
+            Load::Twin => LlamaFamily::from_gguf_dequantized_with_rope(&file, dtype, cpu, &laid)?,
+        };
+        let prompt = ids(&run["prompt_ids"]);
+        let name = run["prompt"].as_str().unwrap_or_default();
+        let what = format!("{stem} ({load:?}) {} vs {source}", run["override"]);
+        for (first, theirs) in run[source].as_object().context("runs")? {
+            let first: u32 = first.parse()?;
+            let a = agree(&mut model, &prompt, theirs, first)?;
+            worst = worst.max(a.max_logit_diff);
+            println!(
+                "{what} at {first}, {name:?}: {} steps, max logit diff {:.2e}, differ at {:?}",
+                a.steps, a.max_logit_diff, a.differ
+            );
+            for &(step, ours, theirs, gap) in &a.differ {
+                if gap >= near_tie {
+                    failures.push(format!(
+                        "{what} {name:?} at {first}, step {step}: ours {ours}, theirs {theirs} \
+                         (their top-2 gap {gap:.3})"
+                    ));
+                }
+            }
+            let bound = bounds[usize::from(first > 0)];
+            if a.max_logit_diff > bound {
+                let diff = a.max_logit_diff;
+                failures.push(format!(
+                    "{what} {name:?} at {first}: logits differ by {diff:.2e}"
+                ));
+            }
+        }
+    }
+    println!("{stem} ({load:?}) with overrides vs {source}: largest logit difference {worst:.2e}");
+    Ok(worst)
+}
+
+/// With each rope override llama.cpp ran (`<stem>.overrides.json`: YaRN factor 4 and linear
+/// factor 2), at position 0 and past the trained context (SmolLM2 at 20,000 with
+/// `--yarn-orig-ctx 8192`, Gemma 3 at 60,000): the decoder as `generate` runs it, teacher-forced
+/// on llama.cpp's 32 ids, takes llama.cpp's id at every step but near-ties (its top two within
+/// `NEAR_TIE`), its logits within `LOGIT_BOUND`.
+#[test]
+fn rope_overrides_follow_llama_cpp() -> Result<()> {
+    let mut failures = Vec::new();
+    for stem in ["smollm2-135m-instruct-q4_1", "gemma-3-270m-q4_k_m"] {
+        let bounds = (NEAR_TIE, [LOGIT_BOUND; 2]);
+        check_overrides(stem, "llama_cpp", Load::Quantized, bounds, &mut failures)?;
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    Ok(())
+}
+
+/// The same overrides on the dense twins, against transformers with the override written into
+/// its rope parameters (as a `config.json` would hold them): the ids but at near-ties, logits
+/// within `OVERRIDE_TWIN_AT_0` at position 0 and `OVERRIDE_TWIN_FAR` past the context.
+#[test]
+fn rope_overrides_on_the_dense_twins_follow_transformers() -> Result<()> {
+    let mut failures = Vec::new();
+    for stem in ["smollm2-135m-instruct-q4_1", "gemma-3-270m-q4_k_m"] {
+        let bounds = (TWIN_NEAR_TIE, [OVERRIDE_TWIN_AT_0, OVERRIDE_TWIN_FAR]);
+        check_overrides(stem, "transformers", Load::Twin, bounds, &mut failures)?;
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
     Ok(())
 }

@@ -73,6 +73,17 @@ impl LlamaFamily {
             &RopeOverride::default(),
         )
     }
+
+    /// [`Self::from_gguf_dequantized`] with the rope override `laid`, as
+    /// [`Self::from_gguf_with_rope`] applies it.
+    pub fn from_gguf_dequantized_with_rope(
+        path: impl AsRef<Path>,
+        dtype: DType,
+        device: &Device,
+        laid: &RopeOverride,
+    ) -> Result<Self> {
+        load(path.as_ref(), dtype, device, false, laid)
+    }
 }
 
 /// The decoder of the GGUF file at `path`, its quantized weights kept when `quantized`, its
