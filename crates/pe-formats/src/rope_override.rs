@@ -25,7 +25,8 @@
 //! };
 //! let rope = RopeConfig::from_hf_config(&stretch.apply_to_config(&config)?)?;
 //! let RopeType::Yarn(yarn) = rope.rope_type else { panic!("yarn") };
-//! assert_eq!((yarn.factor, yarn.original_max_position_embeddings), (4.0, Some(8192)));
+//! // transformers' YaRN stretches from max_position_embeddings when no original is given.
+//! assert_eq!((yarn.factor, rope.max_position_embeddings), (4.0, Some(8192)));
 //!
 //! let nonsense = RopeOverride {
 //!     rope_scaling: Some(RopeScaling::Linear),
