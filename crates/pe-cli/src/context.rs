@@ -95,6 +95,17 @@ pub fn advice(out: &mut String, configs: &RopeConfigs, n: usize) -> Result<()> {
         )?;
         return errors(out, &[("as is", config.clone())], n);
     }
+    suggest(out, config, (trained, reach), n)
+}
+
+/// Past the rope's reach: the YaRN and linear overrides that stretch `config` (trained on
+/// `trained` positions, reaching `reach`) to `n`, as flags, and the angle errors with each.
+fn suggest(
+    out: &mut String,
+    config: &RopeConfig,
+    (trained, reach): (usize, usize),
+    n: usize,
+) -> Result<()> {
     let factor = (n as f64 / trained as f64 * 100.0).ceil() / 100.0;
     writeln!(
         out,

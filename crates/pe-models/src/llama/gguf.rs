@@ -98,13 +98,7 @@ fn load(
     let in_file = || format!("{}", path.display());
     let mut file = std::fs::File::open(path).with_context(in_file)?;
     let content = Content::read(&mut file).with_context(in_file)?;
-    let rope = laid
-        .apply_to_gguf(&content, &mut file)
-        .map_err(|e| match e {
-            // The override's own error stays typed, for the caller to name its flag.
-            e @ candle_pe_formats::Error::Override { .. } => anyhow::Error::from(e),
-            e => anyhow::anyhow!("{}: {e}", path.display()),
-        })?;
+    let rope = read_rope(path, &content, &mut file, laid)?;
     let mut config = config(&content, &rope).with_context(in_file)?;
     // In the file's layout, adjacent pairs rotate together; un-permuted, halves do.
     let layout = match quantized {
@@ -154,6 +148,20 @@ fn load(
     }
     let vb = VarBuilder::from_tensors(dense, dtype, device);
     LlamaFamily::with_quantized(&config, vb, &kept).with_context(in_file)
+}
+
+/// The file's rope as llama.cpp runs it with the override `laid`. An error names the file, but
+/// the override's own stays typed, for the caller to name its flag.
+fn read_rope(
+    path: &Path,
+    content: &Content,
+    file: &mut std::fs::File,
+    laid: &RopeOverride,
+) -> Result<GgufRope> {
+    laid.apply_to_gguf(content, file).map_err(|e| match e {
+        e @ candle_pe_formats::Error::Override { .. } => anyhow::Error::from(e),
+        e => anyhow::anyhow!("{}: {e}", path.display()),
+    })
 }
 
 /// transformers' name of a GGUF tensor of `family`'s decoder; `None` for the rope tensors
