@@ -210,7 +210,7 @@ impl RotaryEmbedding {
         }
         #[cfg(feature = "cuda")]
         if route == Route::Auto {
-            if let Some(k) = self.turn_on_cuda(k, &tables)? {
+            if let Some(k) = self.shift_on_cuda(k, &tables)? {
                 return Ok(k);
             }
         }
@@ -225,7 +225,7 @@ impl RotaryEmbedding {
     /// One table row for every token of a whole-head rotation: the CUDA kernel reads it in
     /// place. `None` when the kernel does not take these tables or this k.
     #[cfg(feature = "cuda")]
-    fn turn_on_cuda(&self, k: &Tensor, tables: &Tables) -> Result<Option<Tensor>> {
+    fn shift_on_cuda(&self, k: &Tensor, tables: &Tables) -> Result<Option<Tensor>> {
         let Tables::Shared(cos, sin) = tables else {
             return Ok(None);
         };
