@@ -39,7 +39,7 @@
 //! # Ok::<(), candle_pe_formats::Error>(())
 //! ```
 
-use candle_pe_core::MAX_POSITION;
+use candle_pe_core::{RopeConfig, RopeConfigs, MAX_POSITION};
 
 use crate::{Error, Result};
 
@@ -222,4 +222,13 @@ impl RopeOverride {
 /// The error of an override field.
 pub(crate) fn refused(field: &'static str, message: String) -> Error {
     Error::Override { field, message }
+}
+
+/// The full layers' rope, which an override stretches: the one rope, or the `full_attention`
+/// layers' (`None` for NoPE full layers).
+pub(crate) fn full_rope(configs: &RopeConfigs) -> Option<&RopeConfig> {
+    match configs.single() {
+        Some(c) => Some(c),
+        None => configs.for_layer_type("full_attention").ok().flatten(),
+    }
 }

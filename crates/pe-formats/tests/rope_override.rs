@@ -416,3 +416,40 @@ fn nested_rope_parameters_take_it_in_their_full_attention_entry() {
         (10000.0, &RopeType::Default)
     );
 }
+
+/// The checkpoint's rope type is the one the reader reads, not the dict's word: an older
+/// Phi-3 config's `yarn` with factor lists is longrope, so YaRN's fields mean nothing for it,
+/// and a new type drops every key longrope writes itself with.
+#[test]
+fn the_checkpoints_type_is_the_one_the_reader_reads() {
+    let factors: Vec<f64> = vec![1.0; 16];
+    let json = serde_json::json!({"model_type": "phi3", "hidden_size": 64,
+        "num_attention_heads": 2, "max_position_embeddings": 131072,
+        "original_max_position_embeddings": 4096,
+        "rope_scaling": {"type": "yarn", "short_factor": factors, "long_factor": factors,
+                         "attention_factor": 1.1}});
+    assert!(matches!(
+        RopeConfig::from_hf_config(&json).unwrap().rope_type,
+        RopeType::Longrope(_)
+    ));
+    let beta = RopeOverride {
+        yarn_beta_fast: Some(16.0),
+        ..RopeOverride::default()
+    };
+    let err = on_config(&beta, &json).unwrap_err();
+    assert!(
+        matches!(&err, Error::Override { field: "yarn_beta_fast", message } if message.contains("longrope")),
+        "{err}"
+    );
+    let laid = linear(2.0).apply_to_config(&json).unwrap();
+    assert_eq!(
+        laid["rope_scaling"],
+        serde_json::json!({"rope_type": "linear", "factor": 2.0})
+    );
+    let configs = RopeConfigs::from_hf_config(&laid).unwrap();
+    assert!(
+        configs.unknown_keys().is_empty(),
+        "{:?}",
+        configs.unknown_keys()
+    );
+}

@@ -20,19 +20,47 @@ use candle_core::quantized::gguf_file::{Content, Value};
 use candle_pe_core::{RopeConfigs, RopeType};
 
 use super::rope::{read_overlaid, Overlay};
-use crate::rope_override::refused;
+use crate::rope_override::{full_rope, refused};
 use crate::{Error, FromGguf, GgufRope, Result, RopeOverride, RopeScaling};
 
-/// Each field of an override, with the key suffix llama.cpp's context parameter replaces.
-const KEYS: [(&str, &str); 7] = [
-    ("rope_scaling", "rope.scaling.type"),
-    ("rope_scale", "rope.scaling.factor"),
-    ("rope_freq_base", "rope.freq_base"),
-    ("yarn_orig_ctx", "rope.scaling.original_context_length"),
-    ("yarn_ext_factor", "rope.scaling.yarn_ext_factor"),
-    ("yarn_beta_fast", "rope.scaling.yarn_beta_fast"),
-    ("yarn_beta_slow", "rope.scaling.yarn_beta_slow"),
+/// Each field of an override: the key suffix llama.cpp's context parameter replaces, and the
+/// value the field gives that key (floats as GGUF's f32, as llama.cpp's context holds them).
+const KEYS: [(&str, &str, LaidValue); 7] = [
+    ("rope_scaling", "rope.scaling.type", |o| {
+        o.rope_scaling.map(|s| Value::String(s.name().into()))
+    }),
+    ("rope_scale", "rope.scaling.factor", |o| f32(o.rope_scale)),
+    (
+        "rope_freq_base",
+        "rope.freq_base",
+        |o| f32(o.rope_freq_base),
+    ),
+    (
+        "yarn_orig_ctx",
+        "rope.scaling.original_context_length",
+        |o| {
+            // Within 2^31 (`check_values`).
+            o.yarn_orig_ctx.map(|n| Value::U32(n as u32))
+        },
+    ),
+    ("yarn_ext_factor", "rope.scaling.yarn_ext_factor", |o| {
+        f32(o.yarn_ext_factor)
+    }),
+    ("yarn_beta_fast", "rope.scaling.yarn_beta_fast", |o| {
+        f32(o.yarn_beta_fast)
+    }),
+    ("yarn_beta_slow", "rope.scaling.yarn_beta_slow", |o| {
+        f32(o.yarn_beta_slow)
+    }),
 ];
+
+/// The value an override field gives its key, if the field is given.
+type LaidValue = fn(&RopeOverride) -> Option<Value>;
+
+/// A float field as a GGUF f32 key.
+fn f32(v: Option<f64>) -> Option<Value> {
+    v.map(|v| Value::F32(v as f32))
+}
 
 impl RopeOverride {
     /// The ropes of the GGUF file `content` (its tensors read through `reader`) as llama.cpp
@@ -97,43 +125,22 @@ impl RopeOverride {
     /// The keys the override replaces, by full key (`llama.rope.freq_base`).
     fn overlay(&self, arch: &str) -> Overlay {
         let key = |suffix: &str| format!("{arch}.{suffix}");
-        let f32 = |v: f64| Some(Value::F32(v as f32));
-        let mut overlay = Overlay::new();
-        if let Some(s) = self.rope_scaling {
-            overlay.insert(
-                key("rope.scaling.type"),
-                Some(Value::String(s.name().into())),
-            );
-        }
-        if let Some(factor) = self.rope_scale {
-            overlay.insert(key("rope.scaling.factor"), f32(factor));
+        let mut overlay: Overlay = KEYS
+            .iter()
+            .filter_map(|(_, suffix, value)| Some((key(suffix), Some(value(self)?))))
+            .collect();
+        if self.rope_scale.is_some() {
             // llama.cpp reads the legacy key only without rope.scaling.factor.
             overlay.insert(key("rope.scale_linear"), None);
-        }
-        if let Some(base) = self.rope_freq_base {
-            overlay.insert(key("rope.freq_base"), f32(base));
-        }
-        if let Some(n) = self.yarn_orig_ctx {
-            let n = Value::U32(n.min(u32::MAX as usize) as u32);
-            overlay.insert(key("rope.scaling.original_context_length"), Some(n));
-        }
-        for (suffix, value) in [
-            ("rope.scaling.yarn_ext_factor", self.yarn_ext_factor),
-            ("rope.scaling.yarn_beta_fast", self.yarn_beta_fast),
-            ("rope.scaling.yarn_beta_slow", self.yarn_beta_slow),
-        ] {
-            if let Some(v) = value {
-                overlay.insert(key(suffix), f32(v));
-            }
         }
         overlay
     }
 
     /// The field (and its value) that replaced the key `key` of `arch`, if one did.
     fn field_of_key(&self, arch: &str, key: &str) -> Option<(&'static str, String)> {
-        let (field, _) = KEYS
+        let (field, ..) = KEYS
             .iter()
-            .find(|(_, suffix)| key == format!("{arch}.{suffix}"))?;
+            .find(|(_, suffix, _)| key == format!("{arch}.{suffix}"))?;
         self.given().into_iter().find(|(f, _)| f == field)
     }
 
@@ -182,13 +189,5 @@ impl RopeOverride {
             Some(types) => kept.with_layer_types(types.to_vec()),
             None => kept,
         })
-    }
-}
-
-/// The full layers' rope: the one rope, or the `full_attention` layers'.
-fn full_rope(configs: &RopeConfigs) -> Option<&candle_pe_core::RopeConfig> {
-    match configs.single() {
-        Some(c) => Some(c),
-        None => configs.for_layer_type("full_attention").ok().flatten(),
     }
 }

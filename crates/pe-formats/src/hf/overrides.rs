@@ -11,27 +11,11 @@
 
 use serde_json::{Map, Value};
 
-use crate::{HfTextConfig, Result, RopeOverride, RopeScaling};
+use candle_pe_core::{RopeConfigs, RopeType};
 
-/// The keys of a rope dict that belong to its rope type, dropped when the type changes.
-const TYPE_KEYS: [&str; 16] = [
-    "rope_type",
-    "type",
-    "factor",
-    "original_max_position_embeddings",
-    "beta_fast",
-    "beta_slow",
-    "attention_factor",
-    "mscale",
-    "mscale_all_dim",
-    "low_freq_factor",
-    "high_freq_factor",
-    "short_factor",
-    "long_factor",
-    "alpha",
-    "truncate",
-    "extrapolation_factor",
-];
+use super::rope_dicts::field_names;
+use crate::rope_override::full_rope;
+use crate::{FromHfConfig, HfTextConfig, Result, RopeOverride, RopeScaling};
 
 impl RopeOverride {
     /// `config` (a parsed `config.json`) with the override written into its rope, as
@@ -42,6 +26,22 @@ impl RopeOverride {
         let mut config = config.clone();
         if self.is_empty() {
             return Ok(config);
+        }
+        // The checkpoint's rope type as the reader reads it (Phi-3's `yarn` is longrope).
+        let configs = RopeConfigs::from_hf_config(&config)?;
+        let checkpoint = full_rope(&configs).map_or(RopeType::Default, |c| c.rope_type.clone());
+        let kept = match &checkpoint {
+            RopeType::Default => RopeScaling::None,
+            RopeType::Linear(_) => RopeScaling::Linear,
+            RopeType::Yarn(_) => RopeScaling::Yarn,
+            RopeType::Dynamic(_) => RopeScaling::Dynamic,
+            RopeType::Llama3(_) => RopeScaling::Llama3,
+            // Types no override field applies to: every field but the base is refused.
+            _ => RopeScaling::None,
+        };
+        match self.rope_scaling {
+            Some(s) => self.check_meaning(s, s.name(), false)?,
+            None => self.check_meaning(kept, checkpoint.name(), true)?,
         }
         let text_path = HfTextConfig::from_hf_config(&config)?
             .fields()
@@ -57,21 +57,6 @@ impl RopeOverride {
         // transformers 5 writes rope_theta into rope_parameters; older configs at the top.
         let in_dict = text.get("rope_parameters").is_some_and(Value::is_object);
         let dict = rope_dict(text);
-        let checkpoint = dict
-            .get("rope_type")
-            .or_else(|| dict.get("type"))
-            .and_then(Value::as_str)
-            .unwrap_or("default")
-            .to_string();
-        let kept = match checkpoint.as_str() {
-            "default" => Some(RopeScaling::None),
-            name => RopeScaling::from_name(name).ok(),
-        };
-        match (self.rope_scaling, kept) {
-            (Some(s), _) => self.check_meaning(s, s.name(), false)?,
-            (None, Some(k)) => self.check_meaning(k, &checkpoint, true)?,
-            (None, None) => self.check_meaning(RopeScaling::None, &checkpoint, true)?,
-        }
         self.write_dict(dict, &checkpoint);
         if let Some(base) = self.rope_freq_base {
             let base = Value::from(base);
@@ -86,15 +71,17 @@ impl RopeOverride {
     }
 
     /// Writes the override's type and parameters into the rope dict `dict`, whose type was
-    /// `checkpoint`.
-    fn write_dict(&self, dict: &mut Map<String, Value>, checkpoint: &str) {
+    /// `checkpoint`. A new type drops the old one's keys (those it writes itself with, and the
+    /// legacy `type`).
+    fn write_dict(&self, dict: &mut Map<String, Value>, checkpoint: &RopeType) {
         if let Some(s) = self.rope_scaling {
             let name = match s {
                 RopeScaling::None => "default",
                 s => s.name(),
             };
-            if name != checkpoint {
-                dict.retain(|k, _| !TYPE_KEYS.contains(&k.as_str()));
+            if name != checkpoint.name() {
+                let keys = field_names(checkpoint);
+                dict.retain(|k, _| k != "type" && !keys.contains(k));
             }
             dict.insert("rope_type".into(), name.into());
         }
