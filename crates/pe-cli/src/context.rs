@@ -12,53 +12,48 @@
 use std::fmt::Write as _;
 
 use anyhow::Result;
+use candle_pe_cli::override_flag;
 use candle_pe_core::{LinearScaling, Rope, RopeConfig, RopeConfigs, RopeType, Yarn};
 use candle_pe_formats::{RopeOverride, ValueSource};
 
 use crate::inspect::angle_errors;
-
-/// An override field as its flag (`rope_scale` is `--rope-scale`).
-fn flag(field: &str) -> String {
-    format!("--{}", field.replace('_', "-"))
-}
 
 /// The override as the flags that give it.
 pub fn flags(laid: &RopeOverride) -> String {
     let given = laid.given();
     let flags: Vec<String> = given
         .iter()
-        .map(|(field, value)| format!("{} {value}", flag(field)))
+        .map(|(field, value)| format!("{} {value}", override_flag(field)))
         .collect();
     flags.join(" ")
 }
 
-/// Names the override's flags in the sources: a GGUF reader's `override <field> = <value>`,
-/// and a config.json's rope type and base of the layers the override applies to (every layer,
-/// or the full-attention ones).
-pub fn name_flags(sources: &mut [ValueSource], laid: &RopeOverride) {
-    let given = laid.given();
-    let of = |field: &str| given.iter().find(|(f, _)| *f == field);
+/// A GGUF reader's sources with the override's flags: `override rope_scale = 4` (how
+/// pe-formats marks a key the override replaced) is `--rope-scale 4 (rope override)`.
+pub fn name_gguf_flags(sources: &mut [ValueSource]) {
     for s in sources.iter_mut() {
-        if let Some(rest) = s.source.strip_prefix("override ") {
-            if let Some((field, value)) = rest.split_once(" = ") {
-                s.source = format!("{} {value} (rope override)", flag(field));
-            }
-            continue;
+        let marked = s.source.strip_prefix("override ");
+        if let Some((field, value)) = marked.and_then(|rest| rest.split_once(" = ")) {
+            s.source = format!("{} {value} (rope override)", override_flag(field));
         }
+    }
+}
+
+/// A config.json's sources with the override's flags: the rope type and base of the layers
+/// the override writes into (every layer, or the full-attention ones), in place of the field
+/// it wrote them to.
+pub fn name_config_flags(sources: &mut [ValueSource], laid: &RopeOverride) {
+    let given = laid.given();
+    for s in sources.iter_mut() {
         let full = matches!(s.layer_type.as_deref(), None | Some("full_attention"));
         let field = match s.value {
             "rope_theta" => "rope_freq_base",
             "rope_type" => "rope_scaling",
             _ => continue,
         };
-        if let (true, Some((field, value))) = (full, of(field)) {
-            if !s.source.starts_with("override") && !s.source.contains("GGUF") {
-                s.source = format!(
-                    "{} {value} (rope override, in place of {})",
-                    flag(field),
-                    s.source
-                );
-            }
+        if let (true, Some((field, value))) = (full, given.iter().find(|(f, _)| *f == field)) {
+            let flag = override_flag(field);
+            s.source = format!("{flag} {value} (rope override, in place of {})", s.source);
         }
     }
 }

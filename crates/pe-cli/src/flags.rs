@@ -85,7 +85,7 @@ impl Flags {
         let named = match err {
             FormatsError::Core(core) => return self.of(core),
             // An override's fields are llama.cpp's flags in snake case.
-            FormatsError::Override { field, .. } => Some(format!("--{}", field.replace('_', "-"))),
+            FormatsError::Override { field, .. } => Some(crate::override_flag(field)),
             FormatsError::GgufKey { .. }
             | FormatsError::GgufMissing { .. }
             | FormatsError::GgufConflict { .. } => self.file.clone(),

@@ -66,8 +66,7 @@ pub fn run(args: &InspectArgs) -> Result<()> {
         anyhow::bail!("--context {n}: give a context from 1 to 2147483647 positions");
     }
     let laid = args.laid.rope_override()?;
-    let mut resolved = resolve(&args.file, &laid)?;
-    crate::context::name_flags(&mut resolved.sources, &laid);
+    let resolved = resolve(&args.file, &laid)?;
     let mut out = report(&args.file, &resolved)?;
     if !laid.is_empty() {
         let flags = crate::context::flags(&laid);
@@ -82,7 +81,8 @@ pub fn run(args: &InspectArgs) -> Result<()> {
 
 fn resolve(path: &Path, laid: &RopeOverride) -> Result<Resolved> {
     if crate::gguf::is_gguf(path) {
-        let rope = crate::gguf::read(path, "pe inspect", laid)?;
+        let mut rope = crate::gguf::read(path, "pe inspect", laid)?;
+        crate::context::name_gguf_flags(&mut rope.sources);
         return Ok(Resolved {
             kind: format!("GGUF, architecture {}", rope.architecture),
             configs: rope.configs,
@@ -109,7 +109,8 @@ fn resolve(path: &Path, laid: &RopeOverride) -> Result<Resolved> {
         .get("model_type")
         .and_then(Value::as_str)
         .unwrap_or("unknown");
-    let sources = config_sources(&json, &configs)?;
+    let mut sources = config_sources(&json, &configs)?;
+    crate::context::name_config_flags(&mut sources, laid);
     Ok(Resolved {
         kind: format!("config.json, model_type {model_type}"),
         configs,

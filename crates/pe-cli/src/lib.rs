@@ -25,4 +25,4 @@ mod rope_override_args;
 
 pub use flags::Flags;
 pub use report::{clap_line, error_line, finish, parse_args};
-pub use rope_override_args::RopeOverrideArgs;
+pub use rope_override_args::{override_flag, RopeOverrideArgs};

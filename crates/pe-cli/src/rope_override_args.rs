@@ -19,7 +19,7 @@
 //! ```
 
 use anyhow::{bail, Result};
-use candle_pe_formats::{RopeOverride, RopeScaling};
+use candle_pe_formats::{Error as FormatsError, RopeOverride, RopeScaling};
 use clap::Args;
 
 /// The rope override flags, named and read as llama.cpp's (`llama-cli --help`).
@@ -93,10 +93,16 @@ impl RopeOverrideArgs {
     }
 }
 
-/// `--rope-scaling`'s value.
+/// The flag of an override field: llama.cpp's, the field in kebab case (`rope_scale` is
+/// `--rope-scale`).
+pub fn override_flag(field: &str) -> String {
+    format!("--{}", field.replace('_', "-"))
+}
+
+/// `--rope-scaling`'s value; clap names the flag, so the error is the reader's message alone.
 fn scaling(name: &str) -> Result<RopeScaling, String> {
-    RopeScaling::from_name(name).map_err(|_| {
-        let names: Vec<_> = RopeScaling::NAMES.iter().map(|(_, n)| *n).collect();
-        format!("{name:?} is not one of {}", names.join(", "))
+    RopeScaling::from_name(name).map_err(|e| match e {
+        FormatsError::Override { message, .. } => message,
+        e => e.to_string(),
     })
 }

@@ -323,14 +323,14 @@ fn load(
 
 /// A load error: an override field's as its flag, anything else as the checkpoint's.
 fn name_override(err: anyhow::Error, dir: &Path) -> anyhow::Error {
-    let field = err.chain().find_map(|e| match e.downcast_ref() {
-        Some(candle_pe_formats::Error::Override { field, .. }) => Some(*field),
+    // pe-cli's one map from errors to flags names an override field's flag.
+    let flag = err.chain().find_map(|e| match e.downcast_ref() {
+        Some(e @ candle_pe_formats::Error::Override { .. }) => Flags::default().of_format(e),
         _ => None,
     });
-    match field {
-        Some(field) => anyhow::anyhow!(
-            "--{} (on --model {}): {}",
-            field.replace('_', "-"),
+    match flag {
+        Some(flag) => anyhow::anyhow!(
+            "{flag} (on --model {}): {}",
             dir.display(),
             error_line(&err)
         ),
