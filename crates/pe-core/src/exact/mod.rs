@@ -1,7 +1,8 @@
 //! Exact arithmetic, the leaf every other layer builds on: double-double numbers (`dd`, about
-//! 106 bits, in which every frequency is computed) and libm-free sin and cos of an angle given
-//! as an exact sum (`trig`, the CPU generator's anchors). Nothing here knows about tables,
-//! specs or tensors.
+//! 106 bits, in which every frequency is computed), libm-free sin and cos of an angle given
+//! as an exact sum (`trig`, the CPU generator's anchors) and f64 rounded once to f16 and bf16
+//! (`round`). The CUDA kernels carry the same arithmetic (`cuda/exact.cuh`). Nothing here knows
+//! about tables, specs or tensors.
 //!
 //! ```
 //! // The exact arithmetic is internal; it shows in every value, here sin(2^31 - 1) in f64,
@@ -17,4 +18,5 @@
 //! ```
 
 pub(crate) mod dd;
+pub(crate) mod round;
 pub(crate) mod trig;

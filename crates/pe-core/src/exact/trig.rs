@@ -1,16 +1,23 @@
-//! sin and cos in f64 for the CPU generator's exact anchors: of an angle given as an unevaluated
-//! sum `hi + lo` (the exact product `p * w`), to about one unit in the last
-//! place; libm only for the head of angles beyond 2^32.
+//! sin and cos in f64 for the exact anchors: of an angle given as an unevaluated sum `hi + lo`
+//! (the exact product `p * w`), to about one unit in the last place, with no libm, so that the
+//! CPU and the CUDA kernels (`cuda/exact.cuh`, the same operations in the same order) give the
+//! same bits on every platform.
 //!
-//! The angle is reduced by `q * pi/2` with pi/2 split into 21-bit pieces (so every `q * piece`
-//! below 2^32 is an exact product), `lo` is added to the small remainder, and Taylor polynomials
-//! of degree 17 and 16 evaluate sin and cos on `[-pi/4, pi/4]`. Beyond 2^32, libm reduces the
-//! head of the angle and the kernel turns the remainder. A libm `sin` plus `cos` costs about 40 ns on large arguments; this costs a few.
+//! The angle is reduced by `q * pi/2` with pi/2 split into 21-bit pieces, so that every
+//! `q * piece` is an exact product: below 2^32 directly, beyond it (up to 2^41, past the
+//! domain's [`MAX_ANGLE`](crate::describe::freq::MAX_ANGLE)) with `q` itself split in two at
+//! 2^20. `lo` is added to the small remainder, and Taylor polynomials of degree 17 and 16
+//! evaluate sin and cos on `[-pi/4, pi/4]`. A libm `sin` plus `cos` costs about 40 ns on large
+//! arguments; this costs a few.
 
-/// Beyond this the reduction's products are no longer exact and libm takes over.
+/// Below this `q` has at most 32 bits, and `q * piece` is exact without splitting `q`.
 const REDUCTION_LIMIT: f64 = 4_294_967_296.0;
+/// The widest angle reduced: `q < 2^41`, split into two pieces of at most 21 bits.
+const WIDE_LIMIT: f64 = 2_199_023_255_552.0;
 /// Adding `1.5 * 2^52` rounds to the nearest integer and leaves it in the low mantissa bits.
 const ROUND: f64 = 6755399441055744.0;
+/// Adding `1.5 * 2^72` rounds to the nearest multiple of `2^20`.
+const ROUND_2_20: f64 = 7083549724304467820544.0;
 /// `pi/2 = P1 + P2 + P3 + P4 + P5` to about 140 bits; `P1 .. P4` have 21 significant bits each.
 const P1: f64 = 1.570796012878418;
 const P2: f64 = 3.139164164167596e-7;
@@ -18,20 +25,24 @@ const P3: f64 = 6.223369259164557e-14;
 const P4: f64 = 2.9127304114676625e-20;
 const P5: f64 = 1.6446256936324258e-26;
 
-/// `(sin(hi + lo), cos(hi + lo))` for `|lo|` of the order of the rounding error of `hi`.
+/// `(sin(hi + lo), cos(hi + lo))` for `|lo|` of the order of the rounding error of `hi`, and
+/// `|hi| < 2^41` (NaN beyond).
 #[inline]
 pub(crate) fn sin_cos(hi: f64, lo: f64) -> (f64, f64) {
-    // Past the limit, libm reduces `hi` (glibc and musl do so exactly) and the kernel turns
-    // `lo` (below pi/4 for any angle under 2^52); NaN goes to libm too.
-    if hi.abs() > REDUCTION_LIMIT || hi.is_nan() {
-        let (s, c) = hi.sin_cos();
-        let (sl, cl) = kernel(if lo.is_finite() { lo } else { 0.0 });
-        return (s * cl + c * sl, c * cl - s * sl);
-    }
     let shifted = hi * std::f64::consts::FRAC_2_PI + ROUND;
     let quadrant = shifted.to_bits() & 3;
     let q = shifted - ROUND;
-    let r = hi - q * P1 - q * P2 - q * P3 - q * P4 - q * P5 + lo;
+    let r = if hi.abs() <= REDUCTION_LIMIT {
+        hi - q * P1 - q * P2 - q * P3 - q * P4 - q * P5 + lo
+    } else if hi.abs() < WIDE_LIMIT {
+        // q = q1 + q0 with q1 a multiple of 2^20 and |q0| <= 2^19: both have at most 21
+        // significant bits, so each product with a piece is exact.
+        let q1 = (q + ROUND_2_20) - ROUND_2_20;
+        let q0 = q - q1;
+        hi - q1 * P1 - q0 * P1 - q1 * P2 - q0 * P2 - q1 * P3 - q0 * P3 - q * P4 - q * P5 + lo
+    } else {
+        f64::NAN
+    };
     let (s, c) = kernel(r);
     match quadrant {
         0 => (s, c),
@@ -73,7 +84,7 @@ fn kernel(r: f64) -> (f64, f64) {
 mod tests {
     use super::*;
 
-    /// A deterministic spread of arguments: small, near multiples of pi/2, and up to 2^33.
+    /// A deterministic spread of arguments: small, near multiples of pi/2, and up to 2^40.
     fn arguments() -> Vec<f64> {
         let mut state = 0x2545_f491_4f6c_dd1du64;
         let mut next = || {
@@ -83,7 +94,17 @@ mod tests {
             (state >> 11) as f64 / (1u64 << 53) as f64
         };
         let mut xs = Vec::new();
-        for scale in [1e-8, 1.0, 10.0, 1e3, 1e6, 2_147_483_648.0, 8e9] {
+        for scale in [
+            1e-8,
+            1.0,
+            10.0,
+            1e3,
+            1e6,
+            2_147_483_648.0,
+            8e9,
+            3e11,
+            1.0995e12,
+        ] {
             for _ in 0..2000 {
                 xs.push((next() * 2.0 - 1.0) * scale);
             }
@@ -91,6 +112,7 @@ mod tests {
         for k in 1..2000 {
             xs.push(k as f64 * std::f64::consts::FRAC_PI_2);
             xs.push((k as f64 * 1_048_573.0) * std::f64::consts::FRAC_PI_2);
+            xs.push((k as f64 * 349_525_333.0) * std::f64::consts::FRAC_PI_2);
         }
         xs
     }

@@ -30,6 +30,7 @@ use rayon::prelude::*;
 use super::Generator;
 use crate::describe::freq::{Columns, Plan};
 use crate::describe::positions::{Request, Rows};
+use crate::exact::round;
 use crate::{ColumnLayout, Error, Result};
 
 /// Anchors sit at multiples of this; also the rows of one parallel task.
@@ -127,7 +128,8 @@ impl Acc for f64 {
 }
 
 /// An output element type and the arithmetic it is computed in: f32 in f32; f64, f16 and bf16
-/// in f64 (so half-precision values are rounded once, from an accurate value).
+/// in f64 (so half-precision values are rounded once, from an accurate value, by
+/// [`round`](crate::exact::round), not by the `half` crate's conversions).
 pub(crate) trait Element: candle_core::WithDType {
     type Acc: Acc;
     fn from_acc(v: Self::Acc) -> Self;
@@ -157,7 +159,7 @@ impl Element for f64 {
 impl Element for f16 {
     type Acc = f64;
     fn from_acc(v: f64) -> Self {
-        f16::from_f64(v)
+        f16::from_bits(round::f16_bits(v))
     }
     fn to_acc(self) -> f64 {
         self.to_f64()
@@ -167,7 +169,7 @@ impl Element for f16 {
 impl Element for bf16 {
     type Acc = f64;
     fn from_acc(v: f64) -> Self {
-        bf16::from_f64(v)
+        bf16::from_bits(round::bf16_bits(v))
     }
     fn to_acc(self) -> f64 {
         self.to_f64()
