@@ -9,7 +9,7 @@
 #   scripts/gpu-check.sh bundle    the build and the bundle alone, without the type-check
 #   scripts/gpu-check.sh dry-run   builds the same program without CUDA (the dev profile, whose
 #                                  dependencies `cargo test` has built) and runs it here with
-#                                  --device cpu: the harness, the generic path in place of the GPU
+#                                  --device cpu: the harness, the kernels' host build in place of the GPU
 #
 # On the GPU machine:  bash target/gpu-check/run OUT   writes OUT/gpu-report.{md,json}.
 #

@@ -46,6 +46,9 @@
 
 #![warn(missing_docs)]
 
+/// The kernels' folder (`src/cuda/`): candle-pe-nn's rotation kernel loads through it.
+#[doc(hidden)]
+pub mod cuda;
 mod describe;
 mod exact;
 mod generate;

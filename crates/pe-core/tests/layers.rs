@@ -19,7 +19,7 @@ fn layer_of_file(path: &str) -> usize {
         | "rope/layouts.rs"
         | "rope/types.rs"
         | "rope/query_scale.rs" => 1,
-        p if p.starts_with("generate/") => 2,
+        p if p.starts_with("generate/") || p.starts_with("cuda/") => 2,
         _ => 3,
     }
 }
@@ -57,7 +57,7 @@ fn layer_of_name(name: &str) -> usize {
         | "NtkAlpha"
         | "Yarn"
         | "DEFAULT_ROPE_THETA" => 1,
-        "generate" | "TableBackend" => 2,
+        "generate" | "cuda" | "TableBackend" => 2,
         _ => 3,
     }
 }

@@ -43,8 +43,8 @@ use report::Report;
 /// The target: the device, the backend the checked side builds with, and the sizes.
 pub struct Target {
     pub device: Device,
-    /// What the checked side builds with: the device's own path (`Auto`) on a GPU; the
-    /// generic candle-op path, as on a GPU, in the CPU dry run.
+    /// What the checked side builds with: the device's own path (`Auto`: the kernels) on a
+    /// GPU; the same kernels' host build in the CPU dry run.
     pub backend: TableBackend,
     /// Full sizes (the GPU) or small ones (the CPU dry run).
     pub full: bool,
@@ -54,7 +54,7 @@ impl Target {
     /// The device's name for the report.
     pub fn name(&self) -> &'static str {
         match self.device {
-            Device::Cpu => "cpu (generic path)",
+            Device::Cpu => "cpu (the kernels' host build)",
             Device::Cuda(_) => "cuda",
             Device::Metal(_) => "metal",
         }
@@ -141,7 +141,7 @@ fn target(device: &str) -> Result<Target> {
         },
         _ => Target {
             device: Device::Cpu,
-            backend: TableBackend::Generic,
+            backend: TableBackend::Kernel,
             full: false,
         },
     })

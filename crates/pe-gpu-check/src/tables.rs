@@ -3,7 +3,8 @@
 //! timesteps), rotary tables of every rope fixture (per layer type where a config has several),
 //! M-RoPE, multi-axis rope, sin-cos grids and ALiBi, in f32, f16, bf16 and f64, at positions up
 //! to 2^31 - 1. A table built from ids must equal, bit for bit, the rows of the same positions
-//! built as a range (a value depends only on what it is, never on the request).
+//! built as a range (a value depends only on what it is, never on the request). The sinusoidal
+//! and rotary tables the kernels build must also hold the CPU generator's bits in every dtype.
 
 use anyhow::{Context, Result};
 use candle_core::{DType, Device, Tensor};
@@ -153,6 +154,9 @@ fn sinusoidal_case(
             let name = format!("{name} @{first}");
             let got = ours.range(first, rows, dtype, dev)?;
             against_exact(report, SECTION, &name, &got, &reference)?;
+            let cpu = exact.range(first, rows, dtype, &Device::Cpu)?;
+            let bits = format!("{name} {dtype:?}: the CPU's bits");
+            same_bits(report, SECTION, &bits, &got, &cpu)?;
             if dtype == DType::F32 {
                 let at = ours.at(&reversed_ids(first, rows, dev)?, dtype)?;
                 let at = at.flip_rows(rows)?;
@@ -281,6 +285,10 @@ fn rotary_case(
             let name = format!("{name} @{first}");
             against_exact(report, SECTION, &format!("{name} cos"), &cos, &cos_e)?;
             against_exact(report, SECTION, &format!("{name} sin"), &sin, &sin_e)?;
+            let (cos_c, sin_c) = exact.range(first, rows, dtype, &Device::Cpu)?;
+            let bits = format!("{name} {dtype:?}: the CPU's bits");
+            same_bits(report, SECTION, &format!("{bits} (cos)"), &cos, &cos_c)?;
+            same_bits(report, SECTION, &format!("{bits} (sin)"), &sin, &sin_c)?;
         }
         // The same positions as ids, in another order: the same bits. (Ids reaching
         // `first + rows` ask for the frequencies of the same sequence length.)

@@ -68,8 +68,9 @@ pub mod __private {
 }
 
 /// Runs a device-generic test function `fn(&Device, TableBackend) -> anyhow::Result<()>` once per
-/// (device, backend): the CPU generator, the generic candle-op generator forced on the CPU, and
-/// (with the calling crate's `cuda` feature) a GPU.
+/// (device, backend): the CPU generator, the generic candle-op generator forced on the CPU, the
+/// CUDA kernels' host build on the CPU (candle-pe-core's `host-kernels`, which this crate turns
+/// on), and (with the calling crate's `cuda` feature) a GPU.
 #[macro_export]
 macro_rules! backend_tests {
     ($($name:ident),* $(,)?) => {
@@ -88,6 +89,15 @@ macro_rules! backend_tests {
                 super::$name(
                     &$crate::__private::candle_core::Device::Cpu,
                     $crate::__private::candle_pe_core::TableBackend::Generic,
+                )
+            })*
+        }
+        mod kernel_on_cpu {
+            $(#[test]
+            fn $name() -> $crate::__private::anyhow::Result<()> {
+                super::$name(
+                    &$crate::__private::candle_core::Device::Cpu,
+                    $crate::__private::candle_pe_core::TableBackend::Kernel,
                 )
             })*
         }

@@ -207,6 +207,13 @@ pub enum Error {
     )]
     CpuBackendOnDevice(candle_core::DeviceLocation),
 
+    /// [`TableBackend::Kernel`](crate::TableBackend::Kernel) where no kernel runs: a device
+    /// other than CUDA, or the CPU without the kernels' host build.
+    #[error(
+        "backend Kernel needs a CUDA device, or on the CPU the host-kernels feature; got device {0:?}; use TableBackend::Auto"
+    )]
+    KernelsUnavailable(candle_core::DeviceLocation),
+
     /// An error from candle itself (a device or allocation failure).
     #[error(transparent)]
     Candle(#[from] candle_core::Error),

@@ -50,6 +50,11 @@ impl Frequency {
         self.0.to_f64()
     }
 
+    /// The frequency as the double-double `(hi, lo)` (what the kernels take).
+    pub fn parts(&self) -> (f64, f64) {
+        (self.0.hi, self.0.lo)
+    }
+
     /// `p * w` as `hi + lo`, exact to about 2^-100 relative.
     #[inline]
     pub fn angle(&self, p: f64) -> (f64, f64) {

@@ -142,15 +142,11 @@ fn integer_rows(plan: &Plan, positions: &[usize], work: DType, device: &Device) 
 }
 
 /// Every row of the blocks at `anchors`: `(anchors.len() * ANCHOR_SPAN, width)`, three
-/// full-size broadcast ops (one pass of a kernel of this crate's on CUDA, the same bits).
+/// full-size broadcast ops.
 fn blocks_table(plan: &Plan, anchors: &[f64], work: DType, device: &Device) -> Result<Tensor> {
     let offsets: Vec<f64> = (0..ANCHOR_SPAN).map(|j| j as f64).collect();
     let (x1, x2) = anchor_factors(plan, anchors, work, device)?;
     let (y1, y2) = offset_factors(plan, &offsets, work, device)?;
-    #[cfg(feature = "cuda")]
-    if let Some(table) = super::cuda::combine(&x1, &x2, &y1, &y2)? {
-        return Ok(table);
-    }
     let (x1, x2) = (x1.unsqueeze(1)?, x2.unsqueeze(1)?);
     let (y1, y2) = (y1.unsqueeze(0)?, y2.unsqueeze(0)?);
     let table = (x1.broadcast_mul(&y1)? + x2.broadcast_mul(&y2)?)?;

@@ -3,7 +3,9 @@
 //! - [`cpu`]: exact anchor rows every [`cpu::ANCHOR_SPAN`] absolute positions, the rows between
 //!   by angle addition from an exact offset table, in parallel, each element written once; also
 //!   the fused gather-scale-add of an embedding block.
-//! - [`generic`]: the same exact math in candle ops, for every device (what runs on CUDA).
+//! - [`kernel`]: the CPU generator's arithmetic in CUDA kernels, with its bits (what runs on
+//!   CUDA); on the CPU, their host build, for the tests.
+//! - [`generic`]: the same exact math in candle ops, for every device.
 //! - [`turn`]: the tables of a shift, the exact turn from one position (and spectrum) to
 //!   another ([`Generator::turns`]).
 //!
@@ -11,9 +13,8 @@
 //! length or shape, on what was asked before, or on thread timing.
 
 pub(crate) mod cpu;
-#[cfg(feature = "cuda")]
-mod cuda;
 pub(crate) mod generic;
+mod kernel;
 mod turn;
 
 pub(crate) use cpu::RowPositions;
@@ -29,12 +30,23 @@ use crate::{Error, Result};
 /// Which generator builds the tables.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum TableBackend {
-    /// The CPU generator on the CPU device, the generic one elsewhere.
+    /// The CPU generator on the CPU device, the kernels on CUDA, the generic one elsewhere.
     #[default]
     Auto,
     /// The CPU generator; an error on any other device.
     Cpu,
-    /// Candle tensor ops on any device (what runs on CUDA); forced here, it also runs on the CPU.
+    /// Candle tensor ops on any device; forced here, it also runs on the CPU and on CUDA.
+    Generic,
+    /// The CUDA kernels of `src/cuda/tables.cu`, with the CPU generator's bits. On the CPU,
+    /// their host build, with the `host-kernels` feature (the tests'); an error elsewhere.
+    Kernel,
+}
+
+/// The generator a request gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Route {
+    Cpu,
+    Kernel,
     Generic,
 }
 
@@ -66,11 +78,28 @@ impl Generator {
 
     /// Whether `device` gets the CPU generator.
     pub fn uses_cpu(&self, device: &Device) -> Result<bool> {
+        Ok(self.route(device)? == Route::Cpu)
+    }
+
+    /// The generator that builds this backend's tables on `device`.
+    fn route(&self, device: &Device) -> Result<Route> {
+        let kernels = device.is_cuda() || cfg!(feature = "host-kernels") && device.is_cpu();
         match (self.backend, device) {
-            (TableBackend::Auto | TableBackend::Cpu, Device::Cpu) => Ok(true),
+            (TableBackend::Auto | TableBackend::Cpu, Device::Cpu) => Ok(Route::Cpu),
             (TableBackend::Cpu, other) => Err(Error::CpuBackendOnDevice(other.location())),
-            _ => Ok(false),
+            (TableBackend::Auto, other) if other.is_cuda() => Ok(Route::Kernel),
+            (TableBackend::Kernel, _) if kernels => Ok(Route::Kernel),
+            (TableBackend::Kernel, other) => Err(Error::KernelsUnavailable(other.location())),
+            _ => Ok(Route::Generic),
         }
+    }
+
+    /// The route for `request`: the kernels' `u32` counts must hold it, else the generic ops.
+    fn route_for(&self, request: &Request, device: &Device) -> Result<Route> {
+        Ok(match self.route(device)? {
+            Route::Kernel if !kernel::fits(&self.plan, request) => Route::Generic,
+            route => route,
+        })
     }
 
     pub fn offsets(&self) -> &cpu::Offsets {
@@ -83,16 +112,13 @@ impl Generator {
         check_dtype(dtype)?;
         self.plan.check_angles(request.largest)?;
         let (rows, width) = (request.n_rows(), self.plan.columns().width);
-        let use_cpu = self.uses_cpu(device)?;
-        // The generic path holds up to three full-size intermediates in f32 or f64 per row.
-        let working_set = if use_cpu { 0 } else { 3 * 8 * width as u128 };
-        check_size(rows, width, dtype, device, working_set)?;
-        let table = if rows == 0 {
-            Tensor::zeros((0, width), dtype, device)?
-        } else if use_cpu {
-            cpu::table(self, request, dtype)?
-        } else {
-            generic::table(&self.plan, request, dtype, device)?
+        let route = self.route_for(request, device)?;
+        check_size(rows, width, dtype, device, working_set(route, width))?;
+        let table = match route {
+            _ if rows == 0 => Tensor::zeros((0, width), dtype, device)?,
+            Route::Cpu => cpu::table(self, request, dtype)?,
+            Route::Kernel => kernel::table(&self.plan, request, dtype, device)?,
+            Route::Generic => generic::table(&self.plan, request, dtype, device)?,
         };
         let mut shape = request.lead.clone();
         shape.push(width);
@@ -116,18 +142,21 @@ impl Generator {
         let h = cols.width / 2;
         check_dtype(dtype)?;
         self.plan.check_angles(request.largest)?;
-        let (rows, use_cpu) = (request.n_rows(), self.uses_cpu(device)?);
-        let working_set = if use_cpu {
-            0
-        } else {
-            3 * 8 * cols.width as u128
-        };
-        check_size(rows, cols.width, dtype, device, working_set)?;
+        let (rows, route) = (request.n_rows(), self.route_for(request, device)?);
+        check_size(
+            rows,
+            cols.width,
+            dtype,
+            device,
+            working_set(route, cols.width),
+        )?;
         let (cos, sin) = if rows == 0 {
             let empty = Tensor::zeros((0, h), dtype, device)?;
             (empty.clone(), empty)
-        } else if use_cpu {
+        } else if route == Route::Cpu {
             cpu::halves(self, request, dtype)?
+        } else if route == Route::Kernel {
+            kernel::halves(&self.plan, request, dtype, device)?
         } else {
             // A cos|sin layout of width h with h cosines is all cosines; with none, all sines.
             let half = |n_cos: usize| {
@@ -161,6 +190,17 @@ impl Generator {
         embedding_scale: f64,
     ) -> Result<Tensor> {
         cpu::embed(self, weights, tokens, positions, zero_at, embedding_scale)
+    }
+}
+
+/// The bytes per row a route holds besides the table: the generic path up to three full-size
+/// intermediates in f32 or f64, the kernels at most one anchor row in f64 (a request of
+/// positions).
+fn working_set(route: Route, width: usize) -> u128 {
+    match route {
+        Route::Cpu => 0,
+        Route::Kernel => 8 * width as u128,
+        Route::Generic => 3 * 8 * width as u128,
     }
 }
 

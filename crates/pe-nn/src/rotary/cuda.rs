@@ -1,5 +1,6 @@
 //! The one-pass rotation of f16 and bf16 queries and keys by f32 tables on CUDA
-//! (`cuda/turn.cu`, compiled to PTX by `build.rs`): each pair is widened to f32, turned with
+//! (`turn.cu` of candle-pe-core's kernels folder, `src/cuda/`, loaded through its
+//! [`TURN`] module): each pair is widened to f32, turned with
 //! candle-nn's formula and order without fused multiply-adds, and rounded once, the CPU's
 //! arithmetic. Without it a half-precision input is widened to f32 by a copy, turned by
 //! candle-nn's f32 kernel and narrowed by another copy: three passes over q and k where one
@@ -7,16 +8,13 @@
 //! which the GPU check holds it to.
 
 use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::{
-    CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg,
-};
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, DeviceRepr, PushKernelArg};
 use candle_core::cuda_backend::{CudaStorageSlice, WrapErr};
 use candle_core::{
     bail, CpuStorage, CudaDevice, CudaStorage, CustomOp3, DType, Layout, Result, Shape, Tensor,
     WithDType,
 };
-
-const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/turn.ptx"));
+use candle_pe_core::cuda::{grid, part, TURN};
 
 /// x `(rows, 2 * half)` with rows = batch * heads * seq, turned by the table row at
 /// `b * tab_b + t * tab_t` for its batch `b` and position `t`.
@@ -63,18 +61,6 @@ pub(crate) fn turn(
     Ok(Some(x.apply_op3_no_bwd(&cos, &sin, &op)?))
 }
 
-/// The contiguous part of a slice that `layout` covers.
-fn part<'a, T>(
-    slice: &'a CudaSlice<T>,
-    layout: &Layout,
-    what: &str,
-) -> Result<candle_core::cuda_backend::cudarc::driver::CudaView<'a, T>> {
-    match layout.contiguous_offsets() {
-        Some((a, b)) => Ok(slice.slice(a..b)),
-        None => bail!("pe-turn: {what} must be contiguous"),
-    }
-}
-
 impl Turn {
     fn launch<T: DeviceRepr + WithDType>(
         &self,
@@ -93,10 +79,11 @@ impl Turn {
         let el = lx.shape().elem_count();
         let d = lx.shape().dims().last().copied().unwrap_or(0);
         let (pairs, half) = (el / 2, d / 2);
-        let func = dev.get_or_load_custom_func(name, "candle_pe_turn", PTX)?;
+        let func = TURN.function(dev, name)?;
         // SAFETY: every element is written by the kernel below.
         let y = unsafe { dev.alloc::<T>(el)? };
-        let mut builder = func.builder();
+        let stream = dev.cuda_stream();
+        let mut builder = stream.launch_builder(&func);
         builder.arg(&x);
         builder.arg(&cos);
         builder.arg(&sin);
@@ -113,7 +100,7 @@ impl Turn {
         );
         // SAFETY: the kernel reads `pairs` pairs of x and the table rows the checks above
         // bound, and writes each element of y once.
-        unsafe { builder.launch(LaunchConfig::for_num_elems(pairs as u32)) }.w()?;
+        unsafe { builder.launch(grid(pairs as u64)) }.w()?;
         Ok(y)
     }
 }

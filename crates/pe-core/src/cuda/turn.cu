@@ -16,26 +16,29 @@ __device__ __forceinline__ float widen(__half v) { return __half2float(v); }
 __device__ __forceinline__ void narrow(float v, __nv_bfloat16 *out) { *out = __float2bfloat16_rn(v); }
 __device__ __forceinline__ void narrow(float v, __half *out) { *out = __float2half_rn(v); }
 
-// Indices are 32-bit (the caller sends fewer than 2^32 pairs and table values), offsets 64.
+// Indices are 32-bit (the caller sends fewer than 2^32 pairs and table values), offsets 64;
+// a grid-stride loop over the pairs (src/cuda/mod.rs `grid`).
 template <typename T>
 __device__ __forceinline__ void turn(const T *x, const float *cos, const float *sin, T *y,
                                      uint32_t pairs, uint32_t heads, uint32_t seq,
                                      uint32_t half, uint32_t tab_b, uint32_t tab_t,
                                      uint32_t interleaved) {
-    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= pairs) return;
-    uint32_t row = i / half, j = i - row * half;
-    uint32_t b = row / (heads * seq), t = row % seq;
-    uint32_t c = b * tab_b + t * tab_t + j;
-    uint64_t base = (uint64_t)row * 2 * half;
-    uint64_t i1 = interleaved ? base + 2 * j : base + j;
-    uint64_t i2 = interleaved ? i1 + 1 : i1 + half;
-    float x1 = widen(x[i1]), x2 = widen(x[i2]);
-    float cs = cos[c], sn = sin[c];
-    float y1 = __fsub_rn(__fmul_rn(x1, cs), __fmul_rn(x2, sn));
-    float y2 = __fadd_rn(__fmul_rn(x1, sn), __fmul_rn(x2, cs));
-    narrow(y1, &y[i1]);
-    narrow(y2, &y[i2]);
+    for (uint64_t k = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; k < pairs;
+         k += (uint64_t)gridDim.x * blockDim.x) {
+        uint32_t i = (uint32_t)k;
+        uint32_t row = i / half, j = i - row * half;
+        uint32_t b = row / (heads * seq), t = row % seq;
+        uint32_t c = b * tab_b + t * tab_t + j;
+        uint64_t base = (uint64_t)row * 2 * half;
+        uint64_t i1 = interleaved ? base + 2 * j : base + j;
+        uint64_t i2 = interleaved ? i1 + 1 : i1 + half;
+        float x1 = widen(x[i1]), x2 = widen(x[i2]);
+        float cs = cos[c], sn = sin[c];
+        float y1 = __fsub_rn(__fmul_rn(x1, cs), __fmul_rn(x2, sn));
+        float y2 = __fadd_rn(__fmul_rn(x1, sn), __fmul_rn(x2, cs));
+        narrow(y1, &y[i1]);
+        narrow(y2, &y[i2]);
+    }
 }
 
 #define TURN(NAME, T)                                                                        \

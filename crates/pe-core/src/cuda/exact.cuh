@@ -1,0 +1,136 @@
+// The exact layer (src/exact/) for the kernels: Dekker's product, the exact angle p * w of a
+// double-double frequency, sin and cos of it with our own reduction and polynomials, and f64
+// rounded once to f16 and bf16. The same operations in the same order as the Rust, so that the
+// same bits come out; __host__ __device__, so that `cargo test` runs them on the host (the
+// `host-kernels` feature) and holds them to the CPU engine bit for bit.
+//
+// No fused multiply-add anywhere: nvcc builds with --fmad=false and the host build with
+// -ffp-contract=off (build.rs), as Rust never contracts.
+
+#pragma once
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define PE_FN __host__ __device__ __forceinline__
+#else
+#include <string.h>
+#define PE_FN static inline
+#endif
+
+PE_FN uint64_t pe_bits(double x) {
+#ifdef __CUDA_ARCH__
+    return (uint64_t)__double_as_longlong(x);
+#else
+    uint64_t b;
+    memcpy(&b, &x, sizeof b);
+    return b;
+#endif
+}
+
+PE_FN double pe_from_bits(uint64_t b) {
+#ifdef __CUDA_ARCH__
+    return __longlong_as_double((long long)b);
+#else
+    double x;
+    memcpy(&x, &b, sizeof x);
+    return x;
+#endif
+}
+
+PE_FN double pe_abs(double x) { return x < 0.0 ? -x : x; }
+
+// x = high + low with 26 and 27 significant bits (Veltkamp), as exact/dd.rs `split`.
+PE_FN void pe_split(double x, double *high, double *low) {
+    double c = 134217729.0 * x;
+    *high = c - (c - x);
+    *low = x - *high;
+}
+
+// a * b = *hi + *lo exactly (Dekker), as exact/dd.rs `two_product`.
+PE_FN void pe_two_product(double a, double b, double *hi, double *lo) {
+    double a1, a2, b1, b2;
+    *hi = a * b;
+    pe_split(a, &a1, &a2);
+    pe_split(b, &b1, &b2);
+    *lo = ((a1 * b1 - *hi) + a1 * b2 + a2 * b1) + a2 * b2;
+}
+
+// p * (w_hi + w_lo) as *hi + *lo, as describe/freq.rs `Frequency::angle`.
+PE_FN void pe_angle(double p, double w_hi, double w_lo, double *hi, double *lo) {
+    double h, l;
+    pe_two_product(p, w_hi, &h, &l);
+    l = l + p * w_lo;
+    *hi = h + l;
+    *lo = l - (*hi - h);
+}
+
+// Taylor polynomials on [-pi/4, pi/4], as exact/trig.rs `kernel` (coefficients 1/k!, rounded).
+PE_FN void pe_kernel(double r, double *s, double *c) {
+    const double S[8] = {-0x1.5555555555555p-3, 0x1.1111111111111p-7, -0x1.a01a01a01a01ap-13,
+                         0x1.71de3a556c734p-19, -0x1.ae64567f544e4p-26, 0x1.6124613a86d09p-33,
+                         -0x1.ae7f3e733b81fp-41, 0x1.952c77030ad4ap-49};
+    const double C[7] = {0x1.5555555555555p-5,  -0x1.6c16c16c16c17p-10, 0x1.a01a01a01a01ap-16,
+                         -0x1.27e4fb7789f5cp-22, 0x1.1eed8eff8d898p-29, -0x1.93974a8c07c9dp-37,
+                         0x1.ae7f3e733b81fp-45};
+    double r2 = r * r, ps = 0.0, pc = 0.0;
+    for (int k = 7; k >= 0; k--) ps = ps * r2 + S[k];
+    for (int k = 6; k >= 0; k--) pc = pc * r2 + C[k];
+    *s = r + r * r2 * ps;
+    *c = (1.0 - 0.5 * r2) + r2 * r2 * pc;
+}
+
+// sin and cos of hi + lo, |hi| < 2^41, as exact/trig.rs `sin_cos`.
+PE_FN void pe_sin_cos(double hi, double lo, double *sin, double *cos) {
+    const double ROUND = 0x1.8p+52, ROUND_2_20 = 0x1.8p+72;
+    const double P1 = 0x1.921fbp+0, P2 = 0x1.5110bp-22, P3 = 0x1.18469p-44,
+                 P4 = 0x1.13198p-65, P5 = 0x1.45c06e0e68948p-86;
+    double shifted = hi * 0x1.45f306dc9c883p-1 + ROUND;
+    uint64_t quadrant = pe_bits(shifted) & 3;
+    double q = shifted - ROUND, r;
+    if (pe_abs(hi) <= 0x1p+32) {
+        r = hi - q * P1 - q * P2 - q * P3 - q * P4 - q * P5 + lo;
+    } else if (pe_abs(hi) < 0x1p+41) {
+        double q1 = (q + ROUND_2_20) - ROUND_2_20;
+        double q0 = q - q1;
+        r = hi - q1 * P1 - q0 * P1 - q1 * P2 - q0 * P2 - q1 * P3 - q0 * P3 - q * P4 - q * P5 + lo;
+    } else {
+        r = pe_from_bits(0x7ff8000000000000ull);
+    }
+    double s, c;
+    pe_kernel(r, &s, &c);
+    switch (quadrant) {
+    case 0: *sin = s; *cos = c; break;
+    case 1: *sin = c; *cos = -s; break;
+    case 2: *sin = -s; *cos = -c; break;
+    default: *sin = -c; *cos = s; break;
+    }
+}
+
+// f64 to a narrower binary format, nearest, ties to even, as exact/round.rs `round`.
+PE_FN uint16_t pe_round(double v, uint32_t mantissa, int32_t bias) {
+    uint64_t bits = pe_bits(v);
+    uint32_t exp_bits = 15 - mantissa;
+    uint32_t sign = (uint32_t)(bits >> 63) << 15;
+    uint32_t infinity = ((1u << exp_bits) - 1) << mantissa;
+    int32_t field = (int32_t)((bits >> 52) & 0x7ff);
+    uint64_t fraction = bits & ((1ull << 52) - 1);
+    if (field == 0x7ff) {
+        uint32_t nan = fraction == 0
+                           ? 0
+                           : (1u << (mantissa - 1)) | (uint32_t)(fraction >> (52 - mantissa));
+        return (uint16_t)(sign | infinity | nan);
+    }
+    uint64_t m = field == 0 ? fraction : fraction | (1ull << 52);
+    int32_t e = field == 0 ? -1022 : field - 1023;
+    int32_t min_normal = 1 - bias;
+    int32_t drop = 52 - (int32_t)mantissa + (min_normal - e > 0 ? min_normal - e : 0);
+    if (drop > 53) return (uint16_t)sign;
+    uint64_t q = m >> drop, rest = m & ((1ull << drop) - 1), half = 1ull << (drop - 1);
+    q += (rest > half || (rest == half && (q & 1) == 1)) ? 1 : 0;
+    uint32_t exponent = e >= min_normal ? (uint32_t)(e + bias - 1) << mantissa : 0;
+    uint32_t magnitude = exponent + (uint32_t)q;
+    return (uint16_t)(sign | (magnitude < infinity ? magnitude : infinity));
+}
+
+PE_FN uint16_t pe_round_f16(double v) { return pe_round(v, 10, 15); }
+PE_FN uint16_t pe_round_bf16(double v) { return pe_round(v, 7, 127); }

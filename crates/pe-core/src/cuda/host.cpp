@@ -1,0 +1,33 @@
+// The host build of tables.cu (the `host-kernels` feature, which the tests turn on): the same
+// per-element functions of tables.cuh, called in loops over the kernels' indices instead of
+// from threads. generate/kernel.rs calls these where it would launch the kernels, and
+// `cargo test` holds their tables to the CPU generator's bit for bit.
+
+#include "tables.cuh"
+
+#define PE_HOST_FACTORS(NAME, A)                                                             \
+    extern "C" void NAME(const pe_factors *f, const double *w, const double *values,        \
+                         A *out) {                                                           \
+        for (uint64_t x = 0; x < (uint64_t)f->count * f->n; x++)                             \
+            pe_factor<A>(*f, w, values, x / f->n, (uint32_t)(x % f->n), out);                \
+    }
+
+PE_HOST_FACTORS(pe_host_factors_f32, float)
+PE_HOST_FACTORS(pe_host_factors_f64, double)
+
+#define PE_HOST_ROWS(NAME, T)                                                                \
+    extern "C" void NAME(const pe_rows *t, uint64_t rows, const pe_acc<T>::type *anchors,    \
+                         const pe_acc<T>::type *offsets, const double *values, T *out) {     \
+        for (uint64_t x = 0; x < rows * pe_per_row(*t); x++)                                 \
+            pe_pair<T>(*t, anchors, offsets, values, x / pe_per_row(*t),                     \
+                       (uint32_t)(x % pe_per_row(*t)), out);                                 \
+    }
+
+PE_HOST_ROWS(pe_host_rows_f32, float)
+PE_HOST_ROWS(pe_host_rows_f64, double)
+PE_HOST_ROWS(pe_host_rows_f16, pe_f16)
+PE_HOST_ROWS(pe_host_rows_bf16, pe_bf16)
+
+// The kernels' roundings alone, for exact/round.rs's exhaustive test of ties.
+extern "C" uint16_t pe_host_round_f16(double v) { return pe_round_f16(v); }
+extern "C" uint16_t pe_host_round_bf16(double v) { return pe_round_bf16(v); }

@@ -1,0 +1,36 @@
+// The tables on CUDA with the CPU generator's bits (tables.cuh): the factor rows, then every
+// (row, pair) of the output, written directly in its dtype. generate/kernel.rs launches them.
+
+#include "tables.cuh"
+
+// A grid-stride loop over `total` items.
+#define PE_EACH(index, total)                                                                \
+    for (uint64_t index = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; index < (total);  \
+         index += (uint64_t)gridDim.x * blockDim.x)
+
+#define PE_FACTORS(NAME, A)                                                                  \
+    extern "C" __global__ void NAME(pe_factors f, const double *w, const double *values,    \
+                                    A *out) {                                                \
+        PE_EACH(x, (uint64_t)f.count * f.n) {                                                \
+            pe_factor<A>(f, w, values, x / f.n, (uint32_t)(x % f.n), out);                   \
+        }                                                                                    \
+    }
+
+PE_FACTORS(pe_factors_f32, float)
+PE_FACTORS(pe_factors_f64, double)
+
+#define PE_ROWS(NAME, T)                                                                     \
+    extern "C" __global__ void NAME(pe_rows t, uint64_t rows,                                \
+                                    const pe_acc<T>::type *anchors,                          \
+                                    const pe_acc<T>::type *offsets, const double *values,    \
+                                    T *out) {                                                \
+        PE_EACH(x, rows * pe_per_row(t)) {                                                   \
+            uint32_t per_row = pe_per_row(t);                                                \
+            pe_pair<T>(t, anchors, offsets, values, x / per_row, (uint32_t)(x % per_row), out); \
+        }                                                                                    \
+    }
+
+PE_ROWS(pe_rows_f32, float)
+PE_ROWS(pe_rows_f64, double)
+PE_ROWS(pe_rows_f16, pe_f16)
+PE_ROWS(pe_rows_bf16, pe_bf16)

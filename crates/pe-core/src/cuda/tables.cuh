@@ -1,0 +1,111 @@
+// The table generator's per-element math (generate/cpu.rs), for the kernels of tables.cu and
+// their host build (host.cpp): the factor rows (anchors, offsets) and one pair of one row.
+//
+// A row at position p = a + j (a the anchor, j < 64) is the angle addition of its anchor row
+// (sin and cos of a * w, times the amplitude, rounded to the work type) and its offset row
+// (sin and cos of j * w): sin = sa * co + ca * so, cos = ca * co - sa * so, in f32 for f32
+// output and in f64 otherwise, then rounded once to the output type.
+
+#pragma once
+#include "exact.cuh"
+
+#ifndef __CUDACC__
+#include <math.h>
+#endif
+
+#define PE_ANCHOR_SPAN 64.0
+
+// f16 and bf16 as their bits, so that each has its own rounding.
+struct pe_f16 { uint16_t bits; };
+struct pe_bf16 { uint16_t bits; };
+
+// The type a value is combined in: f32 for f32 output, f64 for the rest.
+template <typename T> struct pe_acc { typedef double type; };
+template <> struct pe_acc<float> { typedef float type; };
+
+PE_FN void pe_put(float v, float *out) { *out = v; }
+PE_FN void pe_put(double v, double *out) { *out = v; }
+PE_FN void pe_put(double v, pe_f16 *out) { out->bits = pe_round_f16(v); }
+PE_FN void pe_put(double v, pe_bf16 *out) { out->bits = pe_round_bf16(v); }
+
+// The anchor of p: floor(p / 64) * 64 for an integer, p itself for a fraction (generate/cpu.rs
+// `anchor_of`); *offset is p minus it.
+PE_FN double pe_anchor_of(double p, uint32_t *offset) {
+    if (p - trunc(p) == 0.0) {
+        double a = floor(p / PE_ANCHOR_SPAN) * PE_ANCHOR_SPAN;
+        *offset = (uint32_t)(p - a);
+        return a;
+    }
+    *offset = 0;
+    return p;
+}
+
+// Factor rows: row k at position `has_values ? anchor of values[k] : base + step * k`
+// (src/cuda/mod.rs `FactorArgs`, the same layout).
+struct pe_factors {
+    double base, step, amplitude;
+    // Pairs per row, rows, and whether these are anchors (0 at position 0 is exactly (0, 1)).
+    uint32_t n, count, anchors, has_values;
+};
+
+// Factor row k's pair i: sin to out[k * n + i], cos to out[(count + k) * n + i], each the f64
+// value times the amplitude rounded to the work type (generate/cpu.rs `SinCos::at`, `Offsets`).
+template <typename A>
+PE_FN void pe_factor(const pe_factors &f, const double *w, const double *values, uint64_t k,
+                     uint32_t i, A *out) {
+    uint32_t j;
+    double p = f.has_values ? pe_anchor_of(values[k], &j) : f.base + f.step * (double)k;
+    double s = 0.0, c = 1.0;
+    if (!(f.anchors && p == 0.0)) {
+        double hi, lo;
+        pe_angle(p, w[2 * i], w[2 * i + 1], &hi, &lo);
+        pe_sin_cos(hi, lo, &s, &c);
+    }
+    out[k * f.n + i] = (A)(f.amplitude * s);
+    out[((uint64_t)f.count + k) * f.n + i] = (A)(f.amplitude * c);
+}
+
+// A table's rows: where each row's position, sines and cosines go (src/cuda/mod.rs `RowArgs`,
+// the same layout).
+struct pe_rows {
+    // Row r is at `has_values ? values[r] : start + r`; a range's first anchor is `base`.
+    double start, base;
+    // Rows at this position are zeros, if has_zero.
+    double zero_at;
+    // Where the sines start in the output: 0 for a table, the size of the cosines for halves.
+    uint64_t sin_plane;
+    uint32_t has_zero, has_values;
+    // Pairs per row (sines), of which the first n_cos have a cosine; anchor rows held.
+    uint32_t n, n_cos, anchors;
+    // Sine i of row r goes to out[sin_plane + r * stride + sin0 + i * sin_step], its cosine to
+    // out[r * stride + cos0 + i * cos_step]; zero_col < stride is a column of zeros.
+    uint32_t stride, sin0, sin_step, cos0, cos_step, zero_col, pad;
+};
+
+// Threads per row: one per pair, and one for a row of no pairs (a zero-padded width of 1).
+PE_FN uint32_t pe_per_row(const pe_rows &t) { return t.n > 0 ? t.n : 1; }
+
+// Row r's pair i (generate/cpu.rs `RowCode::write`, `write_halves`); pair 0 also writes the
+// zero column.
+template <typename T>
+PE_FN void pe_pair(const pe_rows &t, const typename pe_acc<T>::type *anchors,
+                   const typename pe_acc<T>::type *offsets, const double *values, uint64_t r,
+                   uint32_t i, T *out) {
+    typedef typename pe_acc<T>::type A;
+    T *row = out + r * t.stride;
+    if (i == 0 && t.zero_col < t.stride) pe_put((A)0.0, row + t.zero_col);
+    if (i >= t.n) return;
+    double p = t.has_values ? values[r] : t.start + (double)r;
+    A s = 0.0, c = 0.0;
+    if (!(t.has_zero && p == t.zero_at)) {
+        uint32_t j;
+        double a = pe_anchor_of(p, &j);
+        uint64_t k = t.has_values ? r : (uint64_t)((a - t.base) / PE_ANCHOR_SPAN);
+        const A *as = anchors + k * t.n, *ac = anchors + ((uint64_t)t.anchors + k) * t.n;
+        const A *os = offsets + (uint64_t)j * t.n, *oc = offsets + (64 + (uint64_t)j) * t.n;
+        s = as[i] * oc[i] + ac[i] * os[i];
+        c = ac[i] * oc[i] - as[i] * os[i];
+    }
+    pe_put(s, row + t.sin_plane + t.sin0 + (uint64_t)i * t.sin_step);
+    if (i < t.n_cos) pe_put(c, row + t.cos0 + (uint64_t)i * t.cos_step);
+}

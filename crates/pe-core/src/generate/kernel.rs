@@ -1,0 +1,531 @@
+//! The kernel generator: the CPU generator's arithmetic in CUDA kernels (`cuda/tables.cu`),
+//! with its bits, in two launches and with no table in f64 and no cast.
+//!
+//! - **Factors**: the anchor rows (`sin` and `cos` of `a * w` for every anchor `a` a request
+//!   touches, times the amplitude) and the offset rows (`j * w` for `j < 64`), each value the
+//!   exact angle reduced and evaluated in f64 by `exact.cuh` (the CPU's `exact/trig.rs`,
+//!   operation for operation), rounded to the work type: f32 for f32 output, f64 otherwise.
+//! - **Rows**: every (row, pair) of the output, its anchor's factors and its offset's combined
+//!   by angle addition in the work type and rounded once to the output dtype (f16 and bf16 by
+//!   `exact/round.rs`'s integer rounding), written straight to its columns. A rotary table's
+//!   halves are two planes of one output.
+//!
+//! On a CUDA device (the `cuda` feature) that is what [`TableBackend::Auto`] runs. On the CPU
+//! the same functions of `tables.cuh` run compiled for the host (the `host-kernels` feature,
+//! which the tests turn on) with [`TableBackend::Kernel`]: `cargo test` holds that build to the
+//! CPU generator bit for bit, so a session without a GPU can prove a kernel's arithmetic, and a
+//! GPU run only confirms the device's bits.
+//!
+//! [`TableBackend::Auto`]: super::TableBackend::Auto
+//! [`TableBackend::Kernel`]: super::TableBackend::Kernel
+
+use candle_core::{CpuStorage, CustomOp2, CustomOp3, DType, Device, Layout, Shape, Tensor};
+
+use super::cpu::ANCHOR_SPAN;
+use crate::cuda::{FactorArgs, RowArgs};
+use crate::describe::freq::{Columns, Plan};
+use crate::describe::positions::{Request, Rows};
+use crate::{ColumnLayout, Result};
+
+/// The table for `request` on `device`, shaped `(rows, width)`.
+pub(crate) fn table(
+    plan: &Plan,
+    request: &Request,
+    dtype: DType,
+    device: &Device,
+) -> Result<Tensor> {
+    let cols = plan.columns();
+    let out = Launch::new(plan, request, dtype, device)?.rows(placement(cols), 1)?;
+    Ok(out.reshape((request.n_rows(), cols.width))?)
+}
+
+/// The halves `(cos, sin)` of a cos|sin plan's table, each `(rows, width / 2)`: two planes of
+/// one output, both written by the same threads.
+pub(crate) fn halves(
+    plan: &Plan,
+    request: &Request,
+    dtype: DType,
+    device: &Device,
+) -> Result<(Tensor, Tensor)> {
+    let (rows, h) = (request.n_rows(), plan.columns().width / 2);
+    let place = Placement {
+        stride: h as u32,
+        sin: (0, 1),
+        cos: (0, 1),
+        n_cos: h as u32,
+        zero_col: u32::MAX,
+    };
+    let out = Launch::new(plan, request, dtype, device)?.rows(place, 2)?;
+    let out = out.reshape((2, rows, h))?;
+    Ok((out.get(0)?, out.get(1)?))
+}
+
+/// Whether the kernels take `request`: the `u32` counts of their arguments hold it.
+pub(crate) fn fits(plan: &Plan, request: &Request) -> bool {
+    request.n_rows() < u32::MAX as usize && plan.columns().width < u32::MAX as usize
+}
+
+/// Where a pair's sine and cosine go in a row: `(first column, step)` each.
+#[derive(Clone, Copy)]
+struct Placement {
+    stride: u32,
+    sin: (u32, u32),
+    cos: (u32, u32),
+    n_cos: u32,
+    zero_col: u32,
+}
+
+fn placement(cols: &Columns) -> Placement {
+    let (n_sin, n_cos) = (cols.n_sin as u32, cols.n_cos as u32);
+    let (sin, cos) = match cols.layout {
+        ColumnLayout::Interleaved => ((0, 2), (1, 2)),
+        ColumnLayout::SinCos => ((0, 1), (n_sin, 1)),
+        ColumnLayout::CosSin => ((n_cos, 1), (0, 1)),
+    };
+    Placement {
+        stride: cols.width as u32,
+        sin,
+        cos,
+        n_cos,
+        zero_col: if cols.zero_last {
+            cols.width as u32 - 1
+        } else {
+            u32::MAX
+        },
+    }
+}
+
+/// One request's inputs on the device: the frequencies, the positions, the factor rows.
+struct Launch {
+    dtype: DType,
+    rows: usize,
+    /// The positions of a request of values, else `None` (a range: `start + r`).
+    values: Option<Tensor>,
+    start: f64,
+    base: f64,
+    n: usize,
+    /// The anchor rows held, and the tensors of the anchor and offset factors.
+    count: usize,
+    anchors: Tensor,
+    offsets: Tensor,
+    zero_at: Option<u32>,
+}
+
+impl Launch {
+    fn new(plan: &Plan, request: &Request, dtype: DType, device: &Device) -> Result<Self> {
+        let work = if dtype == DType::F32 {
+            DType::F32
+        } else {
+            DType::F64
+        };
+        let n = plan.frequencies().len();
+        let w = frequencies(plan, device)?;
+        let rows = request.n_rows();
+        let (values, start, base, count) = anchored(request)?;
+        let factors = |args: FactorArgs| {
+            let second = values
+                .as_ref()
+                .filter(|_| args.has_values == 1)
+                .unwrap_or(&w);
+            w.apply_op2_no_bwd(second, &Factors { args, work })
+        };
+        let anchors = factors(FactorArgs {
+            base,
+            step: ANCHOR_SPAN as f64,
+            amplitude: plan.amplitude(),
+            n: n as u32,
+            count: count as u32,
+            anchors: 1,
+            has_values: u32::from(values.is_some()),
+        })?;
+        let offsets = factors(FactorArgs {
+            base: 0.0,
+            step: 1.0,
+            amplitude: 1.0,
+            n: n as u32,
+            count: ANCHOR_SPAN as u32,
+            anchors: 0,
+            has_values: 0,
+        })?;
+        Ok(Self {
+            dtype,
+            rows,
+            values,
+            start,
+            base,
+            n,
+            count,
+            anchors,
+            offsets,
+            zero_at: request.zero_at,
+        })
+    }
+
+    /// `planes` planes of `rows` rows of `place.stride` values: the table, or its halves.
+    fn rows(&self, place: Placement, planes: usize) -> Result<Tensor> {
+        let plane = self.rows as u64 * u64::from(place.stride);
+        let args = RowArgs {
+            start: self.start,
+            base: self.base,
+            zero_at: self.zero_at.map_or(0.0, f64::from),
+            sin_plane: if planes == 2 { plane } else { 0 },
+            has_zero: u32::from(self.zero_at.is_some()),
+            has_values: u32::from(self.values.is_some()),
+            n: self.n as u32,
+            n_cos: place.n_cos,
+            anchors: self.count as u32,
+            stride: place.stride,
+            sin0: place.sin.0,
+            sin_step: place.sin.1,
+            cos0: place.cos.0,
+            cos_step: place.cos.1,
+            zero_col: place.zero_col,
+            _pad: 0,
+        };
+        let op = RowsOp {
+            args,
+            rows: self.rows as u64,
+            len: planes * plane as usize,
+            dtype: self.dtype,
+        };
+        let values = self.values.as_ref().unwrap_or(&self.anchors);
+        Ok(self.anchors.apply_op3_no_bwd(&self.offsets, values, &op)?)
+    }
+}
+
+/// The frequencies as `(hi, lo)` pairs on `device`, what the factor kernel reads.
+fn frequencies(plan: &Plan, device: &Device) -> Result<Tensor> {
+    let w: Vec<f64> = plan
+        .frequencies()
+        .iter()
+        .flat_map(|w| {
+            let (hi, lo) = w.parts();
+            [hi, lo]
+        })
+        .collect();
+    Ok(Tensor::from_vec(w, plan.frequencies().len() * 2, device)?)
+}
+
+/// Where a request's rows take their anchors: `(positions, start, first anchor, anchors)`. A
+/// range's rows `start + r` share the anchors from its first on; rows at positions (`Some`)
+/// have one anchor row each.
+fn anchored(request: &Request) -> Result<(Option<Tensor>, f64, f64, usize)> {
+    let span = ANCHOR_SPAN as f64;
+    Ok(match &request.rows {
+        Rows::Range { start, len } => {
+            let first = (f64::from(*start) / span).floor() * span;
+            let last = ((f64::from(*start) + (len - 1) as f64) / span).floor() * span;
+            let count = ((last - first) / span) as usize + 1;
+            (None, f64::from(*start), first, count)
+        }
+        Rows::Values(values) => (Some(values.contiguous()?), 0.0, 0.0, request.n_rows()),
+    })
+}
+
+/// The factor rows: `(2 * count * n)` values of the work type, the sines then the cosines.
+#[cfg_attr(not(any(feature = "cuda", feature = "host-kernels")), allow(dead_code))]
+struct Factors {
+    args: FactorArgs,
+    work: DType,
+}
+
+/// The output rows, `len` values of `dtype`, from the anchors, the offsets and the positions.
+#[cfg_attr(not(any(feature = "cuda", feature = "host-kernels")), allow(dead_code))]
+struct RowsOp {
+    args: RowArgs,
+    rows: u64,
+    len: usize,
+    dtype: DType,
+}
+
+impl CustomOp2 for Factors {
+    fn name(&self) -> &'static str {
+        "pe-factors"
+    }
+
+    fn cpu_fwd(
+        &self,
+        w: &CpuStorage,
+        lw: &Layout,
+        values: &CpuStorage,
+        lv: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        host::factors(self, (w, lw), (values, lv))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        w: &candle_core::CudaStorage,
+        lw: &Layout,
+        values: &candle_core::CudaStorage,
+        lv: &Layout,
+    ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
+        device::factors(self, (w, lw), (values, lv))
+    }
+}
+
+impl CustomOp3 for RowsOp {
+    fn name(&self) -> &'static str {
+        "pe-rows"
+    }
+
+    fn cpu_fwd(
+        &self,
+        anchors: &CpuStorage,
+        la: &Layout,
+        offsets: &CpuStorage,
+        lo: &Layout,
+        values: &CpuStorage,
+        lv: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        host::rows(self, (anchors, la), (offsets, lo), (values, lv))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        anchors: &candle_core::CudaStorage,
+        la: &Layout,
+        offsets: &candle_core::CudaStorage,
+        lo: &Layout,
+        values: &candle_core::CudaStorage,
+        lv: &Layout,
+    ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
+        device::rows(self, (anchors, la), (offsets, lo), (values, lv))
+    }
+}
+
+/// The host build's calls (`cuda/host.cpp`), or an error without the `host-kernels` feature.
+mod host {
+    use candle_core::{bail, CpuStorage, Layout, Result, Shape};
+
+    use super::{Factors, RowsOp};
+
+    #[cfg(not(feature = "host-kernels"))]
+    pub fn factors(
+        _: &Factors,
+        _: (&CpuStorage, &Layout),
+        _: (&CpuStorage, &Layout),
+    ) -> Result<(CpuStorage, Shape)> {
+        bail!("pe-factors on the CPU needs the host-kernels feature")
+    }
+
+    #[cfg(not(feature = "host-kernels"))]
+    pub fn rows(
+        _: &RowsOp,
+        _: (&CpuStorage, &Layout),
+        _: (&CpuStorage, &Layout),
+        _: (&CpuStorage, &Layout),
+    ) -> Result<(CpuStorage, Shape)> {
+        bail!("pe-rows on the CPU needs the host-kernels feature")
+    }
+
+    #[cfg(feature = "host-kernels")]
+    fn slice<'a, T: candle_core::WithDType>(
+        (storage, layout): (&'a CpuStorage, &Layout),
+    ) -> Result<&'a [T]> {
+        match layout.contiguous_offsets() {
+            Some((a, b)) => Ok(&storage.as_slice::<T>()?[a..b]),
+            None => bail!("candle-pe kernel: the inputs must be contiguous"),
+        }
+    }
+
+    #[cfg(feature = "host-kernels")]
+    pub fn factors(
+        op: &Factors,
+        w: (&CpuStorage, &Layout),
+        values: (&CpuStorage, &Layout),
+    ) -> Result<(CpuStorage, Shape)> {
+        use crate::cuda::host::{pe_host_factors_f32, pe_host_factors_f64};
+        let (w, values) = (slice::<f64>(w)?, slice::<f64>(values)?);
+        let f = &op.args;
+        let len = 2 * f.count as usize * f.n as usize;
+        if f.has_values == 1 && values.len() < f.count as usize || w.len() < 2 * f.n as usize {
+            bail!("pe-factors: fewer inputs than the arguments name");
+        }
+        // SAFETY: the function reads 2n frequencies and `count` values (with has_values),
+        // both checked above, and writes the `len` values of `out`.
+        let storage = match op.work {
+            DType::F32 => {
+                let mut out = vec![f32::NAN; len];
+                unsafe { pe_host_factors_f32(f, w.as_ptr(), values.as_ptr(), out.as_mut_ptr()) };
+                CpuStorage::F32(out)
+            }
+            _ => {
+                let mut out = vec![f64::NAN; len];
+                unsafe { pe_host_factors_f64(f, w.as_ptr(), values.as_ptr(), out.as_mut_ptr()) };
+                CpuStorage::F64(out)
+            }
+        };
+        Ok((storage, Shape::from(len)))
+    }
+
+    #[cfg(feature = "host-kernels")]
+    use candle_core::DType;
+
+    #[cfg(feature = "host-kernels")]
+    pub fn rows(
+        op: &RowsOp,
+        anchors: (&CpuStorage, &Layout),
+        offsets: (&CpuStorage, &Layout),
+        values: (&CpuStorage, &Layout),
+    ) -> Result<(CpuStorage, Shape)> {
+        use crate::cuda::host::*;
+        use half::{bf16, f16};
+        let t = &op.args;
+        let values = match t.has_values {
+            1 => slice::<f64>(values)?.as_ptr(),
+            _ => std::ptr::null(),
+        };
+        // Every value starts as NaN, so that one the function fails to write shows.
+        // SAFETY: the anchors and offsets are the factor rows `Launch::new` made for these
+        // arguments, the values hold one position per row, and the function writes within the
+        // `len` values of `out`: `planes * rows * stride`.
+        let storage = match op.dtype {
+            DType::F32 => {
+                let (a, o) = (slice::<f32>(anchors)?, slice::<f32>(offsets)?);
+                let mut out = vec![f32::NAN; op.len];
+                let (a, o, p) = (a.as_ptr(), o.as_ptr(), out.as_mut_ptr());
+                unsafe { pe_host_rows_f32(t, op.rows, a, o, values, p) };
+                CpuStorage::F32(out)
+            }
+            dtype => {
+                let (a, o) = (slice::<f64>(anchors)?, slice::<f64>(offsets)?);
+                let (a, o) = (a.as_ptr(), o.as_ptr());
+                match dtype {
+                    DType::F64 => {
+                        let mut out = vec![f64::NAN; op.len];
+                        unsafe { pe_host_rows_f64(t, op.rows, a, o, values, out.as_mut_ptr()) };
+                        CpuStorage::F64(out)
+                    }
+                    DType::F16 => {
+                        let mut out = vec![f16::NAN; op.len];
+                        let p = out.as_mut_ptr().cast::<u16>();
+                        unsafe { pe_host_rows_f16(t, op.rows, a, o, values, p) };
+                        CpuStorage::F16(out)
+                    }
+                    DType::BF16 => {
+                        let mut out = vec![bf16::NAN; op.len];
+                        let p = out.as_mut_ptr().cast::<u16>();
+                        unsafe { pe_host_rows_bf16(t, op.rows, a, o, values, p) };
+                        CpuStorage::BF16(out)
+                    }
+                    other => bail!("pe-rows: no kernel writes {other:?}"),
+                }
+            }
+        };
+        Ok((storage, Shape::from(op.len)))
+    }
+}
+
+/// The launches on CUDA (`cuda/tables.cu`).
+#[cfg(feature = "cuda")]
+mod device {
+    use candle_core::backend::BackendStorage;
+    use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
+    use candle_core::cuda_backend::{CudaStorageSlice, WrapErr};
+    use candle_core::{bail, CudaStorage, Layout, Result, Shape};
+
+    use super::{Factors, RowsOp};
+    use crate::cuda::{grid, part, TABLES};
+
+    pub fn factors(
+        op: &Factors,
+        (w, lw): (&CudaStorage, &Layout),
+        (values, lv): (&CudaStorage, &Layout),
+    ) -> Result<(CudaStorage, Shape)> {
+        let dev = w.device();
+        let (CudaStorageSlice::F64(w), CudaStorageSlice::F64(values)) = (&w.slice, &values.slice)
+        else {
+            bail!("pe-factors: the frequencies and positions must be f64")
+        };
+        let (w, values) = (part(w, lw, "w")?, part(values, lv, "values")?);
+        let f = &op.args;
+        let len = 2 * f.count as usize * f.n as usize;
+        let items = u64::from(f.count) * u64::from(f.n);
+        macro_rules! launch {
+            ($name:literal, $work:ty, $wrap:ident) => {{
+                // One value at least: a plan of no pairs (a zero-padded width of 1) has none.
+                let out = dev.alloc_zeros::<$work>(len.max(1))?;
+                let func = TABLES.function(dev, $name)?;
+                let stream = dev.cuda_stream();
+                let mut builder = stream.launch_builder(&func);
+                builder.arg(f);
+                builder.arg(&w);
+                builder.arg(&values);
+                builder.arg(&out);
+                // SAFETY: the kernel reads 2n frequencies and `count` positions (with
+                // has_values) and writes within the 2 * count * n values of `out`.
+                unsafe { builder.launch(grid(items)) }.w()?;
+                CudaStorageSlice::$wrap(out)
+            }};
+        }
+        let slice = match op.work {
+            candle_core::DType::F32 => launch!("pe_factors_f32", f32, F32),
+            _ => launch!("pe_factors_f64", f64, F64),
+        };
+        let storage = CudaStorage {
+            slice,
+            device: dev.clone(),
+        };
+        Ok((storage, Shape::from(len)))
+    }
+
+    pub fn rows(
+        op: &RowsOp,
+        (anchors, la): (&CudaStorage, &Layout),
+        (offsets, lo): (&CudaStorage, &Layout),
+        (values, lv): (&CudaStorage, &Layout),
+    ) -> Result<(CudaStorage, Shape)> {
+        let dev = anchors.device();
+        let t = &op.args;
+        let items = op.rows * u64::from(t.n.max(1));
+        let values = match (&values.slice, t.has_values) {
+            (CudaStorageSlice::F64(v), 1) => Some(part(v, lv, "values")?),
+            _ => None,
+        };
+        let null = 0u64;
+        macro_rules! launch {
+            ($name:literal, $acc:ident, $out:ty, $wrap:ident) => {{
+                let (CudaStorageSlice::$acc(a), CudaStorageSlice::$acc(o)) =
+                    (&anchors.slice, &offsets.slice)
+                else {
+                    bail!("pe-rows: the factors are not in the work type")
+                };
+                let (a, o) = (part(a, la, "anchors")?, part(o, lo, "offsets")?);
+                // SAFETY: every value is written by the kernel (each row's pairs, its zero
+                // column, both planes of halves).
+                let out = unsafe { dev.alloc::<$out>(op.len)? };
+                let func = TABLES.function(dev, $name)?;
+                let stream = dev.cuda_stream();
+                let mut builder = stream.launch_builder(&func);
+                builder.arg(t);
+                builder.arg(&op.rows);
+                builder.arg(&a);
+                builder.arg(&o);
+                match &values {
+                    Some(v) => builder.arg(v),
+                    None => builder.arg(&null),
+                };
+                builder.arg(&out);
+                // SAFETY: the kernel reads the factor rows of these arguments and one position
+                // per row, and writes within the `len` values of `out`.
+                unsafe { builder.launch(grid(items)) }.w()?;
+                CudaStorageSlice::$wrap(out)
+            }};
+        }
+        let slice = match op.dtype {
+            candle_core::DType::F32 => launch!("pe_rows_f32", F32, f32, F32),
+            candle_core::DType::F64 => launch!("pe_rows_f64", F64, f64, F64),
+            candle_core::DType::F16 => launch!("pe_rows_f16", F64, half::f16, F16),
+            candle_core::DType::BF16 => launch!("pe_rows_bf16", F64, half::bf16, BF16),
+            other => bail!("pe-rows: no kernel writes {other:?}"),
+        };
+        let storage = CudaStorage {
+            slice,
+            device: dev.clone(),
+        };
+        Ok((storage, Shape::from(op.len)))
+    }
+}

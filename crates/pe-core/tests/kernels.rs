@@ -1,0 +1,159 @@
+//! The CUDA kernels' arithmetic, held to the CPU generator bit for bit without a GPU: the host
+//! build of `src/cuda/tables.cu` (the `host-kernels` feature, which pe-testkit turns on) runs
+//! through `TableBackend::Kernel` on the CPU, and every table it makes must have the CPU
+//! generator's bits. Every preset at widths odd and even, the four dtypes, ranges up to
+//! 2^31 - 1, ids, fractional timesteps, padding rows, angles past 2^32 (the wide reduction),
+//! the rotary tables of every rope type the oracle knows, and random specs.
+
+use candle_core::{DType, Device, Tensor};
+use candle_pe_core::{PeSpec, Preset, Rope, SinusoidalEncoding, TableBackend, MAX_POSITION};
+use pe_testkit::{random_encoding, random_offset, random_rope_config, seeded_rng};
+use rand::Rng;
+
+const DTYPES: [DType; 4] = [DType::F32, DType::F16, DType::BF16, DType::F64];
+
+/// The bits of a table in any float dtype, widened losslessly.
+fn bits(t: &Tensor) -> anyhow::Result<Vec<u64>> {
+    let values = t.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?;
+    Ok(values.into_iter().map(f64::to_bits).collect())
+}
+
+/// Fails with the first differing element unless `kernel` has `cpu`'s shape and bits.
+fn same(kernel: &Tensor, cpu: &Tensor, what: &str) -> anyhow::Result<()> {
+    assert_eq!(kernel.dims(), cpu.dims(), "{what}: shapes");
+    assert_eq!(kernel.dtype(), cpu.dtype(), "{what}: dtypes");
+    let (k, c) = (bits(kernel)?, bits(cpu)?);
+    if let Some(i) = (0..k.len()).find(|&i| k[i] != c[i]) {
+        let width = cpu.dims().last().copied().unwrap_or(1).max(1);
+        anyhow::bail!(
+            "{what}: element {i} (row {}, column {}) is {:e} from the kernel, {:e} from the CPU",
+            i / width,
+            i % width,
+            f64::from_bits(k[i]),
+            f64::from_bits(c[i]),
+        );
+    }
+    Ok(())
+}
+
+/// Every request shape of a sinusoidal encoding, on both generators.
+fn every_request(spec: PeSpec, what: &str) -> anyhow::Result<()> {
+    let dev = Device::Cpu;
+    let cpu = SinusoidalEncoding::new(spec)?.with_backend(TableBackend::Cpu);
+    let kernel = SinusoidalEncoding::new(spec)?.with_backend(TableBackend::Kernel);
+    let top = MAX_POSITION as usize - 1;
+    let ids = Tensor::new(&[[5u32, 900, 64, 63], [0, 4096, top as u32, 5]], &dev)?;
+    let timesteps = Tensor::new(&[0.0f64, 0.5, 999.25, -3.0, 1e9 + 0.125], &dev)?;
+    let tokens = Tensor::new(&[[5i64, 6, 1, 1], [1, 9, 10, 11]], &dev)?;
+    for dtype in DTYPES {
+        let case = |name: &str| format!("{what} {dtype:?} {name}");
+        for (offset, len) in [(0, 130), (1_000_003, 70), (top - 64, 65)] {
+            let (k, c) = (
+                kernel.range(offset, len, dtype, &dev)?,
+                cpu.range(offset, len, dtype, &dev)?,
+            );
+            same(&k, &c, &case(&format!("range {offset}+{len}")))?;
+        }
+        same(
+            &kernel.at(&ids, dtype)?,
+            &cpu.at(&ids, dtype)?,
+            &case("ids"),
+        )?;
+        let (k, c) = (
+            kernel.timesteps(&timesteps, dtype)?,
+            cpu.timesteps(&timesteps, dtype)?,
+        );
+        same(&k, &c, &case("timesteps"))?;
+        let (k, c) = (
+            kernel.padding_aware(&tokens, 1, 0, dtype)?,
+            cpu.padding_aware(&tokens, 1, 0, dtype)?,
+        );
+        same(&k, &c, &case("padding-aware"))?;
+    }
+    Ok(())
+}
+
+#[test]
+fn every_preset_and_width_has_the_cpu_bits() -> anyhow::Result<()> {
+    for preset in Preset::ALL {
+        for width in [1, 2, 7, 8, 63, 64, 130, 1032] {
+            let Ok(spec) = SinusoidalEncoding::new(preset.spec(width)).map(|pe| *pe.spec()) else {
+                continue; // presets that reject a width
+            };
+            every_request(spec, &format!("{preset} width {width}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Angles past 2^32 take the wide reduction on both sides: an angle scale of 300 reaches
+/// 6.4e11 radians at 2^31 - 1.
+#[test]
+fn angles_past_two_to_the_32_have_the_cpu_bits() -> anyhow::Result<()> {
+    let mut spec = Preset::Vaswani.spec(16);
+    spec.angle_scale = 300.0;
+    every_request(spec, "angle scale 300")
+}
+
+#[test]
+fn random_specs_have_the_cpu_bits() -> anyhow::Result<()> {
+    let mut rng = seeded_rng("random_specs_have_the_cpu_bits");
+    for case in 0..40 {
+        let spec = *random_encoding(&mut rng, 700, TableBackend::Cpu).spec();
+        let len = rng.random_range(1..200);
+        let offset = random_offset(&mut rng, len);
+        let cpu = SinusoidalEncoding::new(spec)?.with_backend(TableBackend::Cpu);
+        let kernel = SinusoidalEncoding::new(spec)?.with_backend(TableBackend::Kernel);
+        for dtype in DTYPES {
+            let (k, c) = (
+                kernel.range(offset, len, dtype, &Device::Cpu)?,
+                cpu.range(offset, len, dtype, &Device::Cpu)?,
+            );
+            same(
+                &k,
+                &c,
+                &format!("case {case}: {spec:?} offset {offset} {dtype:?}"),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The rotary tables (both halves written by one launch) of every rope type the oracle knows,
+/// with partial rotary and YaRN's attention factor, for ranges and ids.
+#[test]
+fn rotary_tables_have_the_cpu_bits() -> anyhow::Result<()> {
+    let mut rng = seeded_rng("rotary_tables_have_the_cpu_bits");
+    let dev = Device::Cpu;
+    for case in 0..60 {
+        let config = random_rope_config(&mut rng);
+        let cpu = Rope::new(config.clone())?.with_backend(TableBackend::Cpu);
+        let kernel = Rope::new(config.clone())?.with_backend(TableBackend::Kernel);
+        let len = rng.random_range(1..300);
+        let offset = rng.random_range(0..(MAX_POSITION as usize - len));
+        let ids = Tensor::new(&[[3u32, 70_000, 5], [offset as u32, 0, 2]], &dev)?;
+        for dtype in DTYPES {
+            let what = format!("case {case}: {config:?} {dtype:?}");
+            let ((kc, ks), (cc, cs)) = (
+                kernel.range(offset, len, dtype, &dev)?,
+                cpu.range(offset, len, dtype, &dev)?,
+            );
+            same(&kc, &cc, &format!("{what} cos at {offset}"))?;
+            same(&ks, &cs, &format!("{what} sin at {offset}"))?;
+            let ((kc, ks), (cc, cs)) = (kernel.at(&ids, dtype)?, cpu.at(&ids, dtype)?);
+            same(&kc, &cc, &format!("{what} cos of ids"))?;
+            same(&ks, &cs, &format!("{what} sin of ids"))?;
+        }
+    }
+    Ok(())
+}
+
+/// An empty request launches nothing and is empty, in every dtype.
+#[test]
+fn empty_requests_are_empty() -> anyhow::Result<()> {
+    let pe = SinusoidalEncoding::new(Preset::Fairseq.spec(8))?.with_backend(TableBackend::Kernel);
+    for dtype in DTYPES {
+        assert_eq!(pe.range(77, 0, dtype, &Device::Cpu)?.dims(), &[0, 8]);
+    }
+    Ok(())
+}
