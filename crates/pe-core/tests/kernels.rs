@@ -3,10 +3,11 @@
 //! through `TableBackend::Kernel` on the CPU, and every table it makes must have the CPU
 //! generator's bits. Every preset at widths odd and even, the four dtypes, ranges up to
 //! 2^31 - 1, ids, fractional timesteps, padding rows, angles past 2^32 (the wide reduction),
-//! the rotary tables of every rope type the oracle knows, and random specs.
+//! the rotary tables of every rope type the oracle knows, M-RoPE, and random specs.
 
 use candle_core::{DType, Device, Tensor};
-use candle_pe_core::{PeSpec, Preset, Rope, SinusoidalEncoding, TableBackend, MAX_POSITION};
+use candle_pe_core::MAX_POSITION;
+use candle_pe_core::{At, MropeSlots, PeSpec, Preset, Rope, SinusoidalEncoding, TableBackend};
 use pe_testkit::{random_encoding, random_offset, random_rope_config, seeded_rng};
 use rand::Rng;
 
@@ -143,6 +144,42 @@ fn rotary_tables_have_the_cpu_bits() -> anyhow::Result<()> {
             let ((kc, ks), (cc, cs)) = (kernel.at(&ids, dtype)?, cpu.at(&ids, dtype)?);
             same(&kc, &cc, &format!("{what} cos of ids"))?;
             same(&ks, &cs, &format!("{what} sin of ids"))?;
+        }
+    }
+    Ok(())
+}
+
+/// M-RoPE tables (three position axes, both slot layouts) at random positions up to 2^31 - 1.
+#[test]
+fn mrope_tables_have_the_cpu_bits() -> anyhow::Result<()> {
+    let mut rng = seeded_rng("mrope_tables_have_the_cpu_bits");
+    let dev = Device::Cpu;
+    for case in 0..24 {
+        let mut config = random_rope_config(&mut rng);
+        let h = config.rotary_dim() / 2;
+        let a = rng.random_range(0..=h / 3);
+        let b = rng.random_range(0..=h / 3);
+        config.mrope_section = Some(vec![h - a - b, a, b]);
+        config.mrope_slots = if rng.random_bool(0.5) {
+            MropeSlots::Alternating
+        } else {
+            MropeSlots::Sections
+        };
+        let (batch, seq) = (rng.random_range(1..=2), rng.random_range(1..=40));
+        let ids: Vec<u32> = (0..3 * batch * seq)
+            .map(|_| rng.random_range(0..MAX_POSITION as u32))
+            .collect();
+        let positions = Tensor::from_vec(ids, (3, batch, seq), &dev)?;
+        let cpu = Rope::new(config.clone())?.with_backend(TableBackend::Cpu);
+        let kernel = Rope::new(config.clone())?.with_backend(TableBackend::Kernel);
+        for dtype in DTYPES {
+            let what = format!("case {case}: {config:?} {dtype:?}");
+            let ((kc, ks), (cc, cs)) = (
+                kernel.at(At::mrope(&positions), dtype)?,
+                cpu.at(At::mrope(&positions), dtype)?,
+            );
+            same(&kc, &cc, &format!("{what} cos"))?;
+            same(&ks, &cs, &format!("{what} sin"))?;
         }
     }
     Ok(())

@@ -204,6 +204,36 @@ fn working_set(route: Route, width: usize) -> u128 {
     }
 }
 
+/// `values` shaped `shape` on the CPU, each rounded once to `dtype`: f16 and bf16 by
+/// [`round`](crate::exact::round), as every table (candle's cast rounds them through the `half`
+/// crate, which misrounds some).
+pub(crate) fn host_table(
+    values: Vec<f64>,
+    shape: impl Into<candle_core::Shape>,
+    dtype: DType,
+) -> Result<Tensor> {
+    use crate::exact::round;
+    use half::{bf16, f16};
+    let (cpu, shape) = (Device::Cpu, shape.into());
+    Ok(match dtype {
+        DType::F16 => {
+            let v: Vec<f16> = values
+                .iter()
+                .map(|&v| f16::from_bits(round::f16_bits(v)))
+                .collect();
+            Tensor::from_vec(v, shape, &cpu)?
+        }
+        DType::BF16 => {
+            let v: Vec<bf16> = values
+                .iter()
+                .map(|&v| bf16::from_bits(round::bf16_bits(v)))
+                .collect();
+            Tensor::from_vec(v, shape, &cpu)?
+        }
+        _ => Tensor::from_vec(values, shape, &cpu)?.to_dtype(dtype)?,
+    })
+}
+
 /// Fails for an output dtype other than f32, f16, bf16 or f64.
 pub(crate) fn check_dtype(dtype: DType) -> Result<()> {
     match dtype {

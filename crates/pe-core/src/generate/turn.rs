@@ -48,7 +48,7 @@ impl Generator {
         let index = Tensor::from_vec(index, tokens, &Device::Cpu)?;
         let table = |values: Vec<f64>| -> Result<Tensor> {
             let n = unique.len();
-            let t = Tensor::from_vec(values, (n, h), &Device::Cpu)?.to_dtype(dtype)?;
+            let t = super::host_table(values, (n, h), dtype)?;
             let t = if n == 1 {
                 t.broadcast_as((tokens, h))?.contiguous()?
             } else {

@@ -48,6 +48,6 @@ impl QueryScale {
 /// `values` shaped `dims`, each rounded once to `dtype`.
 fn to_tensor(values: Vec<f64>, dims: &[usize], dtype: DType, device: &Device) -> Result<Tensor> {
     crate::generate::check_dtype(dtype)?;
-    let t = Tensor::from_vec(values, dims, &Device::Cpu)?.to_dtype(dtype)?;
+    let t = crate::generate::host_table(values, dims, dtype)?;
     Ok(t.to_device(device)?)
 }
