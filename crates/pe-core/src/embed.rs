@@ -30,6 +30,7 @@
 use candle_core::{DType, Tensor, D};
 
 use crate::describe::positions;
+use crate::generate::kernel::EmbedRows;
 use crate::generate::{check_dtype, RowPositions};
 use crate::{Error, PeCache, Positions, Result};
 
@@ -71,6 +72,9 @@ impl PeCache {
         shape.push(self.encoding().width());
         if generator.uses_cpu(tokens.device())? {
             return self.embed_fused(weights, tokens, &checked, embedding_scale, shape);
+        }
+        if generator.uses_kernels(tokens.device())? {
+            return self.embed_kernel(weights, tokens, &checked, embedding_scale, shape);
         }
         self.embed_plain(weights, tokens, checked, embedding_scale, shape)
     }
@@ -139,6 +143,35 @@ impl PeCache {
         };
         let generator = self.encoding().generator();
         let out = generator.embed(weights, &tokens, rows, zero_at, embedding_scale)?;
+        Ok(out.reshape(shape)?)
+    }
+
+    /// The kernels' one launch (CUDA, or their host build): each token's weight row read once,
+    /// scaled and added to its encoding, with the fused CPU pass's bits.
+    fn embed_kernel(
+        &self,
+        weights: &Tensor,
+        tokens: &Tensor,
+        checked: &Checked,
+        embedding_scale: f64,
+        shape: Vec<usize>,
+    ) -> Result<Tensor> {
+        let device = tokens.device();
+        let (rows, zero_at) = match checked {
+            Checked::Offset(offset) => {
+                let period = tokens.dim(D::Minus1)?.max(1);
+                let start = *offset as u32;
+                (EmbedRows::Repeat { start, period }, None)
+            }
+            Checked::Ids(ids, zero_at) => {
+                let values = ids.flat(DType::F64)?.to_device(device)?;
+                (EmbedRows::Values(values), *zero_at)
+            }
+        };
+        let weights = weights.to_device(device)?;
+        let generator = self.encoding().generator();
+        let flat = tokens.flatten_all()?;
+        let out = generator.embed_kernel(&weights, &flat, rows, zero_at, embedding_scale)?;
         Ok(out.reshape(shape)?)
     }
 

@@ -7,7 +7,8 @@
 
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::MAX_POSITION;
-use candle_pe_core::{At, MropeSlots, PeSpec, Preset, Rope, SinusoidalEncoding, TableBackend};
+use candle_pe_core::{At, MropeSlots, PeCache, PeSpec, Positions, Preset, Rope};
+use candle_pe_core::{SinusoidalEncoding, TableBackend, TokenPositions};
 use pe_testkit::{random_encoding, random_offset, random_rope_config, seeded_rng};
 use rand::Rng;
 
@@ -180,6 +181,60 @@ fn mrope_tables_have_the_cpu_bits() -> anyhow::Result<()> {
             );
             same(&kc, &cc, &format!("{what} cos"))?;
             same(&ks, &cs, &format!("{what} sin"))?;
+        }
+    }
+    Ok(())
+}
+
+/// The embedding block, `scale * weights[tokens] + PE`, by one kernel launch: every dtype of
+/// weights, a batch at an offset (rows repeating per sequence), explicit positions up to
+/// 2^31 - 1, fairseq's padding rows, odd zero-padded widths, and an empty batch.
+#[test]
+fn the_embedding_block_has_the_cpu_bits() -> anyhow::Result<()> {
+    let dev = Device::Cpu;
+    let mut rng = seeded_rng("the_embedding_block_has_the_cpu_bits");
+    for spec in [
+        PeSpec::vaswani(63),
+        PeSpec::fairseq(96),
+        Preset::Tensor2tensor.spec(9),
+    ] {
+        let cpu = PeCache::new(SinusoidalEncoding::new(spec)?.with_backend(TableBackend::Cpu));
+        let kernel =
+            PeCache::new(SinusoidalEncoding::new(spec)?.with_backend(TableBackend::Kernel));
+        for dtype in DTYPES {
+            let weights = Tensor::randn(0f32, 1.0, (50, spec.width), &dev)?.to_dtype(dtype)?;
+            let what = |case: &str| format!("{spec:?} {dtype:?} {case}");
+            for (offset, seq) in [
+                (0, 130),
+                (37, 200),
+                (MAX_POSITION as usize - 70, 70),
+                (5, 0),
+            ] {
+                let tokens: Vec<u32> = (0..3 * seq).map(|_| rng.random_range(0..50)).collect();
+                let tokens = Tensor::from_vec(tokens, (3, seq), &dev)?;
+                let at = TokenPositions::Offset(offset);
+                let (k, c) = (
+                    kernel.embed(&weights, &tokens, at, 2.5)?,
+                    cpu.embed(&weights, &tokens, at, 2.5)?,
+                );
+                same(&k, &c, &what(&format!("offset {offset}, seq {seq}")))?;
+            }
+            let tokens = Tensor::new(&[[5u32, 6, 1, 1], [1, 9, 10, 11]], &dev)?;
+            let ids = Tensor::new(&[[2i64, 3, 1, 1], [1, 2, 2_000_000_000, 7]], &dev)?;
+            let ids = Positions::new(&ids)?;
+            for at in [
+                TokenPositions::Ids(&ids),
+                TokenPositions::PaddedIds {
+                    positions: &ids,
+                    padding_idx: 1,
+                },
+            ] {
+                let (k, c) = (
+                    kernel.embed(&weights, &tokens, at, 0.75)?,
+                    cpu.embed(&weights, &tokens, at, 0.75)?,
+                );
+                same(&k, &c, &what("ids"))?;
+            }
         }
     }
     Ok(())

@@ -132,5 +132,23 @@ PE_FN uint16_t pe_round(double v, uint32_t mantissa, int32_t bias) {
     return (uint16_t)(sign | (magnitude < infinity ? magnitude : infinity));
 }
 
+// f16 and bf16 bits widened to f64, exactly.
+PE_FN double pe_widen_f16(uint16_t h) {
+    double sign = (h & 0x8000) ? -1.0 : 1.0;
+    uint32_t field = (h >> 10) & 0x1f, man = h & 0x3ff;
+    if (field == 0) return sign * (double)man * 0x1p-24;
+    if (field == 31) return man ? pe_from_bits(0x7ff8000000000000ull) : sign * pe_from_bits(0x7ff0000000000000ull);
+    double scale = pe_from_bits((uint64_t)(field - 15 + 1023) << 52);
+    return sign * ((1.0 + (double)man * 0x1p-10) * scale);
+}
+PE_FN double pe_widen_bf16(uint16_t b) {
+    uint64_t sign = (uint64_t)(b >> 15) << 63;
+    uint32_t field = (b >> 7) & 0xff, man = b & 0x7f;
+    if (field == 0 && man == 0) return pe_from_bits(sign);
+    if (field == 0xff) return man ? pe_from_bits(0x7ff8000000000000ull) : pe_from_bits(sign | 0x7ff0000000000000ull);
+    if (field == 0) return (sign ? -1.0 : 1.0) * (double)man * 0x1p-133;
+    return pe_from_bits(sign | ((uint64_t)(field - 127 + 1023) << 52) | ((uint64_t)man << 45));
+}
+
 PE_FN uint16_t pe_round_f16(double v) { return pe_round(v, 10, 15); }
 PE_FN uint16_t pe_round_bf16(double v) { return pe_round(v, 7, 127); }

@@ -28,6 +28,20 @@ PE_HOST_ROWS(pe_host_rows_f64, double)
 PE_HOST_ROWS(pe_host_rows_f16, pe_f16)
 PE_HOST_ROWS(pe_host_rows_bf16, pe_bf16)
 
+#define PE_HOST_EMBED(NAME, T)                                                               \
+    extern "C" void NAME(const pe_rows *t, uint64_t rows, const pe_acc<T>::type *anchors,    \
+                         const pe_acc<T>::type *offsets, const double *rows_info,            \
+                         const T *weights, T *out) {                                         \
+        for (uint64_t x = 0; x < rows * pe_per_row(*t); x++)                                 \
+            pe_embed<T>(*t, rows, anchors, offsets, rows_info, weights, x / pe_per_row(*t),  \
+                        (uint32_t)(x % pe_per_row(*t)), out);                                \
+    }
+
+PE_HOST_EMBED(pe_host_embed_f32, float)
+PE_HOST_EMBED(pe_host_embed_f64, double)
+PE_HOST_EMBED(pe_host_embed_f16, pe_f16)
+PE_HOST_EMBED(pe_host_embed_bf16, pe_bf16)
+
 // The kernels' roundings alone, for exact/round.rs's exhaustive test of ties.
 extern "C" uint16_t pe_host_round_f16(double v) { return pe_round_f16(v); }
 extern "C" uint16_t pe_host_round_bf16(double v) { return pe_round_bf16(v); }

@@ -106,6 +106,42 @@ pub(crate) mod host {
             values: *const f64,
             out: *mut u16,
         );
+        pub fn pe_host_embed_f32(
+            t: &RowArgs,
+            rows: u64,
+            anchors: *const f32,
+            offsets: *const f32,
+            info: *const f64,
+            weights: *const f32,
+            out: *mut f32,
+        );
+        pub fn pe_host_embed_f64(
+            t: &RowArgs,
+            rows: u64,
+            anchors: *const f64,
+            offsets: *const f64,
+            info: *const f64,
+            weights: *const f64,
+            out: *mut f64,
+        );
+        pub fn pe_host_embed_f16(
+            t: &RowArgs,
+            rows: u64,
+            anchors: *const f64,
+            offsets: *const f64,
+            info: *const f64,
+            weights: *const u16,
+            out: *mut u16,
+        );
+        pub fn pe_host_embed_bf16(
+            t: &RowArgs,
+            rows: u64,
+            anchors: *const f64,
+            offsets: *const f64,
+            info: *const f64,
+            weights: *const u16,
+            out: *mut u16,
+        );
         #[cfg(test)]
         pub fn pe_host_round_f16(v: f64) -> u16;
         #[cfg(test)]
@@ -143,6 +179,7 @@ pub(crate) struct RowArgs {
     pub base: f64,
     pub zero_at: f64,
     pub sin_plane: u64,
+    pub scale: f64,
     pub has_zero: u32,
     pub has_values: u32,
     pub n: u32,
@@ -154,7 +191,7 @@ pub(crate) struct RowArgs {
     pub cos0: u32,
     pub cos_step: u32,
     pub zero_col: u32,
-    pub _pad: u32,
+    pub period: u32,
 }
 
 #[cfg(feature = "cuda")]

@@ -34,3 +34,20 @@ PE_ROWS(pe_rows_f32, float)
 PE_ROWS(pe_rows_f64, double)
 PE_ROWS(pe_rows_f16, pe_f16)
 PE_ROWS(pe_rows_bf16, pe_bf16)
+
+#define PE_EMBED(NAME, T)                                                                    \
+    extern "C" __global__ void NAME(pe_rows t, uint64_t rows,                                \
+                                    const pe_acc<T>::type *anchors,                          \
+                                    const pe_acc<T>::type *offsets, const double *rows_info, \
+                                    const T *weights, T *out) {                              \
+        PE_EACH(x, rows * pe_per_row(t)) {                                                   \
+            uint32_t per_row = pe_per_row(t);                                                \
+            pe_embed<T>(t, rows, anchors, offsets, rows_info, weights, x / per_row,          \
+                        (uint32_t)(x % per_row), out);                                       \
+        }                                                                                    \
+    }
+
+PE_EMBED(pe_embed_f32, float)
+PE_EMBED(pe_embed_f64, double)
+PE_EMBED(pe_embed_f16, pe_f16)
+PE_EMBED(pe_embed_bf16, pe_bf16)

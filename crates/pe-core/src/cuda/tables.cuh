@@ -28,6 +28,12 @@ PE_FN void pe_put(double v, double *out) { *out = v; }
 PE_FN void pe_put(double v, pe_f16 *out) { out->bits = pe_round_f16(v); }
 PE_FN void pe_put(double v, pe_bf16 *out) { out->bits = pe_round_bf16(v); }
 
+// An element in the type it is combined in (exact).
+PE_FN float pe_widen(float v) { return v; }
+PE_FN double pe_widen(double v) { return v; }
+PE_FN double pe_widen(pe_f16 v) { return pe_widen_f16(v.bits); }
+PE_FN double pe_widen(pe_bf16 v) { return pe_widen_bf16(v.bits); }
+
 // The anchor of p: floor(p / 64) * 64 for an integer, p itself for a fraction (generate/cpu.rs
 // `anchor_of`); *offset is p minus it.
 PE_FN double pe_anchor_of(double p, uint32_t *offset) {
@@ -74,16 +80,42 @@ struct pe_rows {
     double zero_at;
     // Where the sines start in the output: 0 for a table, the size of the cosines for halves.
     uint64_t sin_plane;
+    // The multiplier of an embedding's weights (`embed`); unused by the tables.
+    double scale;
     uint32_t has_zero, has_values;
     // Pairs per row (sines), of which the first n_cos have a cosine; anchor rows held.
     uint32_t n, n_cos, anchors;
     // Sine i of row r goes to out[sin_plane + r * stride + sin0 + i * sin_step], its cosine to
     // out[r * stride + cos0 + i * cos_step]; zero_col < stride is a column of zeros.
-    uint32_t stride, sin0, sin_step, cos0, cos_step, zero_col, pad;
+    uint32_t stride, sin0, sin_step, cos0, cos_step, zero_col;
+    // A range repeated every `period` rows (the sequences of an embedded batch); 0: none.
+    uint32_t period;
 };
 
 // Threads per row: one per pair, and one for a row of no pairs (a zero-padded width of 1).
 PE_FN uint32_t pe_per_row(const pe_rows &t) { return t.n > 0 ? t.n : 1; }
+
+// Row r's sine and cosine of pair i (i < n), at position p, in the work type: the anchor's
+// factors and the offset's combined by angle addition (generate/cpu.rs `sin_sum`, `cos_sum`).
+template <typename A>
+PE_FN void pe_angles(const pe_rows &t, const A *anchors, const A *offsets, double p, uint64_t r,
+                     uint32_t i, A *s, A *c) {
+    *s = 0.0;
+    *c = 0.0;
+    if (t.has_zero && p == t.zero_at) return;
+    uint32_t j;
+    double a = pe_anchor_of(p, &j);
+    uint64_t k = t.has_values ? r : (uint64_t)((a - t.base) / PE_ANCHOR_SPAN);
+    const A *as = anchors + k * t.n, *ac = anchors + ((uint64_t)t.anchors + k) * t.n;
+    const A *os = offsets + (uint64_t)j * t.n, *oc = offsets + (64 + (uint64_t)j) * t.n;
+    *s = as[i] * oc[i] + ac[i] * os[i];
+    *c = ac[i] * oc[i] - as[i] * os[i];
+}
+
+// The position of row r of a request without values: a range, or a range repeated.
+PE_FN double pe_position(const pe_rows &t, uint64_t r) {
+    return t.start + (double)(t.period ? r % t.period : r);
+}
 
 // Row r's pair i (generate/cpu.rs `RowCode::write`, `write_halves`); pair 0 also writes the
 // zero column.
@@ -95,17 +127,31 @@ PE_FN void pe_pair(const pe_rows &t, const typename pe_acc<T>::type *anchors,
     T *row = out + r * t.stride;
     if (i == 0 && t.zero_col < t.stride) pe_put((A)0.0, row + t.zero_col);
     if (i >= t.n) return;
-    double p = t.has_values ? values[r] : t.start + (double)r;
-    A s = 0.0, c = 0.0;
-    if (!(t.has_zero && p == t.zero_at)) {
-        uint32_t j;
-        double a = pe_anchor_of(p, &j);
-        uint64_t k = t.has_values ? r : (uint64_t)((a - t.base) / PE_ANCHOR_SPAN);
-        const A *as = anchors + k * t.n, *ac = anchors + ((uint64_t)t.anchors + k) * t.n;
-        const A *os = offsets + (uint64_t)j * t.n, *oc = offsets + (64 + (uint64_t)j) * t.n;
-        s = as[i] * oc[i] + ac[i] * os[i];
-        c = ac[i] * oc[i] - as[i] * os[i];
-    }
+    A s, c;
+    pe_angles<A>(t, anchors, offsets, t.has_values ? values[r] : pe_position(t, r), r, i, &s, &c);
     pe_put(s, row + t.sin_plane + t.sin0 + (uint64_t)i * t.sin_step);
     if (i < t.n_cos) pe_put(c, row + t.cos0 + (uint64_t)i * t.cos_step);
+}
+
+// Token r's pair i of the embedding block, scale * weights[token] + PE(position), each value
+// combined in the work type and rounded once (generate/cpu.rs `embed_rows`). `rows_info` holds
+// the tokens, then (with has_values) the positions, as f64.
+template <typename T>
+PE_FN void pe_embed(const pe_rows &t, uint64_t rows, const typename pe_acc<T>::type *anchors,
+                    const typename pe_acc<T>::type *offsets, const double *rows_info,
+                    const T *weights, uint64_t r, uint32_t i, T *out) {
+    typedef typename pe_acc<T>::type A;
+    A scale = (A)t.scale;
+    uint64_t token = (uint64_t)rows_info[r];
+    const T *w = weights + token * t.stride;
+    T *row = out + r * t.stride;
+    if (i == 0 && t.zero_col < t.stride)
+        pe_put(scale * pe_widen(w[t.zero_col]) + (A)0.0, row + t.zero_col);
+    if (i >= t.n) return;
+    double p = t.has_values ? rows_info[rows + r] : pe_position(t, r);
+    A s, c;
+    pe_angles<A>(t, anchors, offsets, p, r, i, &s, &c);
+    uint64_t sc = t.sin0 + (uint64_t)i * t.sin_step, cc = t.cos0 + (uint64_t)i * t.cos_step;
+    pe_put(scale * pe_widen(w[sc]) + s, row + sc);
+    if (i < t.n_cos) pe_put(scale * pe_widen(w[cc]) + c, row + cc);
 }

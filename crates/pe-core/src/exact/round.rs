@@ -92,7 +92,7 @@ pub(crate) fn check_rounding(f16: bool, round: impl Fn(f64) -> u16) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use half::{bf16, f16};
+    use half::bf16;
 
     /// Every finite value of the format, from its bits, in increasing order of magnitude.
     fn finite(format: &Narrow, to_f64: impl Fn(u16) -> f64) -> Vec<(u16, f64)> {

@@ -161,14 +161,14 @@ impl Launch {
         })
     }
 
-    /// `planes` planes of `rows` rows of `place.stride` values: the table, or its halves.
-    fn rows(&self, place: Placement, planes: usize) -> Result<Tensor> {
-        let plane = self.rows as u64 * u64::from(place.stride);
-        let args = RowArgs {
+    /// The kernels' row arguments for outputs placed by `place`.
+    fn args(&self, place: Placement, sin_plane: u64) -> RowArgs {
+        RowArgs {
             start: self.start,
             base: self.base,
             zero_at: self.zero_at.map_or(0.0, f64::from),
-            sin_plane: if planes == 2 { plane } else { 0 },
+            sin_plane,
+            scale: 0.0,
             has_zero: u32::from(self.zero_at.is_some()),
             has_values: u32::from(self.values.is_some()),
             n: self.n as u32,
@@ -180,10 +180,15 @@ impl Launch {
             cos0: place.cos.0,
             cos_step: place.cos.1,
             zero_col: place.zero_col,
-            _pad: 0,
-        };
+            period: 0,
+        }
+    }
+
+    /// `planes` planes of `rows` rows of `place.stride` values: the table, or its halves.
+    fn rows(&self, place: Placement, planes: usize) -> Result<Tensor> {
+        let plane = self.rows as u64 * u64::from(place.stride);
         let op = RowsOp {
-            args,
+            args: self.args(place, if planes == 2 { plane } else { 0 }),
             rows: self.rows as u64,
             len: planes * plane as usize,
             dtype: self.dtype,
@@ -191,6 +196,63 @@ impl Launch {
         let values = self.values.as_ref().unwrap_or(&self.anchors);
         Ok(self.anchors.apply_op3_no_bwd(&self.offsets, values, &op)?)
     }
+}
+
+/// Where the rows of an embedding block sit.
+pub(crate) enum EmbedRows {
+    /// Every sequence of `period` tokens at `start ..`.
+    Repeat { start: u32, period: usize },
+    /// One position per token: a flat f64 tensor on the tokens' device.
+    Values(Tensor),
+}
+
+/// `scale * weights[tokens[r]] + PE(position of r)` for the flat `tokens` (any integer dtype,
+/// on the weights' device), `(tokens, width)` in the dtype of `weights`: one launch, each
+/// weight row read once, each output written once (the CPU's fused block, with its bits).
+pub(crate) fn embed(
+    plan: &Plan,
+    weights: &Tensor,
+    tokens: &Tensor,
+    rows: EmbedRows,
+    zero_at: Option<u32>,
+    scale: f64,
+) -> Result<Tensor> {
+    let device = weights.device();
+    let (n_tokens, width) = (tokens.elem_count(), plan.columns().width);
+    if n_tokens == 0 {
+        return Ok(Tensor::zeros((0, width), weights.dtype(), device)?);
+    }
+    let tokens = tokens.to_dtype(DType::F64)?;
+    let (request, period, info) = match rows {
+        EmbedRows::Repeat { start, period } => {
+            let range = crate::describe::positions::range(start as usize, period)?;
+            (range, period as u32, tokens)
+        }
+        EmbedRows::Values(values) => {
+            let info = Tensor::cat(&[&tokens, &values], 0)?;
+            let request = Request {
+                rows: Rows::Values(values),
+                lead: vec![n_tokens],
+                zero_at,
+                end: 0,
+                largest: 0.0,
+            };
+            (request, 0, info)
+        }
+    };
+    let mut launch = Launch::new(plan, &request, weights.dtype(), device)?;
+    launch.rows = n_tokens;
+    let mut args = launch.args(placement(plan.columns()), 0);
+    (args.scale, args.period) = (scale, period);
+    let split = launch.anchors.elem_count();
+    let factors = Tensor::cat(&[&launch.anchors, &launch.offsets], 0)?;
+    let op = EmbedOp {
+        args,
+        rows: n_tokens as u64,
+        split,
+    };
+    let out = factors.apply_op3_no_bwd(&weights.contiguous()?, &info.contiguous()?, &op)?;
+    Ok(out.reshape((n_tokens, width))?)
 }
 
 /// The frequencies as `(hi, lo)` pairs on `device`, what the factor kernel reads.
@@ -296,6 +358,46 @@ impl CustomOp3 for RowsOp {
     }
 }
 
+/// The embedding block's rows, from the factor rows (anchors, then offsets, split at `split`),
+/// the weights and the tokens (then the positions) as f64.
+#[cfg_attr(not(any(feature = "cuda", feature = "host-kernels")), allow(dead_code))]
+struct EmbedOp {
+    args: RowArgs,
+    rows: u64,
+    split: usize,
+}
+
+impl CustomOp3 for EmbedOp {
+    fn name(&self) -> &'static str {
+        "pe-embed"
+    }
+
+    fn cpu_fwd(
+        &self,
+        factors: &CpuStorage,
+        lf: &Layout,
+        weights: &CpuStorage,
+        lw: &Layout,
+        info: &CpuStorage,
+        li: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        host::embed(self, (factors, lf), (weights, lw), (info, li))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        factors: &candle_core::CudaStorage,
+        lf: &Layout,
+        weights: &candle_core::CudaStorage,
+        lw: &Layout,
+        info: &candle_core::CudaStorage,
+        li: &Layout,
+    ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
+        device::embed(self, (factors, lf), (weights, lw), (info, li))
+    }
+}
+
 /// The host build's calls (`cuda/host.cpp`), or an error without the `host-kernels` feature.
 mod host {
     use candle_core::{bail, CpuStorage, Layout, Result, Shape};
@@ -319,6 +421,52 @@ mod host {
         _: (&CpuStorage, &Layout),
     ) -> Result<(CpuStorage, Shape)> {
         bail!("pe-rows on the CPU needs the host-kernels feature")
+    }
+
+    #[cfg(not(feature = "host-kernels"))]
+    pub fn embed(
+        _: &super::EmbedOp,
+        _: (&CpuStorage, &Layout),
+        _: (&CpuStorage, &Layout),
+        _: (&CpuStorage, &Layout),
+    ) -> Result<(CpuStorage, Shape)> {
+        bail!("pe-embed on the CPU needs the host-kernels feature")
+    }
+
+    #[cfg(feature = "host-kernels")]
+    pub fn embed(
+        op: &super::EmbedOp,
+        factors: (&CpuStorage, &Layout),
+        weights: (&CpuStorage, &Layout),
+        info: (&CpuStorage, &Layout),
+    ) -> Result<(CpuStorage, Shape)> {
+        use crate::cuda::host::*;
+        use half::{bf16, f16};
+        let (t, rows) = (&op.args, op.rows);
+        let info = slice::<f64>(info)?.as_ptr();
+        let len = rows as usize * t.stride as usize;
+        macro_rules! run {
+            ($acc:ty, $elem:ty, $raw:ty, $nan:expr, $f:ident, $wrap:ident) => {{
+                let f = slice::<$acc>(factors)?;
+                let (a, o) = f.split_at(op.split);
+                let w = slice::<$elem>(weights)?.as_ptr().cast::<$raw>();
+                let mut out = vec![$nan; len];
+                // SAFETY: the factor rows are those `embed` made for these arguments, `info`
+                // holds a token (checked below the vocabulary) and, with has_values, a
+                // position per row, and the function writes within the `len` values of `out`.
+                let p = out.as_mut_ptr().cast::<$raw>();
+                unsafe { $f(t, rows, a.as_ptr(), o.as_ptr(), info, w, p) };
+                CpuStorage::$wrap(out)
+            }};
+        }
+        let storage = match candle_core::backend::BackendStorage::dtype(weights.0) {
+            DType::F32 => run!(f32, f32, f32, f32::NAN, pe_host_embed_f32, F32),
+            DType::F64 => run!(f64, f64, f64, f64::NAN, pe_host_embed_f64, F64),
+            DType::F16 => run!(f64, f16, u16, f16::NAN, pe_host_embed_f16, F16),
+            DType::BF16 => run!(f64, bf16, u16, bf16::NAN, pe_host_embed_bf16, BF16),
+            other => bail!("pe-embed: no kernel reads {other:?}"),
+        };
+        Ok((storage, Shape::from(len)))
     }
 
     #[cfg(feature = "host-kernels")]
@@ -527,5 +675,63 @@ mod device {
             device: dev.clone(),
         };
         Ok((storage, Shape::from(op.len)))
+    }
+
+    pub fn embed(
+        op: &super::EmbedOp,
+        (factors, lf): (&CudaStorage, &Layout),
+        (weights, lw): (&CudaStorage, &Layout),
+        (info, li): (&CudaStorage, &Layout),
+    ) -> Result<(CudaStorage, Shape)> {
+        let dev = factors.device();
+        let t = &op.args;
+        let len = op.rows as usize * t.stride as usize;
+        let items = op.rows * u64::from(t.n.max(1));
+        let CudaStorageSlice::F64(info) = &info.slice else {
+            bail!("pe-embed: the tokens and positions must be f64")
+        };
+        let info = part(info, li, "tokens")?;
+        macro_rules! launch {
+            ($name:literal, $acc:ident, $elem:ident, $out:ty) => {{
+                let (CudaStorageSlice::$acc(f), CudaStorageSlice::$elem(w)) =
+                    (&factors.slice, &weights.slice)
+                else {
+                    bail!("pe-embed: the factors are not in the work type")
+                };
+                let f = part(f, lf, "factors")?;
+                let (a, o) = (f.slice(..op.split), f.slice(op.split..));
+                let w = part(w, lw, "weights")?;
+                // SAFETY: every value is written by the kernel (each token's pairs and its zero
+                // column).
+                let out = unsafe { dev.alloc::<$out>(len)? };
+                let func = TABLES.function(dev, $name)?;
+                let stream = dev.cuda_stream();
+                let mut builder = stream.launch_builder(&func);
+                builder.arg(t);
+                builder.arg(&op.rows);
+                builder.arg(&a);
+                builder.arg(&o);
+                builder.arg(&info);
+                builder.arg(&w);
+                builder.arg(&out);
+                // SAFETY: the kernel reads the factor rows of these arguments, one token (and
+                // position) per row, the weight rows of the tokens (checked below the
+                // vocabulary), and writes within the `len` values of `out`.
+                unsafe { builder.launch(grid(items)) }.w()?;
+                CudaStorageSlice::$elem(out)
+            }};
+        }
+        let slice = match weights.dtype() {
+            candle_core::DType::F32 => launch!("pe_embed_f32", F32, F32, f32),
+            candle_core::DType::F64 => launch!("pe_embed_f64", F64, F64, f64),
+            candle_core::DType::F16 => launch!("pe_embed_f16", F64, F16, half::f16),
+            candle_core::DType::BF16 => launch!("pe_embed_bf16", F64, BF16, half::bf16),
+            other => bail!("pe-embed: no kernel reads {other:?}"),
+        };
+        let storage = CudaStorage {
+            slice,
+            device: dev.clone(),
+        };
+        Ok((storage, Shape::from(len)))
     }
 }

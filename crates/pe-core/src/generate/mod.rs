@@ -14,7 +14,7 @@
 
 pub(crate) mod cpu;
 pub(crate) mod generic;
-mod kernel;
+pub(crate) mod kernel;
 mod turn;
 
 pub(crate) use cpu::RowPositions;
@@ -79,6 +79,11 @@ impl Generator {
     /// Whether `device` gets the CPU generator.
     pub fn uses_cpu(&self, device: &Device) -> Result<bool> {
         Ok(self.route(device)? == Route::Cpu)
+    }
+
+    /// Whether `device` gets the kernels (CUDA, or their host build with `TableBackend::Kernel`).
+    pub fn uses_kernels(&self, device: &Device) -> Result<bool> {
+        Ok(self.route(device)? == Route::Kernel)
     }
 
     /// The generator that builds this backend's tables on `device`.
@@ -190,6 +195,19 @@ impl Generator {
         embedding_scale: f64,
     ) -> Result<Tensor> {
         cpu::embed(self, weights, tokens, positions, zero_at, embedding_scale)
+    }
+
+    /// The same block by the kernels, in one launch on the weights' device: `tokens` flat, on
+    /// that device, checked below the vocabulary, with a position for each.
+    pub fn embed_kernel(
+        &self,
+        weights: &Tensor,
+        tokens: &Tensor,
+        rows: kernel::EmbedRows,
+        zero_at: Option<u32>,
+        embedding_scale: f64,
+    ) -> Result<Tensor> {
+        kernel::embed(&self.plan, weights, tokens, rows, zero_at, embedding_scale)
     }
 }
 
