@@ -56,12 +56,7 @@ pub(crate) fn table(
     dtype: DType,
     device: &Device,
 ) -> Result<Tensor> {
-    // f32 carries an absolute error of a few 1e-7, more than one f16 / bf16 ulp near zero.
-    let work = if dtype == DType::F32 {
-        DType::F32
-    } else {
-        DType::F64
-    };
+    let work = super::work_dtype(dtype);
     let table = match &request.rows {
         Rows::Range { start, len } => {
             range(plan, *start as usize, *len, work, device)?.to_dtype(dtype)?

@@ -113,11 +113,7 @@ struct Launch {
 
 impl Launch {
     fn new(plan: &Plan, request: &Request, dtype: DType, device: &Device) -> Result<Self> {
-        let work = if dtype == DType::F32 {
-            DType::F32
-        } else {
-            DType::F64
-        };
+        let work = super::work_dtype(dtype);
         let n = plan.frequencies().len();
         let w = frequencies(plan, device)?;
         let rows = request.n_rows();
@@ -194,6 +190,7 @@ impl Launch {
             dtype: self.dtype,
         };
         let values = self.values.as_ref().unwrap_or(&self.anchors);
+        let op = OutputOp::Rows(op);
         Ok(self.anchors.apply_op3_no_bwd(&self.offsets, values, &op)?)
     }
 }
@@ -251,6 +248,7 @@ pub(crate) fn embed(
         rows: n_tokens as u64,
         split,
     };
+    let op = OutputOp::Embed(op);
     let out = factors.apply_op3_no_bwd(&weights.contiguous()?, &info.contiguous()?, &op)?;
     Ok(out.reshape((n_tokens, width))?)
 }
@@ -327,37 +325,6 @@ impl CustomOp2 for Factors {
     }
 }
 
-impl CustomOp3 for RowsOp {
-    fn name(&self) -> &'static str {
-        "pe-rows"
-    }
-
-    fn cpu_fwd(
-        &self,
-        anchors: &CpuStorage,
-        la: &Layout,
-        offsets: &CpuStorage,
-        lo: &Layout,
-        values: &CpuStorage,
-        lv: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        host::rows(self, (anchors, la), (offsets, lo), (values, lv))
-    }
-
-    #[cfg(feature = "cuda")]
-    fn cuda_fwd(
-        &self,
-        anchors: &candle_core::CudaStorage,
-        la: &Layout,
-        offsets: &candle_core::CudaStorage,
-        lo: &Layout,
-        values: &candle_core::CudaStorage,
-        lv: &Layout,
-    ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
-        device::rows(self, (anchors, la), (offsets, lo), (values, lv))
-    }
-}
-
 /// The embedding block's rows, from the factor rows (anchors, then offsets, split at `split`),
 /// the weights and the tokens (then the positions) as f64.
 #[cfg_attr(not(any(feature = "cuda", feature = "host-kernels")), allow(dead_code))]
@@ -367,34 +334,49 @@ struct EmbedOp {
     split: usize,
 }
 
-impl CustomOp3 for EmbedOp {
+/// The kernels that write an output: a table's rows, or the embedding block's.
+enum OutputOp {
+    Rows(RowsOp),
+    Embed(EmbedOp),
+}
+
+impl CustomOp3 for OutputOp {
     fn name(&self) -> &'static str {
-        "pe-embed"
+        match self {
+            OutputOp::Rows(_) => "pe-rows",
+            OutputOp::Embed(_) => "pe-embed",
+        }
     }
 
     fn cpu_fwd(
         &self,
-        factors: &CpuStorage,
-        lf: &Layout,
-        weights: &CpuStorage,
-        lw: &Layout,
-        info: &CpuStorage,
-        li: &Layout,
+        a: &CpuStorage,
+        la: &Layout,
+        b: &CpuStorage,
+        lb: &Layout,
+        c: &CpuStorage,
+        lc: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        host::embed(self, (factors, lf), (weights, lw), (info, li))
+        match self {
+            OutputOp::Rows(op) => host::rows(op, (a, la), (b, lb), (c, lc)),
+            OutputOp::Embed(op) => host::embed(op, (a, la), (b, lb), (c, lc)),
+        }
     }
 
     #[cfg(feature = "cuda")]
     fn cuda_fwd(
         &self,
-        factors: &candle_core::CudaStorage,
-        lf: &Layout,
-        weights: &candle_core::CudaStorage,
-        lw: &Layout,
-        info: &candle_core::CudaStorage,
-        li: &Layout,
+        a: &candle_core::CudaStorage,
+        la: &Layout,
+        b: &candle_core::CudaStorage,
+        lb: &Layout,
+        c: &candle_core::CudaStorage,
+        lc: &Layout,
     ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
-        device::embed(self, (factors, lf), (weights, lw), (info, li))
+        match self {
+            OutputOp::Rows(op) => device::rows(op, (a, la), (b, lb), (c, lc)),
+            OutputOp::Embed(op) => device::embed(op, (a, la), (b, lb), (c, lc)),
+        }
     }
 }
 

@@ -252,6 +252,16 @@ pub(crate) fn host_table(
     })
 }
 
+/// The dtype a table of `dtype` is combined in: f32 for f32, f64 otherwise (f32 carries an
+/// absolute error of a few 1e-7, more than one f16 / bf16 ulp near zero).
+pub(crate) fn work_dtype(dtype: DType) -> DType {
+    if dtype == DType::F32 {
+        DType::F32
+    } else {
+        DType::F64
+    }
+}
+
 /// Fails for an output dtype other than f32, f16, bf16 or f64.
 pub(crate) fn check_dtype(dtype: DType) -> Result<()> {
     match dtype {
