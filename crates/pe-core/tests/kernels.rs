@@ -240,6 +240,53 @@ fn the_embedding_block_has_the_cpu_bits() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A shift's turn tables (`Rope::at_shift`) by `pe_turns`: one spectrum (a delta per token,
+/// repeated deltas computed once), two spectra (dynamic NTK's lengths, longrope past its
+/// original context), M-RoPE's three axes, every dtype.
+#[test]
+fn shift_tables_have_the_cpu_bits() -> anyhow::Result<()> {
+    let mut rng = seeded_rng("shift_tables_have_the_cpu_bits");
+    let dev = Device::Cpu;
+    for case in 0..40 {
+        let mut config = random_rope_config(&mut rng);
+        let mrope = rng.random_bool(0.3);
+        if mrope {
+            let h = config.rotary_dim() / 2;
+            config.mrope_section = Some(vec![h - h / 3 - h / 4, h / 3, h / 4]);
+        }
+        let cpu = Rope::new(config.clone())?.with_backend(TableBackend::Cpu);
+        let kernel = Rope::new(config.clone())?.with_backend(TableBackend::Kernel);
+        let tokens = rng.random_range(1..20);
+        let axes = if mrope { 3 } else { 1 };
+        let mut draw =
+            |n: usize| -> Vec<i64> { (0..n).map(|_| rng.random_range(0..200_000i64)).collect() };
+        let (from, to) = (draw(axes * tokens), draw(axes * tokens));
+        let shape: &[usize] = if mrope { &[3, 1, tokens] } else { &[1, tokens] };
+        let from = Tensor::from_vec(from, shape, &dev)?;
+        let mut to = Tensor::from_vec(to, shape, &dev)?;
+        if rng.random_bool(0.3) {
+            to = (&from + 7.0)?; // one delta for every token: one row, broadcast
+        }
+        for dtype in DTYPES {
+            let what = format!("case {case}: {config:?} {dtype:?}");
+            let ((kc, ks), (cc, cs)) = if mrope {
+                (
+                    kernel.at_shift(At::mrope(&from), At::mrope(&to), dtype)?,
+                    cpu.at_shift(At::mrope(&from), At::mrope(&to), dtype)?,
+                )
+            } else {
+                (
+                    kernel.at_shift(&from, &to, dtype)?,
+                    cpu.at_shift(&from, &to, dtype)?,
+                )
+            };
+            same(&kc, &cc, &format!("{what} cos"))?;
+            same(&ks, &cs, &format!("{what} sin"))?;
+        }
+    }
+    Ok(())
+}
+
 /// An empty request launches nothing and is empty, in every dtype.
 #[test]
 fn empty_requests_are_empty() -> anyhow::Result<()> {

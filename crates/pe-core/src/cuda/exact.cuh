@@ -64,6 +64,22 @@ PE_FN void pe_angle(double p, double w_hi, double w_lo, double *hi, double *lo) 
     *lo = l - (*hi - h);
 }
 
+// (a_hi + a_lo) - (b_hi + b_lo) in double-double, as exact/dd.rs `Dd - Dd` (two_sum, then
+// quick_two_sum twice).
+PE_FN void pe_dd_sub(double a_hi, double a_lo, double b_hi, double b_lo, double *hi,
+                     double *lo) {
+    double bh = -b_hi, bl = -b_lo;
+    double s = a_hi + bh, sb = s - a_hi;
+    double e = (a_hi - (s - sb)) + (bh - sb);
+    double t = a_lo + bl, tb = t - a_lo;
+    double f = (a_lo - (t - tb)) + (bl - tb);
+    double u = e + t;
+    double s1 = s + u, l1 = u - (s1 - s);
+    double v = l1 + f;
+    *hi = s1 + v;
+    *lo = v - (*hi - s1);
+}
+
 // Taylor polynomials on [-pi/4, pi/4], as exact/trig.rs `kernel` (coefficients 1/k!, rounded).
 PE_FN void pe_kernel(double r, double *s, double *c) {
     const double S[8] = {-0x1.5555555555555p-3, 0x1.1111111111111p-7, -0x1.a01a01a01a01ap-13,

@@ -42,6 +42,18 @@ PE_HOST_EMBED(pe_host_embed_f64, double)
 PE_HOST_EMBED(pe_host_embed_f16, pe_f16)
 PE_HOST_EMBED(pe_host_embed_bf16, pe_bf16)
 
+#define PE_HOST_TURNS(NAME, T)                                                               \
+    extern "C" void NAME(const pe_turns *t, const double *w_old, const double *w_new,       \
+                         const double *keys, const uint32_t *axis, T *out) {                 \
+        for (uint64_t x = 0; x < (uint64_t)t->rows * t->h; x++)                              \
+            pe_turn<T>(*t, w_old, w_new, keys, axis, x / t->h, (uint32_t)(x % t->h), out);   \
+    }
+
+PE_HOST_TURNS(pe_host_turns_f32, float)
+PE_HOST_TURNS(pe_host_turns_f64, double)
+PE_HOST_TURNS(pe_host_turns_f16, pe_f16)
+PE_HOST_TURNS(pe_host_turns_bf16, pe_bf16)
+
 // The kernels' roundings alone, for exact/round.rs's exhaustive test of ties.
 extern "C" uint16_t pe_host_round_f16(double v) { return pe_round_f16(v); }
 extern "C" uint16_t pe_host_round_bf16(double v) { return pe_round_bf16(v); }

@@ -67,7 +67,7 @@ pub use device::*;
 /// looped over the kernels' indices. The argument structs are `tables.cuh`'s.
 #[cfg(feature = "host-kernels")]
 pub(crate) mod host {
-    use super::{FactorArgs, RowArgs};
+    use super::{FactorArgs, RowArgs, TurnArgs};
 
     extern "C" {
         pub fn pe_host_factors_f32(
@@ -142,6 +142,38 @@ pub(crate) mod host {
             weights: *const u16,
             out: *mut u16,
         );
+        pub fn pe_host_turns_f32(
+            t: &TurnArgs,
+            w_old: *const f64,
+            w_new: *const f64,
+            keys: *const f64,
+            axis: *const u32,
+            out: *mut f32,
+        );
+        pub fn pe_host_turns_f64(
+            t: &TurnArgs,
+            w_old: *const f64,
+            w_new: *const f64,
+            keys: *const f64,
+            axis: *const u32,
+            out: *mut f64,
+        );
+        pub fn pe_host_turns_f16(
+            t: &TurnArgs,
+            w_old: *const f64,
+            w_new: *const f64,
+            keys: *const f64,
+            axis: *const u32,
+            out: *mut u16,
+        );
+        pub fn pe_host_turns_bf16(
+            t: &TurnArgs,
+            w_old: *const f64,
+            w_new: *const f64,
+            keys: *const f64,
+            axis: *const u32,
+            out: *mut u16,
+        );
         #[cfg(test)]
         pub fn pe_host_round_f16(v: f64) -> u16;
         #[cfg(test)]
@@ -194,6 +226,20 @@ pub(crate) struct RowArgs {
     pub period: u32,
 }
 
+/// `pe_turns` of `tables.cuh`: a shift's turn rows.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TurnArgs {
+    pub ratio: f64,
+    pub h: u32,
+    pub same: u32,
+    pub rows: u32,
+    pub _pad: u32,
+}
+
+#[cfg(feature = "cuda")]
+// SAFETY: as below.
+unsafe impl candle_core::cuda_backend::cudarc::driver::DeviceRepr for TurnArgs {}
 #[cfg(feature = "cuda")]
 // SAFETY: plain `repr(C)` data, passed by value as `tables.cuh`'s structs of the same layout.
 unsafe impl candle_core::cuda_backend::cudarc::driver::DeviceRepr for FactorArgs {}

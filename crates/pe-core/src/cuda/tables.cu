@@ -51,3 +51,16 @@ PE_EMBED(pe_embed_f32, float)
 PE_EMBED(pe_embed_f64, double)
 PE_EMBED(pe_embed_f16, pe_f16)
 PE_EMBED(pe_embed_bf16, pe_bf16)
+
+#define PE_TURNS(NAME, T)                                                                    \
+    extern "C" __global__ void NAME(pe_turns t, const double *w_old, const double *w_new,   \
+                                    const double *keys, const uint32_t *axis, T *out) {      \
+        PE_EACH(x, (uint64_t)t.rows * t.h) {                                                 \
+            pe_turn<T>(t, w_old, w_new, keys, axis, x / t.h, (uint32_t)(x % t.h), out);      \
+        }                                                                                    \
+    }
+
+PE_TURNS(pe_turns_f32, float)
+PE_TURNS(pe_turns_f64, double)
+PE_TURNS(pe_turns_f16, pe_f16)
+PE_TURNS(pe_turns_bf16, pe_bf16)

@@ -28,6 +28,8 @@ PE_FN void pe_put(double v, double *out) { *out = v; }
 PE_FN void pe_put(double v, pe_f16 *out) { out->bits = pe_round_f16(v); }
 PE_FN void pe_put(double v, pe_bf16 *out) { out->bits = pe_round_bf16(v); }
 
+PE_FN void pe_put(double v, float *out) { *out = (float)v; }
+
 // An element in the type it is combined in (exact).
 PE_FN float pe_widen(float v) { return v; }
 PE_FN double pe_widen(double v) { return v; }
@@ -154,4 +156,40 @@ PE_FN void pe_embed(const pe_rows &t, uint64_t rows, const typename pe_acc<T>::t
     uint64_t sc = t.sin0 + (uint64_t)i * t.sin_step, cc = t.cos0 + (uint64_t)i * t.cos_step;
     pe_put(scale * pe_widen(w[sc]) + s, row + sc);
     if (i < t.n_cos) pe_put(scale * pe_widen(w[cc]) + c, row + cc);
+}
+
+// A shift's turn rows (generate/turn.rs): row u turns slot s from `from` in one spectrum to
+// `to` in another, by the exact angle `to * w_new - from * w_old` (or `d * w_new` for one
+// spectrum, `d = to - from`), its cos and sin in f64 times the ratio of the attention factors,
+// rounded once to the table's dtype. `keys` holds six f64 per row (generate/turn.rs
+// `unique_rows`), `axis` each slot's position axis (src/cuda/mod.rs `TurnArgs`, the same
+// layout).
+struct pe_turns {
+    double ratio;
+    uint32_t h, same, rows, pad;
+};
+
+// Row u's slot s: its cos to out[u * h + s], its sin to out[(rows + u) * h + s].
+template <typename T>
+PE_FN void pe_turn(const pe_turns &t, const double *w_old, const double *w_new,
+                   const double *keys, const uint32_t *axis, uint64_t u, uint32_t s, T *out) {
+    uint32_t a = axis[s];
+    const double *key = keys + u * 6;
+    double hi, lo;
+    if (t.same) {
+        pe_angle(key[a], w_new[2 * s], w_new[2 * s + 1], &hi, &lo);
+    } else {
+        double h1, l1, h0, l0;
+        pe_angle(key[3 + a], w_new[2 * s], w_new[2 * s + 1], &h1, &l1);
+        pe_angle(key[a], w_old[2 * s], w_old[2 * s + 1], &h0, &l0);
+        pe_dd_sub(h1, l1, h0, l0, &hi, &lo);
+    }
+    double sv, cv;
+    pe_sin_cos(hi, lo, &sv, &cv);
+    if (t.ratio != 1.0) {
+        cv = cv * t.ratio;
+        sv = sv * t.ratio;
+    }
+    pe_put(cv, out + u * t.h + s);
+    pe_put(sv, out + ((uint64_t)t.rows + u) * t.h + s);
 }

@@ -22,7 +22,7 @@
 use candle_core::{CpuStorage, CustomOp2, CustomOp3, DType, Device, Layout, Shape, Tensor};
 
 use super::cpu::ANCHOR_SPAN;
-use crate::cuda::{FactorArgs, RowArgs};
+use crate::cuda::{FactorArgs, RowArgs, TurnArgs};
 use crate::describe::freq::{Columns, Plan};
 use crate::describe::positions::{Request, Rows};
 use crate::{ColumnLayout, Result};
@@ -253,6 +253,37 @@ pub(crate) fn embed(
     Ok(out.reshape((n_tokens, width))?)
 }
 
+/// A shift's turn rows (`Generator::turns`) by `pe_turns`: `(cos, sin)`, each
+/// `(keys.len(), axis.len())` in `dtype` on `device`, from the distinct rows' `keys` (generate/
+/// turn.rs `unique_rows`) and each slot's position axis.
+pub(crate) fn turns(
+    (old, new): (&Plan, &Plan),
+    keys: &[[i64; 6]],
+    same: bool,
+    axis: &[u32],
+    dtype: DType,
+    device: &Device,
+) -> Result<(Tensor, Tensor)> {
+    let (rows, h) = (keys.len(), axis.len());
+    let split = 2 * old.frequencies().len();
+    let w = Tensor::cat(&[frequencies(old, device)?, frequencies(new, device)?], 0)?;
+    let keys: Vec<f64> = keys.iter().flatten().map(|&k| k as f64).collect();
+    let keys = Tensor::from_vec(keys, rows * 6, device)?;
+    let axis = Tensor::new(axis, device)?;
+    let args = TurnArgs {
+        ratio: new.amplitude() / old.amplitude(),
+        h: h as u32,
+        same: u32::from(same),
+        rows: rows as u32,
+        _pad: 0,
+    };
+    let op = OutputOp::Turns(TurnsOp { args, split, dtype });
+    let out = w
+        .apply_op3_no_bwd(&keys, &axis, &op)?
+        .reshape((2, rows, h))?;
+    Ok((out.get(0)?, out.get(1)?))
+}
+
 /// The frequencies as `(hi, lo)` pairs on `device`, what the factor kernel reads.
 fn frequencies(plan: &Plan, device: &Device) -> Result<Tensor> {
     let w: Vec<f64> = plan
@@ -334,10 +365,20 @@ struct EmbedOp {
     split: usize,
 }
 
-/// The kernels that write an output: a table's rows, or the embedding block's.
+/// A shift's turn rows, from the old then the new frequencies (split at `split`), the keys
+/// and the slots' axes.
+#[cfg_attr(not(any(feature = "cuda", feature = "host-kernels")), allow(dead_code))]
+struct TurnsOp {
+    args: TurnArgs,
+    split: usize,
+    dtype: DType,
+}
+
+/// The kernels that write an output: a table's rows, the embedding block's, a shift's turns.
 enum OutputOp {
     Rows(RowsOp),
     Embed(EmbedOp),
+    Turns(TurnsOp),
 }
 
 impl CustomOp3 for OutputOp {
@@ -345,6 +386,7 @@ impl CustomOp3 for OutputOp {
         match self {
             OutputOp::Rows(_) => "pe-rows",
             OutputOp::Embed(_) => "pe-embed",
+            OutputOp::Turns(_) => "pe-turns",
         }
     }
 
@@ -360,6 +402,7 @@ impl CustomOp3 for OutputOp {
         match self {
             OutputOp::Rows(op) => host::rows(op, (a, la), (b, lb), (c, lc)),
             OutputOp::Embed(op) => host::embed(op, (a, la), (b, lb), (c, lc)),
+            OutputOp::Turns(op) => host::turns(op, (a, la), (b, lb), (c, lc)),
         }
     }
 
@@ -376,6 +419,7 @@ impl CustomOp3 for OutputOp {
         match self {
             OutputOp::Rows(op) => device::rows(op, (a, la), (b, lb), (c, lc)),
             OutputOp::Embed(op) => device::embed(op, (a, la), (b, lb), (c, lc)),
+            OutputOp::Turns(op) => device::turns(op, (a, la), (b, lb), (c, lc)),
         }
     }
 }
@@ -447,6 +491,49 @@ mod host {
             DType::F16 => run!(f64, f16, u16, f16::NAN, pe_host_embed_f16, F16),
             DType::BF16 => run!(f64, bf16, u16, bf16::NAN, pe_host_embed_bf16, BF16),
             other => bail!("pe-embed: no kernel reads {other:?}"),
+        };
+        Ok((storage, Shape::from(len)))
+    }
+
+    #[cfg(not(feature = "host-kernels"))]
+    pub fn turns(
+        _: &super::TurnsOp,
+        _: (&CpuStorage, &Layout),
+        _: (&CpuStorage, &Layout),
+        _: (&CpuStorage, &Layout),
+    ) -> Result<(CpuStorage, Shape)> {
+        bail!("pe-turns on the CPU needs the host-kernels feature")
+    }
+
+    #[cfg(feature = "host-kernels")]
+    pub fn turns(
+        op: &super::TurnsOp,
+        w: (&CpuStorage, &Layout),
+        keys: (&CpuStorage, &Layout),
+        axis: (&CpuStorage, &Layout),
+    ) -> Result<(CpuStorage, Shape)> {
+        use crate::cuda::host::*;
+        use half::{bf16, f16};
+        let t = &op.args;
+        let (old, new) = slice::<f64>(w)?.split_at(op.split);
+        let (keys, axis) = (slice::<f64>(keys)?.as_ptr(), slice::<u32>(axis)?.as_ptr());
+        let (old, new) = (old.as_ptr(), new.as_ptr());
+        let len = 2 * t.rows as usize * t.h as usize;
+        macro_rules! run {
+            ($raw:ty, $nan:expr, $f:ident, $wrap:ident) => {{
+                let mut out = vec![$nan; len];
+                // SAFETY: the frequencies hold `h` pairs each, the keys six values per row, the
+                // axes one per slot (each below 3), and the function writes within `out`.
+                unsafe { $f(t, old, new, keys, axis, out.as_mut_ptr().cast::<$raw>()) };
+                CpuStorage::$wrap(out)
+            }};
+        }
+        let storage = match op.dtype {
+            DType::F32 => run!(f32, f32::NAN, pe_host_turns_f32, F32),
+            DType::F64 => run!(f64, f64::NAN, pe_host_turns_f64, F64),
+            DType::F16 => run!(u16, f16::NAN, pe_host_turns_f16, F16),
+            DType::BF16 => run!(u16, bf16::NAN, pe_host_turns_bf16, BF16),
+            other => bail!("pe-turns: no kernel writes {other:?}"),
         };
         Ok((storage, Shape::from(len)))
     }
@@ -709,6 +796,57 @@ mod device {
             candle_core::DType::F16 => launch!("pe_embed_f16", F64, F16, half::f16),
             candle_core::DType::BF16 => launch!("pe_embed_bf16", F64, BF16, half::bf16),
             other => bail!("pe-embed: no kernel reads {other:?}"),
+        };
+        let storage = CudaStorage {
+            slice,
+            device: dev.clone(),
+        };
+        Ok((storage, Shape::from(len)))
+    }
+
+    pub fn turns(
+        op: &super::TurnsOp,
+        (w, lw): (&CudaStorage, &Layout),
+        (keys, lk): (&CudaStorage, &Layout),
+        (axis, lx): (&CudaStorage, &Layout),
+    ) -> Result<(CudaStorage, Shape)> {
+        let dev = w.device();
+        let t = &op.args;
+        let len = 2 * t.rows as usize * t.h as usize;
+        let items = u64::from(t.rows) * u64::from(t.h);
+        let (CudaStorageSlice::F64(w), CudaStorageSlice::F64(keys), CudaStorageSlice::U32(axis)) =
+            (&w.slice, &keys.slice, &axis.slice)
+        else {
+            bail!("pe-turns: the frequencies and keys must be f64, the axes u32")
+        };
+        let w = part(w, lw, "frequencies")?;
+        let (old, new) = (w.slice(..op.split), w.slice(op.split..));
+        let (keys, axis) = (part(keys, lk, "keys")?, part(axis, lx, "axes")?);
+        macro_rules! launch {
+            ($name:literal, $out:ty, $wrap:ident) => {{
+                // SAFETY: every value is written by the kernel (both planes of every row).
+                let out = unsafe { dev.alloc::<$out>(len.max(1))? };
+                let func = TABLES.function(dev, $name)?;
+                let stream = dev.cuda_stream();
+                let mut builder = stream.launch_builder(&func);
+                builder.arg(t);
+                builder.arg(&old);
+                builder.arg(&new);
+                builder.arg(&keys);
+                builder.arg(&axis);
+                builder.arg(&out);
+                // SAFETY: the kernel reads h frequency pairs of each spectrum, six keys per row,
+                // one axis per slot, and writes within the `len` values of `out`.
+                unsafe { builder.launch(grid(items)) }.w()?;
+                CudaStorageSlice::$wrap(out)
+            }};
+        }
+        let slice = match op.dtype {
+            candle_core::DType::F32 => launch!("pe_turns_f32", f32, F32),
+            candle_core::DType::F64 => launch!("pe_turns_f64", f64, F64),
+            candle_core::DType::F16 => launch!("pe_turns_f16", half::f16, F16),
+            candle_core::DType::BF16 => launch!("pe_turns_bf16", half::bf16, BF16),
+            other => bail!("pe-turns: no kernel writes {other:?}"),
         };
         let storage = CudaStorage {
             slice,

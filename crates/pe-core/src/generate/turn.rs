@@ -2,8 +2,9 @@
 //! `(cos, sin)` of the exact angle `to * w'_i - from * w_i` that turns a key rotated at `from`
 //! in one spectrum to `to` in another, both products exact in double-double and subtracted,
 //! the sine and cosine taken to about an f64 ulp by the exact layer and rounded once to the
-//! table's dtype. Computed on the CPU whatever the backend (a shift is a few rows), then moved
-//! to the device.
+//! table's dtype. Computed on the CPU (a shift is a few rows) and moved to the device, or, where
+//! the kernels run (CUDA, `TableBackend::Kernel`), by `cuda/tables.cu`'s `pe_turns` there, with
+//! the same bits.
 
 use std::collections::HashMap;
 
@@ -23,8 +24,9 @@ impl Generator {
     /// The shift tables of `N` position axes: token `t`'s slot `k` turns from
     /// `from[axis(k)][t]` in spectrum `old` to `to[axis(k)][t]` in spectrum `new`, shaped
     /// `lead + [h]`, in `dtype`, on `device`. The dtype, the angles and the size are checked
-    /// first; each distinct row is then computed once (in parallel) on the CPU, rounded once
-    /// to `dtype`, gathered and moved to `device`.
+    /// first; each distinct row is then computed once, rounded once to `dtype` and gathered:
+    /// on the CPU (in parallel), or with `kernels` by a kernel on `device` (`pe_turns`, the
+    /// same arithmetic, so the host makes no exact computation).
     #[allow(clippy::too_many_arguments)]
     pub fn turns<const N: usize>(
         old: &Plan,
@@ -35,7 +37,7 @@ impl Generator {
         axis: impl Fn(usize) -> usize + Sync,
         lead: &[usize],
         dtype: DType,
-        device: &Device,
+        (device, kernels): (&Device, bool),
     ) -> Result<(Tensor, Tensor)> {
         check_dtype(dtype)?;
         // The table, and at most two f64 rows of scratch per token.
@@ -43,12 +45,18 @@ impl Generator {
         let same = old.frequencies() == new.frequencies() && old.amplitude() == new.amplitude();
         let (index, unique) = unique_rows(from, to, same);
         check_turn_angles::<N>(old, new, &unique, same)?;
-        let (cos, sin) = turn_rows(old, new, &unique, same, h, axis);
+        let n = unique.len();
+        let (cos, sin) = if kernels {
+            let axis: Vec<u32> = (0..h).map(|k| axis(k) as u32).collect();
+            super::kernel::turns((old, new), &unique, same, &axis, dtype, device)?
+        } else {
+            let (cos, sin) = turn_rows(old, new, &unique, same, h, axis);
+            let host = |values| super::host_table(values, (n, h), dtype);
+            (host(cos)?, host(sin)?)
+        };
         let tokens = index.len();
-        let index = Tensor::from_vec(index, tokens, &Device::Cpu)?;
-        let table = |values: Vec<f64>| -> Result<Tensor> {
-            let n = unique.len();
-            let t = super::host_table(values, (n, h), dtype)?;
+        let index = Tensor::from_vec(index, tokens, cos.device())?;
+        let table = |t: Tensor| -> Result<Tensor> {
             let t = if n == 1 {
                 t.broadcast_as((tokens, h))?.contiguous()?
             } else {

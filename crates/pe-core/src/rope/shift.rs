@@ -92,7 +92,7 @@ impl Rope {
             |_| 0,
             from.dims(),
             dtype,
-            from.device(),
+            (from.device(), self.uses_kernels(from.device())?),
         )
     }
 
@@ -124,7 +124,7 @@ impl Rope {
             |k| mrope_axis(section, interleaved, k),
             &from.dims()[1..],
             dtype,
-            from.device(),
+            (from.device(), self.uses_kernels(from.device())?),
         )
     }
 }

@@ -115,6 +115,11 @@ impl Rope {
         self
     }
 
+    /// Whether `device` gets the kernels (a shift's turns are computed there).
+    pub(super) fn uses_kernels(&self, device: &Device) -> Result<bool> {
+        self.fixed.uses_kernels(device)
+    }
+
     /// The config.
     pub fn config(&self) -> &RopeConfig {
         &self.config
