@@ -341,7 +341,13 @@ impl CustomOp2 for Factors {
         values: &CpuStorage,
         lv: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        host::factors(self, (w, lw), (values, lv))
+        #[cfg(feature = "host-kernels")]
+        return host::factors(self, (w, lw), (values, lv));
+        #[cfg(not(feature = "host-kernels"))]
+        {
+            let _ = (w, lw, values, lv);
+            no_host_build(self.name())
+        }
     }
 
     #[cfg(feature = "cuda")]
@@ -375,6 +381,7 @@ struct TurnsOp {
 }
 
 /// The kernels that write an output: a table's rows, the embedding block's, a shift's turns.
+#[cfg_attr(not(any(feature = "cuda", feature = "host-kernels")), allow(dead_code))]
 enum OutputOp {
     Rows(RowsOp),
     Embed(EmbedOp),
@@ -399,10 +406,16 @@ impl CustomOp3 for OutputOp {
         c: &CpuStorage,
         lc: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        match self {
+        #[cfg(feature = "host-kernels")]
+        return match self {
             OutputOp::Rows(op) => host::rows(op, (a, la), (b, lb), (c, lc)),
             OutputOp::Embed(op) => host::embed(op, (a, la), (b, lb), (c, lc)),
             OutputOp::Turns(op) => host::turns(op, (a, la), (b, lb), (c, lc)),
+        };
+        #[cfg(not(feature = "host-kernels"))]
+        {
+            let _ = (a, la, b, lb, c, lc);
+            no_host_build(self.name())
         }
     }
 
@@ -424,42 +437,20 @@ impl CustomOp3 for OutputOp {
     }
 }
 
-/// The host build's calls (`cuda/host.cpp`), or an error without the `host-kernels` feature.
+/// What a kernel's CPU side answers without its host build (`TableBackend::Kernel` is refused
+/// before that, so only a direct use of the op gets here).
+#[cfg(not(feature = "host-kernels"))]
+fn no_host_build(name: &str) -> candle_core::Result<(CpuStorage, Shape)> {
+    candle_core::bail!("{name} on the CPU needs the host-kernels feature")
+}
+
+/// The host build's calls (`cuda/host.cpp`).
+#[cfg(feature = "host-kernels")]
 mod host {
     use candle_core::{bail, CpuStorage, Layout, Result, Shape};
 
     use super::{Factors, RowsOp};
 
-    #[cfg(not(feature = "host-kernels"))]
-    pub fn factors(
-        _: &Factors,
-        _: (&CpuStorage, &Layout),
-        _: (&CpuStorage, &Layout),
-    ) -> Result<(CpuStorage, Shape)> {
-        bail!("pe-factors on the CPU needs the host-kernels feature")
-    }
-
-    #[cfg(not(feature = "host-kernels"))]
-    pub fn rows(
-        _: &RowsOp,
-        _: (&CpuStorage, &Layout),
-        _: (&CpuStorage, &Layout),
-        _: (&CpuStorage, &Layout),
-    ) -> Result<(CpuStorage, Shape)> {
-        bail!("pe-rows on the CPU needs the host-kernels feature")
-    }
-
-    #[cfg(not(feature = "host-kernels"))]
-    pub fn embed(
-        _: &super::EmbedOp,
-        _: (&CpuStorage, &Layout),
-        _: (&CpuStorage, &Layout),
-        _: (&CpuStorage, &Layout),
-    ) -> Result<(CpuStorage, Shape)> {
-        bail!("pe-embed on the CPU needs the host-kernels feature")
-    }
-
-    #[cfg(feature = "host-kernels")]
     pub fn embed(
         op: &super::EmbedOp,
         factors: (&CpuStorage, &Layout),
@@ -495,17 +486,6 @@ mod host {
         Ok((storage, Shape::from(len)))
     }
 
-    #[cfg(not(feature = "host-kernels"))]
-    pub fn turns(
-        _: &super::TurnsOp,
-        _: (&CpuStorage, &Layout),
-        _: (&CpuStorage, &Layout),
-        _: (&CpuStorage, &Layout),
-    ) -> Result<(CpuStorage, Shape)> {
-        bail!("pe-turns on the CPU needs the host-kernels feature")
-    }
-
-    #[cfg(feature = "host-kernels")]
     pub fn turns(
         op: &super::TurnsOp,
         w: (&CpuStorage, &Layout),
@@ -538,7 +518,6 @@ mod host {
         Ok((storage, Shape::from(len)))
     }
 
-    #[cfg(feature = "host-kernels")]
     fn slice<'a, T: candle_core::WithDType>(
         (storage, layout): (&'a CpuStorage, &Layout),
     ) -> Result<&'a [T]> {
@@ -548,7 +527,6 @@ mod host {
         }
     }
 
-    #[cfg(feature = "host-kernels")]
     pub fn factors(
         op: &Factors,
         w: (&CpuStorage, &Layout),
@@ -578,10 +556,8 @@ mod host {
         Ok((storage, Shape::from(len)))
     }
 
-    #[cfg(feature = "host-kernels")]
     use candle_core::DType;
 
-    #[cfg(feature = "host-kernels")]
     pub fn rows(
         op: &RowsOp,
         anchors: (&CpuStorage, &Layout),
