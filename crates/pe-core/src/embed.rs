@@ -73,7 +73,7 @@ impl PeCache {
         if generator.uses_cpu(tokens.device())? {
             return self.embed_fused(weights, tokens, &checked, embedding_scale, shape);
         }
-        if generator.uses_kernels(tokens.device())? {
+        if generator.uses_kernels(tokens.device(), tokens.elem_count())? {
             return self.embed_kernel(weights, tokens, &checked, embedding_scale, shape);
         }
         self.embed_plain(weights, tokens, checked, embedding_scale, shape)

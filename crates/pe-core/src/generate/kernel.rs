@@ -60,9 +60,10 @@ pub(crate) fn halves(
     Ok((out.get(0)?, out.get(1)?))
 }
 
-/// Whether the kernels take `request`: the `u32` counts of their arguments hold it.
-pub(crate) fn fits(plan: &Plan, request: &Request) -> bool {
-    request.n_rows() < u32::MAX as usize && plan.columns().width < u32::MAX as usize
+/// Whether the kernels take `rows` rows: the `u32` counts of their arguments hold them (a
+/// width always fits: it is at most [`MAX_WIDTH`](crate::MAX_WIDTH)).
+pub(crate) fn fits(rows: usize) -> bool {
+    rows < u32::MAX as usize
 }
 
 /// Where a pair's sine and cosine go in a row: `(first column, step)` each.
@@ -447,7 +448,7 @@ fn no_host_build(name: &str) -> candle_core::Result<(CpuStorage, Shape)> {
 /// The host build's calls (`cuda/host.cpp`).
 #[cfg(feature = "host-kernels")]
 mod host {
-    use candle_core::{bail, CpuStorage, Layout, Result, Shape};
+    use candle_core::{bail, CpuStorage, DType, Layout, Result, Shape};
 
     use super::{Factors, RowsOp};
 
@@ -556,8 +557,6 @@ mod host {
         Ok((storage, Shape::from(len)))
     }
 
-    use candle_core::DType;
-
     pub fn rows(
         op: &RowsOp,
         anchors: (&CpuStorage, &Layout),
@@ -566,47 +565,30 @@ mod host {
     ) -> Result<(CpuStorage, Shape)> {
         use crate::cuda::host::*;
         use half::{bf16, f16};
-        let t = &op.args;
+        let (t, rows) = (&op.args, op.rows);
         let values = match t.has_values {
             1 => slice::<f64>(values)?.as_ptr(),
             _ => std::ptr::null(),
         };
         // Every value starts as NaN, so that one the function fails to write shows.
-        // SAFETY: the anchors and offsets are the factor rows `Launch::new` made for these
-        // arguments, the values hold one position per row, and the function writes within the
-        // `len` values of `out`: `planes * rows * stride`.
+        macro_rules! run {
+            ($acc:ty, $raw:ty, $nan:expr, $f:ident, $wrap:ident) => {{
+                let (a, o) = (slice::<$acc>(anchors)?, slice::<$acc>(offsets)?);
+                let mut out = vec![$nan; op.len];
+                let p = out.as_mut_ptr().cast::<$raw>();
+                // SAFETY: the anchors and offsets are the factor rows `Launch::new` made for
+                // these arguments, the values hold one position per row, and the function
+                // writes within the `len` values of `out`: `planes * rows * stride`.
+                unsafe { $f(t, rows, a.as_ptr(), o.as_ptr(), values, p) };
+                CpuStorage::$wrap(out)
+            }};
+        }
         let storage = match op.dtype {
-            DType::F32 => {
-                let (a, o) = (slice::<f32>(anchors)?, slice::<f32>(offsets)?);
-                let mut out = vec![f32::NAN; op.len];
-                let (a, o, p) = (a.as_ptr(), o.as_ptr(), out.as_mut_ptr());
-                unsafe { pe_host_rows_f32(t, op.rows, a, o, values, p) };
-                CpuStorage::F32(out)
-            }
-            dtype => {
-                let (a, o) = (slice::<f64>(anchors)?, slice::<f64>(offsets)?);
-                let (a, o) = (a.as_ptr(), o.as_ptr());
-                match dtype {
-                    DType::F64 => {
-                        let mut out = vec![f64::NAN; op.len];
-                        unsafe { pe_host_rows_f64(t, op.rows, a, o, values, out.as_mut_ptr()) };
-                        CpuStorage::F64(out)
-                    }
-                    DType::F16 => {
-                        let mut out = vec![f16::NAN; op.len];
-                        let p = out.as_mut_ptr().cast::<u16>();
-                        unsafe { pe_host_rows_f16(t, op.rows, a, o, values, p) };
-                        CpuStorage::F16(out)
-                    }
-                    DType::BF16 => {
-                        let mut out = vec![bf16::NAN; op.len];
-                        let p = out.as_mut_ptr().cast::<u16>();
-                        unsafe { pe_host_rows_bf16(t, op.rows, a, o, values, p) };
-                        CpuStorage::BF16(out)
-                    }
-                    other => bail!("pe-rows: no kernel writes {other:?}"),
-                }
-            }
+            DType::F32 => run!(f32, f32, f32::NAN, pe_host_rows_f32, F32),
+            DType::F64 => run!(f64, f64, f64::NAN, pe_host_rows_f64, F64),
+            DType::F16 => run!(f64, u16, f16::NAN, pe_host_rows_f16, F16),
+            DType::BF16 => run!(f64, u16, bf16::NAN, pe_host_rows_bf16, BF16),
+            other => bail!("pe-rows: no kernel writes {other:?}"),
         };
         Ok((storage, Shape::from(op.len)))
     }
@@ -618,10 +600,29 @@ mod device {
     use candle_core::backend::BackendStorage;
     use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
     use candle_core::cuda_backend::{CudaStorageSlice, WrapErr};
-    use candle_core::{bail, CudaStorage, Layout, Result, Shape};
+    use candle_core::{bail, CudaDevice, CudaStorage, Layout, Result, Shape};
 
     use super::{Factors, RowsOp};
     use crate::cuda::{grid, part, TABLES};
+
+    /// Launches kernel `$name` of `tables.cu` on `$dev` over `$items` items, the arguments
+    /// pushed by `$push` onto the builder `$b`. The caller states the kernel's safety contract.
+    macro_rules! launch {
+        ($dev:expr, $name:expr, $items:expr, |$b:ident| $push:block) => {{
+            let func = TABLES.function($dev, $name)?;
+            let stream = $dev.cuda_stream();
+            let mut $b = stream.launch_builder(&func);
+            $push
+            // SAFETY: as the caller states for this kernel and these arguments.
+            unsafe { $b.launch(grid($items)) }.w()?;
+        }};
+    }
+
+    /// The output of `len` values on `dev`, as candle's storage and shape.
+    fn output(dev: &CudaDevice, slice: CudaStorageSlice, len: usize) -> (CudaStorage, Shape) {
+        let device = dev.clone();
+        (CudaStorage { slice, device }, Shape::from(len))
+    }
 
     pub fn factors(
         op: &Factors,
@@ -637,32 +638,23 @@ mod device {
         let f = &op.args;
         let len = 2 * f.count as usize * f.n as usize;
         let items = u64::from(f.count) * u64::from(f.n);
-        macro_rules! launch {
+        macro_rules! factors {
             ($name:literal, $work:ty, $wrap:ident) => {{
                 // One value at least: a plan of no pairs (a zero-padded width of 1) has none.
                 let out = dev.alloc_zeros::<$work>(len.max(1))?;
-                let func = TABLES.function(dev, $name)?;
-                let stream = dev.cuda_stream();
-                let mut builder = stream.launch_builder(&func);
-                builder.arg(f);
-                builder.arg(&w);
-                builder.arg(&values);
-                builder.arg(&out);
-                // SAFETY: the kernel reads 2n frequencies and `count` positions (with
-                // has_values) and writes within the 2 * count * n values of `out`.
-                unsafe { builder.launch(grid(items)) }.w()?;
+                // The kernel reads 2n frequencies and `count` positions (with has_values) and
+                // writes within the 2 * count * n values of `out`.
+                launch!(dev, $name, items, |b| {
+                    b.arg(f).arg(&w).arg(&values).arg(&out);
+                });
                 CudaStorageSlice::$wrap(out)
             }};
         }
         let slice = match op.work {
-            candle_core::DType::F32 => launch!("pe_factors_f32", f32, F32),
-            _ => launch!("pe_factors_f64", f64, F64),
+            candle_core::DType::F32 => factors!("pe_factors_f32", f32, F32),
+            _ => factors!("pe_factors_f64", f64, F64),
         };
-        let storage = CudaStorage {
-            slice,
-            device: dev.clone(),
-        };
-        Ok((storage, Shape::from(len)))
+        Ok(output(dev, slice, len))
     }
 
     pub fn rows(
@@ -679,7 +671,7 @@ mod device {
             _ => None,
         };
         let null = 0u64;
-        macro_rules! launch {
+        macro_rules! rows {
             ($name:literal, $acc:ident, $out:ty, $wrap:ident) => {{
                 let (CudaStorageSlice::$acc(a), CudaStorageSlice::$acc(o)) =
                     (&anchors.slice, &offsets.slice)
@@ -690,36 +682,27 @@ mod device {
                 // SAFETY: every value is written by the kernel (each row's pairs, its zero
                 // column, both planes of halves).
                 let out = unsafe { dev.alloc::<$out>(op.len)? };
-                let func = TABLES.function(dev, $name)?;
-                let stream = dev.cuda_stream();
-                let mut builder = stream.launch_builder(&func);
-                builder.arg(t);
-                builder.arg(&op.rows);
-                builder.arg(&a);
-                builder.arg(&o);
-                match &values {
-                    Some(v) => builder.arg(v),
-                    None => builder.arg(&null),
-                };
-                builder.arg(&out);
-                // SAFETY: the kernel reads the factor rows of these arguments and one position
-                // per row, and writes within the `len` values of `out`.
-                unsafe { builder.launch(grid(items)) }.w()?;
+                // The kernel reads the factor rows of these arguments and one position per row
+                // (with has_values), and writes within the `len` values of `out`.
+                launch!(dev, $name, items, |b| {
+                    b.arg(t).arg(&op.rows).arg(&a).arg(&o);
+                    match &values {
+                        Some(v) => b.arg(v),
+                        None => b.arg(&null),
+                    };
+                    b.arg(&out);
+                });
                 CudaStorageSlice::$wrap(out)
             }};
         }
         let slice = match op.dtype {
-            candle_core::DType::F32 => launch!("pe_rows_f32", F32, f32, F32),
-            candle_core::DType::F64 => launch!("pe_rows_f64", F64, f64, F64),
-            candle_core::DType::F16 => launch!("pe_rows_f16", F64, half::f16, F16),
-            candle_core::DType::BF16 => launch!("pe_rows_bf16", F64, half::bf16, BF16),
+            candle_core::DType::F32 => rows!("pe_rows_f32", F32, f32, F32),
+            candle_core::DType::F64 => rows!("pe_rows_f64", F64, f64, F64),
+            candle_core::DType::F16 => rows!("pe_rows_f16", F64, half::f16, F16),
+            candle_core::DType::BF16 => rows!("pe_rows_bf16", F64, half::bf16, BF16),
             other => bail!("pe-rows: no kernel writes {other:?}"),
         };
-        let storage = CudaStorage {
-            slice,
-            device: dev.clone(),
-        };
-        Ok((storage, Shape::from(op.len)))
+        Ok(output(dev, slice, op.len))
     }
 
     pub fn embed(
@@ -736,7 +719,7 @@ mod device {
             bail!("pe-embed: the tokens and positions must be f64")
         };
         let info = part(info, li, "tokens")?;
-        macro_rules! launch {
+        macro_rules! embed {
             ($name:literal, $acc:ident, $elem:ident, $out:ty) => {{
                 let (CudaStorageSlice::$acc(f), CudaStorageSlice::$elem(w)) =
                     (&factors.slice, &weights.slice)
@@ -749,35 +732,29 @@ mod device {
                 // SAFETY: every value is written by the kernel (each token's pairs and its zero
                 // column).
                 let out = unsafe { dev.alloc::<$out>(len)? };
-                let func = TABLES.function(dev, $name)?;
-                let stream = dev.cuda_stream();
-                let mut builder = stream.launch_builder(&func);
-                builder.arg(t);
-                builder.arg(&op.rows);
-                builder.arg(&a);
-                builder.arg(&o);
-                builder.arg(&info);
-                builder.arg(&w);
-                builder.arg(&out);
-                // SAFETY: the kernel reads the factor rows of these arguments, one token (and
-                // position) per row, the weight rows of the tokens (checked below the
-                // vocabulary), and writes within the `len` values of `out`.
-                unsafe { builder.launch(grid(items)) }.w()?;
+                // The kernel reads the factor rows of these arguments, one token (and position)
+                // per row, the weight rows of the tokens (checked below the vocabulary), and
+                // writes within the `len` values of `out`.
+                launch!(dev, $name, items, |b| {
+                    b.arg(t)
+                        .arg(&op.rows)
+                        .arg(&a)
+                        .arg(&o)
+                        .arg(&info)
+                        .arg(&w)
+                        .arg(&out);
+                });
                 CudaStorageSlice::$elem(out)
             }};
         }
         let slice = match weights.dtype() {
-            candle_core::DType::F32 => launch!("pe_embed_f32", F32, F32, f32),
-            candle_core::DType::F64 => launch!("pe_embed_f64", F64, F64, f64),
-            candle_core::DType::F16 => launch!("pe_embed_f16", F64, F16, half::f16),
-            candle_core::DType::BF16 => launch!("pe_embed_bf16", F64, BF16, half::bf16),
+            candle_core::DType::F32 => embed!("pe_embed_f32", F32, F32, f32),
+            candle_core::DType::F64 => embed!("pe_embed_f64", F64, F64, f64),
+            candle_core::DType::F16 => embed!("pe_embed_f16", F64, F16, half::f16),
+            candle_core::DType::BF16 => embed!("pe_embed_bf16", F64, BF16, half::bf16),
             other => bail!("pe-embed: no kernel reads {other:?}"),
         };
-        let storage = CudaStorage {
-            slice,
-            device: dev.clone(),
-        };
-        Ok((storage, Shape::from(len)))
+        Ok(output(dev, slice, len))
     }
 
     pub fn turns(
@@ -798,36 +775,25 @@ mod device {
         let w = part(w, lw, "frequencies")?;
         let (old, new) = (w.slice(..op.split), w.slice(op.split..));
         let (keys, axis) = (part(keys, lk, "keys")?, part(axis, lx, "axes")?);
-        macro_rules! launch {
+        macro_rules! turns {
             ($name:literal, $out:ty, $wrap:ident) => {{
                 // SAFETY: every value is written by the kernel (both planes of every row).
                 let out = unsafe { dev.alloc::<$out>(len.max(1))? };
-                let func = TABLES.function(dev, $name)?;
-                let stream = dev.cuda_stream();
-                let mut builder = stream.launch_builder(&func);
-                builder.arg(t);
-                builder.arg(&old);
-                builder.arg(&new);
-                builder.arg(&keys);
-                builder.arg(&axis);
-                builder.arg(&out);
-                // SAFETY: the kernel reads h frequency pairs of each spectrum, six keys per row,
-                // one axis per slot, and writes within the `len` values of `out`.
-                unsafe { builder.launch(grid(items)) }.w()?;
+                // The kernel reads h frequency pairs of each spectrum, six keys per row, one
+                // axis per slot, and writes within the `len` values of `out`.
+                launch!(dev, $name, items, |b| {
+                    b.arg(t).arg(&old).arg(&new).arg(&keys).arg(&axis).arg(&out);
+                });
                 CudaStorageSlice::$wrap(out)
             }};
         }
         let slice = match op.dtype {
-            candle_core::DType::F32 => launch!("pe_turns_f32", f32, F32),
-            candle_core::DType::F64 => launch!("pe_turns_f64", f64, F64),
-            candle_core::DType::F16 => launch!("pe_turns_f16", half::f16, F16),
-            candle_core::DType::BF16 => launch!("pe_turns_bf16", half::bf16, BF16),
+            candle_core::DType::F32 => turns!("pe_turns_f32", f32, F32),
+            candle_core::DType::F64 => turns!("pe_turns_f64", f64, F64),
+            candle_core::DType::F16 => turns!("pe_turns_f16", half::f16, F16),
+            candle_core::DType::BF16 => turns!("pe_turns_bf16", half::bf16, BF16),
             other => bail!("pe-turns: no kernel writes {other:?}"),
         };
-        let storage = CudaStorage {
-            slice,
-            device: dev.clone(),
-        };
-        Ok((storage, Shape::from(len)))
+        Ok(output(dev, slice, len))
     }
 }

@@ -81,9 +81,10 @@ impl Generator {
         Ok(self.route(device)? == Route::Cpu)
     }
 
-    /// Whether `device` gets the kernels (CUDA, or their host build with `TableBackend::Kernel`).
-    pub fn uses_kernels(&self, device: &Device) -> Result<bool> {
-        Ok(self.route(device)? == Route::Kernel)
+    /// Whether `device` gets the kernels (CUDA, or their host build with `TableBackend::Kernel`)
+    /// for `rows` rows (the kernels' `u32` counts must hold them).
+    pub fn uses_kernels(&self, device: &Device, rows: usize) -> Result<bool> {
+        Ok(self.route(device)? == Route::Kernel && kernel::fits(rows))
     }
 
     /// The generator that builds this backend's tables on `device`.
@@ -102,7 +103,7 @@ impl Generator {
     /// The route for `request`: the kernels' `u32` counts must hold it, else the generic ops.
     fn route_for(&self, request: &Request, device: &Device) -> Result<Route> {
         Ok(match self.route(device)? {
-            Route::Kernel if !kernel::fits(&self.plan, request) => Route::Generic,
+            Route::Kernel if !kernel::fits(request.n_rows()) => Route::Generic,
             route => route,
         })
     }

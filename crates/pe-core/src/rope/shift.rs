@@ -92,7 +92,10 @@ impl Rope {
             |_| 0,
             from.dims(),
             dtype,
-            (from.device(), self.uses_kernels(from.device())?),
+            (
+                from.device(),
+                self.uses_kernels(from.device(), from.len())?,
+            ),
         )
     }
 
@@ -124,7 +127,10 @@ impl Rope {
             |k| mrope_axis(section, interleaved, k),
             &from.dims()[1..],
             dtype,
-            (from.device(), self.uses_kernels(from.device())?),
+            (
+                from.device(),
+                self.uses_kernels(from.device(), from.len())?,
+            ),
         )
     }
 }

@@ -115,9 +115,9 @@ impl Rope {
         self
     }
 
-    /// Whether `device` gets the kernels (a shift's turns are computed there).
-    pub(super) fn uses_kernels(&self, device: &Device) -> Result<bool> {
-        self.fixed.uses_kernels(device)
+    /// Whether `device` gets the kernels for `rows` rows (a shift's turns are computed there).
+    pub(super) fn uses_kernels(&self, device: &Device, rows: usize) -> Result<bool> {
+        self.fixed.uses_kernels(device, rows)
     }
 
     /// The config.
