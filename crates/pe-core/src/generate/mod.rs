@@ -223,34 +223,28 @@ fn working_set(route: Route, width: usize) -> u128 {
     }
 }
 
-/// `values` shaped `shape` on the CPU, each rounded once to `dtype`: f16 and bf16 by
-/// [`round`](crate::exact::round), as every table (candle's cast rounds them through the `half`
-/// crate, which misrounds some).
+/// `values` shaped `shape` on the CPU, each rounded once to `dtype`: f16 and bf16 as the CPU
+/// generator rounds its tables, by [`round`](crate::exact::round) (candle's cast rounds them
+/// through the `half` crate, which misrounds some).
 pub(crate) fn host_table(
     values: Vec<f64>,
     shape: impl Into<candle_core::Shape>,
     dtype: DType,
 ) -> Result<Tensor> {
-    use crate::exact::round;
-    use half::{bf16, f16};
-    let (cpu, shape) = (Device::Cpu, shape.into());
-    Ok(match dtype {
-        DType::F16 => {
-            let v: Vec<f16> = values
-                .iter()
-                .map(|&v| f16::from_bits(round::f16_bits(v)))
-                .collect();
-            Tensor::from_vec(v, shape, &cpu)?
-        }
-        DType::BF16 => {
-            let v: Vec<bf16> = values
-                .iter()
-                .map(|&v| bf16::from_bits(round::bf16_bits(v)))
-                .collect();
-            Tensor::from_vec(v, shape, &cpu)?
-        }
-        _ => Tensor::from_vec(values, shape, &cpu)?.to_dtype(dtype)?,
-    })
+    /// Each value rounded as the CPU generator rounds its own (`Element::from_acc`).
+    fn rounded<T: cpu::Element<Acc = f64>>(
+        values: &[f64],
+        shape: candle_core::Shape,
+    ) -> Result<Tensor> {
+        let values: Vec<T> = values.iter().map(|&v| T::from_acc(v)).collect();
+        Ok(Tensor::from_vec(values, shape, &Device::Cpu)?)
+    }
+    let shape = shape.into();
+    match dtype {
+        DType::F16 => rounded::<half::f16>(&values, shape),
+        DType::BF16 => rounded::<half::bf16>(&values, shape),
+        _ => Ok(Tensor::from_vec(values, shape, &Device::Cpu)?.to_dtype(dtype)?),
+    }
 }
 
 /// The dtype a table of `dtype` is combined in: f32 for f32, f64 otherwise (f32 carries an

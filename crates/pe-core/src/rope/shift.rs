@@ -92,10 +92,7 @@ impl Rope {
             |_| 0,
             from.dims(),
             dtype,
-            (
-                from.device(),
-                self.uses_kernels(from.device(), from.len())?,
-            ),
+            (from.device(), self.uses_kernels(from.device(), from.len())?),
         )
     }
 
@@ -127,10 +124,7 @@ impl Rope {
             |k| mrope_axis(section, interleaved, k),
             &from.dims()[1..],
             dtype,
-            (
-                from.device(),
-                self.uses_kernels(from.device(), from.len())?,
-            ),
+            (from.device(), self.uses_kernels(from.device(), from.len())?),
         )
     }
 }
