@@ -137,6 +137,7 @@ struct Measured {
     rope: Rounds,
     rope_cached: Rounds,
     apply: Rounds,
+    apply_prefill: Rounds,
     apply_at: Rounds,
     shift: Rounds,
     errors: Errors,
@@ -187,7 +188,8 @@ fn measure() -> Result<Measured> {
     let rope = Rope::new(RopeConfig::new(HEAD_DIM, f64::from(ROPE_THETA)))?;
     let (rope_races, rope_cached) = rope_tables(&rope)?;
     let rotary = RotaryEmbedding::new(RopeConfig::new(HEAD_DIM, f64::from(ROPE_THETA)))?;
-    let apply = rope_apply(&rotary)?;
+    let apply = rope_apply(&rotary, 1, 4096, 2001)?;
+    let apply_prefill = rope_apply(&rotary, 2048, 0, 31)?;
     let apply_at = rope_apply_at(&rotary)?;
     let load_after = pe_testkit::load();
     let errors = errors(&spec, &pe, &generic, &rope)?;
@@ -202,6 +204,7 @@ fn measure() -> Result<Measured> {
         rope: rope_races,
         rope_cached,
         apply,
+        apply_prefill,
         apply_at,
         shift,
         errors,
@@ -333,22 +336,22 @@ fn rope_tables(rope: &Rope) -> Result<(Rounds, Rounds)> {
     Ok((tables, cached))
 }
 
-/// Applying rope at a decode step: q 32 heads, k 8 heads, head_dim 128, at position 4,096,
-/// against candle-nn's `rope` on views of a llama.rs-style cache.
-fn rope_apply(rotary: &RotaryEmbedding) -> Result<Rounds> {
-    eprintln!("rope apply, decode step:");
+/// Applying rope to `seq` tokens at positions `at ..` (a decode step: 1 at 4,096; a prefill:
+/// 2,048 at 0): q 32 heads, k 8 heads, head_dim 128, against candle-nn's `rope` on views of a
+/// llama.rs-style cache, in `rounds` rounds.
+fn rope_apply(rotary: &RotaryEmbedding, seq: usize, at: usize, rounds: usize) -> Result<Rounds> {
+    eprintln!("rope apply, {seq} tokens at {at}:");
     let dev = Device::Cpu;
     let (llama_cos, llama_sin) = naive_llama_rope(HEAD_DIM, ROPE_THETA, 8192, &dev)?;
-    let q = Tensor::randn(0f32, 1.0, (1, 32, 1, HEAD_DIM), &dev)?;
-    let k = Tensor::randn(0f32, 1.0, (1, 8, 1, HEAD_DIM), &dev)?;
-    let at = 4096;
+    let q = Tensor::randn(0f32, 1.0, (1, 32, seq, HEAD_DIM), &dev)?;
+    let k = Tensor::randn(0f32, 1.0, (1, 8, seq, HEAD_DIM), &dev)?;
     interleaved(
-        2001,
+        rounds,
         vec![
             Case::new("RotaryEmbedding::apply", || Ok(rotary.apply(&q, &k, at)?)),
             Case::new("candle-nn rope (llama.rs)", || {
-                let cos = llama_cos.narrow(0, at, 1)?;
-                let sin = llama_sin.narrow(0, at, 1)?;
+                let cos = llama_cos.narrow(0, at, seq)?;
+                let sin = llama_sin.narrow(0, at, seq)?;
                 let q = candle_nn::rotary_emb::rope(&q, &cos, &sin)?;
                 let k = candle_nn::rotary_emb::rope(&k, &cos, &sin)?;
                 Ok((q, k))
@@ -547,6 +550,19 @@ fn json_rope(m: &Measured) -> Vec<(&'static str, f64)> {
                 .ratio("RotaryEmbedding::apply", "candle-nn rope (llama.rs)"),
         ),
         (
+            "rope_prefill_ms",
+            m.apply_prefill.median("RotaryEmbedding::apply"),
+        ),
+        (
+            "candle_rope_prefill_ms",
+            m.apply_prefill.median("candle-nn rope (llama.rs)"),
+        ),
+        (
+            "rope_prefill_over_candle",
+            m.apply_prefill
+                .ratio("RotaryEmbedding::apply", "candle-nn rope (llama.rs)"),
+        ),
+        (
             "rope_apply_at_us",
             m.apply_at.median("RotaryEmbedding::apply_at") * 1e3,
         ),
@@ -718,6 +734,13 @@ fn rope_rows(m: &Measured) -> Vec<Row> {
             "RotaryEmbedding::apply",
             "candle-nn rope (llama.rs)",
             Unit::Us,
+        ),
+        versus(
+            "rope apply, prefill of 2,048 (q 32, k 8 heads, 128): vs candle-nn `rope`",
+            &m.apply_prefill,
+            "RotaryEmbedding::apply",
+            "candle-nn rope (llama.rs)",
+            Unit::Ms,
         ),
         versus(
             "rope apply at per-token positions (batch 8 decode): fused vs index_select + candle rope",

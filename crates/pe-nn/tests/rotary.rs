@@ -137,6 +137,11 @@ fn fused_equals_the_slow_twin_bit_for_bit() -> anyhow::Result<()> {
                     assert_eq!(fq.dtype(), dtype, "{what}");
                     assert_eq!(max_diff(&fq, &sq)?, 0.0, "{what} seq={seq} q");
                     assert_eq!(max_diff(&fk, &sk)?, 0.0, "{what} seq={seq} k");
+                    // At an offset: tables of the sequence's rows, shared by the batch.
+                    let (fq, fk) = rotary.apply(&q, &k, 4093)?;
+                    let (sq, sk) = rotary.apply_slow(&q, &k, 4093)?;
+                    assert_eq!(max_diff(&fq, &sq)?, 0.0, "{what} seq={seq} offset q");
+                    assert_eq!(max_diff(&fk, &sk)?, 0.0, "{what} seq={seq} offset k");
                 }
                 // (tokens, heads, d) at (tokens,) positions.
                 let q = Tensor::randn(0f32, 1.0, (6, 4, d), &dev)?.to_dtype(dtype)?;
@@ -146,6 +151,16 @@ fn fused_equals_the_slow_twin_bit_for_bit() -> anyhow::Result<()> {
                 let (sq, sk) = rotary.apply_slow(&q, &k, &positions)?;
                 assert_eq!(max_diff(&fq, &sq)?, 0.0, "{what} thd q");
                 assert_eq!(max_diff(&fk, &sk)?, 0.0, "{what} thd k");
+                // Past the cache's limit the rows are gathered: a table row per token.
+                let far = Tensor::new(&[0i64, 1 << 30, 2, 7, 5_000_000, 3], &dev)?;
+                let (fq, fk) = rotary.apply(&q, &k, &far)?;
+                let (sq, sk) = rotary.apply_slow(&q, &k, &far)?;
+                assert_eq!(max_diff(&fq, &sq)?, 0.0, "{what} thd far q");
+                assert_eq!(max_diff(&fk, &sk)?, 0.0, "{what} thd far k");
+                let (fq, fk) = rotary.apply(&q, &k, 999)?;
+                let (sq, sk) = rotary.apply_slow(&q, &k, 999)?;
+                assert_eq!(max_diff(&fq, &sq)?, 0.0, "{what} thd offset q");
+                assert_eq!(max_diff(&fk, &sk)?, 0.0, "{what} thd offset k");
             }
         }
     }

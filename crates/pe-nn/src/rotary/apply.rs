@@ -5,13 +5,13 @@
 //! At per-token positions on the CPU, within the cache's limit and for a rope type that tracks
 //! no length across calls, each row of q and k reads the row of its position straight from the
 //! cached tables (`rows.rs`; same bits, no gathered tables); elsewhere the tables are gathered
-//! and candle-nn's kernels turn them (`rotate.rs`).
+//! and turned (`rotate.rs`).
 
 use candle_core::{Result, Tensor};
 use candle_pe_core::{At, Place, Positions, ToPositions};
 
 use super::embedding::{check_ids, table_dtype, Layout, Path, RotaryEmbedding};
-use super::rows::RotateRows;
+use super::rows::{RotateRows, TableRows};
 
 impl RotaryEmbedding {
     /// `q` and `k` rotated where `at` says ([`At`]):
@@ -129,7 +129,10 @@ impl RotaryEmbedding {
                 .rope()
                 .query_scale()
                 .map(|s| rows.iter().map(|&p| s.value(p as usize)).collect());
-            let op = self.rows_op(rows, positions.end());
+            let op = self.rows_op(TableRows::At {
+                positions: rows,
+                end: positions.end(),
+            });
             let q_op = RotateRows {
                 scales: scales.as_deref(),
                 ..op
@@ -151,13 +154,17 @@ impl RotaryEmbedding {
     ) -> Result<Tensor> {
         let positions = check_ids(k, layout, positions)?;
         if let Some((rows, cos, sin)) = self.cached_rows(k, &positions, len.is_none())? {
-            return self.rows_op(rows, positions.end()).apply(k, &cos, &sin);
+            let rows = TableRows::At {
+                positions: rows,
+                end: positions.end(),
+            };
+            return self.rows_op(rows).apply(k, &cos, &sin);
         }
         let (cos, sin) = self.tables_at(k, &positions, len)?;
         self.rotate_nonempty(k, layout, &cos, &sin)
     }
 
-    /// One input rotated by candle-nn's kernels, unscaled; an empty one as it is.
+    /// One input rotated by the fused rotation, unscaled; an empty one as it is.
     pub(crate) fn rotate_nonempty(
         &self,
         x: &Tensor,
@@ -186,7 +193,7 @@ impl RotaryEmbedding {
     /// rope tracks no length across calls, which would make the tables depend on the call),
     /// with the positions on the host: the positions and views of the cached cos and sin tables
     /// holding their rows, for the per-token rotation. `None` sends the call to the gathered
-    /// tables and candle-nn's kernels.
+    /// tables.
     fn cached_rows<'p>(
         &self,
         q: &Tensor,

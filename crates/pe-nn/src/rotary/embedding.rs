@@ -6,9 +6,9 @@
 //! state and its checks; `apply.rs`, `mrope.rs` and `shift.rs` its verbs.
 //!
 //! The tables stay in f32 (f64 for f64 inputs) whatever the dtype of q and k: an f16 or bf16
-//! input is rotated in f32 and rounded once to its dtype, by candle-nn's fused kernels or, at
-//! per-token positions on the CPU, by a one-pass rotation reading each token's row of the
-//! cached tables in place (same bits).
+//! input is rotated in f32 and rounded once to its dtype. On the CPU a one-pass rotation reads
+//! each token's table row in place (at per-token positions, in the cached tables); elsewhere
+//! candle-nn's fused kernels turn the same tables (same bits).
 //!
 //! ```
 //! use candle_core::{DType, Device, Tensor};
@@ -39,7 +39,7 @@ use candle_pe_core::{
     PairLayout, Positions, Rope, RopeCache, RopeConfig, TableBackend, ToPositions,
 };
 
-use super::rows::RotateRows;
+use super::rows::{RotateRows, TableRows};
 
 /// Rotary position embedding for queries and keys.
 ///
@@ -77,7 +77,8 @@ impl Layout {
 /// How the rotation is computed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Path {
-    /// candle-nn's fused `rope` / `rope_i` kernels.
+    /// The fused rotation: one pass over the table rows on the CPU (`rows.rs`), candle-nn's
+    /// `rope` / `rope_i` kernels (or `cuda.rs`) elsewhere.
     Fused,
     /// Plain candle ops (broadcast multiplies), the reference twin.
     Slow,
@@ -164,11 +165,10 @@ impl RotaryEmbedding {
         &self.cache
     }
 
-    /// The one-pass rotation of each token by the table row `positions[token]` of tables with
-    /// `rows` rows, unscaled (keys; `apply` adds the queries' scale).
-    pub(crate) fn rows_op<'a>(&self, positions: &'a [i64], rows: usize) -> RotateRows<'a> {
+    /// The one-pass rotation on the CPU of each token by the table row `rows` gives it,
+    /// unscaled (keys; the verbs add the queries' scale).
+    pub(crate) fn rows_op<'a>(&self, rows: TableRows<'a>) -> RotateRows<'a> {
         RotateRows {
-            positions,
             rows,
             rotary_dim: self.rope().config().rotary_dim(),
             interleaved: self.interleaved,

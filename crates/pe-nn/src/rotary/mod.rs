@@ -6,8 +6,9 @@
 //! - `apply.rs`: [`RotaryEmbedding::apply`] and `apply_k`, at an offset or per-token positions;
 //! - `mrope.rs`: the same at M-RoPE's `(3, batch, seq)` positions;
 //! - `shift.rs`: [`RotaryEmbedding::shift`], keys moved from positions to others;
-//! - `rotate.rs`: the rotation by gathered tables (candle-nn's kernels, or the plain twin);
-//! - `rows.rs`: the CPU's one-pass rotation reading each token's row of the cached tables;
+//! - `rotate.rs`: the rotation by `(cos, sin)` tables (the CPU's one pass, candle-nn's
+//!   kernels elsewhere, or the plain twin);
+//! - `rows.rs`: the CPU's one-pass rotation, each token reading its row of the tables in place;
 //! - `cuda.rs`: the one-pass rotation of f16 and bf16 heads on CUDA.
 
 mod apply;

@@ -4,7 +4,7 @@
 //! the temporal row and applied to q in the same pass as the rotation.
 //!
 //! On the CPU each row of q and k turns in one pass over the M-RoPE table row of its token; on
-//! other devices (and with [`TableBackend::Generic`]) candle-nn's kernels take the same tables;
+//! other devices (and with `TableBackend::Generic`) candle-nn's kernels take the same tables;
 //! the plain twin (`apply_slow`, for tests) is what both are held to, bit for bit.
 //!
 //! Text-only positions (three equal rows) rotate and scale as per-token positions do, bit for
@@ -32,11 +32,10 @@
 //! # Ok::<(), candle_core::Error>(())
 //! ```
 
-use candle_core::{bail, DType, Result, Tensor};
-use candle_pe_core::{At, Place, Positions, TableBackend};
+use candle_core::{bail, Result, Tensor};
+use candle_pe_core::{At, Place, Positions};
 
 use super::embedding::{check_mrope_positions, table_dtype, Layout, Path, RotaryEmbedding};
-use super::rows::RotateRows;
 
 impl RotaryEmbedding {
     /// `q` and `k` of `(batch, heads, seq, head_dim)` rotated by M-RoPE (the config's
@@ -54,29 +53,9 @@ impl RotaryEmbedding {
         path: Path,
     ) -> Result<(Tensor, Tensor)> {
         let (positions, cos, sin) = self.mrope_tables("apply", "q", q, layout, at)?;
-        let (batch, seq) = (positions.tensor().dim(1)?, positions.tensor().dim(2)?);
         // The query scale is a function of the text position: the temporal row, which is the
         // text position on text tokens (no transformers M-RoPE model carries one yet).
         let temporal = positions.tensor().get(0)?;
-        if self.one_pass(q, path) {
-            // Every token reads its own row of the (batch, seq, half) tables.
-            let tokens = batch * seq;
-            let rows: Vec<i64> = (0..tokens as i64).collect();
-            let scales = match self.rope().query_scale() {
-                Some(s) => Some(
-                    s.at(&temporal, DType::F64)?
-                        .flatten_all()?
-                        .to_vec1::<f64>()?,
-                ),
-                None => None,
-            };
-            let op = self.rows_op(&rows, tokens);
-            let q_op = RotateRows {
-                scales: scales.as_deref(),
-                ..op
-            };
-            return Ok((q_op.apply(q, &cos, &sin)?, op.apply(k, &cos, &sin)?));
-        }
         let scale = match self.rope().query_scale() {
             Some(s) => Some(
                 s.at(&temporal, table_dtype(q.dtype()))?
@@ -90,13 +69,7 @@ impl RotaryEmbedding {
     /// `k` alone rotated by M-RoPE at `at`'s positions `(3, batch, seq)`, as
     /// [`apply_mrope`](Self::apply_mrope) rotates it (same bits).
     pub(crate) fn apply_k_mrope(&self, k: &Tensor, layout: Layout, at: At) -> Result<Tensor> {
-        let (positions, cos, sin) = self.mrope_tables("apply_k", "k", k, layout, at)?;
-        if self.one_pass(k, Path::Fused) {
-            let rows: Vec<i64> = (0..positions.tensor().dim(1)? * positions.tensor().dim(2)?)
-                .map(|r| r as i64)
-                .collect();
-            return self.rows_op(&rows, rows.len()).apply(k, &cos, &sin);
-        }
+        let (_, cos, sin) = self.mrope_tables("apply_k", "k", k, layout, at)?;
         self.rotate_nonempty(k, layout, &cos, &sin)
     }
 
@@ -123,10 +96,5 @@ impl RotaryEmbedding {
         let (cos, sin) = self.rope().at(checked, table_dtype(x.dtype()))?;
         let (cos, sin) = (cos.to_device(x.device())?, sin.to_device(x.device())?);
         Ok((positions, cos, sin))
-    }
-
-    /// Whether x turns in one pass over its table rows (the CPU, not `TableBackend::Generic`).
-    pub(crate) fn one_pass(&self, x: &Tensor, path: Path) -> bool {
-        path == Path::Fused && x.device().is_cpu() && self.rope().backend() != TableBackend::Generic
     }
 }

@@ -1,12 +1,15 @@
-//! The rotation itself: q and k turned by gathered `(cos, sin)` tables, by candle-nn's fused
-//! `rope` / `rope_i` kernels (or, for whole f16 and bf16 heads on CUDA, `cuda.rs`'s one pass),
-//! or by their plain twin in broadcast multiplies ([`Path::Slow`]), with partial rotary and the
-//! queries' scale. The verbs (`apply.rs`, `mrope.rs`, `shift.rs`) build the tables and call it.
+//! The rotation itself: q and k turned by `(cos, sin)` tables, on the CPU in one pass over the
+//! rows (`rows.rs`), elsewhere by candle-nn's fused `rope` / `rope_i` kernels (or, for whole
+//! f16 and bf16 heads on CUDA, `cuda.rs`'s one pass), or by their plain twin in broadcast
+//! multiplies ([`Path::Slow`]), with partial rotary and the queries' scale. The verbs
+//! (`apply.rs`, `mrope.rs`, `shift.rs`) build the tables and call it.
 
-use candle_core::{Result, Tensor, D};
+use candle_core::{DType, Result, Tensor, D};
 use candle_nn::rotary_emb::{rope, rope_i};
+use candle_pe_core::TableBackend;
 
-use super::embedding::{Layout, Path, RotaryEmbedding};
+use super::embedding::{table_dtype, Layout, Path, RotaryEmbedding};
+use super::rows::TableRows;
 
 impl RotaryEmbedding {
     /// Rotates each of q and k that is not empty (candle-nn's kernels do not take an empty
@@ -45,6 +48,9 @@ impl RotaryEmbedding {
         scale: Option<&Tensor>,
         path: Path,
     ) -> Result<Tensor> {
+        if self.one_pass(x, path) && cos.dtype() == table_dtype(x.dtype()) {
+            return self.turn_rows(x, cos, sin, scale);
+        }
         let scale = scale.map(|s| spread_scale(s, layout)).transpose()?;
         let (head_dim, rotary_dim) = (x.dim(D::Minus1)?, self.rope().config().rotary_dim());
         #[cfg(feature = "cuda")]
@@ -90,6 +96,36 @@ impl RotaryEmbedding {
         // candle concatenates along the last axis through a transposed view: make it a plain
         // tensor, which matmul and the attention kernels expect.
         Tensor::cat(&[&turned, &passed], D::Minus1)?.contiguous()
+    }
+
+    /// Whether x turns in one pass over its table rows (`rows.rs`): the fused path on the CPU,
+    /// unless the rope asks for [`TableBackend::Generic`], whose tables candle-nn's kernels
+    /// turn as on a GPU.
+    pub(crate) fn one_pass(&self, x: &Tensor, path: Path) -> bool {
+        path == Path::Fused && x.device().is_cpu() && self.rope().backend() != TableBackend::Generic
+    }
+
+    /// [`rotate`](Self::rotate) in one pass on the CPU: every token reads its row of the
+    /// `(rows, half)` tables (rows: the sequence's positions, shared by a batch, or one per
+    /// token), and its scale, shaped as the rows, from `scale`.
+    fn turn_rows(
+        &self,
+        x: &Tensor,
+        cos: &Tensor,
+        sin: &Tensor,
+        scale: Option<&Tensor>,
+    ) -> Result<Tensor> {
+        let half = cos.dim(D::Minus1)?;
+        let period = cos.elem_count() / half.max(1);
+        let scales = match scale {
+            Some(s) => Some(s.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?),
+            None => None,
+        };
+        let op = super::rows::RotateRows {
+            scales: scales.as_deref(),
+            ..self.rows_op(TableRows::Cycle(period))
+        };
+        op.apply(x, &cos.contiguous()?, &sin.contiguous()?)
     }
 
     /// A whole f16 or bf16 head turned by f32 tables in one pass on CUDA (`cuda.rs`), with

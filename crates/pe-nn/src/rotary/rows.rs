@@ -1,11 +1,11 @@
-//! The per-token rotation behind [`RotaryEmbedding::apply`](crate::RotaryEmbedding::apply)
-//! at per-token positions on the CPU: every row of q or k reads the cos and sin row of its own position straight from
-//! the cached tables and turns in one pass, with no gathered tables and no conversion of the
-//! input. The arithmetic is f32 for f16, bf16 and f32 inputs (f64 for f64) and the formula and
-//! order are those of candle-nn's `rope` / `rope_i` CPU kernels, so the result has the bits of
-//! gathering the rows and calling those kernels. The f16 and bf16 elements are converted by
-//! branch-free forms of `half`'s conversions (same bits), so the loops over a row vectorize,
-//! with AVX2 where the CPU has it.
+//! The rotation on the CPU behind every [`RotaryEmbedding`](crate::RotaryEmbedding) verb: each
+//! row of q or k reads the cos and sin row of its token straight from the tables (at per-token
+//! positions, from the cached tables in place, with no gathered tables) and turns in one pass,
+//! with no conversion of the input and no zero fill of the output. The arithmetic is f32 for
+//! f16, bf16 and f32 inputs (f64 for f64) and the formula and order are those of candle-nn's
+//! `rope` / `rope_i` CPU kernels, so the result has the bits of those kernels on the same
+//! tables. The f16 and bf16 elements are converted by branch-free forms of `half`'s conversions
+//! (same bits), so the loops over a row vectorize, with AVX2 where the CPU has it.
 //!
 //! ```
 //! use candle_core::{DType, Device, Tensor};
@@ -35,22 +35,77 @@ use rayon::prelude::*;
 /// decode step takes a few microseconds, less than handing work to the pool).
 const MIN_TASK_ELEMS: usize = 1 << 16;
 
-/// The rotation of `(batch, heads, seq, d)` or `(tokens, heads, d)` rows at per-token rows of
-/// the cached `(rows, rotary_dim / 2)` cos and sin tables.
+/// The rotation of `(batch, heads, seq, d)` or `(tokens, heads, d)` rows by `(rows,
+/// rotary_dim / 2)` cos and sin tables, each token reading the row [`TableRows`] gives it.
 #[derive(Debug)]
 pub(crate) struct RotateRows<'a> {
-    /// The table row of every token: `(batch, seq)` or `(tokens,)` flattened, each in
-    /// `0 .. rows` (checked by [`Positions`](candle_pe_core::Positions)).
-    pub positions: &'a [i64],
-    /// One past the largest position: the rows the tables must have.
-    pub rows: usize,
+    /// The table row of every token.
+    pub rows: TableRows<'a>,
     /// Features turned at the start of each head; the rest pass unchanged (partial rotary).
     pub rotary_dim: usize,
     /// Adjacent pairs `(2i, 2i + 1)` (`rope_i`) rather than the two halves (`rope`).
     pub interleaved: bool,
-    /// A factor per token (query temperature) multiplying the rotated row (and the features
-    /// passed unrotated) before the one rounding; `None` for keys and most models.
+    /// A factor per token ([`TableRows::At`]) or per table row ([`TableRows::Cycle`]) (query
+    /// temperature) multiplying the rotated row (and the features passed unrotated) before
+    /// the one rounding; `None` for keys and most models.
     pub scales: Option<&'a [f64]>,
+}
+
+/// Which table row a token reads; tokens count in `(batch, seq)` order, or `(tokens,)`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum TableRows<'a> {
+    /// Token `t` reads row `positions[t]` of tables with `end` rows: per-token positions on
+    /// the cached tables, `(batch, seq)` or `(tokens,)` flattened, each in `0 .. end`
+    /// (checked by [`Positions`](candle_pe_core::Positions)).
+    At { positions: &'a [i64], end: usize },
+    /// Token `t` reads row `t % period` of tables with `period` rows: `(seq, half)` tables
+    /// shared by a batch, a row per token, or one row for every token (`period` 1).
+    Cycle(usize),
+}
+
+impl TableRows<'_> {
+    /// The rows the tables must have.
+    fn len(&self) -> usize {
+        match *self {
+            TableRows::At { end, .. } => end,
+            TableRows::Cycle(period) => period,
+        }
+    }
+
+    /// Token `token`'s table row, and the index of its scale.
+    #[inline(always)]
+    fn of(&self, token: usize) -> (usize, usize) {
+        match *self {
+            TableRows::At { positions, .. } => (positions[token] as usize, token),
+            TableRows::Cycle(period) => (token % period, token % period),
+        }
+    }
+
+    /// Whether `tokens` tokens fit: one position each, or whole cycles.
+    fn fit(&self, tokens: usize) -> bool {
+        match *self {
+            TableRows::At { positions, .. } => positions.len() == tokens,
+            TableRows::Cycle(period) => period > 0 && tokens.is_multiple_of(period),
+        }
+    }
+
+    /// The rows in words, for errors.
+    fn describe(&self) -> String {
+        match *self {
+            TableRows::At { positions, end } => {
+                format!("{} positions below {end}", positions.len())
+            }
+            TableRows::Cycle(period) => format!("a cycle of {period} table rows"),
+        }
+    }
+
+    /// How many scales the rows take: one per token, or one per row.
+    fn scales(&self, tokens: usize) -> usize {
+        match *self {
+            TableRows::At { .. } => tokens,
+            TableRows::Cycle(period) => period,
+        }
+    }
 }
 
 impl RotateRows<'_> {
@@ -138,7 +193,8 @@ impl RotateRows<'_> {
         let (rotary, half) = (self.rotary_dim, self.rotary_dim / 2);
         for (row, (src, dst)) in (first..).zip(src.chunks(d).zip(dst.chunks_mut(d))) {
             let token = row / (heads * seq) * seq + row % seq;
-            let at = self.positions[token] as usize * half;
+            let (at, scale) = self.rows.of(token);
+            let at = at * half;
             let (cos, sin) = (&cos[at..at + half], &sin[at..at + half]);
             let (src, kept) = src.split_at(rotary);
             let (dst, passed) = dst.split_at_mut(rotary);
@@ -151,7 +207,7 @@ impl RotateRows<'_> {
                     self.turn_pairs(src, dst, cos, sin, |y| y);
                 }
                 Some(scales) => {
-                    let k = T::factor(scales[token]);
+                    let k = T::factor(scales[scale]);
                     for (y, &x) in passed.iter_mut().zip(kept) {
                         y.write(T::narrow(x.widen() * k));
                     }
@@ -222,17 +278,19 @@ impl RotateRows<'_> {
             [tokens, _, _] => tokens,
             _ => bail!("rotary rows: x must have rank 3 or 4, got {dims:?}"),
         };
-        let rows = self.rows;
-        if tokens != self.positions.len()
-            || self.scales.is_some_and(|s| s.len() != tokens)
+        let rows = self.rows.len();
+        if !self.rows.fit(tokens)
+            || self
+                .scales
+                .is_some_and(|s| s.len() != self.rows.scales(tokens))
             || 2 * half != self.rotary_dim
             || self.rotary_dim > dims[dims.len() - 1]
             || l_cos.dims() != l_sin.dims()
             || cos.len() < rows * half
         {
             bail!(
-                "rotary rows: x {dims:?} does not fit {} positions up to row {rows}, rotary_dim {} and tables {:?}",
-                self.positions.len(),
+                "rotary rows: x {dims:?} does not fit {}, rotary_dim {} and tables {:?}",
+                self.rows.describe(),
                 self.rotary_dim,
                 l_cos.dims()
             )

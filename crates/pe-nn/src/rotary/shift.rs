@@ -29,7 +29,7 @@
 //! ```
 
 use candle_core::{bail, Device, Result, Tensor};
-use candle_pe_core::{At, Place, Positions, TableBackend, ToPositions};
+use candle_pe_core::{At, Place, Positions, ToPositions};
 
 use super::embedding::{check_mrope_positions, table_dtype, Layout, Path, RotaryEmbedding};
 
@@ -193,20 +193,10 @@ impl RotaryEmbedding {
         if k.elem_count() == 0 {
             return Ok(k.clone());
         }
-        let tokens = match layout {
-            Layout::Bhsd { batch, seq } => batch * seq,
-            Layout::Thd { tokens } => tokens,
-        };
-        let one_pass = route == Route::Auto
-            && k.device().is_cpu()
-            && self.rope().backend() != TableBackend::Generic;
-        if one_pass {
-            let (rows, positions, cos, sin) = match tables {
-                Tables::Shared(cos, sin) => (1, vec![0; tokens], cos, sin),
-                Tables::PerToken(cos, sin) => (tokens, (0..tokens as i64).collect(), cos, sin),
-            };
-            let op = self.rows_op(&positions, rows);
-            return op.apply(k, &cos.contiguous()?, &sin.contiguous()?);
+        if route == Route::Auto && self.one_pass(k, Path::Fused) {
+            // One table row for every token, or one per token: the rows of the one pass.
+            let (Tables::Shared(cos, sin) | Tables::PerToken(cos, sin)) = tables;
+            return self.rotate(k, layout, &cos, &sin, None, Path::Fused);
         }
         #[cfg(feature = "cuda")]
         if route == Route::Auto {
