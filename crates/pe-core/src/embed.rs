@@ -30,7 +30,7 @@
 use candle_core::{DType, Tensor, D};
 
 use crate::describe::positions;
-use crate::generate::kernel::EmbedRows;
+use crate::generate::kernel::TokenRows;
 use crate::generate::{check_dtype, RowPositions};
 use crate::{Error, PeCache, Positions, Result};
 
@@ -161,11 +161,11 @@ impl PeCache {
             Checked::Offset(offset) => {
                 let period = tokens.dim(D::Minus1)?.max(1);
                 let start = *offset as u32;
-                (EmbedRows::Repeat { start, period }, None)
+                (TokenRows::Repeat { start, period }, None)
             }
             Checked::Ids(ids, zero_at) => {
                 let values = ids.flat(DType::F64)?.to_device(device)?;
-                (EmbedRows::Values(values), *zero_at)
+                (TokenRows::Values(values), *zero_at)
             }
         };
         let weights = weights.to_device(device)?;

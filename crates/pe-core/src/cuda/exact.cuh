@@ -12,6 +12,10 @@
 
 #ifdef __CUDACC__
 #define PE_FN __host__ __device__ __forceinline__
+// A kernel's grid-stride loop over `total` items (src/cuda/mod.rs `grid`).
+#define PE_EACH(index, total)                                                                \
+    for (uint64_t index = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; index < (total);  \
+         index += (uint64_t)gridDim.x * blockDim.x)
 #else
 #include <string.h>
 #define PE_FN static inline

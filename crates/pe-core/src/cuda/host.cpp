@@ -1,9 +1,9 @@
-// The host build of tables.cu (the `host-kernels` feature, which the tests turn on): the same
-// per-element functions of tables.cuh, called in loops over the kernels' indices instead of
-// from threads. generate/kernel.rs calls these where it would launch the kernels, and
-// `cargo test` holds their tables to the CPU generator's bit for bit.
+// The host build of tables.cu and rope.cu (the `host-kernels` feature, which the tests turn
+// on): the same per-element functions of tables.cuh and rope.cuh, called in loops over the
+// kernels' indices instead of from threads. generate/kernel.rs calls these where it would
+// launch the kernels, and `cargo test` holds their results to the CPU engine's bit for bit.
 
-#include "tables.cuh"
+#include "rope.cuh"
 
 #define PE_HOST_FACTORS(NAME, A)                                                             \
     extern "C" void NAME(const pe_factors *f, const double *w, const double *values,        \
@@ -53,6 +53,19 @@ PE_HOST_TURNS(pe_host_turns_f32, float)
 PE_HOST_TURNS(pe_host_turns_f64, double)
 PE_HOST_TURNS(pe_host_turns_f16, pe_f16)
 PE_HOST_TURNS(pe_host_turns_bf16, pe_bf16)
+
+#define PE_HOST_ROPE(NAME, T)                                                                \
+    extern "C" void NAME(const pe_rope *r, uint64_t tokens, const double *w,                 \
+                         const double *values, const T *x, T *y) {                           \
+        for (uint64_t k = 0; k < tokens * pe_rope_slots(*r); k++)                            \
+            pe_rope_slot<T>(*r, w, values, x, k / pe_rope_slots(*r),                         \
+                            (uint32_t)(k % pe_rope_slots(*r)), y);                           \
+    }
+
+PE_HOST_ROPE(pe_host_rope_f32, float)
+PE_HOST_ROPE(pe_host_rope_f64, double)
+PE_HOST_ROPE(pe_host_rope_f16, pe_f16)
+PE_HOST_ROPE(pe_host_rope_bf16, pe_bf16)
 
 // The kernels' roundings alone, for exact/round.rs's exhaustive test of ties.
 extern "C" uint16_t pe_host_round_f16(double v) { return pe_round_f16(v); }

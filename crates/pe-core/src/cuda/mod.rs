@@ -2,9 +2,9 @@
 //! `build.rs` compiles to PTX (nvcc, `--fmad=false`, compute 7.5) into a `Ptx` constant named
 //! after the file (`tables.cu` is `TABLES`), with one loader (`Ptx::function`) and one
 //! launch shape (`grid`). A kernel's per-element math lives in `.cuh` headers of
-//! `__host__ __device__` functions (`exact.cuh`, `tables.cuh`), which `host.cpp` also builds for
-//! the host (the `host-kernels` feature, `host`), so that `cargo test` runs the kernels'
-//! arithmetic without a GPU and holds it to the CPU engine bit for bit.
+//! `__host__ __device__` functions (`exact.cuh`, `tables.cuh`, `rope.cuh`), which `host.cpp`
+//! also builds for the host (the `host-kernels` feature, `host`), so that `cargo test` runs the
+//! kernels' arithmetic without a GPU and holds it to the CPU engine bit for bit.
 //!
 //! Not a public API: candle-pe-nn launches its rotation kernel (`turn.cu`) through it.
 
@@ -63,11 +63,12 @@ mod device {
 #[cfg(feature = "cuda")]
 pub use device::*;
 
-/// The host build of `tables.cu`'s kernels (`host.cpp`): the same functions of `tables.cuh`,
-/// looped over the kernels' indices. The argument structs are `tables.cuh`'s.
+/// The host build of `tables.cu`'s and `rope.cu`'s kernels (`host.cpp`): the same functions of
+/// `tables.cuh` and `rope.cuh`, looped over the kernels' indices. The argument structs are
+/// those headers'.
 #[cfg(feature = "host-kernels")]
 pub(crate) mod host {
-    use super::{FactorArgs, RowArgs, TurnArgs};
+    use super::{FactorArgs, RopeArgs, RowArgs, TurnArgs};
 
     extern "C" {
         pub fn pe_host_factors_f32(
@@ -174,6 +175,38 @@ pub(crate) mod host {
             axis: *const u32,
             out: *mut u16,
         );
+        pub fn pe_host_rope_f32(
+            r: &RopeArgs,
+            tokens: u64,
+            w: *const f64,
+            values: *const f64,
+            x: *const f32,
+            y: *mut f32,
+        );
+        pub fn pe_host_rope_f64(
+            r: &RopeArgs,
+            tokens: u64,
+            w: *const f64,
+            values: *const f64,
+            x: *const f64,
+            y: *mut f64,
+        );
+        pub fn pe_host_rope_f16(
+            r: &RopeArgs,
+            tokens: u64,
+            w: *const f64,
+            values: *const f64,
+            x: *const u16,
+            y: *mut u16,
+        );
+        pub fn pe_host_rope_bf16(
+            r: &RopeArgs,
+            tokens: u64,
+            w: *const f64,
+            values: *const f64,
+            x: *const u16,
+            y: *mut u16,
+        );
         #[cfg(test)]
         pub fn pe_host_round_f16(v: f64) -> u16;
         #[cfg(test)]
@@ -237,9 +270,28 @@ pub(crate) struct TurnArgs {
     pub _pad: u32,
 }
 
+/// `pe_rope` of `rope.cuh`: rope without tables, where each token sits and what turns.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RopeArgs {
+    pub start: f64,
+    pub amplitude: f64,
+    pub n: u32,
+    pub d: u32,
+    pub heads: u32,
+    pub seq: u32,
+    pub period: u32,
+    pub has_values: u32,
+    pub interleaved: u32,
+    pub _pad: u32,
+}
+
 #[cfg(feature = "cuda")]
 // SAFETY: as below.
 unsafe impl candle_core::cuda_backend::cudarc::driver::DeviceRepr for TurnArgs {}
+#[cfg(feature = "cuda")]
+// SAFETY: as below.
+unsafe impl candle_core::cuda_backend::cudarc::driver::DeviceRepr for RopeArgs {}
 #[cfg(feature = "cuda")]
 // SAFETY: plain `repr(C)` data, passed by value as `tables.cuh`'s structs of the same layout.
 unsafe impl candle_core::cuda_backend::cudarc::driver::DeviceRepr for FactorArgs {}

@@ -3,11 +3,6 @@
 
 #include "tables.cuh"
 
-// A grid-stride loop over `total` items.
-#define PE_EACH(index, total)                                                                \
-    for (uint64_t index = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; index < (total);  \
-         index += (uint64_t)gridDim.x * blockDim.x)
-
 #define PE_FACTORS(NAME, A)                                                                  \
     extern "C" __global__ void NAME(pe_factors f, const double *w, const double *values,    \
                                     A *out) {                                                \

@@ -56,21 +56,38 @@ struct pe_factors {
     uint32_t n, count, anchors, has_values;
 };
 
-// Factor row k's pair i: sin to out[k * n + i], cos to out[(count + k) * n + i], each the f64
-// value times the amplitude rounded to the work type (generate/cpu.rs `SinCos::at`, `Offsets`).
+// The factors of position p for the frequency (w_hi, w_lo): the f64 sin and cos of p * w times
+// the amplitude, rounded to the work type (generate/cpu.rs `SinCos::at`, `Offsets`); an anchor
+// at 0 is exactly (0, amplitude).
+template <typename A>
+PE_FN void pe_factor_at(double p, double w_hi, double w_lo, double amplitude, uint32_t anchor,
+                        A *s, A *c) {
+    double sv = 0.0, cv = 1.0;
+    if (!(anchor && p == 0.0)) {
+        double hi, lo;
+        pe_angle(p, w_hi, w_lo, &hi, &lo);
+        pe_sin_cos(hi, lo, &sv, &cv);
+    }
+    *s = (A)(amplitude * sv);
+    *c = (A)(amplitude * cv);
+}
+
+// Factor row k's pair i: sin to out[k * n + i], cos to out[(count + k) * n + i].
 template <typename A>
 PE_FN void pe_factor(const pe_factors &f, const double *w, const double *values, uint64_t k,
                      uint32_t i, A *out) {
     uint32_t j;
     double p = f.has_values ? pe_anchor_of(values[k], &j) : f.base + f.step * (double)k;
-    double s = 0.0, c = 1.0;
-    if (!(f.anchors && p == 0.0)) {
-        double hi, lo;
-        pe_angle(p, w[2 * i], w[2 * i + 1], &hi, &lo);
-        pe_sin_cos(hi, lo, &s, &c);
-    }
-    out[k * f.n + i] = (A)(f.amplitude * s);
-    out[((uint64_t)f.count + k) * f.n + i] = (A)(f.amplitude * c);
+    pe_factor_at<A>(p, w[2 * i], w[2 * i + 1], f.amplitude, f.anchors, &out[k * f.n + i],
+                    &out[((uint64_t)f.count + k) * f.n + i]);
+}
+
+// The sine and cosine of anchor + offset by angle addition, in the work type (generate/cpu.rs
+// `sin_sum`, `cos_sum`).
+template <typename A>
+PE_FN void pe_combine(A as, A ac, A os, A oc, A *s, A *c) {
+    *s = as * oc + ac * os;
+    *c = ac * oc - as * os;
 }
 
 // A table's rows: where each row's position, sines and cosines go (src/cuda/mod.rs `RowArgs`,
@@ -110,8 +127,7 @@ PE_FN void pe_angles(const pe_rows &t, const A *anchors, const A *offsets, doubl
     uint64_t k = t.has_values ? r : (uint64_t)((a - t.base) / PE_ANCHOR_SPAN);
     const A *as = anchors + k * t.n, *ac = anchors + ((uint64_t)t.anchors + k) * t.n;
     const A *os = offsets + (uint64_t)j * t.n, *oc = offsets + (64 + (uint64_t)j) * t.n;
-    *s = as[i] * oc[i] + ac[i] * os[i];
-    *c = ac[i] * oc[i] - as[i] * os[i];
+    pe_combine<A>(as[i], ac[i], os[i], oc[i], s, c);
 }
 
 // The position of row r of a request without values: a range, or a range repeated.

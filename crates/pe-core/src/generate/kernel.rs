@@ -22,7 +22,7 @@
 use candle_core::{CpuStorage, CustomOp2, CustomOp3, DType, Device, Layout, Shape, Tensor};
 
 use super::cpu::ANCHOR_SPAN;
-use crate::cuda::{FactorArgs, RowArgs, TurnArgs};
+use crate::cuda::{FactorArgs, RopeArgs, RowArgs, TurnArgs};
 use crate::describe::freq::{Columns, Plan};
 use crate::describe::positions::{Request, Rows};
 use crate::{ColumnLayout, Result};
@@ -196,8 +196,8 @@ impl Launch {
     }
 }
 
-/// Where the rows of an embedding block sit.
-pub(crate) enum EmbedRows {
+/// Where the tokens of an embedding block or a rotation sit.
+pub(crate) enum TokenRows {
     /// Every sequence of `period` tokens at `start ..`.
     Repeat { start: u32, period: usize },
     /// One position per token: a flat f64 tensor on the tokens' device.
@@ -211,7 +211,7 @@ pub(crate) fn embed(
     plan: &Plan,
     weights: &Tensor,
     tokens: &Tensor,
-    rows: EmbedRows,
+    rows: TokenRows,
     zero_at: Option<u32>,
     scale: f64,
 ) -> Result<Tensor> {
@@ -222,11 +222,11 @@ pub(crate) fn embed(
     }
     let tokens = tokens.to_dtype(DType::F64)?;
     let (request, period, info) = match rows {
-        EmbedRows::Repeat { start, period } => {
+        TokenRows::Repeat { start, period } => {
             let range = crate::describe::positions::range(start as usize, period)?;
             (range, period as u32, tokens)
         }
-        EmbedRows::Values(values) => {
+        TokenRows::Values(values) => {
             let info = Tensor::cat(&[&tokens, &values], 0)?;
             let request = Request {
                 rows: Rows::Values(values),
@@ -283,6 +283,54 @@ pub(crate) fn turns(
         .apply_op3_no_bwd(&keys, &axis, &op)?
         .reshape((2, rows, h))?;
     Ok((out.get(0)?, out.get(1)?))
+}
+
+/// Rope without tables (`rope.cu`): `x`, `(batch, heads, seq, d)` or `(tokens, heads, d)`, its
+/// first `2n` features of each head turned at the positions `rows` gives its tokens (`(batch,
+/// seq)` or `(tokens,)` in order), with `plan`'s frequencies (`n` of them) and amplitude. Each
+/// token's cos and sin are computed where they are used, with the rotary tables' bits, and
+/// the result has the bits of the CPU's one-pass rotation by those tables: one launch, no
+/// table. The caller has checked the positions against x and `fits` for the tokens.
+pub(crate) fn rope(plan: &Plan, x: &Tensor, rows: TokenRows, interleaved: bool) -> Result<Tensor> {
+    let dims = x.dims();
+    let (heads, seq, d) = match *dims {
+        [_, heads, seq, d] => (heads, seq, d),
+        [_, heads, d] => (heads, 1, d),
+        _ => {
+            return Err(crate::Error::ShapeMismatch {
+                name: "x",
+                expected: "(batch, heads, seq, d) or (tokens, heads, d)".into(),
+                shape: dims.to_vec(),
+            })
+        }
+    };
+    let n = plan.frequencies().len();
+    if x.elem_count() == 0 {
+        return Ok(x.clone());
+    }
+    let w = frequencies(plan, x.device())?;
+    let (start, period, values) = match rows {
+        TokenRows::Repeat { start, period } => (f64::from(start), period, None),
+        TokenRows::Values(values) => (0.0, 1, Some(values.contiguous()?)),
+    };
+    let args = RopeArgs {
+        start,
+        amplitude: plan.amplitude(),
+        n: n as u32,
+        d: d as u32,
+        heads: heads as u32,
+        seq: seq as u32,
+        period: period as u32,
+        has_values: u32::from(values.is_some()),
+        interleaved: u32::from(interleaved),
+        _pad: 0,
+    };
+    let op = OutputOp::Rope(RopeOp {
+        args,
+        tokens: (x.elem_count() / (heads * d)) as u64,
+    });
+    let values = values.as_ref().unwrap_or(&w);
+    Ok(x.contiguous()?.apply_op3_no_bwd(&w, values, &op)?)
 }
 
 /// The frequencies as `(hi, lo)` pairs on `device`, what the factor kernel reads.
@@ -381,12 +429,21 @@ struct TurnsOp {
     dtype: DType,
 }
 
-/// The kernels that write an output: a table's rows, the embedding block's, a shift's turns.
+/// Rope without tables: x turned, from the frequencies and the positions (f64).
+#[cfg_attr(not(any(feature = "cuda", feature = "host-kernels")), allow(dead_code))]
+struct RopeOp {
+    args: RopeArgs,
+    tokens: u64,
+}
+
+/// The kernels that write an output: a table's rows, the embedding block's, a shift's turns,
+/// a rotation.
 #[cfg_attr(not(any(feature = "cuda", feature = "host-kernels")), allow(dead_code))]
 enum OutputOp {
     Rows(RowsOp),
     Embed(EmbedOp),
     Turns(TurnsOp),
+    Rope(RopeOp),
 }
 
 impl CustomOp3 for OutputOp {
@@ -395,6 +452,7 @@ impl CustomOp3 for OutputOp {
             OutputOp::Rows(_) => "pe-rows",
             OutputOp::Embed(_) => "pe-embed",
             OutputOp::Turns(_) => "pe-turns",
+            OutputOp::Rope(_) => "pe-rope",
         }
     }
 
@@ -412,6 +470,7 @@ impl CustomOp3 for OutputOp {
             OutputOp::Rows(op) => host::rows(op, (a, la), (b, lb), (c, lc)),
             OutputOp::Embed(op) => host::embed(op, (a, la), (b, lb), (c, lc)),
             OutputOp::Turns(op) => host::turns(op, (a, la), (b, lb), (c, lc)),
+            OutputOp::Rope(op) => host::rope(op, (a, la), (b, lb), (c, lc)),
         };
         #[cfg(not(feature = "host-kernels"))]
         {
@@ -434,6 +493,7 @@ impl CustomOp3 for OutputOp {
             OutputOp::Rows(op) => device::rows(op, (a, la), (b, lb), (c, lc)),
             OutputOp::Embed(op) => device::embed(op, (a, la), (b, lb), (c, lc)),
             OutputOp::Turns(op) => device::turns(op, (a, la), (b, lb), (c, lc)),
+            OutputOp::Rope(op) => device::rope(op, (a, la), (b, lb), (c, lc)),
         }
     }
 }
@@ -517,6 +577,51 @@ mod host {
             other => bail!("pe-turns: no kernel writes {other:?}"),
         };
         Ok((storage, Shape::from(len)))
+    }
+
+    pub fn rope(
+        op: &super::RopeOp,
+        x: (&CpuStorage, &Layout),
+        w: (&CpuStorage, &Layout),
+        values: (&CpuStorage, &Layout),
+    ) -> Result<(CpuStorage, Shape)> {
+        use crate::cuda::host::*;
+        use half::{bf16, f16};
+        let r = &op.args;
+        let w = slice::<f64>(w)?;
+        let values = slice::<f64>(values)?;
+        let tokens = op.tokens as usize;
+        if w.len() < 2 * r.n as usize || r.has_values == 1 && values.len() < tokens {
+            bail!("pe-rope: fewer frequencies or positions than the arguments name");
+        }
+        macro_rules! run {
+            ($elem:ty, $raw:ty, $nan:expr, $f:ident, $wrap:ident) => {{
+                let x = slice::<$elem>(x)?;
+                let mut y = vec![$nan; x.len()];
+                // SAFETY: x is `tokens * heads * d` contiguous values (the layout `rope`
+                // read them from), w holds n frequency pairs and `values` a position per token
+                // (checked above), and the function writes within the `x.len()` values of `y`.
+                unsafe {
+                    $f(
+                        r,
+                        op.tokens,
+                        w.as_ptr(),
+                        values.as_ptr(),
+                        x.as_ptr().cast::<$raw>(),
+                        y.as_mut_ptr().cast::<$raw>(),
+                    )
+                };
+                CpuStorage::$wrap(y)
+            }};
+        }
+        let storage = match candle_core::backend::BackendStorage::dtype(x.0) {
+            DType::F32 => run!(f32, f32, f32::NAN, pe_host_rope_f32, F32),
+            DType::F64 => run!(f64, f64, f64::NAN, pe_host_rope_f64, F64),
+            DType::F16 => run!(f16, u16, f16::NAN, pe_host_rope_f16, F16),
+            DType::BF16 => run!(bf16, u16, bf16::NAN, pe_host_rope_bf16, BF16),
+            other => bail!("pe-rope: no kernel turns {other:?}"),
+        };
+        Ok((storage, x.1.shape().clone()))
     }
 
     fn slice<'a, T: candle_core::WithDType>(
@@ -603,13 +708,17 @@ mod device {
     use candle_core::{bail, CudaDevice, CudaStorage, Layout, Result, Shape};
 
     use super::{Factors, RowsOp};
-    use crate::cuda::{grid, part, TABLES};
+    use crate::cuda::{grid, part, ROPE, TABLES};
 
-    /// Launches kernel `$name` of `tables.cu` on `$dev` over `$items` items, the arguments
-    /// pushed by `$push` onto the builder `$b`. The caller states the kernel's safety contract.
+    /// Launches kernel `$name` of `tables.cu` (or of the module `$ptx`) on `$dev` over
+    /// `$items` items, the arguments pushed by `$push` onto the builder `$b`. The caller states
+    /// the kernel's safety contract.
     macro_rules! launch {
-        ($dev:expr, $name:expr, $items:expr, |$b:ident| $push:block) => {{
-            let func = TABLES.function($dev, $name)?;
+        ($dev:expr, $name:expr, $items:expr, |$b:ident| $push:block) => {
+            launch!($dev, TABLES, $name, $items, |$b| $push)
+        };
+        ($dev:expr, $ptx:expr, $name:expr, $items:expr, |$b:ident| $push:block) => {{
+            let func = $ptx.function($dev, $name)?;
             let stream = $dev.cuda_stream();
             let mut $b = stream.launch_builder(&func);
             $push
@@ -795,5 +904,53 @@ mod device {
             other => bail!("pe-turns: no kernel writes {other:?}"),
         };
         Ok(output(dev, slice, len))
+    }
+
+    pub fn rope(
+        op: &super::RopeOp,
+        (x, lx): (&CudaStorage, &Layout),
+        (w, lw): (&CudaStorage, &Layout),
+        (values, lv): (&CudaStorage, &Layout),
+    ) -> Result<(CudaStorage, Shape)> {
+        let dev = x.device();
+        let r = &op.args;
+        let items = op.tokens * u64::from(r.d - r.n);
+        let (CudaStorageSlice::F64(w), CudaStorageSlice::F64(values)) = (&w.slice, &values.slice)
+        else {
+            bail!("pe-rope: the frequencies and positions must be f64")
+        };
+        let (w, values) = (part(w, lw, "frequencies")?, part(values, lv, "positions")?);
+        let len = lx.shape().elem_count();
+        macro_rules! rope {
+            ($name:literal, $elem:ident, $ty:ty) => {{
+                let CudaStorageSlice::$elem(x) = &x.slice else {
+                    bail!("pe-rope: x is not {}", stringify!($ty))
+                };
+                let x = part(x, lx, "x")?;
+                // SAFETY: every value is written by the kernel (each token's pairs and its
+                // passed features, in every head).
+                let y = unsafe { dev.alloc::<$ty>(len)? };
+                // The kernel reads the `len` values of x, n frequency pairs and a position per
+                // token (with has_values), and writes within the `len` values of `y`.
+                launch!(dev, ROPE, $name, items, |b| {
+                    b.arg(r)
+                        .arg(&op.tokens)
+                        .arg(&w)
+                        .arg(&values)
+                        .arg(&x)
+                        .arg(&y);
+                });
+                CudaStorageSlice::$elem(y)
+            }};
+        }
+        let slice = match x.dtype() {
+            candle_core::DType::F32 => rope!("pe_rope_f32", F32, f32),
+            candle_core::DType::F64 => rope!("pe_rope_f64", F64, f64),
+            candle_core::DType::F16 => rope!("pe_rope_f16", F16, half::f16),
+            candle_core::DType::BF16 => rope!("pe_rope_bf16", BF16, half::bf16),
+            other => bail!("pe-rope: no kernel turns {other:?}"),
+        };
+        let device = dev.clone();
+        Ok((CudaStorage { slice, device }, lx.shape().clone()))
     }
 }

@@ -204,7 +204,7 @@ impl Generator {
         &self,
         weights: &Tensor,
         tokens: &Tensor,
-        rows: kernel::EmbedRows,
+        rows: kernel::TokenRows,
         zero_at: Option<u32>,
         embedding_scale: f64,
     ) -> Result<Tensor> {

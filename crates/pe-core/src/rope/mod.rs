@@ -43,6 +43,7 @@ mod scales;
 mod shift;
 mod tables;
 mod types;
+mod without_tables;
 
 pub use at::{At, Place};
 pub use axes::{cogvideox_coordinates, patch_positions, video_patch_positions, AxesRope};

@@ -123,6 +123,14 @@ impl RotaryEmbedding {
         len: Option<usize>,
         path: Path,
     ) -> Result<(Tensor, Tensor)> {
+        if path == Path::Fused && self.rope().query_scale().is_none() {
+            if let (Some(q), Some(k)) = (
+                self.without_tables(q, positions, len)?,
+                self.without_tables(k, positions, len)?,
+            ) {
+                return Ok((q, k));
+            }
+        }
         let one_pass = path == Path::Fused && len.is_none();
         if let Some((rows, cos, sin)) = self.cached_rows(q, positions, one_pass)? {
             let scales: Option<Vec<f64>> = self
@@ -153,6 +161,9 @@ impl RotaryEmbedding {
         len: Option<usize>,
     ) -> Result<Tensor> {
         let positions = check_ids(k, layout, positions)?;
+        if let Some(k) = self.without_tables(k, &positions, len)? {
+            return Ok(k);
+        }
         if let Some((rows, cos, sin)) = self.cached_rows(k, &positions, len.is_none())? {
             let rows = TableRows::At {
                 positions: rows,
@@ -162,6 +173,28 @@ impl RotaryEmbedding {
         }
         let (cos, sin) = self.tables_at(k, &positions, len)?;
         self.rotate_nonempty(k, layout, &cos, &sin)
+    }
+
+    /// x rotated at checked per-token positions by the rope kernel, which computes each
+    /// token's cos and sin where it uses them (no table; the tables' bits), where the rope's
+    /// kernels run (CUDA; the host build with `TableBackend::Kernel`), for a rope type that
+    /// tracks no length across calls (or given one); `None` elsewhere.
+    fn without_tables(
+        &self,
+        x: &Tensor,
+        positions: &Positions,
+        len: Option<usize>,
+    ) -> Result<Option<Tensor>> {
+        if self.tracked.is_some() && len.is_none() {
+            return Ok(None);
+        }
+        let at = match len {
+            Some(len) => At::positions(positions).with_tracked_len(len),
+            None => At::positions(positions),
+        };
+        Ok(self
+            .rope()
+            .rotate_without_tables(x, at, self.pair_layout())?)
     }
 
     /// One input rotated by the fused rotation, unscaled; an empty one as it is.

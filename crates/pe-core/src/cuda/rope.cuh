@@ -1,0 +1,58 @@
+// Rope without tables (rope.cu): each token's cos and sin computed where they are used, with
+// the rotary tables' bits (tables.cuh: the anchor's and the offset's factors, combined in the
+// work type), then that token's pairs turned in every head as candle-pe-nn's one-pass CPU
+// rotation turns them (rotary/rows.rs, candle-nn's formula and order): (x1 cos - x2 sin,
+// x1 sin + x2 cos), each product and sum rounded on its own, then one rounding to x's type.
+// No cos/sin table is written or read.
+
+#pragma once
+#include "tables.cuh"
+
+// The float a rotation runs in, that of its tables: f32 for f32, f16 and bf16 inputs, f64 for
+// f64 ones.
+template <typename T> struct pe_math { typedef float type; };
+template <> struct pe_math<double> { typedef double type; };
+
+// x is (batch, heads, seq, d), or (tokens, heads, d) with seq 1; token t = b * seq + s sits at
+// `has_values ? values[t] : start + t % period` (src/cuda/mod.rs `RopeArgs`, the same layout).
+struct pe_rope {
+    double start, amplitude;
+    // Pairs turned (the first 2n features of a head: the two halves of them, or adjacent
+    // pairs), features per head, heads, positions per sequence.
+    uint32_t n, d, heads, seq;
+    uint32_t period, has_values, interleaved, pad;
+};
+
+// Slots per token: one per pair turned, one per feature passed unturned (partial rotary).
+PE_FN uint32_t pe_rope_slots(const pe_rope &r) { return r.d - r.n; }
+
+// Token t's slot i in every head: pair i turned (i < n), or feature n + i copied.
+template <typename T>
+PE_FN void pe_rope_slot(const pe_rope &r, const double *w, const double *values, const T *x,
+                        uint64_t t, uint32_t i, T *y) {
+    typedef typename pe_math<T>::type M;
+    uint64_t first = (t / r.seq * r.heads * r.seq + t % r.seq) * r.d;
+    uint64_t head = (uint64_t)r.seq * r.d;
+    if (i >= r.n) {
+        for (uint32_t h = 0; h < r.heads; h++) {
+            uint64_t o = first + h * head + r.n + i;
+            y[o] = x[o];
+        }
+        return;
+    }
+    double p = r.has_values ? values[t] : r.start + (double)(t % r.period);
+    uint32_t j;
+    double a = pe_anchor_of(p, &j);
+    M as, ac, os, oc, s, c;
+    pe_factor_at<M>(a, w[2 * i], w[2 * i + 1], r.amplitude, 1, &as, &ac);
+    pe_factor_at<M>((double)j, w[2 * i], w[2 * i + 1], 1.0, 0, &os, &oc);
+    pe_combine<M>(as, ac, os, oc, &s, &c);
+    uint32_t i1 = r.interleaved ? 2 * i : i, i2 = r.interleaved ? 2 * i + 1 : i + r.n;
+    for (uint32_t h = 0; h < r.heads; h++) {
+        uint64_t o = first + h * head;
+        M x1 = (M)pe_widen(x[o + i1]), x2 = (M)pe_widen(x[o + i2]);
+        M y1 = x1 * c - x2 * s, y2 = x1 * s + x2 * c;
+        pe_put(y1, y + o + i1);
+        pe_put(y2, y + o + i2);
+    }
+}

@@ -1,0 +1,80 @@
+//! Rope without tables: q or k rotated where [`At`] says by `cuda/rope.cu`, which computes each
+//! token's cos and sin where it uses them, with the rotary tables' bits, so that no cos/sin
+//! table is built, stored or read. The result has the bits of the tables' rotation (candle-pe-nn's
+//! one-pass CPU rotation, candle-nn's formula and order). It runs where the kernels run: on
+//! CUDA, and on the CPU as their host build with [`TableBackend::Kernel`](crate::TableBackend)
+//! (the `host-kernels` feature), where `cargo test` holds it to the tables' rotation bit for bit.
+
+use candle_core::{DType, Tensor};
+
+use super::at::{At, Place};
+use super::layouts::PairLayout;
+use super::tables::Rope;
+use crate::describe::positions::Positions;
+use crate::generate::kernel::{self, TokenRows};
+use crate::{Error, Result};
+
+impl Rope {
+    /// For candle-pe-nn's `RotaryEmbedding`, not a stable API: `x`, `(batch, heads, seq, d)` or
+    /// `(tokens, heads, d)` with `d` the head dim, its first `rotary_dim` features turned at
+    /// `at` (an offset, or a position per token: `(batch, seq)` or `(tokens,)`) with `pairs`,
+    /// the rest passed, by the rope kernel; `None` where it does not run (another device or
+    /// backend, M-RoPE positions, more tokens than its counts hold), for the tables' path.
+    #[doc(hidden)]
+    pub fn rotate_without_tables<'a>(
+        &self,
+        x: &Tensor,
+        at: impl Into<At<'a>>,
+        pairs: PairLayout,
+    ) -> Result<Option<Tensor>> {
+        let at = at.into();
+        let (tokens, seq) = match *x.dims() {
+            [batch, _, seq, d] if d == self.config().head_dim => (batch * seq, seq),
+            [tokens, _, d] if d == self.config().head_dim => (tokens, tokens),
+            _ => {
+                return Err(Error::ShapeMismatch {
+                    name: "x",
+                    expected: format!(
+                        "(batch, heads, seq, {0}) or (tokens, heads, {0})",
+                        self.config().head_dim
+                    ),
+                    shape: x.dims().to_vec(),
+                })
+            }
+        };
+        let kernels = matches!(
+            x.dtype(),
+            DType::F32 | DType::F16 | DType::BF16 | DType::F64
+        ) && !matches!(at.place(), Place::Mrope(_))
+            && self.uses_kernels(x.device(), tokens)?;
+        if !kernels {
+            return Ok(None);
+        }
+        let (rows, largest, end) = match at.place() {
+            Place::Offset(offset) => {
+                let end = Positions::check_range(offset, seq)?;
+                let rows = TokenRows::Repeat {
+                    start: offset as u32,
+                    period: seq,
+                };
+                (rows, end.saturating_sub(1), end)
+            }
+            _ => {
+                let positions = at.explicit()?.to_positions()?;
+                if positions.len() != tokens {
+                    return Err(Error::ShapeMismatch {
+                        name: "positions",
+                        expected: format!("{tokens} positions, one per token of x {:?}", x.dims()),
+                        shape: positions.dims().to_vec(),
+                    });
+                }
+                let values = positions.flat(DType::F64)?.to_device(x.device())?;
+                let end = positions.end();
+                (TokenRows::Values(values), end.saturating_sub(1), end)
+            }
+        };
+        let plan = self.plan_for(at.tracked_len().unwrap_or(end))?;
+        plan.check_angles(largest as f64)?;
+        Ok(Some(kernel::rope(&plan, x, rows, pairs.is_interleaved())?))
+    }
+}

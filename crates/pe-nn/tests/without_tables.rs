@@ -1,0 +1,119 @@
+//! Rope without tables (`Rope::rotate_without_tables`, the rope kernel of pe-core's
+//! `src/cuda/rope.cu`), built for the host: the same bits as the rotation by the CPU's tables,
+//! for random configs of every rope type the oracle knows, every dtype, both pair layouts, both
+//! input layouts, at per-token positions up to 2^31 - 1 and at offsets. On a GPU the same code
+//! runs as the kernel; here `TableBackend::Kernel` runs its host build.
+
+use candle_core::{DType, Device, Tensor};
+use candle_pe_nn::{At, PairLayout, Positions, Rope, RotaryEmbedding, TableBackend};
+use pe_testkit::{random_offset, random_rope_config, seeded_rng};
+use rand::Rng;
+
+const DTYPES: [DType; 4] = [DType::F32, DType::F16, DType::BF16, DType::F64];
+
+fn bits(t: &Tensor) -> anyhow::Result<Vec<u64>> {
+    Ok(t.to_dtype(DType::F64)?
+        .flatten_all()?
+        .to_vec1::<f64>()?
+        .into_iter()
+        .map(f64::to_bits)
+        .collect())
+}
+
+fn same(got: &Tensor, want: &Tensor, what: &str) -> anyhow::Result<()> {
+    assert_eq!(got.dims(), want.dims(), "{what}");
+    assert_eq!(got.dtype(), want.dtype(), "{what}");
+    let (got, want) = (bits(got)?, bits(want)?);
+    if let Some(i) = (0..got.len()).find(|&i| got[i] != want[i]) {
+        panic!(
+            "{what}: element {i} is {} where the tables give {}",
+            f64::from_bits(got[i]),
+            f64::from_bits(want[i])
+        );
+    }
+    Ok(())
+}
+
+/// A random position per token: the edges of an anchor span, the top of the range, anywhere.
+fn positions(rng: &mut impl Rng, n: usize) -> Vec<i64> {
+    (0..n)
+        .map(|_| match rng.random_range(0..5) {
+            0 => rng.random_range(0..200),
+            1 => 64 * rng.random_range(0..1_000_000) + [0, 63][rng.random_range(0..2)],
+            2 => (1i64 << 31) - 1 - rng.random_range(0..100),
+            _ => rng.random_range(0..(1i64 << 31)),
+        })
+        .collect()
+}
+
+#[test]
+fn rope_without_tables_has_the_bits_of_the_tables() -> anyhow::Result<()> {
+    let mut rng = seeded_rng("rope_without_tables_has_the_bits_of_the_tables");
+    let dev = Device::Cpu;
+    for case in 0..40 {
+        let config = random_rope_config(&mut rng);
+        let d = config.head_dim;
+        let pairs = [PairLayout::Halves, PairLayout::Interleaved][case % 2];
+        let tables = RotaryEmbedding::new(config.clone())?.with_pair_layout(pairs);
+        let kernel = tables.clone().with_backend(TableBackend::Kernel);
+        let rope = Rope::new(config.clone())?.with_backend(TableBackend::Kernel);
+        let seq = [1, 4][rng.random_range(0..2)];
+        let ids = Tensor::from_vec(positions(&mut rng, 2 * seq), (2, seq), &dev)?;
+        let ids = Positions::new(&ids)?;
+        let tokens = Tensor::from_vec(positions(&mut rng, 5), 5, &dev)?;
+        let tokens = Positions::new(&tokens)?;
+        let offset = random_offset(&mut rng, 5);
+        for dtype in DTYPES {
+            let what = format!("case {case}: {config:?} {pairs:?} {dtype:?}");
+            let q = Tensor::randn(0f32, 1.0, (2, 3, seq, d), &dev)?.to_dtype(dtype)?;
+            let k = Tensor::randn(0f32, 1.0, (2, 1, seq, d), &dev)?.to_dtype(dtype)?;
+            let t = Tensor::randn(0f32, 1.0, (5, 2, d), &dev)?.to_dtype(dtype)?;
+            // Each side with the frequencies of the sequence its largest position reaches.
+            let at_ids = At::positions(&ids).with_tracked_len(ids.end());
+            let at_tokens = At::positions(&tokens).with_tracked_len(tokens.end());
+            let at_offset = At::offset(offset).with_tracked_len(offset + seq);
+            let at_offset_t = At::offset(offset).with_tracked_len(offset + 5);
+            for (x, at, kind) in [
+                (&q, at_ids, "q at (batch, seq) positions"),
+                (&k, at_ids, "k at (batch, seq) positions"),
+                (&t, at_tokens, "(tokens, heads, d) at positions"),
+                (&q, at_offset, "q at an offset"),
+                (&t, at_offset_t, "(tokens, heads, d) at an offset"),
+            ] {
+                let want = tables.apply_k(x, at)?;
+                let got = rope.rotate_without_tables(x, at, pairs)?;
+                let got = got.expect("the kernels' host build runs on the CPU");
+                same(&got, &want, &format!("{what}: {kind}"))?;
+            }
+            // The block routes per-token positions through the kernel where it runs.
+            let (kq, kk) = kernel.apply(&q, &k, at_ids)?;
+            let (tq, tk) = tables.apply(&q, &k, at_ids)?;
+            same(&kq, &tq, &format!("{what}: apply, q"))?;
+            same(&kk, &tk, &format!("{what}: apply, k"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Where the kernels do not run (the CPU generator's backend, M-RoPE positions) the answer is
+/// `None`, for the tables' path; empty inputs stay empty.
+#[test]
+fn rope_without_tables_declines_and_keeps_empty_inputs() -> anyhow::Result<()> {
+    let dev = Device::Cpu;
+    let rope = Rope::new(candle_pe_nn::RopeConfig::new(8, 10_000.0))?;
+    let x = Tensor::zeros((1, 2, 3, 8), DType::F32, &dev)?;
+    assert!(rope
+        .rotate_without_tables(&x, 5, PairLayout::Halves)?
+        .is_none());
+    let kernel = rope.with_backend(TableBackend::Kernel);
+    let empty = Tensor::zeros((0, 2, 8), DType::BF16, &dev)?;
+    let none = Tensor::zeros(0, DType::U32, &dev)?;
+    let got = kernel.rotate_without_tables(&empty, &none, PairLayout::Halves)?;
+    assert_eq!(got.expect("runs").dims(), &[0, 2, 8]);
+    let wrong = Tensor::zeros((1, 2, 3, 6), DType::F32, &dev)?;
+    let err = kernel
+        .rotate_without_tables(&wrong, 0, PairLayout::Halves)
+        .unwrap_err();
+    assert!(err.to_string().contains("(batch, heads, seq, 8)"), "{err}");
+    Ok(())
+}
