@@ -1,10 +1,11 @@
 //! Rope without tables (`Rope::rotate_without_tables`, the rope kernel of pe-core's
 //! `src/cuda/rope.cu`), built for the host: the same bits as the rotation by the CPU's tables,
 //! for random configs of every rope type the oracle knows, every dtype, both pair layouts, both
-//! input layouts, at per-token positions up to 2^31 - 1 and at offsets. On a GPU the same code
+//! input layouts, at per-token positions up to 2^31 - 1, at offsets and at M-RoPE positions. On a GPU the same code
 //! runs as the kernel; here `TableBackend::Kernel` runs its host build.
 
 use candle_core::{DType, Device, Tensor};
+use candle_pe_core::MropeSlots;
 use candle_pe_nn::{At, PairLayout, Positions, Rope, RotaryEmbedding, TableBackend};
 use pe_testkit::{random_offset, random_rope_config, seeded_rng};
 use rand::Rng;
@@ -90,6 +91,44 @@ fn rope_without_tables_has_the_bits_of_the_tables() -> anyhow::Result<()> {
             let (tq, tk) = tables.apply(&q, &k, at_ids)?;
             same(&kq, &tq, &format!("{what}: apply, q"))?;
             same(&kk, &tk, &format!("{what}: apply, k"))?;
+        }
+    }
+    Ok(())
+}
+
+/// M-RoPE: each pair at the position of its row (temporal, height, width), both slot layouts,
+/// positions up to 2^31 - 1: the bits of the rotation by the M-RoPE tables.
+#[test]
+fn mrope_without_tables_has_the_bits_of_the_tables() -> anyhow::Result<()> {
+    let mut rng = seeded_rng("mrope_without_tables_has_the_bits_of_the_tables");
+    let dev = Device::Cpu;
+    for case in 0..24 {
+        let mut config = random_rope_config(&mut rng);
+        let h = config.rotary_dim() / 2;
+        let a = rng.random_range(0..=h / 3);
+        let b = rng.random_range(0..=h / 3);
+        config.mrope_section = Some(vec![h - a - b, a, b]);
+        config.mrope_slots = [MropeSlots::Sections, MropeSlots::Alternating][case % 2];
+        let pairs = [PairLayout::Halves, PairLayout::Interleaved][case / 2 % 2];
+        let tables = RotaryEmbedding::new(config.clone())?.with_pair_layout(pairs);
+        let kernel = tables.clone().with_backend(TableBackend::Kernel);
+        let rope = Rope::new(config.clone())?.with_backend(TableBackend::Kernel);
+        let (batch, seq) = (rng.random_range(1..=2), rng.random_range(1..=6));
+        let ids = positions(&mut rng, 3 * batch * seq);
+        let ids = Positions::new(&Tensor::from_vec(ids, (3, batch, seq), &dev)?)?;
+        let at = At::mrope(&ids).with_tracked_len(ids.end());
+        for dtype in DTYPES {
+            let what = format!("case {case}: {config:?} {pairs:?} {dtype:?}");
+            let d = config.head_dim;
+            let q = Tensor::randn(0f32, 1.0, (batch, 3, seq, d), &dev)?.to_dtype(dtype)?;
+            let k = Tensor::randn(0f32, 1.0, (batch, 1, seq, d), &dev)?.to_dtype(dtype)?;
+            let (tq, tk) = tables.apply(&q, &k, at)?;
+            let (kq, kk) = kernel.apply(&q, &k, at)?;
+            same(&kq, &tq, &format!("{what}: q"))?;
+            same(&kk, &tk, &format!("{what}: k"))?;
+            let direct = rope.rotate_without_tables(&q, at, pairs)?;
+            same(&direct.expect("runs"), &tq, &format!("{what}: direct"))?;
+            same(&kernel.apply_k(&k, at)?, &tk, &format!("{what}: apply_k"))?;
         }
     }
     Ok(())

@@ -58,7 +58,7 @@ PE_HOST_TURNS(pe_host_turns_bf16, pe_bf16)
     extern "C" void NAME(const pe_rope *r, uint64_t tokens, const double *w,                 \
                          const double *values, const T *x, T *y) {                           \
         for (uint64_t k = 0; k < tokens * pe_rope_slots(*r); k++)                            \
-            pe_rope_slot<T>(*r, w, values, x, k / pe_rope_slots(*r),                         \
+            pe_rope_slot<T>(*r, tokens, w, values, x, k / pe_rope_slots(*r),                 \
                             (uint32_t)(k % pe_rope_slots(*r)), y);                           \
     }
 

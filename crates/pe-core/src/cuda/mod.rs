@@ -283,7 +283,7 @@ pub(crate) struct RopeArgs {
     pub period: u32,
     pub has_values: u32,
     pub interleaved: u32,
-    pub _pad: u32,
+    pub axes: u32,
 }
 
 #[cfg(feature = "cuda")]

@@ -7,7 +7,7 @@
     extern "C" __global__ void NAME(pe_rope r, uint64_t tokens, const double *w,             \
                                     const double *values, const T *x, T *y) {                \
         PE_EACH(k, tokens * pe_rope_slots(r)) {                                              \
-            pe_rope_slot<T>(r, w, values, x, k / pe_rope_slots(r),                           \
+            pe_rope_slot<T>(r, tokens, w, values, x, k / pe_rope_slots(r),                   \
                             (uint32_t)(k % pe_rope_slots(r)), y);                            \
         }                                                                                    \
     }

@@ -14,13 +14,15 @@ template <typename T> struct pe_math { typedef float type; };
 template <> struct pe_math<double> { typedef double type; };
 
 // x is (batch, heads, seq, d), or (tokens, heads, d) with seq 1; token t = b * seq + s sits at
-// `has_values ? values[t] : start + t % period` (src/cuda/mod.rs `RopeArgs`, the same layout).
+// `has_values ? values[t] : start + t % period`. With M-RoPE (`axes`) there are three rows of
+// positions, values[a * tokens + t], and pair i takes row a = w[2n + i], stored after the
+// frequencies (src/cuda/mod.rs `RopeArgs`, the same layout).
 struct pe_rope {
     double start, amplitude;
     // Pairs turned (the first 2n features of a head: the two halves of them, or adjacent
     // pairs), features per head, heads, positions per sequence.
     uint32_t n, d, heads, seq;
-    uint32_t period, has_values, interleaved, pad;
+    uint32_t period, has_values, interleaved, axes;
 };
 
 // Slots per token: one per pair turned, one per feature passed unturned (partial rotary).
@@ -28,8 +30,8 @@ PE_FN uint32_t pe_rope_slots(const pe_rope &r) { return r.d - r.n; }
 
 // Token t's slot i in every head: pair i turned (i < n), or feature n + i copied.
 template <typename T>
-PE_FN void pe_rope_slot(const pe_rope &r, const double *w, const double *values, const T *x,
-                        uint64_t t, uint32_t i, T *y) {
+PE_FN void pe_rope_slot(const pe_rope &r, uint64_t tokens, const double *w, const double *values,
+                        const T *x, uint64_t t, uint32_t i, T *y) {
     typedef typename pe_math<T>::type M;
     uint64_t first = (t / r.seq * r.heads * r.seq + t % r.seq) * r.d;
     uint64_t head = (uint64_t)r.seq * r.d;
@@ -40,7 +42,8 @@ PE_FN void pe_rope_slot(const pe_rope &r, const double *w, const double *values,
         }
         return;
     }
-    double p = r.has_values ? values[t] : r.start + (double)(t % r.period);
+    uint64_t row = r.axes ? (uint64_t)w[2 * r.n + i] * tokens : 0;
+    double p = r.has_values ? values[row + t] : r.start + (double)(t % r.period);
     uint32_t j;
     double a = pe_anchor_of(p, &j);
     M as, ac, os, oc, s, c;

@@ -287,11 +287,18 @@ pub(crate) fn turns(
 
 /// Rope without tables (`rope.cu`): `x`, `(batch, heads, seq, d)` or `(tokens, heads, d)`, its
 /// first `2n` features of each head turned at the positions `rows` gives its tokens (`(batch,
-/// seq)` or `(tokens,)` in order), with `plan`'s frequencies (`n` of them) and amplitude. Each
+/// seq)` or `(tokens,)` in order), with `plan`'s frequencies (`n` of them) and amplitude; with
+/// M-RoPE `axes` (the position row of each pair), `rows` holds three rows of positions. Each
 /// token's cos and sin are computed where they are used, with the rotary tables' bits, and
 /// the result has the bits of the CPU's one-pass rotation by those tables: one launch, no
 /// table. The caller has checked the positions against x and `fits` for the tokens.
-pub(crate) fn rope(plan: &Plan, x: &Tensor, rows: TokenRows, interleaved: bool) -> Result<Tensor> {
+pub(crate) fn rope(
+    plan: &Plan,
+    x: &Tensor,
+    rows: TokenRows,
+    axes: Option<&[u32]>,
+    interleaved: bool,
+) -> Result<Tensor> {
     let dims = x.dims();
     let (heads, seq, d) = match *dims {
         [_, heads, seq, d] => (heads, seq, d),
@@ -308,7 +315,15 @@ pub(crate) fn rope(plan: &Plan, x: &Tensor, rows: TokenRows, interleaved: bool) 
     if x.elem_count() == 0 {
         return Ok(x.clone());
     }
-    let w = frequencies(plan, x.device())?;
+    let w = match axes {
+        // Each pair's axis after the frequencies, as f64 (small integers, exact).
+        Some(axes) => {
+            let axes: Vec<f64> = axes.iter().map(|&a| f64::from(a)).collect();
+            let axes = Tensor::from_vec(axes, n, x.device())?;
+            Tensor::cat(&[&frequencies(plan, x.device())?, &axes], 0)?
+        }
+        None => frequencies(plan, x.device())?,
+    };
     let (start, period, values) = match rows {
         TokenRows::Repeat { start, period } => (f64::from(start), period, None),
         TokenRows::Values(values) => (0.0, 1, Some(values.contiguous()?)),
@@ -323,7 +338,7 @@ pub(crate) fn rope(plan: &Plan, x: &Tensor, rows: TokenRows, interleaved: bool) 
         period: period as u32,
         has_values: u32::from(values.is_some()),
         interleaved: u32::from(interleaved),
-        _pad: 0,
+        axes: u32::from(axes.is_some()),
     };
     let op = OutputOp::Rope(RopeOp {
         args,
@@ -591,7 +606,8 @@ mod host {
         let w = slice::<f64>(w)?;
         let values = slice::<f64>(values)?;
         let tokens = op.tokens as usize;
-        if w.len() < 2 * r.n as usize || r.has_values == 1 && values.len() < tokens {
+        let (rows, pairs) = if r.axes == 1 { (3, 3) } else { (1, 2) };
+        if w.len() < pairs * r.n as usize || r.has_values == 1 && values.len() < rows * tokens {
             bail!("pe-rope: fewer frequencies or positions than the arguments name");
         }
         macro_rules! run {
@@ -599,8 +615,9 @@ mod host {
                 let x = slice::<$elem>(x)?;
                 let mut y = vec![$nan; x.len()];
                 // SAFETY: x is `tokens * heads * d` contiguous values (the layout `rope`
-                // read them from), w holds n frequency pairs and `values` a position per token
-                // (checked above), and the function writes within the `x.len()` values of `y`.
+                // read them from), w holds n frequency pairs (and n axes, each below 3, with
+                // M-RoPE) and `values` a position per token (three rows with M-RoPE), checked
+                // above, and the function writes within the `x.len()` values of `y`.
                 unsafe {
                     $f(
                         r,
@@ -930,8 +947,9 @@ mod device {
                 // SAFETY: every value is written by the kernel (each token's pairs and its
                 // passed features, in every head).
                 let y = unsafe { dev.alloc::<$ty>(len)? };
-                // The kernel reads the `len` values of x, n frequency pairs and a position per
-                // token (with has_values), and writes within the `len` values of `y`.
+                // The kernel reads the `len` values of x, n frequency pairs (and n axes, each
+                // below 3, with M-RoPE), a position per token (with has_values; three rows with
+                // M-RoPE), and writes within the `len` values of `y`.
                 launch!(dev, ROPE, $name, items, |b| {
                     b.arg(r)
                         .arg(&op.tokens)

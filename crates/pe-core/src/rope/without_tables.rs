@@ -9,7 +9,7 @@ use candle_core::{DType, Tensor};
 
 use super::at::{At, Place};
 use super::layouts::PairLayout;
-use super::tables::Rope;
+use super::tables::{mrope_axis, Rope};
 use crate::describe::positions::Positions;
 use crate::generate::kernel::{self, TokenRows};
 use crate::{Error, Result};
@@ -17,9 +17,10 @@ use crate::{Error, Result};
 impl Rope {
     /// For candle-pe-nn's `RotaryEmbedding`, not a stable API: `x`, `(batch, heads, seq, d)` or
     /// `(tokens, heads, d)` with `d` the head dim, its first `rotary_dim` features turned at
-    /// `at` (an offset, or a position per token: `(batch, seq)` or `(tokens,)`) with `pairs`,
-    /// the rest passed, by the rope kernel; `None` where it does not run (another device or
-    /// backend, M-RoPE positions, more tokens than its counts hold), for the tables' path.
+    /// `at` (an offset, a position per token: `(batch, seq)` or `(tokens,)`, or M-RoPE's
+    /// `(3, batch, seq)`) with `pairs`, the rest passed, by the rope kernel; `None` where it
+    /// does not run (another device or backend, more tokens than its counts hold), for the
+    /// tables' path.
     #[doc(hidden)]
     pub fn rotate_without_tables<'a>(
         &self,
@@ -45,36 +46,57 @@ impl Rope {
         let kernels = matches!(
             x.dtype(),
             DType::F32 | DType::F16 | DType::BF16 | DType::F64
-        ) && !matches!(at.place(), Place::Mrope(_))
-            && self.uses_kernels(x.device(), tokens)?;
+        ) && self.uses_kernels(x.device(), tokens)?;
         if !kernels {
             return Ok(None);
         }
-        let (rows, largest, end) = match at.place() {
+        let (rows, axes, end) = match at.place() {
             Place::Offset(offset) => {
                 let end = Positions::check_range(offset, seq)?;
                 let rows = TokenRows::Repeat {
                     start: offset as u32,
                     period: seq,
                 };
-                (rows, end.saturating_sub(1), end)
+                (rows, None, end)
             }
-            _ => {
+            place => {
                 let positions = at.explicit()?.to_positions()?;
-                if positions.len() != tokens {
+                let axes = match place {
+                    Place::Mrope(_) => Some(self.mrope_axes()?),
+                    _ => None,
+                };
+                let rows = if axes.is_some() { 3 } else { 1 };
+                if positions.len() != rows * tokens
+                    || positions.dims().first() != Some(&rows) && rows == 3
+                {
                     return Err(Error::ShapeMismatch {
                         name: "positions",
-                        expected: format!("{tokens} positions, one per token of x {:?}", x.dims()),
+                        expected: match rows {
+                            3 => format!(
+                                "(3, ...) of 3 x {tokens} positions (M-RoPE) for x {:?}",
+                                x.dims()
+                            ),
+                            _ => format!("{tokens} positions, one per token of x {:?}", x.dims()),
+                        },
                         shape: positions.dims().to_vec(),
                     });
                 }
                 let values = positions.flat(DType::F64)?.to_device(x.device())?;
-                let end = positions.end();
-                (TokenRows::Values(values), end.saturating_sub(1), end)
+                (TokenRows::Values(values), axes, positions.end())
             }
         };
         let plan = self.plan_for(at.tracked_len().unwrap_or(end))?;
-        plan.check_angles(largest as f64)?;
-        Ok(Some(kernel::rope(&plan, x, rows, pairs.is_interleaved())?))
+        plan.check_angles(end.saturating_sub(1) as f64)?;
+        let rotated = kernel::rope(&plan, x, rows, axes.as_deref(), pairs.is_interleaved())?;
+        Ok(Some(rotated))
+    }
+
+    /// The position row (M-RoPE's temporal, height, width) of each frequency slot.
+    fn mrope_axes(&self) -> Result<Vec<u32>> {
+        let section = self.mrope_section("M-RoPE rotation from (3, ...) positions")?;
+        let alternating = self.config().mrope_slots.is_alternating();
+        Ok((0..self.half_dim())
+            .map(|k| mrope_axis(section, alternating, k) as u32)
+            .collect())
     }
 }

@@ -10,7 +10,7 @@
 use candle_core::{Result, Tensor};
 use candle_pe_core::{At, Place, Positions, ToPositions};
 
-use super::embedding::{check_ids, table_dtype, Layout, Path, RotaryEmbedding};
+use super::embedding::{check_ids, table_dtype, with_len, Layout, Path, RotaryEmbedding};
 use super::rows::{RotateRows, TableRows};
 
 impl RotaryEmbedding {
@@ -123,11 +123,9 @@ impl RotaryEmbedding {
         len: Option<usize>,
         path: Path,
     ) -> Result<(Tensor, Tensor)> {
+        let at = with_len(At::positions(positions), len);
         if path == Path::Fused && self.rope().query_scale().is_none() {
-            if let (Some(q), Some(k)) = (
-                self.without_tables(q, positions, len)?,
-                self.without_tables(k, positions, len)?,
-            ) {
+            if let (Some(q), Some(k)) = (self.without_tables(q, at)?, self.without_tables(k, at)?) {
                 return Ok((q, k));
             }
         }
@@ -161,7 +159,7 @@ impl RotaryEmbedding {
         len: Option<usize>,
     ) -> Result<Tensor> {
         let positions = check_ids(k, layout, positions)?;
-        if let Some(k) = self.without_tables(k, &positions, len)? {
+        if let Some(k) = self.without_tables(k, with_len(At::positions(&positions), len))? {
             return Ok(k);
         }
         if let Some((rows, cos, sin)) = self.cached_rows(k, &positions, len.is_none())? {
@@ -175,23 +173,14 @@ impl RotaryEmbedding {
         self.rotate_nonempty(k, layout, &cos, &sin)
     }
 
-    /// x rotated at checked per-token positions by the rope kernel, which computes each
-    /// token's cos and sin where it uses them (no table; the tables' bits), where the rope's
-    /// kernels run (CUDA; the host build with `TableBackend::Kernel`), for a rope type that
-    /// tracks no length across calls (or given one); `None` elsewhere.
-    fn without_tables(
-        &self,
-        x: &Tensor,
-        positions: &Positions,
-        len: Option<usize>,
-    ) -> Result<Option<Tensor>> {
-        if self.tracked.is_some() && len.is_none() {
+    /// x rotated at checked per-token or M-RoPE positions by the rope kernel, which computes
+    /// each token's cos and sin where it uses them (no table; the tables' bits), where the
+    /// rope's kernels run (CUDA; the host build with `TableBackend::Kernel`), for a rope type
+    /// that tracks no length across calls (or given one); `None` elsewhere.
+    pub(crate) fn without_tables(&self, x: &Tensor, at: At) -> Result<Option<Tensor>> {
+        if self.tracked.is_some() && at.tracked_len().is_none() {
             return Ok(None);
         }
-        let at = match len {
-            Some(len) => At::positions(positions).with_tracked_len(len),
-            None => At::positions(positions),
-        };
         Ok(self
             .rope()
             .rotate_without_tables(x, at, self.pair_layout())?)

@@ -36,7 +36,7 @@ use std::sync::{Arc, Mutex};
 
 use candle_core::{bail, DType, Result, Tensor};
 use candle_pe_core::{
-    PairLayout, Positions, Rope, RopeCache, RopeConfig, TableBackend, ToPositions,
+    At, PairLayout, Positions, Rope, RopeCache, RopeConfig, TableBackend, ToPositions,
 };
 
 use super::rows::{RotateRows, TableRows};
@@ -285,4 +285,12 @@ pub(crate) fn check_mrope_positions(
         }
     }
     Ok(())
+}
+
+/// `at` with the tracked length `len`, when given.
+pub(crate) fn with_len(at: At, len: Option<usize>) -> At {
+    match len {
+        Some(len) => at.with_tracked_len(len),
+        None => at,
+    }
 }

@@ -35,7 +35,9 @@
 use candle_core::{bail, Result, Tensor};
 use candle_pe_core::{At, Place, Positions};
 
-use super::embedding::{check_mrope_positions, table_dtype, Layout, Path, RotaryEmbedding};
+use super::embedding::{
+    check_mrope_positions, table_dtype, with_len, Layout, Path, RotaryEmbedding,
+};
 
 impl RotaryEmbedding {
     /// `q` and `k` of `(batch, heads, seq, head_dim)` rotated by M-RoPE (the config's
@@ -52,7 +54,14 @@ impl RotaryEmbedding {
         at: At,
         path: Path,
     ) -> Result<(Tensor, Tensor)> {
-        let (positions, cos, sin) = self.mrope_tables("apply", "q", q, layout, at)?;
+        let positions = self.mrope_positions("apply", "q", q, layout, at)?;
+        let at = with_len(At::mrope(&positions), at.tracked_len());
+        if path == Path::Fused && self.rope().query_scale().is_none() {
+            if let (Some(q), Some(k)) = (self.without_tables(q, at)?, self.without_tables(k, at)?) {
+                return Ok((q, k));
+            }
+        }
+        let (cos, sin) = self.mrope_tables(q, at)?;
         // The query scale is a function of the text position: the temporal row, which is the
         // text position on text tokens (no transformers M-RoPE model carries one yet).
         let temporal = positions.tensor().get(0)?;
@@ -69,32 +78,35 @@ impl RotaryEmbedding {
     /// `k` alone rotated by M-RoPE at `at`'s positions `(3, batch, seq)`, as
     /// [`apply_mrope`](Self::apply_mrope) rotates it (same bits).
     pub(crate) fn apply_k_mrope(&self, k: &Tensor, layout: Layout, at: At) -> Result<Tensor> {
-        let (_, cos, sin) = self.mrope_tables("apply_k", "k", k, layout, at)?;
+        let positions = self.mrope_positions("apply_k", "k", k, layout, at)?;
+        let at = with_len(At::mrope(&positions), at.tracked_len());
+        if let Some(k) = self.without_tables(k, at)? {
+            return Ok(k);
+        }
+        let (cos, sin) = self.mrope_tables(k, at)?;
         self.rotate_nonempty(k, layout, &cos, &sin)
     }
 
     /// Checks `at`'s M-RoPE positions against `x` (`(batch, heads, seq, head_dim)`; `op` and
-    /// `name` in errors); returns the positions and the M-RoPE tables at them, `(batch, seq,
-    /// half)` on x's device.
-    fn mrope_tables(
+    /// `name` in errors); returns them checked.
+    fn mrope_positions(
         &self,
         op: &str,
         name: &str,
         x: &Tensor,
         layout: Layout,
         at: At,
-    ) -> Result<(Positions, Tensor, Tensor)> {
+    ) -> Result<Positions> {
         let Place::Mrope(given) = at.place() else {
             bail!("{op}: M-RoPE positions expected, got {:?}", at.place())
         };
         check_mrope_positions(op, name, x, layout, &[("positions", given.dims())])?;
-        let positions = given.to_positions()?;
-        let checked = match at.tracked_len() {
-            Some(len) => At::mrope(&positions).with_tracked_len(len),
-            None => At::mrope(&positions),
-        };
-        let (cos, sin) = self.rope().at(checked, table_dtype(x.dtype()))?;
-        let (cos, sin) = (cos.to_device(x.device())?, sin.to_device(x.device())?);
-        Ok((positions, cos, sin))
+        Ok(given.to_positions()?)
+    }
+
+    /// The M-RoPE tables at checked positions, `(batch, seq, half)` on x's device.
+    fn mrope_tables(&self, x: &Tensor, at: At) -> Result<(Tensor, Tensor)> {
+        let (cos, sin) = self.rope().at(at, table_dtype(x.dtype()))?;
+        Ok((cos.to_device(x.device())?, sin.to_device(x.device())?))
     }
 }
