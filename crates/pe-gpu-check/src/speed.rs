@@ -193,7 +193,9 @@ fn rotary_tables(target: &Target, report: &mut Report, s: &Sizes) -> Result<()> 
     race(target, report, s.rounds, cases, &rows)
 }
 
-/// Rope apply: decode and prefill, against candle-nn's rope on the same cached tables.
+/// Rope apply: decode and prefill, at an offset (the cached tables) and at the same positions
+/// given per token (without tables: the rope kernel computes each token's cos and sin),
+/// against candle-nn's rope on the same cached tables.
 fn rope_apply(
     target: &Target,
     report: &mut Report,
@@ -209,8 +211,10 @@ fn rope_apply(
         let k = Tensor::randn(0f32, 1.0, (1, 8, seq, 128), dev)?.to_dtype(DType::BF16)?;
         let at = 4096;
         let (cos, sin) = rotary.cache().range(0, at + seq, DType::BF16, dev)?;
+        let ids = Tensor::arange(at as u32, (at + seq) as u32, dev)?.unsqueeze(0)?;
         let cases = vec![
             Case::new("RotaryEmbedding::apply", || Ok(rotary.apply(&q, &k, at)?)),
+            Case::new("without tables", || Ok(rotary.apply(&q, &k, &ids)?)),
             Case::new("candle-nn rope", || {
                 let (c, s) = (cos.narrow(0, at, seq)?, sin.narrow(0, at, seq)?);
                 Ok((
@@ -219,12 +223,20 @@ fn rope_apply(
                 ))
             }),
         ];
-        let rows = [row(
-            format!("rope apply bf16, {label} (q 32, k 8 heads, 128, {seq} tokens)"),
-            "RotaryEmbedding::apply",
-            "candle-nn rope, same tables",
-            "candle-nn rope",
-        )];
+        let rows = [
+            row(
+                format!("rope apply bf16, {label} (q 32, k 8 heads, 128, {seq} tokens)"),
+                "RotaryEmbedding::apply",
+                "candle-nn rope, same tables",
+                "candle-nn rope",
+            ),
+            row(
+                format!("rope without tables bf16, {label}, the same positions per token"),
+                "without tables",
+                "candle-nn rope, precomputed tables",
+                "candle-nn rope",
+            ),
+        ];
         race(target, report, rounds, cases, &rows)?;
     }
     Ok(())
