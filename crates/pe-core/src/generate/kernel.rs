@@ -27,15 +27,11 @@ use crate::describe::freq::{Columns, Plan};
 use crate::describe::positions::{Request, Rows};
 use crate::{ColumnLayout, Result};
 
-/// The table for `request` on `device`, shaped `(rows, width)`.
-pub(crate) fn table(
-    plan: &Plan,
-    request: &Request,
-    dtype: DType,
-    device: &Device,
-) -> Result<Tensor> {
+/// The table for `request`, shaped `(rows, width)`, on the device of the plan's frequencies
+/// `w` ([`frequencies`]).
+pub(crate) fn table(plan: &Plan, w: &Tensor, request: &Request, dtype: DType) -> Result<Tensor> {
     let cols = plan.columns();
-    let out = Launch::new(plan, request, dtype, device)?.rows(placement(cols), 1)?;
+    let out = Launch::new(plan, w, request, dtype)?.rows(placement(cols), 1)?;
     Ok(out.reshape((request.n_rows(), cols.width))?)
 }
 
@@ -43,9 +39,9 @@ pub(crate) fn table(
 /// one output, both written by the same threads.
 pub(crate) fn halves(
     plan: &Plan,
+    w: &Tensor,
     request: &Request,
     dtype: DType,
-    device: &Device,
 ) -> Result<(Tensor, Tensor)> {
     let (rows, h) = (request.n_rows(), plan.columns().width / 2);
     let place = Placement {
@@ -55,7 +51,7 @@ pub(crate) fn halves(
         n_cos: h as u32,
         zero_col: u32::MAX,
     };
-    let out = Launch::new(plan, request, dtype, device)?.rows(place, 2)?;
+    let out = Launch::new(plan, w, request, dtype)?.rows(place, 2)?;
     let out = out.reshape((2, rows, h))?;
     Ok((out.get(0)?, out.get(1)?))
 }
@@ -113,17 +109,16 @@ struct Launch {
 }
 
 impl Launch {
-    fn new(plan: &Plan, request: &Request, dtype: DType, device: &Device) -> Result<Self> {
+    fn new(plan: &Plan, w: &Tensor, request: &Request, dtype: DType) -> Result<Self> {
         let work = super::work_dtype(dtype);
         let n = plan.frequencies().len();
-        let w = frequencies(plan, device)?;
         let rows = request.n_rows();
         let (values, start, base, count) = anchored(request)?;
         let factors = |args: FactorArgs| {
             let second = values
                 .as_ref()
                 .filter(|_| args.has_values == 1)
-                .unwrap_or(&w);
+                .unwrap_or(w);
             w.apply_op2_no_bwd(second, &Factors { args, work })
         };
         let anchors = factors(FactorArgs {
@@ -209,6 +204,7 @@ pub(crate) enum TokenRows {
 /// weight row read once, each output written once (the CPU's fused block, with its bits).
 pub(crate) fn embed(
     plan: &Plan,
+    w: &Tensor,
     weights: &Tensor,
     tokens: &Tensor,
     rows: TokenRows,
@@ -238,7 +234,7 @@ pub(crate) fn embed(
             (request, 0, info)
         }
     };
-    let mut launch = Launch::new(plan, &request, weights.dtype(), device)?;
+    let mut launch = Launch::new(plan, w, &request, weights.dtype())?;
     launch.rows = n_tokens;
     let mut args = launch.args(placement(plan.columns()), 0);
     (args.scale, args.period) = (scale, period);
@@ -267,7 +263,13 @@ pub(crate) fn turns(
 ) -> Result<(Tensor, Tensor)> {
     let (rows, h) = (keys.len(), axis.len());
     let split = 2 * old.frequencies().len();
-    let w = Tensor::cat(&[frequencies(old, device)?, frequencies(new, device)?], 0)?;
+    let w = Tensor::cat(
+        &[
+            frequencies(old, None, device)?,
+            frequencies(new, None, device)?,
+        ],
+        0,
+    )?;
     let keys: Vec<f64> = keys.iter().flatten().map(|&k| k as f64).collect();
     let keys = Tensor::from_vec(keys, rows * 6, device)?;
     let axis = Tensor::new(axis, device)?;
@@ -287,16 +289,18 @@ pub(crate) fn turns(
 
 /// Rope without tables (`rope.cu`): `x`, `(batch, heads, seq, d)` or `(tokens, heads, d)`, its
 /// first `2n` features of each head turned at the positions `rows` gives its tokens (`(batch,
-/// seq)` or `(tokens,)` in order), with `plan`'s frequencies (`n` of them) and amplitude; with
-/// M-RoPE `axes` (the position row of each pair), `rows` holds three rows of positions. Each
+/// seq)` or `(tokens,)` in order), with `plan`'s frequencies (`n` of them, `w` on x's device)
+/// and amplitude; with M-RoPE (`w` then holds each pair's position row after the frequencies,
+/// [`frequencies`]), `rows` holds three rows of positions. Each
 /// token's cos and sin are computed where they are used, with the rotary tables' bits, and
 /// the result has the bits of the CPU's one-pass rotation by those tables: one launch, no
 /// table. The caller has checked the positions against x and `fits` for the tokens.
 pub(crate) fn rope(
     plan: &Plan,
+    w: &Tensor,
     x: &Tensor,
     rows: TokenRows,
-    axes: Option<&[u32]>,
+    mrope: bool,
     interleaved: bool,
 ) -> Result<Tensor> {
     let dims = x.dims();
@@ -315,15 +319,6 @@ pub(crate) fn rope(
     if x.elem_count() == 0 {
         return Ok(x.clone());
     }
-    let w = match axes {
-        // Each pair's axis after the frequencies, as f64 (small integers, exact).
-        Some(axes) => {
-            let axes: Vec<f64> = axes.iter().map(|&a| f64::from(a)).collect();
-            let axes = Tensor::from_vec(axes, n, x.device())?;
-            Tensor::cat(&[&frequencies(plan, x.device())?, &axes], 0)?
-        }
-        None => frequencies(plan, x.device())?,
-    };
     let (start, period, values) = match rows {
         TokenRows::Repeat { start, period } => (f64::from(start), period, None),
         TokenRows::Values(values) => (0.0, 1, Some(values.contiguous()?)),
@@ -338,19 +333,21 @@ pub(crate) fn rope(
         period: period as u32,
         has_values: u32::from(values.is_some()),
         interleaved: u32::from(interleaved),
-        axes: u32::from(axes.is_some()),
+        axes: u32::from(mrope),
     };
     let op = OutputOp::Rope(RopeOp {
         args,
         tokens: (x.elem_count() / (heads * d)) as u64,
     });
-    let values = values.as_ref().unwrap_or(&w);
-    Ok(x.contiguous()?.apply_op3_no_bwd(&w, values, &op)?)
+    let values = values.as_ref().unwrap_or(w);
+    Ok(x.contiguous()?.apply_op3_no_bwd(w, values, &op)?)
 }
 
-/// The frequencies as `(hi, lo)` pairs on `device`, what the factor kernel reads.
-fn frequencies(plan: &Plan, device: &Device) -> Result<Tensor> {
-    let w: Vec<f64> = plan
+/// The frequencies as `(hi, lo)` pairs on `device`, what the kernels read; for the rope
+/// kernel at M-RoPE positions, then each pair's position row (`axes`, as f64: small integers,
+/// exact).
+pub(crate) fn frequencies(plan: &Plan, axes: Option<&[u32]>, device: &Device) -> Result<Tensor> {
+    let mut w: Vec<f64> = plan
         .frequencies()
         .iter()
         .flat_map(|w| {
@@ -358,7 +355,9 @@ fn frequencies(plan: &Plan, device: &Device) -> Result<Tensor> {
             [hi, lo]
         })
         .collect();
-    Ok(Tensor::from_vec(w, plan.frequencies().len() * 2, device)?)
+    w.extend(axes.unwrap_or_default().iter().map(|&a| f64::from(a)));
+    let len = w.len();
+    Ok(Tensor::from_vec(w, len, device)?)
 }
 
 /// Where a request's rows take their anchors: `(positions, start, first anchor, anchors)`. A

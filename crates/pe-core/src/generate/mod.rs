@@ -19,7 +19,7 @@ mod turn;
 
 pub(crate) use cpu::RowPositions;
 
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use candle_core::{DType, Device, Tensor};
 
@@ -57,6 +57,17 @@ pub(crate) struct Generator {
     plan: Plan,
     backend: TableBackend,
     offsets: OnceLock<cpu::Offsets>,
+    /// The kernels' frequency input on each device they ran on (with the rope kernel's M-RoPE
+    /// axes, when given), uploaded once rather than at every call.
+    on_devices: Mutex<Vec<OnDevice>>,
+}
+
+/// The kernels' frequency input ([`kernel::frequencies`]) on one device.
+#[derive(Debug)]
+struct OnDevice {
+    device: Device,
+    axes: Option<Vec<u32>>,
+    w: Tensor,
 }
 
 impl Generator {
@@ -65,6 +76,7 @@ impl Generator {
             plan,
             backend,
             offsets: OnceLock::new(),
+            on_devices: Mutex::new(Vec::new()),
         }
     }
 
@@ -112,6 +124,25 @@ impl Generator {
         self.offsets.get_or_init(|| cpu::Offsets::new(&self.plan))
     }
 
+    /// The plan's frequencies on `device` as the kernels read them ([`kernel::frequencies`]),
+    /// uploaded on first use and kept.
+    fn frequencies_on(&self, device: &Device, axes: Option<&[u32]>) -> Result<Tensor> {
+        let mut kept = self.on_devices.lock().unwrap_or_else(|e| e.into_inner());
+        let found = kept
+            .iter()
+            .find(|k| k.device.same_device(device) && k.axes.as_deref() == axes);
+        if let Some(k) = found {
+            return Ok(k.w.clone());
+        }
+        let w = kernel::frequencies(&self.plan, axes, device)?;
+        kept.push(OnDevice {
+            device: device.clone(),
+            axes: axes.map(<[u32]>::to_vec),
+            w: w.clone(),
+        });
+        Ok(w)
+    }
+
     /// The table for `request` on `device`, shaped `request.lead + [width]`; dtype, angles,
     /// device and size are checked before anything is allocated.
     pub fn table(&self, request: &Request, dtype: DType, device: &Device) -> Result<Tensor> {
@@ -123,7 +154,10 @@ impl Generator {
         let table = match route {
             _ if rows == 0 => Tensor::zeros((0, width), dtype, device)?,
             Route::Cpu => cpu::table(self, request, dtype)?,
-            Route::Kernel => kernel::table(&self.plan, request, dtype, device)?,
+            Route::Kernel => {
+                let w = self.frequencies_on(device, None)?;
+                kernel::table(&self.plan, &w, request, dtype)?
+            }
             Route::Generic => generic::table(&self.plan, request, dtype, device)?,
         };
         let mut shape = request.lead.clone();
@@ -162,7 +196,8 @@ impl Generator {
         } else if route == Route::Cpu {
             cpu::halves(self, request, dtype)?
         } else if route == Route::Kernel {
-            kernel::halves(&self.plan, request, dtype, device)?
+            let w = self.frequencies_on(device, None)?;
+            kernel::halves(&self.plan, &w, request, dtype)?
         } else {
             // A cos|sin layout of width h with h cosines is all cosines; with none, all sines.
             let half = |n_cos: usize| {
@@ -208,7 +243,30 @@ impl Generator {
         zero_at: Option<u32>,
         embedding_scale: f64,
     ) -> Result<Tensor> {
-        kernel::embed(&self.plan, weights, tokens, rows, zero_at, embedding_scale)
+        let w = self.frequencies_on(weights.device(), None)?;
+        kernel::embed(
+            &self.plan,
+            &w,
+            weights,
+            tokens,
+            rows,
+            zero_at,
+            embedding_scale,
+        )
+    }
+
+    /// Rope without tables by the rope kernel ([`kernel::rope`]) on x's device: x turned at
+    /// `rows`, each pair at the position row `axes` gives it with M-RoPE. The caller has checked
+    /// the positions against x, the angles, and that the kernels take this many tokens.
+    pub fn rope(
+        &self,
+        x: &Tensor,
+        rows: kernel::TokenRows,
+        axes: Option<&[u32]>,
+        interleaved: bool,
+    ) -> Result<Tensor> {
+        let w = self.frequencies_on(x.device(), axes)?;
+        kernel::rope(&self.plan, &w, x, rows, axes.is_some(), interleaved)
     }
 }
 
@@ -318,6 +376,30 @@ mod tests {
     use crate::describe::positions;
     use crate::exact::dd::Dd;
     use candle_core::D;
+
+    /// The kernels' frequency input is uploaded once per device (and per set of M-RoPE axes),
+    /// then reused: the same tensor, so the same bits, at every later call.
+    #[cfg(feature = "host-kernels")]
+    #[test]
+    fn the_kernels_frequencies_are_uploaded_once_per_device() -> Result<()> {
+        let w: Vec<Dd> = (0..4).map(|i| Dd::from(0.5f64.powi(i))).collect();
+        let generator = Generator::new(Plan::from_frequencies(&w, 1.0)?, TableBackend::Kernel);
+        let dev = Device::Cpu;
+        let x = Tensor::arange(0f32, 3.0 * 8.0, &dev)?.reshape((3, 1, 8))?;
+        let at = |start| kernel::TokenRows::Repeat { start, period: 3 };
+        let first = generator.rope(&x, at(5), None, false)?;
+        let again = generator.rope(&x, at(5), None, false)?;
+        assert_eq!(generator.on_devices.lock().unwrap().len(), 1);
+        let (a, b) = (
+            first.flatten_all()?.to_vec1::<f32>()?,
+            again.flatten_all()?.to_vec1::<f32>()?,
+        );
+        assert_eq!(a, b);
+        generator.rope(&x, at(9), Some(&[0, 1, 2, 2]), false)?;
+        generator.table(&positions::range(0, 10)?, DType::F32, &dev)?;
+        assert_eq!(generator.on_devices.lock().unwrap().len(), 2);
+        Ok(())
+    }
 
     /// The rotary halves written directly are the bits of the two halves of the combined table
     /// (their plain twin), on both generators, for ranges and ids, every dtype, with the

@@ -337,13 +337,20 @@ impl Rope {
 
     /// The plan (frequencies and attention factor) of a sequence of `len` positions.
     pub(super) fn plan_for(&self, len: usize) -> Result<Plan> {
+        Ok(self.generator_for(len)?.plan().clone())
+    }
+
+    /// The generator of a sequence of `len` positions: the fixed one, shared, where the
+    /// frequencies do not follow the length.
+    pub(super) fn generator_for(&self, len: usize) -> Result<Arc<Generator>> {
         Ok(match self.fixed_up_to {
-            Some(limit) if len > limit => {
-                generator(&self.config, self.longrope_policy, self.backend, len)?
-                    .plan()
-                    .clone()
-            }
-            _ => self.fixed.plan().clone(),
+            Some(limit) if len > limit => Arc::new(generator(
+                &self.config,
+                self.longrope_policy,
+                self.backend,
+                len,
+            )?),
+            _ => Arc::clone(&self.fixed),
         })
     }
 

@@ -11,7 +11,7 @@ use super::at::{At, Place};
 use super::layouts::PairLayout;
 use super::tables::{mrope_axis, Rope};
 use crate::describe::positions::Positions;
-use crate::generate::kernel::{self, TokenRows};
+use crate::generate::kernel::TokenRows;
 use crate::{Error, Result};
 
 impl Rope {
@@ -85,9 +85,11 @@ impl Rope {
                 (TokenRows::Values(values), axes, positions.end())
             }
         };
-        let plan = self.plan_for(at.tracked_len().unwrap_or(end))?;
-        plan.check_angles(end.saturating_sub(1) as f64)?;
-        let rotated = kernel::rope(&plan, x, rows, axes.as_deref(), pairs.is_interleaved())?;
+        let generator = self.generator_for(at.tracked_len().unwrap_or(end))?;
+        generator
+            .plan()
+            .check_angles(end.saturating_sub(1) as f64)?;
+        let rotated = generator.rope(x, rows, axes.as_deref(), pairs.is_interleaved())?;
         Ok(Some(rotated))
     }
 
