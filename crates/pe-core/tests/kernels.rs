@@ -7,36 +7,13 @@
 
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::MAX_POSITION;
-use candle_pe_core::{At, MropeSlots, PeCache, PeSpec, Positions, Preset, Rope};
+use candle_pe_core::{At, PeCache, PeSpec, Positions, Preset, Rope};
 use candle_pe_core::{SinusoidalEncoding, TableBackend, TokenPositions};
-use pe_testkit::{random_encoding, random_offset, random_rope_config, seeded_rng};
+use pe_testkit::{random_encoding, random_mrope_config, random_offset, random_rope_config};
+use pe_testkit::{same_bits as same, seeded_rng};
 use rand::Rng;
 
 const DTYPES: [DType; 4] = [DType::F32, DType::F16, DType::BF16, DType::F64];
-
-/// The bits of a table in any float dtype, widened losslessly.
-fn bits(t: &Tensor) -> anyhow::Result<Vec<u64>> {
-    let values = t.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?;
-    Ok(values.into_iter().map(f64::to_bits).collect())
-}
-
-/// Fails with the first differing element unless `kernel` has `cpu`'s shape and bits.
-fn same(kernel: &Tensor, cpu: &Tensor, what: &str) -> anyhow::Result<()> {
-    assert_eq!(kernel.dims(), cpu.dims(), "{what}: shapes");
-    assert_eq!(kernel.dtype(), cpu.dtype(), "{what}: dtypes");
-    let (k, c) = (bits(kernel)?, bits(cpu)?);
-    if let Some(i) = (0..k.len()).find(|&i| k[i] != c[i]) {
-        let width = cpu.dims().last().copied().unwrap_or(1).max(1);
-        anyhow::bail!(
-            "{what}: element {i} (row {}, column {}) is {:e} from the kernel, {:e} from the CPU",
-            i / width,
-            i % width,
-            f64::from_bits(k[i]),
-            f64::from_bits(c[i]),
-        );
-    }
-    Ok(())
-}
 
 /// Every request shape of a sinusoidal encoding, on both generators.
 fn every_request(spec: PeSpec, what: &str) -> anyhow::Result<()> {
@@ -156,16 +133,7 @@ fn mrope_tables_have_the_cpu_bits() -> anyhow::Result<()> {
     let mut rng = seeded_rng("mrope_tables_have_the_cpu_bits");
     let dev = Device::Cpu;
     for case in 0..24 {
-        let mut config = random_rope_config(&mut rng);
-        let h = config.rotary_dim() / 2;
-        let a = rng.random_range(0..=h / 3);
-        let b = rng.random_range(0..=h / 3);
-        config.mrope_section = Some(vec![h - a - b, a, b]);
-        config.mrope_slots = if rng.random_bool(0.5) {
-            MropeSlots::Alternating
-        } else {
-            MropeSlots::Sections
-        };
+        let config = random_mrope_config(&mut rng);
         let (batch, seq) = (rng.random_range(1..=2), rng.random_range(1..=40));
         let ids: Vec<u32> = (0..3 * batch * seq)
             .map(|_| rng.random_range(0..MAX_POSITION as u32))

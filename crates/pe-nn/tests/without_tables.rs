@@ -5,35 +5,12 @@
 //! runs as the kernel; here `TableBackend::Kernel` runs its host build.
 
 use candle_core::{DType, Device, Tensor};
-use candle_pe_core::MropeSlots;
 use candle_pe_nn::{At, PairLayout, Positions, Rope, RotaryEmbedding, TableBackend};
-use pe_testkit::{random_offset, random_rope_config, seeded_rng};
+use pe_testkit::{random_mrope_config, random_offset, random_rope_config};
+use pe_testkit::{same_bits as same, seeded_rng};
 use rand::Rng;
 
 const DTYPES: [DType; 4] = [DType::F32, DType::F16, DType::BF16, DType::F64];
-
-fn bits(t: &Tensor) -> anyhow::Result<Vec<u64>> {
-    Ok(t.to_dtype(DType::F64)?
-        .flatten_all()?
-        .to_vec1::<f64>()?
-        .into_iter()
-        .map(f64::to_bits)
-        .collect())
-}
-
-fn same(got: &Tensor, want: &Tensor, what: &str) -> anyhow::Result<()> {
-    assert_eq!(got.dims(), want.dims(), "{what}");
-    assert_eq!(got.dtype(), want.dtype(), "{what}");
-    let (got, want) = (bits(got)?, bits(want)?);
-    if let Some(i) = (0..got.len()).find(|&i| got[i] != want[i]) {
-        panic!(
-            "{what}: element {i} is {} where the tables give {}",
-            f64::from_bits(got[i]),
-            f64::from_bits(want[i])
-        );
-    }
-    Ok(())
-}
 
 /// A random position per token: the edges of an anchor span, the top of the range, anywhere.
 fn positions(rng: &mut impl Rng, n: usize) -> Vec<i64> {
@@ -103,12 +80,7 @@ fn mrope_without_tables_has_the_bits_of_the_tables() -> anyhow::Result<()> {
     let mut rng = seeded_rng("mrope_without_tables_has_the_bits_of_the_tables");
     let dev = Device::Cpu;
     for case in 0..24 {
-        let mut config = random_rope_config(&mut rng);
-        let h = config.rotary_dim() / 2;
-        let a = rng.random_range(0..=h / 3);
-        let b = rng.random_range(0..=h / 3);
-        config.mrope_section = Some(vec![h - a - b, a, b]);
-        config.mrope_slots = [MropeSlots::Sections, MropeSlots::Alternating][case % 2];
+        let config = random_mrope_config(&mut rng);
         let pairs = [PairLayout::Halves, PairLayout::Interleaved][case / 2 % 2];
         let tables = RotaryEmbedding::new(config.clone())?.with_pair_layout(pairs);
         let kernel = tables.clone().with_backend(TableBackend::Kernel);

@@ -91,3 +91,33 @@ pub fn bits_hash(tensors: &[&Tensor]) -> Result<u64> {
     }
     Ok(h.finish())
 }
+
+/// Fails, naming the first differing element (its row and column), unless `got` has the
+/// dtype, shape and bits of `want`: how the kernels' host build is held to the CPU engine.
+pub fn same_bits(got: &Tensor, want: &Tensor, what: &str) -> Result<()> {
+    if got.dims() != want.dims() || got.dtype() != want.dtype() {
+        bail!(
+            "{what}: {:?} {:?} where {:?} {:?} was expected",
+            got.dtype(),
+            got.dims(),
+            want.dtype(),
+            want.dims()
+        );
+    }
+    let bits = |t: &Tensor| -> Result<Vec<u64>> {
+        let values = t.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?;
+        Ok(values.into_iter().map(f64::to_bits).collect())
+    };
+    let (g, w) = (bits(got)?, bits(want)?);
+    if let Some(i) = (0..g.len()).find(|&i| g[i] != w[i]) {
+        let width = want.dims().last().copied().unwrap_or(1).max(1);
+        bail!(
+            "{what}: element {i} (row {}, column {}) is {:e}, expected {:e}",
+            i / width,
+            i % width,
+            f64::from_bits(g[i]),
+            f64::from_bits(w[i]),
+        );
+    }
+    Ok(())
+}

@@ -13,8 +13,8 @@
 //! ```
 
 use candle_pe_core::{
-    ColumnLayout, Dynamic, LinearScaling, Llama3, Longrope, NtkAlpha, PeSpec, Preset, Proportional,
-    RopeConfig, RopeType, SinusoidalEncoding, TableBackend, Yarn, MAX_POSITION,
+    ColumnLayout, Dynamic, LinearScaling, Llama3, Longrope, MropeSlots, NtkAlpha, PeSpec, Preset,
+    Proportional, RopeConfig, RopeType, SinusoidalEncoding, TableBackend, Yarn, MAX_POSITION,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -120,6 +120,22 @@ pub fn random_rope_config(rng: &mut StdRng) -> RopeConfig {
         c.partial_rotary_factor = 0.5;
     }
     c
+}
+
+/// A random M-RoPE config: [`random_rope_config`] with a random `mrope_section` (temporal,
+/// height, width; height and width each up to a third of the frequencies) and slot layout.
+pub fn random_mrope_config(rng: &mut StdRng) -> RopeConfig {
+    let mut config = random_rope_config(rng);
+    let h = config.rotary_dim() / 2;
+    let a = rng.random_range(0..=h / 3);
+    let b = rng.random_range(0..=h / 3);
+    config.mrope_section = Some(vec![h - a - b, a, b]);
+    config.mrope_slots = if rng.random_bool(0.5) {
+        MropeSlots::Alternating
+    } else {
+        MropeSlots::Sections
+    };
+    config
 }
 
 /// A random rope type of [`random_rope_config`] (`half` frequencies, a scaling `factor`, an

@@ -45,9 +45,10 @@ pub use axes::{assert_axes_exact, axes_slots};
 pub use baseline::{
     gather_rope, marian_table, naive_f32_table, naive_llama_rope, whisper_sinusoids,
 };
-pub use bits::{bits_hash, BitHasher};
+pub use bits::{bits_hash, same_bits, BitHasher};
 pub use cases::{
-    encoding, random_encoding, random_offset, random_rope_config, seeded_rng, ORACLE_ROPE_TYPES,
+    encoding, random_encoding, random_mrope_config, random_offset, random_rope_config, seeded_rng,
+    ORACLE_ROPE_TYPES,
 };
 pub use fixtures::fixture;
 pub use golden::{golden, machine_class, BitCases, BLESS_VAR};
