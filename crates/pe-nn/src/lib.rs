@@ -60,7 +60,7 @@ pub use rotary::RotaryEmbedding;
 // the blocks needs no second dependency to name them.
 pub use candle_pe_core::{
     cogvideox_coordinates, patch_positions, video_patch_positions, Alibi, At, AxesRope,
-    ColumnLayout, Frequencies, OddWidth, PairLayout, PeCache, PeSpec, Place, Positions, Preset,
-    QueryScale, Rope, RopeCache, RopeConfig, RopeConfigs, RopeType, SincosGrid, TableBackend,
-    ToPositions,
+    ColumnLayout, Frequencies, MropeSlots, OddWidth, PairLayout, PeCache, PeSpec, Place, Positions,
+    Preset, QueryScale, Rope, RopeCache, RopeConfig, RopeConfigs, RopeType, SincosGrid,
+    TableBackend, ToPositions,
 };
