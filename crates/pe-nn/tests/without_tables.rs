@@ -59,9 +59,9 @@ fn rope_without_tables_has_the_bits_of_the_tables() -> anyhow::Result<()> {
                 (&t, at_offset_t, "(tokens, heads, d) at an offset"),
             ] {
                 let want = tables.apply_k(x, at)?;
-                let got = rope.rotate_without_tables(x, at, pairs)?;
+                let got = rope.rotate_without_tables(&[x], at, pairs)?;
                 let got = got.expect("the kernels' host build runs on the CPU");
-                same(&got, &want, &format!("{what}: {kind}"))?;
+                same(&got[0], &want, &format!("{what}: {kind}"))?;
             }
             // The block routes per-token positions through the kernel where it runs.
             let (kq, kk) = kernel.apply(&q, &k, at_ids)?;
@@ -98,33 +98,43 @@ fn mrope_without_tables_has_the_bits_of_the_tables() -> anyhow::Result<()> {
             let (kq, kk) = kernel.apply(&q, &k, at)?;
             same(&kq, &tq, &format!("{what}: q"))?;
             same(&kk, &tk, &format!("{what}: k"))?;
-            let direct = rope.rotate_without_tables(&q, at, pairs)?;
-            same(&direct.expect("runs"), &tq, &format!("{what}: direct"))?;
+            let direct = rope
+                .rotate_without_tables(&[&q, &k], at, pairs)?
+                .expect("runs");
+            same(&direct[0], &tq, &format!("{what}: direct q"))?;
+            same(&direct[1], &tk, &format!("{what}: direct k"))?;
             same(&kernel.apply_k(&k, at)?, &tk, &format!("{what}: apply_k"))?;
         }
     }
     Ok(())
 }
 
-/// Where the kernels do not run (the CPU generator's backend, M-RoPE positions) the answer is
-/// `None`, for the tables' path; empty inputs stay empty.
+/// Where the kernels do not run (the CPU generator's backend) the answer is `None`, for the
+/// tables' path; empty inputs stay empty; q and k must share their tokens.
 #[test]
 fn rope_without_tables_declines_and_keeps_empty_inputs() -> anyhow::Result<()> {
     let dev = Device::Cpu;
     let rope = Rope::new(candle_pe_nn::RopeConfig::new(8, 10_000.0))?;
+    let halves = PairLayout::Halves;
     let x = Tensor::zeros((1, 2, 3, 8), DType::F32, &dev)?;
-    assert!(rope
-        .rotate_without_tables(&x, 5, PairLayout::Halves)?
-        .is_none());
+    assert!(rope.rotate_without_tables(&[&x], 5, halves)?.is_none());
     let kernel = rope.with_backend(TableBackend::Kernel);
     let empty = Tensor::zeros((0, 2, 8), DType::BF16, &dev)?;
     let none = Tensor::zeros(0, DType::U32, &dev)?;
-    let got = kernel.rotate_without_tables(&empty, &none, PairLayout::Halves)?;
-    assert_eq!(got.expect("runs").dims(), &[0, 2, 8]);
+    let got = kernel.rotate_without_tables(&[&empty], &none, halves)?;
+    assert_eq!(got.expect("runs")[0].dims(), &[0, 2, 8]);
     let wrong = Tensor::zeros((1, 2, 3, 6), DType::F32, &dev)?;
     let err = kernel
-        .rotate_without_tables(&wrong, 0, PairLayout::Halves)
+        .rotate_without_tables(&[&wrong], 0, halves)
         .unwrap_err();
     assert!(err.to_string().contains("(batch, heads, seq, 8)"), "{err}");
+    let k = Tensor::zeros((1, 1, 4, 8), DType::F32, &dev)?;
+    let err = kernel
+        .rotate_without_tables(&[&x, &k], 0, halves)
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("the tokens of [1, 2, 3, 8]"),
+        "{err}"
+    );
     Ok(())
 }

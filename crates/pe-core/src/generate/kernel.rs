@@ -192,6 +192,7 @@ impl Launch {
 }
 
 /// Where the tokens of an embedding block or a rotation sit.
+#[derive(Clone)]
 pub(crate) enum TokenRows {
     /// Every sequence of `period` tokens at `start ..`.
     Repeat { start: u32, period: usize },

@@ -15,39 +15,41 @@ use crate::generate::kernel::TokenRows;
 use crate::{Error, Result};
 
 impl Rope {
-    /// For candle-pe-nn's `RotaryEmbedding`, not a stable API: `x`, `(batch, heads, seq, d)` or
-    /// `(tokens, heads, d)` with `d` the head dim, its first `rotary_dim` features turned at
-    /// `at` (an offset, a position per token: `(batch, seq)` or `(tokens,)`, or M-RoPE's
-    /// `(3, batch, seq)`) with `pairs`, the rest passed, by the rope kernel; `None` where it
-    /// does not run (another device or backend, more tokens than its counts hold), for the
-    /// tables' path.
+    /// For candle-pe-nn's `RotaryEmbedding`, not a stable API: each of `xs` (q and k, on one
+    /// device), `(batch, heads, seq, d)` or `(tokens, heads, d)` with `d` the head dim and the
+    /// same tokens, its first `rotary_dim` features turned at `at` (an offset, a position per
+    /// token: `(batch, seq)` or `(tokens,)`, or M-RoPE's `(3, batch, seq)`) with `pairs`, the
+    /// rest passed, by the rope kernel; the positions are read and moved to the device once for
+    /// all of them. `None` where the kernel does not run (another device or backend, more
+    /// tokens than its counts hold), for the tables' path.
     #[doc(hidden)]
     pub fn rotate_without_tables<'a>(
         &self,
-        x: &Tensor,
+        xs: &[&Tensor],
         at: impl Into<At<'a>>,
         pairs: PairLayout,
-    ) -> Result<Option<Tensor>> {
+    ) -> Result<Option<Vec<Tensor>>> {
         let at = at.into();
-        let (tokens, seq) = match *x.dims() {
-            [batch, _, seq, d] if d == self.config().head_dim => (batch * seq, seq),
-            [tokens, _, d] if d == self.config().head_dim => (tokens, tokens),
-            _ => {
+        let Some(&first) = xs.first() else {
+            return Ok(Some(Vec::new()));
+        };
+        let (tokens, seq) = self.tokens_of(first)?;
+        for &x in xs {
+            if self.tokens_of(x)? != (tokens, seq) || !x.device().same_device(first.device()) {
                 return Err(Error::ShapeMismatch {
                     name: "x",
-                    expected: format!(
-                        "(batch, heads, seq, {0}) or (tokens, heads, {0})",
-                        self.config().head_dim
-                    ),
+                    expected: format!("the tokens of {:?} on its device", first.dims()),
                     shape: x.dims().to_vec(),
-                })
+                });
             }
-        };
-        let kernels = matches!(
-            x.dtype(),
-            DType::F32 | DType::F16 | DType::BF16 | DType::F64
-        ) && self.uses_kernels(x.device(), tokens)?;
-        if !kernels {
+        }
+        let dtypes = xs.iter().all(|x| {
+            matches!(
+                x.dtype(),
+                DType::F32 | DType::F16 | DType::BF16 | DType::F64
+            )
+        });
+        if !dtypes || !self.uses_kernels(first.device(), tokens)? {
             return Ok(None);
         }
         let (rows, axes, end) = match at.place() {
@@ -74,14 +76,16 @@ impl Rope {
                         expected: match rows {
                             3 => format!(
                                 "(3, ...) of 3 x {tokens} positions (M-RoPE) for x {:?}",
-                                x.dims()
+                                first.dims()
                             ),
-                            _ => format!("{tokens} positions, one per token of x {:?}", x.dims()),
+                            _ => {
+                                format!("{tokens} positions, one per token of x {:?}", first.dims())
+                            }
                         },
                         shape: positions.dims().to_vec(),
                     });
                 }
-                let values = positions.flat(DType::F64)?.to_device(x.device())?;
+                let values = positions.flat(DType::F64)?.to_device(first.device())?;
                 (TokenRows::Values(values), axes, positions.end())
             }
         };
@@ -89,8 +93,26 @@ impl Rope {
         generator
             .plan()
             .check_angles(end.saturating_sub(1) as f64)?;
-        let rotated = generator.rope(x, rows, axes.as_deref(), pairs.is_interleaved())?;
+        let rotated = xs
+            .iter()
+            .map(|x| generator.rope(x, rows.clone(), axes.as_deref(), pairs.is_interleaved()))
+            .collect::<Result<Vec<_>>>()?;
         Ok(Some(rotated))
+    }
+
+    /// The tokens of x, `(batch * seq, seq)` or `(tokens, tokens)`, or the error naming the
+    /// shapes a rotation takes.
+    fn tokens_of(&self, x: &Tensor) -> Result<(usize, usize)> {
+        let head_dim = self.config().head_dim;
+        match *x.dims() {
+            [batch, _, seq, d] if d == head_dim => Ok((batch * seq, seq)),
+            [tokens, _, d] if d == head_dim => Ok((tokens, tokens)),
+            _ => Err(Error::ShapeMismatch {
+                name: "x",
+                expected: format!("(batch, heads, seq, {head_dim}) or (tokens, heads, {head_dim})"),
+                shape: x.dims().to_vec(),
+            }),
+        }
     }
 
     /// The position row (M-RoPE's temporal, height, width) of each frequency slot.

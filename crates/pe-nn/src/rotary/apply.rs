@@ -125,7 +125,7 @@ impl RotaryEmbedding {
     ) -> Result<(Tensor, Tensor)> {
         let at = with_len(At::positions(positions), len);
         if path == Path::Fused && self.rope().query_scale().is_none() {
-            if let (Some(q), Some(k)) = (self.without_tables(q, at)?, self.without_tables(k, at)?) {
+            if let Some([q, k]) = self.without_tables([q, k], at)? {
                 return Ok((q, k));
             }
         }
@@ -159,7 +159,7 @@ impl RotaryEmbedding {
         len: Option<usize>,
     ) -> Result<Tensor> {
         let positions = check_ids(k, layout, positions)?;
-        if let Some(k) = self.without_tables(k, with_len(At::positions(&positions), len))? {
+        if let Some([k]) = self.without_tables([k], with_len(At::positions(&positions), len))? {
             return Ok(k);
         }
         if let Some((rows, cos, sin)) = self.cached_rows(k, &positions, len.is_none())? {
@@ -173,17 +173,23 @@ impl RotaryEmbedding {
         self.rotate_nonempty(k, layout, &cos, &sin)
     }
 
-    /// x rotated at checked per-token or M-RoPE positions by the rope kernel, which computes
-    /// each token's cos and sin where it uses them (no table; the tables' bits), where the
-    /// rope's kernels run (CUDA; the host build with `TableBackend::Kernel`), for a rope type
-    /// that tracks no length across calls (or given one); `None` elsewhere.
-    pub(crate) fn without_tables(&self, x: &Tensor, at: At) -> Result<Option<Tensor>> {
+    /// `xs` (q and k, or k) rotated at checked per-token or M-RoPE positions by the rope
+    /// kernel, which computes each token's cos and sin where it uses them (no table; the
+    /// tables' bits), where the rope's kernels run (CUDA; the host build with
+    /// `TableBackend::Kernel`), for a rope type that tracks no length across calls (or given
+    /// one); `None` elsewhere.
+    pub(crate) fn without_tables<const N: usize>(
+        &self,
+        xs: [&Tensor; N],
+        at: At,
+    ) -> Result<Option<[Tensor; N]>> {
         if self.tracked.is_some() && at.tracked_len().is_none() {
             return Ok(None);
         }
-        Ok(self
+        let rotated = self
             .rope()
-            .rotate_without_tables(x, at, self.pair_layout())?)
+            .rotate_without_tables(&xs, at, self.pair_layout())?;
+        Ok(rotated.map(|r| r.try_into().expect("one rotated tensor per input")))
     }
 
     /// One input rotated by the fused rotation, unscaled; an empty one as it is.

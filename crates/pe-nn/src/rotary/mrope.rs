@@ -57,7 +57,7 @@ impl RotaryEmbedding {
         let positions = self.mrope_positions("apply", "q", q, layout, at)?;
         let at = with_len(At::mrope(&positions), at.tracked_len());
         if path == Path::Fused && self.rope().query_scale().is_none() {
-            if let (Some(q), Some(k)) = (self.without_tables(q, at)?, self.without_tables(k, at)?) {
+            if let Some([q, k]) = self.without_tables([q, k], at)? {
                 return Ok((q, k));
             }
         }
@@ -80,7 +80,7 @@ impl RotaryEmbedding {
     pub(crate) fn apply_k_mrope(&self, k: &Tensor, layout: Layout, at: At) -> Result<Tensor> {
         let positions = self.mrope_positions("apply_k", "k", k, layout, at)?;
         let at = with_len(At::mrope(&positions), at.tracked_len());
-        if let Some(k) = self.without_tables(k, at)? {
+        if let Some([k]) = self.without_tables([k], at)? {
             return Ok(k);
         }
         let (cos, sin) = self.mrope_tables(k, at)?;
