@@ -7,7 +7,9 @@
 //! cargo bench -- cpu_decode            # one group
 //! cargo bench -- cpu_generic           # the candle-op generator (what runs on CUDA)
 //! cargo bench -- cpu_shift             # re-rotating cached keys against a copy
-//! cargo bench -- --test                # each case once, small sizes only (what CI runs)
+//! cargo bench -- --test                # each case once, small sizes only
+//! cargo test --bench pe                # the same in the test profile (what CI runs: it reuses
+//!                                      # the test build instead of a release build)
 //! ```
 
 use std::hint::black_box;
@@ -47,9 +49,11 @@ fn prefix(dev: &Device) -> &'static str {
     }
 }
 
-/// Criterion's `--test` mode runs each case once: keep to small sizes there.
+/// Criterion's test mode runs each case once: keep to small sizes there. It is on under
+/// `cargo test` (no `--bench` argument) and with `--test`.
 fn quick() -> bool {
-    std::env::args().any(|a| a == "--test")
+    let has = |flag: &str| std::env::args().any(|a| a == flag);
+    has("--test") || !has("--bench")
 }
 
 /// Times `iters` calls of `f`, synchronizing the device before reading the clock.

@@ -77,7 +77,7 @@ bundle() {
     rm -rf "$bundle" && mkdir -p "$bundle"
     # Stripped, the binary is about 60 MB, most of it candle's kernels (PTX text and cubins
     # for sm_90): xz takes it to about 7. `run` unpacks it (xz, or Python's lzma).
-    strip -o "$bundle/gpu_check" target/release/gpu_check
+    strip -o "$bundle/gpu_check" "${CARGO_TARGET_DIR:-$root/target}/release/gpu_check"
     xz -6 -T2 "$bundle/gpu_check"
     # The fixtures the checks read.
     local fixtures="$root/crates/pe-testkit/fixtures"
@@ -108,7 +108,7 @@ dry_run() {
     cargo build -p pe-gpu-check
     local out="$root/target/gpu-check-dry-run"
     rm -rf "$out" && mkdir -p "$out"
-    target/debug/gpu_check --device cpu --out "$out"
+    "${CARGO_TARGET_DIR:-$root/target}/debug/gpu_check" --device cpu --out "$out"
 }
 
 case "${1:-}" in
