@@ -56,7 +56,7 @@ impl Frequency {
     }
 
     /// `p * w` as `hi + lo`, exact to about 2^-100 relative.
-    #[inline]
+    #[inline(always)]
     pub fn angle(&self, p: f64) -> (f64, f64) {
         let (hi, lo) = two_product(p, self.0.hi);
         let lo = lo + p * self.0.lo;
@@ -65,7 +65,7 @@ impl Frequency {
     }
 
     /// `(sin(p w), cos(p w))`, each within about one ulp of f64.
-    #[inline]
+    #[inline(always)]
     pub fn sin_cos(&self, p: f64) -> (f64, f64) {
         let (hi, lo) = self.angle(p);
         trig::sin_cos(hi, lo)

@@ -28,7 +28,7 @@ pub(crate) const PI: Dd = Dd {
 };
 
 /// `a * b` as `hi + lo` exactly (Dekker's product; no fused multiply-add needed).
-#[inline]
+#[inline(always)]
 pub(crate) fn two_product(a: f64, b: f64) -> (f64, f64) {
     let hi = a * b;
     let (a1, a2) = split(a);
@@ -38,7 +38,7 @@ pub(crate) fn two_product(a: f64, b: f64) -> (f64, f64) {
 }
 
 /// `x = high + low` with 26 and 27 significant bits (Veltkamp's split).
-#[inline]
+#[inline(always)]
 fn split(x: f64) -> (f64, f64) {
     let c = 134_217_729.0 * x; // 2^27 + 1
     let high = c - (c - x);

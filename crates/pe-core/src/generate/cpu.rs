@@ -13,13 +13,16 @@
 //! f32 output is combined in f32 (error below 3e-7); f16, bf16 and f64 outputs are combined in
 //! f64, so the half-precision outputs are accurate values rounded once (within one ulp).
 //!
-//! [`fill_rows`] hands each row's anchor and offset ([`RowCode`]) to a closure that writes the
+//! [`fill_rows`] hands each row's anchor and offset ([`RowCode`]) to a [`Finish`] that writes the
 //! output row in one pass, each value combined and finished as it is written, with no row buffer:
 //! a plain table rounds it to the output dtype ([`table`]), the fused embedding adds it to a
 //! scaled token embedding ([`embed`]), the rotary tables split it into cos and sin ([`halves`]).
+//! Each parallel task runs in an AVX2 build where the CPU has it, and each anchor row is
+//! computed in AVX2's f64 lanes: the same operations, so the same bits.
 //!
 //! [`Frequency::sin_cos`]: crate::describe::freq::Frequency::sin_cos
 
+use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::ops::{Add, Mul, Sub};
 
@@ -28,7 +31,7 @@ use half::{bf16, f16};
 use rayon::prelude::*;
 
 use super::Generator;
-use crate::describe::freq::{Columns, Plan};
+use crate::describe::freq::{Columns, Frequency, Plan};
 use crate::describe::positions::{Request, Rows};
 use crate::exact::round;
 use crate::{ColumnLayout, Error, Result};
@@ -80,14 +83,7 @@ pub(crate) struct Offsets {
 impl Offsets {
     pub fn new(plan: &Plan) -> Self {
         let f64: Vec<SinCos<f64>> = (0..ANCHOR_SPAN)
-            .map(|j| {
-                let (sin, cos) = plan
-                    .frequencies()
-                    .iter()
-                    .map(|w| w.sin_cos(j as f64))
-                    .unzip();
-                SinCos { sin, cos }
-            })
+            .map(|j| SinCos::row(plan.frequencies(), j as f64, 1.0))
             .collect();
         let f32 = f64
             .iter()
@@ -228,6 +224,7 @@ impl<A: Acc> RowCode<'_, A> {
     /// Writes `row[k] = put(src[k], v)` for every column `k` of the plan's layout, `v` the row's
     /// value there; `src` is read alongside (the weight row of the fused embedding; a slice of
     /// `()` when there is nothing to read).
+    #[inline(always)]
     fn write<X: Copy, O>(self, src: &[X], row: &mut [O], put: impl Fn(X, A) -> O) {
         let cols = self.cols;
         let (row, src) = (&mut row[..cols.width], &src[..cols.width]);
@@ -278,6 +275,7 @@ impl<A: Acc> RowCode<'_, A> {
 
     /// Writes the row's `n` cosines and `n` sines (a cos|sin plan of even width, the rotary
     /// tables) to two rows of their own: `cos_row[i] = put(v)`, `sin_row[i] = put(v)`.
+    #[inline(always)]
     fn write_halves<O>(self, cos_row: &mut [O], sin_row: &mut [O], put: impl Fn(A) -> O) {
         let n = cos_row.len();
         let none = vec![(); n];
@@ -303,6 +301,7 @@ struct Head<'a, A> {
 }
 
 impl<A: Acc> SinCos<A> {
+    #[inline(always)]
     fn head(&self, n: usize) -> Head<'_, A> {
         Head {
             sin: &self.sin[..n],
@@ -346,64 +345,182 @@ fn split_halves<A: Acc, X: Copy, O>(
     }
 }
 
-/// Finds each of `rows` rows' anchor and offset (in parallel) and passes them to
-/// `finish(row, code, out, i)`, which must write row `i` of `out`, the task's part of the output
-/// (the row's index in the whole output is `row`). Rows at position `zero_at` are zeros.
-fn fill_rows<A: Acc, S: OutRows>(
+/// What a fill makes of each row: [`row`](Self::row) writes row `i` of `out`, a task's part
+/// of the output, from the row's anchor and offset (`code`); `row` is the row's index in the
+/// whole output. Implementations mark it `#[inline(always)]`, so that the AVX2 build of a task
+/// ([`Fill::task`]) holds the whole row loop.
+pub(crate) trait Finish<A, S>: Sync {
+    fn row(&self, row: usize, code: RowCode<'_, A>, out: &mut S, i: usize);
+}
+
+/// The rows of a plain table: each value rounded to the output dtype. `none` has a `()` for
+/// every column (nothing is read alongside).
+struct Table<'a, T> {
+    none: &'a [()],
+    dtype: PhantomData<T>,
+}
+
+impl<T: Element> Finish<T::Acc, Slab<'_, MaybeUninit<T>>> for Table<'_, T> {
+    #[inline(always)]
+    fn row(&self, _: usize, code: RowCode<'_, T::Acc>, out: &mut Slab<MaybeUninit<T>>, i: usize) {
+        code.write(self.none, out.row(i), |(), v| {
+            MaybeUninit::new(T::from_acc(v))
+        });
+    }
+}
+
+/// The rows of the rotary tables: cos and sin, each rounded to the output dtype.
+struct Halves<T>(PhantomData<T>);
+
+type SlabPair<'a, T> = (Slab<'a, MaybeUninit<T>>, Slab<'a, MaybeUninit<T>>);
+
+impl<T: Element> Finish<T::Acc, SlabPair<'_, T>> for Halves<T> {
+    #[inline(always)]
+    fn row(&self, _: usize, code: RowCode<'_, T::Acc>, out: &mut SlabPair<T>, i: usize) {
+        let put = |v| MaybeUninit::new(T::from_acc(v));
+        code.write_halves(out.0.row(i), out.1.row(i), put);
+    }
+}
+
+/// The rows of the fused embedding block: `scale * weights[tokens[r]] + PE`, with `d` columns.
+struct Embed<'a, T: Element> {
+    weights: &'a [T],
+    tokens: &'a [usize],
+    d: usize,
+    scale: T::Acc,
+}
+
+impl<T: Element> Finish<T::Acc, Slab<'_, MaybeUninit<T>>> for Embed<'_, T> {
+    #[inline(always)]
+    fn row(&self, r: usize, code: RowCode<'_, T::Acc>, out: &mut Slab<MaybeUninit<T>>, i: usize) {
+        let row = &self.weights[self.tokens[r] * self.d..][..self.d];
+        code.write(row, out.row(i), |x, pe| {
+            MaybeUninit::new(T::from_acc(self.scale * x.to_acc() + pe))
+        });
+    }
+}
+
+/// Finds each of `rows` rows' anchor and offset (in parallel) and has `finish` write it into
+/// `out`. Rows at position `zero_at` are zeros.
+fn fill_rows<A: Acc, S: OutRows, F: Finish<A, S>>(
     generator: &Generator,
     positions: RowPositions<'_>,
     zero_at: Option<u32>,
     rows: usize,
     out: S,
-    finish: impl Fn(usize, RowCode<'_, A>, &mut S, usize) + Sync,
+    finish: &F,
 ) {
     if rows == 0 {
         return;
     }
     let plan = generator.plan();
-    let cols = plan.columns();
-    let offsets = A::offsets(generator.offsets());
-    let zero_at = zero_at.map(f64::from);
     let (base, shared) = shared_anchors::<A>(plan, positions, rows);
-    // Rows first..first + n: a shared anchor, or one anchor at a time, reused while the
-    // positions stay in its span.
-    let task = |first: usize, n: usize, mut chunk: S| {
+    let fill = Fill {
+        plan,
+        offsets: A::offsets(generator.offsets()),
+        positions,
+        zero_at: zero_at.map(f64::from),
+        base,
+        shared,
+        finish,
+    };
+    let head_rows = head_rows(positions, rows);
+    let (head, tail) = out.split_rows(head_rows);
+    // A request of one task runs here: handing it to the pool would cost more than the work.
+    if rows - head_rows <= ANCHOR_SPAN {
+        fill.task(0, head_rows, head);
+        fill.task(head_rows, rows - head_rows, tail);
+        return;
+    }
+    let chunks = anchor_chunks(tail, head_rows, rows);
+    rayon::join(
+        || fill.task(0, head_rows, head),
+        || {
+            chunks
+                .into_par_iter()
+                .for_each(|(first, n, chunk)| fill.task(first, n, chunk))
+        },
+    );
+}
+
+/// One fill: where its rows are, their anchors, and what each row writes.
+struct Fill<'a, A, F> {
+    plan: &'a Plan,
+    offsets: &'a [SinCos<A>],
+    positions: RowPositions<'a>,
+    zero_at: Option<f64>,
+    /// The anchors shared by sequences at the same positions, from `base` ([`shared_anchors`]).
+    base: f64,
+    shared: Vec<SinCos<A>>,
+    finish: &'a F,
+}
+
+impl<A: Acc, F> Fill<'_, A, F> {
+    /// Writes rows `first..first + n` into `out`, their part of the output, with AVX2's wider
+    /// vectors where the CPU has them (the same operations, so the same bits).
+    fn task<S: OutRows>(&self, first: usize, n: usize, out: S)
+    where
+        F: Finish<A, S>,
+    {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2.
+            return unsafe { self.task_avx2(first, n, out) };
+        }
+        self.task_rows(first, n, out)
+    }
+
+    /// [`task_rows`](Self::task_rows) compiled for AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn task_avx2<S: OutRows>(&self, first: usize, n: usize, out: S)
+    where
+        F: Finish<A, S>,
+    {
+        self.task_rows(first, n, out)
+    }
+
+    /// [`task`](Self::task) for every CPU: each row's anchor is a shared one, or computed once
+    /// and reused while the positions stay in its span.
+    #[inline(always)]
+    fn task_rows<S: OutRows>(&self, first: usize, n: usize, mut out: S)
+    where
+        F: Finish<A, S>,
+    {
+        let (plan, cols) = (self.plan, self.plan.columns());
+        if let (RowPositions::Range { start }, None) = (self.positions, self.zero_at) {
+            // A range's task lies in one anchor span (its tasks start on anchors, and the head
+            // ends before the first): one anchor, the offsets in order.
+            let (at, j) = anchor_of(f64::from(start) + first as f64);
+            let anchor = SinCos::at(plan, at);
+            for (i, offset) in self.offsets[j..j + n].iter().enumerate() {
+                let angles = Some((&anchor, offset));
+                self.finish
+                    .row(first + i, RowCode { cols, angles }, &mut out, i);
+            }
+            return;
+        }
         let mut anchor: Option<(f64, SinCos<A>)> = None;
         for i in 0..n {
-            let p = positions.at(first + i);
-            let angles = if Some(p) == zero_at {
+            let p = self.positions.at(first + i);
+            let angles = if Some(p) == self.zero_at {
                 None
             } else {
                 let (at, j) = anchor_of(p);
-                let values = match shared.get(((at - base) / ANCHOR_SPAN as f64) as usize) {
+                let k = ((at - self.base) / ANCHOR_SPAN as f64) as usize;
+                let values = match self.shared.get(k) {
                     Some(values) => values,
                     None => match &mut anchor {
                         Some((current, values)) if *current == at => values,
                         slot => &slot.insert((at, SinCos::at(plan, at))).1,
                     },
                 };
-                Some((values, &offsets[j]))
+                Some((values, &self.offsets[j]))
             };
-            finish(first + i, RowCode { cols, angles }, &mut chunk, i);
+            self.finish
+                .row(first + i, RowCode { cols, angles }, &mut out, i);
         }
-    };
-    let head_rows = head_rows(positions, rows);
-    let (head, tail) = out.split_rows(head_rows);
-    // A request of one task runs here: handing it to the pool would cost more than the work.
-    if rows - head_rows <= ANCHOR_SPAN {
-        task(0, head_rows, head);
-        task(head_rows, rows - head_rows, tail);
-        return;
     }
-    let chunks = anchor_chunks(tail, head_rows, rows);
-    rayon::join(
-        || task(0, head_rows, head),
-        || {
-            chunks
-                .into_par_iter()
-                .for_each(|(first, n, chunk)| task(first, n, chunk))
-        },
-    );
 }
 
 /// The rows before a range's first anchor: a range's tasks start on anchors, so each task
@@ -526,14 +643,10 @@ fn halves_of<T: Element>(
         zero_at,
         rows,
         out,
-        |_, code, out, i| {
-            code.write_halves(out.0.row(i), out.1.row(i), |v| {
-                MaybeUninit::new(T::from_acc(v))
-            });
-        },
+        &Halves(PhantomData),
     );
-    // SAFETY: `fill_rows` gave every row of both spare capacities to the closure above, which
-    // wrote each of the `h` elements of both.
+    // SAFETY: `fill_rows` gave every row of both spare capacities to `Halves`, which wrote
+    // each of the `h` elements of both.
     unsafe {
         cos.set_len(rows * h);
         sin.set_len(rows * h);
@@ -551,18 +664,14 @@ fn rows_of<T: Element>(
     let width = generator.plan().columns().width;
     let mut out = uninit_vec::<T>(rows, width)?;
     let none = vec![(); width];
-    fill_rows(
-        generator,
-        positions,
-        zero_at,
-        rows,
-        Slab::new(out.spare_capacity_mut(), width),
-        |_, code, out, i| {
-            code.write(&none, out.row(i), |(), v| MaybeUninit::new(T::from_acc(v)));
-        },
-    );
-    // SAFETY: `fill_rows` gave every row of the spare capacity to the closure above, which
-    // wrote each of its `width` elements.
+    let finish = Table {
+        none: &none,
+        dtype: PhantomData,
+    };
+    let slab = Slab::new(out.spare_capacity_mut(), width);
+    fill_rows(generator, positions, zero_at, rows, slab, &finish);
+    // SAFETY: `fill_rows` gave every row of the spare capacity to `Table`, which wrote each of
+    // its `width` elements.
     unsafe { out.set_len(rows * width) };
     Ok(Tensor::from_vec(out, (rows, width), &Device::Cpu)?)
 }
@@ -604,21 +713,15 @@ fn embed_rows<T: Element>(
     };
     let weights = &cpu.as_slice::<T>()?[layout.start_offset()..];
     let mut out = uninit_vec::<T>(tokens.len(), d)?;
-    let scale = T::Acc::from_f64(scale);
-    fill_rows(
-        generator,
-        positions,
-        zero_at,
-        tokens.len(),
-        Slab::new(out.spare_capacity_mut(), d),
-        |r, code, out, i| {
-            let row = &weights[tokens[r] * d..][..d];
-            code.write(row, out.row(i), |x, pe| {
-                MaybeUninit::new(T::from_acc(scale * x.to_acc() + pe))
-            });
-        },
-    );
-    // SAFETY: `fill_rows` gave every row of the spare capacity to the closure, which wrote each
+    let finish = Embed {
+        weights,
+        tokens,
+        d,
+        scale: T::Acc::from_f64(scale),
+    };
+    let slab = Slab::new(out.spare_capacity_mut(), d);
+    fill_rows(generator, positions, zero_at, tokens.len(), slab, &finish);
+    // SAFETY: `fill_rows` gave every row of the spare capacity to `Embed`, which wrote each
     // of its `d` elements.
     unsafe { out.set_len(tokens.len() * d) };
     Ok(Tensor::from_vec(out, (tokens.len(), d), &Device::Cpu)?)
@@ -653,15 +756,51 @@ impl<A: Acc> SinCos<A> {
     /// The anchor row at `p`, times the plan's amplitude, so that the rows combined from it
     /// carry the amplitude at no cost.
     fn at(plan: &Plan, p: f64) -> Self {
-        let amplitude = plan.amplitude();
-        let (sin, cos) = plan
-            .frequencies()
-            .iter()
-            .map(|w| {
-                let (s, c) = if p == 0.0 { (0.0, 1.0) } else { w.sin_cos(p) };
-                (A::from_f64(amplitude * s), A::from_f64(amplitude * c))
-            })
-            .unzip();
-        Self { sin, cos }
+        Self::row(plan.frequencies(), p, plan.amplitude())
+    }
+
+    /// `amplitude * sin(p w)` and `amplitude * cos(p w)` for every frequency `w`, with AVX2's
+    /// wider vectors where the CPU has them (the same operations, so the same bits).
+    fn row(frequencies: &[Frequency], p: f64, amplitude: f64) -> Self {
+        let zero = A::from_f64(0.0);
+        let n = frequencies.len();
+        let mut row = Self {
+            sin: vec![zero; n],
+            cos: vec![zero; n],
+        };
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2.
+            unsafe { row.fill_avx2(frequencies, p, amplitude) };
+            return row;
+        }
+        row.fill(frequencies, p, amplitude);
+        row
+    }
+
+    /// [`fill`](Self::fill) compiled for AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn fill_avx2(&mut self, frequencies: &[Frequency], p: f64, amplitude: f64) {
+        self.fill(frequencies, p, amplitude)
+    }
+
+    /// Writes the row at `p`: one loop over the frequencies with no branch inside
+    /// ([`trig::sin_cos`](crate::exact::trig::sin_cos) has none), which the compiler
+    /// vectorises.
+    #[inline(always)]
+    fn fill(&mut self, frequencies: &[Frequency], p: f64, amplitude: f64) {
+        let n = frequencies.len();
+        let (sin, cos) = (&mut self.sin[..n], &mut self.cos[..n]);
+        if p == 0.0 {
+            sin.fill(A::from_f64(amplitude * 0.0));
+            cos.fill(A::from_f64(amplitude * 1.0));
+            return;
+        }
+        for i in 0..n {
+            let (s, c) = frequencies[i].sin_cos(p);
+            sin[i] = A::from_f64(amplitude * s);
+            cos[i] = A::from_f64(amplitude * c);
+        }
     }
 }
