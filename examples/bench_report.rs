@@ -312,7 +312,7 @@ fn rope_tables(rope: &Rope) -> Result<(Rounds, Rounds)> {
     let dev = Device::Cpu;
     let h = HEAD_DIM / 2;
     let tables = interleaved(
-        9,
+        25,
         vec![
             Case::new("floor (fresh write of cos and sin)", || {
                 Ok((fresh_write(ROPE_LEN * h), fresh_write(ROPE_LEN * h)))
