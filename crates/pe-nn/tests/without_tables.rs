@@ -1,8 +1,9 @@
 //! Rope without tables (`Rope::rotate_without_tables`, the rope kernel of pe-core's
 //! `src/cuda/rope.cu`), built for the host: the same bits as the rotation by the CPU's tables,
 //! for random configs of every rope type the oracle knows, every dtype, both pair layouts, both
-//! input layouts, at per-token positions up to 2^31 - 1, at offsets and at M-RoPE positions. On a GPU the same code
-//! runs as the kernel; here `TableBackend::Kernel` runs its host build.
+//! input layouts, at per-token positions up to 2^31 - 1, at offsets and at M-RoPE positions, q
+//! and k alone and in one launch. On a GPU the same code runs as the kernel; here
+//! `TableBackend::Kernel` runs its host build.
 
 use candle_core::{DType, Device, Tensor};
 use candle_pe_nn::{At, PairLayout, Positions, Rope, RotaryEmbedding, TableBackend};
@@ -62,6 +63,22 @@ fn rope_without_tables_has_the_bits_of_the_tables() -> anyhow::Result<()> {
                 let got = rope.rotate_without_tables(&[x], at, pairs)?;
                 let got = got.expect("the kernels' host build runs on the CPU");
                 same(&got[0], &want, &format!("{what}: {kind}"))?;
+            }
+            // q and k in one launch (one cos and sin for both); k in another dtype alone.
+            let t1 = Tensor::randn(0f32, 1.0, (5, 3, d), &dev)?.to_dtype(dtype)?;
+            let other = [DType::F32, DType::BF16][usize::from(dtype == DType::F32)];
+            let k_other = k.to_dtype(other)?;
+            for (x, y, at, kind) in [
+                (&q, &k, at_ids, "q and k at (batch, seq) positions"),
+                (&q, &k, at_offset, "q and k at an offset"),
+                (&t1, &t, at_tokens, "(tokens, heads, d) pair at positions"),
+                (&q, &k_other, at_offset, "q and k in another dtype"),
+            ] {
+                let got = rope.rotate_without_tables(&[x, y], at, pairs)?;
+                let got = got.expect("the kernels' host build runs on the CPU");
+                let want = [tables.apply_k(x, at)?, tables.apply_k(y, at)?];
+                same(&got[0], &want[0], &format!("{what}: {kind}, q"))?;
+                same(&got[1], &want[1], &format!("{what}: {kind}, k"))?;
             }
             // The block routes per-token positions through the kernel where it runs.
             let (kq, kk) = kernel.apply(&q, &k, at_ids)?;

@@ -56,9 +56,9 @@ PE_HOST_TURNS(pe_host_turns_bf16, pe_bf16)
 
 #define PE_HOST_ROPE(NAME, T)                                                                \
     extern "C" void NAME(const pe_rope *r, uint64_t tokens, const double *w,                 \
-                         const double *values, const T *x, T *y) {                           \
+                         const double *values, const T *x, const T *xk, T *y) {              \
         for (uint64_t k = 0; k < tokens * pe_rope_slots(*r); k++)                            \
-            pe_rope_slot<T>(*r, tokens, w, values, x, k / pe_rope_slots(*r),                 \
+            pe_rope_slot<T>(*r, tokens, w, values, x, xk, k / pe_rope_slots(*r),             \
                             (uint32_t)(k % pe_rope_slots(*r)), y);                           \
     }
 

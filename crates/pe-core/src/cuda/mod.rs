@@ -181,6 +181,7 @@ pub(crate) mod host {
             w: *const f64,
             values: *const f64,
             x: *const f32,
+            xk: *const f32,
             y: *mut f32,
         );
         pub fn pe_host_rope_f64(
@@ -189,6 +190,7 @@ pub(crate) mod host {
             w: *const f64,
             values: *const f64,
             x: *const f64,
+            xk: *const f64,
             y: *mut f64,
         );
         pub fn pe_host_rope_f16(
@@ -197,6 +199,7 @@ pub(crate) mod host {
             w: *const f64,
             values: *const f64,
             x: *const u16,
+            xk: *const u16,
             y: *mut u16,
         );
         pub fn pe_host_rope_bf16(
@@ -205,6 +208,7 @@ pub(crate) mod host {
             w: *const f64,
             values: *const f64,
             x: *const u16,
+            xk: *const u16,
             y: *mut u16,
         );
         #[cfg(test)]
@@ -284,6 +288,9 @@ pub(crate) struct RopeArgs {
     pub has_values: u32,
     pub interleaved: u32,
     pub axes: u32,
+    /// Heads of the second input (k beside q), 0 without one.
+    pub heads_k: u32,
+    pub _pad: u32,
 }
 
 #[cfg(feature = "cuda")]

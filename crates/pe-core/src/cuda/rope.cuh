@@ -16,46 +16,63 @@ template <> struct pe_math<double> { typedef double type; };
 // x is (batch, heads, seq, d), or (tokens, heads, d) with seq 1; token t = b * seq + s sits at
 // `has_values ? values[t] : start + t % period`. With M-RoPE (`axes`) there are three rows of
 // positions, values[a * tokens + t], and pair i takes row a = w[2n + i], stored after the
-// frequencies (src/cuda/mod.rs `RopeArgs`, the same layout).
+// frequencies (src/cuda/mod.rs `RopeArgs`, the same layout). A second input xk (k beside q:
+// heads_k heads, the same tokens) turns by the same cos and sin, computed once, into y after
+// x's values; heads_k is 0 without one.
 struct pe_rope {
     double start, amplitude;
     // Pairs turned (the first 2n features of a head: the two halves of them, or adjacent
     // pairs), features per head, heads, positions per sequence.
     uint32_t n, d, heads, seq;
     uint32_t period, has_values, interleaved, axes;
+    uint32_t heads_k, pad;
 };
 
 // Slots per token: one per pair turned, one per feature passed unturned (partial rotary).
 PE_FN uint32_t pe_rope_slots(const pe_rope &r) { return r.d - r.n; }
 
-// Token t's slot i in every head: pair i turned (i < n), or feature n + i copied.
-template <typename T>
-PE_FN void pe_rope_slot(const pe_rope &r, uint64_t tokens, const double *w, const double *values,
-                        const T *x, uint64_t t, uint32_t i, T *y) {
-    typedef typename pe_math<T>::type M;
-    uint64_t first = (t / r.seq * r.heads * r.seq + t % r.seq) * r.d;
+// Token t's slot i in each of the `heads` heads of x, into y: pair i turned by (c, s) (i < n),
+// or feature n + i copied.
+template <typename T, typename M>
+PE_FN void pe_rope_heads(const pe_rope &r, uint32_t heads, const T *x, uint64_t t, uint32_t i,
+                         M c, M s, T *y) {
+    uint64_t first = (t / r.seq * heads * r.seq + t % r.seq) * r.d;
     uint64_t head = (uint64_t)r.seq * r.d;
     if (i >= r.n) {
-        for (uint32_t h = 0; h < r.heads; h++) {
+        for (uint32_t h = 0; h < heads; h++) {
             uint64_t o = first + h * head + r.n + i;
             y[o] = x[o];
         }
         return;
     }
-    uint64_t row = r.axes ? (uint64_t)w[2 * r.n + i] * tokens : 0;
-    double p = r.has_values ? values[row + t] : r.start + (double)(t % r.period);
-    uint32_t j;
-    double a = pe_anchor_of(p, &j);
-    M as, ac, os, oc, s, c;
-    pe_factor_at<M>(a, w[2 * i], w[2 * i + 1], r.amplitude, 1, &as, &ac);
-    pe_factor_at<M>((double)j, w[2 * i], w[2 * i + 1], 1.0, 0, &os, &oc);
-    pe_combine<M>(as, ac, os, oc, &s, &c);
     uint32_t i1 = r.interleaved ? 2 * i : i, i2 = r.interleaved ? 2 * i + 1 : i + r.n;
-    for (uint32_t h = 0; h < r.heads; h++) {
+    for (uint32_t h = 0; h < heads; h++) {
         uint64_t o = first + h * head;
         M x1 = (M)pe_widen(x[o + i1]), x2 = (M)pe_widen(x[o + i2]);
         M y1 = x1 * c - x2 * s, y2 = x1 * s + x2 * c;
         pe_put(y1, y + o + i1);
         pe_put(y2, y + o + i2);
     }
+}
+
+// Token t's slot i in every head of x, then of xk (heads_k > 0) into y after x's values: the
+// pair's cos and sin computed once (i < n), or feature n + i copied.
+template <typename T>
+PE_FN void pe_rope_slot(const pe_rope &r, uint64_t tokens, const double *w, const double *values,
+                        const T *x, const T *xk, uint64_t t, uint32_t i, T *y) {
+    typedef typename pe_math<T>::type M;
+    M s = 0, c = 0;
+    if (i < r.n) {
+        uint64_t row = r.axes ? (uint64_t)w[2 * r.n + i] * tokens : 0;
+        double p = r.has_values ? values[row + t] : r.start + (double)(t % r.period);
+        uint32_t j;
+        double a = pe_anchor_of(p, &j);
+        M as, ac, os, oc;
+        pe_factor_at<M>(a, w[2 * i], w[2 * i + 1], r.amplitude, 1, &as, &ac);
+        pe_factor_at<M>((double)j, w[2 * i], w[2 * i + 1], 1.0, 0, &os, &oc);
+        pe_combine<M>(as, ac, os, oc, &s, &c);
+    }
+    pe_rope_heads<T, M>(r, r.heads, x, t, i, c, s, y);
+    if (r.heads_k)
+        pe_rope_heads<T, M>(r, r.heads_k, xk, t, i, c, s, y + tokens * r.heads * r.d);
 }

@@ -292,33 +292,37 @@ pub(crate) fn turns(
 /// first `2n` features of each head turned at the positions `rows` gives its tokens (`(batch,
 /// seq)` or `(tokens,)` in order), with `plan`'s frequencies (`n` of them, `w` on x's device)
 /// and amplitude; with M-RoPE (`w` then holds each pair's position row after the frequencies,
-/// [`frequencies`]), `rows` holds three rows of positions. Each
-/// token's cos and sin are computed where they are used, with the rotary tables' bits, and
-/// the result has the bits of the CPU's one-pass rotation by those tables: one launch, no
-/// table. The caller has checked the positions against x and `fits` for the tokens.
+/// [`frequencies`]), `rows` holds three rows of positions. `k`, beside x (q) with the same
+/// dims but for its heads and x's dtype, turns in the same launch by the same cos and sin,
+/// computed once. Each token's cos and sin are computed where they are used, with the rotary
+/// tables' bits, and the result has the bits of the CPU's one-pass rotation by those tables:
+/// one launch, no table. The caller has checked the positions against x and `fits` for the
+/// tokens.
 pub(crate) fn rope(
     plan: &Plan,
     w: &Tensor,
-    x: &Tensor,
+    (x, k): (&Tensor, Option<&Tensor>),
     rows: TokenRows,
     mrope: bool,
     interleaved: bool,
-) -> Result<Tensor> {
-    let dims = x.dims();
-    let (heads, seq, d) = match *dims {
-        [_, heads, seq, d] => (heads, seq, d),
-        [_, heads, d] => (heads, 1, d),
-        _ => {
-            return Err(crate::Error::ShapeMismatch {
-                name: "x",
-                expected: "(batch, heads, seq, d) or (tokens, heads, d)".into(),
-                shape: dims.to_vec(),
-            })
-        }
+) -> Result<(Tensor, Option<Tensor>)> {
+    let (tokens, heads, seq, d) = rope_layout(x)?;
+    let heads_k = match k {
+        Some(k) => match rope_layout(k)? {
+            (t, h, s, dk) if (t, s, dk) == (tokens, seq, d) && k.dtype() == x.dtype() => h,
+            _ => {
+                return Err(crate::Error::ShapeMismatch {
+                    name: "k",
+                    expected: format!("{:?} but for its heads, in {:?}", x.dims(), x.dtype()),
+                    shape: k.dims().to_vec(),
+                })
+            }
+        },
+        None => 0,
     };
     let n = plan.frequencies().len();
-    if x.elem_count() == 0 {
-        return Ok(x.clone());
+    if tokens == 0 {
+        return Ok((x.clone(), k.cloned()));
     }
     let (start, period, values) = match rows {
         TokenRows::Repeat { start, period } => (f64::from(start), period, None),
@@ -335,13 +339,37 @@ pub(crate) fn rope(
         has_values: u32::from(values.is_some()),
         interleaved: u32::from(interleaved),
         axes: u32::from(mrope),
+        heads_k: heads_k as u32,
+        _pad: 0,
     };
     let op = OutputOp::Rope(RopeOp {
         args,
-        tokens: (x.elem_count() / (heads * d)) as u64,
+        tokens: tokens as u64,
+        k: k.map(Tensor::contiguous).transpose()?,
     });
     let values = values.as_ref().unwrap_or(w);
-    Ok(x.contiguous()?.apply_op3_no_bwd(w, values, &op)?)
+    let out = x.contiguous()?.apply_op3_no_bwd(w, values, &op)?;
+    let len = x.elem_count();
+    let turned = out.narrow(0, 0, len)?.reshape(x.dims())?;
+    let k = match k {
+        Some(k) => Some(out.narrow(0, len, k.elem_count())?.reshape(k.dims())?),
+        None => None,
+    };
+    Ok((turned, k))
+}
+
+/// `(tokens, heads, seq, d)` of a rotation's input, `(batch, heads, seq, d)` or `(tokens,
+/// heads, d)` (seq 1).
+fn rope_layout(x: &Tensor) -> Result<(usize, usize, usize, usize)> {
+    match *x.dims() {
+        [batch, heads, seq, d] => Ok((batch * seq, heads, seq, d)),
+        [tokens, heads, d] => Ok((tokens, heads, 1, d)),
+        _ => Err(crate::Error::ShapeMismatch {
+            name: "x",
+            expected: "(batch, heads, seq, d) or (tokens, heads, d)".into(),
+            shape: x.dims().to_vec(),
+        }),
+    }
 }
 
 /// The frequencies as `(hi, lo)` pairs on `device`, what the kernels read; for the rope
@@ -444,11 +472,14 @@ struct TurnsOp {
     dtype: DType,
 }
 
-/// Rope without tables: x turned, from the frequencies and the positions (f64).
+/// Rope without tables: x turned, and `k` beside it, from the frequencies and the positions
+/// (f64); the output holds x's values, then k's.
 #[cfg_attr(not(any(feature = "cuda", feature = "host-kernels")), allow(dead_code))]
 struct RopeOp {
     args: RopeArgs,
     tokens: u64,
+    /// The second input (contiguous, on x's device), with `args.heads_k` heads.
+    k: Option<Tensor>,
 }
 
 /// The kernels that write an output: a table's rows, the embedding block's, a shift's turns,
@@ -523,7 +554,7 @@ fn no_host_build(name: &str) -> candle_core::Result<(CpuStorage, Shape)> {
 /// The host build's calls (`cuda/host.cpp`).
 #[cfg(feature = "host-kernels")]
 mod host {
-    use candle_core::{bail, CpuStorage, DType, Layout, Result, Shape};
+    use candle_core::{bail, CpuStorage, DType, Layout, Result, Shape, Storage, Tensor};
 
     use super::{Factors, RowsOp};
 
@@ -610,14 +641,27 @@ mod host {
         if w.len() < pairs * r.n as usize || r.has_values == 1 && values.len() < rows * tokens {
             bail!("pe-rope: fewer frequencies or positions than the arguments name");
         }
+        let second = op.k.as_ref().map(Tensor::storage_and_layout);
+        let each = |heads: u32| tokens * heads as usize * r.d as usize;
         macro_rules! run {
             ($elem:ty, $raw:ty, $nan:expr, $f:ident, $wrap:ident) => {{
                 let x = slice::<$elem>(x)?;
-                let mut y = vec![$nan; x.len()];
-                // SAFETY: x is `tokens * heads * d` contiguous values (the layout `rope`
-                // read them from), w holds n frequency pairs (and n axes, each below 3, with
-                // M-RoPE) and `values` a position per token (three rows with M-RoPE), checked
-                // above, and the function writes within the `x.len()` values of `y`.
+                let k = match &second {
+                    Some((storage, layout)) => match &**storage {
+                        Storage::Cpu(k) => slice::<$elem>((k, layout))?,
+                        _ => bail!("pe-rope: k is not on x's device"),
+                    },
+                    None => &[],
+                };
+                if x.len() != each(r.heads) || k.len() != each(r.heads_k) {
+                    bail!("pe-rope: q and k are not the sizes the arguments name");
+                }
+                let mut y = vec![$nan; x.len() + k.len()];
+                // SAFETY: x and k are `tokens * heads * d` and `tokens * heads_k * d`
+                // contiguous values (checked above; `k` is read only with heads_k > 0), w
+                // holds n frequency pairs (and n axes, each below 3, with M-RoPE) and `values`
+                // a position per token (three rows with M-RoPE), checked above, and the
+                // function writes within the `x.len() + k.len()` values of `y`.
                 unsafe {
                     $f(
                         r,
@@ -625,20 +669,21 @@ mod host {
                         w.as_ptr(),
                         values.as_ptr(),
                         x.as_ptr().cast::<$raw>(),
+                        k.as_ptr().cast::<$raw>(),
                         y.as_mut_ptr().cast::<$raw>(),
                     )
                 };
-                CpuStorage::$wrap(y)
+                (CpuStorage::$wrap(y), x.len() + k.len())
             }};
         }
-        let storage = match candle_core::backend::BackendStorage::dtype(x.0) {
+        let (storage, len) = match candle_core::backend::BackendStorage::dtype(x.0) {
             DType::F32 => run!(f32, f32, f32::NAN, pe_host_rope_f32, F32),
             DType::F64 => run!(f64, f64, f64::NAN, pe_host_rope_f64, F64),
             DType::F16 => run!(f16, u16, f16::NAN, pe_host_rope_f16, F16),
             DType::BF16 => run!(bf16, u16, bf16::NAN, pe_host_rope_bf16, BF16),
             other => bail!("pe-rope: no kernel turns {other:?}"),
         };
-        Ok((storage, x.1.shape().clone()))
+        Ok((storage, Shape::from(len)))
     }
 
     fn slice<'a, T: candle_core::WithDType>(
@@ -722,7 +767,7 @@ mod device {
     use candle_core::backend::BackendStorage;
     use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
     use candle_core::cuda_backend::{CudaStorageSlice, WrapErr};
-    use candle_core::{bail, CudaDevice, CudaStorage, Layout, Result, Shape};
+    use candle_core::{bail, CudaDevice, CudaStorage, Layout, Result, Shape, Storage, Tensor};
 
     use super::{Factors, RowsOp};
     use crate::cuda::{grid, part, ROPE, TABLES};
@@ -937,38 +982,55 @@ mod device {
             bail!("pe-rope: the frequencies and positions must be f64")
         };
         let (w, values) = (part(w, lw, "frequencies")?, part(values, lv, "positions")?);
-        let len = lx.shape().elem_count();
+        let second = op.k.as_ref().map(Tensor::storage_and_layout);
+        let each = |heads: u32| op.tokens as usize * heads as usize * r.d as usize;
         macro_rules! rope {
             ($name:literal, $elem:ident, $ty:ty) => {{
                 let CudaStorageSlice::$elem(x) = &x.slice else {
                     bail!("pe-rope: x is not {}", stringify!($ty))
                 };
                 let x = part(x, lx, "x")?;
+                let k = match &second {
+                    Some((storage, lk)) => match &**storage {
+                        Storage::Cuda(k) => match &k.slice {
+                            CudaStorageSlice::$elem(k) => Some(part(k, lk, "k")?),
+                            _ => bail!("pe-rope: k is not {}", stringify!($ty)),
+                        },
+                        _ => bail!("pe-rope: k is not on x's device"),
+                    },
+                    None => None,
+                };
+                let k_len = k.as_ref().map_or(0, |k| k.len());
+                if x.len() != each(r.heads) || k_len != each(r.heads_k) {
+                    bail!("pe-rope: q and k are not the sizes the arguments name");
+                }
+                let len = x.len() + k_len;
                 // SAFETY: every value is written by the kernel (each token's pairs and its
-                // passed features, in every head).
+                // passed features, in every head of x and of k).
                 let y = unsafe { dev.alloc::<$ty>(len)? };
-                // The kernel reads the `len` values of x, n frequency pairs (and n axes, each
-                // below 3, with M-RoPE), a position per token (with has_values; three rows with
-                // M-RoPE), and writes within the `len` values of `y`.
+                // The kernel reads the values of x and of k (checked above; k only with
+                // heads_k > 0, x stands in for it otherwise), n frequency pairs (and n axes,
+                // each below 3, with M-RoPE), a position per token (with has_values; three
+                // rows with M-RoPE), and writes within the `len` values of `y`.
                 launch!(dev, ROPE, $name, items, |b| {
                     b.arg(r)
                         .arg(&op.tokens)
                         .arg(&w)
                         .arg(&values)
                         .arg(&x)
+                        .arg(k.as_ref().unwrap_or(&x))
                         .arg(&y);
                 });
-                CudaStorageSlice::$elem(y)
+                (CudaStorageSlice::$elem(y), len)
             }};
         }
-        let slice = match x.dtype() {
+        let (slice, len) = match x.dtype() {
             candle_core::DType::F32 => rope!("pe_rope_f32", F32, f32),
             candle_core::DType::F64 => rope!("pe_rope_f64", F64, f64),
             candle_core::DType::F16 => rope!("pe_rope_f16", F16, half::f16),
             candle_core::DType::BF16 => rope!("pe_rope_bf16", BF16, half::bf16),
             other => bail!("pe-rope: no kernel turns {other:?}"),
         };
-        let device = dev.clone();
-        Ok((CudaStorage { slice, device }, lx.shape().clone()))
+        Ok(output(dev, slice, len))
     }
 }

@@ -256,17 +256,18 @@ impl Generator {
     }
 
     /// Rope without tables by the rope kernel ([`kernel::rope`]) on x's device: x turned at
-    /// `rows`, each pair at the position row `axes` gives it with M-RoPE. The caller has checked
-    /// the positions against x, the angles, and that the kernels take this many tokens.
+    /// `rows`, and k beside it in the same launch, each pair at the position row `axes` gives
+    /// it with M-RoPE. The caller has checked the positions against x, the angles, and that
+    /// the kernels take this many tokens.
     pub fn rope(
         &self,
-        x: &Tensor,
+        xs: (&Tensor, Option<&Tensor>),
         rows: kernel::TokenRows,
         axes: Option<&[u32]>,
         interleaved: bool,
-    ) -> Result<Tensor> {
-        let w = self.frequencies_on(x.device(), axes)?;
-        kernel::rope(&self.plan, &w, x, rows, axes.is_some(), interleaved)
+    ) -> Result<(Tensor, Option<Tensor>)> {
+        let w = self.frequencies_on(xs.0.device(), axes)?;
+        kernel::rope(&self.plan, &w, xs, rows, axes.is_some(), interleaved)
     }
 }
 
@@ -387,15 +388,15 @@ mod tests {
         let dev = Device::Cpu;
         let x = Tensor::arange(0f32, 3.0 * 8.0, &dev)?.reshape((3, 1, 8))?;
         let at = |start| kernel::TokenRows::Repeat { start, period: 3 };
-        let first = generator.rope(&x, at(5), None, false)?;
-        let again = generator.rope(&x, at(5), None, false)?;
+        let first = generator.rope((&x, None), at(5), None, false)?.0;
+        let again = generator.rope((&x, None), at(5), None, false)?.0;
         assert_eq!(generator.on_devices.lock().unwrap().len(), 1);
         let (a, b) = (
             first.flatten_all()?.to_vec1::<f32>()?,
             again.flatten_all()?.to_vec1::<f32>()?,
         );
         assert_eq!(a, b);
-        generator.rope(&x, at(9), Some(&[0, 1, 2, 2]), false)?;
+        generator.rope((&x, None), at(9), Some(&[0, 1, 2, 2]), false)?;
         generator.table(&positions::range(0, 10)?, DType::F32, &dev)?;
         assert_eq!(generator.on_devices.lock().unwrap().len(), 2);
         Ok(())

@@ -1,9 +1,10 @@
-//! Rope without tables: q or k rotated where [`At`] says by `cuda/rope.cu`, which computes each
-//! token's cos and sin where it uses them, with the rotary tables' bits, so that no cos/sin
-//! table is built, stored or read. The result has the bits of the tables' rotation (candle-pe-nn's
-//! one-pass CPU rotation, candle-nn's formula and order). It runs where the kernels run: on
-//! CUDA, and on the CPU as their host build with [`TableBackend::Kernel`](crate::TableBackend)
-//! (the `host-kernels` feature), where `cargo test` holds it to the tables' rotation bit for bit.
+//! Rope without tables: q and k rotated where [`At`] says by `cuda/rope.cu`, in one launch,
+//! which computes each token's cos and sin where it uses them (once for both), with the rotary
+//! tables' bits, so that no cos/sin table is built, stored or read. The result has the bits of
+//! the tables' rotation (candle-pe-nn's one-pass CPU rotation, candle-nn's formula and order).
+//! It runs where the kernels run: on CUDA, and on the CPU as their host build with
+//! [`TableBackend::Kernel`](crate::TableBackend) (the `host-kernels` feature), where
+//! `cargo test` holds it to the tables' rotation bit for bit.
 
 use candle_core::{DType, Tensor};
 
@@ -20,8 +21,10 @@ impl Rope {
     /// same tokens, its first `rotary_dim` features turned at `at` (an offset, a position per
     /// token: `(batch, seq)` or `(tokens,)`, or M-RoPE's `(3, batch, seq)`) with `pairs`, the
     /// rest passed, by the rope kernel; the positions are read and moved to the device once for
-    /// all of them. `None` where the kernel does not run (another device or backend, more
-    /// tokens than its counts hold), for the tables' path.
+    /// all of them, and an input followed by one of the same dims but for its heads and of its
+    /// dtype (q, then k) turns with it in one launch, by one cos and sin. `None` where the
+    /// kernel does not run (another device or backend, more tokens than its counts hold), for
+    /// the tables' path.
     #[doc(hidden)]
     pub fn rotate_without_tables<'a>(
         &self,
@@ -93,10 +96,21 @@ impl Rope {
         generator
             .plan()
             .check_angles(end.saturating_sub(1) as f64)?;
-        let rotated = xs
-            .iter()
-            .map(|x| generator.rope(x, rows.clone(), axes.as_deref(), pairs.is_interleaved()))
-            .collect::<Result<Vec<_>>>()?;
+        // q and k (the same dims but for the heads, one dtype) turn in one launch.
+        let pairs_with = |x: &Tensor, k: &Tensor| {
+            let heads_apart = |t: &Tensor| [&t.dims()[..1], &t.dims()[2..]].concat();
+            k.dtype() == x.dtype() && heads_apart(k) == heads_apart(x)
+        };
+        let mut rotated = Vec::with_capacity(xs.len());
+        while rotated.len() < xs.len() {
+            let x = xs[rotated.len()];
+            let k = xs.get(rotated.len() + 1).filter(|k| pairs_with(x, k));
+            let xs = (x, k.copied());
+            let (x, k) =
+                generator.rope(xs, rows.clone(), axes.as_deref(), pairs.is_interleaved())?;
+            rotated.push(x);
+            rotated.extend(k);
+        }
         Ok(Some(rotated))
     }
 
