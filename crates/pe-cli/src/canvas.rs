@@ -10,6 +10,7 @@ use std::sync::Once;
 use anyhow::{bail, Context, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::atomic::AtomicFile;
 
@@ -174,6 +175,43 @@ fn register_fonts() -> Result<()> {
         }
     });
     result
+}
+
+/// Okabe-Ito colours, distinguishable with colour-vision deficiencies.
+pub const PALETTE: [RGBColor; 6] = [
+    RGBColor(0, 114, 178),
+    RGBColor(213, 94, 0),
+    RGBColor(0, 158, 115),
+    RGBColor(204, 121, 167),
+    RGBColor(230, 159, 0),
+    RGBColor(86, 180, 233),
+];
+
+/// A legend in `area`: a line of each entry's colour and its label, one entry a row, from the
+/// absolute pixel row `top`.
+pub fn legend(
+    canvas: &Canvas,
+    area: &Area<'_>,
+    top: i32,
+    entries: &[(RGBColor, String)],
+) -> Result<()> {
+    let (_, own) = area.get_pixel_range();
+    let (x, line, step) = (canvas.px(4.0), canvas.px(28.0), canvas.px(26.0));
+    let font = canvas.font(14.0).pos(Pos::new(HPos::Left, VPos::Center));
+    for (k, (colour, label)) in entries.iter().enumerate() {
+        // Coordinates in `area` start at its top-left corner.
+        let y = top - own.start + step * k as i32 + step / 2;
+        area.draw(&PathElement::new(
+            vec![(x, y), (x + line, y)],
+            colour.stroke_width(3),
+        ))?;
+        area.draw(&Text::new(
+            label.clone(),
+            (x + line + canvas.px(8.0), y),
+            font.clone(),
+        ))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 //! pe table --preset stable-diffusion --width 320 --timesteps 0.5,999 --out t.safetensors
 //! pe plot --preset fairseq --width 128 --len 256 --kind heatmap --out heatmap.png
 //! pe plot grid --width 128 --grid 16,24 --out grid.png
+//! pe plot bench --json cpu.json --out sweep.png
 //! pe rope --head-dim 128 --rope-theta 500000 --len 4096 --out rope.safetensors \
 //!     llama3 --factor 8 --low-freq-factor 1 --high-freq-factor 4 --original-max-position-embeddings 8192
 //! pe rope --gguf llama-3.1-8b.Q8_0.gguf --len 4096 --out rope.safetensors
@@ -20,6 +21,7 @@
 //! command line, 1 for anything else); no partial output file is ever left behind.
 
 mod atomic;
+mod bench_plot;
 mod canvas;
 mod context;
 mod device;
@@ -134,6 +136,9 @@ struct PlotCommand {
 enum PlotOther {
     /// Draw a 2-D sin-cos patch grid: the similarity of every patch to one, or a channel pair.
     Grid(grid_plot::GridPlotArgs),
+    /// Draw time against sequence length from benchmark reports' sweeps (`bench_report
+    /// --json`): generated, cached view and cached copy.
+    Bench(bench_plot::BenchPlotArgs),
 }
 
 /// Arguments of `pe plot` for a sinusoidal table. (clap leaves the group of a struct with
@@ -192,6 +197,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             other: Some(PlotOther::Grid(args)),
             ..
         }) => grid_plot::draw(&args),
+        Command::Plot(PlotCommand {
+            other: Some(PlotOther::Bench(args)),
+            ..
+        }) => bench_plot::draw(&args),
         Command::Plot(PlotCommand {
             table: Some(args), ..
         }) => {

@@ -9,9 +9,8 @@ use candle_core::{DType, Device, Tensor};
 use candle_pe_core::{Column, PeSpec, Preset, SinusoidalEncoding};
 use clap::{Args, ValueEnum};
 use plotters::prelude::*;
-use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::canvas::{colorbar, tick, viridis, Area, Canvas};
+use crate::canvas::{colorbar, legend, tick, viridis, Area, Canvas, PALETTE};
 use crate::options;
 use crate::positions::Positions;
 
@@ -237,7 +236,7 @@ impl Plot<'_> {
         };
         chosen.sort_by(|a, b| frequency(b).total_cmp(&frequency(a)));
         let legend_width = self.canvas.px(250.0);
-        let (main, legend) = root.split_horizontally(self.canvas.width() as i32 - legend_width);
+        let (main, side) = root.split_horizontally(self.canvas.width() as i32 - legend_width);
         let mut chart = ChartBuilder::on(&main)
             .caption(
                 self.title("columns against position"),
@@ -270,7 +269,7 @@ impl Plot<'_> {
             chart.draw_series(LineSeries::new(points, colour.stroke_width(2)))?;
             entries.push((colour, self.column_label(col)));
         }
-        self.legend(&legend, ys.start, &entries)
+        legend(self.canvas, &side, ys.start, &entries)
     }
 
     /// `dim 12: sin, wavelength 62.8`.
@@ -283,45 +282,7 @@ impl Plot<'_> {
         let wavelength = std::f64::consts::TAU / self.encoding.frequencies()[pair].abs();
         format!("dim {col}: {kind}, wavelength {}", short(wavelength))
     }
-
-    /// A legend in `area`, starting at the absolute pixel row `top`.
-    fn legend(&self, area: &Area<'_>, top: i32, entries: &[(RGBColor, String)]) -> Result<()> {
-        let (_, own) = area.get_pixel_range();
-        let (x, line, step) = (
-            self.canvas.px(4.0),
-            self.canvas.px(28.0),
-            self.canvas.px(26.0),
-        );
-        let font = self
-            .canvas
-            .font(14.0)
-            .pos(Pos::new(HPos::Left, VPos::Center));
-        for (k, (colour, label)) in entries.iter().enumerate() {
-            // Coordinates in `area` start at its top-left corner.
-            let y = top - own.start + step * k as i32 + step / 2;
-            area.draw(&PathElement::new(
-                vec![(x, y), (x + line, y)],
-                colour.stroke_width(3),
-            ))?;
-            area.draw(&Text::new(
-                label.clone(),
-                (x + line + self.canvas.px(8.0), y),
-                font.clone(),
-            ))?;
-        }
-        Ok(())
-    }
 }
-
-/// Okabe-Ito colours, distinguishable with colour-vision deficiencies.
-const PALETTE: [RGBColor; 6] = [
-    RGBColor(0, 114, 178),
-    RGBColor(213, 94, 0),
-    RGBColor(0, 158, 115),
-    RGBColor(204, 121, 167),
-    RGBColor(230, 159, 0),
-    RGBColor(86, 180, 233),
-];
 
 /// One image of [`draw_image`]: `values[y][x]`, row 0 at the top (as patches are laid out),
 /// under the caption `name` (none when empty).

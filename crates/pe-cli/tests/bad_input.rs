@@ -73,6 +73,16 @@ const PLOT: &str = "
 1 | plot --preset fairseq --width 8 --len 4 --offset 2147483647 --out OUT.png | --offset 2147483647
 1 | plot grid --width 6 --grid 4,4 --out OUT.png | --width | 6
 1 | plot grid --width 8 --grid 0,5 --out OUT.png | --grid 0,5
+2 | plot bench --out OUT.png | --json
+1 | plot bench --json IN/sweep.json --out OUT.npy | --out | .png
+1 | plot bench --json IN/absent.json --out OUT.png | --json | absent.json
+1 | plot bench --json IN/empty.json --out OUT.png | --json | not JSON
+1 | plot bench --json IN/plain.json --out OUT.png | --json | sweep
+1 | plot bench --json IN/sweep_zero.json --out OUT.png | --json | holds 0 | positive
+1 | plot bench --json IN/sweep_short.json --out OUT.png | --json | 1 times for 2 lengths
+1 | plot bench --json IN/sweep_extra.json --out OUT.png | --json | colour
+1 | plot bench --json IN/sweep_empty.json --out OUT.png | --json | nothing to draw
+1 | plot bench --json IN/sweep.json --json IN/sweep_other_rows.json --out OUT.png | --json | would not compare
 1 | plot grid --width 8 --grid 4,4 --patch 9,0 --out OUT.png | --patch 9,0
 1 | plot grid --width 8 --grid 4,4 --patch 1 --out OUT.png | --patch | 1 numbers
 1 | plot grid --width 8 --grid 4,4 --pair 4 --out OUT.png | --pair 4
@@ -270,6 +280,34 @@ fn inputs(dir: &Path) {
         ),
     );
     json("no_head_dim.json", r#"{"rope_theta": 10000}"#);
+    let sweep = |rows: &str, lengths: &str, series: &str| {
+        format!(
+            r#"{{"sweep": {{"label": "CPU", "rows": "{rows}", "lengths": {lengths}, "series": [{series}]}}}}"#
+        )
+    };
+    let generated = r#"{"name": "generated", "ms": [0.01, 0.1]}"#;
+    json("sweep.json", &sweep("r", "[1, 16]", generated));
+    json("sweep_other_rows.json", &sweep("s", "[1, 16]", generated));
+    json(
+        "sweep_zero.json",
+        &sweep("r", "[1, 16]", r#"{"name": "g", "ms": [0, 0.1]}"#),
+    );
+    json(
+        "sweep_short.json",
+        &sweep("r", "[1, 16]", r#"{"name": "g", "ms": [0.01]}"#),
+    );
+    json(
+        "sweep_extra.json",
+        &sweep(
+            "r",
+            "[1, 16]",
+            r#"{"name": "g", "ms": [1, 2], "colour": "red"}"#,
+        ),
+    );
+    json(
+        "sweep_empty.json",
+        &sweep("r", "[]", r#"{"name": "g", "ms": []}"#),
+    );
 }
 
 /// Runs `case` into an empty folder, then over an existing output file; returns whether its
