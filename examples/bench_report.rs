@@ -28,6 +28,7 @@ use candle_pe::{EmbeddingScale, RotaryEmbedding, SinusoidalEmbedding, Sinusoidal
 use candle_pe::{PeCache, PeSpec, Rope, RopeCache, RopeConfig, SinusoidalEncoding};
 use pe_testkit::race::{Case, Race, Rounds};
 use pe_testkit::{gather_rope, marian_table, naive_f32_table, naive_llama_rope, whisper_sinusoids};
+use pe_testkit::{Sweep, SWEPT};
 
 const LEN: usize = 65_536;
 const WIDTH: usize = 1024;
@@ -140,25 +141,13 @@ struct Measured {
     apply_prefill: Rounds,
     apply_at: Rounds,
     shift: Rounds,
-    sweep: Sweep,
+    /// Time against sequence length (`pe_testkit::Sweep`).
+    sweep: serde_json::Value,
     errors: Errors,
-}
-
-/// Time against sequence length: the rows ending at position 1,000,000, generated, read from
-/// the cache as a view, and copied from it (`range_owned`), at each of [`SWEEP`]'s lengths.
-struct Sweep {
-    /// One race per length.
-    races: Vec<Rounds>,
 }
 
 /// The sweep's lengths, and the rounds of each one's race.
 const SWEEP: [(usize, usize); 5] = [(1, 501), (16, 201), (256, 101), (4096, 21), (65_536, 7)];
-
-// The sweep's rows, as its JSON names them.
-const _: () = assert!(WIDTH == 1024 && DECODE_AT == 1_000_000);
-
-/// The sweep's three cases, in the order they are drawn.
-const SWEPT: [&str; 3] = ["generated", "cached view", "cached copy"];
 
 /// The largest absolute errors of the tables against exact ones.
 struct Errors {
@@ -185,7 +174,7 @@ fn report(json_path: Option<String>) -> Result<()> {
         map.insert("machine".into(), machine().into());
         map.insert("load_before".into(), m.load_before.into());
         map.insert("load_after".into(), m.load_after.into());
-        map.insert("sweep".into(), sweep_json(&m.sweep));
+        map.insert("sweep".into(), m.sweep.clone());
         std::fs::write(&path, serde_json::to_string_pretty(&map)?)?;
         eprintln!("wrote {path}");
     }
@@ -203,8 +192,17 @@ fn measure() -> Result<Measured> {
     let cache = PeCache::new(pe.clone());
     let embed = embedding(&cache)?;
     let (decode, owned) = decode(&pe, &cache)?;
-    let sweep = sweep(&pe, &cache)?;
     cache.clear();
+    let sweep = Sweep {
+        label: format!("CPU ({})", machine().split(',').next().unwrap_or("")),
+        device: &Device::Cpu,
+        backend: TableBackend::Auto,
+        width: WIDTH,
+        at: DECODE_AT,
+        lengths: &SWEEP,
+        sync: None,
+    }
+    .run()?;
     let rope = Rope::new(RopeConfig::new(HEAD_DIM, f64::from(ROPE_THETA)))?;
     let (rope_races, rope_cached) = rope_tables(&rope)?;
     let rotary = RotaryEmbedding::new(RopeConfig::new(HEAD_DIM, f64::from(ROPE_THETA)))?;
@@ -323,45 +321,6 @@ fn decode(pe: &SinusoidalEncoding, cache: &PeCache) -> Result<(Rounds, Rounds)> 
         ],
     )?;
     Ok((decode, owned))
-}
-
-/// The sweep: at each length, the rows ending at position 1,000,000 generated, viewed in the
-/// cache (which `decode` filled) and copied from it, interleaved.
-fn sweep(pe: &SinusoidalEncoding, cache: &PeCache) -> Result<Sweep> {
-    let dev = Device::Cpu;
-    let mut races = Vec::new();
-    for (n, rounds) in SWEEP {
-        eprintln!("{n} rows ending at {DECODE_AT}:");
-        let start = DECODE_AT + 1 - n;
-        races.push(interleaved(
-            rounds,
-            vec![
-                Case::new(SWEPT[0], || Ok(pe.range(start, n, DType::F32, &dev)?)),
-                Case::new(SWEPT[1], || Ok(cache.range(start, n, DType::F32, &dev)?)),
-                Case::new(SWEPT[2], || {
-                    Ok(cache.range_owned(start, n, DType::F32, &dev)?)
-                }),
-            ],
-        )?);
-    }
-    Ok(Sweep { races })
-}
-
-/// The sweep as `pe plot bench` reads it: a label, the lengths, and each case's medians (ms).
-fn sweep_json(sweep: &Sweep) -> serde_json::Value {
-    let series: Vec<serde_json::Value> = SWEPT
-        .iter()
-        .map(|&name| {
-            let ms: Vec<f64> = sweep.races.iter().map(|r| r.median(name)).collect();
-            serde_json::json!({ "name": name, "ms": ms })
-        })
-        .collect();
-    serde_json::json!({
-        "label": format!("CPU ({})", machine().split(',').next().unwrap_or("")),
-        "rows": "fairseq d 1,024 f32, rows ending at position 1,000,000",
-        "lengths": SWEEP.map(|(n, _)| n),
-        "series": series,
-    })
 }
 
 /// Rotary tables: 131,072 positions, head_dim 128 (cos and sin each 131,072 x 64), f32; and
@@ -864,10 +823,10 @@ fn print_markdown(m: &Measured) {
     println!("\nRows ending at position {DECODE_AT} (d {WIDTH}, f32), medians in ms:\n");
     println!("| rows | {} |", SWEPT.join(" | "));
     println!("|---:|{}", "---:|".repeat(SWEPT.len()));
-    for ((n, _), race) in SWEEP.iter().zip(&m.sweep.races) {
-        let cells: Vec<String> = SWEPT
-            .iter()
-            .map(|c| format!("{:.4}", race.median(c)))
+    let ms = |k: usize, i: usize| m.sweep["series"][k]["ms"][i].as_f64().unwrap_or(f64::NAN);
+    for (i, (n, _)) in SWEEP.iter().enumerate() {
+        let cells: Vec<String> = (0..SWEPT.len())
+            .map(|k| format!("{:.4}", ms(k, i)))
             .collect();
         println!("| {n} | {} |", cells.join(" | "));
     }

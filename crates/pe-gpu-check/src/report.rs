@@ -39,6 +39,8 @@ pub struct Report {
     pub notes: Vec<String>,
     pub sections: Vec<(String, f64)>,
     pub total_s: f64,
+    /// Time against sequence length (`pe_testkit::Sweep`), which `pe plot bench` draws.
+    pub sweep: Option<Value>,
 }
 
 impl Report {
@@ -51,6 +53,7 @@ impl Report {
             notes: Vec::new(),
             sections: Vec::new(),
             total_s: 0.0,
+            sweep: None,
         }
     }
 
@@ -240,7 +243,7 @@ impl Report {
 
     fn json(&self) -> Value {
         let num = |v: f64| if v.is_finite() { json!(v) } else { Value::Null };
-        json!({
+        let mut json = json!({
             "device": self.device,
             "machine": self.machine,
             "total_s": self.total_s,
@@ -255,7 +258,11 @@ impl Report {
                 "reference_ms": t.reference_ms, "ratio": t.ratio,
             })).collect::<Vec<_>>(),
             "notes": self.notes,
-        })
+        });
+        if let Some(sweep) = &self.sweep {
+            json["sweep"] = sweep.clone();
+        }
+        json
     }
 }
 

@@ -11,7 +11,7 @@ use candle_pe_nn::{
     EmbeddingScale, PositionMode, RotaryEmbedding, SinusoidalEmbedding, SinusoidalEmbeddingConfig,
 };
 use pe_testkit::race::{Case, Race, Rounds};
-use pe_testkit::{gather_rope, whisper_sinusoids};
+use pe_testkit::{gather_rope, whisper_sinusoids, Sweep, SWEPT};
 
 use crate::report::{Report, Timing};
 use crate::Target;
@@ -27,6 +27,9 @@ struct Sizes {
     seq: usize,
     rounds: usize,
     fast_rounds: usize,
+    /// The sweep's last position and its lengths, each with its rounds.
+    sweep_at: usize,
+    sweep: &'static [(usize, usize)],
 }
 
 impl Sizes {
@@ -42,6 +45,9 @@ impl Sizes {
                 seq: 4096,
                 rounds: 21,
                 fast_rounds: 501,
+                // bench_report's sweep, so that `pe plot bench` draws the two together.
+                sweep_at: 1_000_000,
+                sweep: &[(1, 501), (16, 201), (256, 101), (4096, 21), (65_536, 7)],
             },
             false => Sizes {
                 len: 2048,
@@ -53,6 +59,8 @@ impl Sizes {
                 seq: 128,
                 rounds: 3,
                 fast_rounds: 11,
+                sweep_at: 4095,
+                sweep: &[(1, 11), (16, 5), (256, 3), (2048, 3)],
             },
         }
     }
@@ -113,7 +121,40 @@ pub fn run(target: &Target, report: &mut Report) -> Result<()> {
     rope_apply(target, report, &s, &rotary)?;
     apply_at(target, report, &s, &rotary)?;
     shift(target, report, &s, &rotary)?;
-    embedding(target, report, &s)
+    embedding(target, report, &s)?;
+    sweep(target, report, &s)
+}
+
+/// Time against sequence length, as `bench_report` records it on the CPU: the rows ending at
+/// `s.sweep_at` generated, viewed in a cache and copied from it, into the JSON's `sweep`.
+fn sweep(target: &Target, report: &mut Report, s: &Sizes) -> Result<()> {
+    let sync = || target.sync();
+    let sweep = Sweep {
+        label: format!("GPU ({})", target.name()),
+        device: &target.device,
+        backend: target.backend,
+        width: s.width,
+        at: s.sweep_at,
+        lengths: s.sweep,
+        sync: Some(&sync),
+    }
+    .run()?;
+    let list = |values: &serde_json::Value| -> String {
+        let values = values.as_array().into_iter().flatten();
+        let text = |v: &serde_json::Value| match v.as_u64() {
+            Some(n) => n.to_string(),
+            None => format!("{:.4}", v.as_f64().unwrap_or(f64::NAN)),
+        };
+        values.map(text).collect::<Vec<_>>().join(", ")
+    };
+    let rows = sweep["rows"].as_str().unwrap_or_default();
+    let lengths = list(&sweep["lengths"]);
+    for (k, case) in SWEPT.iter().enumerate() {
+        let ms = list(&sweep["series"][k]["ms"]);
+        report.note(format!("sweep ({rows}), {case}: {ms} ms at {lengths} rows"));
+    }
+    report.sweep = Some(sweep);
+    Ok(())
 }
 
 /// Tables: generated against the write and copy floors and whisper's f32 ops.

@@ -39,6 +39,7 @@ mod machine;
 mod oracle;
 pub mod race;
 mod real_models;
+mod sweep;
 mod tolerance;
 
 pub use axes::{assert_axes_exact, axes_slots};
@@ -55,6 +56,7 @@ pub use golden::{golden, machine_class, BitCases, BLESS_VAR};
 pub use machine::{cpu_model, load, threads};
 pub use oracle::{oracle_frequency, oracle_row, oracle_rows, to_f64, Big};
 pub use real_models::{real_model, real_model_path, REAL_MODELS_VAR};
+pub use sweep::{Sweep, SWEPT};
 pub use tolerance::{assert_matches, tolerance};
 
 /// The oracle's number type.
