@@ -375,6 +375,16 @@ fn owned_rows_copy_only_those_rows() -> anyhow::Result<()> {
     let owned = cache.range_owned(40, 10, DType::F32, &dev)?;
     assert_eq!(storage_len(&owned)?, 80);
     assert_same_bits(&owned, &view, "range_owned")?;
+    // Past one copy task (64 Ki values) the rayon pool copies: the same bits in every dtype.
+    let wide = PeCache::new(encoding(PeSpec::vaswani(64), TableBackend::Cpu));
+    for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64] {
+        let view = wide.range(123, 2000, dtype, &dev)?;
+        let owned = wide.range_owned(123, 2000, dtype, &dev)?;
+        assert_same_bits(&owned, &view, &format!("range_owned {dtype:?}, 2,000 rows"))?;
+        if dtype == DType::F32 {
+            assert_eq!(storage_len(&owned)?, 2000 * 64);
+        }
+    }
     let rope = RopeCache::new(Rope::new(RopeConfig::new(16, 10_000.0))?);
     let (cos, sin) = rope.range(100, 7, DType::F32, &dev)?;
     let (own_cos, own_sin) = rope.range_owned(100, 7, DType::F32, &dev)?;
