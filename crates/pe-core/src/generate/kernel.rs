@@ -308,16 +308,14 @@ pub(crate) fn rope(
 ) -> Result<(Tensor, Option<Tensor>)> {
     let (tokens, heads, seq, d) = rope_layout(x)?;
     let heads_k = match k {
-        Some(k) => match rope_layout(k)? {
-            (t, h, s, dk) if (t, s, dk) == (tokens, seq, d) && k.dtype() == x.dtype() => h,
-            _ => {
-                return Err(crate::Error::ShapeMismatch {
-                    name: "k",
-                    expected: format!("{:?} but for its heads, in {:?}", x.dims(), x.dtype()),
-                    shape: k.dims().to_vec(),
-                })
-            }
-        },
+        Some(k) if turns_with(x, k) => k.dims()[1],
+        Some(k) => {
+            return Err(crate::Error::ShapeMismatch {
+                name: "k",
+                expected: format!("{:?} but for its heads, in {:?}", x.dims(), x.dtype()),
+                shape: k.dims().to_vec(),
+            })
+        }
         None => 0,
     };
     let n = plan.frequencies().len();
@@ -356,6 +354,13 @@ pub(crate) fn rope(
         None => None,
     };
     Ok((turned, k))
+}
+
+/// Whether `k` turns with `x` in one launch of [`rope`]: the same dims but for the heads (the
+/// second), and x's dtype.
+pub(crate) fn turns_with(x: &Tensor, k: &Tensor) -> bool {
+    let (a, b) = (x.dims(), k.dims());
+    k.dtype() == x.dtype() && a.len() == b.len() && a.len() >= 2 && a[0] == b[0] && a[2..] == b[2..]
 }
 
 /// `(tokens, heads, seq, d)` of a rotation's input, `(batch, heads, seq, d)` or `(tokens,

@@ -12,7 +12,7 @@ use super::at::{At, Place};
 use super::layouts::PairLayout;
 use super::tables::{mrope_axis, Rope};
 use crate::describe::positions::Positions;
-use crate::generate::kernel::TokenRows;
+use crate::generate::kernel::{turns_with, TokenRows};
 use crate::{Error, Result};
 
 impl Rope {
@@ -97,14 +97,10 @@ impl Rope {
             .plan()
             .check_angles(end.saturating_sub(1) as f64)?;
         // q and k (the same dims but for the heads, one dtype) turn in one launch.
-        let pairs_with = |x: &Tensor, k: &Tensor| {
-            let heads_apart = |t: &Tensor| [&t.dims()[..1], &t.dims()[2..]].concat();
-            k.dtype() == x.dtype() && heads_apart(k) == heads_apart(x)
-        };
         let mut rotated = Vec::with_capacity(xs.len());
         while rotated.len() < xs.len() {
             let x = xs[rotated.len()];
-            let k = xs.get(rotated.len() + 1).filter(|k| pairs_with(x, k));
+            let k = xs.get(rotated.len() + 1).filter(|k| turns_with(x, k));
             let xs = (x, k.copied());
             let (x, k) =
                 generator.rope(xs, rows.clone(), axes.as_deref(), pairs.is_interleaved())?;
