@@ -28,7 +28,7 @@ use candle_pe::{EmbeddingScale, RotaryEmbedding, SinusoidalEmbedding, Sinusoidal
 use candle_pe::{PeCache, PeSpec, Rope, RopeCache, RopeConfig, SinusoidalEncoding};
 use pe_testkit::race::{Case, Race, Rounds};
 use pe_testkit::{gather_rope, marian_table, naive_f32_table, naive_llama_rope, whisper_sinusoids};
-use pe_testkit::{Sweep, SWEPT};
+use pe_testkit::{Sweep, SWEEP_AT, SWEEP_LENGTHS, SWEPT};
 
 const LEN: usize = 65_536;
 const WIDTH: usize = 1024;
@@ -146,9 +146,6 @@ struct Measured {
     errors: Errors,
 }
 
-/// The sweep's lengths, and the rounds of each one's race.
-const SWEEP: [(usize, usize); 5] = [(1, 501), (16, 201), (256, 101), (4096, 21), (65_536, 7)];
-
 /// The largest absolute errors of the tables against exact ones.
 struct Errors {
     /// Positions up to 1,000,000 against an independent f64 evaluation: ours, naive f32.
@@ -198,8 +195,8 @@ fn measure() -> Result<Measured> {
         device: &Device::Cpu,
         backend: TableBackend::Auto,
         width: WIDTH,
-        at: DECODE_AT,
-        lengths: &SWEEP,
+        at: SWEEP_AT,
+        lengths: &SWEEP_LENGTHS,
         sync: None,
     }
     .run()?;
@@ -820,11 +817,11 @@ fn print_markdown(m: &Measured) {
     for [case, ours, reference, ratio] in rows.iter().flatten() {
         println!("| {case} | {ours} | {reference} | {ratio} |");
     }
-    println!("\nRows ending at position {DECODE_AT} (d {WIDTH}, f32), medians in ms:\n");
+    println!("\nRows ending at position {SWEEP_AT} (d {WIDTH}, f32), medians in ms:\n");
     println!("| rows | {} |", SWEPT.join(" | "));
     println!("|---:|{}", "---:|".repeat(SWEPT.len()));
     let ms = |k: usize, i: usize| m.sweep["series"][k]["ms"][i].as_f64().unwrap_or(f64::NAN);
-    for (i, (n, _)) in SWEEP.iter().enumerate() {
+    for (i, (n, _)) in SWEEP_LENGTHS.iter().enumerate() {
         let cells: Vec<String> = (0..SWEPT.len())
             .map(|k| format!("{:.4}", ms(k, i)))
             .collect();

@@ -11,7 +11,7 @@ use candle_pe_nn::{
     EmbeddingScale, PositionMode, RotaryEmbedding, SinusoidalEmbedding, SinusoidalEmbeddingConfig,
 };
 use pe_testkit::race::{Case, Race, Rounds};
-use pe_testkit::{gather_rope, whisper_sinusoids, Sweep, SWEPT};
+use pe_testkit::{gather_rope, whisper_sinusoids, Sweep, SWEEP_AT, SWEEP_LENGTHS, SWEPT};
 
 use crate::report::{Report, Timing};
 use crate::Target;
@@ -46,8 +46,8 @@ impl Sizes {
                 rounds: 21,
                 fast_rounds: 501,
                 // bench_report's sweep, so that `pe plot bench` draws the two together.
-                sweep_at: 1_000_000,
-                sweep: &[(1, 501), (16, 201), (256, 101), (4096, 21), (65_536, 7)],
+                sweep_at: SWEEP_AT,
+                sweep: &SWEEP_LENGTHS,
             },
             false => Sizes {
                 len: 2048,

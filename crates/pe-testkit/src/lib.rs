@@ -56,7 +56,7 @@ pub use golden::{golden, machine_class, BitCases, BLESS_VAR};
 pub use machine::{cpu_model, load, threads};
 pub use oracle::{oracle_frequency, oracle_row, oracle_rows, to_f64, Big};
 pub use real_models::{real_model, real_model_path, REAL_MODELS_VAR};
-pub use sweep::{Sweep, SWEPT};
+pub use sweep::{Sweep, SWEEP_AT, SWEEP_LENGTHS, SWEPT};
 pub use tolerance::{assert_matches, tolerance};
 
 /// The oracle's number type.

@@ -13,6 +13,13 @@ use crate::race::{Case, Race};
 /// The sweep's cases, in the order they are drawn.
 pub const SWEPT: [&str; 3] = ["generated", "cached view", "cached copy"];
 
+/// The full sweep's last position and its lengths, each with the rounds of its race: the one
+/// `bench_report` (the CPU) and `gpu_check` (a GPU) both run, so that `pe plot bench` draws
+/// the two together.
+pub const SWEEP_AT: usize = 1_000_000;
+pub const SWEEP_LENGTHS: [(usize, usize); 5] =
+    [(1, 501), (16, 201), (256, 101), (4096, 21), (65_536, 7)];
+
 /// Where a sweep runs and what it times.
 pub struct Sweep<'a> {
     /// What `pe plot bench`'s legend calls it: `CPU (AMD EPYC)`, `GPU (cuda)`.
