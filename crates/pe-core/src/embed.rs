@@ -160,7 +160,7 @@ impl PeCache {
         let (rows, zero_at) = match checked {
             Checked::Offset(offset) => {
                 let period = tokens.dim(D::Minus1)?.max(1);
-                let start = *offset as u32;
+                let start = *offset as i64;
                 (TokenRows::Repeat { start, period }, None)
             }
             Checked::Ids(ids, zero_at) => {

@@ -6,6 +6,7 @@
 //! `TableBackend::Kernel` runs its host build.
 
 use candle_core::{DType, Device, Tensor};
+use candle_pe_formats::FromHfConfig;
 use candle_pe_nn::{At, PairLayout, Positions, Rope, RotaryEmbedding, TableBackend};
 use pe_testkit::{random_mrope_config, random_offset, random_rope_config};
 use pe_testkit::{same_bits as same, seeded_rng};
@@ -153,5 +154,113 @@ fn rope_without_tables_declines_and_keeps_empty_inputs() -> anyhow::Result<()> {
         err.to_string().contains("the tokens of [1, 2, 3, 8]"),
         "{err}"
     );
+    Ok(())
+}
+
+/// A shift without tables (`Rope::shift_without_tables`, the rope kernel turning each token by
+/// its distance): the bits of the plain twin's rotation by the shift tables, for random configs
+/// of every rope type, every dtype, both pair layouts, both input layouts, between offsets
+/// (either way, up to 2^31 - 1 apart), per-token positions and M-RoPE positions.
+#[test]
+fn shift_without_tables_has_the_bits_of_the_tables() -> anyhow::Result<()> {
+    let mut rng = seeded_rng("shift_without_tables_has_the_bits_of_the_tables");
+    let dev = Device::Cpu;
+    for case in 0..40 {
+        let mrope = case % 4 == 3;
+        let config = match mrope {
+            true => random_mrope_config(&mut rng),
+            false => random_rope_config(&mut rng),
+        };
+        let d = config.head_dim;
+        let pairs = [PairLayout::Halves, PairLayout::Interleaved][case / 2 % 2];
+        let tables = RotaryEmbedding::new(config.clone())?.with_pair_layout(pairs);
+        let kernel = tables.clone().with_backend(TableBackend::Kernel);
+        let rope = Rope::new(config.clone())?.with_backend(TableBackend::Kernel);
+        let (batch, seq) = (rng.random_range(1..=2), rng.random_range(1..=4));
+        let mut draw = |shape: &[usize]| -> anyhow::Result<Positions> {
+            let n = shape.iter().product();
+            Ok(Positions::new(&Tensor::from_vec(
+                positions(&mut rng, n),
+                shape,
+                &dev,
+            )?)?)
+        };
+        let lead: &[usize] = if mrope {
+            &[3, batch, seq]
+        } else {
+            &[batch, seq]
+        };
+        let (from, to) = (draw(lead)?, draw(lead)?);
+        let tokens = batch * seq;
+        let (from_t, to_t) = (draw(&[tokens])?, draw(&[tokens])?);
+        let offsets = [random_offset(&mut rng, seq), random_offset(&mut rng, seq)];
+        for dtype in DTYPES {
+            let what = format!("case {case}: {config:?} {pairs:?} {dtype:?}");
+            let k = Tensor::randn(0f32, 1.0, (batch, 2, seq, d), &dev)?.to_dtype(dtype)?;
+            let flat = Tensor::randn(0f32, 1.0, (tokens, 2, d), &dev)?.to_dtype(dtype)?;
+            let side = |p| match mrope {
+                true => At::mrope(p),
+                false => At::positions(p),
+            };
+            let mut moves = vec![(&k, side(&from), side(&to), "(batch, seq) positions")];
+            if !mrope {
+                let [a, b] = offsets;
+                moves.extend([
+                    (&k, At::offset(a), At::offset(b), "offsets"),
+                    (&k, At::offset(b), At::offset(a), "offsets back"),
+                    (&flat, side(&from_t), side(&to_t), "(tokens,) positions"),
+                ]);
+            }
+            for (x, f, t, kind) in moves {
+                let what = format!("{what}: {kind}");
+                let want = tables.shift_slow(x, f, t)?;
+                same(&kernel.shift(x, f, t)?, &want, &what)?;
+                // Both sides in the spectrum of one length: the kernel takes every shift.
+                let len = (1usize << 31) - 1;
+                let (f, t) = (f.with_tracked_len(len), t.with_tracked_len(len));
+                let got = rope.shift_without_tables(x, f, t, pairs)?;
+                let got = got.expect("one spectrum: the kernels' host build runs on the CPU");
+                same(
+                    &got,
+                    &tables.shift_slow(x, f, t)?,
+                    &format!("{what}, one length"),
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A shift between two spectra (dynamic NTK grown from one length to another) is left to the
+/// tables (`None`); on the CPU generator's backend every shift is; an empty k stays empty.
+#[test]
+fn shift_without_tables_declines_two_spectra() -> anyhow::Result<()> {
+    let dev = Device::Cpu;
+    let json = r#"{"hidden_size": 64, "num_attention_heads": 2, "rope_theta": 10000.0,
+        "max_position_embeddings": 64, "rope_scaling": {"type": "dynamic", "factor": 2.0}}"#;
+    let config = candle_pe_nn::RopeConfig::from_hf_config(&serde_json::from_str(json)?)?;
+    let kernel = Rope::new(config.clone())?.with_backend(TableBackend::Kernel);
+    let halves = PairLayout::Halves;
+    let k = Tensor::randn(0f32, 1.0, (1, 2, 3, 32), &dev)?;
+    let grown = (
+        At::offset(0).with_tracked_len(64),
+        At::offset(5).with_tracked_len(500),
+    );
+    assert!(kernel
+        .shift_without_tables(&k, grown.0, grown.1, halves)?
+        .is_none());
+    let within = (
+        At::offset(0).with_tracked_len(10),
+        At::offset(5).with_tracked_len(64),
+    );
+    assert!(kernel
+        .shift_without_tables(&k, within.0, within.1, halves)?
+        .is_some());
+    let cpu = Rope::new(config)?;
+    assert!(cpu.shift_without_tables(&k, 0, 5, halves)?.is_none());
+    let empty = Tensor::zeros((0, 2, 32), DType::BF16, &dev)?;
+    let none = Tensor::zeros(0, DType::U32, &dev)?;
+    let got = kernel.shift_without_tables(&empty, &none, &none, halves)?;
+    assert_eq!(got.expect("runs").dims(), &[0, 2, 32]);
     Ok(())
 }

@@ -290,7 +290,8 @@ pub(crate) struct RopeArgs {
     pub axes: u32,
     /// Heads of the second input (k beside q), 0 without one.
     pub heads_k: u32,
-    pub _pad: u32,
+    /// Whether the tokens' values are a shift's distances (`to - from`), not positions.
+    pub turn: u32,
 }
 
 #[cfg(feature = "cuda")]

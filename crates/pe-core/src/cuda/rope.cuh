@@ -4,6 +4,11 @@
 // rotation turns them (rotary/rows.rs, candle-nn's formula and order): (x1 cos - x2 sin,
 // x1 sin + x2 cos), each product and sum rounded on its own, then one rounding to x's type.
 // No cos/sin table is written or read.
+//
+// A shift (`turn`) runs the same kernel: each token's value is then the distance `to - from`
+// (any sign) its keys move by in one spectrum, and its cos and sin are those of the shift
+// tables (tables.cuh `pe_turn`: the exact angle of the distance, rounded once to the work
+// type), so that cached keys are re-rotated in one pass, without a table.
 
 #pragma once
 #include "tables.cuh"
@@ -25,7 +30,8 @@ struct pe_rope {
     // pairs), features per head, heads, positions per sequence.
     uint32_t n, d, heads, seq;
     uint32_t period, has_values, interleaved, axes;
-    uint32_t heads_k, pad;
+    // Heads of xk (0: none), and whether the tokens' values are a shift's distances.
+    uint32_t heads_k, turn;
 };
 
 // Slots per token: one per pair turned, one per feature passed unturned (partial rotary).
@@ -65,12 +71,20 @@ PE_FN void pe_rope_slot(const pe_rope &r, uint64_t tokens, const double *w, cons
     if (i < r.n) {
         uint64_t row = r.axes ? (uint64_t)w[2 * r.n + i] * tokens : 0;
         double p = r.has_values ? values[row + t] : r.start + (double)(t % r.period);
-        uint32_t j;
-        double a = pe_anchor_of(p, &j);
-        M as, ac, os, oc;
-        pe_factor_at<M>(a, w[2 * i], w[2 * i + 1], r.amplitude, 1, &as, &ac);
-        pe_factor_at<M>((double)j, w[2 * i], w[2 * i + 1], 1.0, 0, &os, &oc);
-        pe_combine<M>(as, ac, os, oc, &s, &c);
+        if (r.turn) {
+            double hi, lo, sv, cv;
+            pe_angle(p, w[2 * i], w[2 * i + 1], &hi, &lo);
+            pe_turn_values(hi, lo, 1.0, &sv, &cv);
+            s = (M)sv;
+            c = (M)cv;
+        } else {
+            uint32_t j;
+            double a = pe_anchor_of(p, &j);
+            M as, ac, os, oc;
+            pe_factor_at<M>(a, w[2 * i], w[2 * i + 1], r.amplitude, 1, &as, &ac);
+            pe_factor_at<M>((double)j, w[2 * i], w[2 * i + 1], 1.0, 0, &os, &oc);
+            pe_combine<M>(as, ac, os, oc, &s, &c);
+        }
     }
     pe_rope_heads<T, M>(r, r.heads, x, t, i, c, s, y);
     if (r.heads_k)

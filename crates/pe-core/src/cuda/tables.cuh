@@ -185,6 +185,17 @@ struct pe_turns {
     uint32_t h, same, rows, pad;
 };
 
+// The sine and cosine of a turn by the exact angle hi + lo, in f64 and times the ratio of the
+// attention factors: a turn row's values before their one rounding (generate/turn.rs
+// `turn_rows`), and those rope.cuh's shift turns by.
+PE_FN void pe_turn_values(double hi, double lo, double ratio, double *s, double *c) {
+    pe_sin_cos(hi, lo, s, c);
+    if (ratio != 1.0) {
+        *c = *c * ratio;
+        *s = *s * ratio;
+    }
+}
+
 // Row u's slot s: its cos to out[u * h + s], its sin to out[(rows + u) * h + s].
 template <typename T>
 PE_FN void pe_turn(const pe_turns &t, const double *w_old, const double *w_new,
@@ -201,11 +212,7 @@ PE_FN void pe_turn(const pe_turns &t, const double *w_old, const double *w_new,
         pe_dd_sub(h1, l1, h0, l0, &hi, &lo);
     }
     double sv, cv;
-    pe_sin_cos(hi, lo, &sv, &cv);
-    if (t.ratio != 1.0) {
-        cv = cv * t.ratio;
-        sv = sv * t.ratio;
-    }
+    pe_turn_values(hi, lo, t.ratio, &sv, &cv);
     pe_put(cv, out + u * t.h + s);
     pe_put(sv, out + ((uint64_t)t.rows + u) * t.h + s);
 }

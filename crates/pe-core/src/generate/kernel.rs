@@ -194,8 +194,9 @@ impl Launch {
 /// Where the tokens of an embedding block or a rotation sit.
 #[derive(Clone)]
 pub(crate) enum TokenRows {
-    /// Every sequence of `period` tokens at `start ..`.
-    Repeat { start: u32, period: usize },
+    /// Every sequence of `period` tokens at `start ..` (for a shift, period 1: every token
+    /// moved by `start`, which may be negative).
+    Repeat { start: i64, period: usize },
     /// One position per token: a flat f64 tensor on the tokens' device.
     Values(Tensor),
 }
@@ -220,6 +221,7 @@ pub(crate) fn embed(
     let tokens = tokens.to_dtype(DType::F64)?;
     let (request, period, info) = match rows {
         TokenRows::Repeat { start, period } => {
+            // An embedding's offset (checked, never negative).
             let range = crate::describe::positions::range(start as usize, period)?;
             (range, period as u32, tokens)
         }
@@ -296,8 +298,10 @@ pub(crate) fn turns(
 /// dims but for its heads and x's dtype, turns in the same launch by the same cos and sin,
 /// computed once. Each token's cos and sin are computed where they are used, with the rotary
 /// tables' bits, and the result has the bits of the CPU's one-pass rotation by those tables:
-/// one launch, no table. The caller has checked the positions against x and `fits` for the
-/// tokens.
+/// one launch, no table. With `turn`, `rows` holds distances (`to - from`, any sign), not
+/// positions, and each pair turns by the cos and sin of the shift tables (the exact angle of
+/// the distance, rounded once to the rotation's float), a shift in one spectrum. The caller
+/// has checked the positions against x and `fits` for the tokens.
 pub(crate) fn rope(
     plan: &Plan,
     w: &Tensor,
@@ -305,6 +309,7 @@ pub(crate) fn rope(
     rows: TokenRows,
     mrope: bool,
     interleaved: bool,
+    turn: bool,
 ) -> Result<(Tensor, Option<Tensor>)> {
     let (tokens, heads, seq, d) = rope_layout(x)?;
     let heads_k = match k {
@@ -323,7 +328,7 @@ pub(crate) fn rope(
         return Ok((x.clone(), k.cloned()));
     }
     let (start, period, values) = match rows {
-        TokenRows::Repeat { start, period } => (f64::from(start), period, None),
+        TokenRows::Repeat { start, period } => (start as f64, period, None),
         TokenRows::Values(values) => (0.0, 1, Some(values.contiguous()?)),
     };
     let args = RopeArgs {
@@ -338,7 +343,7 @@ pub(crate) fn rope(
         interleaved: u32::from(interleaved),
         axes: u32::from(mrope),
         heads_k: heads_k as u32,
-        _pad: 0,
+        turn: u32::from(turn),
     };
     let op = OutputOp::Rope(RopeOp {
         args,

@@ -267,7 +267,34 @@ impl Generator {
         interleaved: bool,
     ) -> Result<(Tensor, Option<Tensor>)> {
         let w = self.frequencies_on(xs.0.device(), axes)?;
-        kernel::rope(&self.plan, &w, xs, rows, axes.is_some(), interleaved)
+        kernel::rope(&self.plan, &w, xs, rows, axes.is_some(), interleaved, false)
+    }
+
+    /// A shift in this spectrum by the rope kernel on k's device ([`kernel::rope`] turning):
+    /// each token of k turned by the exact angle of its distance `to - from` in `distances`
+    /// (each pair by the distance of the row `axes` gives it with M-RoPE), with the bits of
+    /// the shift tables of [`turns`](Self::turns) in one spectrum, in one launch and without
+    /// them. The caller has checked the distances against k, the angles, and that the kernels
+    /// take this many tokens.
+    pub fn shift(
+        &self,
+        k: &Tensor,
+        distances: kernel::TokenRows,
+        axes: Option<&[u32]>,
+        interleaved: bool,
+    ) -> Result<Tensor> {
+        let w = self.frequencies_on(k.device(), axes)?;
+        let mrope = axes.is_some();
+        Ok(kernel::rope(
+            &self.plan,
+            &w,
+            (k, None),
+            distances,
+            mrope,
+            interleaved,
+            true,
+        )?
+        .0)
     }
 }
 

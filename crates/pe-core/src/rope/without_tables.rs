@@ -5,6 +5,10 @@
 //! It runs where the kernels run: on CUDA, and on the CPU as their host build with
 //! [`TableBackend::Kernel`](crate::TableBackend) (the `host-kernels` feature), where
 //! `cargo test` holds it to the tables' rotation bit for bit.
+//!
+//! A shift of cached keys runs the same kernel: each token turns by the exact angle of its
+//! distance `to - from`, with the bits of the shift tables' rotation, so that the host neither
+//! computes nor sends a table.
 
 use candle_core::{DType, Tensor};
 
@@ -46,12 +50,7 @@ impl Rope {
                 });
             }
         }
-        let dtypes = xs.iter().all(|x| {
-            matches!(
-                x.dtype(),
-                DType::F32 | DType::F16 | DType::BF16 | DType::F64
-            )
-        });
+        let dtypes = xs.iter().all(|x| turns_dtype(x.dtype()));
         if !dtypes || !self.uses_kernels(first.device(), tokens)? {
             return Ok(None);
         }
@@ -59,35 +58,13 @@ impl Rope {
             Place::Offset(offset) => {
                 let end = Positions::check_range(offset, seq)?;
                 let rows = TokenRows::Repeat {
-                    start: offset as u32,
+                    start: offset as i64,
                     period: seq,
                 };
                 (rows, None, end)
             }
-            place => {
-                let positions = at.explicit()?.to_positions()?;
-                let axes = match place {
-                    Place::Mrope(_) => Some(self.mrope_axes()?),
-                    _ => None,
-                };
-                let rows = if axes.is_some() { 3 } else { 1 };
-                if positions.len() != rows * tokens
-                    || positions.dims().first() != Some(&rows) && rows == 3
-                {
-                    return Err(Error::ShapeMismatch {
-                        name: "positions",
-                        expected: match rows {
-                            3 => format!(
-                                "(3, ...) of 3 x {tokens} positions (M-RoPE) for x {:?}",
-                                first.dims()
-                            ),
-                            _ => {
-                                format!("{tokens} positions, one per token of x {:?}", first.dims())
-                            }
-                        },
-                        shape: positions.dims().to_vec(),
-                    });
-                }
+            _ => {
+                let (positions, axes) = self.token_positions(&at, first, tokens)?;
                 let values = positions.flat(DType::F64)?.to_device(first.device())?;
                 (TokenRows::Values(values), axes, positions.end())
             }
@@ -108,6 +85,111 @@ impl Rope {
             rotated.extend(k);
         }
         Ok(Some(rotated))
+    }
+
+    /// For candle-pe-nn's `RotaryEmbedding::shift`, not a stable API: `k`, rotated at `from`,
+    /// moved to `to` (two offsets, two per-token positions or two M-RoPE positions, as
+    /// [`rotate_without_tables`](Self::rotate_without_tables) takes them, the positions on any
+    /// device) by the rope kernel, which turns each token by the cos and sin of the exact angle
+    /// of its distance `to - from`, computed where it uses them: the bits of the rotation by the
+    /// shift tables ([`at_shift`](Self::at_shift)), in one launch, with no table and no exact
+    /// computation on the host. The frequencies of each side are those of the length it carries
+    /// ([`At::with_tracked_len`]), else of a sequence reaching its largest position. `None`
+    /// where the kernel does not run (another device or backend, more tokens than its counts
+    /// hold), where the two sides' frequencies differ, or where a bound on the distances leaves
+    /// the exact domain, for the tables' path.
+    #[doc(hidden)]
+    pub fn shift_without_tables<'a, 'b>(
+        &self,
+        k: &Tensor,
+        from: impl Into<At<'a>>,
+        to: impl Into<At<'b>>,
+        pairs: PairLayout,
+    ) -> Result<Option<Tensor>> {
+        let (from, to) = (from.into(), to.into());
+        let (tokens, seq) = self.tokens_of(k)?;
+        if !turns_dtype(k.dtype()) || !self.uses_kernels(k.device(), tokens)? {
+            return Ok(None);
+        }
+        let (distances, axes, ends, largest) = match (from.place(), to.place()) {
+            (Place::Offset(a), Place::Offset(b)) => {
+                let ends = (
+                    Positions::check_range(a, seq)?,
+                    Positions::check_range(b, seq)?,
+                );
+                let distance = b as i64 - a as i64;
+                let rows = TokenRows::Repeat {
+                    start: distance,
+                    period: 1,
+                };
+                (rows, None, ends, distance.unsigned_abs())
+            }
+            (Place::Positions(_), Place::Positions(_)) | (Place::Mrope(_), Place::Mrope(_)) => {
+                let (f, axes) = self.token_positions(&from, k, tokens)?;
+                let (t, _) = self.token_positions(&to, k, tokens)?;
+                if f.dims() != t.dims() {
+                    return Err(Error::ShapeMismatch {
+                        name: "to",
+                        expected: format!("from.dims() = {:?}", f.dims()),
+                        shape: t.dims().to_vec(),
+                    });
+                }
+                // Every distance lies within the two sides' bounds.
+                let reach =
+                    |a: &Positions, b: &Positions| b.max().unwrap_or(0) - a.min().unwrap_or(0);
+                let largest = reach(&f, &t).max(reach(&t, &f)).unsigned_abs();
+                let from_values = f.flat(DType::F64)?.to_device(t.device())?;
+                let distances = (t.flat(DType::F64)? - from_values)?.to_device(k.device())?;
+                let rows = TokenRows::Values(distances);
+                (rows, axes, (f.end(), t.end()), largest)
+            }
+            _ => return Ok(None),
+        };
+        let lens = (
+            from.tracked_len().unwrap_or(ends.0),
+            to.tracked_len().unwrap_or(ends.1),
+        );
+        let (old, new) = (self.generator_for(lens.0)?, self.generator_for(lens.1)?);
+        let (old, plan) = (old.plan(), new.plan());
+        let one_spectrum =
+            old.frequencies() == plan.frequencies() && old.amplitude() == plan.amplitude();
+        if !one_spectrum || plan.check_angles(largest as f64).is_err() {
+            return Ok(None);
+        }
+        let shifted = new.shift(k, distances, axes.as_deref(), pairs.is_interleaved())?;
+        Ok(Some(shifted))
+    }
+
+    /// The positions of `at` (per-token or M-RoPE) and, for M-RoPE, each pair's position row:
+    /// one position per token of x (`tokens` of them), three rows of them for M-RoPE, or the
+    /// error naming the shape x takes.
+    fn token_positions(
+        &self,
+        at: &At,
+        x: &Tensor,
+        tokens: usize,
+    ) -> Result<(Positions, Option<Vec<u32>>)> {
+        let positions = at.explicit()?.to_positions()?;
+        let axes = match at.place() {
+            Place::Mrope(_) => Some(self.mrope_axes()?),
+            _ => None,
+        };
+        let rows = if axes.is_some() { 3 } else { 1 };
+        if positions.len() != rows * tokens || positions.dims().first() != Some(&rows) && rows == 3
+        {
+            return Err(Error::ShapeMismatch {
+                name: "positions",
+                expected: match rows {
+                    3 => format!(
+                        "(3, ...) of 3 x {tokens} positions (M-RoPE) for x {:?}",
+                        x.dims()
+                    ),
+                    _ => format!("{tokens} positions, one per token of x {:?}", x.dims()),
+                },
+                shape: positions.dims().to_vec(),
+            });
+        }
+        Ok((positions, axes))
     }
 
     /// The tokens of x, `(batch * seq, seq)` or `(tokens, tokens)`, or the error naming the
@@ -133,4 +215,9 @@ impl Rope {
             .map(|k| mrope_axis(section, alternating, k) as u32)
             .collect())
     }
+}
+
+/// Whether the rope kernel turns inputs of `dtype`.
+fn turns_dtype(dtype: DType) -> bool {
+    matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64)
 }

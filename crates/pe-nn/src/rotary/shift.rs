@@ -7,10 +7,12 @@
 //! rounding of its dtype, at any distance, and shifting again from the result adds one rounding
 //! more (shift from the original key to avoid that).
 //!
-//! On the CPU the turn reads its table rows in one pass, as [`apply`](RotaryEmbedding::apply)
-//! does at per-token positions; on other devices (and with [`TableBackend::Generic`])
-//! candle-nn's kernels take the gathered tables; the plain twin (`shift_slow`, for tests) is
-//! what both are held to.
+//! On CUDA, where both sides share one spectrum, the rope kernel turns each token by the cos
+//! and sin of its distance, computed where it uses them (`Rope::shift_without_tables`: no
+//! table, and the host computes nothing exact). On the CPU the turn reads its table rows in one
+//! pass, as [`apply`](RotaryEmbedding::apply) does at per-token positions; elsewhere (and with
+//! [`TableBackend::Generic`]) candle-nn's kernels take the gathered tables. The plain twin
+//! (`shift_slow`, for tests) is what all of them are held to.
 //!
 //! ```
 //! use candle_core::{DType, Device, Tensor};
@@ -36,8 +38,8 @@ use super::embedding::{check_mrope_positions, table_dtype, Layout, Path, RotaryE
 /// How a shift is computed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Route {
-    /// The CPU's one pass over k, or candle-nn's kernels elsewhere (and with
-    /// [`TableBackend::Generic`]).
+    /// The rope kernel without tables where it runs, the CPU's one pass over k, or
+    /// candle-nn's kernels elsewhere (and with [`TableBackend::Generic`]).
     Auto,
     /// Plain candle ops, the reference twin.
     Slow,
@@ -108,6 +110,9 @@ impl RotaryEmbedding {
                     layout,
                     &[("from", f.dims()), ("to", t.dims())],
                 )?;
+                if let Some(k) = self.without_tables_shift(k, from, to, route)? {
+                    return Ok(k);
+                }
                 let (cos, sin) = self.rope().at_shift(from, to, table_dtype(k.dtype()))?;
                 self.turn(k, layout, Tables::PerToken(cos, sin), route)
             }
@@ -143,6 +148,13 @@ impl RotaryEmbedding {
         if !one_spectrum {
             let (f, t) = (range_ids(layout, from)?, range_ids(layout, to)?);
             return self.shift_ids(k, layout, (&f, &t), (Some(lens.0), Some(lens.1)), route);
+        }
+        let sides = (
+            At::offset(from).with_tracked_len(lens.0),
+            At::offset(to).with_tracked_len(lens.1),
+        );
+        if let Some(k) = self.without_tables_shift(k, sides.0, sides.1, route)? {
+            return Ok(k);
         }
         let ends = |p: usize| Tensor::new(&[p as i64], &Device::Cpu);
         let (f, t) = (ends(from)?, ends(to)?);
@@ -180,12 +192,35 @@ impl RotaryEmbedding {
         let tracked = self.tracked_len();
         let from_len = lens.0.or(tracked).unwrap_or(from.end());
         let to_len = lens.1.or(tracked).unwrap_or(to.end());
-        let (cos, sin) = self.rope().at_shift(
+        let sides = (
             At::positions(&from).with_tracked_len(from_len),
             At::positions(&to).with_tracked_len(to_len),
-            table_dtype(k.dtype()),
-        )?;
+        );
+        if let Some(k) = self.without_tables_shift(k, sides.0, sides.1, route)? {
+            return Ok(k);
+        }
+        let (cos, sin) = self
+            .rope()
+            .at_shift(sides.0, sides.1, table_dtype(k.dtype()))?;
         self.turn(k, layout, Tables::PerToken(cos, sin), route)
+    }
+
+    /// The shift by the rope kernel, which turns each token by its distance without a table,
+    /// where it runs (CUDA; the host build with `TableBackend::Kernel`) and both sides share
+    /// one spectrum; `None` otherwise, and for the plain twin.
+    fn without_tables_shift(
+        &self,
+        k: &Tensor,
+        from: At,
+        to: At,
+        route: Route,
+    ) -> Result<Option<Tensor>> {
+        if route != Route::Auto || k.elem_count() == 0 {
+            return Ok(None);
+        }
+        Ok(self
+            .rope()
+            .shift_without_tables(k, from, to, self.pair_layout())?)
     }
 
     /// Turns k by the shift tables.
@@ -198,33 +233,12 @@ impl RotaryEmbedding {
             let (Tables::Shared(cos, sin) | Tables::PerToken(cos, sin)) = tables;
             return self.rotate(k, layout, &cos, &sin, None, Path::Fused);
         }
-        #[cfg(feature = "cuda")]
-        if route == Route::Auto {
-            if let Some(k) = self.shift_on_cuda(k, &tables)? {
-                return Ok(k);
-            }
-        }
         let (cos, sin) = token_tables(k, layout, tables)?;
         let path = match route {
             Route::Auto => Path::Fused,
             Route::Slow => Path::Slow,
         };
         self.rotate(k, layout, &cos, &sin, None, path)
-    }
-
-    /// One table row for every token of a whole-head rotation: the CUDA kernel reads it in
-    /// place. `None` when the kernel does not take these tables or this k.
-    #[cfg(feature = "cuda")]
-    fn shift_on_cuda(&self, k: &Tensor, tables: &Tables) -> Result<Option<Tensor>> {
-        let Tables::Shared(cos, sin) = tables else {
-            return Ok(None);
-        };
-        if k.dims().last() != Some(&self.rope().config().rotary_dim()) {
-            return Ok(None);
-        }
-        let (cos, sin) = (cos.to_device(k.device())?, sin.to_device(k.device())?);
-        let interleaved = self.pair_layout().is_interleaved();
-        super::cuda::turn(k, &cos, &sin, k.dim(1)?, 1, 0, 0, interleaved)
     }
 }
 
