@@ -311,20 +311,34 @@ fn apply_at(
     race(target, report, s.fast_rounds, cases, &rows)
 }
 
-/// Shift a cache of keys, against a copy of them.
+/// Shift a cache of keys, against a copy of them: between two offsets, and per token from
+/// positions on the device.
 fn shift(target: &Target, report: &mut Report, s: &Sizes, rotary: &RotaryEmbedding) -> Result<()> {
     let dev = &target.device;
     let keys = Tensor::randn(0f32, 1.0, (1, 8, s.keys, 128), dev)?.to_dtype(DType::BF16)?;
+    let positions =
+        |start: u32| Tensor::arange(start, start + s.keys as u32, dev)?.reshape((1, s.keys));
+    let (from, to) = (positions(1000)?, positions(0)?);
     let cases = vec![
         Case::new("shift -1000", || Ok(rotary.shift(&keys, 1000, 0)?)),
+        Case::new("shift per token", || Ok(rotary.shift(&keys, &from, &to)?)),
         Case::new("copy floor", || Ok(keys.copy()?)),
     ];
-    let rows = [row(
-        format!("shift k (1, 8, {}, 128) bf16 by -1,000", s.keys),
-        "shift -1000",
-        "Tensor::copy of k",
-        "copy floor",
-    )];
+    let k = format!("shift k (1, 8, {}, 128) bf16", s.keys);
+    let rows = [
+        row(
+            format!("{k} by -1,000"),
+            "shift -1000",
+            "Tensor::copy of k",
+            "copy floor",
+        ),
+        row(
+            format!("{k} per token, positions on the device"),
+            "shift per token",
+            "Tensor::copy of k",
+            "copy floor",
+        ),
+    ];
     race(target, report, s.rounds, cases, &rows)
 }
 
