@@ -242,20 +242,16 @@ fn shift_without_tables_declines_two_spectra() -> anyhow::Result<()> {
     let kernel = Rope::new(config.clone())?.with_backend(TableBackend::Kernel);
     let halves = PairLayout::Halves;
     let k = Tensor::randn(0f32, 1.0, (1, 2, 3, 32), &dev)?;
-    let grown = (
-        At::offset(0).with_tracked_len(64),
-        At::offset(5).with_tracked_len(500),
-    );
-    assert!(kernel
-        .shift_without_tables(&k, grown.0, grown.1, halves)?
-        .is_none());
-    let within = (
-        At::offset(0).with_tracked_len(10),
-        At::offset(5).with_tracked_len(64),
-    );
-    assert!(kernel
-        .shift_without_tables(&k, within.0, within.1, halves)?
-        .is_some());
+    let runs = |from: At, to: At| -> anyhow::Result<bool> {
+        Ok(kernel.shift_without_tables(&k, from, to, halves)?.is_some())
+    };
+    // Grown from 64 positions to 500: two spectra. Both within the original 64: one.
+    let (at_0, at_5) = (At::offset(0), At::offset(5));
+    assert!(!runs(
+        at_0.with_tracked_len(64),
+        at_5.with_tracked_len(500)
+    )?);
+    assert!(runs(at_0.with_tracked_len(10), at_5.with_tracked_len(64))?);
     let cpu = Rope::new(config)?;
     assert!(cpu.shift_without_tables(&k, 0, 5, halves)?.is_none());
     let empty = Tensor::zeros((0, 2, 32), DType::BF16, &dev)?;
