@@ -244,6 +244,12 @@ impl Plan {
         self.amplitude
     }
 
+    /// Whether `other` turns every pair alike: the same frequencies and amplitude (a shift
+    /// between the two is then one angle, `(to - from) * w`).
+    pub fn same_spectrum(&self, other: &Plan) -> bool {
+        self.frequencies == other.frequencies && self.amplitude == other.amplitude
+    }
+
     /// Fails unless every `|p| * w` stays within [`MAX_ANGLE`] for `|p| <= largest_position`.
     pub fn check_angles(&self, largest_position: f64) -> Result<()> {
         let angle = largest_position * self.largest;

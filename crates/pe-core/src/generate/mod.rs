@@ -285,7 +285,7 @@ impl Generator {
     ) -> Result<Tensor> {
         let w = self.frequencies_on(k.device(), axes)?;
         let mrope = axes.is_some();
-        Ok(kernel::rope(
+        let (k, _) = kernel::rope(
             &self.plan,
             &w,
             (k, None),
@@ -293,8 +293,8 @@ impl Generator {
             mrope,
             interleaved,
             true,
-        )?
-        .0)
+        )?;
+        Ok(k)
     }
 }
 

@@ -42,7 +42,7 @@ impl Generator {
         check_dtype(dtype)?;
         // The table, and at most two f64 rows of scratch per token.
         check_size(from[0].len(), h, dtype, device, 16 * h as u128)?;
-        let same = old.frequencies() == new.frequencies() && old.amplitude() == new.amplitude();
+        let same = old.same_spectrum(new);
         let (index, unique) = unique_rows(from, to, same);
         check_turn_angles::<N>(old, new, &unique, same)?;
         let n = unique.len();

@@ -111,18 +111,14 @@ impl Rope {
         if !turns_dtype(k.dtype()) || !self.uses_kernels(k.device(), tokens)? {
             return Ok(None);
         }
-        let (distances, axes, ends, largest) = match (from.place(), to.place()) {
+        let (moves, axes, ends, largest) = match (from.place(), to.place()) {
             (Place::Offset(a), Place::Offset(b)) => {
                 let ends = (
                     Positions::check_range(a, seq)?,
                     Positions::check_range(b, seq)?,
                 );
                 let distance = b as i64 - a as i64;
-                let rows = TokenRows::Repeat {
-                    start: distance,
-                    period: 1,
-                };
-                (rows, None, ends, distance.unsigned_abs())
+                (Move::By(distance), None, ends, distance.unsigned_abs())
             }
             (Place::Positions(_), Place::Positions(_)) | (Place::Mrope(_), Place::Mrope(_)) => {
                 let (f, axes) = self.token_positions(&from, k, tokens)?;
@@ -138,10 +134,8 @@ impl Rope {
                 let reach =
                     |a: &Positions, b: &Positions| b.max().unwrap_or(0) - a.min().unwrap_or(0);
                 let largest = reach(&f, &t).max(reach(&t, &f)).unsigned_abs();
-                let from_values = f.flat(DType::F64)?.to_device(t.device())?;
-                let distances = (t.flat(DType::F64)? - from_values)?.to_device(k.device())?;
-                let rows = TokenRows::Values(distances);
-                (rows, axes, (f.end(), t.end()), largest)
+                let ends = (f.end(), t.end());
+                (Move::Between(f, t), axes, ends, largest)
             }
             _ => return Ok(None),
         };
@@ -150,12 +144,21 @@ impl Rope {
             to.tracked_len().unwrap_or(ends.1),
         );
         let (old, new) = (self.generator_for(lens.0)?, self.generator_for(lens.1)?);
-        let (old, plan) = (old.plan(), new.plan());
-        let one_spectrum =
-            old.frequencies() == plan.frequencies() && old.amplitude() == plan.amplitude();
-        if !one_spectrum || plan.check_angles(largest as f64).is_err() {
+        let plan = new.plan();
+        if !old.plan().same_spectrum(plan) || plan.check_angles(largest as f64).is_err() {
             return Ok(None);
         }
+        // The distances, made only once the kernel is sure to take them.
+        let distances = match moves {
+            Move::By(distance) => TokenRows::Repeat {
+                start: distance,
+                period: 1,
+            },
+            Move::Between(f, t) => {
+                let from_values = f.flat(DType::F64)?.to_device(t.device())?;
+                TokenRows::Values((t.flat(DType::F64)? - from_values)?.to_device(k.device())?)
+            }
+        };
         let shifted = new.shift(k, distances, axes.as_deref(), pairs.is_interleaved())?;
         Ok(Some(shifted))
     }
@@ -215,6 +218,13 @@ impl Rope {
             .map(|k| mrope_axis(section, alternating, k) as u32)
             .collect())
     }
+}
+
+/// How the tokens of a shift move: all by one distance (between two offsets), or each from its
+/// position to another (per-token or M-RoPE positions, shaped alike).
+enum Move {
+    By(i64),
+    Between(Positions, Positions),
 }
 
 /// Whether the rope kernel turns inputs of `dtype`.
