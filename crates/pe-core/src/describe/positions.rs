@@ -348,8 +348,8 @@ pub(crate) fn timesteps(timesteps: &Tensor) -> Result<Request> {
     if values.elem_count() > 0 {
         // A NaN may hide from the max, never from the sum.
         let abs = values.abs()?;
-        largest = abs.max_all()?.to_scalar::<f64>()?;
-        let sum = abs.sum_all()?.to_scalar::<f64>()?;
+        let [max, sum] = read_together(&abs, [|v| v.max_keepdim(0), |v| v.sum_keepdim(0)])?;
+        largest = max;
         if !sum.is_finite() || largest >= MAX_POSITION as f64 {
             let host = values.to_vec1::<f64>()?;
             let bad = |v: &f64| v.is_nan() || v.abs() >= MAX_POSITION as f64;
@@ -442,8 +442,8 @@ fn check_integer(name: &'static str, t: &Tensor) -> Result<()> {
 }
 
 /// Host values (on the CPU) and bounds of an integer tensor, or an error naming `name` and its
-/// dtype. On the CPU the tensor is read once, as i64; elsewhere its smallest and largest values
-/// are (as f64, exact below 2^53, and rounded beyond, where only the sign and magnitude matter).
+/// dtype. On the CPU the tensor is read once, as i64; elsewhere only its smallest and largest
+/// values are ([`bounds_in_place`]).
 fn integer_bounds(name: &'static str, t: &Tensor) -> Result<(Option<Arc<[i64]>>, Bounds)> {
     check_integer(name, t)?;
     if t.device().is_cpu() {
@@ -455,13 +455,32 @@ fn integer_bounds(name: &'static str, t: &Tensor) -> Result<(Option<Arc<[i64]>>,
         let bounds = bounds_of(&host);
         return Ok((Some(host), bounds));
     }
+    Ok((None, bounds_in_place(t)?))
+}
+
+/// The bounds of an integer tensor computed where it lives, then read in one copy (as f64,
+/// exact below 2^53, and rounded beyond, where only the sign and magnitude matter).
+fn bounds_in_place(t: &Tensor) -> Result<Bounds> {
     if t.elem_count() == 0 {
-        return Ok((None, None));
+        return Ok(None);
     }
     let values = t.flatten_all()?.to_dtype(DType::F64)?;
-    let min = values.min_all()?.to_scalar::<f64>()?;
-    let max = values.max_all()?.to_scalar::<f64>()?;
-    Ok((None, Some((min as i64, max as i64))))
+    let [min, max] = read_together(&values, [|v| v.min_keepdim(0), |v| v.max_keepdim(0)])?;
+    Ok(Some((min as i64, max as i64)))
+}
+
+/// Reductions of a non-empty flat f64 tensor, each to one value, read to the host in one copy:
+/// on a GPU one synchronisation, where a read per reduction would make one each.
+fn read_together<const N: usize>(
+    values: &Tensor,
+    reduce: [fn(&Tensor) -> candle_core::Result<Tensor>; N],
+) -> Result<[f64; N]> {
+    let reduced = reduce.map(|r| r(values));
+    let reduced = reduced
+        .into_iter()
+        .collect::<candle_core::Result<Vec<_>>>()?;
+    let host = Tensor::cat(&reduced, 0)?.to_vec1::<f64>()?;
+    Ok(host.try_into().expect("one value per reduction"))
 }
 
 /// The smallest and largest value, `None` when there are none.
@@ -475,4 +494,34 @@ fn bounds_of(values: &[i64]) -> Bounds {
             .iter()
             .fold((first, first), |(lo, hi), &v| (lo.min(v), hi.max(v))),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    /// The bounds a GPU reads (computed by reductions, read in one copy) are the host's, for
+    /// every integer dtype and shape, the empty one included.
+    #[test]
+    fn bounds_in_place_equal_the_host_bounds() -> Result<()> {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        for case in 0..200 {
+            let n = [0, 1, 2, 7, 1000][case % 5];
+            let values: Vec<i64> = (0..n)
+                .map(|_| rng.random_range(-(1i64 << 31)..(1i64 << 31)))
+                .collect();
+            let t = Tensor::from_vec(values.clone(), (n,), &Device::Cpu)?;
+            let dtypes = [DType::I64, DType::I32, DType::U32, DType::I16, DType::U8];
+            let dtype = dtypes[case % dtypes.len()];
+            let t = t.to_dtype(dtype)?;
+            let host: Vec<i64> = t.to_dtype(DType::I64)?.to_vec1()?;
+            assert_eq!(
+                bounds_in_place(&t)?,
+                bounds_of(&host),
+                "case {case}, {dtype:?}"
+            );
+        }
+        Ok(())
+    }
 }
