@@ -761,3 +761,58 @@ fn mrope_rotates_by_section() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// Positions on the host that are one run from an offset in every sequence rotate as that
+/// offset does (`Positions::as_offset`), with the bits of the plain twin at the same positions
+/// (gathered tables): random configs of every rope type, every dtype, both pairings, both
+/// layouts, both backends, offsets up to 2^31 - 1, q and k together and k alone.
+#[test]
+fn positions_in_one_run_rotate_as_their_offset() -> anyhow::Result<()> {
+    use candle_pe_core::Positions;
+    use pe_testkit::{random_offset, random_rope_config, same_bits, seeded_rng};
+    use rand::Rng;
+
+    let mut rng = seeded_rng("positions_in_one_run_rotate_as_their_offset");
+    let dev = Device::Cpu;
+    for case in 0..40 {
+        let config = random_rope_config(&mut rng);
+        let d = config.head_dim;
+        let backend = [TableBackend::default(), TableBackend::Kernel][case % 2];
+        let rotary = RotaryEmbedding::new(config.clone())?
+            .with_pair_layout(layout(case % 4 < 2))
+            .with_backend(backend);
+        let seq = [1, 5][rng.random_range(0..2)];
+        let offset = random_offset(&mut rng, seq);
+        let run: Vec<i64> = (0..seq as i64).map(|i| offset as i64 + i).collect();
+        let ids = Tensor::from_vec([run.clone(), run.clone()].concat(), (2, seq), &dev)?;
+        let tokens = Tensor::from_vec(run, seq, &dev)?;
+        assert_eq!(Positions::new(&ids)?.as_offset(), Some(offset));
+        for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64] {
+            let what = format!("case {case}: {config:?} {backend:?} {dtype:?} at {offset}");
+            let x = |dims: &[usize]| Tensor::randn(0f32, 1.0, dims, &dev)?.to_dtype(dtype);
+            let (q, k) = (x(&[2, 3, seq, d])?, x(&[2, 1, seq, d])?);
+            let (tq, tk) = (x(&[seq, 3, d])?, x(&[seq, 1, d])?);
+            for (q, k, ids, kind) in [
+                (&q, &k, &ids, "(batch, seq)"),
+                (&tq, &tk, &tokens, "(tokens,)"),
+            ] {
+                let (got_q, got_k) = rotary.apply(q, k, ids)?;
+                let (want_q, want_k) = rotary.apply_slow(q, k, ids)?;
+                same_bits(&got_q, &want_q, &format!("{what}: q at {kind} positions"))?;
+                same_bits(&got_k, &want_k, &format!("{what}: k at {kind} positions"))?;
+                let got_k = rotary.apply_k(k, ids)?;
+                same_bits(
+                    &got_k,
+                    &want_k,
+                    &format!("{what}: k alone at {kind} positions"),
+                )?;
+            }
+        }
+    }
+    // Runs from different offsets, or not runs, are not an offset.
+    for ids in [[[3i64, 4], [4, 5]], [[3, 5], [3, 5]], [[1, 0], [1, 0]]] {
+        let ids = Tensor::new(&ids, &dev)?;
+        assert_eq!(Positions::new(&ids)?.as_offset(), None, "{ids}");
+    }
+    Ok(())
+}

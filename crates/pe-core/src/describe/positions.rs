@@ -216,6 +216,32 @@ impl Positions {
         })
     }
 
+    /// The offset these positions amount to, when they are known on the host
+    /// ([`host`](Self::host)) and every row of their last dimension is `offset, offset + 1,
+    /// ...` from one `offset`: the positions an offset gives a `(batch, seq)` or `(tokens,)`
+    /// input, which may then take the offset's route (the same values, no positions sent to a
+    /// device). `None` otherwise, for positions that are empty or on another device (never
+    /// read here).
+    ///
+    /// ```
+    /// use candle_core::{Device, Tensor};
+    /// use candle_pe_core::Positions;
+    ///
+    /// let at = |ids: &[[u32; 3]; 2]| Positions::new(&Tensor::new(ids, &Device::Cpu)?);
+    /// assert_eq!(at(&[[7, 8, 9], [7, 8, 9]])?.as_offset(), Some(7));
+    /// assert_eq!(at(&[[7, 8, 9], [0, 1, 2]])?.as_offset(), None);
+    /// # Ok::<(), candle_pe_core::Error>(())
+    /// ```
+    pub fn as_offset(&self) -> Option<usize> {
+        let (host, &row) = (self.host()?, self.dims().last()?);
+        let offset = *host.first()?;
+        let run = |ids: &[i64]| (offset..).zip(ids).all(|(want, &id)| id == want);
+        match offset >= 0 && host.chunks(row).all(run) {
+            true => Some(offset as usize),
+            false => None,
+        }
+    }
+
     /// The smallest position, `None` when there are none.
     pub fn min(&self) -> Option<i64> {
         self.bounds.map(|(min, _)| min)

@@ -2,13 +2,17 @@
 //! the keys of a cache kept before rotation) rotated where [`At`] says, at consecutive
 //! positions from an offset, at per-token positions, or at M-RoPE positions (`mrope.rs`).
 //!
+//! Per-token positions held on the host (a CPU tensor) that are one run from an offset in every
+//! sequence (a decode step's `[[p]]`, a prefill's `0 .. seq`) take the offset's route: the same
+//! bits, and on a GPU nothing to send, gather or read back.
+//!
 //! At per-token positions on the CPU, within the cache's limit and for a rope type that tracks
 //! no length across calls, each row of q and k reads the row of its position straight from the
 //! cached tables (`rows.rs`; same bits, no gathered tables); elsewhere the tables are gathered
 //! and turned (`rotate.rs`).
 
 use candle_core::{Result, Tensor};
-use candle_pe_core::{At, Place, Positions, ToPositions};
+use candle_pe_core::{At, Place, Positions};
 
 use super::embedding::{check_ids, table_dtype, with_len, Layout, Path, RotaryEmbedding};
 use super::rows::{RotateRows, TableRows};
@@ -26,6 +30,10 @@ impl RotaryEmbedding {
     ///   and k: the tables are built there and moved;
     /// - M-RoPE positions ([`At::mrope`]), `(3, batch, seq)` for `(batch, heads, seq,
     ///   head_dim)` inputs (see `mrope.rs`).
+    ///
+    /// Positions on the CPU are checked there, and a run from one offset in every sequence
+    /// rotates as that offset does: for q and k on a GPU, position ids kept on the host cost no
+    /// transfer and no synchronisation ([`Positions::as_offset`]).
     ///
     /// For a rope type that tracks a length across calls (dynamic NTK) each call updates it
     /// ([`tracked_len`](Self::tracked_len)), unless `at` carries its own
@@ -51,7 +59,13 @@ impl RotaryEmbedding {
                 let (cos, sin) = self.range_tables(k, layout, offset, at.tracked_len())?;
                 self.rotate_nonempty(k, layout, &cos, &sin)
             }
-            Place::Positions(positions) => self.apply_k_ids(k, layout, positions, at.tracked_len()),
+            Place::Positions(positions) => {
+                let positions = check_ids(k, layout, positions)?;
+                match positions.as_offset() {
+                    Some(offset) => self.apply_k(k, with_len(offset.into(), at.tracked_len())),
+                    None => self.apply_k_ids(k, layout, &positions, at.tracked_len()),
+                }
+            }
             Place::Mrope(_) => self.apply_k_mrope(k, layout, at),
         }
     }
@@ -82,7 +96,12 @@ impl RotaryEmbedding {
             }
             Place::Positions(positions) => {
                 let positions = check_ids(q, layout, positions)?;
-                self.apply_ids(q, k, layout, &positions, at.tracked_len(), path)
+                match positions.as_offset().filter(|_| path == Path::Fused) {
+                    Some(offset) => {
+                        self.apply_path(q, k, with_len(offset.into(), at.tracked_len()), path)
+                    }
+                    None => self.apply_ids(q, k, layout, &positions, at.tracked_len(), path),
+                }
             }
             Place::Mrope(_) => self.apply_mrope(q, k, layout, at, path),
         }
@@ -155,21 +174,20 @@ impl RotaryEmbedding {
         &self,
         k: &Tensor,
         layout: Layout,
-        positions: &dyn ToPositions,
+        positions: &Positions,
         len: Option<usize>,
     ) -> Result<Tensor> {
-        let positions = check_ids(k, layout, positions)?;
-        if let Some([k]) = self.without_tables([k], with_len(At::positions(&positions), len))? {
+        if let Some([k]) = self.without_tables([k], with_len(At::positions(positions), len))? {
             return Ok(k);
         }
-        if let Some((rows, cos, sin)) = self.cached_rows(k, &positions, len.is_none())? {
+        if let Some((rows, cos, sin)) = self.cached_rows(k, positions, len.is_none())? {
             let rows = TableRows::At {
                 positions: rows,
                 end: positions.end(),
             };
             return self.rows_op(rows).apply(k, &cos, &sin);
         }
-        let (cos, sin) = self.tables_at(k, &positions, len)?;
+        let (cos, sin) = self.tables_at(k, positions, len)?;
         self.rotate_nonempty(k, layout, &cos, &sin)
     }
 
