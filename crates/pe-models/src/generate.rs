@@ -24,7 +24,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
-use candle_core::{DType, IndexOp, Tensor};
+use candle_core::{DType, Device, IndexOp, Tensor};
 use candle_pe_core::MAX_POSITION;
 
 use crate::LlamaFamily;
@@ -104,7 +104,9 @@ pub fn greedy(
     let start = Instant::now();
     let ids = Tensor::new(prompt, &device)?.unsqueeze(0)?;
     let end = first_position + prompt.len() as u32;
-    let positions = Tensor::arange(first_position, end, &device)?.unsqueeze(0)?;
+    // Position ids stay on the host, whatever the model's device: checked there, and one run
+    // from an offset, they cost a GPU no transfer and no read back.
+    let positions = Tensor::arange(first_position, end, &Device::Cpu)?.unsqueeze(0)?;
     let mut step = |ids: &Tensor, positions: &Tensor| match stream {
         true => model.forward_stream(ids),
         false => model.forward(ids, positions, None),
@@ -121,7 +123,7 @@ pub fn greedy(
         let ids = Tensor::new(&[[next]], &device)?;
         // Unused with a cache policy, whose positions may run past 2^31 - 1 tokens.
         let position = end.wrapping_add(i as u32);
-        let positions = Tensor::new(&[[position]], &device)?;
+        let positions = Tensor::new(&[[position]], &Device::Cpu)?;
         next = pick(&step(&ids, &positions)?)?;
         out.ids.push(next);
         on_token(next);

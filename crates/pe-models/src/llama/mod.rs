@@ -492,7 +492,10 @@ impl LlamaFamily {
 
     /// The logits `(batch, seq, vocab)` of `input_ids` `(batch, seq)` at `position_ids`
     /// `(batch, seq)`, or with M-RoPE `(3, batch, seq)` (any integer dtype pe-nn takes: u32, i64,
-    /// ...), appended to the KV cache.
+    /// ...), appended to the KV cache. The position ids may live on the CPU whatever the model's
+    /// device, and on a GPU that is cheapest: they are checked on the host, where ids on the GPU
+    /// are read back once per call, and ids that run from one offset in every sequence rotate
+    /// as that offset, with nothing sent.
     ///
     /// `attention_mask` `(batch, cached_len + seq)`, 1 for real tokens and 0 for padding, covers
     /// the cached tokens and the new ones (as transformers' `attention_mask` in `generate`);
