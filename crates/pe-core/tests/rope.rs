@@ -519,11 +519,53 @@ fn nonsense_parameters_are_errors() {
     }
 }
 
+/// Past the lengths that share the fixed frequencies, each length's tables are those of a fresh
+/// rope asked for that length alone, whatever lengths came before (the rope keeps the last
+/// generator it made for a longer sequence and reuses it only for a length with its
+/// frequencies): dynamic NTK's differ at every length, longrope's long factors are one.
+fn grown_tables_follow_each_length(dev: &Device, backend: TableBackend) -> anyhow::Result<()> {
+    for rope_type in [RopeType::Dynamic(Dynamic { factor: 2.0 }), longrope_64()] {
+        let config = RopeConfig {
+            max_position_embeddings: Some(64),
+            ..RopeConfig::new(16, 10_000.0).with_rope_type(rope_type.clone())
+        };
+        let rope = Rope::new(config.clone())?.with_backend(backend);
+        let tables = |rope: &Rope, len: usize| -> anyhow::Result<Vec<Vec<f32>>> {
+            let ids = Tensor::new(&[0u32, 5, 63, len as u32 - 1], dev)?;
+            let (cos, sin) = rope.at(At::positions(&ids).with_tracked_len(len), DType::F32)?;
+            Ok(vec![
+                cos.flatten_all()?.to_vec1()?,
+                sin.flatten_all()?.to_vec1()?,
+            ])
+        };
+        let mut seen = Vec::new();
+        for len in [100, 200, 100, 65, 64, 300, 65, 200] {
+            let fresh = Rope::new(config.clone())?.with_backend(backend);
+            let got = tables(&rope, len)?;
+            assert_eq!(got, tables(&fresh, len)?, "{rope_type:?} at {len}");
+            seen.push((len, got));
+        }
+        // Rows 0, 5 and 63 at lengths 100 and 200: one spectrum for longrope, two for dynamic;
+        // and not the fixed one of 64.
+        let at = |len| &seen.iter().find(|(l, _)| *l == len).expect("asked").1;
+        let longrope = matches!(rope_type, RopeType::Longrope(_));
+        let first_rows = |t: &Vec<Vec<f32>>| t[0][..24].to_vec();
+        assert_eq!(
+            first_rows(at(100)) == first_rows(at(200)),
+            longrope,
+            "{rope_type:?}"
+        );
+        assert_ne!(first_rows(at(100)), first_rows(at(64)), "{rope_type:?}");
+    }
+    Ok(())
+}
+
 backend_tests!(
     ranges_match_oracle,
     ids_match_oracle,
     mrope_matches_oracle,
-    cache_serves_views
+    cache_serves_views,
+    grown_tables_follow_each_length
 );
 
 /// `at_shift` takes each side's frequencies from its largest position, as `at` does:

@@ -15,7 +15,7 @@
 //! # Ok::<(), candle_pe_core::Error>(())
 //! ```
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use candle_core::{DType, Device, Tensor, D};
 
@@ -37,6 +37,11 @@ pub struct Rope {
     /// The generator of every sequence up to `fixed_up_to` positions.
     fixed: Arc<Generator>,
     fixed_up_to: Option<usize>,
+    /// The generator last made for a sequence past `fixed_up_to`, with the length whose
+    /// frequencies it has, kept for the next sequence that takes them (longrope's long factors
+    /// serve every length past the original context, dynamic NTK's every layer of a step): a
+    /// generator computes its frequencies and offset factors, and sends them to a device, once.
+    grown: Arc<Mutex<Option<(usize, Arc<Generator>)>>>,
 }
 
 impl Rope {
@@ -86,13 +91,14 @@ impl Rope {
         let formula = config.rope_type.formula();
         formula.check(&ctx)?;
         let fixed_up_to = formula.fixed_up_to(&ctx);
-        let fixed = Arc::new(generator(&config, policy, backend, 0)?);
+        let fixed = Arc::new(Generator::new(plan(&config, policy, 0)?, backend));
         Ok(Self {
             config,
             backend,
             longrope_policy: policy,
             fixed,
             fixed_up_to,
+            grown: Arc::default(),
         })
     }
 
@@ -112,6 +118,7 @@ impl Rope {
         let plan = self.fixed.plan().clone();
         self.fixed = Arc::new(Generator::new(plan, backend));
         self.backend = backend;
+        self.grown = Arc::default();
         self
     }
 
@@ -341,17 +348,24 @@ impl Rope {
     }
 
     /// The generator of a sequence of `len` positions: the fixed one, shared, where the
-    /// frequencies do not follow the length.
+    /// frequencies do not follow the length; past it, the one last made when it has the
+    /// frequencies of `len` (the rope type says which length's those are), else a new one.
     pub(super) fn generator_for(&self, len: usize) -> Result<Arc<Generator>> {
-        Ok(match self.fixed_up_to {
-            Some(limit) if len > limit => Arc::new(generator(
-                &self.config,
-                self.longrope_policy,
-                self.backend,
-                len,
-            )?),
-            _ => Arc::clone(&self.fixed),
-        })
+        match self.fixed_up_to {
+            Some(limit) if len > limit => {
+                let ctx = context(&self.config, self.longrope_policy, len);
+                let len = self.config.rope_type.formula().spectrum_len(&ctx);
+                let mut grown = self.grown.lock().unwrap_or_else(PoisonError::into_inner);
+                if let Some((_, kept)) = grown.as_ref().filter(|(kept, _)| *kept == len) {
+                    return Ok(Arc::clone(kept));
+                }
+                let plan = plan(&self.config, self.longrope_policy, len)?;
+                let made = Arc::new(Generator::new(plan, self.backend));
+                *grown = Some((len, Arc::clone(&made)));
+                Ok(made)
+            }
+            _ => Ok(Arc::clone(&self.fixed)),
+        }
     }
 
     fn build(&self, request: Request, dtype: DType, device: &Device) -> Result<(Tensor, Tensor)> {
@@ -376,13 +390,7 @@ impl Rope {
             let empty = Tensor::zeros(shape, dtype, device)?;
             return Ok((empty.clone(), empty));
         }
-        match self.fixed_up_to {
-            Some(limit) if end > limit => {
-                generator(&self.config, self.longrope_policy, self.backend, end)?
-                    .halves(&request, dtype, device)
-            }
-            _ => self.fixed.halves(&request, dtype, device),
-        }
+        self.generator_for(end)?.halves(&request, dtype, device)
     }
 }
 
@@ -430,15 +438,10 @@ fn context(config: &RopeConfig, longrope_policy: LongropePolicy, seq_len: usize)
     }
 }
 
-/// The generator of `config`'s tables for a sequence of `seq_len` positions.
-fn generator(
-    config: &RopeConfig,
-    policy: LongropePolicy,
-    backend: TableBackend,
-    seq_len: usize,
-) -> Result<Generator> {
+/// The plan (frequencies and attention factor) of `config`'s tables for a sequence of `seq_len`
+/// positions.
+fn plan(config: &RopeConfig, policy: LongropePolicy, seq_len: usize) -> Result<Plan> {
     let ctx = context(config, policy, seq_len);
     let formula = config.rope_type.formula();
-    let plan = Plan::from_frequencies(&formula.frequencies(&ctx), formula.attention_factor(&ctx))?;
-    Ok(Generator::new(plan, backend))
+    Plan::from_frequencies(&formula.frequencies(&ctx), formula.attention_factor(&ctx))
 }

@@ -95,6 +95,12 @@ pub(crate) trait Formula {
     fn fixed_up_to(&self, _ctx: &Context) -> Option<usize> {
         None
     }
+    /// The length whose frequencies a sequence of `ctx.seq_len` positions takes, past
+    /// [`fixed_up_to`](Self::fixed_up_to): by default its own (dynamic NTK); one length for all
+    /// where every longer sequence takes one spectrum (longrope's long factors).
+    fn spectrum_len(&self, ctx: &Context) -> usize {
+        ctx.seq_len
+    }
     /// For a type whose frequencies follow a length kept across calls, that length before any
     /// call; `None` (the default) when a call's tables depend on that call alone.
     fn tracked_len(&self, _ctx: &Context) -> Option<usize> {
@@ -792,6 +798,14 @@ impl Formula for Longrope {
         match ctx.longrope_policy {
             LongropePolicy::Transformers => self.original(ctx).ok(),
             LongropePolicy::Vllm => None,
+        }
+    }
+
+    /// Every sequence past the original context takes the long factors.
+    fn spectrum_len(&self, ctx: &Context) -> usize {
+        match self.fixed_up_to(ctx) {
+            Some(original) if ctx.seq_len > original => original + 1,
+            _ => ctx.seq_len,
         }
     }
 
