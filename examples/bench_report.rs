@@ -24,6 +24,7 @@ use candle_core::{DType, Device, Module, Tensor};
 use rayon::prelude::*;
 
 use candle_pe::TableBackend;
+use candle_pe::{At, Longrope, RopeType};
 use candle_pe::{EmbeddingScale, RotaryEmbedding, SinusoidalEmbedding, SinusoidalEmbeddingConfig};
 use candle_pe::{PeCache, PeSpec, Rope, RopeCache, RopeConfig, SinusoidalEncoding};
 use pe_testkit::race::{Case, Race, Rounds};
@@ -140,6 +141,7 @@ struct Measured {
     apply: Rounds,
     apply_prefill: Rounds,
     apply_at: Rounds,
+    apply_longrope: Rounds,
     shift: Rounds,
     /// Time against sequence length (`pe_testkit::Sweep`).
     sweep: serde_json::Value,
@@ -206,6 +208,7 @@ fn measure() -> Result<Measured> {
     let apply = rope_apply(&rotary, 1, 4096, 2001)?;
     let apply_prefill = rope_apply(&rotary, 2048, 0, 31)?;
     let apply_at = rope_apply_at(&rotary)?;
+    let apply_longrope = rope_apply_longrope()?;
     let load_after = pe_testkit::load();
     let errors = errors(&spec, &pe, &generic, &rope)?;
     let shift = shift(&rotary)?;
@@ -221,6 +224,7 @@ fn measure() -> Result<Measured> {
         apply,
         apply_prefill,
         apply_at,
+        apply_longrope,
         shift,
         sweep,
         errors,
@@ -393,6 +397,48 @@ fn rope_apply_at(rotary: &RotaryEmbedding) -> Result<Rounds> {
             }),
             Case::new("index_select + candle-nn rope", || {
                 Ok(gather_rope(rotary.cache(), &q, &k, &positions)?)
+            }),
+        ],
+    )
+}
+
+/// A decode step of a longrope model past its original context, Phi-3-mini's shape (32 heads
+/// of 96, original context 4,096, 131,072 in all; factors of that length, not Phi-3's) at
+/// position 100,000, against candle-nn's `rope` on precomputed tables of the long factors.
+fn rope_apply_longrope() -> Result<Rounds> {
+    eprintln!("rope apply, longrope decode at 100,000:");
+    let (dev, d, at) = (Device::Cpu, 96, 100_000);
+    let factors = |step: f64| (0..d / 2).map(|i| 1.0 + step * i as f64).collect();
+    let config = RopeConfig {
+        max_position_embeddings: Some(131_072),
+        ..RopeConfig::new(d, 10_000.0).with_rope_type(RopeType::Longrope(Longrope {
+            short_factor: factors(0.02),
+            long_factor: factors(1.25),
+            factor: None,
+            original_max_position_embeddings: Some(4096),
+            attention_factor: None,
+            short_mscale: None,
+            long_mscale: None,
+        }))
+    };
+    let rotary = RotaryEmbedding::new(config)?;
+    let ids = Tensor::arange(at as u32 - 64, at as u32 + 64, &dev)?;
+    let (cos, sin) = rotary
+        .rope()
+        .at(At::positions(&ids).with_tracked_len(at + 1), DType::F32)?;
+    let q = Tensor::randn(0f32, 1.0, (1, 32, 1, d), &dev)?;
+    let k = Tensor::randn(0f32, 1.0, (1, 32, 1, d), &dev)?;
+    interleaved(
+        2001,
+        vec![
+            Case::new("RotaryEmbedding::apply (longrope)", || {
+                Ok(rotary.apply(&q, &k, at)?)
+            }),
+            Case::new("candle-nn rope, precomputed long tables", || {
+                let (cos, sin) = (cos.narrow(0, 64, 1)?, sin.narrow(0, 64, 1)?);
+                let q = candle_nn::rotary_emb::rope(&q, &cos, &sin)?;
+                let k = candle_nn::rotary_emb::rope(&k, &cos, &sin)?;
+                Ok((q, k))
             }),
         ],
     )
@@ -590,6 +636,17 @@ fn json_rope(m: &Measured) -> Vec<(&'static str, f64)> {
             m.apply_at
                 .ratio("RotaryEmbedding::apply_at", "index_select + candle-nn rope"),
         ),
+        (
+            "rope_longrope_us",
+            m.apply_longrope.median("RotaryEmbedding::apply (longrope)") * 1e3,
+        ),
+        (
+            "rope_longrope_over_candle",
+            m.apply_longrope.ratio(
+                "RotaryEmbedding::apply (longrope)",
+                "candle-nn rope, precomputed long tables",
+            ),
+        ),
         ("shift_ms", m.shift.median("shift")),
         (
             "shift_floor_ms",
@@ -762,6 +819,13 @@ fn rope_rows(m: &Measured) -> Vec<Row> {
             &m.apply_at,
             "RotaryEmbedding::apply_at",
             "index_select + candle-nn rope",
+            Unit::Us,
+        ),
+        versus(
+            "rope apply, longrope decode at 100,000 (q, k 32 heads, 96) vs candle-nn `rope` on precomputed tables",
+            &m.apply_longrope,
+            "RotaryEmbedding::apply (longrope)",
+            "candle-nn rope, precomputed long tables",
             Unit::Us,
         ),
         versus(
