@@ -441,6 +441,27 @@ fn cache_serves_views(dev: &Device, backend: TableBackend) -> anyhow::Result<()>
         } else {
             assert!(cache.cached_rows(DType::F32, dev) >= 104);
         }
+        // Longrope's long factors serve every sequence past 64: their rows are cached apart.
+        let longrope = matches!(rope_type, RopeType::Longrope(_));
+        let long_rows = cache.cached_long_rows(DType::F32, dev);
+        assert_eq!(
+            long_rows >= 104,
+            longrope,
+            "{rope_type:?}: {long_rows} long rows"
+        );
+        // A smaller limit than the original context: ranges within it keep the short factors.
+        let small = RopeCache::new(rope.clone()).with_limit(16);
+        for (offset, len) in [(30, 4), (60, 4), (61, 4), (100, 4), (10, 0)] {
+            let (cos, sin) = small.range(offset, len, DType::F32, dev)?;
+            let (want_cos, want_sin) = rope.range(offset, len, DType::F32, dev)?;
+            for (a, b) in [(cos, want_cos), (sin, want_sin)] {
+                assert_eq!(
+                    a.flatten_all()?.to_vec1::<f32>()?,
+                    b.flatten_all()?.to_vec1::<f32>()?,
+                    "{rope_type:?} {offset}+{len}, limit 16"
+                );
+            }
+        }
         // Any position, even past the cache's limit.
         let (far, _) = cache.range(MAX_POSITION as usize - 3, 3, DType::F32, dev)?;
         assert_eq!(far.dims(), &[3, 8]);

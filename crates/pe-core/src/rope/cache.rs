@@ -3,7 +3,9 @@
 //!
 //! Past the limit (by default [`crate::DEFAULT_CACHE_ROWS`], and for dynamic
 //! NTK past `max_position_embeddings`, where the frequencies start to depend on the length) rows
-//! are generated per call. A cached row and a generated one have the same bits.
+//! are generated per call. Longrope's limit is its original context, past which every sequence
+//! takes the long factors: a range ending there reads a second cache, of the long factors'
+//! tables, up to the same row limit. A cached row and a generated one have the same bits.
 //!
 //! ```
 //! use candle_core::{DType, Device};
@@ -29,25 +31,32 @@ use crate::{Result, ToPositions};
 pub struct RopeCache {
     rope: Rope,
     tables: RowCache<(Tensor, Tensor)>,
+    /// The tables of the one spectrum every sequence past `tables`' limit takes (longrope's
+    /// long factors), with the length whose frequencies those are.
+    long: Option<(usize, RowCache<(Tensor, Tensor)>)>,
 }
 
 impl RopeCache {
     /// An empty cache for `rope` holding up to [`DEFAULT_CACHE_ROWS`] rows.
     pub fn new(rope: Rope) -> Self {
-        let tables = RowCache::new(Self::limit_for(&rope, DEFAULT_CACHE_ROWS));
-        Self { rope, tables }
+        Self::holding(rope, DEFAULT_CACHE_ROWS)
     }
 
     /// The cache, empty, holding up to `rows` rows (fewer for dynamic NTK, whose frequencies
     /// change past `max_position_embeddings`).
     pub fn with_limit(self, rows: usize) -> Self {
-        let tables = RowCache::new(Self::limit_for(&self.rope, rows));
-        Self { tables, ..self }
+        Self::holding(self.rope, rows)
     }
 
-    /// The rows a cache of `rope` may hold when asked for `rows`.
-    fn limit_for(rope: &Rope, rows: usize) -> usize {
-        rope.fixed_up_to().map_or(rows, |fixed| fixed.min(rows))
+    /// An empty cache of `rope` holding up to `rows` rows of each spectrum.
+    fn holding(rope: Rope, rows: usize) -> Self {
+        let limit = rope.fixed_up_to().map_or(rows, |fixed| fixed.min(rows));
+        let long = rope.long_spectrum().map(|len| (len, RowCache::new(rows)));
+        Self {
+            rope,
+            tables: RowCache::new(limit),
+            long,
+        }
     }
 
     /// The rope the tables come from.
@@ -70,8 +79,18 @@ impl RopeCache {
         dtype: DType,
         device: &Device,
     ) -> Result<(Tensor, Tensor)> {
-        self.tables
-            .range(offset, len, dtype, device, self.build(dtype, device))
+        match self.long_for(offset, len) {
+            Some((seq_len, long)) => long.range(
+                offset,
+                len,
+                dtype,
+                device,
+                self.build_long(seq_len, dtype, device),
+            ),
+            None => self
+                .tables
+                .range(offset, len, dtype, device, self.build(dtype, device)),
+        }
     }
 
     /// `(cos, sin)` for positions `offset .. offset + len` as tensors of their own, each
@@ -85,8 +104,22 @@ impl RopeCache {
         dtype: DType,
         device: &Device,
     ) -> Result<(Tensor, Tensor)> {
-        self.tables
-            .range_owned(offset, len, dtype, device, self.build(dtype, device))
+        match self.long_for(offset, len) {
+            Some((seq_len, long)) => {
+                let build = self.build_long(seq_len, dtype, device);
+                long.range_owned(offset, len, dtype, device, build)
+            }
+            None => self
+                .tables
+                .range_owned(offset, len, dtype, device, self.build(dtype, device)),
+        }
+    }
+
+    /// The long spectrum's length and tables, where rows `offset .. offset + len` take them:
+    /// a sequence reaching that length.
+    fn long_for(&self, offset: usize, len: usize) -> Option<(usize, &RowCache<(Tensor, Tensor)>)> {
+        let (n, long) = self.long.as_ref()?;
+        (len > 0 && offset.saturating_add(len) >= *n).then_some((*n, long))
     }
 
     /// `(cos, sin)` at integer `positions` of any shape (a tensor or
@@ -111,23 +144,49 @@ impl RopeCache {
         move |start, len| self.rope.range(start, len, dtype, device)
     }
 
+    /// How the cache makes rows `start .. start + len` of the long spectrum's tables (the
+    /// frequencies of a sequence of `seq_len` positions).
+    fn build_long<'a>(
+        &'a self,
+        seq_len: usize,
+        dtype: DType,
+        device: &'a Device,
+    ) -> impl Fn(usize, usize) -> Result<(Tensor, Tensor)> + 'a {
+        move |start, len| {
+            self.rope
+                .range_with_frequencies_of(start, len, seq_len, dtype, device)
+        }
+    }
+
     /// Rows cached for `dtype` on `device`.
     pub fn cached_rows(&self, dtype: DType, device: &Device) -> usize {
         self.tables.cached_rows(dtype, device)
     }
 
+    /// Rows of the long spectrum's tables (longrope's long factors) cached for `dtype` on
+    /// `device`; 0 for a rope without one.
+    pub fn cached_long_rows(&self, dtype: DType, device: &Device) -> usize {
+        self.long
+            .as_ref()
+            .map_or(0, |(_, t)| t.cached_rows(dtype, device))
+    }
+
     /// Bytes held by all cached tables.
     pub fn memory_bytes(&self) -> usize {
-        self.tables.memory_bytes()
+        self.tables.memory_bytes() + self.long.as_ref().map_or(0, |(_, t)| t.memory_bytes())
     }
 
     /// Rows computed since the cache was created, over all tables.
     pub fn rows_generated(&self) -> usize {
-        self.tables.rows_generated()
+        let long = self.long.as_ref().map_or(0, |(_, t)| t.rows_generated());
+        self.tables.rows_generated() + long
     }
 
     /// Drops every cached table.
     pub fn clear(&self) {
-        self.tables.clear()
+        self.tables.clear();
+        if let Some((_, long)) = &self.long {
+            long.clear();
+        }
     }
 }

@@ -41,8 +41,12 @@ pub struct Rope {
     /// frequencies it has, kept for the next sequence that takes them (longrope's long factors
     /// serve every length past the original context, dynamic NTK's every layer of a step): a
     /// generator computes its frequencies and offset factors, and sends them to a device, once.
-    grown: Arc<Mutex<Option<(usize, Arc<Generator>)>>>,
+    grown: Arc<Mutex<Grown>>,
 }
+
+/// A generator made for a sequence past the fixed lengths, with the length whose frequencies it
+/// has.
+type Grown = Option<(usize, Arc<Generator>)>;
 
 impl Rope {
     /// Checks `config`: head and rotary widths, `rope_theta`, and the rope type's parameters.
@@ -347,14 +351,33 @@ impl Rope {
         Ok(self.generator_for(len)?.plan().clone())
     }
 
+    /// Where the rope type gives every sequence longer than the fixed ones the same frequencies
+    /// (longrope's long factors), the shortest such length.
+    pub(crate) fn long_spectrum(&self) -> Option<usize> {
+        let one = self.config.rope_type.formula().one_spectrum_past_fixed();
+        self.fixed_up_to.filter(|_| one).map(|limit| limit + 1)
+    }
+
+    /// `(cos, sin)` for positions `offset .. offset + len` with the frequencies of a sequence of
+    /// `seq_len` positions (a [`RopeCache`](crate::RopeCache)'s rows of one spectrum).
+    pub(super) fn range_with_frequencies_of(
+        &self,
+        offset: usize,
+        len: usize,
+        seq_len: usize,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<(Tensor, Tensor)> {
+        self.build_for(positions::range(offset, len)?, seq_len, dtype, device)
+    }
+
     /// The generator of a sequence of `len` positions: the fixed one, shared, where the
     /// frequencies do not follow the length; past it, the one last made when it has the
-    /// frequencies of `len` (the rope type says which length's those are), else a new one.
+    /// frequencies of `len` (those of its own length, or of the long spectrum), else a new one.
     pub(super) fn generator_for(&self, len: usize) -> Result<Arc<Generator>> {
         match self.fixed_up_to {
             Some(limit) if len > limit => {
-                let ctx = context(&self.config, self.longrope_policy, len);
-                let len = self.config.rope_type.formula().spectrum_len(&ctx);
+                let len = self.long_spectrum().unwrap_or(len);
                 let mut grown = self.grown.lock().unwrap_or_else(PoisonError::into_inner);
                 if let Some((_, kept)) = grown.as_ref().filter(|(kept, _)| *kept == len) {
                     return Ok(Arc::clone(kept));

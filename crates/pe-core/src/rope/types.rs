@@ -95,11 +95,11 @@ pub(crate) trait Formula {
     fn fixed_up_to(&self, _ctx: &Context) -> Option<usize> {
         None
     }
-    /// The length whose frequencies a sequence of `ctx.seq_len` positions takes, past
-    /// [`fixed_up_to`](Self::fixed_up_to): by default its own (dynamic NTK); one length for all
-    /// where every longer sequence takes one spectrum (longrope's long factors).
-    fn spectrum_len(&self, ctx: &Context) -> usize {
-        ctx.seq_len
+    /// Whether every sequence longer than [`fixed_up_to`](Self::fixed_up_to) takes the same
+    /// frequencies (longrope's long factors); `false` (the default) where each length has its
+    /// own (dynamic NTK).
+    fn one_spectrum_past_fixed(&self) -> bool {
+        false
     }
     /// For a type whose frequencies follow a length kept across calls, that length before any
     /// call; `None` (the default) when a call's tables depend on that call alone.
@@ -802,11 +802,8 @@ impl Formula for Longrope {
     }
 
     /// Every sequence past the original context takes the long factors.
-    fn spectrum_len(&self, ctx: &Context) -> usize {
-        match self.fixed_up_to(ctx) {
-            Some(original) if ctx.seq_len > original => original + 1,
-            _ => ctx.seq_len,
-        }
+    fn one_spectrum_past_fixed(&self) -> bool {
+        true
     }
 
     fn reads_longrope_policy(&self) -> bool {
