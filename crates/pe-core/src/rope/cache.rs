@@ -31,8 +31,9 @@ use crate::{Result, ToPositions};
 pub struct RopeCache {
     rope: Rope,
     tables: RowCache<(Tensor, Tensor)>,
-    /// The tables of the one spectrum every sequence past `tables`' limit takes (longrope's
-    /// long factors), with the length whose frequencies those are.
+    /// The tables of the one spectrum every sequence longer than the rope's fixed lengths
+    /// takes (longrope's long factors, past the original context), with the shortest such
+    /// length.
     long: Option<(usize, RowCache<(Tensor, Tensor)>)>,
 }
 
