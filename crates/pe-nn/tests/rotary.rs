@@ -816,3 +816,47 @@ fn positions_in_one_run_rotate_as_their_offset() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// Per-token positions of a longrope past its original context read the long factors' cached
+/// rows in one pass on the CPU, with the bits of the plain twin (generated, gathered tables);
+/// within the original context, the short factors' rows.
+#[test]
+fn longrope_per_token_rows_come_from_the_long_cache() -> anyhow::Result<()> {
+    use candle_pe_core::Longrope;
+    let dev = Device::Cpu;
+    let factors = |step: f64| (0..8).map(|i| 1.0 + step * i as f64).collect();
+    let config = RopeConfig {
+        max_position_embeddings: Some(256),
+        ..RopeConfig::new(16, 10_000.0).with_rope_type(RopeType::Longrope(Longrope {
+            short_factor: factors(0.5),
+            long_factor: factors(4.0),
+            factor: None,
+            original_max_position_embeddings: Some(64),
+            attention_factor: None,
+            short_mscale: None,
+            long_mscale: None,
+        }))
+    };
+    for interleaved in [false, true] {
+        let rotary = RotaryEmbedding::new(config.clone())?.with_pair_layout(layout(interleaved));
+        // Within the original context first: the long cache stays empty until a call past it.
+        for (ids, long) in [
+            ([[7i64, 3, 10], [5, 63, 0]], false),
+            ([[70, 3, 100], [5, 65, 0]], true),
+        ] {
+            let positions = Tensor::new(&ids, &dev)?;
+            for dtype in [DType::F32, DType::BF16, DType::F16, DType::F64] {
+                let q = Tensor::randn(0f32, 1.0, (2, 4, 3, 16), &dev)?.to_dtype(dtype)?;
+                let k = Tensor::randn(0f32, 1.0, (2, 2, 3, 16), &dev)?.to_dtype(dtype)?;
+                let what = format!("{ids:?} interleaved={interleaved} {dtype:?}");
+                let (fq, fk) = rotary.apply(&q, &k, &positions)?;
+                let (sq, sk) = rotary.apply_slow(&q, &k, &positions)?;
+                assert_same(&fq, &sq, &what)?;
+                assert_same(&fk, &sk, &what)?;
+            }
+            let held = rotary.cache().cached_long_rows(DType::F32, &dev);
+            assert_eq!(held >= 101, long, "{ids:?}: {held} long rows");
+        }
+    }
+    Ok(())
+}

@@ -60,6 +60,16 @@ impl RopeCache {
         }
     }
 
+    /// Whether the rows of a sequence of `len` positions (rows `0 .. len`, with that
+    /// sequence's frequencies) are read from cached tables, not generated: within the row
+    /// limit, or for longrope past its original context within the long cache's.
+    pub fn caches(&self, len: usize) -> bool {
+        match self.long_for(0, len) {
+            Some((_, long)) => len <= long.limit(),
+            None => len <= self.tables.limit(),
+        }
+    }
+
     /// The rope the tables come from.
     pub fn rope(&self) -> &Rope {
         &self.rope

@@ -235,7 +235,7 @@ impl RotaryEmbedding {
         }
     }
 
-    /// When `allowed`, on the CPU, when every position is within the cache's limit (and the
+    /// When `allowed`, on the CPU, when the cache holds every position's row (and the
     /// rope tracks no length across calls, which would make the tables depend on the call),
     /// with the positions on the host: the positions and views of the cached cos and sin tables
     /// holding their rows, for the per-token rotation. `None` sends the call to the gathered
@@ -250,7 +250,7 @@ impl RotaryEmbedding {
             return Ok(None);
         };
         let len = positions.end();
-        if !q.device().is_cpu() || self.tracked.is_some() || len > self.cache.limit() {
+        if !q.device().is_cpu() || self.tracked.is_some() || !self.cache.caches(len) {
             return Ok(None);
         }
         let (cos, sin) = self
