@@ -236,10 +236,7 @@ impl Positions {
         let (host, &row) = (self.host()?, self.dims().last()?);
         let offset = *host.first()?;
         let run = |ids: &[i64]| (offset..).zip(ids).all(|(want, &id)| id == want);
-        match offset >= 0 && host.chunks(row).all(run) {
-            true => Some(offset as usize),
-            false => None,
-        }
+        (offset >= 0 && host.chunks(row).all(run)).then_some(offset as usize)
     }
 
     /// The smallest position, `None` when there are none.

@@ -32,9 +32,8 @@ pub struct RopeCache {
     rope: Rope,
     tables: RowCache<(Tensor, Tensor)>,
     /// The tables of the one spectrum every sequence longer than the rope's fixed lengths
-    /// takes (longrope's long factors, past the original context), with the shortest such
-    /// length.
-    long: Option<(usize, RowCache<(Tensor, Tensor)>)>,
+    /// takes (longrope's long factors, past the original context: `Rope::long_spectrum`).
+    long: Option<RowCache<(Tensor, Tensor)>>,
 }
 
 impl RopeCache {
@@ -52,7 +51,7 @@ impl RopeCache {
     /// An empty cache of `rope` holding up to `rows` rows of each spectrum.
     fn holding(rope: Rope, rows: usize) -> Self {
         let limit = rope.fixed_up_to().map_or(rows, |fixed| fixed.min(rows));
-        let long = rope.long_spectrum().map(|len| (len, RowCache::new(rows)));
+        let long = rope.long_spectrum().map(|_| RowCache::new(rows));
         Self {
             rope,
             tables: RowCache::new(limit),
@@ -64,10 +63,7 @@ impl RopeCache {
     /// sequence's frequencies) are read from cached tables, not generated: within the row
     /// limit, or for longrope past its original context within the long cache's.
     pub fn caches(&self, len: usize) -> bool {
-        match self.long_for(0, len) {
-            Some((_, long)) => len <= long.limit(),
-            None => len <= self.tables.limit(),
-        }
+        len <= self.part(0, len).0.limit()
     }
 
     /// The rope the tables come from.
@@ -90,18 +86,14 @@ impl RopeCache {
         dtype: DType,
         device: &Device,
     ) -> Result<(Tensor, Tensor)> {
-        match self.long_for(offset, len) {
-            Some((seq_len, long)) => long.range(
-                offset,
-                len,
-                dtype,
-                device,
-                self.build_long(seq_len, dtype, device),
-            ),
-            None => self
-                .tables
-                .range(offset, len, dtype, device, self.build(dtype, device)),
-        }
+        let (tables, seq_len) = self.part(offset, len);
+        tables.range(
+            offset,
+            len,
+            dtype,
+            device,
+            self.build(seq_len, dtype, device),
+        )
     }
 
     /// `(cos, sin)` for positions `offset .. offset + len` as tensors of their own, each
@@ -115,22 +107,24 @@ impl RopeCache {
         dtype: DType,
         device: &Device,
     ) -> Result<(Tensor, Tensor)> {
-        match self.long_for(offset, len) {
-            Some((seq_len, long)) => {
-                let build = self.build_long(seq_len, dtype, device);
-                long.range_owned(offset, len, dtype, device, build)
-            }
-            None => self
-                .tables
-                .range_owned(offset, len, dtype, device, self.build(dtype, device)),
-        }
+        let (tables, seq_len) = self.part(offset, len);
+        tables.range_owned(
+            offset,
+            len,
+            dtype,
+            device,
+            self.build(seq_len, dtype, device),
+        )
     }
 
-    /// The long spectrum's length and tables, where rows `offset .. offset + len` take them:
-    /// a sequence reaching that length.
-    fn long_for(&self, offset: usize, len: usize) -> Option<(usize, &RowCache<(Tensor, Tensor)>)> {
-        let (n, long) = self.long.as_ref()?;
-        (len > 0 && offset.saturating_add(len) >= *n).then_some((*n, long))
+    /// The cache of rows `offset .. offset + len`, and the sequence length whose frequencies
+    /// its rows have: the long spectrum's where a sequence reaching them takes it, otherwise
+    /// the fixed tables (`None`: each range with the frequencies of the length it reaches).
+    fn part(&self, offset: usize, len: usize) -> (&RowCache<(Tensor, Tensor)>, Option<usize>) {
+        match (&self.long, self.rope.long_spectrum()) {
+            (Some(long), Some(n)) if len > 0 && offset.saturating_add(len) >= n => (long, Some(n)),
+            _ => (&self.tables, None),
+        }
     }
 
     /// `(cos, sin)` at integer `positions` of any shape (a tensor or
@@ -141,29 +135,21 @@ impl RopeCache {
         let positions = positions.to_positions()?;
         let device = positions.device();
         self.tables
-            .at(&positions, dtype, self.build(dtype, device), || {
+            .at(&positions, dtype, self.build(None, dtype, device), || {
                 self.rope.at(&positions, dtype)
             })
     }
 
-    /// How the cache makes rows `start .. start + len` of its cos and sin tables.
+    /// How the cache makes rows `start .. start + len` of its cos and sin tables: with the
+    /// frequencies of a sequence of `seq_len` positions, or of `start + len` ([`Rope::range`]).
     fn build<'a>(
         &'a self,
-        dtype: DType,
-        device: &'a Device,
-    ) -> impl Fn(usize, usize) -> Result<(Tensor, Tensor)> + 'a {
-        move |start, len| self.rope.range(start, len, dtype, device)
-    }
-
-    /// How the cache makes rows `start .. start + len` of the long spectrum's tables (the
-    /// frequencies of a sequence of `seq_len` positions).
-    fn build_long<'a>(
-        &'a self,
-        seq_len: usize,
+        seq_len: Option<usize>,
         dtype: DType,
         device: &'a Device,
     ) -> impl Fn(usize, usize) -> Result<(Tensor, Tensor)> + 'a {
         move |start, len| {
+            let seq_len = seq_len.unwrap_or(start.saturating_add(len));
             self.rope
                 .range_with_frequencies_of(start, len, seq_len, dtype, device)
         }
@@ -179,24 +165,24 @@ impl RopeCache {
     pub fn cached_long_rows(&self, dtype: DType, device: &Device) -> usize {
         self.long
             .as_ref()
-            .map_or(0, |(_, t)| t.cached_rows(dtype, device))
+            .map_or(0, |t| t.cached_rows(dtype, device))
     }
 
     /// Bytes held by all cached tables.
     pub fn memory_bytes(&self) -> usize {
-        self.tables.memory_bytes() + self.long.as_ref().map_or(0, |(_, t)| t.memory_bytes())
+        self.tables.memory_bytes() + self.long.as_ref().map_or(0, |t| t.memory_bytes())
     }
 
     /// Rows computed since the cache was created, over all tables.
     pub fn rows_generated(&self) -> usize {
-        let long = self.long.as_ref().map_or(0, |(_, t)| t.rows_generated());
+        let long = self.long.as_ref().map_or(0, |t| t.rows_generated());
         self.tables.rows_generated() + long
     }
 
     /// Drops every cached table.
     pub fn clear(&self) {
         self.tables.clear();
-        if let Some((_, long)) = &self.long {
+        if let Some(long) = &self.long {
             long.clear();
         }
     }

@@ -359,7 +359,7 @@ impl Rope {
     }
 
     /// `(cos, sin)` for positions `offset .. offset + len` with the frequencies of a sequence of
-    /// `seq_len` positions (a [`RopeCache`](crate::RopeCache)'s rows of one spectrum).
+    /// `seq_len` positions (the rows a [`RopeCache`](crate::RopeCache) builds).
     pub(super) fn range_with_frequencies_of(
         &self,
         offset: usize,
