@@ -1,11 +1,12 @@
 //! [`KvBuffer`]: the keys or the values a KV cache holds, in a tensor with room to grow, so that
-//! a decode step writes its new tokens in place instead of copying the whole cache.
+//! a decode step writes its new tokens in place instead of copying the whole cache; and
+//! [`Keys`], the keys laid out as the device's matmul reads them in place.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use anyhow::{Context, Result};
-use candle_core::Tensor;
+use candle_core::{Device, Tensor};
 
 /// The tokens a KV cache holds along `axis` of a larger tensor: its rows `start .. start + len`
 /// along that axis; the rest is room. Appending writes after the tokens held; when the room runs
@@ -142,6 +143,81 @@ impl KvBuffer {
     }
 }
 
+/// The rotated keys a layer holds, laid out so that the scores' matmul reads them in place,
+/// without copying the cache at every step:
+/// - on the CPU, transposed, `(batch, kv_heads, head_dim, len)`: gemm reads any strides, and
+///   reads rows of keys faster than columns at the lengths a decode runs at (a decode step's
+///   scores over 512 keys of 128 features took 1.4x as long through a transposed view);
+/// - elsewhere as computed, `(batch, kv_heads, len, head_dim)`, read through a transposed view:
+///   cuBLAS takes a matrix whose rows are packed (transposed or not) and whose batches lie at
+///   one stride, which a view of a longer buffer along `len` is, and a view of a transposed
+///   buffer is not (its rows are a buffer's length apart): that layout cost a copy of every
+///   layer's keys at every step.
+#[derive(Clone, Debug)]
+pub(crate) struct Keys {
+    held: KvBuffer,
+    transposed: bool,
+}
+
+impl Keys {
+    /// No keys, in the layout of `device`.
+    pub fn new(device: &Device) -> Self {
+        Self::laid_out(device.is_cpu())
+    }
+
+    /// No keys, held transposed or as computed.
+    pub(super) fn laid_out(transposed: bool) -> Self {
+        Self {
+            held: KvBuffer::new(if transposed { 3 } else { 2 }),
+            transposed,
+        }
+    }
+
+    /// Appends keys `(batch, kv_heads, seq, head_dim)`.
+    pub fn append(&mut self, k: &Tensor) -> Result<()> {
+        let k = self.laid(k)?;
+        self.held.append(&k)
+    }
+
+    /// Writes keys `(batch, kv_heads, n, head_dim)` over those held from index `at`.
+    pub fn write(&mut self, at: usize, k: &Tensor) -> Result<()> {
+        let k = self.laid(k)?;
+        self.held.write(at, &k)
+    }
+
+    /// The keys held, transposed, `(batch, kv_heads, head_dim, len)`: a view valid until the
+    /// next write, as the scores' matmul reads it; `None` when empty.
+    pub fn transposed(&self) -> Result<Option<Tensor>> {
+        Ok(match self.held.get()? {
+            Some(k) if !self.transposed => Some(k.t()?),
+            held => held,
+        })
+    }
+
+    /// Keeps the last `n` keys at most.
+    pub fn keep_last(&mut self, n: usize) {
+        self.held.keep_last(n)
+    }
+
+    /// Drops the keys at indices `range`.
+    pub fn remove(&mut self, range: Range<usize>) -> Result<()> {
+        self.held.remove(range)
+    }
+
+    /// Drops every key.
+    pub fn clear(&mut self) {
+        self.held.clear()
+    }
+
+    /// Keys `(batch, kv_heads, n, head_dim)` in this cache's layout, contiguous.
+    fn laid(&self, k: &Tensor) -> Result<Tensor> {
+        Ok(match self.transposed {
+            true => k.t()?.contiguous()?,
+            false => k.contiguous()?,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,6 +305,74 @@ mod tests {
             same(&copy, &Tensor::cat(&[&reference, &a], axis)?)?;
             same(&cache, &Tensor::cat(&[&b, &rest], axis)?)?;
         }
+        Ok(())
+    }
+
+    /// Whether cuBLAS's strided batched gemm reads `rhs` `(.., k, n)` as a matmul's right-hand
+    /// side in place, by the rule of candle 0.11's CUDA matmul (`gemm_config`): its rows packed,
+    /// transposed or not, and its batches at one stride.
+    fn cublas_reads(rhs: &Tensor) -> bool {
+        let (dims, strides) = (rhs.dims(), rhs.stride());
+        let r = dims.len();
+        let (k, n, m2, m1) = (dims[r - 2], dims[r - 1], strides[r - 2], strides[r - 1]);
+        let rows = (m1 == 1 || n == 1) && (m2 == n || k == 1);
+        let columns = (m1 == k || n == 1) && (m2 == 1 || k == 1);
+        let batches = match strides[..r - 2] {
+            [s1, s] => s1 == s * dims[1] || dims[0] == 1 || dims[1] == 1,
+            _ => true,
+        };
+        (rows || columns) && batches
+    }
+
+    /// Keys appended, written over, dropped and kept last hold what `cat` and `narrow` give in
+    /// either layout, seen transposed; held as computed (a GPU's layout), the view is one that
+    /// cuBLAS reads in place, where a transposed buffer with room is not.
+    #[test]
+    fn keys_in_either_layout_hold_the_same() -> Result<()> {
+        // Keys (batch 2, kv heads 2, len, head_dim 4), each value telling its token apart.
+        let keys = |from: usize, n: usize| -> Result<Tensor> {
+            Ok(tokens(1, from, n)?.unsqueeze(0)?.repeat((2, 1, 1, 1))?)
+        };
+        let mut transposed_fails = false;
+        for transposed in [true, false] {
+            let mut held = Keys::laid_out(transposed);
+            let mut reference = keys(0, 3)?;
+            held.append(&reference)?;
+            for step in 1..10 {
+                let k = keys(step, 1 + step % 2)?;
+                held.append(&k)?;
+                reference = Tensor::cat(&[&reference, &k], 2)?;
+                if step % 3 == 0 {
+                    held.remove(1..2)?;
+                    reference = without(&reference, 2, 1..2)?;
+                    let k = keys(100 + step, 1)?;
+                    held.write(0, &k)?;
+                    let len = reference.dim(2)?;
+                    reference = Tensor::cat(&[&k, &reference.narrow(2, 1, len - 1)?], 2)?;
+                }
+                if step == 7 {
+                    held.keep_last(4);
+                    let len = reference.dim(2)?;
+                    reference = reference.narrow(2, len - 4, 4)?;
+                }
+                let view = held.transposed()?.expect("keys held");
+                let want = reference.t()?;
+                assert_eq!(
+                    view.dims(),
+                    want.dims(),
+                    "transposed {transposed} step {step}"
+                );
+                let (a, b) = (view.flatten_all()?, want.flatten_all()?);
+                assert_eq!(a.to_vec1::<f32>()?, b.to_vec1::<f32>()?);
+                match transposed {
+                    true => transposed_fails |= !cublas_reads(&view),
+                    false => assert!(cublas_reads(&view), "step {step}: {:?}", view.stride()),
+                }
+            }
+            held.clear();
+            assert!(held.transposed()?.is_none());
+        }
+        assert!(transposed_fails);
         Ok(())
     }
 }

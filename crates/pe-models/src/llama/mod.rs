@@ -15,7 +15,7 @@ use crate::checkpoint::checkpoint;
 use crate::layers::{masked_softmax, rms_norm, tensor};
 use crate::quant::{proj, Proj, QWeights, SideBySide};
 use cache_policy::Stream;
-use kv_buffer::KvBuffer;
+use kv_buffer::{Keys, KvBuffer};
 use unrotated::UnrotatedKeys;
 
 pub use cache_policy::{CachePolicy, SinkPositions};
@@ -42,9 +42,9 @@ struct Attention {
     head_dim: usize,
     /// The rotation of q and k (and the scale of q) by position, or none on a NoPE layer.
     rotary: LayerRotary,
-    /// Keys (rotated) of the tokens seen, transposed, `(batch, kv_heads, head_dim, len)`, as the
-    /// scores' matmul reads them; the last `window` tokens with a sliding window.
-    keys: KvBuffer,
+    /// Keys (rotated) of the tokens seen, laid out as the device's matmul reads them in place;
+    /// the last `window` tokens with a sliding window.
+    keys: Keys,
     /// Values of the tokens seen, `(batch, kv_heads, len, head_dim)`, as `keys`.
     values: KvBuffer,
     window: Option<usize>,
@@ -104,7 +104,7 @@ impl Attention {
             kv_heads: kvh,
             head_dim: d,
             rotary,
-            keys: KvBuffer::new(3),
+            keys: Keys::new(vb.device()),
             values: KvBuffer::new(2),
             window,
             chunk,
@@ -143,22 +143,21 @@ impl Attention {
             Some(n) => (n.forward(&q.contiguous()?)?, n.forward(&k.contiguous()?)?),
             None => (q, k),
         };
-        // Partial rotary returns a concatenated view: matmul wants contiguous rows. The new keys
-        // are transposed once here, so a decode step does not transpose the whole cache.
-        let (q, kt) = (q.contiguous()?, k.t()?.contiguous()?);
+        // Partial rotary returns a concatenated view: matmul wants contiguous rows.
+        let q = q.contiguous()?;
         if let Some(kept) = &mut self.unrotated {
             kept.record(&unrotated, &v)?;
         }
-        self.keys.append(&kt)?;
+        self.keys.append(&k)?;
         self.values.append(&v)?;
-        let (Some(kt), Some(v)) = (self.keys.get()?, self.values.get()?) else {
+        let (Some(kt), Some(v)) = (self.keys.transposed()?, self.values.get()?) else {
             bail!("the KV cache holds no tokens")
         };
-        // The cache's views skip its room between rows: CPU matmuls read them as they are, CUDA's
-        // and Metal's take packed rows only.
-        let (kt, v) = match kt.device().is_cpu() {
-            true => (kt, v),
-            false => (kt.contiguous()?, v.contiguous()?),
+        // The cache's views skip its room after the tokens held: the CPU's gemm and CUDA's
+        // cuBLAS read them in place (`Keys`); Metal's matmul is given packed tensors.
+        let (kt, v) = match kt.device() {
+            Device::Metal(_) => (kt.contiguous()?, v.contiguous()?),
+            _ => (kt, v),
         };
         if let Some(w) = self.window {
             // No later query sees further back.
@@ -564,7 +563,7 @@ impl LlamaFamily {
         let Some(attn) = self.layers.get(layer).map(|l| &l.attn) else {
             return Ok(None);
         };
-        let (Some(kt), Some(v)) = (attn.keys.get()?, attn.values.get()?) else {
+        let (Some(kt), Some(v)) = (attn.keys.transposed()?, attn.values.get()?) else {
             return Ok(None);
         };
         // Copies: the cache writes over its tensors in place.
@@ -652,5 +651,79 @@ impl LlamaFamily {
             (b, 1, s, total - first),
             device,
         )?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The largest difference between two logit tensors of one shape.
+    fn distance(a: &Tensor, b: &Tensor) -> Result<f32> {
+        assert_eq!(a.dims(), b.dims());
+        Ok((a - b)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?)
+    }
+
+    /// Keys held as computed (a GPU's layout, which cuBLAS reads in place) give the logits of
+    /// the transposed layout the CPU holds (to gemm's order of sums), through a prefill and
+    /// decode steps, past a sliding window (Mistral's, 8) and with a cache policy that moves
+    /// keys and writes them again.
+    #[test]
+    fn either_key_layout_gives_the_same_logits() -> Result<()> {
+        let policy = CachePolicy::Sink {
+            sink: 2,
+            window: 6,
+            positions: SinkPositions::Contiguous,
+        };
+        for (fixture, policy) in [
+            ("llama31", None),
+            ("mistral", None),
+            ("llama31", Some(policy)),
+        ] {
+            let dir = pe_testkit::fixture(&format!("models/{fixture}"));
+            let mut held_t = LlamaFamily::from_dir(dir, DType::F32, &Device::Cpu)?;
+            if let Some(policy) = policy {
+                held_t = held_t.with_cache_policy(policy)?;
+            }
+            let mut held_rows = held_t.clone();
+            for layer in &mut held_rows.layers {
+                layer.attn.keys = Keys::laid_out(false);
+            }
+            let mut ids = Tensor::new(&[[5u32, 9, 2, 7, 11]], &Device::Cpu)?;
+            let mut at = 0;
+            let mut worst = 0f32;
+            for _ in 0..20 {
+                let s = ids.dim(1)?;
+                let positions = Tensor::arange(at, at + s as u32, &Device::Cpu)?.unsqueeze(0)?;
+                let [a, b] = [&mut held_t, &mut held_rows].map(|model| match policy {
+                    Some(_) => model.forward_stream(&ids),
+                    None => model.forward(&ids, &positions, None),
+                });
+                let (a, b) = (a?, b?);
+                let d = distance(&a, &b)?;
+                assert!(d <= 1e-5, "{fixture} {policy:?} at {at}: logits {d} apart");
+                worst = worst.max(d);
+                let next = a.squeeze(0)?.get(s - 1)?.argmax(0)?.to_scalar::<u32>()?;
+                ids = Tensor::new(&[[next]], &Device::Cpu)?;
+                at += s as u32;
+            }
+            assert_eq!(held_t.kv_len(), held_rows.kv_len());
+            for layer in 0..held_t.config().num_hidden_layers {
+                let (Some((ka, va)), Some((kb, vb))) =
+                    (held_t.kv_cache(layer)?, held_rows.kv_cache(layer)?)
+                else {
+                    panic!("{fixture}: layer {layer} holds no keys")
+                };
+                // The first layer's keys and values come from the embeddings alone: the same
+                // bits; deeper ones from attention that summed in another order.
+                let tolerance = if layer == 0 { 0.0 } else { 1e-5 };
+                for (what, a, b) in [("keys", ka, kb), ("values", va, vb)] {
+                    let d = distance(&a, &b)?;
+                    assert!(d <= tolerance, "{fixture} layer {layer} {what}: {d} apart");
+                }
+            }
+            eprintln!("{fixture} {policy:?}: logits at most {worst:e} apart");
+        }
+        Ok(())
     }
 }

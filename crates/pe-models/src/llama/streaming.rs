@@ -261,8 +261,7 @@ impl Attention {
                 // A NoPE layer's keys stay as they are wherever they move.
                 (None, _) => keys,
             };
-            self.keys
-                .write(surgery.moved.start, &turned.t()?.contiguous()?)?;
+            self.keys.write(surgery.moved.start, &turned)?;
         }
         Ok(())
     }
