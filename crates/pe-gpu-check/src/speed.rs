@@ -9,6 +9,7 @@ use candle_core::{DType, Module, Tensor};
 use candle_pe_core::{PeCache, PeSpec, Preset, Rope, RopeConfig, SinusoidalEncoding};
 use candle_pe_nn::{
     EmbeddingScale, PositionMode, RotaryEmbedding, SinusoidalEmbedding, SinusoidalEmbeddingConfig,
+    TableBackend,
 };
 use pe_testkit::race::{Case, Race, Rounds};
 use pe_testkit::{gather_rope, whisper_sinusoids, Sweep, SWEEP_AT, SWEEP_LENGTHS, SWEPT};
@@ -234,9 +235,11 @@ fn rotary_tables(target: &Target, report: &mut Report, s: &Sizes) -> Result<()> 
     race(target, report, s.rounds, cases, &rows)
 }
 
-/// Rope apply: decode and prefill, at an offset (the cached tables) and at the same positions
-/// given per token (without tables: the rope kernel computes each token's cos and sin),
-/// against candle-nn's rope on the same cached tables.
+/// Rope apply: decode and prefill, at an offset and at the same positions given per token on
+/// the device (where the kernels run, both without tables: the rope kernel computes each
+/// token's cos and sin), and at the offset by the cached tables (the generic backend's rope,
+/// whose rotation reads its cached rows), against candle-nn's rope on the same cached tables:
+/// computed on the fly or read from a cache.
 fn rope_apply(
     target: &Target,
     report: &mut Report,
@@ -244,6 +247,8 @@ fn rope_apply(
     rotary: &RotaryEmbedding,
 ) -> Result<()> {
     let dev = &target.device;
+    let cached =
+        RotaryEmbedding::new(rotary.rope().config().clone())?.with_backend(TableBackend::Generic);
     for (label, seq, rounds) in [
         ("decode", 1, s.fast_rounds),
         ("prefill", s.prefill, s.rounds),
@@ -256,6 +261,7 @@ fn rope_apply(
         let cases = vec![
             Case::new("RotaryEmbedding::apply", || Ok(rotary.apply(&q, &k, at)?)),
             Case::new("without tables", || Ok(rotary.apply(&q, &k, &ids)?)),
+            Case::new("cached tables", || Ok(cached.apply(&q, &k, at)?)),
             Case::new("candle-nn rope", || {
                 let (c, s) = (cos.narrow(0, at, seq)?, sin.narrow(0, at, seq)?);
                 Ok((
@@ -276,6 +282,18 @@ fn rope_apply(
                 "without tables",
                 "candle-nn rope, precomputed tables",
                 "candle-nn rope",
+            ),
+            row(
+                format!("rope apply bf16, {label}, by the cached tables"),
+                "cached tables",
+                "candle-nn rope, same tables",
+                "candle-nn rope",
+            ),
+            row(
+                format!("rope apply bf16, {label}: on the fly vs cached tables"),
+                "RotaryEmbedding::apply",
+                "RotaryEmbedding::apply by the cached tables",
+                "cached tables",
             ),
         ];
         race(target, report, rounds, cases, &rows)?;

@@ -81,11 +81,16 @@ fn rope_without_tables_has_the_bits_of_the_tables() -> anyhow::Result<()> {
                 same(&got[0], &want[0], &format!("{what}: {kind}, q"))?;
                 same(&got[1], &want[1], &format!("{what}: {kind}, k"))?;
             }
-            // The block routes per-token positions through the kernel where it runs.
-            let (kq, kk) = kernel.apply(&q, &k, at_ids)?;
-            let (tq, tk) = tables.apply(&q, &k, at_ids)?;
-            same(&kq, &tq, &format!("{what}: apply, q"))?;
-            same(&kk, &tk, &format!("{what}: apply, k"))?;
+            // The block routes offsets and per-token positions through the kernel where it
+            // runs: q and k in one launch, k alone in another.
+            for (at, kind) in [(at_ids, "positions"), (At::offset(offset), "an offset")] {
+                let (kq, kk) = kernel.apply(&q, &k, at)?;
+                let (tq, tk) = tables.apply(&q, &k, at)?;
+                same(&kq, &tq, &format!("{what}: apply at {kind}, q"))?;
+                same(&kk, &tk, &format!("{what}: apply at {kind}, k"))?;
+                let kk = kernel.apply_k(&k, at)?;
+                same(&kk, &tk, &format!("{what}: apply_k at {kind}"))?;
+            }
         }
     }
     Ok(())

@@ -6,6 +6,11 @@
 //! sequence (a decode step's `[[p]]`, a prefill's `0 .. seq`) take the offset's route: the same
 //! bits, and on a GPU nothing to send, gather or read back.
 //!
+//! Where the rope's kernels run (CUDA), q and k turn in one launch of the rope kernel, which
+//! computes each token's cos and sin where it uses them, with the tables' bits (no table is
+//! read): at an offset (the kernel's arguments carry it), at per-token and at M-RoPE positions.
+//! A query scale, or a length tracked across calls and not given, keeps the tables.
+//!
 //! At per-token positions on the CPU, within the cache's limit and for a rope type that tracks
 //! no length across calls, each row of q and k reads the row of its position straight from the
 //! cached tables (`rows.rs`; same bits, no gathered tables); elsewhere the tables are gathered
@@ -56,6 +61,9 @@ impl RotaryEmbedding {
         let layout = self.check("k", k)?;
         match at.place() {
             Place::Offset(offset) => {
+                if let Some([k]) = self.without_tables([k], at)? {
+                    return Ok(k);
+                }
                 let (cos, sin) = self.range_tables(k, layout, offset, at.tracked_len())?;
                 self.rotate_nonempty(k, layout, &cos, &sin)
             }
@@ -87,6 +95,9 @@ impl RotaryEmbedding {
         let layout = self.check_pair(q, k)?;
         match at.place() {
             Place::Offset(offset) => {
+                if let Some(turned) = self.qk_without_tables(q, k, at, path)? {
+                    return Ok(turned);
+                }
                 let (cos, sin) = self.range_tables(q, layout, offset, at.tracked_len())?;
                 let scale = match self.rope().query_scale() {
                     Some(s) => Some(s.range(offset, layout.seq(), cos.dtype(), q.device())?),
@@ -143,10 +154,8 @@ impl RotaryEmbedding {
         path: Path,
     ) -> Result<(Tensor, Tensor)> {
         let at = with_len(At::positions(positions), len);
-        if path == Path::Fused && self.rope().query_scale().is_none() {
-            if let Some([q, k]) = self.without_tables([q, k], at)? {
-                return Ok((q, k));
-            }
+        if let Some(turned) = self.qk_without_tables(q, k, at, path)? {
+            return Ok(turned);
         }
         let one_pass = path == Path::Fused && len.is_none();
         if let Some((rows, cos, sin)) = self.cached_rows(q, positions, one_pass)? {
@@ -208,6 +217,22 @@ impl RotaryEmbedding {
             .rope()
             .rotate_without_tables(&xs, at, self.pair_layout())?;
         Ok(rotated.map(|r| r.try_into().expect("one rotated tensor per input")))
+    }
+
+    /// q and k rotated by the rope kernel without tables ([`without_tables`](Self::without_tables))
+    /// on the fused path of a rope without a query scale (which the kernel does not apply);
+    /// `None` elsewhere.
+    pub(crate) fn qk_without_tables(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        at: At,
+        path: Path,
+    ) -> Result<Option<(Tensor, Tensor)>> {
+        if path != Path::Fused || self.rope().query_scale().is_some() {
+            return Ok(None);
+        }
+        Ok(self.without_tables([q, k], at)?.map(|[q, k]| (q, k)))
     }
 
     /// One input rotated by the fused rotation, unscaled; an empty one as it is.

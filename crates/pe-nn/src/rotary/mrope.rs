@@ -56,10 +56,8 @@ impl RotaryEmbedding {
     ) -> Result<(Tensor, Tensor)> {
         let positions = self.mrope_positions("apply", "q", q, layout, at)?;
         let at = with_len(At::mrope(&positions), at.tracked_len());
-        if path == Path::Fused && self.rope().query_scale().is_none() {
-            if let Some([q, k]) = self.without_tables([q, k], at)? {
-                return Ok((q, k));
-            }
+        if let Some(turned) = self.qk_without_tables(q, k, at, path)? {
+            return Ok(turned);
         }
         let (cos, sin) = self.mrope_tables(q, at)?;
         // The query scale is a function of the text position: the temporal row, which is the
