@@ -15,7 +15,7 @@
 //! ```
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use candle_core::{DType, Device, Tensor, D};
 
@@ -107,6 +107,9 @@ pub struct Positions {
     host: Option<Arc<[i64]>>,
     /// The smallest and largest value, `None` when there are none.
     bounds: Option<(i64, i64)>,
+    /// The values as f64 on the device last asked ([`Self::f64_on`]), shared by clones: every
+    /// layer of a forward rotates at the same positions, converted and sent once.
+    f64_kept: Arc<Mutex<Option<Tensor>>>,
 }
 
 impl Positions {
@@ -154,21 +157,22 @@ impl Positions {
     /// positions, without reading it.
     pub(crate) fn in_range(tensor: Tensor, bounds: (i64, i64)) -> Self {
         let bounds = (tensor.elem_count() > 0).then_some(bounds);
+        Self::of(tensor, None, bounds)
+    }
+
+    fn of(tensor: Tensor, host: Option<Arc<[i64]>>, bounds: Option<(i64, i64)>) -> Self {
         Self {
             tensor,
-            host: None,
+            host,
             bounds,
+            f64_kept: Arc::default(),
         }
     }
 
     /// The dtype check and the one read: the host values on the CPU, the bounds everywhere.
     fn read(name: &'static str, t: &Tensor) -> Result<Self> {
         let (host, bounds) = integer_bounds(name, t)?;
-        Ok(Self {
-            tensor: t.clone(),
-            host,
-            bounds,
-        })
+        Ok(Self::of(t.clone(), host, bounds))
     }
 
     /// The tensor as given.
@@ -268,6 +272,20 @@ impl Positions {
         })
     }
 
+    /// The positions as a flat f64 tensor on `device` (the rope kernel's token values): made
+    /// once, and kept for the next call on that device, this one's clones included (each layer
+    /// of a forward asks for the same; on a GPU, one conversion or one upload instead of one per
+    /// layer).
+    pub(crate) fn f64_on(&self, device: &Device) -> Result<Tensor> {
+        let mut kept = self.f64_kept.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(values) = kept.as_ref().filter(|t| t.device().same_device(device)) {
+            return Ok(values.clone());
+        }
+        let values = self.flat(DType::F64)?.to_device(device)?;
+        *kept = Some(values.clone());
+        Ok(values)
+    }
+
     /// `|p|` of column `a` of the last dimension (a multi-axis position's axis), checked already: a
     /// contiguous i64 tensor shaped as the positions without their last dimension.
     pub(crate) fn magnitudes_of_column(&self, a: usize) -> Result<Self> {
@@ -280,11 +298,7 @@ impl Positions {
         let values: Arc<[i64]> = host.iter().skip(a).step_by(axes).map(|v| v.abs()).collect();
         let tensor = Tensor::from_slice(&values, column.shape(), column.device())?;
         let bounds = bounds_of(&values);
-        Ok(Self {
-            tensor,
-            host: Some(values),
-            bounds,
-        })
+        Ok(Self::of(tensor, Some(values), bounds))
     }
 
     /// The positions of row `axis` of the first dimension, checked already (M-RoPE's rows).
@@ -296,11 +310,7 @@ impl Positions {
         let n = tensor.elem_count();
         let values: Arc<[i64]> = host[axis * n..(axis + 1) * n].into();
         let bounds = bounds_of(&values);
-        Ok(Self {
-            tensor,
-            host: Some(values),
-            bounds,
-        })
+        Ok(Self::of(tensor, Some(values), bounds))
     }
 }
 
@@ -544,6 +554,30 @@ mod tests {
                 bounds_of(&host),
                 "case {case}, {dtype:?}"
             );
+        }
+        Ok(())
+    }
+
+    /// The f64 values the rope kernel reads are made once and kept: the same tensor on every
+    /// call and on every clone (each layer's rotation), equal to the positions; empty positions
+    /// give an empty tensor.
+    #[test]
+    fn f64_values_are_made_once_per_positions() -> Result<()> {
+        let dev = Device::Cpu;
+        for ids in [vec![3i64, 9, 2, (1 << 31) - 1], vec![]] {
+            let n = ids.len();
+            let tensor = Tensor::from_vec(ids.clone(), (1, n), &dev)?;
+            for positions in [
+                Positions::new(&tensor)?,
+                Positions::in_range(tensor, (0, 9)),
+            ] {
+                let first = positions.f64_on(&dev)?;
+                let want: Vec<f64> = ids.iter().map(|&v| v as f64).collect();
+                assert_eq!(first.to_vec1::<f64>()?, want);
+                for again in [positions.f64_on(&dev)?, positions.clone().f64_on(&dev)?] {
+                    assert_eq!(again.id(), first.id(), "made again");
+                }
+            }
         }
         Ok(())
     }

@@ -65,7 +65,7 @@ impl Rope {
             }
             _ => {
                 let (positions, axes) = self.token_positions(&at, first, tokens)?;
-                let values = positions.flat(DType::F64)?.to_device(first.device())?;
+                let values = positions.f64_on(first.device())?;
                 (TokenRows::Values(values), axes, positions.end())
             }
         };
