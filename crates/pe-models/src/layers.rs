@@ -76,17 +76,31 @@ pub(crate) fn layer_norm(size: usize, eps: f64, vb: &VarBuilder, name: &str) -> 
     Ok(LayerNorm::new(weight, tensor(&vb, size, "bias")?, eps))
 }
 
-/// `softmax(scores)` over the last dimension in f32, keys where `mask` (u8, broadcastable to
-/// `scores`) is 0 left out (`None`: no key is); returned in `dtype`.
-pub(crate) fn masked_softmax(
-    scores: &Tensor,
-    mask: Option<&Tensor>,
-    dtype: DType,
-) -> Result<Tensor> {
+/// An attention mask, `keep` (u8, 1 where a query sees a key, broadcastable to the scores),
+/// with the score a hidden key takes (`f32::MIN`) on its device: made once per forward and
+/// read by every layer, so that no layer sends a scalar to a GPU.
+#[derive(Clone, Debug)]
+pub(crate) struct Mask {
+    keep: Tensor,
+    floor: Tensor,
+}
+
+impl Mask {
+    /// The mask `keep`.
+    pub fn new(keep: Tensor) -> Result<Self> {
+        let floor = Tensor::new(f32::MIN, keep.device())?;
+        Ok(Self { keep, floor })
+    }
+}
+
+/// `softmax(scores)` over the last dimension in f32, keys where `mask` is 0 left out (`None`:
+/// no key is); returned in `dtype`.
+pub(crate) fn masked_softmax(scores: &Tensor, mask: Option<&Mask>, dtype: DType) -> Result<Tensor> {
     let mut scores = scores.to_dtype(DType::F32)?;
     if let Some(mask) = mask {
-        let floor = Tensor::new(f32::MIN, scores.device())?.broadcast_as(scores.shape())?;
+        let floor = mask.floor.broadcast_as(scores.shape())?;
         scores = mask
+            .keep
             .broadcast_as(scores.shape())?
             .where_cond(&scores, &floor)?;
     }

@@ -12,7 +12,7 @@ use candle_pe_nn::At;
 use candle_pe_nn::{LayerRotary, Positions, RotaryEmbedding};
 
 use crate::checkpoint::checkpoint;
-use crate::layers::{masked_softmax, rms_norm, tensor};
+use crate::layers::{masked_softmax, rms_norm, tensor, Mask};
 use crate::quant::{proj, Proj, QWeights, SideBySide};
 use cache_policy::Stream;
 use kv_buffer::{Keys, KvBuffer};
@@ -121,7 +121,7 @@ impl Attention {
         &mut self,
         x: &Tensor,
         positions: &Positions,
-        mask: Option<&Tensor>,
+        mask: Option<&Mask>,
     ) -> Result<Tensor> {
         let (b, s, _) = x.dims3()?;
         let (h, kvh, d) = (self.heads, self.kv_heads, self.head_dim);
@@ -169,7 +169,7 @@ impl Attention {
 
     /// The attention of queries `q` `(batch, heads, seq, head_dim)` over the keys held `kt`
     /// (transposed) and values `v`, masked by `mask`, through the output projection.
-    fn attend(&self, q: &Tensor, kt: &Tensor, v: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
+    fn attend(&self, q: &Tensor, kt: &Tensor, v: &Tensor, mask: Option<&Mask>) -> Result<Tensor> {
         let (b, _, s, _) = q.dims4()?;
         let (h, kvh, d) = (self.heads, self.kv_heads, self.head_dim);
         // Each kv head's group of query heads as one matrix of rows: the cache is read once,
@@ -289,7 +289,7 @@ impl Layer {
         &mut self,
         x: &Tensor,
         positions: &Positions,
-        mask: Option<&Tensor>,
+        mask: Option<&Mask>,
     ) -> Result<Tensor> {
         let h = self
             .attn
@@ -314,13 +314,13 @@ fn norm(cfg: &LlamaConfig, size: usize, vb: &VarBuilder, name: &str) -> Result<R
 }
 
 /// The attention masks of one forward, one per (window, chunk) the layers use.
-struct Masks(Vec<(Reach, Option<Tensor>)>);
+struct Masks(Vec<(Reach, Option<Mask>)>);
 
 /// What a layer's queries reach: a sliding window, a chunk.
 type Reach = (Option<usize>, Option<usize>);
 
 impl Masks {
-    fn get(&self, reach: Reach) -> Option<&Tensor> {
+    fn get(&self, reach: Reach) -> Option<&Mask> {
         self.0
             .iter()
             .find(|(r, _)| *r == reach)
@@ -603,7 +603,7 @@ impl LlamaFamily {
         (window, chunk): Reach,
         held: usize,
         device: &Device,
-    ) -> Result<Option<Tensor>> {
+    ) -> Result<Option<Mask>> {
         let (past, total) = (self.cached, self.cached + s);
         // The keys held start at token `first`.
         let first = past - held;
@@ -646,11 +646,8 @@ impl LlamaFamily {
         if data.iter().all(|&keep| keep == 1) {
             return Ok(None);
         }
-        Ok(Some(Tensor::from_vec(
-            data,
-            (b, 1, s, total - first),
-            device,
-        )?))
+        let keep = Tensor::from_vec(data, (b, 1, s, total - first), device)?;
+        Ok(Some(Mask::new(keep)?))
     }
 }
 

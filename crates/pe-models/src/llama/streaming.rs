@@ -11,6 +11,7 @@ use candle_pe_nn::Positions;
 use super::cache_policy::{CachePolicy, Stream, Surgery};
 use super::unrotated::UnrotatedKeys;
 use super::{Attention, LlamaFamily};
+use crate::layers::Mask;
 
 impl LlamaFamily {
     /// The same model bounding its KV cache by `policy` (see [`CachePolicy`]): generation then
@@ -222,7 +223,7 @@ fn mrope_rows(values: &[[i64; 3]], b: usize, device: &Device) -> Result<Position
 
 /// The mask of `s` new tokens after `held` cached ones, each seeing every cached token and the
 /// new ones up to itself: `(b, 1, s, held + s)`; `None` for a single token, which sees all.
-fn causal_mask(b: usize, s: usize, held: usize, device: &Device) -> Result<Option<Tensor>> {
+fn causal_mask(b: usize, s: usize, held: usize, device: &Device) -> Result<Option<Mask>> {
     if s == 1 {
         return Ok(None);
     }
@@ -230,7 +231,7 @@ fn causal_mask(b: usize, s: usize, held: usize, device: &Device) -> Result<Optio
         .flat_map(|t| (0..held + s).map(move |j| u8::from(j <= held + t)))
         .collect();
     let one = Tensor::from_vec(data, (1, 1, s, held + s), device)?;
-    Ok(Some(one.repeat((b, 1, 1, 1))?))
+    Ok(Some(Mask::new(one.repeat((b, 1, 1, 1))?)?))
 }
 
 impl Attention {

@@ -27,7 +27,7 @@ use candle_pe_nn::{
 };
 
 use crate::checkpoint::checkpoint;
-use crate::layers::{layer_norm, linear, masked_softmax, tensor};
+use crate::layers::{layer_norm, linear, masked_softmax, tensor, Mask};
 pub use config::M2M100Config;
 
 mod config;
@@ -58,7 +58,7 @@ impl SelfAttention {
     }
 
     /// `x` `(batch, seq, d)`, `mask` `(batch, 1, 1, seq)` (u8, 1 where a key may be seen).
-    fn forward(&self, x: &Tensor, mask: &Tensor) -> Result<Tensor> {
+    fn forward(&self, x: &Tensor, mask: &Mask) -> Result<Tensor> {
         let (b, s, d) = x.dims3()?;
         let head_dim = d / self.heads;
         let split = |t: Tensor| -> Result<Tensor> {
@@ -101,7 +101,7 @@ impl EncoderLayer {
         })
     }
 
-    fn forward(&self, x: &Tensor, mask: &Tensor) -> Result<Tensor> {
+    fn forward(&self, x: &Tensor, mask: &Mask) -> Result<Tensor> {
         let x = (x + self.attn.forward(&self.attn_norm.forward(x)?, mask)?)?;
         let h = self.fc1.forward(&self.ffn_norm.forward(&x)?)?;
         let h = self.fc2.forward(&self.activation.forward(&h)?)?;
@@ -197,6 +197,7 @@ impl M2M100Encoder {
             }
             None => Tensor::ones((b, 1, 1, s), DType::U8, input_ids.device())?,
         };
+        let mask = Mask::new(mask)?;
         let mut x = self.embed.forward(input_ids)?;
         if x.elem_count() == 0 {
             // candle-nn's Linear cannot reshape an empty batch; there is nothing to attend to.
