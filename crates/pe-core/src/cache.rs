@@ -30,6 +30,7 @@
 use candle_core::{DType, Device, Tensor};
 
 use crate::describe::positions;
+use crate::generate::zero_rows_at;
 use crate::row_cache::RowCache;
 use crate::{Result, SinusoidalEncoding, ToPositions};
 
@@ -148,13 +149,8 @@ impl PeCache {
         dtype: DType,
     ) -> Result<Tensor> {
         let positions = positions.to_positions()?;
-        let keep = positions
-            .flat(DType::I64)?
-            .reshape(positions.dims())?
-            .ne(i64::from(padding_idx))?
-            .to_dtype(dtype)?
-            .unsqueeze(candle_core::D::Minus1)?;
-        Ok(self.at(&positions, dtype)?.broadcast_mul(&keep)?)
+        let ids = positions.flat(DType::I64)?.reshape(positions.dims())?;
+        zero_rows_at(&self.at(&positions, dtype)?, &ids, padding_idx)
     }
 
     /// Rows cached for `dtype` on `device`.

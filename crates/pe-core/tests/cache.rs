@@ -8,11 +8,6 @@ fn cache(spec: PeSpec, backend: TableBackend) -> PeCache {
     PeCache::new(encoding(spec, backend))
 }
 
-fn max_diff(a: &Tensor, b: &Tensor) -> anyhow::Result<f64> {
-    let d = (a.to_dtype(DType::F64)? - b.to_dtype(DType::F64)?)?.abs()?;
-    Ok(d.flatten_all()?.max(0)?.to_scalar::<f64>()?)
-}
-
 fn grows_without_recomputing(dev: &Device, backend: TableBackend) -> anyhow::Result<()> {
     let cache = cache(PeSpec::fairseq(64), backend);
     let plain = cache.encoding().clone();
@@ -21,7 +16,8 @@ fn grows_without_recomputing(dev: &Device, backend: TableBackend) -> anyhow::Res
         let got = cache.range(offset, len, DType::F32, dev)?;
         assert_eq!(got.dims(), &[len, 64]);
         assert!(cache.cached_rows(DType::F32, dev) >= offset + len);
-        assert!(max_diff(&got, &plain.range(offset, len, DType::F32, dev)?)? <= 5e-7);
+        let fresh = plain.range(offset, len, DType::F32, dev)?;
+        assert_same_bits(&got, &fresh, &format!("rows {offset}..+{len}"))?;
         // Every row ever computed is still in the table: none was computed twice.
         assert_eq!(cache.rows_generated(), cache.cached_rows(DType::F32, dev));
     }
@@ -54,16 +50,25 @@ fn ids_and_padding_aware_match_uncached(dev: &Device, backend: TableBackend) -> 
     let ids = Tensor::new(&[[3u32, 4, 5], [700, 2, 9]], dev)?;
     let got = cache.at(&ids, DType::F32)?;
     assert_eq!(got.dims(), &[2, 3, 16]);
-    assert!(max_diff(&got, &plain.at(&ids, DType::F32)?)? <= 5e-7);
+    assert_same_bits(&got, &plain.at(&ids, DType::F32)?, "ids")?;
     assert!(cache.cached_rows(DType::F32, dev) >= 701);
 
     let tokens = Tensor::new(&[[5i64, 6, 7, 1, 1], [1, 1, 9, 10, 11]], dev)?;
     let got = cache.padding_aware(&tokens, 1, 2, DType::F32)?;
-    assert!(max_diff(&got, &plain.padding_aware(&tokens, 1, 2, DType::F32)?)? <= 5e-7);
+    let fresh = plain.padding_aware(&tokens, 1, 2, DType::F32)?;
+    assert_same_bits(&got, &fresh, "padding-aware")?;
     assert_eq!(
         got.get(0)?.get(3)?.abs()?.sum_all()?.to_scalar::<f32>()?,
         0.0
     );
+    // A padding index whose row has negative values: its rows are +0.0 all the same, cached
+    // or not (a row multiplied by zero would give -0.0).
+    let ids = Tensor::new(&[[3u32, 5, 700], [5, 5, 9]], dev)?;
+    let rows = plain.at(&ids, DType::F32)?;
+    let keep = ids.ne(5u32)?.unsqueeze(2)?.broadcast_as(rows.shape())?;
+    let want = keep.where_cond(&rows, &rows.zeros_like()?)?;
+    assert_same_bits(&cache.padding_rows(&ids, 5, DType::F32)?, &want, "cached")?;
+    assert_same_bits(&plain.padding_rows(&ids, 5, DType::F32)?, &want, "fresh")?;
     Ok(())
 }
 
@@ -84,7 +89,7 @@ fn ranges_are_zero_copy_views() -> anyhow::Result<()> {
     let view = cache.range(40, 10, DType::F32, &dev)?;
     assert_eq!(storage_ptr(&view)?, storage_ptr(&table)?);
     assert_eq!(view.storage_and_layout().1.start_offset(), 40 * 8);
-    assert!(max_diff(&view, &table.narrow(0, 40, 10)?)? == 0.0);
+    assert_same_bits(&view, &table.narrow(0, 40, 10)?, "a view")?;
     Ok(())
 }
 
@@ -116,7 +121,7 @@ fn eight_threads_reading_and_growing_agree() -> anyhow::Result<()> {
     // However the table grew, every row is the row generated fresh, to the bit.
     for (offset, len, got) in results.into_iter().flatten() {
         let fresh = cache.encoding().range(offset, len, DType::F32, &dev)?;
-        assert_eq!(max_diff(&got, &fresh)?, 0.0, "rows {offset}..+{len}");
+        assert_same_bits(&got, &fresh, &format!("rows {offset}..+{len}"))?;
     }
     Ok(())
 }
@@ -181,6 +186,16 @@ fn values_do_not_depend_on_history_or_threads() -> anyhow::Result<()> {
                         let want = whole.index_select(&ids, 0)?;
                         assert_same_bits(&cache.at(&ids, dtype)?, &want, &what)?;
                         assert_same_bits(&pe.at(&ids, dtype)?, &want, &what)?;
+                        // Padding rows: all zero (+0.0, whatever the row's signs) where the id
+                        // is the padding index, the row's bits elsewhere.
+                        let pad = rng.random_range(0..2048u32);
+                        let ids = Tensor::cat(&[&ids, &Tensor::new(&[pad], &dev)?], 0)?;
+                        let rows = whole.index_select(&ids, 0)?;
+                        let keep = ids.ne(pad)?.unsqueeze(1)?.broadcast_as(rows.shape())?;
+                        let want = keep.where_cond(&rows, &rows.zeros_like()?)?;
+                        let what = format!("{what}, padding index {pad}");
+                        assert_same_bits(&cache.padding_rows(&ids, pad, dtype)?, &want, &what)?;
+                        assert_same_bits(&pe.padding_rows(&ids, pad, dtype)?, &want, &what)?;
                     }
                 }
             }

@@ -71,11 +71,7 @@ pub(crate) fn table(
                 }
                 Rows::Values(values) => values.clone(),
             };
-            let keep = positions
-                .ne(f64::from(pad))?
-                .to_dtype(dtype)?
-                .unsqueeze(1)?;
-            table.broadcast_mul(&keep)?
+            super::zero_rows_at(&table, &positions, pad)?
         }
         None => table,
     })

@@ -343,6 +343,18 @@ pub(crate) fn work_dtype(dtype: DType) -> DType {
     }
 }
 
+/// `rows` (`positions.dims() + [width]`) with each row at position `pad` all +0.0, as the
+/// generators write it: selected, not multiplied by a mask, whose zeros would turn a row's
+/// negative values into -0.0.
+pub(crate) fn zero_rows_at(rows: &Tensor, positions: &Tensor, pad: u32) -> Result<Tensor> {
+    let keep = positions
+        .ne(f64::from(pad))?
+        .unsqueeze(candle_core::D::Minus1)?
+        .broadcast_as(rows.shape())?;
+    let zero = Tensor::zeros((), rows.dtype(), rows.device())?.broadcast_as(rows.shape())?;
+    Ok(keep.where_cond(rows, &zero)?)
+}
+
 /// Fails for an output dtype other than f32, f16, bf16 or f64.
 pub(crate) fn check_dtype(dtype: DType) -> Result<()> {
     match dtype {
