@@ -163,10 +163,7 @@ impl PeCache {
                 let start = *offset as i64;
                 (TokenRows::Repeat { start, period }, None)
             }
-            Checked::Ids(ids, zero_at) => {
-                let values = ids.flat(DType::F64)?.to_device(device)?;
-                (TokenRows::Values(values), *zero_at)
-            }
+            Checked::Ids(ids, zero_at) => (TokenRows::Values(ids.f64_on(device)?), *zero_at),
         };
         let weights = weights.to_device(device)?;
         let generator = self.encoding().generator();
