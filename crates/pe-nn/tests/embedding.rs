@@ -246,20 +246,12 @@ fn decoding_step_by_step_equals_one_forward(
         for step in 0..8 {
             let one = embed.forward_with_offset(&ids.narrow(1, step, 1)?, step)?;
             let want = full.narrow(1, step, 1)?;
-            // The encodings agree to 3e-7 (the CPU path starts a fresh anchor for the single
-            // token); the sum may then round to the neighbouring f32.
-            let (one, want) = (
+            // A row's bits depend only on its position, not on the request: one token at a
+            // time gives the full forward's bits.
+            assert_eq!(
                 one.flatten_all()?.to_vec1::<f32>()?,
                 want.flatten_all()?.to_vec1::<f32>()?,
-            );
-            let diff = one
-                .iter()
-                .zip(&want)
-                .map(|(a, b)| (a - b).abs() - f32::EPSILON * b.abs())
-                .fold(0f32, f32::max);
-            assert!(
-                diff <= 3e-7,
-                "{:?} step {step}: differs from the full forward by {diff} beyond one ulp",
+                "{:?} step {step}",
                 cfg.preset
             );
         }
