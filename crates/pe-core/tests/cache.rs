@@ -1,11 +1,21 @@
 //! The cache: growth without recomputation, zero-copy views, ids, and concurrent use.
 
-use candle_core::{DType, Device, Storage, Tensor};
+use candle_core::{DType, Device, Storage, Tensor, D};
 use candle_pe_core::{PeCache, PeSpec, Positions, SinusoidalEncoding, TableBackend};
 use pe_testkit::{backend_tests, encoding};
 
 fn cache(spec: PeSpec, backend: TableBackend) -> PeCache {
     PeCache::new(encoding(spec, backend))
+}
+
+/// `rows` (`ids.dims() + [width]`) with +0.0 in every row whose id is `pad`: what padding rows
+/// must be.
+fn zeroed_at(rows: &Tensor, ids: &Tensor, pad: u32) -> anyhow::Result<Tensor> {
+    let keep = ids
+        .ne(pad)?
+        .unsqueeze(D::Minus1)?
+        .broadcast_as(rows.shape())?;
+    Ok(keep.where_cond(rows, &rows.zeros_like()?)?)
 }
 
 fn grows_without_recomputing(dev: &Device, backend: TableBackend) -> anyhow::Result<()> {
@@ -64,9 +74,7 @@ fn ids_and_padding_aware_match_uncached(dev: &Device, backend: TableBackend) -> 
     // A padding index whose row has negative values: its rows are +0.0 all the same, cached
     // or not (a row multiplied by zero would give -0.0).
     let ids = Tensor::new(&[[3u32, 5, 700], [5, 5, 9]], dev)?;
-    let rows = plain.at(&ids, DType::F32)?;
-    let keep = ids.ne(5u32)?.unsqueeze(2)?.broadcast_as(rows.shape())?;
-    let want = keep.where_cond(&rows, &rows.zeros_like()?)?;
+    let want = zeroed_at(&plain.at(&ids, DType::F32)?, &ids, 5)?;
     assert_same_bits(&cache.padding_rows(&ids, 5, DType::F32)?, &want, "cached")?;
     assert_same_bits(&plain.padding_rows(&ids, 5, DType::F32)?, &want, "fresh")?;
     Ok(())
@@ -190,9 +198,7 @@ fn values_do_not_depend_on_history_or_threads() -> anyhow::Result<()> {
                         // is the padding index, the row's bits elsewhere.
                         let pad = rng.random_range(0..2048u32);
                         let ids = Tensor::cat(&[&ids, &Tensor::new(&[pad], &dev)?], 0)?;
-                        let rows = whole.index_select(&ids, 0)?;
-                        let keep = ids.ne(pad)?.unsqueeze(1)?.broadcast_as(rows.shape())?;
-                        let want = keep.where_cond(&rows, &rows.zeros_like()?)?;
+                        let want = zeroed_at(&whole.index_select(&ids, 0)?, &ids, pad)?;
                         let what = format!("{what}, padding index {pad}");
                         assert_same_bits(&cache.padding_rows(&ids, pad, dtype)?, &want, &what)?;
                         assert_same_bits(&pe.padding_rows(&ids, pad, dtype)?, &want, &what)?;
