@@ -31,6 +31,10 @@
 #   gguf_none_values -> crates/pe-testkit/fixtures/gguf/phi3_longrope_f32_swa0.gguf: a copy of phi3_longrope_f32.gguf
 #             with the 0 llama.cpp's converter writes for "no sliding window" (phi3.attention.sliding_window = 0),
 #             written by gguf's own reader and writer (its own venv: gguf and numpy only).
+#   model_types -> crates/pe-testkit/fixtures/model_types/transformers.json: every model type of transformers whose
+#             text config has a rotary embedding, its config.json as its config class saves it, and what the class
+#             reads from it and from the same file without rope_theta and rope_interleave (its defaults), with how
+#             its modeling code pairs the channels it turns (its own venv: transformers 5.24.0, no torch).
 #   gguf_archs -> crates/pe-testkit/fixtures/gguf/arch_<case>.{gguf,json}: metadata-only GGUF files of qwen35,
 #             qwen35moe, gemma4, mistral4, glm4moe (with and without sections) and hunyuan_vl, written with gguf's
 #             GGUFWriter as llama.cpp's converter writes them, and what llama.cpp's loader reads from each (its own

@@ -37,9 +37,7 @@
 use std::collections::BTreeMap;
 
 use candle_pe_core::Error as CoreError;
-use candle_pe_core::{
-    MropeSlots, PairLayout, QueryScale, RopeConfig, RopeConfigs, RopeType, DEFAULT_ROPE_THETA,
-};
+use candle_pe_core::{MropeSlots, PairLayout, QueryScale, RopeConfig, RopeConfigs, RopeType};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
@@ -186,31 +184,11 @@ pub(crate) fn pattern_layer_types(layers: usize, pattern: usize, last_full: bool
         .collect()
 }
 
-/// Where a layer's `rope_theta` comes from when its rope dict does not give it: a top-level
-/// field and its default.
-#[derive(Clone, Copy)]
-struct Theta {
-    field: &'static str,
-    default: f64,
-}
-
-impl Theta {
-    /// `rope_theta`, default 10000.
-    const ROPE_THETA: Theta = Theta {
-        field: "rope_theta",
-        default: DEFAULT_ROPE_THETA,
-    };
-    /// Gemma 3's full-attention layers: `rope_theta`, default 1e6.
-    const GEMMA3_FULL: Theta = Theta {
-        field: "rope_theta",
-        default: 1e6,
-    };
-    /// Gemma 3's sliding layers: `rope_local_base_freq`, default 1e4.
-    const GEMMA3_SLIDING: Theta = Theta {
-        field: "rope_local_base_freq",
-        default: 1e4,
-    };
-}
+/// The top-level field a layer's `rope_theta` comes from when its rope dict does not give it:
+/// `rope_theta`, or Gemma 3's `rope_local_base_freq` for its sliding layers in the legacy form.
+/// Where neither gives it, the model type's default applies ([`HfModelType`]'s `rope_theta`).
+const ROPE_THETA: &str = "rope_theta";
+const LOCAL_BASE_FREQ: &str = "rope_local_base_freq";
 
 /// The ropes of the text config `root`, whose model type's row is `model_type`.
 fn read_model(root: &ConfigFields, model_type: &HfModelType) -> Result<RopeConfigs> {
@@ -433,7 +411,7 @@ fn read_layers(
     overrides: &Overrides,
     unknown: &mut Vec<String>,
 ) -> Result<(RopeConfigs, Option<Vec<String>>)> {
-    let mut layer_types: Option<Vec<String>> = root.get("layer_types")?;
+    let mut layer_types = read_layer_types(root, model_type)?;
     let params = rope_dict(root)?;
     let reader = Reader {
         root,
@@ -466,10 +444,33 @@ fn read_layers(
         params.as_ref(),
         layer_types.as_deref(),
         None,
-        Theta::ROPE_THETA,
+        ROPE_THETA,
         unknown,
     )?;
     Ok((RopeConfigs::new(config), layer_types))
+}
+
+/// The config's `layer_types`, one per layer: where the model type's row says its saved list
+/// gives an `"mlp"` block after each layer's type (Dory), those blocks are taken out, as its
+/// config class takes them out.
+fn read_layer_types(root: &ConfigFields, model_type: &HfModelType) -> Result<Option<Vec<String>>> {
+    let Some(types) = root.get::<Vec<String>>("layer_types")? else {
+        return Ok(None);
+    };
+    if !model_type.mlp_blocks || !types.iter().any(|t| t == "mlp") {
+        return Ok(Some(types));
+    }
+    if let Some(i) = (0..types.len()).find(|&i| (i % 2 == 1) != (types[i] == "mlp")) {
+        return Err(root.invalid(
+            "layer_types",
+            format!(
+                "with \"mlp\" blocks, every other entry is \"mlp\", after each layer's type; \
+                 entry {i} is {:?}",
+                types[i]
+            ),
+        ));
+    }
+    Ok(Some(types.into_iter().step_by(2).collect()))
 }
 
 /// The rope dict: `rope_parameters`, else `rope_scaling`. Both are read, so that either one not
@@ -513,18 +514,18 @@ struct Reader<'r, 'a> {
 
 impl Reader<'_, '_> {
     /// The rope of the layers of `layer_type` (every layer when `None`), from the rope dict
-    /// `dict`, `rope_theta` from `theta` when the dict does not give it.
+    /// `dict`, `rope_theta` from the top-level field `theta` when the dict does not give it.
     fn one(
         &self,
         dict: Option<&ConfigFields>,
         layer_types: Option<&[String]>,
         layer_type: Option<&str>,
-        theta: Theta,
+        theta: &str,
         unknown: &mut Vec<String>,
     ) -> Result<RopeConfig> {
         let layer_root = self.overrides.root(self.root, layer_types, layer_type)?;
         let head = Head {
-            root: &layer_root.fields()?,
+            root: &layer_root.fields()?.with_aliases(self.model_type.aliases),
             dict,
             model_type: self.model_type,
         };
@@ -547,7 +548,7 @@ impl Reader<'_, '_> {
                     Some(&dict),
                     layer_types,
                     Some(layer_type),
-                    Theta::ROPE_THETA,
+                    ROPE_THETA,
                     unknown,
                 )?),
             };
@@ -557,7 +558,7 @@ impl Reader<'_, '_> {
     }
 
     /// Gemma 3's legacy form: `rope_theta` and the rope dict `params` for full-attention
-    /// layers, `rope_local_base_freq` for sliding ones.
+    /// layers, `rope_local_base_freq` for sliding ones (each with the model type's default).
     fn legacy_sliding(
         &self,
         params: Option<&ConfigFields>,
@@ -565,14 +566,14 @@ impl Reader<'_, '_> {
         unknown: &mut Vec<String>,
     ) -> Result<RopeConfigs> {
         let full = Some("full_attention");
-        let full = self.one(params, layer_types, full, Theta::GEMMA3_FULL, unknown)?;
+        let full = self.one(params, layer_types, full, ROPE_THETA, unknown)?;
         let sliding = Some("sliding_attention");
-        let sliding = self.one(None, layer_types, sliding, Theta::GEMMA3_SLIDING, unknown)?;
+        let sliding = self.one(None, layer_types, sliding, LOCAL_BASE_FREQ, unknown)?;
         let configs = [
             ("full_attention".to_string(), Some(full)),
             ("sliding_attention".to_string(), Some(sliding)),
         ];
-        let field = self.root.path_of("rope_local_base_freq");
+        let field = self.root.path_of(LOCAL_BASE_FREQ);
         Ok(RopeConfigs::per_layer_type(configs)?.with_field(field))
     }
 }
@@ -618,17 +619,17 @@ struct Head<'r, 'a> {
 }
 
 impl Head<'_, '_> {
-    /// One rope: the root's head and context fields with the rope dict, `rope_theta` from
-    /// `theta` when the dict does not give it; the keys of the dict that nothing reads are
-    /// pushed to `unknown`.
+    /// One rope: the root's head and context fields with the rope dict, `rope_theta` from the
+    /// top-level field `theta` when the dict does not give it, else the model type's default;
+    /// the keys of the dict that nothing reads are pushed to `unknown`.
     fn read(
         &self,
         layer_type: Option<&str>,
-        theta: Theta,
+        theta: &str,
         unknown: &mut Vec<String>,
     ) -> Result<RopeConfig> {
         let (root, model_type) = (self.root, self.model_type);
-        let head_dim = self.head_dim(layer_type)?;
+        let (head_dim, partial_rotary_factor) = self.head(layer_type)?;
         let rope_type = match self.dict {
             Some(dict) => read_rope_dict(dict, root, model_type)?,
             None => RopeType::Default,
@@ -642,11 +643,9 @@ impl Head<'_, '_> {
         Ok(RopeConfig {
             head_dim,
             rope_theta: self
-                .either("rope_theta", theta.field)?
-                .unwrap_or(theta.default),
-            partial_rotary_factor: self
-                .either("partial_rotary_factor", "partial_rotary_factor")?
-                .unwrap_or(1.0),
+                .either("rope_theta", theta)?
+                .unwrap_or(model_type.rope_theta_default(layer_type)),
+            partial_rotary_factor,
             max_position_embeddings: root.get("max_position_embeddings")?,
             rope_type,
             mrope_section,
@@ -677,10 +676,18 @@ impl Head<'_, '_> {
         }
     }
 
-    /// The head's width: Gemma 4's `global_head_dim` on full-attention layers, DeepSeek's
-    /// `qk_rope_head_dim`, else the attention's (`head_dim`, the model type's default, or
-    /// `hidden_size / num_attention_heads`).
-    fn head_dim(&self, layer_type: Option<&str>) -> Result<usize> {
+    /// The head's width and the share of it that turns (`partial_rotary_factor`, default 1):
+    /// Gemma 4's `global_head_dim` on full-attention layers, else DeepSeek's `qk_rope_head_dim`
+    /// (multi-head latent attention: the slice of the head that turns, whole), else the
+    /// attention's (`head_dim`, the model type's default, or `hidden_size /
+    /// num_attention_heads`).
+    ///
+    /// A `partial_rotary_factor` beside `qk_rope_head_dim` is transformers' share of the whole
+    /// head (Mistral 4, DeepSeek-V4: `head_dim` times the factor is `qk_rope_head_dim`), so it
+    /// must come to that slice, which then turns whole.
+    fn head(&self, layer_type: Option<&str>) -> Result<(usize, f64)> {
+        let name = "partial_rotary_factor";
+        let partial = self.either(name, name)?.unwrap_or(1.0);
         let global = match layer_type {
             Some("full_attention") => self.root.get::<usize>("global_head_dim")?,
             _ => None,
@@ -688,9 +695,27 @@ impl Head<'_, '_> {
         let rope_head_dim = self.root.get::<usize>("qk_rope_head_dim")?;
         // Read even where another field wins, so that one of the wrong type is an error.
         self.root.get::<usize>("head_dim")?;
-        match global.or(rope_head_dim) {
-            Some(d) => Ok(d),
-            None => self.model_type.head_dim(self.root),
+        match (global, rope_head_dim) {
+            (Some(d), _) => Ok((d, partial)),
+            (None, None) => Ok((self.model_type.head_dim(self.root)?, partial)),
+            (None, Some(d)) if partial == 1.0 => Ok((d, 1.0)),
+            (None, Some(d)) => {
+                let whole = self.model_type.head_dim(self.root)?;
+                if (whole as f64 * partial) as usize == d {
+                    return Ok((d, 1.0));
+                }
+                let fields = match self.dict {
+                    Some(dict) if dict.has(name) => dict,
+                    _ => self.root,
+                };
+                Err(fields.invalid(
+                    name,
+                    format!(
+                        "{partial} of the head's {whole} channels is not qk_rope_head_dim \
+                         ({d}), the channels that turn"
+                    ),
+                ))
+            }
         }
     }
 

@@ -38,6 +38,8 @@ pub struct ConfigFields<'a> {
     fields: &'a Map<String, Value>,
     /// This object's path from the root; empty at the root.
     path: String,
+    /// Fields this config gives under another name: (the name read, the config's name).
+    aliases: &'static [(&'static str, &'static str)],
 }
 
 impl<'a> ConfigFields<'a> {
@@ -47,12 +49,33 @@ impl<'a> ConfigFields<'a> {
             Value::Object(fields) => Ok(Self {
                 fields,
                 path: String::new(),
+                aliases: &[],
             }),
             other => Err(Error::Core(CoreError::Config {
                 field: "(root)".into(),
                 message: format!("a config must be a JSON object, got {other}"),
             })),
         }
+    }
+
+    /// The same fields, where a field read as `name` is given as `alias` for each `(name, alias)`
+    /// of `aliases` that the object does not give under its own name (transformers'
+    /// `attribute_map`: JetMoe's `kv_channels` is its `head_dim`). Errors name the alias.
+    pub(crate) fn with_aliases(mut self, aliases: &'static [(&'static str, &'static str)]) -> Self {
+        self.aliases = aliases;
+        self
+    }
+
+    /// The key that holds the field `name`: `name`, or its alias where only the alias is given.
+    fn key<'n>(&self, name: &'n str) -> &'n str {
+        let given = |k: &str| self.fields.get(k).is_some_and(|v| !v.is_null());
+        if given(name) {
+            return name;
+        }
+        self.aliases
+            .iter()
+            .find(|(n, alias)| *n == name && given(alias))
+            .map_or(name, |(_, alias)| alias)
     }
 
     /// This object's path from the root (`rope_scaling`); empty at the root.
@@ -62,6 +85,7 @@ impl<'a> ConfigFields<'a> {
 
     /// The path of the field `name` from the root (`rope_scaling.factor`).
     pub fn path_of(&self, name: &str) -> String {
+        let name = self.key(name);
         if self.path.is_empty() {
             name.to_string()
         } else {
@@ -81,7 +105,7 @@ impl<'a> ConfigFields<'a> {
 
     /// The value of the field `name`, `None` when absent or null.
     pub fn value(&self, name: &str) -> Option<&'a Value> {
-        self.fields.get(name).filter(|v| !v.is_null())
+        self.fields.get(self.key(name)).filter(|v| !v.is_null())
     }
 
     /// The field `name`, `None` when absent or null; a value of another type is an error naming
@@ -108,6 +132,7 @@ impl<'a> ConfigFields<'a> {
             Some(Value::Object(fields)) => Ok(Some(ConfigFields {
                 fields,
                 path: self.path_of(name),
+                aliases: &[],
             })),
             Some(other) => {
                 Err(self.invalid(name, format!("must be an object, got {}", Short(other))))

@@ -16,6 +16,9 @@
 //!   them and that no row names (`gemma3` covers `gemma3n`);
 //! - `head_dim`: the config class's `head_dim` default, when it is not `hidden_size /
 //!   num_attention_heads` (Gemma 1 to 3: 256);
+//! - `rope_theta`: the config class's `default_theta`, the `rope_theta` of a config that gives
+//!   none (transformers' 10000 unless the class says otherwise: Mixtral 1e6, SmolLM3 2e6);
+//!   `sliding_rope_theta` the sliding layers' own, where it differs (Gemma 3: 1e6 and 1e4);
 //! - `pair_layout`: the default of `rope_interleave`, [`PairLayout::Interleaved`] where the
 //!   config class defaults it to true or the model always turns adjacent pairs (DeepSeek-V3,
 //!   Llama 4);
@@ -27,7 +30,11 @@
 //!   rope forms read (Gemma 3, Gemma 4);
 //! - `mrope_slots`: [`MropeSlots::Alternating`] where the M-RoPE slots always alternate,
 //!   whatever `mrope_interleaved` says (Qwen3-VL);
-//! - `yarn_is_longrope`: a `yarn` rope dict reads as LongRoPE (Phi-3, Phi-4-multimodal);
+//! - `rope_type_names`: the rope types it spells its own way, and the type each reads as: Phi-3's
+//!   `yarn` is LongRoPE, Sarvam's `deepseek_yarn` is YaRN;
+//! - `aliases`: the fields its config.json gives under names of its own, as its config class's
+//!   `attribute_map` reads them: `("head_dim", "kv_channels")` (JetMoe);
+//! - `mlp_blocks`: its saved `layer_types` list an `"mlp"` block after each layer's type (Dory);
 //! - `mscales`: LongRoPE's `short_mscale` and `long_mscale` are read, and required
 //!   (Phi-3.5-MoE);
 //! - `qwen_vl`: the Qwen-VL generation whose rules build the model's position ids.
@@ -49,7 +56,7 @@
 use serde_json::Value;
 
 use candle_pe_core::Error as CoreError;
-use candle_pe_core::{MropeSlots, PairLayout};
+use candle_pe_core::{MropeSlots, PairLayout, DEFAULT_ROPE_THETA};
 
 use crate::{ConfigFields, Error, Result};
 
@@ -60,13 +67,17 @@ pub struct HfModelType {
     pub(crate) names: &'static [&'static str],
     pub(crate) prefix: bool,
     pub(crate) head_dim: Option<usize>,
+    pub(crate) rope_theta: f64,
+    pub(crate) sliding_rope_theta: Option<f64>,
     pub(crate) pair_layout: PairLayout,
     pub(crate) nope_interval: Option<usize>,
     pub(crate) attn_temperature: bool,
     pub(crate) sliding: Option<Sliding>,
     pub(crate) mrope_slots: MropeSlots,
-    pub(crate) yarn_is_longrope: bool,
+    pub(crate) rope_type_names: &'static [(&'static str, &'static str)],
+    pub(crate) aliases: &'static [(&'static str, &'static str)],
     pub(crate) mscales: bool,
+    pub(crate) mlp_blocks: bool,
     pub(crate) qwen_vl: Option<QwenVlVersion>,
 }
 
@@ -99,13 +110,17 @@ const DEFAULT: HfModelType = HfModelType {
     names: &[],
     prefix: false,
     head_dim: None,
+    rope_theta: DEFAULT_ROPE_THETA,
+    sliding_rope_theta: None,
     pair_layout: PairLayout::Halves,
     nope_interval: None,
     attn_temperature: false,
     sliding: None,
     mrope_slots: MropeSlots::Sections,
-    yarn_is_longrope: false,
+    rope_type_names: &[],
+    aliases: &[],
     mscales: false,
+    mlp_blocks: false,
     qwen_vl: None,
 };
 
@@ -127,13 +142,30 @@ const MODEL_TYPES: &[HfModelType] = &[
     HfModelType {
         names: &["gemma3", "gemma3_text"],
         head_dim: Some(256),
+        rope_theta: 1e6,
+        sliding_rope_theta: Some(1e4),
         sliding: GEMMA3_SLIDING,
         ..DEFAULT
     },
     HfModelType {
         names: &["gemma3"],
         prefix: true,
+        rope_theta: 1e6,
+        sliding_rope_theta: Some(1e4),
         sliding: GEMMA3_SLIDING,
+        ..DEFAULT
+    },
+    // Gemma 3's rope defaults, without its head width or its pattern of layers.
+    HfModelType {
+        names: &["t5gemma2_decoder", "t5gemma2_text", "neomme"],
+        rope_theta: 1e6,
+        sliding_rope_theta: Some(1e4),
+        ..DEFAULT
+    },
+    HfModelType {
+        names: &["modernbert", "modernbert-decoder"],
+        rope_theta: 160_000.0,
+        sliding_rope_theta: Some(1e4),
         ..DEFAULT
     },
     HfModelType {
@@ -149,6 +181,7 @@ const MODEL_TYPES: &[HfModelType] = &[
     // rope_interleave.
     HfModelType {
         names: &["llama4", "llama4_text"],
+        rope_theta: 500_000.0,
         pair_layout: PairLayout::Interleaved,
         nope_interval: Some(4),
         attn_temperature: true,
@@ -162,6 +195,7 @@ const MODEL_TYPES: &[HfModelType] = &[
     },
     HfModelType {
         names: &["smollm3"],
+        rope_theta: 2e6,
         nope_interval: Some(4),
         ..DEFAULT
     },
@@ -171,32 +205,50 @@ const MODEL_TYPES: &[HfModelType] = &[
         pair_layout: PairLayout::Interleaved,
         ..DEFAULT
     },
+    // Sarvam-M's MLA (SarvamMlaConfig): DeepSeek's `deepseek_yarn` is YaRN.
+    HfModelType {
+        names: &["sarvam_mla"],
+        pair_layout: PairLayout::Interleaved,
+        rope_type_names: &[("deepseek_yarn", "yarn")],
+        ..DEFAULT
+    },
     // transformers' Phi3Config and Phi4MultimodalConfig (convert_rope_params_to_dict: older
     // Phi-3 checkpoints wrote `yarn` with factor lists).
     HfModelType {
         names: &["phi3", "phi4_multimodal"],
-        yarn_is_longrope: true,
+        rope_type_names: &[("yarn", "longrope")],
         ..DEFAULT
     },
     // transformers' PhimoeRotaryEmbedding (PhimoeConfig.validate_rope requires both).
     HfModelType {
         names: &["phimoe"],
+        rope_theta: 1e6,
         mscales: true,
         ..DEFAULT
     },
+    // DoryConfig: each layer of the saved layer_types is followed by an "mlp" block.
     HfModelType {
-        names: &["qwen2_vl"],
+        names: &["dory"],
+        head_dim: Some(256),
+        mlp_blocks: true,
+        ..DEFAULT
+    },
+    HfModelType {
+        names: &["qwen2_vl", "qwen2_vl_text"],
+        rope_theta: 1e6,
         qwen_vl: Some(QwenVlVersion::Qwen2Vl),
         ..DEFAULT
     },
     HfModelType {
-        names: &["qwen2_5_vl"],
+        names: &["qwen2_5_vl", "qwen2_5_vl_text"],
+        rope_theta: 1e6,
         qwen_vl: Some(QwenVlVersion::Qwen25Vl),
         ..DEFAULT
     },
     // transformers' Qwen3-VL never reads mrope_interleaved.
     HfModelType {
         names: &["qwen3_vl", "qwen3_vl_moe"],
+        rope_theta: 500_000.0,
         mrope_slots: MropeSlots::Alternating,
         qwen_vl: Some(QwenVlVersion::Qwen3Vl),
         ..DEFAULT
@@ -204,12 +256,189 @@ const MODEL_TYPES: &[HfModelType] = &[
     HfModelType {
         names: &["qwen3_vl"],
         prefix: true,
+        rope_theta: 500_000.0,
         mrope_slots: MropeSlots::Alternating,
         ..DEFAULT
     },
     HfModelType {
         names: &["qwen3_5", "qwen3_5_moe"],
         qwen_vl: Some(QwenVlVersion::Qwen3Vl),
+        ..DEFAULT
+    },
+    // The models whose attention always turns adjacent pairs, with no rope_interleave to say so:
+    // their modeling code's rotate_half slices [..., ::2] (Cohere, GLM-4, ERNIE 4.5), or multiplies
+    // complex numbers (DeepSeek-V2), or calls DeepSeek's apply_rotary_pos_emb_interleave
+    // unconditionally (DeepSeek-V3.2, GLM-5). (Llama 4, Helium, Bailing, LongCat and dots3 have
+    // rows of their own.)
+    HfModelType {
+        names: &[
+            "axk2",
+            "blt_patcher",
+            "cohere2",
+            "cohere2_moe",
+            "deepseek_v2",
+            "deepseek_v32",
+            "dots3_note_audio_encoder",
+            "glm",
+            "glm4",
+            "glm4v_text",
+            "glm_moe_dsa",
+            "glm_ocr_text",
+            "hy_v4_vl_text",
+            "mistral_large4_text",
+            "moonshine_streaming",
+        ],
+        pair_layout: PairLayout::Interleaved,
+        ..DEFAULT
+    },
+    HfModelType {
+        names: &[
+            "blt",
+            "blt_global_transformer",
+            "blt_local_decoder",
+            "blt_local_encoder",
+            "cohere",
+            "ernie4_5",
+            "ernie4_5_moe",
+            "ernie4_5_vl_moe_text",
+        ],
+        rope_theta: 500_000.0,
+        pair_layout: PairLayout::Interleaved,
+        ..DEFAULT
+    },
+    // The other config classes whose default_theta is not transformers' 10000: the rope_theta
+    // of a config.json that gives none.
+    HfModelType {
+        names: &[
+            "bitnet",
+            "csm",
+            "csm_depth_decoder_model",
+            "evolla",
+            "exaone",
+            "flex_olmo",
+            "mllama_text_model",
+            "muse_glimmer_assistant",
+            "olmo3",
+            "paddleocr_vl_text",
+        ],
+        rope_theta: 500_000.0,
+        ..DEFAULT
+    },
+    HfModelType {
+        names: &[
+            "cwm",
+            "emu3_text_model",
+            "lfm2",
+            "lfm2_moe",
+            "lfm3",
+            "minimax",
+            "mixtral",
+            "qwen2_5_omni_talker",
+            "qwen2_5_omni_text",
+            "qwen3_omni_moe_text",
+            "solar_open",
+        ],
+        rope_theta: 1e6,
+        ..DEFAULT
+    },
+    HfModelType {
+        names: &["minimax_m2", "minimax_m3_vl_text"],
+        rope_theta: 5e6,
+        ..DEFAULT
+    },
+    HfModelType {
+        names: &["apertus", "apertus1p5_text"],
+        rope_theta: 12e6,
+        ..DEFAULT
+    },
+    HfModelType {
+        names: &["gpt_oss", "openai_privacy_filter"],
+        rope_theta: 150_000.0,
+        ..DEFAULT
+    },
+    HfModelType {
+        names: &[
+            "jina_embeddings_v3",
+            "pe_audio_encoder",
+            "pe_audio_video_encoder",
+            "pe_video_encoder",
+        ],
+        rope_theta: 20_000.0,
+        ..DEFAULT
+    },
+    HfModelType {
+        names: &["eomt_dinov3"],
+        rope_theta: 100.0,
+        ..DEFAULT
+    },
+    HfModelType {
+        names: &["nomic_bert"],
+        rope_theta: 1000.0,
+        ..DEFAULT
+    },
+    HfModelType {
+        names: &["helium"],
+        rope_theta: 100_000.0,
+        pair_layout: PairLayout::Interleaved,
+        ..DEFAULT
+    },
+    HfModelType {
+        names: &["gte"],
+        rope_theta: 160_000.0,
+        ..DEFAULT
+    },
+    HfModelType {
+        names: &["bailing_hybrid"],
+        rope_theta: 6e6,
+        pair_layout: PairLayout::Interleaved,
+        aliases: &[("max_position_embeddings", "model_max_length")],
+        ..DEFAULT
+    },
+    // Moonshine's decoder: its config names its heads per side.
+    HfModelType {
+        names: &["moonshine"],
+        pair_layout: PairLayout::Interleaved,
+        aliases: &[
+            ("num_attention_heads", "decoder_num_attention_heads"),
+            ("num_hidden_layers", "decoder_num_hidden_layers"),
+        ],
+        ..DEFAULT
+    },
+    HfModelType {
+        names: &["jetmoe"],
+        aliases: &[("head_dim", "kv_channels")],
+        ..DEFAULT
+    },
+    HfModelType {
+        names: &["zamba2"],
+        aliases: &[("head_dim", "attention_head_dim")],
+        ..DEFAULT
+    },
+    HfModelType {
+        names: &["sarvam_moe"],
+        rope_theta: 8e6,
+        ..DEFAULT
+    },
+    HfModelType {
+        names: &["longcat_flash"],
+        rope_theta: 1e7,
+        pair_layout: PairLayout::Interleaved,
+        ..DEFAULT
+    },
+    HfModelType {
+        names: &["hy_v3"],
+        rope_theta: 11_158_840.0,
+        ..DEFAULT
+    },
+    HfModelType {
+        names: &["dots3_note_text"],
+        rope_theta: 8e7,
+        pair_layout: PairLayout::Interleaved,
+        ..DEFAULT
+    },
+    HfModelType {
+        names: &["cosmos3_edge_text"],
+        rope_theta: 1e8,
         ..DEFAULT
     },
 ];
@@ -238,6 +467,34 @@ impl HfModelType {
     /// `None` when it is `hidden_size / num_attention_heads`.
     pub fn head_dim_default(&self) -> Option<usize> {
         self.head_dim
+    }
+
+    /// The `rope_theta` of the layers of `layer_type` (every layer when `None`) in a config that
+    /// gives none: the config class's `default_theta`, the sliding layers' own where it has one.
+    ///
+    /// ```
+    /// use candle_pe_formats::HfModelType;
+    ///
+    /// assert_eq!(HfModelType::of("mixtral").rope_theta_default(None), 1e6);
+    /// let gemma3 = HfModelType::of("gemma3_text");
+    /// assert_eq!(gemma3.rope_theta_default(Some("full_attention")), 1e6);
+    /// assert_eq!(gemma3.rope_theta_default(Some("sliding_attention")), 1e4);
+    /// assert_eq!(HfModelType::of("llama").rope_theta_default(None), 10000.0);
+    /// ```
+    pub fn rope_theta_default(&self, layer_type: Option<&str>) -> f64 {
+        match (layer_type, self.sliding_rope_theta) {
+            (Some("sliding_attention"), Some(theta)) => theta,
+            _ => self.rope_theta,
+        }
+    }
+
+    /// The rope type a config's `rope_type` (or `type`) `name` reads as: the model type's own
+    /// spelling's type, else `name`.
+    pub(crate) fn rope_type_name<'n>(&self, name: &'n str) -> &'n str {
+        self.rope_type_names
+            .iter()
+            .find(|(spelled, _)| *spelled == name)
+            .map_or(name, |(_, reads_as)| reads_as)
     }
 
     /// The width of each attention head of the config's object `root`: its `head_dim`, else
@@ -291,9 +548,10 @@ impl<'a> HfTextConfig<'a> {
             "" => outer,
             _ => fields.get::<String>("model_type")?.or(outer),
         };
+        let model_type = HfModelType::of(model_type.as_deref().unwrap_or(""));
         Ok(Self {
-            fields,
-            model_type: HfModelType::of(model_type.as_deref().unwrap_or("")),
+            fields: fields.with_aliases(model_type.aliases),
+            model_type,
         })
     }
 
@@ -339,6 +597,10 @@ mod tests {
                         "{name}: pair_layout"
                     );
                     assert!(keep(|r| r.attn_temperature), "{name}: attn_temperature");
+                    if p.rope_theta != DEFAULT_ROPE_THETA || p.sliding_rope_theta.is_some() {
+                        let thetas = |r: &HfModelType| (r.rope_theta, r.sliding_rope_theta);
+                        assert_eq!(thetas(row), thetas(p), "{name}: rope_theta");
+                    }
                     assert!(
                         keep(|r| r.mrope_slots.is_alternating()),
                         "{name}: mrope_slots"

@@ -50,7 +50,8 @@ pub(crate) struct RopeDict<'a> {
 }
 
 impl RopeDict<'_> {
-    /// The type's name as the config spells it (`rope_type`, or the older `type`).
+    /// The type's name as the config spells it (`rope_type`, or the older `type`), or the type
+    /// the model type's row reads that spelling as (Phi-3's `yarn`: `longrope`).
     fn name(&self) -> &str {
         &self.name
     }
@@ -109,8 +110,9 @@ pub(crate) fn read_rope_dict(
         Some(name) => Some(name),
         None => fields.either("rope_type", fields, "type")?,
     };
+    let name = name.unwrap_or_else(|| Unscaled::NAMES[0].into());
     let dict = RopeDict {
-        name: name.unwrap_or_else(|| Unscaled::NAMES[0].into()),
+        name: model_type.rope_type_name(&name).to_string(),
         fields,
         top,
         model_type,
@@ -164,13 +166,6 @@ pub(crate) fn field_names(rope_type: &RopeType) -> Vec<String> {
         Ok(serde_json::Value::Object(fields)) => fields.keys().cloned().collect(),
         _ => Vec::new(),
     }
-}
-
-/// Whether `dict` is a `yarn` dict that its model reads as longrope (the model type's row
-/// says so: Phi-3's config class, whose older checkpoints wrote `yarn` with factor lists).
-/// Every other model reads `yarn` as YaRN, factor lists or not.
-fn yarn_is_longrope(dict: &RopeDict) -> bool {
-    dict.name() == "yarn" && dict.model_type.yarn_is_longrope
 }
 
 /// [`RopeType::Default`], as a config names it.
@@ -251,11 +246,6 @@ impl ReadRope for Llama3 {
 impl ReadRope for Yarn {
     const NAMES: &'static [&'static str] = &["yarn"];
 
-    /// A `yarn` dict of a Phi-3 or Phi-4-multimodal config is longrope's.
-    fn claims(dict: &RopeDict) -> bool {
-        Self::NAMES.contains(&dict.name()) && !yarn_is_longrope(dict)
-    }
-
     /// A missing `factor` is `max_position_embeddings / original_max_position_embeddings`, as
     /// transformers takes it.
     fn read(dict: &RopeDict) -> Result<Self> {
@@ -283,11 +273,6 @@ impl ReadRope for Yarn {
 impl ReadRope for Longrope {
     /// Phi-3's legacy `su`.
     const NAMES: &'static [&'static str] = &["longrope", "su"];
-
-    /// A `yarn` dict of a Phi-3 or Phi-4-multimodal config is longrope's too.
-    fn claims(dict: &RopeDict) -> bool {
-        Self::NAMES.contains(&dict.name()) || yarn_is_longrope(dict)
-    }
 
     /// A config whose model type's row reads the mscales (`phimoe`) needs `short_mscale` and
     /// `long_mscale` (transformers' `PhimoeConfig.validate_rope` refuses it without them);

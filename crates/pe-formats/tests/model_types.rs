@@ -1,0 +1,320 @@
+//! Every model type of transformers with a rotary embedding in its text config (fixture written
+//! by `scripts/fixtures/model_types.py` with transformers 5.24.0): the config.json its config
+//! class saves with its defaults, and the same config.json without `rope_theta` (the config
+//! class's `default_theta` then applies), read as the config class reads them: per layer type
+//! the rope type, `rope_theta` and the rotated width.
+//!
+//! The model types this reader does not read are listed in `NOT_READ`, each with the reason;
+//! the test fails when one of them reads right after all, so the list stays true.
+
+use std::collections::BTreeMap;
+
+use candle_pe_core::{RopeConfig, RopeConfigs};
+use candle_pe_formats::FromHfConfig;
+use serde_json::Value;
+
+/// The model types whose config.json this reader does not read as transformers does, and why.
+const NOT_READ: &[(&str, &str)] = &[
+    (
+        "blt",
+        "BLT's outer config: its transformers' fields are in its sub-configs, each read",
+    ),
+    (
+        "dbrx",
+        "DBRX names its fields its own way (d_model, n_heads; attn_config's rope_theta)",
+    ),
+    (
+        "deepseek_v4",
+        "DeepSeek-V4 keys rope_parameters by use (main, compress), not by layer type",
+    ),
+    ("cohere_compass_vision", VISION),
+    ("dots3_note_vision_encoder", VISION),
+    ("edgetam_video", VISION),
+    ("efficientloftr", VISION),
+    ("ernie4_5_vl_moe_vision", VISION),
+    ("exaone4_5_vision", VISION),
+    ("gemma4_vision", VISION),
+    ("glm4v_moe_vision", VISION),
+    ("glm4v_vision", VISION),
+    ("glm5_next_vision", VISION),
+    ("glm_ocr_vision", VISION),
+    ("inkling2_vision", VISION),
+    ("kimi_k25_vision", VISION),
+    ("lfm3_vl_vision", VISION),
+    ("llama4_vision_model", VISION),
+    ("minimax_m3_vl_vision", VISION),
+    ("mlcd_vision_model", VISION),
+    ("muse_glimmer_vision", VISION),
+    ("muse_spark_vision", VISION),
+    ("paddleocr_vl_vision", VISION),
+    ("pixtral", VISION),
+    ("qwen2_5_omni_vision_encoder", VISION),
+    ("qwen2_5_vl_vision", VISION),
+    ("qwen2_vl_vision", VISION),
+    ("qwen3_5_moe_vision", VISION),
+    ("qwen3_5_vision", VISION),
+    ("qwen3_omni_moe_vision_encoder", VISION),
+    ("qwen3_vl_moe_vision", VISION),
+    ("qwen3_vl_vision", VISION),
+    ("qwen4_exp_vision", VISION),
+    ("sam2_video", VISION),
+    ("sam3_tracker_video", VISION),
+    ("sam3_vit_model", VISION),
+    ("step3p5_vision", VISION),
+    ("video_llama_3_vision", VISION),
+];
+
+/// Why the vision towers are not read: their rope turns image patches in two dimensions (axial,
+/// or rows and columns), which `AxesRope` and the vision blocks read, not a text decoder's
+/// `RopeConfigs`.
+const VISION: &str = "a vision tower's 2-D rope";
+
+fn fixture() -> Value {
+    let path = pe_testkit::fixture("model_types").join("transformers.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// `config` with every `rope_theta` (top level, rope dict, rope dicts per layer type) and
+/// `rope_interleave` taken out, as the generator took them out: the model type's defaults.
+fn bare(config: &Value) -> Value {
+    let mut config = config.clone();
+    let root = config.as_object_mut().unwrap();
+    root.remove("rope_theta");
+    root.remove("rope_interleave");
+    for key in ["rope_parameters", "rope_scaling"] {
+        if let Some(Value::Object(dict)) = root.get_mut(key) {
+            dict.remove("rope_theta");
+            for inner in dict.values_mut().filter_map(Value::as_object_mut) {
+                inner.remove("rope_theta");
+            }
+        }
+    }
+    config
+}
+
+/// Our rope for transformers' layer type `layer_type` (`"null"`: a rope dict for every layer).
+fn ours_for<'c>(
+    configs: &'c RopeConfigs,
+    layer_type: &str,
+) -> Result<Option<&'c RopeConfig>, String> {
+    match layer_type {
+        "null" => match configs.single() {
+            Some(c) => Ok(Some(c)),
+            None => Err("ours has one rope per layer type, theirs one rope".into()),
+        },
+        t => configs.for_layer_type(t).map_err(|e| e.to_string()),
+    }
+}
+
+/// Where our ropes differ from transformers' `read` (its `ropes` per layer type, its
+/// `rope_interleave` and its `layer_types`), for a model whose modeling code turns pairs as
+/// `rotation` says (`rope_interleave`: as the config's says).
+fn differences(configs: &RopeConfigs, read: &Value, rotation: Option<&str>) -> Vec<String> {
+    let mut found = Vec::new();
+    if let Some(types) = read.get("layer_types") {
+        let ours = configs.layer_types().map(|t| t.to_vec());
+        if serde_json::to_value(&ours).unwrap() != *types {
+            found.push(format!("layer_types {ours:?} vs {types}"));
+        }
+    }
+    let interleaved = match rotation {
+        Some("interleaved") => Some(true),
+        Some("halves") => Some(false),
+        _ => read.get("rope_interleave").and_then(Value::as_bool),
+    };
+    for (layer_type, theirs) in read["ropes"].as_object().unwrap() {
+        let at = |what: String| format!("[{layer_type}] {what}");
+        let ours = match ours_for(configs, layer_type) {
+            Ok(ours) => ours,
+            Err(e) => {
+                found.push(at(e));
+                continue;
+            }
+        };
+        let Some(ours) = ours else {
+            if !theirs.is_null() {
+                found.push(at("ours has no rotary, theirs has".into()));
+            }
+            continue;
+        };
+        if theirs.is_null() {
+            found.push(at("ours has a rotary, theirs none".into()));
+            continue;
+        }
+        if let Some(interleaved) = interleaved {
+            if ours.pair_layout.is_interleaved() != interleaved {
+                found.push(at(format!(
+                    "pair layout {:?}, theirs interleaved: {interleaved} (rotation {rotation:?})",
+                    ours.pair_layout
+                )));
+            }
+        }
+        let name = theirs["rope_type"].as_str().unwrap_or("default");
+        if ours.rope_type.name() != name {
+            found.push(at(format!("rope_type {} vs {name}", ours.rope_type.name())));
+        }
+        // A null rope_theta: transformers has none (its rotary class would fail), nothing to hold.
+        if let Some(theta) = theirs["rope_theta"].as_f64() {
+            if ours.rope_theta != theta {
+                found.push(at(format!("rope_theta {} vs {theta}", ours.rope_theta)));
+            }
+        }
+        if name == "proportional" {
+            // Gemma 4's frequencies span the whole head; its factor says how many are not zero.
+            let head = theirs["head_dim"].as_u64();
+            let partial = theirs["partial_rotary_factor"].as_f64().unwrap_or(1.0);
+            if Some(ours.head_dim as u64) != head || ours.partial_rotary_factor != partial {
+                found.push(at(format!(
+                    "head_dim {} x {} vs {head:?} x {partial}",
+                    ours.head_dim, ours.partial_rotary_factor
+                )));
+            }
+        } else if let Some(rotary) = theirs["rotary_dim"].as_u64() {
+            if ours.rotary_dim() as u64 != rotary {
+                found.push(at(format!(
+                    "rotary_dim {} (head_dim {} x {}) vs {rotary}",
+                    ours.rotary_dim(),
+                    ours.head_dim,
+                    ours.partial_rotary_factor
+                )));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn every_model_type_reads_as_transformers_reads_it() {
+    let fixture = fixture();
+    let not_read: BTreeMap<&str, &str> = NOT_READ.iter().copied().collect();
+    let mut wrong = Vec::new();
+    let mut read_after_all = Vec::new();
+    let mut checked = 0;
+    for (name, entry) in fixture["model_types"].as_object().unwrap() {
+        let mut found = Vec::new();
+        let saved = &entry["config"];
+        for (case, config, read) in [
+            ("as saved", saved.clone(), &entry["rope"]),
+            (
+                "without rope_theta, rope_interleave",
+                bare(saved),
+                &entry["defaults"],
+            ),
+        ] {
+            if read.get("error").is_some() {
+                continue; // transformers refuses it too
+            }
+            match RopeConfigs::from_hf_config(&config) {
+                Ok(ours) => found.extend(
+                    differences(&ours, read, entry["rotation"].as_str())
+                        .into_iter()
+                        .map(|d| format!("{name} ({case}) {d}")),
+                ),
+                Err(e) => found.push(format!("{name} ({case}): {e}")),
+            }
+        }
+        checked += 1;
+        match (not_read.contains_key(name.as_str()), found.is_empty()) {
+            (false, false) => wrong.extend(found),
+            (true, true) => read_after_all.push(name.clone()),
+            _ => {}
+        }
+    }
+    assert!(checked >= 200, "only {checked} model types in the fixture");
+    assert!(
+        wrong.is_empty(),
+        "{} differences from transformers:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+    assert!(
+        read_after_all.is_empty(),
+        "listed in NOT_READ but read as transformers reads them: {read_after_all:?}"
+    );
+    for name in not_read.keys() {
+        assert!(
+            fixture["model_types"].get(name).is_some(),
+            "NOT_READ names {name}, which the fixture does not hold"
+        );
+    }
+}
+
+/// What the rows change beyond the fixture's saved configs: the spellings of older configs
+/// (Sarvam's `deepseek_yarn`, Dory's `"mlp"` blocks, JetMoe's `kv_channels`) and multi-head
+/// latent attention's `partial_rotary_factor`, with the errors that name the field.
+#[test]
+fn rows_read_their_models_own_spellings() {
+    let read = |json: Value| RopeConfigs::from_hf_config(&json);
+
+    // SarvamMlaConfig reads DeepSeek's legacy `deepseek_yarn` as YaRN; other models refuse it.
+    let sarvam = serde_json::json!({"model_type": "sarvam_mla", "hidden_size": 4096,
+        "num_attention_heads": 64, "qk_rope_head_dim": 64, "max_position_embeddings": 131072,
+        "rope_theta": 10000.0, "rope_scaling": {"type": "deepseek_yarn", "factor": 32.0,
+        "original_max_position_embeddings": 4096, "mscale": 1.0, "mscale_all_dim": 1.0}});
+    let config = read(sarvam.clone()).unwrap().single().unwrap().clone();
+    assert_eq!(config.rope_type.name(), "yarn");
+    assert!(config.pair_layout.is_interleaved());
+    let mut other = sarvam;
+    other["model_type"] = "deepseek_v3".into();
+    let err = read(other).unwrap_err().to_string();
+    assert!(
+        err.contains("rope_scaling.type") && err.contains("deepseek_yarn"),
+        "{err}"
+    );
+
+    // Dory's saved layer_types give an "mlp" block after each layer's type.
+    let dory = |types: Value| {
+        serde_json::json!({"model_type": "dory", "hidden_size": 2560,
+            "num_attention_heads": 16, "layer_types": types, "rope_parameters": {
+                "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                "full_attention": {"rope_type": "default", "rope_theta": 1e7}}})
+    };
+    let configs = read(dory(serde_json::json!([
+        "sliding_attention",
+        "mlp",
+        "full_attention",
+        "mlp"
+    ])))
+    .unwrap();
+    assert_eq!(configs.num_layers(), Some(2));
+    assert_eq!(configs.for_layer(1).unwrap().unwrap().rope_theta, 1e7);
+    assert_eq!(configs.for_layer(0).unwrap().unwrap().head_dim, 256);
+    let err = read(dory(serde_json::json!([
+        "sliding_attention",
+        "mlp",
+        "mlp",
+        "full_attention"
+    ])))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("layer_types") && err.contains("entry 2"),
+        "{err}"
+    );
+
+    // JetMoe's head width is kv_channels; an error names the field as the file spells it.
+    let jetmoe = |kv: Value| {
+        serde_json::json!({"model_type": "jetmoe", "hidden_size": 2048,
+            "num_attention_heads": 32, "kv_channels": kv})
+    };
+    let config = read(jetmoe(128.into())).unwrap().single().unwrap().clone();
+    assert_eq!(config.head_dim, 128); // not 2048 / 32
+    let err = read(jetmoe("128".into())).unwrap_err().to_string();
+    assert!(err.contains("kv_channels"), "{err}");
+
+    // Mistral 4's partial_rotary_factor is the share of its whole head (128) that turns: its
+    // qk_rope_head_dim (64), which then turns whole. A factor that does not come to it is refused.
+    let mistral4 = |partial: f64| {
+        serde_json::json!({"model_type": "mistral4", "head_dim": 128, "hidden_size": 4096,
+            "num_attention_heads": 32, "qk_rope_head_dim": 64,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                                "partial_rotary_factor": partial}})
+    };
+    let config = read(mistral4(0.5)).unwrap().single().unwrap().clone();
+    assert_eq!((config.head_dim, config.rotary_dim()), (64, 64));
+    let err = read(mistral4(0.25)).unwrap_err().to_string();
+    assert!(
+        err.contains("rope_parameters.partial_rotary_factor") && err.contains("qk_rope_head_dim"),
+        "{err}"
+    );
+}
