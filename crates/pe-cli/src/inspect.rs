@@ -111,13 +111,34 @@ fn resolve(path: &Path, laid: &RopeOverride) -> Result<Resolved> {
         .unwrap_or("unknown");
     let mut sources = config_sources(&json, &configs)?;
     crate::context::name_config_flags(&mut sources, laid);
+    let (layout, layout_source) = config_layout(&json, &configs)?;
     Ok(Resolved {
         kind: format!("config.json, model_type {model_type}"),
         configs,
-        layout: PairLayout::Halves,
-        layout_source: "transformers' rotate_half (safetensors checkpoints)".into(),
+        layout,
+        layout_source,
         sources,
     })
+}
+
+/// The pair layout of a config.json's ropes (one for all its layers), and where it comes from:
+/// its `rope_interleave`, else its model type's row (the models whose code turns adjacent pairs:
+/// Cohere, GLM-4, DeepSeek-V3, Llama 4, ...), else transformers' `rotate_half`.
+fn config_layout(json: &Value, configs: &RopeConfigs) -> Result<(PairLayout, String)> {
+    let text = HfTextConfig::from_hf_config(json)?;
+    let layout = match configs.per_type() {
+        None => configs.single().map(|c| c.pair_layout),
+        Some((_, ropes)) => ropes.values().flatten().next().map(|c| c.pair_layout),
+    }
+    .unwrap_or(PairLayout::Halves);
+    let source = if text.fields().has("rope_interleave") {
+        text.fields().path_of("rope_interleave")
+    } else if layout.is_interleaved() {
+        "the model type: its transformers code turns adjacent pairs".into()
+    } else {
+        "transformers' rotate_half (safetensors checkpoints)".into()
+    };
+    Ok((layout, source))
 }
 
 /// Where a config.json gives each rope field, as pe-formats' `from_hf_config` reads it: the rope
@@ -133,7 +154,6 @@ fn config_sources(json: &Value, configs: &RopeConfigs) -> Result<Vec<ValueSource
         path => (format!("{path}."), &json[path]),
     };
     let fields = TextFields {
-        root,
         prefix: &prefix,
         text: &text,
     };
@@ -148,7 +168,7 @@ fn config_sources(json: &Value, configs: &RopeConfigs) -> Result<Vec<ValueSource
         (false, _) => vec![LayerDict {
             layer_type: None,
             dict: dict.map(|(d, v)| (format!("{prefix}{d}"), v)),
-            theta: THETA,
+            theta: "rope_theta",
             rope_type_default: UNSCALED,
         }],
     };
@@ -160,17 +180,14 @@ fn given(v: Option<&Value>) -> bool {
     v.is_some_and(|v| !v.is_null())
 }
 
-/// The rope dict of a layer type (`None`: every layer), its path, and the top-level field and
-/// default of its rope_theta when the dict does not give it.
+/// The rope dict of a layer type (`None`: every layer), its path, and the top-level field of
+/// its rope_theta when the dict does not give it (the model type's default applies without).
 struct LayerDict<'a> {
     layer_type: Option<String>,
     dict: Option<(String, &'a Value)>,
-    theta: (&'static str, &'static str),
+    theta: &'static str,
     rope_type_default: &'static str,
 }
-
-/// rope_theta's field and its default.
-const THETA: (&str, &str) = ("rope_theta", "default (10000)");
 
 /// The rope type of a rope without one.
 const UNSCALED: &str = "default (unscaled)";
@@ -195,7 +212,7 @@ fn per_layer_type_dicts<'a>(d: &str, v: &'a Value, prefix: &str) -> Vec<LayerDic
         .map(|(t, x)| LayerDict {
             layer_type: Some(t.clone()),
             dict: Some((format!("{prefix}{d}.{t}"), x)),
-            theta: THETA,
+            theta: "rope_theta",
             rope_type_default: UNSCALED,
         })
         .collect()
@@ -208,16 +225,13 @@ fn gemma3_legacy_dicts<'a>(dict: Option<(&str, &'a Value)>, prefix: &str) -> Vec
         LayerDict {
             layer_type: Some("full_attention".into()),
             dict: dict.map(|(d, v)| (format!("{prefix}{d}"), v)),
-            theta: ("rope_theta", "default (Gemma 3 full attention: 1000000)"),
+            theta: "rope_theta",
             rope_type_default: UNSCALED,
         },
         LayerDict {
             layer_type: Some("sliding_attention".into()),
             dict: None,
-            theta: (
-                "rope_local_base_freq",
-                "default (Gemma 3 sliding attention: 10000)",
-            ),
+            theta: "rope_local_base_freq",
             rope_type_default: "default (unscaled: Gemma 3's sliding layers take no \
                                 rope_scaling)",
         },
@@ -226,15 +240,16 @@ fn gemma3_legacy_dicts<'a>(dict: Option<(&str, &'a Value)>, prefix: &str) -> Vec
 
 /// The text config's fields, at `prefix` (`text_config.` or nothing) in the file.
 struct TextFields<'a> {
-    root: &'a Value,
     prefix: &'a str,
     text: &'a HfTextConfig<'a>,
 }
 
 impl TextFields<'_> {
-    /// The path of the top-level field `name`, when given.
+    /// The path of the top-level field `name`, when given (under its own name, or the one
+    /// the model type's config class reads it under: JetMoe's `kv_channels`).
     fn top(&self, name: &str) -> Option<String> {
-        given(self.root.get(name)).then(|| format!("{}{name}", self.prefix))
+        let fields = self.text.fields();
+        fields.has(name).then(|| fields.path_of(name))
     }
 
     /// A field of the layer's rope dict, else `top_name` at the top level.
@@ -259,7 +274,7 @@ impl TextFields<'_> {
             .or_else(|| self.top("qk_rope_head_dim"))
             .or_else(|| self.top("head_dim"))
             .unwrap_or_else(|| match self.text.model_type().head_dim_default() {
-                Some(d) => format!("default (Gemma: {d})"),
+                Some(d) => format!("default (the model type's: {d})"),
                 None => format!("{prefix}hidden_size / {prefix}num_attention_heads"),
             })
     }
@@ -279,8 +294,12 @@ impl TextFields<'_> {
         let values = [
             (
                 "rope_theta",
-                self.either(layer, "rope_theta", layer.theta.0)
-                    .unwrap_or_else(|| layer.theta.1.into()),
+                self.either(layer, "rope_theta", layer.theta)
+                    .unwrap_or_else(|| {
+                        let model_type = self.text.model_type();
+                        let theta = model_type.rope_theta_default(layer.layer_type.as_deref());
+                        format!("default (the model type's: {theta})")
+                    }),
             ),
             ("head_dim", self.head_dim(layer)),
             (

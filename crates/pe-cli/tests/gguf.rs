@@ -463,7 +463,11 @@ fn inspect_names_the_sources_of_nested_rope_parameters() {
             "max_position_embeddings",
             "max_position_embeddings",
         ),
-        ("sliding_attention", "rope_theta", "default (10000)"),
+        (
+            "sliding_attention",
+            "rope_theta",
+            "default (the model type's: 10000)",
+        ),
         (
             "sliding_attention",
             "rope_type",
@@ -486,7 +490,11 @@ fn inspect_names_the_sources_of_nested_rope_parameters() {
     for (section, value, source) in [
         ("full_attention", "rope_theta", "rope_theta"),
         ("full_attention", "rope_type", "rope_scaling.rope_type"),
-        ("full_attention", "head_dim", "default (Gemma: 256)"),
+        (
+            "full_attention",
+            "head_dim",
+            "default (the model type's: 256)",
+        ),
         ("sliding_attention", "rope_theta", "rope_local_base_freq"),
     ] {
         assert_eq!(source_of(&sections, section, value), source, "{report}");
@@ -495,6 +503,39 @@ fn inspect_names_the_sources_of_nested_rope_parameters() {
         source_of(&sections, "sliding_attention", "rope_type").starts_with("default (unscaled"),
         "{report}"
     );
+}
+
+/// A config.json's pair layout and its source: its `rope_interleave`, else its model type's
+/// (Cohere's code turns adjacent pairs), else transformers' rotate_half. Every config.json was
+/// said to be halves; and a model type's default `rope_theta` (Cohere: 500000) is named as such.
+#[test]
+fn inspect_gives_a_config_json_its_own_pair_layout_and_default_theta() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.json");
+    let layout = |config: serde_json::Value| {
+        std::fs::write(&path, config.to_string()).unwrap();
+        let (report, sections) = inspect_sources(&path);
+        let line = report.lines().nth(1).unwrap().to_string();
+        (line, report, sections)
+    };
+    let (line, report, sections) = layout(serde_json::json!({"model_type": "cohere",
+        "hidden_size": 512, "num_attention_heads": 8}));
+    assert!(line.starts_with("pair layout: interleaved"), "{report}");
+    assert!(line.ends_with("<- the model type: its transformers code turns adjacent pairs"));
+    assert!(report.contains("rope_theta: 500000"), "{report}");
+    let theta = source_of(&sections, "every layer", "rope_theta");
+    assert_eq!(theta, "default (the model type's: 500000)", "{report}");
+
+    let (line, report, _) = layout(serde_json::json!({"model_type": "deepseek_v3",
+        "hidden_size": 512, "num_attention_heads": 8, "qk_rope_head_dim": 64,
+        "rope_interleave": false}));
+    assert!(line.starts_with("pair layout: halves"), "{report}");
+    assert!(line.ends_with("<- rope_interleave"), "{report}");
+
+    let (line, report, _) = layout(serde_json::json!({"model_type": "llama",
+        "hidden_size": 512, "num_attention_heads": 8}));
+    assert!(line.starts_with("pair layout: halves"), "{report}");
+    assert!(line.ends_with("<- transformers' rotate_half (safetensors checkpoints)"));
 }
 
 /// `pe inspect` with llama.cpp's rope override flags: the override's line, each overridden
