@@ -1,8 +1,9 @@
 //! Every model type of transformers with a rotary embedding in its text config (fixture written
 //! by `scripts/fixtures/model_types.py` with transformers 5.24.0): the config.json its config
-//! class saves with its defaults, and the same config.json without `rope_theta` (the config
-//! class's `default_theta` then applies), read as the config class reads them: per layer type
-//! the rope type, `rope_theta` and the rotated width.
+//! class saves with its defaults, and the same config.json without `rope_theta`,
+//! `rope_interleave` and `head_dim` (the class's defaults then apply), read as the config class
+//! reads them: per layer type the rope type, `rope_theta`, the rotated width and the pair layout
+//! (as the model's code turns pairs), and the layer types.
 //!
 //! The model types this reader does not read are listed in `NOT_READ`, each with the reason;
 //! the test fails when one of them reads right after all, so the list stays true.
@@ -26,6 +27,10 @@ const NOT_READ: &[(&str, &str)] = &[
     (
         "deepseek_v4",
         "DeepSeek-V4 keys rope_parameters by use (main, compress), not by layer type",
+    ),
+    (
+        "embedding_gemma2_text",
+        "its full layers' head width without head_dim (512) is its class's own rule",
     ),
     ("cohere_compass_vision", VISION),
     ("dots3_note_vision_encoder", VISION),
@@ -74,13 +79,15 @@ fn fixture() -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-/// `config` with every `rope_theta` (top level, rope dict, rope dicts per layer type) and
-/// `rope_interleave` taken out, as the generator took them out: the model type's defaults.
+/// `config` with every `rope_theta` (top level, rope dict, rope dicts per layer type),
+/// `rope_interleave` and `head_dim` taken out, as the generator took them out: the model type's
+/// defaults.
 fn bare(config: &Value) -> Value {
     let mut config = config.clone();
     let root = config.as_object_mut().unwrap();
     root.remove("rope_theta");
     root.remove("rope_interleave");
+    root.remove("head_dim");
     for key in ["rope_parameters", "rope_scaling"] {
         if let Some(Value::Object(dict)) = root.get_mut(key) {
             dict.remove("rope_theta");
@@ -196,7 +203,7 @@ fn every_model_type_reads_as_transformers_reads_it() {
         for (case, config, read) in [
             ("as saved", saved.clone(), &entry["rope"]),
             (
-                "without rope_theta, rope_interleave",
+                "without rope_theta, rope_interleave, head_dim",
                 bare(saved),
                 &entry["defaults"],
             ),

@@ -9,19 +9,21 @@
 //! a model type. A model type without a row reads as most models do (every field off).
 //!
 //! A new model type whose transformers config class or model code changes how its
-//! `config.json` reads is one row in `MODEL_TYPES` (and a fixture written by transformers). A
-//! row gives:
+//! `config.json` reads is one row in `MODEL_TYPES`, most of them one line,
+//! `row(&["cohere"]).theta(500_000.0).interleaved()`; `scripts/fixtures/model_types.py`
+//! records every model type of transformers, and `tests/model_types.rs` holds the rows to it.
+//! A row gives:
 //! - `names`: the `model_type` strings it covers, the text config's own (`gemma3_text`) as well
 //!   as the outer one (`gemma3`); with `prefix`, also every model type that starts with one of
 //!   them and that no row names (`gemma3` covers `gemma3n`);
 //! - `head_dim`: the config class's `head_dim` default, when it is not `hidden_size /
-//!   num_attention_heads` (Gemma 1 to 3: 256);
+//!   num_attention_heads` (Gemma 1 to 3: 256, Qwen3: 128);
 //! - `rope_theta`: the config class's `default_theta`, the `rope_theta` of a config that gives
 //!   none (transformers' 10000 unless the class says otherwise: Mixtral 1e6, SmolLM3 2e6);
 //!   `sliding_rope_theta` the sliding layers' own, where it differs (Gemma 3: 1e6 and 1e4);
 //! - `pair_layout`: the default of `rope_interleave`, [`PairLayout::Interleaved`] where the
-//!   config class defaults it to true or the model always turns adjacent pairs (DeepSeek-V3,
-//!   Llama 4);
+//!   config class defaults it to true (DeepSeek-V3) or the model always turns adjacent pairs
+//!   (Llama 4, Cohere, GLM-4);
 //! - `nope_interval`: without `no_rope_layers`, every `no_rope_layer_interval`-th layer (this
 //!   default) has no rotary (SmolLM3, Llama 4);
 //! - `attn_temperature`: the NoPE layers' query temperature, `attn_temperature_tuning`
@@ -131,316 +133,235 @@ const GEMMA3_SLIDING: Option<Sliding> = Some(Sliding {
     keyed_only: false,
 });
 
-/// Every model type whose `config.json` reads differently from the default. A name is in at
-/// most one row without `prefix`; a prefix row covers the names that no row holds.
+/// A model type (its names) that reads as most do, but for what the builders below change.
+const fn row(names: &'static [&'static str]) -> HfModelType {
+    HfModelType { names, ..DEFAULT }
+}
+
+impl HfModelType {
+    /// Its config class's `default_theta`, for every layer.
+    const fn theta(mut self, rope_theta: f64) -> Self {
+        self.rope_theta = rope_theta;
+        self
+    }
+
+    /// Its config class's `default_theta`: `full` for full-attention layers (and every layer
+    /// that is not sliding), `sliding` for sliding ones.
+    const fn thetas(mut self, full: f64, sliding: f64) -> Self {
+        self.rope_theta = full;
+        self.sliding_rope_theta = Some(sliding);
+        self
+    }
+
+    /// Its config class's `head_dim` default.
+    const fn head(mut self, head_dim: usize) -> Self {
+        self.head_dim = Some(head_dim);
+        self
+    }
+
+    /// Its attention turns adjacent pairs, unless its config's `rope_interleave` says not.
+    const fn interleaved(mut self) -> Self {
+        self.pair_layout = PairLayout::Interleaved;
+        self
+    }
+
+    /// The fields its config gives under names of its own.
+    const fn aliases(mut self, aliases: &'static [(&'static str, &'static str)]) -> Self {
+        self.aliases = aliases;
+        self
+    }
+}
+
+/// Every model type whose `config.json` reads differently from the default, each the way its
+/// transformers 5.24 config class and modeling code read it (held by
+/// `crates/pe-formats/tests/model_types.rs` against every model type of transformers). A name
+/// is in at most one row without `prefix`; a prefix row covers the names that no row holds.
 const MODEL_TYPES: &[HfModelType] = &[
+    // Layer types, NoPE layers, per-model spellings and position ids.
+    row(&["gemma", "gemma2"]).head(256),
     HfModelType {
-        names: &["gemma", "gemma2"],
-        head_dim: Some(256),
-        ..DEFAULT
-    },
-    HfModelType {
-        names: &["gemma3", "gemma3_text"],
-        head_dim: Some(256),
-        rope_theta: 1e6,
-        sliding_rope_theta: Some(1e4),
         sliding: GEMMA3_SLIDING,
-        ..DEFAULT
+        ..row(&["gemma3", "gemma3_text"]).head(256).thetas(1e6, 1e4)
     },
     HfModelType {
-        names: &["gemma3"],
         prefix: true,
-        rope_theta: 1e6,
-        sliding_rope_theta: Some(1e4),
         sliding: GEMMA3_SLIDING,
-        ..DEFAULT
-    },
-    // Gemma 3's rope defaults, without its head width or its pattern of layers.
-    HfModelType {
-        names: &["t5gemma2_decoder", "t5gemma2_text", "neomme"],
-        rope_theta: 1e6,
-        sliding_rope_theta: Some(1e4),
-        ..DEFAULT
+        ..row(&["gemma3"]).thetas(1e6, 1e4)
     },
     HfModelType {
-        names: &["modernbert", "modernbert-decoder"],
-        rope_theta: 160_000.0,
-        sliding_rope_theta: Some(1e4),
-        ..DEFAULT
-    },
-    HfModelType {
-        names: &["gemma4"],
         prefix: true,
         sliding: Some(Sliding {
             last_full: true,
             keyed_only: true,
         }),
-        ..DEFAULT
+        ..row(&["gemma4"])
     },
     // Llama 4's attention turns adjacent pairs (as complex numbers); its config has no
     // rope_interleave.
     HfModelType {
-        names: &["llama4", "llama4_text"],
-        rope_theta: 500_000.0,
-        pair_layout: PairLayout::Interleaved,
         nope_interval: Some(4),
         attn_temperature: true,
-        ..DEFAULT
+        ..row(&["llama4", "llama4_text"])
+            .theta(500_000.0)
+            .interleaved()
     },
     HfModelType {
-        names: &["llama4"],
         prefix: true,
         attn_temperature: true,
-        ..DEFAULT
+        ..row(&["llama4"])
     },
     HfModelType {
-        names: &["smollm3"],
-        rope_theta: 2e6,
         nope_interval: Some(4),
-        ..DEFAULT
+        ..row(&["smollm3"]).theta(2e6)
     },
-    // The config classes that default rope_interleave to true.
+    // DoryConfig: each layer of the saved layer_types is followed by an "mlp" block.
     HfModelType {
-        names: &["deepseek_v3", "glm4_moe_lite", "mistral4", "youtu", "axk1"],
-        pair_layout: PairLayout::Interleaved,
-        ..DEFAULT
-    },
-    // Sarvam-M's MLA (SarvamMlaConfig): DeepSeek's `deepseek_yarn` is YaRN.
-    HfModelType {
-        names: &["sarvam_mla"],
-        pair_layout: PairLayout::Interleaved,
-        rope_type_names: &[("deepseek_yarn", "yarn")],
-        ..DEFAULT
+        mlp_blocks: true,
+        ..row(&["dory"]).head(256)
     },
     // transformers' Phi3Config and Phi4MultimodalConfig (convert_rope_params_to_dict: older
     // Phi-3 checkpoints wrote `yarn` with factor lists).
     HfModelType {
-        names: &["phi3", "phi4_multimodal"],
         rope_type_names: &[("yarn", "longrope")],
-        ..DEFAULT
+        ..row(&["phi3", "phi4_multimodal"])
     },
     // transformers' PhimoeRotaryEmbedding (PhimoeConfig.validate_rope requires both).
     HfModelType {
-        names: &["phimoe"],
-        rope_theta: 1e6,
         mscales: true,
-        ..DEFAULT
+        ..row(&["phimoe"]).theta(1e6)
     },
-    // DoryConfig: each layer of the saved layer_types is followed by an "mlp" block.
+    // Sarvam-M's MLA (SarvamMlaConfig defaults rope_interleave to true): DeepSeek's
+    // `deepseek_yarn` is YaRN.
     HfModelType {
-        names: &["dory"],
-        head_dim: Some(256),
-        mlp_blocks: true,
-        ..DEFAULT
+        rope_type_names: &[("deepseek_yarn", "yarn")],
+        ..row(&["sarvam_mla"]).interleaved()
     },
     HfModelType {
-        names: &["qwen2_vl", "qwen2_vl_text"],
-        rope_theta: 1e6,
         qwen_vl: Some(QwenVlVersion::Qwen2Vl),
-        ..DEFAULT
+        ..row(&["qwen2_vl", "qwen2_vl_text"]).theta(1e6)
     },
     HfModelType {
-        names: &["qwen2_5_vl", "qwen2_5_vl_text"],
-        rope_theta: 1e6,
         qwen_vl: Some(QwenVlVersion::Qwen25Vl),
-        ..DEFAULT
+        ..row(&["qwen2_5_vl", "qwen2_5_vl_text"]).theta(1e6)
     },
     // transformers' Qwen3-VL never reads mrope_interleaved.
     HfModelType {
-        names: &["qwen3_vl", "qwen3_vl_moe"],
-        rope_theta: 500_000.0,
         mrope_slots: MropeSlots::Alternating,
         qwen_vl: Some(QwenVlVersion::Qwen3Vl),
-        ..DEFAULT
+        ..row(&["qwen3_vl", "qwen3_vl_moe"]).theta(500_000.0)
     },
     HfModelType {
-        names: &["qwen3_vl"],
         prefix: true,
-        rope_theta: 500_000.0,
         mrope_slots: MropeSlots::Alternating,
-        ..DEFAULT
+        ..row(&["qwen3_vl"]).theta(500_000.0)
     },
     HfModelType {
-        names: &["qwen3_5", "qwen3_5_moe"],
         qwen_vl: Some(QwenVlVersion::Qwen3Vl),
-        ..DEFAULT
+        ..row(&["qwen3_5", "qwen3_5_moe"])
     },
-    // The models whose attention always turns adjacent pairs, with no rope_interleave to say so:
-    // their modeling code's rotate_half slices [..., ::2] (Cohere, GLM-4, ERNIE 4.5), or multiplies
-    // complex numbers (DeepSeek-V2), or calls DeepSeek's apply_rotary_pos_emb_interleave
-    // unconditionally (DeepSeek-V3.2, GLM-5). (Llama 4, Helium, Bailing, LongCat and dots3 have
-    // rows of their own.)
-    HfModelType {
-        names: &[
-            "axk2",
-            "blt_patcher",
-            "cohere2",
-            "cohere2_moe",
-            "deepseek_v2",
-            "deepseek_v32",
-            "dots3_note_audio_encoder",
-            "glm",
-            "glm4",
-            "glm4v_text",
-            "glm_moe_dsa",
-            "glm_ocr_text",
-            "hy_v4_vl_text",
-            "mistral_large4_text",
-            "moonshine_streaming",
-        ],
-        pair_layout: PairLayout::Interleaved,
-        ..DEFAULT
-    },
-    HfModelType {
-        names: &[
-            "blt",
-            "blt_global_transformer",
-            "blt_local_decoder",
-            "blt_local_encoder",
-            "cohere",
-            "ernie4_5",
-            "ernie4_5_moe",
-            "ernie4_5_vl_moe_text",
-        ],
-        rope_theta: 500_000.0,
-        pair_layout: PairLayout::Interleaved,
-        ..DEFAULT
-    },
-    // The other config classes whose default_theta is not transformers' 10000: the rope_theta
-    // of a config.json that gives none.
-    HfModelType {
-        names: &[
-            "bitnet",
-            "csm",
-            "csm_depth_decoder_model",
-            "evolla",
-            "exaone",
-            "flex_olmo",
-            "mllama_text_model",
-            "muse_glimmer_assistant",
-            "olmo3",
-            "paddleocr_vl_text",
-        ],
-        rope_theta: 500_000.0,
-        ..DEFAULT
-    },
-    HfModelType {
-        names: &[
-            "cwm",
-            "emu3_text_model",
-            "lfm2",
-            "lfm2_moe",
-            "lfm3",
-            "minimax",
-            "mixtral",
-            "qwen2_5_omni_talker",
-            "qwen2_5_omni_text",
-            "qwen3_omni_moe_text",
-            "solar_open",
-        ],
-        rope_theta: 1e6,
-        ..DEFAULT
-    },
-    HfModelType {
-        names: &["minimax_m2", "minimax_m3_vl_text"],
-        rope_theta: 5e6,
-        ..DEFAULT
-    },
-    HfModelType {
-        names: &["apertus", "apertus1p5_text"],
-        rope_theta: 12e6,
-        ..DEFAULT
-    },
-    HfModelType {
-        names: &["gpt_oss", "openai_privacy_filter"],
-        rope_theta: 150_000.0,
-        ..DEFAULT
-    },
-    HfModelType {
-        names: &[
-            "jina_embeddings_v3",
-            "pe_audio_encoder",
-            "pe_audio_video_encoder",
-            "pe_video_encoder",
-        ],
-        rope_theta: 20_000.0,
-        ..DEFAULT
-    },
-    HfModelType {
-        names: &["eomt_dinov3"],
-        rope_theta: 100.0,
-        ..DEFAULT
-    },
-    HfModelType {
-        names: &["nomic_bert"],
-        rope_theta: 1000.0,
-        ..DEFAULT
-    },
-    HfModelType {
-        names: &["helium"],
-        rope_theta: 100_000.0,
-        pair_layout: PairLayout::Interleaved,
-        ..DEFAULT
-    },
-    HfModelType {
-        names: &["gte"],
-        rope_theta: 160_000.0,
-        ..DEFAULT
-    },
-    HfModelType {
-        names: &["bailing_hybrid"],
-        rope_theta: 6e6,
-        pair_layout: PairLayout::Interleaved,
-        aliases: &[("max_position_embeddings", "model_max_length")],
-        ..DEFAULT
-    },
+    // The config classes that default rope_interleave to true.
+    row(&["axk1", "deepseek_v3", "glm4_moe_lite", "mistral4", "youtu"]).interleaved(),
+    // Every other model type whose class or code changes a default: its default_theta, its
+    // head_dim, whether its attention always turns adjacent pairs (its rotate_half slices
+    // [..., ::2], it multiplies complex numbers, or it calls DeepSeek's
+    // apply_rotary_pos_emb_interleave with no rope_interleave to test), the fields its
+    // config.json names its own way.
+    row(&["apertus", "apertus1p5_text"]).theta(12e6),
+    row(&["axk2"]).interleaved(),
+    row(&["bailing_hybrid"])
+        .theta(6e6)
+        .interleaved()
+        .aliases(&[("max_position_embeddings", "model_max_length")]),
+    row(&["beam"]).head(128),
+    row(&["bitnet"]).theta(500_000.0),
+    row(&[
+        "blt",
+        "blt_global_transformer",
+        "blt_local_decoder",
+        "blt_local_encoder",
+    ])
+    .theta(500_000.0)
+    .interleaved(),
+    row(&["blt_patcher"]).interleaved(),
+    row(&["cohere"]).theta(500_000.0).interleaved(),
+    row(&["cohere2", "cohere2_moe"]).interleaved(),
+    row(&["cosmos3_edge_text"]).theta(1e8),
+    row(&["csm", "csm_depth_decoder_model"]).theta(500_000.0),
+    row(&["cwm"]).theta(1e6),
+    row(&["deepseek_v2", "deepseek_v32"]).interleaved(),
+    row(&["dia_encoder"]).head(128),
+    row(&["dots3_note_audio_encoder"]).interleaved(),
+    row(&["dots3_note_text"]).theta(8e7).head(256).interleaved(),
+    row(&["emu3_text_model"]).theta(1e6),
+    row(&["eomt_dinov3"]).theta(100.0),
+    row(&["ernie4_5"]).theta(500_000.0).head(128).interleaved(),
+    row(&["ernie4_5_moe", "ernie4_5_vl_moe_text"])
+        .theta(500_000.0)
+        .interleaved(),
+    row(&["evolla"]).theta(500_000.0),
+    row(&["exaone"]).theta(500_000.0),
+    row(&["flex_olmo"]).theta(500_000.0),
+    row(&["flint"]).head(128),
+    row(&["glm", "glm4", "glm4v_text", "glm_moe_dsa", "glm_ocr_text"]).interleaved(),
+    row(&["gpt_oss", "openai_privacy_filter"])
+        .theta(150_000.0)
+        .head(64),
+    row(&["gte"]).theta(160_000.0),
+    row(&["helium"]).theta(100_000.0).interleaved(),
+    row(&["hy_v3"]).theta(11_158_840.0).head(128),
+    row(&["hy_v4_vl_text"]).interleaved(),
+    row(&["jetmoe"]).aliases(&[("head_dim", "kv_channels")]),
+    row(&["jina_embeddings_v3"]).theta(20_000.0),
+    row(&["kolibri1"]).head(128),
+    row(&["laguna"]).head(128),
+    row(&["lara_mini"]).head(128),
+    row(&["lfm2", "lfm2_moe", "lfm3"]).theta(1e6),
+    row(&["longcat_flash"]).theta(1e7).interleaved(),
+    row(&["mellum"]).head(128),
+    row(&["mimo_v2_flash"]).head(192),
+    row(&["minimax"]).theta(1e6),
+    row(&["minimax_m2", "minimax_m3_vl_text"])
+        .theta(5e6)
+        .head(128),
+    row(&["mistral_large4_text"]).interleaved(),
+    row(&["mixtral"]).theta(1e6),
+    row(&["mllama_text_model"]).theta(500_000.0),
+    row(&["modernbert", "modernbert-decoder"]).thetas(160_000.0, 1e4),
     // Moonshine's decoder: its config names its heads per side.
-    HfModelType {
-        names: &["moonshine"],
-        pair_layout: PairLayout::Interleaved,
-        aliases: &[
-            ("num_attention_heads", "decoder_num_attention_heads"),
-            ("num_hidden_layers", "decoder_num_hidden_layers"),
-        ],
-        ..DEFAULT
-    },
-    HfModelType {
-        names: &["jetmoe"],
-        aliases: &[("head_dim", "kv_channels")],
-        ..DEFAULT
-    },
-    HfModelType {
-        names: &["zamba2"],
-        aliases: &[("head_dim", "attention_head_dim")],
-        ..DEFAULT
-    },
-    HfModelType {
-        names: &["sarvam_moe"],
-        rope_theta: 8e6,
-        ..DEFAULT
-    },
-    HfModelType {
-        names: &["longcat_flash"],
-        rope_theta: 1e7,
-        pair_layout: PairLayout::Interleaved,
-        ..DEFAULT
-    },
-    HfModelType {
-        names: &["hy_v3"],
-        rope_theta: 11_158_840.0,
-        ..DEFAULT
-    },
-    HfModelType {
-        names: &["dots3_note_text"],
-        rope_theta: 8e7,
-        pair_layout: PairLayout::Interleaved,
-        ..DEFAULT
-    },
-    HfModelType {
-        names: &["cosmos3_edge_text"],
-        rope_theta: 1e8,
-        ..DEFAULT
-    },
+    row(&["moonshine"]).interleaved().aliases(&[
+        ("num_attention_heads", "decoder_num_attention_heads"),
+        ("num_hidden_layers", "decoder_num_hidden_layers"),
+    ]),
+    row(&["moonshine_streaming"]).interleaved(),
+    row(&["muse_glimmer_assistant"]).theta(500_000.0).head(128),
+    row(&["muse_glimmer_text"]).head(128),
+    row(&["neomme"]).thetas(1e6, 1e4),
+    row(&["nomic_bert"]).theta(1000.0),
+    row(&["olmo3"]).theta(500_000.0),
+    row(&["paddleocr_vl_text"]).theta(500_000.0).head(128),
+    row(&[
+        "pe_audio_encoder",
+        "pe_audio_video_encoder",
+        "pe_video_encoder",
+    ])
+    .theta(20_000.0),
+    row(&[
+        "qwen2_5_omni_talker",
+        "qwen2_5_omni_text",
+        "qwen3_omni_moe_text",
+    ])
+    .theta(1e6),
+    row(&["qwen3", "qwen3_omni_moe_talker_code_predictor"]).head(128),
+    row(&["qwen3_5_moe_text", "qwen3_next", "qwen4_exp_text"]).head(256),
+    row(&["sarvam_moe"]).theta(8e6),
+    row(&["seed_oss", "step3p5", "zaya"]).head(128),
+    row(&["solar_open"]).theta(1e6).head(128),
+    row(&["t5_gemma_module", "vaultgemma"]).head(256),
+    row(&["t5gemma2_decoder", "t5gemma2_text"])
+        .head(256)
+        .thetas(1e6, 1e4),
+    row(&["voxtral_realtime_encoder"]).head(64),
+    row(&["zamba2"]).aliases(&[("head_dim", "attention_head_dim")]),
 ];
 
 /// The fields whose presence at a config's root means the root holds the text decoder's fields
