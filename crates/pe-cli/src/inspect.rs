@@ -109,9 +109,12 @@ fn resolve(path: &Path, laid: &RopeOverride) -> Result<Resolved> {
         .get("model_type")
         .and_then(Value::as_str)
         .unwrap_or("unknown");
-    let mut sources = config_sources(&json, &configs)?;
+    // The rope is read from the text config pe-formats finds (text_config, when the top level
+    // has none of its own fields).
+    let text = HfTextConfig::from_hf_config(&json)?;
+    let mut sources = config_sources(&json, &text, &configs);
     crate::context::name_config_flags(&mut sources, laid);
-    let (layout, layout_source) = config_layout(&json, &configs)?;
+    let (layout, layout_source) = config_layout(&text, &configs);
     Ok(Resolved {
         kind: format!("config.json, model_type {model_type}"),
         configs,
@@ -124,8 +127,7 @@ fn resolve(path: &Path, laid: &RopeOverride) -> Result<Resolved> {
 /// The pair layout of a config.json's ropes (one for all its layers), and where it comes from:
 /// its `rope_interleave`, else its model type's row (the models whose code turns adjacent pairs:
 /// Cohere, GLM-4, DeepSeek-V3, Llama 4, ...), else transformers' `rotate_half`.
-fn config_layout(json: &Value, configs: &RopeConfigs) -> Result<(PairLayout, String)> {
-    let text = HfTextConfig::from_hf_config(json)?;
+fn config_layout(text: &HfTextConfig, configs: &RopeConfigs) -> (PairLayout, String) {
     let layout = match configs.per_type() {
         None => configs.single().map(|c| c.pair_layout),
         Some((_, ropes)) => ropes.values().flatten().next().map(|c| c.pair_layout),
@@ -138,24 +140,21 @@ fn config_layout(json: &Value, configs: &RopeConfigs) -> Result<(PairLayout, Str
     } else {
         "transformers' rotate_half (safetensors checkpoints)".into()
     };
-    Ok((layout, source))
+    (layout, source)
 }
 
 /// Where a config.json gives each rope field, as pe-formats' `from_hf_config` reads it: the rope
 /// dict (per layer type in transformers 5's nested `rope_parameters`), the top level (or
 /// `text_config`), or nowhere (a default). With ropes per layer type, each value is named once
 /// per layer type.
-fn config_sources(json: &Value, configs: &RopeConfigs) -> Result<Vec<ValueSource>> {
-    // The rope is read from the text config pe-core finds (text_config, when the top level has
-    // none of its own fields).
-    let text = HfTextConfig::from_hf_config(json)?;
+fn config_sources(json: &Value, text: &HfTextConfig, configs: &RopeConfigs) -> Vec<ValueSource> {
     let (prefix, root) = match text.fields().path() {
         "" => (String::new(), json),
         path => (format!("{path}."), &json[path]),
     };
     let fields = TextFields {
         prefix: &prefix,
-        text: &text,
+        text,
     };
     let dict = ["rope_parameters", "rope_scaling"]
         .into_iter()
@@ -172,7 +171,7 @@ fn config_sources(json: &Value, configs: &RopeConfigs) -> Result<Vec<ValueSource
             rope_type_default: UNSCALED,
         }],
     };
-    Ok(layers.iter().flat_map(|l| fields.sources(l)).collect())
+    layers.iter().flat_map(|l| fields.sources(l)).collect()
 }
 
 /// Whether a field is given: present and not null.
