@@ -152,10 +152,7 @@ fn config_sources(json: &Value, text: &HfTextConfig, configs: &RopeConfigs) -> V
         "" => (String::new(), json),
         path => (format!("{path}."), &json[path]),
     };
-    let fields = TextFields {
-        prefix: &prefix,
-        text,
-    };
+    let fields = TextFields { text };
     let dict = ["rope_parameters", "rope_scaling"]
         .into_iter()
         .find_map(|k| root.get(k).filter(|v| v.is_object()).map(|v| (k, v)));
@@ -237,9 +234,8 @@ fn gemma3_legacy_dicts<'a>(dict: Option<(&str, &'a Value)>, prefix: &str) -> Vec
     ]
 }
 
-/// The text config's fields, at `prefix` (`text_config.` or nothing) in the file.
+/// The text config's fields (the root's, or `text_config`'s).
 struct TextFields<'a> {
-    prefix: &'a str,
     text: &'a HfTextConfig<'a>,
 }
 
@@ -268,13 +264,17 @@ impl TextFields<'_> {
             Some("full_attention") => self.top("global_head_dim"),
             _ => None,
         };
-        let prefix = self.prefix;
+        let fields = self.text.fields();
         global
             .or_else(|| self.top("qk_rope_head_dim"))
             .or_else(|| self.top("head_dim"))
             .unwrap_or_else(|| match self.text.model_type().head_dim_default() {
                 Some(d) => format!("default (the model type's: {d})"),
-                None => format!("{prefix}hidden_size / {prefix}num_attention_heads"),
+                None => format!(
+                    "{} / {}",
+                    fields.path_of("hidden_size"),
+                    fields.path_of("num_attention_heads")
+                ),
             })
     }
 
@@ -296,8 +296,10 @@ impl TextFields<'_> {
                 self.either(layer, "rope_theta", layer.theta)
                     .unwrap_or_else(|| {
                         let model_type = self.text.model_type();
-                        let theta = model_type.rope_theta_default(layer.layer_type.as_deref());
-                        format!("default (the model type's: {theta})")
+                        match model_type.rope_theta_default(layer.layer_type.as_deref()) {
+                            Some(theta) => format!("default (the model type's: {theta})"),
+                            None => "none (the model type has no default)".into(),
+                        }
                     }),
             ),
             ("head_dim", self.head_dim(layer)),

@@ -507,7 +507,8 @@ fn inspect_names_the_sources_of_nested_rope_parameters() {
 
 /// A config.json's pair layout and its source: its `rope_interleave`, else its model type's
 /// (Cohere's code turns adjacent pairs), else transformers' rotate_half. Every config.json was
-/// said to be halves; and a model type's default `rope_theta` (Cohere: 500000) is named as such.
+/// said to be halves; and a model type's default `rope_theta` (Cohere: 500000) is named as such,
+/// and a model type's own field names (DBRX's) as its config.json spells them.
 #[test]
 fn inspect_gives_a_config_json_its_own_pair_layout_and_default_theta() {
     let dir = tempfile::tempdir().unwrap();
@@ -536,6 +537,24 @@ fn inspect_gives_a_config_json_its_own_pair_layout_and_default_theta() {
         "hidden_size": 512, "num_attention_heads": 8}));
     assert!(line.starts_with("pair layout: halves"), "{report}");
     assert!(line.ends_with("<- transformers' rotate_half (safetensors checkpoints)"));
+
+    // DBRX's original config names its fields its own way, and they are named as it spells
+    // them (its head width was said to come from hidden_size / num_attention_heads).
+    let (_, report, sections) = layout(serde_json::json!({"model_type": "dbrx",
+        "d_model": 6144, "n_heads": 48, "max_seq_len": 32768,
+        "attn_config": {"kv_n_heads": 8, "rope_theta": 500000}}));
+    assert!(report.contains("rope_theta: 500000"), "{report}");
+    for (value, source) in [
+        ("rope_theta", "attn_config.rope_theta"),
+        ("head_dim", "d_model / n_heads"),
+        ("max_position_embeddings", "max_seq_len"),
+    ] {
+        assert_eq!(
+            source_of(&sections, "every layer", value),
+            source,
+            "{report}"
+        );
+    }
 }
 
 /// `pe inspect` with llama.cpp's rope override flags: the override's line, each overridden

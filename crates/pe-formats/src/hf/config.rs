@@ -640,11 +640,16 @@ impl Head<'_, '_> {
         let mrope_section = self.either("mrope_section", "mrope_section")?;
         let interleaved: Option<bool> = self.either("mrope_interleaved", "mrope_interleaved")?;
         let query_scale = self.query_scale()?;
+        let rope_theta = match self.either("rope_theta", theta)? {
+            Some(rope_theta) => rope_theta,
+            None => model_type.rope_theta_default(layer_type).ok_or_else(|| {
+                self.dict
+                    .map_or_else(|| root.missing(theta), |dict| dict.missing("rope_theta"))
+            })?,
+        };
         Ok(RopeConfig {
             head_dim,
-            rope_theta: self
-                .either("rope_theta", theta)?
-                .unwrap_or(model_type.rope_theta_default(layer_type)),
+            rope_theta,
             partial_rotary_factor,
             max_position_embeddings: root.get("max_position_embeddings")?,
             rope_type,

@@ -60,15 +60,26 @@ impl<'a> ConfigFields<'a> {
 
     /// The same fields, where a field read as `name` is given as `alias` for each `(name, alias)`
     /// of `aliases` that the object does not give under its own name (transformers'
-    /// `attribute_map`: JetMoe's `kv_channels` is its `head_dim`). Errors name the alias.
+    /// `attribute_map`: JetMoe's `kv_channels` is its `head_dim`). An alias may be a path into
+    /// a nested object (DBRX's `attn_config.rope_theta`). Errors name the alias.
     pub(crate) fn with_aliases(mut self, aliases: &'static [(&'static str, &'static str)]) -> Self {
         self.aliases = aliases;
         self
     }
 
+    /// The value at `key`, a field's name or a dotted path into nested objects; `None` when
+    /// absent or null, or when a step of the path is not an object.
+    fn at(&self, key: &str) -> Option<&'a Value> {
+        let mut steps = key.split('.');
+        let first = self.fields.get(steps.next()?)?;
+        steps
+            .try_fold(first, |value, step| value.as_object()?.get(step))
+            .filter(|v| !v.is_null())
+    }
+
     /// The key that holds the field `name`: `name`, or its alias where only the alias is given.
     fn key<'n>(&self, name: &'n str) -> &'n str {
-        let given = |k: &str| self.fields.get(k).is_some_and(|v| !v.is_null());
+        let given = |k: &str| self.at(k).is_some();
         if given(name) {
             return name;
         }
@@ -105,7 +116,7 @@ impl<'a> ConfigFields<'a> {
 
     /// The value of the field `name`, `None` when absent or null.
     pub fn value(&self, name: &str) -> Option<&'a Value> {
-        self.fields.get(self.key(name)).filter(|v| !v.is_null())
+        self.at(self.key(name))
     }
 
     /// The field `name`, `None` when absent or null; a value of another type is an error naming

@@ -19,7 +19,9 @@
 //! - `head_dim`: the config class's `head_dim` default, when it is not `hidden_size /
 //!   num_attention_heads` (Gemma 1 to 3: 256, Qwen3: 128);
 //! - `rope_theta`: the config class's `default_theta`, the `rope_theta` of a config that gives
-//!   none (transformers' 10000 unless the class says otherwise: Mixtral 1e6, SmolLM3 2e6);
+//!   none (transformers' 10000 unless the class says otherwise: Mixtral 1e6, SmolLM3 2e6), or
+//!   none where the class fills in none and its code fails without one (Laguna, Mellum): such
+//!   a config is refused, naming the field;
 //!   `sliding_rope_theta` the sliding layers' own, where it differs (Gemma 3: 1e6 and 1e4);
 //! - `pair_layout`: the default of `rope_interleave`, [`PairLayout::Interleaved`] where the
 //!   config class defaults it to true (DeepSeek-V3) or the model always turns adjacent pairs
@@ -35,7 +37,8 @@
 //! - `rope_type_names`: the rope types it spells its own way, and the type each reads as: Phi-3's
 //!   `yarn` is LongRoPE, Sarvam's `deepseek_yarn` is YaRN;
 //! - `aliases`: the fields its config.json gives under names of its own, as its config class's
-//!   `attribute_map` reads them: `("head_dim", "kv_channels")` (JetMoe);
+//!   `attribute_map` reads them: `("head_dim", "kv_channels")` (JetMoe), or in a nested object:
+//!   `("rope_theta", "attn_config.rope_theta")` (DBRX);
 //! - `mlp_blocks`: its saved `layer_types` list an `"mlp"` block after each layer's type (Dory);
 //! - `mscales`: LongRoPE's `short_mscale` and `long_mscale` are read, and required
 //!   (Phi-3.5-MoE);
@@ -69,7 +72,7 @@ pub struct HfModelType {
     pub(crate) names: &'static [&'static str],
     pub(crate) prefix: bool,
     pub(crate) head_dim: Option<usize>,
-    pub(crate) rope_theta: f64,
+    pub(crate) rope_theta: Option<f64>,
     pub(crate) sliding_rope_theta: Option<f64>,
     pub(crate) pair_layout: PairLayout,
     pub(crate) nope_interval: Option<usize>,
@@ -112,7 +115,7 @@ const DEFAULT: HfModelType = HfModelType {
     names: &[],
     prefix: false,
     head_dim: None,
-    rope_theta: DEFAULT_ROPE_THETA,
+    rope_theta: Some(DEFAULT_ROPE_THETA),
     sliding_rope_theta: None,
     pair_layout: PairLayout::Halves,
     nope_interval: None,
@@ -141,14 +144,21 @@ const fn row(names: &'static [&'static str]) -> HfModelType {
 impl HfModelType {
     /// Its config class's `default_theta`, for every layer.
     const fn theta(mut self, rope_theta: f64) -> Self {
-        self.rope_theta = rope_theta;
+        self.rope_theta = Some(rope_theta);
+        self
+    }
+
+    /// Its config class fills no `rope_theta` into a rope dict that gives none (and its
+    /// modeling code then fails): a config must give one.
+    const fn no_theta(mut self) -> Self {
+        self.rope_theta = None;
         self
     }
 
     /// Its config class's `default_theta`: `full` for full-attention layers (and every layer
     /// that is not sliding), `sliding` for sliding ones.
     const fn thetas(mut self, full: f64, sliding: f64) -> Self {
-        self.rope_theta = full;
+        self.rope_theta = Some(full);
         self.sliding_rope_theta = Some(sliding);
         self
     }
@@ -272,7 +282,12 @@ const MODEL_TYPES: &[HfModelType] = &[
         .theta(6e6)
         .interleaved()
         .aliases(&[("max_position_embeddings", "model_max_length")]),
-    row(&["beam"]).head(128),
+    // Their config classes fill in no rope_theta (their code then fails without one).
+    row(&["beam", "laguna", "mellum", "zaya"])
+        .head(128)
+        .no_theta(),
+    row(&["cohere2_moe"]).interleaved().no_theta(),
+    row(&["mimo_v2_flash"]).head(192).no_theta(),
     row(&["bitnet"]).theta(500_000.0),
     row(&[
         "blt",
@@ -284,10 +299,20 @@ const MODEL_TYPES: &[HfModelType] = &[
     .interleaved(),
     row(&["blt_patcher"]).interleaved(),
     row(&["cohere"]).theta(500_000.0).interleaved(),
-    row(&["cohere2", "cohere2_moe"]).interleaved(),
+    row(&["cohere2"]).interleaved(),
     row(&["cosmos3_edge_text"]).theta(1e8),
     row(&["csm", "csm_depth_decoder_model"]).theta(500_000.0),
     row(&["cwm"]).theta(1e6),
+    // DBRX: its config names the usual fields its own way, and its original config.json gives
+    // rope_theta in attn_config (500000), where transformers 4 read it.
+    row(&["dbrx"]).aliases(&[
+        ("hidden_size", "d_model"),
+        ("num_attention_heads", "n_heads"),
+        ("num_hidden_layers", "n_layers"),
+        ("max_position_embeddings", "max_seq_len"),
+        ("num_key_value_heads", "attn_config.kv_n_heads"),
+        ("rope_theta", "attn_config.rope_theta"),
+    ]),
     row(&["deepseek_v2", "deepseek_v32"]).interleaved(),
     row(&["dia_encoder"]).head(128),
     row(&["dots3_note_audio_encoder"]).interleaved(),
@@ -313,12 +338,9 @@ const MODEL_TYPES: &[HfModelType] = &[
     row(&["jetmoe"]).aliases(&[("head_dim", "kv_channels")]),
     row(&["jina_embeddings_v3"]).theta(20_000.0),
     row(&["kolibri1"]).head(128),
-    row(&["laguna"]).head(128),
     row(&["lara_mini"]).head(128),
     row(&["lfm2", "lfm2_moe", "lfm3"]).theta(1e6),
     row(&["longcat_flash"]).theta(1e7).interleaved(),
-    row(&["mellum"]).head(128),
-    row(&["mimo_v2_flash"]).head(192),
     row(&["minimax"]).theta(1e6),
     row(&["minimax_m2", "minimax_m3_vl_text"])
         .theta(5e6)
@@ -354,7 +376,7 @@ const MODEL_TYPES: &[HfModelType] = &[
     row(&["qwen3", "qwen3_omni_moe_talker_code_predictor"]).head(128),
     row(&["qwen3_5_moe_text", "qwen3_next", "qwen4_exp_text"]).head(256),
     row(&["sarvam_moe"]).theta(8e6),
-    row(&["seed_oss", "step3p5", "zaya"]).head(128),
+    row(&["seed_oss", "step3p5"]).head(128),
     row(&["solar_open"]).theta(1e6).head(128),
     row(&["t5_gemma_module", "vaultgemma"]).head(256),
     row(&["t5gemma2_decoder", "t5gemma2_text"])
@@ -391,20 +413,22 @@ impl HfModelType {
     }
 
     /// The `rope_theta` of the layers of `layer_type` (every layer when `None`) in a config that
-    /// gives none: the config class's `default_theta`, the sliding layers' own where it has one.
+    /// gives none: the config class's `default_theta`, the sliding layers' own where it has one;
+    /// `None` where the class has none (such a config is refused, as transformers fails on it).
     ///
     /// ```
     /// use candle_pe_formats::HfModelType;
     ///
-    /// assert_eq!(HfModelType::of("mixtral").rope_theta_default(None), 1e6);
+    /// assert_eq!(HfModelType::of("mixtral").rope_theta_default(None), Some(1e6));
     /// let gemma3 = HfModelType::of("gemma3_text");
-    /// assert_eq!(gemma3.rope_theta_default(Some("full_attention")), 1e6);
-    /// assert_eq!(gemma3.rope_theta_default(Some("sliding_attention")), 1e4);
-    /// assert_eq!(HfModelType::of("llama").rope_theta_default(None), 10000.0);
+    /// assert_eq!(gemma3.rope_theta_default(Some("full_attention")), Some(1e6));
+    /// assert_eq!(gemma3.rope_theta_default(Some("sliding_attention")), Some(1e4));
+    /// assert_eq!(HfModelType::of("llama").rope_theta_default(None), Some(10000.0));
+    /// assert_eq!(HfModelType::of("laguna").rope_theta_default(None), None);
     /// ```
-    pub fn rope_theta_default(&self, layer_type: Option<&str>) -> f64 {
+    pub fn rope_theta_default(&self, layer_type: Option<&str>) -> Option<f64> {
         match (layer_type, self.sliding_rope_theta) {
-            (Some("sliding_attention"), Some(theta)) => theta,
+            (Some("sliding_attention"), Some(theta)) => Some(theta),
             _ => self.rope_theta,
         }
     }
@@ -518,7 +542,7 @@ mod tests {
                         "{name}: pair_layout"
                     );
                     assert!(keep(|r| r.attn_temperature), "{name}: attn_temperature");
-                    if p.rope_theta != DEFAULT_ROPE_THETA || p.sliding_rope_theta.is_some() {
+                    if p.rope_theta != Some(DEFAULT_ROPE_THETA) || p.sliding_rope_theta.is_some() {
                         let thetas = |r: &HfModelType| (r.rope_theta, r.sliding_rope_theta);
                         assert_eq!(thetas(row), thetas(p), "{name}: rope_theta");
                     }
