@@ -24,10 +24,6 @@ const NOT_READ: &[(&str, &str)] = &[
         "deepseek_v4",
         "DeepSeek-V4 keys rope_parameters by use (main, compress), not by layer type",
     ),
-    (
-        "embedding_gemma2_text",
-        "its full layers' head width without head_dim (512) is its class's own rule",
-    ),
     ("cohere_compass_vision", VISION),
     ("dots3_note_vision_encoder", VISION),
     ("edgetam_video", VISION),

@@ -282,7 +282,8 @@ const MODEL_TYPES: &[HfModelType] = &[
         .theta(6e6)
         .interleaved()
         .aliases(&[("max_position_embeddings", "model_max_length")]),
-    // Their config classes fill in no rope_theta (their code then fails without one).
+    // Their config classes fill in no rope_theta (their code then fails without one), as
+    // EmbeddingGemma 2's below.
     row(&["beam", "laguna", "mellum", "zaya"])
         .head(128)
         .no_theta(),
@@ -317,6 +318,8 @@ const MODEL_TYPES: &[HfModelType] = &[
     row(&["dia_encoder"]).head(128),
     row(&["dots3_note_audio_encoder"]).interleaved(),
     row(&["dots3_note_text"]).theta(8e7).head(256).interleaved(),
+    // EmbeddingGemma 2: its full layers' 512 is in the per_layer_config its class saves.
+    row(&["embedding_gemma2_text"]).head(256).no_theta(),
     row(&["emu3_text_model"]).theta(1e6),
     row(&["eomt_dinov3"]).theta(100.0),
     row(&["ernie4_5"]).theta(500_000.0).head(128).interleaved(),
