@@ -158,7 +158,7 @@ fn config_sources(json: &Value, text: &HfTextConfig, configs: &RopeConfigs) -> V
         .find_map(|k| root.get(k).filter(|v| v.is_object()).map(|v| (k, v)));
     let layers = match (configs.is_per_layer_type(), dict) {
         (true, Some((d, v))) if is_per_layer_type_dict(v, configs) => {
-            per_layer_type_dicts(d, v, &prefix)
+            per_layer_type_dicts(d, v, &prefix, text.model_type().rope_uses())
         }
         (true, _) => gemma3_legacy_dicts(dict, &prefix),
         (false, _) => vec![LayerDict {
@@ -199,17 +199,34 @@ fn is_per_layer_type_dict(v: &Value, configs: &RopeConfigs) -> bool {
     })
 }
 
-/// transformers 5's form: one rope dict per layer type, under the dict `d`.
-fn per_layer_type_dicts<'a>(d: &str, v: &'a Value, prefix: &str) -> Vec<LayerDict<'a>> {
-    v.as_object()
+/// transformers 5's form: one rope dict per layer type, under the dict `d`; or, where the
+/// model type keys them by use (`uses`: DeepSeek-V4's `main` and `compress`), per layer type
+/// the dict of its key.
+fn per_layer_type_dicts<'a>(
+    d: &str,
+    v: &'a Value,
+    prefix: &str,
+    uses: &[(&str, &str)],
+) -> Vec<LayerDict<'a>> {
+    let keyed: Vec<(String, &str)> = match uses {
+        [] => v
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(t, _)| (t.clone(), t.as_str()))
+            .collect(),
+        uses => uses.iter().map(|&(t, key)| (t.to_string(), key)).collect(),
+    };
+    keyed
         .into_iter()
-        .flatten()
-        .filter(|(_, x)| x.is_object())
-        .map(|(t, x)| LayerDict {
-            layer_type: Some(t.clone()),
-            dict: Some((format!("{prefix}{d}.{t}"), x)),
-            theta: "rope_theta",
-            rope_type_default: UNSCALED,
+        .filter_map(|(t, key)| {
+            let x = v.get(key).filter(|x| x.is_object())?;
+            Some(LayerDict {
+                layer_type: Some(t),
+                dict: Some((format!("{prefix}{d}.{key}"), x)),
+                theta: "rope_theta",
+                rope_type_default: UNSCALED,
+            })
         })
         .collect()
 }

@@ -508,7 +508,8 @@ fn inspect_names_the_sources_of_nested_rope_parameters() {
 /// A config.json's pair layout and its source: its `rope_interleave`, else its model type's
 /// (Cohere's code turns adjacent pairs), else transformers' rotate_half. Every config.json was
 /// said to be halves; and a model type's default `rope_theta` (Cohere: 500000) is named as such,
-/// and a model type's own field names (DBRX's) as its config.json spells them.
+/// and a model type's own field names (DBRX's) as its config.json spells them, and ropes keyed
+/// by use (DeepSeek-V4's) per layer type.
 #[test]
 fn inspect_gives_a_config_json_its_own_pair_layout_and_default_theta() {
     let dir = tempfile::tempdir().unwrap();
@@ -551,6 +552,29 @@ fn inspect_gives_a_config_json_its_own_pair_layout_and_default_theta() {
     ] {
         assert_eq!(
             source_of(&sections, "every layer", value),
+            source,
+            "{report}"
+        );
+    }
+
+    // DeepSeek-V4's ropes are keyed by use: each layer type's values are named from the dict
+    // its layers turn by (they were named under "main" and "compress", which no layer is).
+    let (_, report, sections) = layout(serde_json::json!({"model_type": "deepseek_v4",
+        "head_dim": 512, "hidden_size": 4096, "num_attention_heads": 64,
+        "qk_rope_head_dim": 64, "rope_theta": 10000.0,
+        "layer_types": ["sliding_attention", "heavily_compressed_attention"],
+        "rope_parameters": {"main": {"rope_type": "default"},
+            "compress": {"rope_type": "default", "rope_theta": 160000.0}}}));
+    assert_each_value_once(&report, &sections);
+    for (section, source) in [
+        ("sliding_attention", "rope_theta"),
+        (
+            "heavily_compressed_attention",
+            "rope_parameters.compress.rope_theta",
+        ),
+    ] {
+        assert_eq!(
+            source_of(&sections, section, "rope_theta"),
             source,
             "{report}"
         );

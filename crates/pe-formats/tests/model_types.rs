@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use candle_pe_core::{RopeConfig, RopeConfigs};
-use candle_pe_formats::FromHfConfig;
+use candle_pe_formats::{FromHfConfig, HfModelType};
 use serde_json::Value;
 
 /// The model types whose config.json this reader does not read as transformers does, and why.
@@ -19,10 +19,6 @@ const NOT_READ: &[(&str, &str)] = &[
     (
         "blt",
         "BLT's outer config: its transformers' fields are in its sub-configs, each read",
-    ),
-    (
-        "deepseek_v4",
-        "DeepSeek-V4 keys rope_parameters by use (main, compress), not by layer type",
     ),
     ("cohere_compass_vision", VISION),
     ("dots3_note_vision_encoder", VISION),
@@ -105,10 +101,16 @@ fn ours_for<'c>(
     }
 }
 
-/// Where our ropes differ from transformers' `read` (its `ropes` per layer type, its
-/// `rope_interleave` and its `layer_types`), for a model whose modeling code turns pairs as
-/// `rotation` says (`rope_interleave`: as the config's says).
-fn differences(configs: &RopeConfigs, read: &Value, rotation: Option<&str>) -> Vec<String> {
+/// Where our ropes differ from transformers' `read` (its `ropes` per layer type, or per use
+/// for a model whose row has `rope_uses`, its `rope_interleave` and its `layer_types`), for a
+/// model whose modeling code turns pairs as `rotation` says (`rope_interleave`: as the
+/// config's says).
+fn differences(
+    configs: &RopeConfigs,
+    read: &Value,
+    rotation: Option<&str>,
+    uses: &[(&str, &str)],
+) -> Vec<String> {
     let mut found = Vec::new();
     if let Some(types) = read.get("layer_types") {
         let ours = configs.layer_types().map(|t| t.to_vec());
@@ -121,59 +123,72 @@ fn differences(configs: &RopeConfigs, read: &Value, rotation: Option<&str>) -> V
         Some("halves") => Some(false),
         _ => read.get("rope_interleave").and_then(Value::as_bool),
     };
-    for (layer_type, theirs) in read["ropes"].as_object().unwrap() {
-        let at = |what: String| format!("[{layer_type}] {what}");
-        let ours = match ours_for(configs, layer_type) {
-            Ok(ours) => ours,
-            Err(e) => {
-                found.push(at(e));
+    for (key, theirs) in read["ropes"].as_object().unwrap() {
+        let layer_types: Vec<&str> = match uses {
+            [] => vec![key.as_str()],
+            uses => uses
+                .iter()
+                .filter(|(_, k)| k == key)
+                .map(|(t, _)| *t)
+                .collect(),
+        };
+        if layer_types.is_empty() {
+            found.push(format!("[{key}] no layer type of the row turns by it"));
+        }
+        for layer_type in layer_types {
+            let at = |what: String| format!("[{layer_type}] {what}");
+            let ours = match ours_for(configs, layer_type) {
+                Ok(ours) => ours,
+                Err(e) => {
+                    found.push(at(e));
+                    continue;
+                }
+            };
+            let Some(ours) = ours else {
+                if !theirs.is_null() {
+                    found.push(at("ours has no rotary, theirs has".into()));
+                }
+                continue;
+            };
+            if theirs.is_null() {
+                found.push(at("ours has a rotary, theirs none".into()));
                 continue;
             }
-        };
-        let Some(ours) = ours else {
-            if !theirs.is_null() {
-                found.push(at("ours has no rotary, theirs has".into()));
-            }
-            continue;
-        };
-        if theirs.is_null() {
-            found.push(at("ours has a rotary, theirs none".into()));
-            continue;
-        }
-        if let Some(interleaved) = interleaved {
-            if ours.pair_layout.is_interleaved() != interleaved {
-                found.push(at(format!(
+            if let Some(interleaved) = interleaved {
+                if ours.pair_layout.is_interleaved() != interleaved {
+                    found.push(at(format!(
                     "pair layout {:?}, theirs interleaved: {interleaved} (rotation {rotation:?})",
                     ours.pair_layout
                 )));
+                }
             }
-        }
-        let name = theirs["rope_type"].as_str().unwrap_or("default");
-        if ours.rope_type.name() != name {
-            found.push(at(format!("rope_type {} vs {name}", ours.rope_type.name())));
-        }
-        let theta = theirs["rope_theta"].as_f64();
-        if theta != Some(ours.rope_theta) {
-            found.push(at(format!("rope_theta {} vs {theta:?}", ours.rope_theta)));
-        }
-        if name == "proportional" {
-            // Gemma 4's frequencies span the whole head; its factor says how many are not zero.
-            let head = theirs["head_dim"].as_u64();
-            let partial = theirs["partial_rotary_factor"].as_f64().unwrap_or(1.0);
-            if Some(ours.head_dim as u64) != head || ours.partial_rotary_factor != partial {
-                found.push(at(format!(
-                    "head_dim {} x {} vs {head:?} x {partial}",
-                    ours.head_dim, ours.partial_rotary_factor
-                )));
+            let name = theirs["rope_type"].as_str().unwrap_or("default");
+            if ours.rope_type.name() != name {
+                found.push(at(format!("rope_type {} vs {name}", ours.rope_type.name())));
             }
-        } else if let Some(rotary) = theirs["rotary_dim"].as_u64() {
-            if ours.rotary_dim() as u64 != rotary {
-                found.push(at(format!(
-                    "rotary_dim {} (head_dim {} x {}) vs {rotary}",
-                    ours.rotary_dim(),
-                    ours.head_dim,
-                    ours.partial_rotary_factor
-                )));
+            let theta = theirs["rope_theta"].as_f64();
+            if theta != Some(ours.rope_theta) {
+                found.push(at(format!("rope_theta {} vs {theta:?}", ours.rope_theta)));
+            }
+            if name == "proportional" {
+                // Gemma 4's frequencies span the whole head; its factor says how many are not zero.
+                let head = theirs["head_dim"].as_u64();
+                let partial = theirs["partial_rotary_factor"].as_f64().unwrap_or(1.0);
+                if Some(ours.head_dim as u64) != head || ours.partial_rotary_factor != partial {
+                    found.push(at(format!(
+                        "head_dim {} x {} vs {head:?} x {partial}",
+                        ours.head_dim, ours.partial_rotary_factor
+                    )));
+                }
+            } else if let Some(rotary) = theirs["rotary_dim"].as_u64() {
+                if ours.rotary_dim() as u64 != rotary {
+                    found.push(at(format!(
+                        "rotary_dim {} (head_dim {} x {}) vs {rotary}",
+                        ours.rotary_dim(),
+                        ours.head_dim,
+                        ours.partial_rotary_factor
+                    )));
+                }
             }
         }
     }
@@ -190,6 +205,7 @@ fn every_model_type_reads_as_transformers_reads_it() {
     for (name, entry) in fixture["model_types"].as_object().unwrap() {
         let mut found = Vec::new();
         let saved = &entry["config"];
+        let uses = HfModelType::of(name).rope_uses();
         for (case, config, read) in [
             ("as saved", saved.clone(), &entry["rope"]),
             (
@@ -210,7 +226,7 @@ fn every_model_type_reads_as_transformers_reads_it() {
                 .any(|rope| rope.is_object() && rope["rope_theta"].is_null());
             match (RopeConfigs::from_hf_config(&config), no_theta) {
                 (Ok(ours), false) => found.extend(
-                    differences(&ours, read, entry["rotation"].as_str())
+                    differences(&ours, read, entry["rotation"].as_str(), uses)
                         .into_iter()
                         .map(|d| format!("{name} ({case}) {d}")),
                 ),
@@ -346,6 +362,57 @@ fn rows_read_their_models_own_spellings() {
         err.contains("rope_parameters.rope_theta") && err.contains("attn_config.rope_theta"),
         "{err}"
     );
+
+    // DeepSeek-V4's ropes are keyed by use: its sliding layers turn by "main", its compressed
+    // ones by "compress" (modeling_deepseek_v4.py: `"main" if self.layer_type ==
+    // "sliding_attention" else "compress"`; the fixture records the ropes by key, not which
+    // layers take each). The top-level rope_theta is main's, and fills a dict without one.
+    let v4 = |compress: Value| {
+        serde_json::json!({"model_type": "deepseek_v4", "head_dim": 512, "hidden_size": 4096,
+            "num_attention_heads": 64, "qk_rope_head_dim": 64, "rope_theta": 10000.0,
+            "layer_types": ["sliding_attention", "compressed_sparse_attention",
+                            "heavily_compressed_attention"],
+            "rope_parameters": {"main": {"rope_type": "default", "partial_rotary_factor": 0.125},
+                                "compress": compress}})
+    };
+    let configs = read(v4(
+        serde_json::json!({"rope_type": "yarn", "rope_theta": 160000.0,
+        "partial_rotary_factor": 0.125, "factor": 16.0, "original_max_position_embeddings": 65536,
+        "attention_factor": 1.0}),
+    ))
+    .unwrap();
+    let thetas: Vec<f64> = (0..3)
+        .map(|i| configs.for_layer(i).unwrap().unwrap().rope_theta)
+        .collect();
+    assert_eq!(thetas, [1e4, 1.6e5, 1.6e5]);
+    let sliding = configs.for_layer(0).unwrap().unwrap();
+    assert_eq!(
+        (sliding.rope_type.name(), sliding.rotary_dim()),
+        ("default", 64)
+    );
+    assert!(sliding.pair_layout.is_interleaved());
+    assert_eq!(
+        configs.for_layer(2).unwrap().unwrap().rope_type.name(),
+        "yarn"
+    );
+    let filled = read(v4(serde_json::json!({"rope_type": "default"}))).unwrap();
+    assert_eq!(filled.for_layer(1).unwrap().unwrap().rope_theta, 1e4);
+    // A legacy flat rope dict would turn every layer alike: refused, naming the field.
+    let mut flat = v4(Value::Null);
+    flat["rope_parameters"] = serde_json::json!({"rope_type": "yarn", "factor": 16.0,
+        "original_max_position_embeddings": 65536});
+    let err = read(flat).unwrap_err().to_string();
+    assert!(
+        err.contains("rope_parameters") && err.contains("main, compress"),
+        "{err}"
+    );
+    let mut without = v4(Value::Null);
+    without["rope_parameters"]
+        .as_object_mut()
+        .unwrap()
+        .remove("compress");
+    let err = read(without).unwrap_err().to_string();
+    assert!(err.contains("rope_parameters.compress"), "{err}");
 
     // Mistral 4's partial_rotary_factor is the share of its whole head (128) that turns: its
     // qk_rope_head_dim (64), which then turns whole. A factor that does not come to it is refused.

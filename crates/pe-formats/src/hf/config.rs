@@ -428,6 +428,19 @@ fn read_layers(
         let layers = reader.per_layer_type(params, layer_types.as_deref(), unknown)?;
         return Ok((layers, layer_types));
     }
+    if !model_type.rope_uses.is_empty() {
+        let mut keys: Vec<&str> = model_type.rope_uses.iter().map(|(_, key)| *key).collect();
+        keys.dedup();
+        return Err(root.invalid(
+            "rope_parameters",
+            format!(
+                "this model type's rope_parameters are keyed by use ({}), as transformers 5 \
+                 saves them; a config without them is not read (its legacy rope_scaling \
+                 would turn every layer alike)",
+                keys.join(", ")
+            ),
+        ));
+    }
     if model_type.sliding.is_some_and(|s| s.keyed_only) {
         return Err(root.invalid(
             "rope_parameters",
@@ -540,6 +553,9 @@ impl Reader<'_, '_> {
         layer_types: Option<&[String]>,
         unknown: &mut Vec<String>,
     ) -> Result<RopeConfigs> {
+        if !self.model_type.rope_uses.is_empty() {
+            return self.per_use(params, layer_types, unknown);
+        }
         let mut configs = BTreeMap::new();
         for layer_type in params.keys() {
             let config = match params.object(layer_type)? {
@@ -554,6 +570,42 @@ impl Reader<'_, '_> {
             };
             configs.insert(layer_type.to_string(), config);
         }
+        Ok(RopeConfigs::per_layer_type(configs)?.with_field(params.path()))
+    }
+
+    /// A model whose rope dicts in `params` are keyed by use (DeepSeek-V4's `main` and
+    /// `compress`): each layer type of its row's `rope_uses` takes the dict of its key (`null`:
+    /// no rotary). A key that no layer type uses is reported unknown.
+    fn per_use(
+        &self,
+        params: &ConfigFields,
+        layer_types: Option<&[String]>,
+        unknown: &mut Vec<String>,
+    ) -> Result<RopeConfigs> {
+        let uses = self.model_type.rope_uses;
+        let mut configs = BTreeMap::new();
+        for &(layer_type, key) in uses {
+            if !params.keys().any(|k| k == key) {
+                return Err(params.missing(key));
+            }
+            let config = match params.object(key)? {
+                None => None,
+                Some(dict) => Some(self.one(
+                    Some(&dict),
+                    layer_types,
+                    Some(layer_type),
+                    ROPE_THETA,
+                    unknown,
+                )?),
+            };
+            configs.insert(layer_type.to_string(), config);
+        }
+        unknown.extend(
+            params
+                .keys()
+                .filter(|k| !uses.iter().any(|(_, key)| key == k))
+                .map(|k| params.path_of(k)),
+        );
         Ok(RopeConfigs::per_layer_type(configs)?.with_field(params.path()))
     }
 
@@ -640,7 +692,16 @@ impl Head<'_, '_> {
         let mrope_section = self.either("mrope_section", "mrope_section")?;
         let interleaved: Option<bool> = self.either("mrope_interleaved", "mrope_interleaved")?;
         let query_scale = self.query_scale()?;
-        let rope_theta = match self.either("rope_theta", theta)? {
+        // Ropes keyed by use: the top-level rope_theta is the main rope's, and fills the
+        // dicts that give none (transformers' setdefault), so it does not disagree with them.
+        let given = match self.dict {
+            Some(dict) if !model_type.rope_uses.is_empty() => match dict.get("rope_theta")? {
+                Some(rope_theta) => Some(rope_theta),
+                None => root.get(theta)?,
+            },
+            _ => self.either("rope_theta", theta)?,
+        };
+        let rope_theta = match given {
             Some(rope_theta) => rope_theta,
             None => model_type.rope_theta_default(layer_type).ok_or_else(|| {
                 self.dict

@@ -39,6 +39,9 @@
 //! - `aliases`: the fields its config.json gives under names of its own, as its config class's
 //!   `attribute_map` reads them: `("head_dim", "kv_channels")` (JetMoe), or in a nested object:
 //!   `("rope_theta", "attn_config.rope_theta")` (DBRX);
+//! - `rope_uses`: its `rope_parameters` are keyed by use, not by layer type, and each layer type
+//!   turns by the dict of one key, `("sliding_attention", "main")` (DeepSeek-V4); the top-level
+//!   `rope_theta` then only fills a dict that gives none, as transformers fills it;
 //! - `mlp_blocks`: its saved `layer_types` list an `"mlp"` block after each layer's type (Dory);
 //! - `mscales`: LongRoPE's `short_mscale` and `long_mscale` are read, and required
 //!   (Phi-3.5-MoE);
@@ -81,6 +84,7 @@ pub struct HfModelType {
     pub(crate) mrope_slots: MropeSlots,
     pub(crate) rope_type_names: &'static [(&'static str, &'static str)],
     pub(crate) aliases: &'static [(&'static str, &'static str)],
+    pub(crate) rope_uses: &'static [(&'static str, &'static str)],
     pub(crate) mscales: bool,
     pub(crate) mlp_blocks: bool,
     pub(crate) qwen_vl: Option<QwenVlVersion>,
@@ -124,6 +128,7 @@ const DEFAULT: HfModelType = HfModelType {
     mrope_slots: MropeSlots::Sections,
     rope_type_names: &[],
     aliases: &[],
+    rope_uses: &[],
     mscales: false,
     mlp_blocks: false,
     qwen_vl: None,
@@ -178,6 +183,13 @@ impl HfModelType {
     /// The fields its config gives under names of its own.
     const fn aliases(mut self, aliases: &'static [(&'static str, &'static str)]) -> Self {
         self.aliases = aliases;
+        self
+    }
+
+    /// Its rope dicts are keyed by use: each `(layer type, key)`'s layers turn by the dict at
+    /// `key`.
+    const fn keyed_by_use(mut self, uses: &'static [(&'static str, &'static str)]) -> Self {
+        self.rope_uses = uses;
         self
     }
 }
@@ -315,6 +327,16 @@ const MODEL_TYPES: &[HfModelType] = &[
         ("rope_theta", "attn_config.rope_theta"),
     ]),
     row(&["deepseek_v2", "deepseek_v32"]).interleaved(),
+    // DeepSeek-V4: sliding layers turn by the "main" rope, the compressed ones (and their
+    // compressors) by the "compress" rope.
+    row(&["deepseek_v4"])
+        .head(512)
+        .interleaved()
+        .keyed_by_use(&[
+            ("sliding_attention", "main"),
+            ("compressed_sparse_attention", "compress"),
+            ("heavily_compressed_attention", "compress"),
+        ]),
     row(&["dia_encoder"]).head(128),
     row(&["dots3_note_audio_encoder"]).interleaved(),
     row(&["dots3_note_text"]).theta(8e7).head(256).interleaved(),
@@ -434,6 +456,21 @@ impl HfModelType {
             (Some("sliding_attention"), Some(theta)) => Some(theta),
             _ => self.rope_theta,
         }
+    }
+
+    /// Where its `rope_parameters` are keyed by use (DeepSeek-V4's `main` and `compress`), each
+    /// layer type and the key of the dict its layers turn by; empty for most models, whose
+    /// dicts are keyed by layer type.
+    ///
+    /// ```
+    /// use candle_pe_formats::HfModelType;
+    ///
+    /// let uses = HfModelType::of("deepseek_v4").rope_uses();
+    /// assert!(uses.contains(&("sliding_attention", "main")));
+    /// assert!(HfModelType::of("gemma3_text").rope_uses().is_empty());
+    /// ```
+    pub fn rope_uses(&self) -> &'static [(&'static str, &'static str)] {
+        self.rope_uses
     }
 
     /// The rope type a config's `rope_type` (or `type`) `name` reads as: the model type's own
