@@ -206,6 +206,17 @@ fn every_model_type_reads_as_transformers_reads_it() {
         let mut found = Vec::new();
         let saved = &entry["config"];
         let uses = HfModelType::of(name).rope_uses();
+        // The dict each layer type turns by, where the dicts are keyed by use, as its modeling
+        // code picks it.
+        let theirs_uses: BTreeMap<&str, &str> = entry["uses"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(t, key)| (t.as_str(), key.as_str().unwrap()))
+            .collect();
+        if theirs_uses != uses.iter().copied().collect() {
+            found.push(format!("{name}: rope uses {uses:?} vs {theirs_uses:?}"));
+        }
         for (case, config, read) in [
             ("as saved", saved.clone(), &entry["rope"]),
             (
@@ -364,9 +375,8 @@ fn rows_read_their_models_own_spellings() {
     );
 
     // DeepSeek-V4's ropes are keyed by use: its sliding layers turn by "main", its compressed
-    // ones by "compress" (modeling_deepseek_v4.py: `"main" if self.layer_type ==
-    // "sliding_attention" else "compress"`; the fixture records the ropes by key, not which
-    // layers take each). The top-level rope_theta is main's, and fills a dict without one.
+    // ones by "compress" (the sweep holds the row to its modeling code's rule; here each
+    // layer takes its own). The top-level rope_theta is main's, and fills a dict without one.
     let v4 = |compress: Value| {
         serde_json::json!({"model_type": "deepseek_v4", "head_dim": 512, "hidden_size": 4096,
             "num_attention_heads": 64, "qk_rope_head_dim": 64, "rope_theta": 10000.0,
