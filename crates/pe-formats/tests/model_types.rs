@@ -407,6 +407,14 @@ fn rows_read_their_models_own_spellings() {
     );
     let filled = read(v4(serde_json::json!({"rope_type": "default"}))).unwrap();
     assert_eq!(filled.for_layer(1).unwrap().unwrap().rope_theta, 1e4);
+    assert!(filled.unknown_keys().is_empty());
+    // A dict no layer type turns by is not dropped silently: it is reported.
+    let mut extra = v4(serde_json::json!({"rope_type": "default"}));
+    extra["rope_parameters"]["indexer"] = serde_json::json!({"rope_type": "default"});
+    assert_eq!(
+        read(extra).unwrap().unknown_keys(),
+        ["rope_parameters.indexer"]
+    );
     // A legacy flat rope dict would turn every layer alike: refused, naming the field.
     let mut flat = v4(Value::Null);
     flat["rope_parameters"] = serde_json::json!({"rope_type": "yarn", "factor": 16.0,

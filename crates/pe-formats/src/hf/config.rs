@@ -546,48 +546,32 @@ impl Reader<'_, '_> {
     }
 
     /// transformers 5's form: one rope dict per layer type in `params` (`null` for a layer
-    /// type without rotary).
+    /// type without rotary); or, where the model type keys them by use (DeepSeek-V4's `main`
+    /// and `compress`), each layer type of its row's `rope_uses` takes the dict of its key, and
+    /// a key that no layer type uses is reported unknown.
     fn per_layer_type(
         &self,
         params: &ConfigFields,
         layer_types: Option<&[String]>,
         unknown: &mut Vec<String>,
     ) -> Result<RopeConfigs> {
-        if !self.model_type.rope_uses.is_empty() {
-            return self.per_use(params, layer_types, unknown);
-        }
-        let mut configs = BTreeMap::new();
-        for layer_type in params.keys() {
-            let config = match params.object(layer_type)? {
-                None => None,
-                Some(dict) => Some(self.one(
-                    Some(&dict),
-                    layer_types,
-                    Some(layer_type),
-                    ROPE_THETA,
-                    unknown,
-                )?),
-            };
-            configs.insert(layer_type.to_string(), config);
-        }
-        Ok(RopeConfigs::per_layer_type(configs)?.with_field(params.path()))
-    }
-
-    /// A model whose rope dicts in `params` are keyed by use (DeepSeek-V4's `main` and
-    /// `compress`): each layer type of its row's `rope_uses` takes the dict of its key (`null`:
-    /// no rotary). A key that no layer type uses is reported unknown.
-    fn per_use(
-        &self,
-        params: &ConfigFields,
-        layer_types: Option<&[String]>,
-        unknown: &mut Vec<String>,
-    ) -> Result<RopeConfigs> {
-        let uses = self.model_type.rope_uses;
-        let mut configs = BTreeMap::new();
-        for &(layer_type, key) in uses {
-            if !params.keys().any(|k| k == key) {
-                return Err(params.missing(key));
+        let uses: Vec<(&str, &str)> = match self.model_type.rope_uses {
+            [] => params.keys().map(|t| (t, t)).collect(),
+            uses => {
+                if let Some((_, key)) = uses.iter().find(|(_, k)| !params.keys().any(|p| p == *k)) {
+                    return Err(params.missing(key));
+                }
+                unknown.extend(
+                    params
+                        .keys()
+                        .filter(|p| !uses.iter().any(|(_, k)| k == p))
+                        .map(|p| params.path_of(p)),
+                );
+                uses.to_vec()
             }
+        };
+        let mut configs = BTreeMap::new();
+        for (layer_type, key) in uses {
             let config = match params.object(key)? {
                 None => None,
                 Some(dict) => Some(self.one(
@@ -600,12 +584,6 @@ impl Reader<'_, '_> {
             };
             configs.insert(layer_type.to_string(), config);
         }
-        unknown.extend(
-            params
-                .keys()
-                .filter(|k| !uses.iter().any(|(_, key)| key == k))
-                .map(|k| params.path_of(k)),
-        );
         Ok(RopeConfigs::per_layer_type(configs)?.with_field(params.path()))
     }
 
