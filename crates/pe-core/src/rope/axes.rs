@@ -233,6 +233,57 @@ impl AxesRope {
         })
     }
 
+    /// The same rope with its tables' columns in `order`: column `j` of the result is column
+    /// `order[j]` of this rope's. `order` must be a permutation of `0..half_dim`. Vision towers
+    /// deal their axes' columns out in orders of their own: Step 3.5 puts the column axis's
+    /// block first (`[F, .., 2F - 1, 0, .., F - 1]` with `F` columns per axis), Kimi-K2.5
+    /// alternates the axes frequency by frequency (`[F, 0, F + 1, 1, ..]`). LTX's padded tables
+    /// ([`ltx`](Self::ltx)) are not reordered.
+    ///
+    /// ```
+    /// use candle_core::{DType, Device, Tensor};
+    /// use candle_pe_core::AxesRope;
+    ///
+    /// let rows_first = AxesRope::new(&[4, 4], 10_000.0)?;
+    /// let columns_first = rows_first.clone().with_column_order(&[2, 3, 0, 1])?;
+    /// let p = Tensor::new(&[[3u32, 5]], &Device::Cpu)?;
+    /// let a = rows_first.at(&p, DType::F32)?.0.to_vec2::<f32>()?.remove(0);
+    /// let b = columns_first.at(&p, DType::F32)?.0.to_vec2::<f32>()?.remove(0);
+    /// assert_eq!(b, [&a[2..], &a[..2]].concat());
+    /// assert!(rows_first.with_column_order(&[0, 1, 2, 2]).is_err());
+    /// # Ok::<(), candle_pe_core::Error>(())
+    /// ```
+    pub fn with_column_order(mut self, order: &[usize]) -> Result<Self> {
+        if self.padding > 0 || self.centred {
+            return Err(invalid(
+                "order",
+                "a rope without padding columns (LTX's tables are not reordered)",
+                self.padding,
+            ));
+        }
+        let half = self.half_dim();
+        let mut seen = vec![false; half];
+        for &j in order {
+            match seen.get_mut(j) {
+                Some(s) if !*s => *s = true,
+                _ => return Err(invalid("order", "a permutation of 0..half_dim", j)),
+            }
+        }
+        if order.len() != half {
+            return Err(invalid(
+                "order",
+                "a permutation of 0..half_dim (one entry per column)",
+                order.len(),
+            ));
+        }
+        let current: Vec<u32> = match &self.columns {
+            Some(columns) => columns.clone(),
+            None => (0..half as u32).collect(),
+        };
+        self.columns = Some(order.iter().map(|&j| current[j]).collect());
+        Ok(self)
+    }
+
     /// The rotated features of each axis.
     pub fn axes_dim(&self) -> &[usize] {
         &self.axes_dim
