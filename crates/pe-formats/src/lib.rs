@@ -50,6 +50,6 @@ pub use error::{Error, Result};
 pub use gguf::{FreqFactors, FromGguf, GgufMeta, GgufRope, ValueSource};
 pub use hf::{
     ConfigFields, FromHfConfig, HfConfig, HfModelType, HfTextConfig, QwenVlConfig, QwenVlPositions,
-    QwenVlVersion,
+    QwenVlVersion, VisionLayout, VisionRopeConfig,
 };
 pub use rope_override::{RopeOverride, RopeScaling};

@@ -11,7 +11,9 @@
 //! - `overrides.rs`: a [`RopeOverride`](crate::RopeOverride) written into a `config.json`, as a
 //!   transformers user would;
 //! - `qwen_vl.rs`: [`QwenVlConfig`](crate::QwenVlConfig) (Qwen-VL's vision fields) and its
-//!   M-RoPE position ids, [`QwenVlPositions`](crate::QwenVlPositions).
+//!   M-RoPE position ids, [`QwenVlPositions`](crate::QwenVlPositions);
+//! - `vision.rs`: [`VisionRopeConfig`](crate::VisionRopeConfig), the 2-D rope of a vision
+//!   tower, one row per tower.
 
 mod config;
 mod config_fields;
@@ -20,9 +22,11 @@ mod overrides;
 mod qwen_vl;
 mod rope_dicts;
 mod sinusoidal;
+mod vision;
 
 pub(crate) use config::pattern_layer_types;
 pub use config::{FromHfConfig, HfConfig};
 pub use config_fields::ConfigFields;
 pub use model_types::{HfModelType, HfTextConfig, QwenVlVersion};
 pub use qwen_vl::{QwenVlConfig, QwenVlPositions};
+pub use vision::{VisionLayout, VisionRopeConfig};

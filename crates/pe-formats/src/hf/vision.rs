@@ -1,0 +1,355 @@
+//! [`VisionRopeConfig`]: the 2-D rotary embedding of a vision tower's attention, read from a
+//! `config.json` (a vision-language model's, whose tower sits at `vision_config` or deeper, or a
+//! tower's own), as transformers 5.24's rotary class of that tower computes it; and
+//! [`VisionLayout`], how a tower deals its head's frequencies to a patch's row and column.
+//!
+//! Each tower is one row of `VISION_TOWERS`: its model types (the tower's own, `qwen2_vl_vision`,
+//! and those of the models that nest it, `qwen2_vl` at `vision_config`), its layout and pair
+//! layout, the field its width is read from, and its class's default `rope_theta`.
+//! `scripts/fixtures/vision_ropes.py` records every tower of transformers with an axial rope
+//! and the tables its class computes, and `tests/vision_ropes.rs` holds the rows to them.
+//!
+//! The head's width is `head_dim`, or the tower's width (`hidden_size`; Qwen2-VL's
+//! `embed_dim`) over its heads (`num_attention_heads` or `num_heads`). The tables are those of
+//! [`AxesRope::at`] at positions `(row, column)`, one per patch, `head_dim / 2` columns, which
+//! turn as `pair_layout` says: [`PairLayout::Halves`] (transformers' `rotate_half`, candle's
+//! `rope`) or [`PairLayout::Interleaved`] (adjacent pairs, candle's `rope_i`).
+//!
+//! ```
+//! use candle_core::{DType, Device};
+//! use candle_pe_core::{patch_positions, PairLayout};
+//! use candle_pe_formats::{FromHfConfig, VisionLayout, VisionRopeConfig};
+//!
+//! // Qwen2-VL's config.json: its vision_config gives no rope_parameters (theta 10000).
+//! let json = serde_json::json!({"model_type": "qwen2_vl", "vision_config": {
+//!     "depth": 32, "embed_dim": 1280, "hidden_size": 3584, "num_heads": 16}});
+//! let vision = VisionRopeConfig::from_hf_config(&json)?;
+//! assert_eq!((vision.head_dim, vision.rope_theta), (80, 10000.0)); // 1280 / 16
+//! assert_eq!((vision.layout, vision.pair_layout), (VisionLayout::RowsFirst, PairLayout::Halves));
+//! let (cos, sin) = vision.rope()?.at(&patch_positions(4, 6, &Device::Cpu)?, DType::F32)?;
+//! assert_eq!(cos.dims(), &[24, 40]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use candle_pe_core::{AxesRope, Error as CoreError, PairLayout, DEFAULT_ROPE_THETA};
+use serde_json::Value;
+
+use crate::{ConfigFields, FromHfConfig, Result};
+
+/// How a vision tower deals its head's frequencies to a patch's row and column (the tables'
+/// columns, `head_dim / 2` of them, in order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VisionLayout {
+    /// Each axis turns `head_dim / 4` frequencies `rope_theta^(-4k / head_dim)` (those of a rope
+    /// of `head_dim / 2` features), the row's columns first, then the column's: Qwen2-VL to
+    /// Qwen3.5, GLM-4V, PaddleOCR-VL and most towers (transformers' `axial` rope).
+    RowsFirst,
+    /// The same frequencies, the column's columns first (Step 3.5, Inkling 2).
+    ColumnsFirst,
+    /// The same frequencies, alternating frequency by frequency, the column's first
+    /// (Kimi-K2.5).
+    Alternating,
+    /// One spectrum of `head_dim / 2` frequencies `rope_theta^(-2i / head_dim)`, the even ones
+    /// the row's, the odd ones the column's (Pixtral; [`AxesRope::split_spectrum`]).
+    SplitSpectrum,
+}
+
+impl VisionLayout {
+    /// The rope of this layout for heads of `head_dim` (a positive multiple of 4) and base
+    /// `rope_theta`, at positions `(row, column)`.
+    pub fn rope(self, head_dim: usize, rope_theta: f64) -> candle_pe_core::Result<AxesRope> {
+        if head_dim == 0 || !head_dim.is_multiple_of(4) {
+            return Err(CoreError::InvalidParameter {
+                name: "head_dim",
+                expected: "a positive multiple of 4 (each of two axes turns pairs)",
+                value: head_dim as f64,
+            });
+        }
+        let per_axis = head_dim / 4;
+        let axes = || AxesRope::new(&[head_dim / 2, head_dim / 2], rope_theta);
+        match self {
+            VisionLayout::RowsFirst => axes(),
+            VisionLayout::ColumnsFirst => {
+                let order: Vec<usize> = (per_axis..2 * per_axis).chain(0..per_axis).collect();
+                axes()?.with_column_order(&order)
+            }
+            VisionLayout::Alternating => {
+                let order: Vec<usize> = (0..per_axis).flat_map(|k| [per_axis + k, k]).collect();
+                axes()?.with_column_order(&order)
+            }
+            VisionLayout::SplitSpectrum => AxesRope::split_spectrum(head_dim, 2, rope_theta),
+        }
+    }
+}
+
+/// The 2-D rotary embedding of a vision tower's attention, as its `config.json` and its
+/// transformers class give it (the module docs say how it is read).
+#[derive(Clone, Debug, PartialEq)]
+pub struct VisionRopeConfig {
+    /// The tower's model type (`qwen2_vl_vision`), its row's first name.
+    pub model_type: String,
+    /// The width of each attention head.
+    pub head_dim: usize,
+    /// The base of the frequencies.
+    pub rope_theta: f64,
+    /// How the frequencies are dealt to the patch's row and column.
+    pub layout: VisionLayout,
+    /// Which features each column of the tables turns.
+    pub pair_layout: PairLayout,
+    /// The keys of the tower's `rope_parameters` that nothing read, as paths (transformers
+    /// warns about them and reads on).
+    pub unknown_keys: Vec<String>,
+}
+
+impl VisionRopeConfig {
+    /// The tower's rope, at positions `(row, column)` ([`VisionLayout::rope`]).
+    pub fn rope(&self) -> candle_pe_core::Result<AxesRope> {
+        self.layout.rope(self.head_dim, self.rope_theta)
+    }
+}
+
+/// A vision tower: one row of `VISION_TOWERS`.
+struct VisionTower {
+    /// Its model types, the tower config's own.
+    names: &'static [&'static str],
+    /// The model types whose config nests it at `vision_config`.
+    nested_in: &'static [&'static str],
+    /// Other model types whose config nests it, each with the path it sits at.
+    nested_at: &'static [(&'static str, &'static str)],
+    layout: VisionLayout,
+    pair_layout: PairLayout,
+    /// The field of the tower's width, which its heads share.
+    width: &'static str,
+    /// Its config class's default `rope_theta`.
+    rope_theta: f64,
+}
+
+/// A tower (its names) nested at `vision_config` by the models `nested_in`, laid out as most
+/// are, but for what the builders below change.
+const fn tower(names: &'static [&'static str], nested_in: &'static [&'static str]) -> VisionTower {
+    VisionTower {
+        names,
+        nested_in,
+        nested_at: &[],
+        layout: VisionLayout::RowsFirst,
+        pair_layout: PairLayout::Halves,
+        width: "hidden_size",
+        rope_theta: DEFAULT_ROPE_THETA,
+    }
+}
+
+impl VisionTower {
+    const fn layout(mut self, layout: VisionLayout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// Its columns turn adjacent pairs (its tables repeat each value twice in a row).
+    const fn adjacent(mut self) -> Self {
+        self.pair_layout = PairLayout::Interleaved;
+        self
+    }
+
+    const fn width(mut self, field: &'static str) -> Self {
+        self.width = field;
+        self
+    }
+
+    const fn theta(mut self, rope_theta: f64) -> Self {
+        self.rope_theta = rope_theta;
+        self
+    }
+
+    const fn nested_at(mut self, nested_at: &'static [(&'static str, &'static str)]) -> Self {
+        self.nested_at = nested_at;
+        self
+    }
+}
+
+/// Every vision tower this reader reads, each as transformers 5.24's rotary class computes it
+/// (held by `crates/pe-formats/tests/vision_ropes.rs`).
+const VISION_TOWERS: &[VisionTower] = &[
+    tower(&["cohere_compass_vision"], &["cohere_compass"]),
+    tower(&["dots3_note_vision_encoder"], &["dots3_note"]),
+    tower(&["ernie4_5_vl_moe_vision"], &["ernie4_5_vl_moe"]),
+    tower(&["exaone4_5_vision"], &["exaone4_5"]),
+    tower(&["glm4v_moe_vision"], &["glm4v_moe"]),
+    tower(&["glm4v_vision"], &["glm46v", "glm4v", "glmga"]),
+    tower(&["glm5_next_vision"], &["glm5_next"]),
+    tower(&["glm_ocr_vision"], &["glm_ocr"]),
+    tower(&["inkling2_vision"], &["inkling2", "inkling2_loop"])
+        .layout(VisionLayout::ColumnsFirst)
+        .adjacent(),
+    tower(&["kimi_k25_vision"], &["kimi_k25"]).layout(VisionLayout::Alternating),
+    tower(&["lfm3_vl_vision"], &["lfm3_vl"]).theta(1e6),
+    tower(&["mlcd_vision_model"], &[]),
+    tower(&["muse_glimmer_vision"], &["muse_glimmer"]),
+    tower(&["muse_spark_vision"], &["muse_spark"]),
+    tower(&["paddleocr_vl_vision"], &["paddleocr_vl"]),
+    tower(&["pixtral"], &["lighton_ocr", "mistral3", "mistral_large4"])
+        .layout(VisionLayout::SplitSpectrum),
+    tower(&["qwen2_5_omni_vision_encoder"], &["qwen2_5_omni_thinker"])
+        .nested_at(&[("qwen2_5_omni", "thinker_config.vision_config")]),
+    tower(
+        &["qwen2_5_vl_vision"],
+        &["hyperclovax_vision_v2", "qwen2_5_vl"],
+    ),
+    tower(&["qwen2_vl_vision"], &["qwen2_vl"])
+        .width("embed_dim")
+        .nested_at(&[("colqwen2", "vlm_config.vision_config")]),
+    tower(&["qwen3_5_moe_vision"], &["qwen3_5_moe"]),
+    tower(&["qwen3_5_vision"], &["qwen3_5"]),
+    tower(
+        &["qwen3_omni_moe_vision_encoder"],
+        &["qwen3_omni_moe_thinker"],
+    )
+    .nested_at(&[("qwen3_omni_moe", "thinker_config.vision_config")]),
+    tower(&["qwen3_vl_moe_vision"], &["qwen3_vl_moe"]),
+    tower(&["qwen3_vl_vision"], &["cosmos3_omni", "qwen3_vl"]),
+    tower(&["qwen4_exp_vision"], &["qwen4_exp"]),
+    // SAM 3's ViT: adjacent pairs; nested in its detector and trackers' backbones.
+    tower(&["sam3_vit_model"], &[]).adjacent().nested_at(&[
+        ("sam3", "vision_config.backbone_config"),
+        ("sam3_lite_text", "vision_config.backbone_config"),
+        ("sam3_tracker", "vision_config.backbone_config"),
+        ("sam3_tracker_video", "vision_config.backbone_config"),
+        (
+            "sam3_video",
+            "detector_config.vision_config.backbone_config",
+        ),
+        ("sam3_vision_model", "backbone_config"),
+    ]),
+    tower(&["step3p5_vision"], &["step3p7"]).layout(VisionLayout::ColumnsFirst),
+    tower(&["video_llama_3_vision"], &["video_llama_3"]),
+];
+
+/// The keys a tower's `rope_parameters` may give.
+const ROPE_KEYS: [&str; 3] = ["rope_type", "type", "rope_theta"];
+
+impl VisionTower {
+    /// The row of the tower whose own model type is `model_type`.
+    fn named(model_type: &str) -> Option<&'static VisionTower> {
+        VISION_TOWERS.iter().find(|t| t.names.contains(&model_type))
+    }
+
+    /// The row of the tower the model `model_type` nests, and the path it sits at.
+    fn nested_by(model_type: &str) -> Option<(&'static VisionTower, &'static str)> {
+        VISION_TOWERS.iter().find_map(|t| {
+            let at = t
+                .nested_in
+                .contains(&model_type)
+                .then_some("vision_config")
+                .or_else(|| {
+                    t.nested_at
+                        .iter()
+                        .find(|(m, _)| *m == model_type)
+                        .map(|(_, path)| *path)
+                });
+            at.map(|path| (t, path))
+        })
+    }
+
+    /// The tower's rope from its config's fields.
+    fn read(&self, fields: &ConfigFields) -> Result<VisionRopeConfig> {
+        let (head_dim, source) = match fields.get::<usize>("head_dim")? {
+            Some(head_dim) => (head_dim, "head_dim"),
+            None => {
+                let width: usize = fields.require(self.width)?;
+                let heads_field = ["num_attention_heads", "num_heads"]
+                    .into_iter()
+                    .find(|f| fields.has(f))
+                    .unwrap_or("num_attention_heads");
+                let heads: usize = fields.require(heads_field)?;
+                if heads == 0 || !width.is_multiple_of(heads) {
+                    return Err(fields.invalid(
+                        heads_field,
+                        format!(
+                            "{heads} heads do not share {} = {width} evenly",
+                            fields.path_of(self.width)
+                        ),
+                    ));
+                }
+                (width / heads, self.width)
+            }
+        };
+        if head_dim == 0 || !head_dim.is_multiple_of(4) {
+            return Err(fields.invalid(
+                source,
+                format!("a head {head_dim} wide: a vision tower's is a positive multiple of 4"),
+            ));
+        }
+        let params = fields.object("rope_parameters")?;
+        let mut unknown_keys = Vec::new();
+        let mut rope_theta = None;
+        if let Some(params) = &params {
+            let rope_type: Option<String> = match params.get("rope_type")? {
+                Some(t) => Some(t),
+                None => params.get("type")?,
+            };
+            if let Some(t) = rope_type.filter(|t| t != "axial" && t != "default") {
+                let name = if params.has("rope_type") {
+                    "rope_type"
+                } else {
+                    "type"
+                };
+                return Err(params.invalid(
+                    name,
+                    format!("a vision tower's rope is of type \"axial\", got {t:?}"),
+                ));
+            }
+            rope_theta = params.get::<f64>("rope_theta")?;
+            unknown_keys = params
+                .keys()
+                .filter(|k| params.has(k) && !ROPE_KEYS.contains(k))
+                .map(|k| params.path_of(k))
+                .collect();
+        }
+        let rope_theta = match rope_theta {
+            Some(theta) => theta,
+            None => fields.get::<f64>("rope_theta")?.unwrap_or(self.rope_theta),
+        };
+        let config = VisionRopeConfig {
+            model_type: self.names[0].to_string(),
+            head_dim,
+            rope_theta,
+            layout: self.layout,
+            pair_layout: self.pair_layout,
+            unknown_keys,
+        };
+        config.rope()?;
+        Ok(config)
+    }
+}
+
+impl FromHfConfig for VisionRopeConfig {
+    /// The rope of the vision tower of `config`: a vision-language model's (its `model_type`
+    /// names where the tower sits; a `model_type` there, if any, must be that tower's or the
+    /// model's), or a tower's own config.
+    fn from_hf_config(config: &Value) -> Result<Self> {
+        let root = ConfigFields::new(config)?;
+        let model_type: String = root.require("model_type")?;
+        if let Some(tower) = VisionTower::named(&model_type) {
+            return tower.read(&root);
+        }
+        let Some((tower, path)) = VisionTower::nested_by(&model_type) else {
+            return Err(root.invalid(
+                "model_type",
+                format!("{model_type:?} has no vision tower whose rope this reader knows"),
+            ));
+        };
+        let fields = root.object(path)?.ok_or_else(|| root.missing(path))?;
+        if let Some(own) = fields.get::<String>("model_type")? {
+            // Older configs give the tower the model's own model_type.
+            if !tower.names.contains(&own.as_str()) && own != model_type {
+                return Err(fields.invalid(
+                    "model_type",
+                    format!(
+                        "{model_type:?} nests the vision tower {:?} here, got {own:?}",
+                        tower.names[0]
+                    ),
+                ));
+            }
+        }
+        tower.read(&fields)
+    }
+}

@@ -1,0 +1,227 @@
+//! Every vision tower of transformers 5.24.0 with an axial rope, its config.json read by
+//! `VisionRopeConfig` and its tables held to those its transformers rotary class computes
+//! (`crates/pe-testkit/fixtures/vision_ropes/transformers.json`, written by
+//! `scripts/fixtures/vision_ropes.py`): as the tower's own config, without its rope_parameters
+//! (its class's default theta), and nested in each model that nests it, at the path it sits at.
+//!
+//! The towers this reader does not read are listed in `NOT_READ`, each with the reason; the test
+//! fails when one of them reads right after all, so the list stays true.
+
+use std::collections::BTreeMap;
+
+use candle_core::{DType, Device, Tensor};
+use candle_pe_core::PairLayout;
+use candle_pe_formats::{FromHfConfig, VisionRopeConfig};
+use serde_json::Value;
+
+/// The towers whose rope this reader does not read, and why.
+const NOT_READ: &[(&str, &str)] = &[
+    (
+        "edgetam_video",
+        "its memory attention's head width is hidden / (downsample_rate * heads)",
+    ),
+    (
+        "gemma4_vision",
+        "it turns each half of a head by one axis (h-h-w-w), at (batch, n, 2) positions",
+    ),
+    (
+        "minimax_m3_vl_vision",
+        "three axes (frame, row, column) over part of the head",
+    ),
+    (
+        "sam2_video",
+        "its memory attention's head width is hidden / (downsample_rate * heads)",
+    ),
+    (
+        "sam3_tracker_video",
+        "its memory attention's head width is hidden / (downsample_rate * heads)",
+    ),
+];
+
+/// How far a value of transformers' tables may lie from ours: it computes each angle in f32
+/// (the position times an f32 frequency, rounded), ours are exact, rounded once; at the
+/// fixture's positions (below 41) that is a few 1e-6. A wrong layout, axis or base moves
+/// values by far more.
+const TOLERANCE: f32 = 4e-6;
+
+fn fixture() -> Value {
+    let path = pe_testkit::fixture("vision_ropes").join("transformers.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Our full-width table (`cos` or `sin`, `(n, head_dim / 2)`) as transformers lays it out:
+/// `[t, t]` for halves, each value twice in a row for adjacent pairs.
+fn full_width(table: &Tensor, pair_layout: PairLayout) -> Vec<Vec<f32>> {
+    table
+        .to_vec2::<f32>()
+        .unwrap()
+        .into_iter()
+        .map(|row| match pair_layout {
+            PairLayout::Halves => [row.clone(), row].concat(),
+            PairLayout::Interleaved => row.iter().flat_map(|&v| [v, v]).collect(),
+        })
+        .collect()
+}
+
+/// Where our rope for `config` differs from transformers' `tables` (its cos and sin), in words.
+fn differences(config: &Value, theirs: &Value, positions: &Tensor) -> Vec<String> {
+    let ours = match VisionRopeConfig::from_hf_config(config) {
+        Ok(ours) => ours,
+        Err(e) => return vec![e.to_string()],
+    };
+    let (cos, sin) = ours.rope().unwrap().at(positions, DType::F32).unwrap();
+    let mut found = Vec::new();
+    for (name, ours_table) in [("cos", cos), ("sin", sin)] {
+        let ours_rows = full_width(&ours_table, ours.pair_layout);
+        let theirs_rows: Vec<Vec<f32>> = serde_json::from_value(theirs[name].clone()).unwrap();
+        if ours_rows.first().map(Vec::len) != theirs_rows.first().map(Vec::len) {
+            found.push(format!(
+                "{name}: width {:?} vs {:?} (head_dim {})",
+                ours_rows.first().map(Vec::len),
+                theirs_rows.first().map(Vec::len),
+                ours.head_dim
+            ));
+            continue;
+        }
+        let worst = ours_rows
+            .iter()
+            .flatten()
+            .zip(theirs_rows.iter().flatten())
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        if worst > TOLERANCE {
+            found.push(format!(
+                "{name}: off by {worst:e} ({:?}, {:?}, theta {})",
+                ours.layout, ours.pair_layout, ours.rope_theta
+            ));
+        }
+    }
+    found
+}
+
+/// `config` nested in a model of type `outer` at the dotted `path`.
+fn nest(outer: &str, path: &str, config: &Value) -> Value {
+    let mut root = serde_json::json!({ "model_type": outer });
+    let mut at = &mut root;
+    for step in path.split('.') {
+        at = at
+            .as_object_mut()
+            .unwrap()
+            .entry(step)
+            .or_insert(serde_json::json!({}));
+    }
+    *at = config.clone();
+    root
+}
+
+#[test]
+fn every_vision_tower_reads_as_its_transformers_class_computes_it() {
+    let fixture = fixture();
+    let positions: Vec<Vec<u32>> = serde_json::from_value(fixture["positions"].clone()).unwrap();
+    let positions = Tensor::new(positions, &Device::Cpu).unwrap();
+    let not_read: BTreeMap<&str, &str> = NOT_READ.iter().copied().collect();
+    let (mut wrong, mut read_after_all) = (Vec::new(), Vec::new());
+    let towers = fixture["towers"].as_object().unwrap();
+    assert!(towers.len() >= 30, "only {} towers", towers.len());
+    for (name, entry) in towers {
+        let saved = &entry["config"];
+        let mut cases = vec![("as saved".to_string(), saved.clone())];
+        for (outer, path) in entry["outer"].as_object().unwrap() {
+            let path = path.as_str().unwrap();
+            cases.push((format!("in {outer} at {path}"), nest(outer, path, saved)));
+        }
+        // Without rope_parameters: the class's default theta.
+        let mut bare = saved.clone();
+        bare.as_object_mut().unwrap().remove("rope_parameters");
+        let default_theta = entry["defaults"]["rope_theta"].as_f64();
+        let bare_theta = VisionRopeConfig::from_hf_config(&bare).map(|c| c.rope_theta);
+        let mut found = Vec::new();
+        if bare_theta.as_ref().ok() != default_theta.as_ref() {
+            found.push(format!(
+                "{name} (without rope_parameters): theta {bare_theta:?} vs {default_theta:?}"
+            ));
+        }
+        found.extend(cases.iter().flat_map(|(case, config)| {
+            differences(config, entry, &positions)
+                .into_iter()
+                .map(move |d| format!("{name} ({case}): {d}"))
+        }));
+        match (not_read.contains_key(name.as_str()), found.is_empty()) {
+            (false, false) => wrong.extend(found),
+            (true, true) => read_after_all.push(name.clone()),
+            _ => {}
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} differences from transformers:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+    assert!(
+        read_after_all.is_empty(),
+        "listed in NOT_READ but read as transformers reads them: {read_after_all:?}"
+    );
+    for name in not_read.keys() {
+        assert!(
+            towers.contains_key(*name),
+            "NOT_READ names {name}, which the fixture does not hold"
+        );
+    }
+}
+
+/// What a config.json that is not one of the fixture's gets: errors naming the field, the
+/// older spellings real checkpoints use, and the keys nothing reads.
+#[test]
+fn vision_configs_read_their_own_spellings_and_refuse_what_they_cannot() {
+    let read = |json: Value| VisionRopeConfig::from_hf_config(&json);
+    // Qwen2.5-VL-7B's config.json: the tower gives no rope_parameters, and the model's own
+    // model_type (as older configs give it).
+    let qwen = serde_json::json!({"model_type": "qwen2_5_vl", "vision_config": {
+        "model_type": "qwen2_5_vl", "hidden_size": 1280, "num_heads": 16, "out_hidden_size": 3584}});
+    let config = read(qwen.clone()).unwrap();
+    assert_eq!((config.head_dim, config.rope_theta), (80, 10000.0));
+    assert_eq!(config.model_type, "qwen2_5_vl_vision");
+
+    let mut other = qwen.clone();
+    other["vision_config"]["model_type"] = "pixtral".into();
+    let err = read(other).unwrap_err().to_string();
+    assert!(
+        err.contains("vision_config.model_type") && err.contains("pixtral"),
+        "{err}"
+    );
+
+    let mut typed = qwen.clone();
+    typed["vision_config"]["rope_parameters"] =
+        serde_json::json!({"rope_type": "yarn", "factor": 2.0});
+    let err = read(typed).unwrap_err().to_string();
+    assert!(
+        err.contains("vision_config.rope_parameters.rope_type"),
+        "{err}"
+    );
+
+    let mut extra = qwen.clone();
+    extra["vision_config"]["rope_parameters"] =
+        serde_json::json!({"rope_type": "axial", "rope_theta": 20000.0, "beta_fast": 32});
+    let config = read(extra).unwrap();
+    assert_eq!(config.rope_theta, 20000.0);
+    assert_eq!(
+        config.unknown_keys,
+        ["vision_config.rope_parameters.beta_fast"]
+    );
+
+    let mut odd = qwen.clone();
+    odd["vision_config"]["num_heads"] = 12.into();
+    let err = read(odd).unwrap_err().to_string();
+    assert!(err.contains("vision_config.num_heads"), "{err}");
+
+    let mut narrow = qwen;
+    narrow["vision_config"]["head_dim"] = 6.into();
+    let err = read(narrow).unwrap_err().to_string();
+    assert!(err.contains("vision_config.head_dim"), "{err}");
+
+    let err = read(serde_json::json!({"model_type": "llama", "hidden_size": 64})).unwrap_err();
+    assert!(err.to_string().contains("model_type"), "{err}");
+    let err = read(serde_json::json!({"model_type": "qwen2_vl"})).unwrap_err();
+    assert!(err.to_string().contains("vision_config"), "{err}");
+}
