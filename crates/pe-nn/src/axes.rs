@@ -36,7 +36,7 @@
 
 use candle_core::{bail, DType, Result, Tensor, D};
 use candle_nn::rotary_emb::{rope, rope_i};
-use candle_pe_core::{AxesRope, ToPositions};
+use candle_pe_core::{AxesRope, PairLayout, ToPositions};
 
 /// Multi-axis rotary embedding for `(batch, heads, n, 2 * half_dim)` queries and keys (LTX-2's
 /// split layout: `(batch, heads, n, 2 * half_dim / heads)`).
@@ -89,6 +89,34 @@ impl AxesRotaryEmbedding {
             rope: AxesRope::split_spectrum(head_dim, axes, theta)?,
             pairing: Pairing::Halves,
         })
+    }
+
+    /// The same tables turning the pairs `pair_layout` says: [`PairLayout::Interleaved`],
+    /// adjacent pairs (candle's `rope_i`, as [`From<AxesRope>`](AxesRotaryEmbedding#impl-From%3CAxesRope%3E-for-AxesRotaryEmbedding)),
+    /// or [`PairLayout::Halves`], column `k` turning features `k` and `k + d / 2` (candle's
+    /// `rope`, transformers' `rotate_half`). A vision tower's `VisionRopeConfig`
+    /// (candle-pe-formats) gives both its rope and its pair layout:
+    ///
+    /// ```
+    /// use candle_core::{Device, Tensor};
+    /// use candle_pe_formats::{FromHfConfig, VisionRopeConfig};
+    /// use candle_pe_nn::{patch_positions, AxesRotaryEmbedding};
+    ///
+    /// // Qwen2.5-VL's vision tower: 16 heads of 80 features, a 2 x 3 grid of patches.
+    /// let json = serde_json::json!({"model_type": "qwen2_5_vl",
+    ///     "vision_config": {"hidden_size": 1280, "num_heads": 16}});
+    /// let vision = VisionRopeConfig::from_hf_config(&json)?;
+    /// let rotary = AxesRotaryEmbedding::from(vision.rope()?).with_pair_layout(vision.pair_layout);
+    /// let q = Tensor::randn(0f32, 1.0, (1, 16, 6, 80), &Device::Cpu)?;
+    /// let (q, k) = rotary.apply(&q, &q, &patch_positions(2, 3, &Device::Cpu)?)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_pair_layout(self, pair_layout: PairLayout) -> Self {
+        let pairing = match pair_layout {
+            PairLayout::Interleaved => Pairing::Adjacent,
+            PairLayout::Halves => Pairing::Halves,
+        };
+        Self { pairing, ..self }
     }
 
     /// The same tables applied in LTX-2's `rope_type: "split"` layout (diffusers'
