@@ -5,18 +5,20 @@
 //! ```text
 //! pe rope-nd --axes-dim 16,56,56 --rope-theta 10000 --positions ids.npy --out flux.safetensors
 //! pe rope-nd --split-spectrum 64 --rope-theta 10000 --grid 64,64 --out pixtral.safetensors
+//! pe rope-nd --config qwen2.5-vl/config.json --grid 32,32 --out vision.safetensors
 //! pe rope-nd --family wan --head-dim 128 --grid 21,30,52 --out wan.safetensors
 //! pe rope-nd --family ltx --width 4096 --positions fractions.npy --out ltx2.safetensors
 //! pe grid --width 1152 --grid 64,64 --base-size 32 --out pixart.npy
 //! pe alibi --heads 32 --len 2048 --out mpt.npy
 //! ```
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::{cogvideox_coordinates, patch_positions, video_patch_positions, AxesRope};
-use candle_pe_core::{Alibi, SincosGrid, DEFAULT_ALIBI_BIAS_MAX, DEFAULT_BASE_SIZE};
+use candle_pe_core::{Alibi, PairLayout, SincosGrid, DEFAULT_ALIBI_BIAS_MAX, DEFAULT_BASE_SIZE};
+use candle_pe_formats::{FromHfConfig, VisionRopeConfig};
 use clap::{Args, ValueEnum};
 
 use crate::device::DtypeArg;
@@ -47,6 +49,13 @@ pub struct RopeNdArgs {
     /// turns fractions u by (2u - 1) w.
     #[arg(long, value_enum, group = "axes")]
     pub family: Option<VideoFamily>,
+    /// Or a vision tower's rope read from a config.json (a vision-language model's, whose
+    /// tower sits at vision_config or deeper, or a tower's own): its layout, head width and
+    /// rope_theta as transformers 5.24 computes them, at positions (row, column). The file's
+    /// metadata says which pairs the tables turn (pair_layout: halves, candle's rope; or
+    /// interleaved, candle's rope_i).
+    #[arg(long, value_name = "PATH", group = "axes")]
+    pub config: Option<PathBuf>,
     /// The head dim of --family wan or cogvideox.
     #[arg(long, value_name = "D", allow_negative_numbers = true)]
     pub head_dim: Option<usize>,
@@ -225,6 +234,9 @@ pub fn rope_nd(args: &RopeNdArgs) -> Result<()> {
         ),
         (None, None) => bail!("give --positions or --grid"),
     };
+    if let Some(path) = &args.config {
+        return vision_rope_nd(path, args, &ids, &ids_flag);
+    }
     let theta = args.rope_theta.unwrap_or(10_000.0);
     let (rope, axes_meta) = match (&args.axes_dim, args.split_spectrum, args.family) {
         (Some(List(dims)), _, _) => {
@@ -264,6 +276,40 @@ pub fn rope_nd(args: &RopeNdArgs) -> Result<()> {
     }
     .with_context(|| ids_flag.clone())?;
     let metadata = [axes_meta, ("rope_theta", theta.to_string())];
+    output::write_safetensors(&args.out, &[("cos", &cos), ("sin", &sin)], &metadata)
+}
+
+/// `pe rope-nd --config`: the tables of the vision tower of the config.json at `path`, at the
+/// positions `ids` (of the flag `ids_flag`).
+fn vision_rope_nd(path: &Path, args: &RopeNdArgs, ids: &Tensor, ids_flag: &str) -> Result<()> {
+    if let Some(theta) = args.rope_theta {
+        bail!(
+            "--rope-theta {theta}: --config {} gives its own rope_theta",
+            path.display()
+        );
+    }
+    let json = crate::rope::read_config_json(path)?;
+    let in_config =
+        |e: candle_pe_formats::Error| anyhow::anyhow!("--config {}: {e}", path.display());
+    let vision = VisionRopeConfig::from_hf_config(&json).map_err(in_config)?;
+    let rope = vision.rope().map_err(|e| in_config(e.into()))?;
+    if ids.dtype() == DType::F64 || ids.dims().last() != Some(&2) {
+        bail!("{ids_flag}: a vision tower's rope takes integer positions (row, column), (n, 2)");
+    }
+    let (cos, sin) = rope
+        .at(ids, args.dtype.into())
+        .with_context(|| ids_flag.to_string())?;
+    let pair_layout = match vision.pair_layout {
+        PairLayout::Halves => "halves",
+        PairLayout::Interleaved => "interleaved",
+    };
+    let metadata = [
+        ("vision_tower", vision.model_type.clone()),
+        ("layout", format!("{:?}", vision.layout)),
+        ("pair_layout", pair_layout.to_string()),
+        ("head_dim", vision.head_dim.to_string()),
+        ("rope_theta", vision.rope_theta.to_string()),
+    ];
     output::write_safetensors(&args.out, &[("cos", &cos), ("sin", &sin)], &metadata)
 }
 

@@ -25,7 +25,9 @@ use anyhow::{Context as _, Result};
 use candle_pe_core::MAX_POSITION;
 use candle_pe_core::{PairLayout, RopeConfigs};
 use candle_pe_core::{Rope, RopeConfig, RopeType};
-use candle_pe_formats::{FromHfConfig, HfTextConfig, RopeOverride, ValueSource};
+use candle_pe_formats::{
+    FromHfConfig, HfTextConfig, RopeOverride, ValueSource, VisionLayout, VisionRopeConfig,
+};
 use clap::Args;
 use serde_json::Value;
 
@@ -58,6 +60,8 @@ struct Resolved {
     layout: PairLayout,
     layout_source: String,
     sources: Vec<ValueSource>,
+    /// A config.json's vision tower, as a section of the report (`None`: no tower).
+    vision: Option<String>,
 }
 
 /// Prints the rope doctor's report on `args.file` to stdout.
@@ -90,6 +94,7 @@ fn resolve(path: &Path, laid: &RopeOverride) -> Result<Resolved> {
             layout_source: "llama.cpp's rope type of the architecture (general.architecture)"
                 .into(),
             sources: rope.sources,
+            vision: None,
         });
     }
     let text = std::fs::read_to_string(path)
@@ -121,7 +126,54 @@ fn resolve(path: &Path, laid: &RopeOverride) -> Result<Resolved> {
         layout,
         layout_source,
         sources,
+        vision: vision_section(&json)?,
     })
+}
+
+/// The report's section on a config.json's vision tower: its 2-D rope as `VisionRopeConfig`
+/// reads it, or why it could not be read where the file has a `vision_config`; `None` for a
+/// model without a tower.
+fn vision_section(json: &Value) -> Result<Option<String>> {
+    let vision = match VisionRopeConfig::from_hf_config(json) {
+        Ok(vision) => vision,
+        Err(e) if json.get("vision_config").is_some() => {
+            return Ok(Some(format!("\nvision tower: not read: {e}\n")));
+        }
+        Err(_) => return Ok(None),
+    };
+    let layout = match vision.layout {
+        VisionLayout::RowsFirst => "each axis head_dim/4 frequencies, the row's columns first",
+        VisionLayout::ColumnsFirst => "each axis head_dim/4 frequencies, the column's first",
+        VisionLayout::Alternating => {
+            "each axis head_dim/4 frequencies, alternating, the column's first"
+        }
+        VisionLayout::SplitSpectrum => {
+            "one spectrum of head_dim/2 frequencies, even ones the row's, odd the column's"
+        }
+    };
+    let pairs = if vision.pair_layout.is_interleaved() {
+        "interleaved: adjacent pairs (2i, 2i+1), candle's rope_i"
+    } else {
+        "halves: pairs (i, i + head_dim/2), rotate_half, candle's rope"
+    };
+    let mut out = String::new();
+    writeln!(
+        out,
+        "\nvision tower {} (2-D rope at patch positions (row, column))",
+        vision.model_type
+    )?;
+    writeln!(out, "  layout: {:?}: {layout}", vision.layout)?;
+    writeln!(out, "  pair layout: {pairs}")?;
+    writeln!(out, "  head_dim: {}", vision.head_dim)?;
+    writeln!(out, "  rope_theta: {}", vision.rope_theta)?;
+    if !vision.unknown_keys.is_empty() {
+        writeln!(
+            out,
+            "  unknown keys, not read: {}",
+            vision.unknown_keys.join(", ")
+        )?;
+    }
+    Ok(Some(out))
 }
 
 /// The pair layout of a config.json's ropes (one for all its layers), and where it comes from:
@@ -399,6 +451,9 @@ fn report(path: &Path, r: &Resolved) -> Result<String> {
             layer_type.as_deref().unwrap_or("every layer")
         )?;
         section(&mut out, config, layer_type.as_deref(), &r.sources)?;
+    }
+    if let Some(vision) = &r.vision {
+        out.push_str(vision);
     }
     Ok(out)
 }

@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{bail, Result};
 use candle_core::{DType, Device};
 use candle_pe_core::At;
 use candle_pe_core::{Error, Rope};
@@ -93,10 +93,7 @@ pub fn write(args: &RopeArgs) -> Result<()> {
 
 /// The Qwen-VL fields of the `config.json` at `path`.
 fn read_config(path: &Path) -> Result<QwenVlConfig> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("--config {}: cannot read it", path.display()))?;
-    let json: serde_json::Value = serde_json::from_str(&text)
-        .with_context(|| format!("--config {}: not JSON", path.display()))?;
+    let json = crate::rope::read_config_json(path)?;
     QwenVlConfig::from_hf_config(&json)
         .map_err(|e| anyhow::anyhow!("--config {}: {e}", path.display()))
 }

@@ -241,10 +241,7 @@ impl RopeArgs {
                 t.name()
             );
         }
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("--config {}: cannot read it", path.display()))?;
-        let json: serde_json::Value = serde_json::from_str(&text)
-            .with_context(|| format!("--config {}: not JSON", path.display()))?;
+        let json = read_config_json(path)?;
         let laid = self.laid.rope_override()?;
         let json = laid
             .apply_to_config(&json)
@@ -640,6 +637,13 @@ fn range_flags(offset: usize, len: usize) -> Flags {
         positions: Some(positions),
         ..rope_flags()
     }
+}
+
+/// The JSON of the `config.json` at `path`, given with `--config`; an error names the flag.
+pub(crate) fn read_config_json(path: &std::path::Path) -> Result<serde_json::Value> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--config {}: cannot read it", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("--config {}: not JSON", path.display()))
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ mod common;
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::{patch_positions, AxesRope};
 use candle_pe_core::{Alibi, SincosGrid};
+use candle_pe_formats::{FromHfConfig, VisionLayout, VisionRopeConfig};
 use common::{assert_no_files, assert_same, files_in, pe_err, pe_ok, s};
 
 #[test]
@@ -77,6 +78,63 @@ fn rope_nd_writes_pixtral_tables_for_a_patch_grid() {
             vec!["--axes-dim", "--split-spectrum"],
         ),
         (vec!["--grid", "3"], vec!["--axes-dim", "--split-spectrum"]),
+    ] {
+        let bad = dir.path().join("bad.safetensors");
+        let mut args = vec!["rope-nd", "--out", s(&bad)];
+        args.extend(extra);
+        pe_err(&args, &needles);
+        assert!(!bad.exists());
+    }
+}
+
+/// `--config`: a vision tower's tables read from its model's config.json (Kimi-K2.5 deals its
+/// axes' frequencies out alternately), with its pair layout in the file's metadata; a config
+/// without a known tower, a --rope-theta beside it, and positions of three axes are refused,
+/// naming the flag.
+#[test]
+fn rope_nd_writes_a_vision_towers_tables_from_its_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.json");
+    let json = serde_json::json!({"model_type": "kimi_k25", "vision_config": {
+        "hidden_size": 1152, "num_attention_heads": 16,
+        "rope_parameters": {"rope_type": "axial", "rope_theta": 10000.0}}});
+    std::fs::write(&config, json.to_string()).unwrap();
+    let out = dir.path().join("kimi.safetensors");
+    pe_ok(&[
+        "rope-nd",
+        "--config",
+        s(&config),
+        "--grid",
+        "3,5",
+        "--out",
+        s(&out),
+    ]);
+    let tensors = candle_core::safetensors::load(&out, &Device::Cpu).unwrap();
+    let vision = VisionRopeConfig::from_hf_config(&json).unwrap();
+    assert_eq!(vision.layout, VisionLayout::Alternating);
+    let ids = patch_positions(3, 5, &Device::Cpu).unwrap();
+    let (cos, sin) = vision.rope().unwrap().at(&ids, DType::F32).unwrap();
+    assert_same(&tensors["cos"], &cos, "cos");
+    assert_same(&tensors["sin"], &sin, "sin");
+    let metadata = common::safetensors_metadata(&out);
+    assert_eq!(metadata["pair_layout"], "halves");
+    assert_eq!(metadata["vision_tower"], "kimi_k25_vision");
+
+    let llama = dir.path().join("llama.json");
+    std::fs::write(&llama, r#"{"model_type": "llama"}"#).unwrap();
+    for (extra, needles) in [
+        (
+            vec!["--config", s(&llama), "--grid", "3,5"],
+            vec!["--config", "model_type", "llama"],
+        ),
+        (
+            vec!["--config", s(&config), "--grid", "3,5", "--rope-theta", "5"],
+            vec!["--rope-theta 5"],
+        ),
+        (
+            vec!["--config", s(&config), "--grid", "2,3,5"],
+            vec!["--grid 2,3,5", "(row, column)"],
+        ),
     ] {
         let bad = dir.path().join("bad.safetensors");
         let mut args = vec!["rope-nd", "--out", s(&bad)];

@@ -27,13 +27,6 @@ fn tables(path: &Path) -> (Tensor, Tensor) {
     (t["cos"].clone(), t["sin"].clone())
 }
 
-fn metadata(path: &Path) -> serde_json::Value {
-    let bytes = std::fs::read(path).unwrap();
-    let len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
-    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + len]).unwrap();
-    header["__metadata__"].clone()
-}
-
 #[test]
 fn gguf_tables_equal_config_tables() {
     let dir = tempfile::tempdir().unwrap();
@@ -56,12 +49,12 @@ fn gguf_tables_equal_config_tables() {
                 let (cb, sb) = tables(&b);
                 assert_same(&ca, &cb, model);
                 assert_same(&sa, &sb, model);
-                let meta = metadata(&a);
+                let meta = common::safetensors_metadata(&a);
                 assert!(
                     meta["pair_layout"].as_str().unwrap().starts_with(layout),
                     "{meta}"
                 );
-                assert_eq!(meta["config"], metadata(&b)["config"]);
+                assert_eq!(meta["config"], common::safetensors_metadata(&b)["config"]);
             }
         }
     }
@@ -161,7 +154,10 @@ fn gguf_errors_name_the_flag_and_the_key() {
         "--out",
         s(&out),
     ]);
-    assert_eq!(metadata(&out)["layer_type"], "full_attention");
+    assert_eq!(
+        common::safetensors_metadata(&out)["layer_type"],
+        "full_attention"
+    );
     pe_err(
         &[
             "rope",
@@ -579,6 +575,45 @@ fn inspect_gives_a_config_json_its_own_pair_layout_and_default_theta() {
             "{report}"
         );
     }
+}
+
+/// A vision-language model's config.json: its tower's 2-D rope after the text's ropes (Qwen2.5-VL,
+/// whose tower gives no rope_parameters); a tower this reader does not know is said so, and a
+/// model without one says nothing of it.
+#[test]
+fn inspect_shows_a_vision_towers_rope() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.json");
+    let report = |config: serde_json::Value| {
+        std::fs::write(&path, config.to_string()).unwrap();
+        String::from_utf8(pe_ok(&["inspect", s(&path)]).stdout).unwrap()
+    };
+    let text = serde_json::json!({"hidden_size": 3584, "num_attention_heads": 28,
+        "rope_theta": 1e6, "max_position_embeddings": 128000});
+    let mut qwen = text.clone();
+    qwen["model_type"] = "qwen2_5_vl".into();
+    qwen["vision_config"] = serde_json::json!({"hidden_size": 1280, "num_heads": 16});
+    let out = report(qwen);
+    let tail = &out[out.find("\nvision tower ").expect(&out)..];
+    for line in [
+        "vision tower qwen2_5_vl_vision (2-D rope at patch positions (row, column))",
+        "  layout: RowsFirst: each axis head_dim/4 frequencies, the row's columns first",
+        "  pair layout: halves: pairs (i, i + head_dim/2), rotate_half, candle's rope",
+        "  head_dim: 80",
+        "  rope_theta: 10000",
+    ] {
+        assert!(tail.lines().any(|l| l == line), "{line:?} not in:\n{out}");
+    }
+
+    let mut llava = text.clone();
+    llava["model_type"] = "llava".into();
+    llava["vision_config"] = serde_json::json!({"model_type": "clip_vision_model"});
+    let out = report(llava);
+    assert!(out.contains("\nvision tower: not read: "), "{out}");
+
+    let mut llama = text;
+    llama["model_type"] = "llama".into();
+    assert!(!report(llama).contains("vision tower"));
 }
 
 /// `pe inspect` with llama.cpp's rope override flags: the override's line, each overridden

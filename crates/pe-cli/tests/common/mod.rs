@@ -89,3 +89,11 @@ pub fn assert_same(got: &Tensor, want: &Tensor, what: &str) {
     };
     assert!(bits(got) == bits(want), "{what}: tables differ");
 }
+
+/// The `__metadata__` of the .safetensors file at `path`.
+pub fn safetensors_metadata(path: &Path) -> serde_json::Value {
+    let bytes = std::fs::read(path).unwrap();
+    let len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + len]).unwrap();
+    header["__metadata__"].clone()
+}
