@@ -35,6 +35,9 @@
 #             text config has a rotary embedding, its config.json as its config class saves it, and what the class
 #             reads from it and from the same file without rope_theta and rope_interleave (its defaults), with how
 #             its modeling code pairs the channels it turns (its own venv: transformers 5.24.0, no torch).
+#   vision_ropes -> crates/pe-testkit/fixtures/vision_ropes/transformers.json: every vision tower of transformers with
+#             an axial rope, its config as saved, the models that nest it and where, and the cos and sin its rotary
+#             class computes at five patch positions (its own venv: torch and transformers 5.24.0).
 #   gguf_archs -> crates/pe-testkit/fixtures/gguf/arch_<case>.{gguf,json}: metadata-only GGUF files of qwen35,
 #             qwen35moe, gemma4, mistral4, glm4moe (with and without sections) and hunyuan_vl, written with gguf's
 #             GGUFWriter as llama.cpp's converter writes them, and what llama.cpp's loader reads from each (its own

@@ -57,10 +57,9 @@ const NOT_READ: &[(&str, &str)] = &[
     ("video_llama_3_vision", VISION),
 ];
 
-/// Why the vision towers are not read: their rope turns image patches in two dimensions (axial,
-/// or rows and columns), which `AxesRope` and the vision blocks read, not a text decoder's
-/// `RopeConfigs`.
-const VISION: &str = "a vision tower's 2-D rope";
+/// Why the vision towers are not read: their rope turns image patches in two dimensions, which
+/// `VisionRopeConfig` reads (`tests/vision_ropes.rs`), not a text decoder's `RopeConfigs`.
+const VISION: &str = "a vision tower's 2-D rope: VisionRopeConfig reads it";
 
 fn fixture() -> Value {
     let path = pe_testkit::fixture("model_types").join("transformers.json");
