@@ -255,22 +255,9 @@ fn every_model_type_reads_as_transformers_reads_it() {
         }
     }
     assert!(checked >= 200, "only {checked} model types in the fixture");
-    assert!(
-        wrong.is_empty(),
-        "{} differences from transformers:\n{}",
-        wrong.len(),
-        wrong.join("\n")
-    );
-    assert!(
-        read_after_all.is_empty(),
-        "listed in NOT_READ but read as transformers reads them: {read_after_all:?}"
-    );
-    for name in not_read.keys() {
-        assert!(
-            fixture["model_types"].get(name).is_some(),
-            "NOT_READ names {name}, which the fixture does not hold"
-        );
-    }
+    pe_testkit::assert_sweep(&wrong, &read_after_all, not_read.keys().copied(), |name| {
+        fixture["model_types"].get(name).is_some()
+    });
 }
 
 /// What the rows change beyond the fixture's saved configs: the spellings of older configs

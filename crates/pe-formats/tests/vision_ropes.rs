@@ -152,22 +152,9 @@ fn every_vision_tower_reads_as_its_transformers_class_computes_it() {
             _ => {}
         }
     }
-    assert!(
-        wrong.is_empty(),
-        "{} differences from transformers:\n{}",
-        wrong.len(),
-        wrong.join("\n")
-    );
-    assert!(
-        read_after_all.is_empty(),
-        "listed in NOT_READ but read as transformers reads them: {read_after_all:?}"
-    );
-    for name in not_read.keys() {
-        assert!(
-            towers.contains_key(*name),
-            "NOT_READ names {name}, which the fixture does not hold"
-        );
-    }
+    pe_testkit::assert_sweep(&wrong, &read_after_all, not_read.keys().copied(), |name| {
+        towers.contains_key(name)
+    });
 }
 
 /// What a config.json that is not one of the fixture's gets: errors naming the field, the

@@ -28,3 +28,32 @@ pub fn fixture(name: &str) -> PathBuf {
     );
     path
 }
+
+/// The end of a test that sweeps a fixture of every model of a kind (every model type of
+/// transformers, every vision tower) against a reader, with a list of those it does not read:
+/// fails unless there is no difference (`wrong`), no listed model reads right after all
+/// (`read_after_all`), and every listed model is in the fixture (`held`), so that the list stays
+/// true.
+pub fn assert_sweep<'a>(
+    wrong: &[String],
+    read_after_all: &[String],
+    not_read: impl IntoIterator<Item = &'a str>,
+    held: impl Fn(&str) -> bool,
+) {
+    assert!(
+        wrong.is_empty(),
+        "{} differences from transformers:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+    assert!(
+        read_after_all.is_empty(),
+        "listed as not read but read as transformers reads them: {read_after_all:?}"
+    );
+    for name in not_read {
+        assert!(
+            held(name),
+            "the list of those not read names {name}, which the fixture does not hold"
+        );
+    }
+}
