@@ -179,8 +179,9 @@ fn vision_configs_read_their_own_spellings_and_refuse_what_they_cannot() {
     );
 
     let mut typed = qwen.clone();
-    typed["vision_config"]["rope_parameters"] =
-        serde_json::json!({"rope_type": "yarn", "factor": 2.0});
+    // The towers' classes refuse any type but axial (Llama 4's encoder, "default", is not one of
+    // these towers).
+    typed["vision_config"]["rope_parameters"] = serde_json::json!({"rope_type": "default"});
     let err = read(typed).unwrap_err().to_string();
     assert!(
         err.contains("vision_config.rope_parameters.rope_type"),
@@ -195,6 +196,18 @@ fn vision_configs_read_their_own_spellings_and_refuse_what_they_cannot() {
     assert_eq!(
         config.unknown_keys,
         ["vision_config.rope_parameters.beta_fast"]
+    );
+
+    // rope_theta given twice, with two values, is refused naming both.
+    let mut twice = qwen.clone();
+    twice["vision_config"]["rope_theta"] = 10000.0.into();
+    twice["vision_config"]["rope_parameters"] =
+        serde_json::json!({"rope_type": "axial", "rope_theta": 20000.0});
+    let err = read(twice).unwrap_err().to_string();
+    assert!(
+        err.contains("vision_config.rope_parameters.rope_theta")
+            && err.contains("vision_config.rope_theta"),
+        "{err}"
     );
 
     let mut odd = qwen.clone();

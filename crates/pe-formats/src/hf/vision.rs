@@ -286,7 +286,7 @@ impl VisionTower {
                 Some(t) => Some(t),
                 None => params.get("type")?,
             };
-            if let Some(t) = rope_type.filter(|t| t != "axial" && t != "default") {
+            if let Some(t) = rope_type.filter(|t| t != "axial") {
                 let name = if params.has("rope_type") {
                     "rope_type"
                 } else {
@@ -297,7 +297,7 @@ impl VisionTower {
                     format!("a vision tower's rope is of type \"axial\", got {t:?}"),
                 ));
             }
-            rope_theta = params.get::<f64>("rope_theta")?;
+            rope_theta = params.either::<f64>("rope_theta", fields, "rope_theta")?;
             unknown_keys = params
                 .keys()
                 .filter(|k| params.has(k) && !ROPE_KEYS.contains(k))
