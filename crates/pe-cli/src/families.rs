@@ -18,7 +18,7 @@ use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::{cogvideox_coordinates, patch_positions, video_patch_positions, AxesRope};
 use candle_pe_core::{Alibi, PairLayout, SincosGrid, DEFAULT_ALIBI_BIAS_MAX, DEFAULT_BASE_SIZE};
-use candle_pe_formats::{FromHfConfig, VisionRopeConfig};
+use candle_pe_formats::VisionRopeConfig;
 use clap::{Args, ValueEnum};
 
 use crate::device::DtypeArg;
@@ -288,11 +288,10 @@ fn vision_rope_nd(path: &Path, args: &RopeNdArgs, ids: &Tensor, ids_flag: &str) 
             path.display()
         );
     }
-    let json = crate::rope::read_config_json(path)?;
-    let in_config =
-        |e: candle_pe_formats::Error| anyhow::anyhow!("--config {}: {e}", path.display());
-    let vision = VisionRopeConfig::from_hf_config(&json).map_err(in_config)?;
-    let rope = vision.rope().map_err(|e| in_config(e.into()))?;
+    let vision: VisionRopeConfig = crate::rope::read_hf_config(path)?;
+    let rope = vision
+        .rope()
+        .map_err(|e| anyhow::anyhow!("--config {}: {e}", path.display()))?;
     if ids.dtype() == DType::F64 || ids.dims().last() != Some(&2) {
         bail!("{ids_flag}: a vision tower's rope takes integer positions (row, column), (n, 2)");
     }

@@ -16,7 +16,7 @@ use candle_core::{DType, Device};
 use candle_pe_core::At;
 use candle_pe_core::{Error, Rope};
 use candle_pe_formats::Error as FormatsError;
-use candle_pe_formats::{FromHfConfig, QwenVlConfig, QwenVlPositions};
+use candle_pe_formats::{QwenVlConfig, QwenVlPositions};
 
 use crate::rope::RopeArgs;
 use crate::vision_grids::Grids;
@@ -56,7 +56,7 @@ pub fn write(args: &RopeArgs) -> Result<()> {
         bail!("--input-ids: Qwen-VL has one rope; drop --layer and --layer-type");
     }
     let in_config = |e: Error| anyhow::anyhow!("--config {}: {e}", path.display());
-    let qwen = read_config(path)?;
+    let qwen: QwenVlConfig = crate::rope::read_hf_config(path)?;
     let (config, _) = args.resolve_rope()?;
     let rope = Rope::new(config.clone()).map_err(in_config)?;
     let positions = positions(args, &qwen, input_ids)?;
@@ -89,13 +89,6 @@ pub fn write(args: &RopeArgs) -> Result<()> {
         ],
         &metadata,
     )
-}
-
-/// The Qwen-VL fields of the `config.json` at `path`.
-fn read_config(path: &Path) -> Result<QwenVlConfig> {
-    let json = crate::rope::read_config_json(path)?;
-    QwenVlConfig::from_hf_config(&json)
-        .map_err(|e| anyhow::anyhow!("--config {}: {e}", path.display()))
 }
 
 /// The position ids of the token ids of `input_ids` (`(S,)` or `(batch, S)`), with the grids,

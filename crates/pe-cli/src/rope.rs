@@ -646,6 +646,13 @@ pub(crate) fn read_config_json(path: &std::path::Path) -> Result<serde_json::Val
     serde_json::from_str(&text).with_context(|| format!("--config {}: not JSON", path.display()))
 }
 
+/// What the `config.json` at `path`, given with `--config`, describes (a reader of
+/// candle-pe-formats); an error names the flag.
+pub(crate) fn read_hf_config<T: FromHfConfig>(path: &std::path::Path) -> Result<T> {
+    T::from_hf_config(&read_config_json(path)?)
+        .map_err(|e| anyhow::anyhow!("--config {}: {e}", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
