@@ -151,11 +151,7 @@ fn vision_section(json: &Value) -> Result<Option<String>> {
             "one spectrum of head_dim/2 frequencies, even ones the row's, odd the column's"
         }
     };
-    let pairs = if vision.pair_layout.is_interleaved() {
-        "interleaved: adjacent pairs (2i, 2i+1), candle's rope_i"
-    } else {
-        "halves: pairs (i, i + head_dim/2), rotate_half, candle's rope"
-    };
+    let pairs = describe_pairs(vision.pair_layout, "head_dim");
     let mut out = String::new();
     writeln!(
         out,
@@ -174,6 +170,15 @@ fn vision_section(json: &Value) -> Result<Option<String>> {
         )?;
     }
     Ok(Some(out))
+}
+
+/// How the report names `layout`, the pairs of a rotation `width` features wide.
+fn describe_pairs(layout: PairLayout, width: &str) -> String {
+    if layout.is_interleaved() {
+        "interleaved: adjacent pairs (2i, 2i+1), candle's rope_i".into()
+    } else {
+        format!("halves: pairs (i, i + {width}/2), rotate_half, candle's rope")
+    }
 }
 
 /// The pair layout of a config.json's ropes (one for all its layers), and where it comes from:
@@ -399,11 +404,7 @@ impl TextFields<'_> {
 fn report(path: &Path, r: &Resolved) -> Result<String> {
     let mut out = String::new();
     writeln!(out, "{} ({})", path.display(), r.kind)?;
-    let layout = if r.layout.is_interleaved() {
-        "interleaved: adjacent pairs (2i, 2i+1), candle's rope_i"
-    } else {
-        "halves: pairs (i, i + rotary_dim/2), rotate_half, candle's rope"
-    };
+    let layout = describe_pairs(r.layout, "rotary_dim");
     writeln!(out, "pair layout: {layout}  <- {}", r.layout_source)?;
     let unknown = r.configs.unknown_keys();
     if !unknown.is_empty() {
