@@ -18,7 +18,7 @@ use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::{cogvideox_coordinates, patch_positions, video_patch_positions, AxesRope};
 use candle_pe_core::{Alibi, PairLayout, SincosGrid, DEFAULT_ALIBI_BIAS_MAX, DEFAULT_BASE_SIZE};
-use candle_pe_formats::VisionRopeConfig;
+use candle_pe_formats::{VisionLayout, VisionRopeConfig};
 use clap::{Args, ValueEnum};
 
 use crate::device::DtypeArg;
@@ -298,9 +298,10 @@ fn vision_rope_nd(path: &Path, args: &RopeNdArgs, ids: &Tensor, ids_flag: &str) 
     let (cos, sin) = rope
         .at(ids, args.dtype.into())
         .with_context(|| ids_flag.to_string())?;
-    let pair_layout = match vision.pair_layout {
-        PairLayout::Halves => "halves",
-        PairLayout::Interleaved => "interleaved",
+    let pair_layout = match (vision.pair_layout, vision.layout) {
+        (PairLayout::Halves, VisionLayout::HalvesPerAxis) => "halves per axis",
+        (PairLayout::Halves, _) => "halves",
+        (PairLayout::Interleaved, _) => "interleaved",
     };
     let metadata = [
         ("vision_tower", vision.model_type.clone()),

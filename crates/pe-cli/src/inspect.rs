@@ -150,8 +150,16 @@ fn vision_section(json: &Value) -> Result<Option<String>> {
         VisionLayout::SplitSpectrum => {
             "one spectrum of head_dim/2 frequencies, even ones the row's, odd the column's"
         }
+        VisionLayout::HalvesPerAxis => {
+            "each axis head_dim/4 frequencies, the row turning the head's first half, the column its second"
+        }
     };
-    let pairs = describe_pairs(vision.pair_layout, "head_dim");
+    let pairs = match vision.layout {
+        VisionLayout::HalvesPerAxis => {
+            describe_pairs(vision.pair_layout, "half") + ", within each axis's half of head_dim"
+        }
+        _ => describe_pairs(vision.pair_layout, "head_dim"),
+    };
     let mut out = String::new();
     writeln!(
         out,

@@ -120,6 +120,28 @@ fn rope_nd_writes_a_vision_towers_tables_from_its_config() {
     assert_eq!(metadata["pair_layout"], "halves");
     assert_eq!(metadata["vision_tower"], "kimi_k25_vision");
 
+    // Gemma 4's tower turns each axis's half of the head: the metadata says so.
+    let gemma = dir.path().join("gemma4.json");
+    std::fs::write(
+        &gemma,
+        r#"{"model_type": "gemma4", "vision_config": {"model_type": "gemma4_vision"}}"#,
+    )
+    .unwrap();
+    pe_ok(&[
+        "rope-nd",
+        "--config",
+        s(&gemma),
+        "--grid",
+        "2,2",
+        "--out",
+        s(&out),
+    ]);
+    let metadata = common::safetensors_metadata(&out);
+    assert_eq!(metadata["layout"], "HalvesPerAxis");
+    assert_eq!(metadata["pair_layout"], "halves per axis");
+    assert_eq!(metadata["head_dim"], "64");
+    assert_eq!(metadata["rope_theta"], "100");
+
     let llama = dir.path().join("llama.json");
     std::fs::write(&llama, r#"{"model_type": "llama"}"#).unwrap();
     for (extra, needles) in [

@@ -605,6 +605,25 @@ fn inspect_shows_a_vision_towers_rope() {
         assert!(tail.lines().any(|l| l == line), "{line:?} not in:\n{out}");
     }
 
+    // Gemma 4's tower: its class's head_dim and theta, each axis turning its half of the head.
+    let mut gemma = text.clone();
+    gemma.as_object_mut().unwrap().remove("rope_theta");
+    gemma["model_type"] = "gemma4".into();
+    gemma["rope_parameters"] = serde_json::json!({
+        "full_attention": {"rope_type": "default", "rope_theta": 1e6},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}});
+    gemma["vision_config"] = serde_json::json!({"model_type": "gemma4_vision"});
+    let out = report(gemma);
+    let tail = &out[out.find("\nvision tower ").expect(&out)..];
+    for line in [
+        "  layout: HalvesPerAxis: each axis head_dim/4 frequencies, the row turning the head's first half, the column its second",
+        "  pair layout: halves: pairs (i, i + half/2), rotate_half, candle's rope, within each axis's half of head_dim",
+        "  head_dim: 64",
+        "  rope_theta: 100",
+    ] {
+        assert!(tail.lines().any(|l| l == line), "{line:?} not in:\n{out}");
+    }
+
     let mut llava = text.clone();
     llava["model_type"] = "llava".into();
     llava["vision_config"] = serde_json::json!({"model_type": "clip_vision_model"});

@@ -2,7 +2,8 @@
 //! `VisionRopeConfig` and its tables held to those its transformers rotary class computes
 //! (`crates/pe-testkit/fixtures/vision_ropes/transformers.json`, written by
 //! `scripts/fixtures/vision_ropes.py`): as the tower's own config, without its rope_parameters
-//! (its class's default theta), and nested in each model that nests it, at the path it sits at.
+//! (its class's default theta), without its head_dim (its class's default, where it has one),
+//! and nested in each model that nests it, at the path it sits at.
 //!
 //! The towers this reader does not read are listed in `NOT_READ`, each with the reason; the test
 //! fails when one of them reads right after all, so the list stays true.
@@ -11,7 +12,7 @@ use std::collections::BTreeMap;
 
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::PairLayout;
-use candle_pe_formats::{FromHfConfig, VisionRopeConfig};
+use candle_pe_formats::{FromHfConfig, VisionLayout, VisionRopeConfig};
 use serde_json::Value;
 
 /// The towers whose rope this reader does not read, and why.
@@ -19,10 +20,6 @@ const NOT_READ: &[(&str, &str)] = &[
     (
         "edgetam_video",
         "its memory attention's head width is hidden / (downsample_rate * heads)",
-    ),
-    (
-        "gemma4_vision",
-        "it turns each half of a head by one axis (h-h-w-w), at (batch, n, 2) positions",
     ),
     (
         "minimax_m3_vl_vision",
@@ -50,15 +47,24 @@ fn fixture() -> Value {
 }
 
 /// Our full-width table (`cos` or `sin`, `(n, head_dim / 2)`) as transformers lays it out:
-/// `[t, t]` for halves, each value twice in a row for adjacent pairs.
-fn full_width(table: &Tensor, pair_layout: PairLayout) -> Vec<Vec<f32>> {
+/// `[t, t]` for halves, each value twice in a row for adjacent pairs; for Gemma 4, each axis's
+/// half of it so (`[r, r, c, c]`).
+fn full_width(table: &Tensor, config: &VisionRopeConfig) -> Vec<Vec<f32>> {
+    let blocks = match config.layout {
+        VisionLayout::HalvesPerAxis => 2,
+        _ => 1,
+    };
     table
         .to_vec2::<f32>()
         .unwrap()
         .into_iter()
-        .map(|row| match pair_layout {
-            PairLayout::Halves => [row.clone(), row].concat(),
-            PairLayout::Interleaved => row.iter().flat_map(|&v| [v, v]).collect(),
+        .map(|row| {
+            row.chunks(row.len() / blocks)
+                .flat_map(|t| match config.pair_layout {
+                    PairLayout::Halves => [t, t].concat(),
+                    PairLayout::Interleaved => t.iter().flat_map(|&v| [v, v]).collect(),
+                })
+                .collect()
         })
         .collect()
 }
@@ -72,7 +78,7 @@ fn differences(config: &Value, theirs: &Value, positions: &Tensor) -> Vec<String
     let (cos, sin) = ours.rope().unwrap().at(positions, DType::F32).unwrap();
     let mut found = Vec::new();
     for (name, ours_table) in [("cos", cos), ("sin", sin)] {
-        let ours_rows = full_width(&ours_table, ours.pair_layout);
+        let ours_rows = full_width(&ours_table, &ours);
         let theirs_rows: Vec<Vec<f32>> = serde_json::from_value(theirs[name].clone()).unwrap();
         if ours_rows.first().map(Vec::len) != theirs_rows.first().map(Vec::len) {
             found.push(format!(
@@ -140,6 +146,21 @@ fn every_vision_tower_reads_as_its_transformers_class_computes_it() {
             found.push(format!(
                 "{name} (without rope_parameters): theta {bare_theta:?} vs {default_theta:?}"
             ));
+        }
+        // Without head_dim, and twice as wide: its class's default head_dim, where it has one
+        // (64 where the width over the heads is 128).
+        if let Some(default_head) = entry["defaults"]["head_dim"].as_u64() {
+            let mut wide = saved.clone();
+            let fields = wide.as_object_mut().unwrap();
+            fields.remove("head_dim");
+            let width = fields["hidden_size"].as_u64().unwrap();
+            fields.insert("hidden_size".into(), (2 * width).into());
+            let head = VisionRopeConfig::from_hf_config(&wide).map(|c| c.head_dim as u64);
+            if head.as_ref().ok() != Some(&default_head) {
+                found.push(format!(
+                    "{name} (without head_dim): head_dim {head:?} vs {default_head}"
+                ));
+            }
         }
         found.extend(cases.iter().flat_map(|(case, config)| {
             differences(config, entry, &positions)

@@ -53,6 +53,10 @@ enum Pairing {
     Adjacent,
     /// Column `k` turns `(k, k + d / 2)` of every head (Pixtral).
     Halves,
+    /// Axis `a` turns its own block of each head, `axes_dim[a]` features after those of the
+    /// axes before it, its column `j` turning the block's `(j, j + axes_dim[a] / 2)` (Gemma 4's
+    /// vision tower).
+    HalvesPerAxis,
     /// Head `h` of `heads` takes columns `h * r .. (h + 1) * r` (`r = half_dim / heads`), its
     /// column `h * r + j` turning `(j, j + r)` (LTX-2's `rope_type: "split"`).
     SplitHeads { heads: usize },
@@ -95,7 +99,8 @@ impl AxesRotaryEmbedding {
     /// adjacent pairs (candle's `rope_i`, as [`From<AxesRope>`](AxesRotaryEmbedding#impl-From%3CAxesRope%3E-for-AxesRotaryEmbedding)),
     /// or [`PairLayout::Halves`], column `k` turning features `k` and `k + d / 2` (candle's
     /// `rope`, transformers' `rotate_half`). A vision tower's `VisionRopeConfig`
-    /// (candle-pe-formats) gives both its rope and its pair layout:
+    /// (candle-pe-formats) gives both its rope and its pair layout, and its `rotary()` builds
+    /// the block so (with [`with_halves_per_axis`](Self::with_halves_per_axis) for Gemma 4):
     ///
     /// ```
     /// use candle_core::{Device, Tensor};
@@ -106,7 +111,7 @@ impl AxesRotaryEmbedding {
     /// let json = serde_json::json!({"model_type": "qwen2_5_vl",
     ///     "vision_config": {"hidden_size": 1280, "num_heads": 16}});
     /// let vision = VisionRopeConfig::from_hf_config(&json)?;
-    /// let rotary = AxesRotaryEmbedding::from(vision.rope()?).with_pair_layout(vision.pair_layout);
+    /// let rotary = vision.rotary()?; // from(vision.rope()?).with_pair_layout(vision.pair_layout)
     /// let q = Tensor::randn(0f32, 1.0, (1, 16, 6, 80), &Device::Cpu)?;
     /// let (q, k) = rotary.apply(&q, &q, &patch_positions(2, 3, &Device::Cpu)?)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -117,6 +122,31 @@ impl AxesRotaryEmbedding {
             PairLayout::Halves => Pairing::Halves,
         };
         Self { pairing, ..self }
+    }
+
+    /// The same tables, each axis turning its own block of each head: axis `a` the
+    /// `axes_dim[a]` features after those of the axes before it, column `j` of its tables the
+    /// block's features `j` and `j + axes_dim[a] / 2` (its two halves; transformers'
+    /// `apply_multidimensional_rope`, Gemma 4's vision tower, whose row turns the head's first
+    /// half and whose column its second). The features of columns that do not turn (LTX's
+    /// leading ones) stay as they are.
+    ///
+    /// ```
+    /// use candle_core::{Device, Tensor};
+    /// use candle_pe_nn::{patch_positions, AxesRotaryEmbedding};
+    ///
+    /// // Gemma 4's vision tower: heads of 64, rows on features 0..32, columns on 32..64.
+    /// let rotary = AxesRotaryEmbedding::new(&[32, 32], 100.0)?.with_halves_per_axis();
+    /// let q = Tensor::randn(0f32, 1.0, (1, 12, 6, 64), &Device::Cpu)?;
+    /// let (q, k) = rotary.apply(&q, &q, &patch_positions(2, 3, &Device::Cpu)?)?;
+    /// assert_eq!(q.dims(), &[1, 12, 6, 64]);
+    /// # Ok::<(), candle_core::Error>(())
+    /// ```
+    pub fn with_halves_per_axis(self) -> Self {
+        Self {
+            pairing: Pairing::HalvesPerAxis,
+            ..self
+        }
     }
 
     /// The same tables applied in LTX-2's `rope_type: "split"` layout (diffusers'
@@ -244,6 +274,22 @@ impl AxesRotaryEmbedding {
             let turned = match self.pairing {
                 Pairing::Adjacent => rope_i(&x32, &cos, &sin)?,
                 Pairing::Halves => rope(&x32, &cos, &sin)?,
+                Pairing::HalvesPerAxis => {
+                    // LTX's leading columns do not turn: their features stay as they are.
+                    let padding = self.rope.padding();
+                    let mut blocks = vec![x32.narrow(D::Minus1, 0, 2 * padding)?];
+                    // The block's first column, and its first feature (twice the column).
+                    let mut column = padding;
+                    for &width in self.rope.axes_dim() {
+                        let columns = |t: &Tensor| -> Result<Tensor> {
+                            t.narrow(D::Minus1, column, width / 2)?.contiguous()
+                        };
+                        let block = x32.narrow(D::Minus1, 2 * column, width)?.contiguous()?;
+                        blocks.push(rope(&block, &columns(&cos)?, &columns(&sin)?)?);
+                        column += width / 2;
+                    }
+                    Tensor::cat(&blocks, D::Minus1)?
+                }
                 Pairing::SplitHeads { .. } => {
                     let heads = x.dim(1)?;
                     let one_head = x32.reshape((batch * heads, 1, n, d))?;

@@ -3,11 +3,12 @@
 //! the tables its rotary class computes (`crates/pe-testkit/fixtures/vision_ropes`):
 //! `q * cos + rotate(q) * sin`, `rotate` being `rotate_half` for towers whose tables repeat
 //! as `[t, t]` (Qwen2-VL, Pixtral, Kimi-K2.5) and the pairwise rotation for those that repeat
-//! each value twice in a row (SAM 3's ViT, Inkling 2).
+//! each value twice in a row (SAM 3's ViT, Inkling 2); Gemma 4's `apply_multidimensional_rope`
+//! turns each half of the head so, by its half of the tables.
 
 use candle_core::{DType, Device, Tensor, D};
 use candle_pe_core::PairLayout;
-use candle_pe_formats::{FromHfConfig, VisionRopeConfig};
+use candle_pe_formats::{FromHfConfig, VisionLayout, VisionRopeConfig};
 use candle_pe_nn::AxesRotaryEmbedding;
 use serde_json::Value;
 
@@ -50,6 +51,7 @@ fn a_vision_block_turns_queries_as_transformers_attention_does() -> anyhow::Resu
         "kimi_k25_vision",
         "sam3_vit_model",
         "inkling2_vision",
+        "gemma4_vision",
     ] {
         let entry = &fixture["towers"][name];
         let vision = VisionRopeConfig::from_hf_config(&entry["config"])?;
@@ -61,11 +63,24 @@ fn a_vision_block_turns_queries_as_transformers_attention_does() -> anyhow::Resu
             Ok(Tensor::new(rows, &dev)?.reshape((1, 1, n, d))?)
         };
         let (cos, sin) = (table("cos")?, table("sin")?);
-        let theirs =
-            (q.broadcast_mul(&cos)? + rotated(&q, vision.pair_layout)?.broadcast_mul(&sin)?)?;
-        // The largest gap between q turned by the block in `pair_layout` and transformers' q.
-        let gap = |pair_layout: PairLayout| -> anyhow::Result<f32> {
-            let rotary = AxesRotaryEmbedding::from(rope.clone()).with_pair_layout(pair_layout);
+        // Gemma 4 turns each half of the head by its half of the tables; the others, the head.
+        let blocks = match vision.layout {
+            VisionLayout::HalvesPerAxis => 2,
+            _ => 1,
+        };
+        let block = |t: &Tensor, b: usize| t.narrow(D::Minus1, b * d / blocks, d / blocks);
+        let theirs = Tensor::cat(
+            &(0..blocks)
+                .map(|b| {
+                    let q = block(&q, b)?;
+                    q.broadcast_mul(&block(&cos, b)?)?
+                        + rotated(&q, vision.pair_layout)?.broadcast_mul(&block(&sin, b)?)?
+                })
+                .collect::<candle_core::Result<Vec<_>>>()?,
+            D::Minus1,
+        )?;
+        // The largest gap between q turned by `rotary` and transformers' q.
+        let gap = |rotary: AxesRotaryEmbedding| -> anyhow::Result<f32> {
             let (ours, _) = rotary.apply(&q, &q, &positions)?;
             Ok((ours - &theirs)?
                 .abs()?
@@ -74,7 +89,7 @@ fn a_vision_block_turns_queries_as_transformers_attention_does() -> anyhow::Resu
                 .to_dtype(DType::F32)?
                 .to_scalar::<f32>()?)
         };
-        let worst = gap(vision.pair_layout)?;
+        let worst = gap(vision.rotary()?)?;
         // Their f32 angles against ours, exact: a few 1e-6 on values of order 1.
         assert!(
             worst < 2e-5,
@@ -82,16 +97,65 @@ fn a_vision_block_turns_queries_as_transformers_attention_does() -> anyhow::Resu
             vision.pair_layout
         );
 
-        // The other pair layout turns other features: the block follows the config's.
+        // The other pair layout turns other features, and so does the whole head for Gemma 4:
+        // the block follows the config's.
         let other = match vision.pair_layout {
             PairLayout::Halves => PairLayout::Interleaved,
             PairLayout::Interleaved => PairLayout::Halves,
         };
-        let off = gap(other)?;
+        let off = gap(AxesRotaryEmbedding::from(rope.clone()).with_pair_layout(other))?;
         assert!(
             off > 1e-2,
             "{name}: the other layout also matched ({off:e})"
         );
+        if blocks > 1 {
+            let whole =
+                AxesRotaryEmbedding::from(rope.clone()).with_pair_layout(vision.pair_layout);
+            let off = gap(whole)?;
+            assert!(
+                off > 1e-2,
+                "{name}: halves of the whole head also matched ({off:e})"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `with_halves_per_axis` turns each axis's block of the head as candle's `rope` turns it with
+/// that axis's columns of the tables, axes of unequal widths included; the features of LTX's
+/// leading columns, which do not turn, stay as they are.
+#[test]
+fn halves_per_axis_turn_each_axis_block_by_its_own_columns() -> anyhow::Result<()> {
+    let dev = Device::Cpu;
+    let positions = Tensor::new(&[[0i32, 0, 0], [3, -2, 7], [11, 5, 1]], &dev)?;
+    for rope in [
+        candle_pe_core::AxesRope::new(&[4, 8, 12], 100.0)?,
+        candle_pe_core::AxesRope::ltx(20, 3, 10_000.0)?,
+    ] {
+        let d = 2 * rope.half_dim();
+        let q = Tensor::randn(0f32, 1.0, (2, 3, 3, d), &dev)?;
+        let rotary = AxesRotaryEmbedding::from(rope.clone()).with_halves_per_axis();
+        let (ours, _) = rotary.apply(&q, &q, &positions)?;
+        let (cos, sin) = rope.at(&positions, DType::F32)?;
+        let padding = rope.padding();
+        let mut blocks = vec![q.narrow(D::Minus1, 0, 2 * padding)?];
+        let mut column = padding;
+        for &width in rope.axes_dim() {
+            let (c, s) = (
+                cos.narrow(1, column, width / 2)?.contiguous()?,
+                sin.narrow(1, column, width / 2)?.contiguous()?,
+            );
+            let block = q.narrow(D::Minus1, 2 * column, width)?.contiguous()?;
+            blocks.push(candle_nn::rotary_emb::rope(&block, &c, &s)?);
+            column += width / 2;
+        }
+        let theirs = Tensor::cat(&blocks, D::Minus1)?;
+        let gap = (ours - theirs)?
+            .abs()?
+            .flatten_all()?
+            .max(0)?
+            .to_scalar::<f32>()?;
+        assert_eq!(gap, 0.0, "{:?} (padding {padding})", rope.axes_dim());
     }
     Ok(())
 }

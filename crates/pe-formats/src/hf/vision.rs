@@ -9,11 +9,14 @@
 //! `scripts/fixtures/vision_ropes.py` records every tower of transformers with an axial rope
 //! and the tables its class computes, and `tests/vision_ropes.rs` holds the rows to them.
 //!
-//! The head's width is `head_dim`, or the tower's width (`hidden_size`; Qwen2-VL's
-//! `embed_dim`) over its heads (`num_attention_heads` or `num_heads`). The tables are those of
-//! [`AxesRope::at`] at positions `(row, column)`, one per patch, `head_dim / 2` columns, which
-//! turn as `pair_layout` says: [`PairLayout::Halves`] (transformers' `rotate_half`, candle's
-//! `rope`) or [`PairLayout::Interleaved`] (adjacent pairs, candle's `rope_i`).
+//! The head's width is `head_dim`, or its class's default (Pixtral's and Gemma 4's: 64), or
+//! the tower's width (`hidden_size`; Qwen2-VL's `embed_dim`) over its heads
+//! (`num_attention_heads` or `num_heads`). The tables are those of [`AxesRope::at`] at
+//! positions `(row, column)`, one per patch, `head_dim / 2` columns, which turn as
+//! `pair_layout` says: [`PairLayout::Halves`] (transformers' `rotate_half`, candle's `rope`) or
+//! [`PairLayout::Interleaved`] (adjacent pairs, candle's `rope_i`), over the whole head or, for
+//! [`VisionLayout::HalvesPerAxis`] (Gemma 4), within each axis's half of it.
+//! [`VisionRopeConfig::rotary`] is the block that turns them so.
 //!
 //! ```
 //! use candle_core::{DType, Device};
@@ -28,10 +31,21 @@
 //! assert_eq!((vision.layout, vision.pair_layout), (VisionLayout::RowsFirst, PairLayout::Halves));
 //! let (cos, sin) = vision.rope()?.at(&patch_positions(4, 6, &Device::Cpu)?, DType::F32)?;
 //! assert_eq!(cos.dims(), &[24, 40]);
+//!
+//! // Gemma 4's: theta 100 by default, the row turning each head's first half, the column its
+//! // second.
+//! let json = serde_json::json!({"model_type": "gemma4", "vision_config": {
+//!     "model_type": "gemma4_vision", "hidden_size": 768, "num_attention_heads": 12}});
+//! let vision = VisionRopeConfig::from_hf_config(&json)?;
+//! assert_eq!((vision.head_dim, vision.rope_theta), (64, 100.0));
+//! assert_eq!(vision.layout, VisionLayout::HalvesPerAxis);
+//! let q = candle_core::Tensor::randn(0f32, 1.0, (1, 12, 24, 64), &Device::Cpu)?;
+//! let (q, k) = vision.rotary()?.apply(&q, &q, &patch_positions(4, 6, &Device::Cpu)?)?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 use candle_pe_core::{AxesRope, Error as CoreError, PairLayout, DEFAULT_ROPE_THETA};
+use candle_pe_nn::AxesRotaryEmbedding;
 use serde_json::Value;
 
 use crate::{ConfigFields, FromHfConfig, Result};
@@ -52,6 +66,11 @@ pub enum VisionLayout {
     /// One spectrum of `head_dim / 2` frequencies `rope_theta^(-2i / head_dim)`, the even ones
     /// the row's, the odd ones the column's (Pixtral; [`AxesRope::split_spectrum`]).
     SplitSpectrum,
+    /// The frequencies and tables of `RowsFirst`, but each axis turns its own half of the head:
+    /// the row the first `head_dim / 2` features, the column the rest, each by its half's two
+    /// halves (Gemma 4; transformers' `apply_multidimensional_rope`,
+    /// [`AxesRotaryEmbedding::with_halves_per_axis`]).
+    HalvesPerAxis,
 }
 
 impl VisionLayout {
@@ -68,7 +87,7 @@ impl VisionLayout {
         let per_axis = head_dim / 4;
         let axes = || AxesRope::new(&[head_dim / 2, head_dim / 2], rope_theta);
         match self {
-            VisionLayout::RowsFirst => axes(),
+            VisionLayout::RowsFirst | VisionLayout::HalvesPerAxis => axes(),
             VisionLayout::ColumnsFirst => {
                 let order: Vec<usize> = (per_axis..2 * per_axis).chain(0..per_axis).collect();
                 axes()?.with_column_order(&order)
@@ -94,7 +113,8 @@ pub struct VisionRopeConfig {
     pub rope_theta: f64,
     /// How the frequencies are dealt to the patch's row and column.
     pub layout: VisionLayout,
-    /// Which features each column of the tables turns.
+    /// Which features each column of the tables turns (within its axis's half of the head, for
+    /// [`VisionLayout::HalvesPerAxis`]).
     pub pair_layout: PairLayout,
     /// The keys of the tower's `rope_parameters` that nothing read, as paths (transformers
     /// warns about them and reads on).
@@ -105,6 +125,17 @@ impl VisionRopeConfig {
     /// The tower's rope, at positions `(row, column)` ([`VisionLayout::rope`]).
     pub fn rope(&self) -> candle_pe_core::Result<AxesRope> {
         self.layout.rope(self.head_dim, self.rope_theta)
+    }
+
+    /// The block that turns the tower's queries and keys (`(batch, heads, n, head_dim)`) at
+    /// positions `(row, column)`: its [`rope`](Self::rope), turning the pairs its layout and
+    /// pair layout say.
+    pub fn rotary(&self) -> candle_pe_core::Result<AxesRotaryEmbedding> {
+        let rotary = AxesRotaryEmbedding::from(self.rope()?).with_pair_layout(self.pair_layout);
+        Ok(match self.layout {
+            VisionLayout::HalvesPerAxis => rotary.with_halves_per_axis(),
+            _ => rotary,
+        })
     }
 }
 
@@ -120,6 +151,9 @@ struct VisionTower {
     pair_layout: PairLayout,
     /// The field of the tower's width, which its heads share.
     width: &'static str,
+    /// Its config class's default `head_dim`, which a config without one takes; `None` where
+    /// the class has none (the width over the heads).
+    head_dim: Option<usize>,
     /// Its config class's default `rope_theta`.
     rope_theta: f64,
 }
@@ -134,6 +168,7 @@ const fn tower(names: &'static [&'static str], nested_in: &'static [&'static str
         layout: VisionLayout::RowsFirst,
         pair_layout: PairLayout::Halves,
         width: "hidden_size",
+        head_dim: None,
         rope_theta: DEFAULT_ROPE_THETA,
     }
 }
@@ -155,6 +190,11 @@ impl VisionTower {
         self
     }
 
+    const fn head(mut self, head_dim: usize) -> Self {
+        self.head_dim = Some(head_dim);
+        self
+    }
+
     const fn theta(mut self, rope_theta: f64) -> Self {
         self.rope_theta = rope_theta;
         self
@@ -173,6 +213,13 @@ const VISION_TOWERS: &[VisionTower] = &[
     tower(&["dots3_note_vision_encoder"], &["dots3_note"]),
     tower(&["ernie4_5_vl_moe_vision"], &["ernie4_5_vl_moe"]),
     tower(&["exaone4_5_vision"], &["exaone4_5"]),
+    tower(
+        &["gemma4_vision"],
+        &["diffusion_gemma", "embedding_gemma2", "gemma4"],
+    )
+    .layout(VisionLayout::HalvesPerAxis)
+    .head(64)
+    .theta(100.0),
     tower(&["glm4v_moe_vision"], &["glm4v_moe"]),
     tower(&["glm4v_vision"], &["glm46v", "glm4v", "glmga"]),
     tower(&["glm5_next_vision"], &["glm5_next"]),
@@ -187,7 +234,8 @@ const VISION_TOWERS: &[VisionTower] = &[
     tower(&["muse_spark_vision"], &["muse_spark"]),
     tower(&["paddleocr_vl_vision"], &["paddleocr_vl"]),
     tower(&["pixtral"], &["lighton_ocr", "mistral3", "mistral_large4"])
-        .layout(VisionLayout::SplitSpectrum),
+        .layout(VisionLayout::SplitSpectrum)
+        .head(64),
     tower(&["qwen2_5_omni_vision_encoder"], &["qwen2_5_omni_thinker"])
         .nested_at(&[("qwen2_5_omni", "thinker_config.vision_config")]),
     tower(
@@ -251,7 +299,7 @@ impl VisionTower {
 
     /// The tower's rope from its config's fields.
     fn read(&self, fields: &ConfigFields) -> Result<VisionRopeConfig> {
-        let (head_dim, source) = match fields.get::<usize>("head_dim")? {
+        let (head_dim, source) = match fields.get::<usize>("head_dim")?.or(self.head_dim) {
             Some(head_dim) => (head_dim, "head_dim"),
             None => {
                 let width: usize = fields.require(self.width)?;
