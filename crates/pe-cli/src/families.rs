@@ -300,8 +300,7 @@ fn vision_rope_nd(path: &Path, args: &RopeNdArgs, ids: &Tensor, ids_flag: &str) 
         .with_context(|| ids_flag.to_string())?;
     let pair_layout = match (vision.pair_layout, vision.layout) {
         (PairLayout::Halves, VisionLayout::HalvesPerAxis) => "halves per axis",
-        (PairLayout::Halves, _) => "halves",
-        (PairLayout::Interleaved, _) => "interleaved",
+        (layout, _) => crate::rope::pair_layout_name(layout),
     };
     let metadata = [
         ("vision_tower", vision.model_type.clone()),

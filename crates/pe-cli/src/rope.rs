@@ -509,18 +509,23 @@ fn metadata(
         metadata.push(("layer_type", layer.clone()));
     }
     if let Some(layout) = resolved.layout {
-        let name = if layout.is_interleaved() {
-            "interleaved (adjacent pairs: candle's rope_i)"
-        } else {
-            "halves (rotate_half: candle's rope)"
-        };
-        metadata.push(("pair_layout", name.to_string()));
+        metadata.push(("pair_layout", pair_layout_name(layout).to_string()));
     }
     if rope.reads_longrope_policy() {
         let policy = args.longrope_policy.unwrap_or_default();
         metadata.push(("longrope_policy", format!("{policy:?}").to_lowercase()));
     }
     Ok(metadata)
+}
+
+/// The metadata's name of a pair layout, one spelling for every command: `halves`
+/// (`rotate_half`, candle's `rope`) or `interleaved` (adjacent pairs, candle's `rope_i`).
+pub(crate) fn pair_layout_name(layout: PairLayout) -> &'static str {
+    if layout.is_interleaved() {
+        "interleaved"
+    } else {
+        "halves"
+    }
 }
 
 /// The flags of an error at the ids of `--positions`.
