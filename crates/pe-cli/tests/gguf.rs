@@ -216,8 +216,7 @@ fn inspect_reports_values_sources_and_angle_errors() {
     // Every row recomputed: f32 (and bf16) frequencies times f32 (bf16) positions, rounded as
     // built, against the exact angles over the 64 positions up to the row's, with the
     // frequencies of a sequence reaching it.
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(config("llama31")).unwrap()).unwrap();
+    let json: serde_json::Value = pe_testkit::read_json(config("llama31"));
     let rope =
         candle_pe_core::Rope::new(candle_pe_core::RopeConfig::from_hf_config(&json).unwrap())
             .unwrap();

@@ -50,7 +50,7 @@ fn writes_get_rope_index_ids_and_tables() {
         &t["tps2_padded.rope_deltas"].flatten_all().unwrap(),
         "rope_deltas",
     );
-    let json = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    let json = pe_testkit::read_json(&config);
     let rope = Rope::new(RopeConfig::from_hf_config(&json).unwrap()).unwrap();
     let (cos, sin) = rope
         .at(At::mrope(&t["tps2_padded.position_ids"]), DType::F32)

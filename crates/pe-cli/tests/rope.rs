@@ -478,8 +478,7 @@ fn rope_has_help_listing_its_flags() {
 /// The `config_input` of a rope fixture (pe-formats' transformers tests), written into `dir`.
 fn fixture_config(dir: &Path, name: &str) -> std::path::PathBuf {
     let fixture = pe_testkit::fixture(&format!("rope/{name}.json"));
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+    let json: serde_json::Value = pe_testkit::read_json(fixture);
     let path = dir.join(format!("{name}-config.json"));
     std::fs::write(&path, json["config_input"].to_string()).unwrap();
     path
@@ -497,8 +496,7 @@ fn config_files_write_each_layers_tables() {
     let inputs = tempfile::tempdir().unwrap();
     // Gemma 3 (one rope per layer type), by type and by layer.
     let gemma = fixture_config(inputs.path(), "gemma3_v5");
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&gemma).unwrap()).unwrap();
+    let json: serde_json::Value = pe_testkit::read_json(&gemma);
     let configs = RopeConfigs::from_hf_config(&json).unwrap();
     for (flags, layer_type) in [
         (["--layer-type", "sliding_attention"], "sliding_attention"),
@@ -526,10 +524,7 @@ fn config_files_write_each_layers_tables() {
     }
     // Phi-3 longrope: the frequencies of offset + len positions, and the attention factor.
     let phi3 = fixture_config(inputs.path(), "phi3_longrope");
-    let config = RopeConfig::from_hf_config(
-        &serde_json::from_str(&std::fs::read_to_string(&phi3).unwrap()).unwrap(),
-    )
-    .unwrap();
+    let config = RopeConfig::from_hf_config(&pe_testkit::read_json(&phi3)).unwrap();
     for policy in ["transformers", "vllm"] {
         for (offset, len) in [(4090usize, 6usize), (4090, 7)] {
             let out = dir.path().join(format!("phi3-{policy}-{len}.safetensors"));
@@ -570,10 +565,7 @@ fn config_files_write_each_layers_tables() {
 fn position_ids_write_mrope_and_plain_tables() {
     let dir = tempfile::tempdir().unwrap();
     let qwen = fixture_config(dir.path(), "qwen2_vl");
-    let config = RopeConfig::from_hf_config(
-        &serde_json::from_str(&std::fs::read_to_string(&qwen).unwrap()).unwrap(),
-    )
-    .unwrap();
+    let config = RopeConfig::from_hf_config(&pe_testkit::read_json(&qwen)).unwrap();
     let rope = Rope::new(config).unwrap();
     let ids3 = candle_core::Tensor::new(
         &[[0i64, 1, 2, 3, 4], [0, 1, 1, 2, 2], [0, 1, 2, 1, 131071]],

@@ -22,8 +22,7 @@ fn metadata(path: &Path) -> serde_json::Value {
 /// The `config_input` of a fixture under `crates/pe-testkit/fixtures/rope`, written into `dir`.
 fn fixture_config(dir: &Path, name: &str) -> (PathBuf, serde_json::Value) {
     let fixture = pe_testkit::fixture(&format!("rope/{name}.json"));
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+    let json: serde_json::Value = pe_testkit::read_json(fixture);
     let path = dir.join(format!("{name}-config.json"));
     std::fs::write(&path, json["config_input"].to_string()).unwrap();
     (path, json["config_input"].clone())

@@ -11,7 +11,7 @@ use pe_testkit::{assert_axes_exact, axes_slots};
 
 fn fixture(name: &str) -> anyhow::Result<(serde_json::Value, HashMap<String, Tensor>)> {
     let dir = pe_testkit::fixture("grids");
-    let json = serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}.json")))?)?;
+    let json = pe_testkit::read_json(dir.join(format!("{name}.json")));
     let tensors =
         candle_core::safetensors::load(dir.join(format!("{name}.safetensors")), &Device::Cpu)?;
     Ok((json, tensors))

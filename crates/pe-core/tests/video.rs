@@ -12,7 +12,7 @@ const U: f64 = 1.0 / (1u64 << 24) as f64;
 
 fn fixture(name: &str) -> anyhow::Result<(serde_json::Value, HashMap<String, Tensor>)> {
     let dir = pe_testkit::fixture("video");
-    let json = serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}.json")))?)?;
+    let json = pe_testkit::read_json(dir.join(format!("{name}.json")));
     let tensors =
         candle_core::safetensors::load(dir.join(format!("{name}.safetensors")), &Device::Cpu)?;
     Ok((json, tensors))

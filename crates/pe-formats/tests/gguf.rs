@@ -18,7 +18,7 @@ fn gguf_fixture(name: &str) -> anyhow::Result<(Content, std::fs::File)> {
 }
 
 fn hf_config(path: std::path::PathBuf) -> anyhow::Result<RopeConfig> {
-    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path)?)?;
+    let json: serde_json::Value = pe_testkit::read_json(path);
     Ok(RopeConfig::from_hf_config(&json)?)
 }
 

@@ -26,9 +26,7 @@ fn fixture(case: &str) -> anyhow::Result<(GgufRopeOr, Json)> {
     let mut file = std::fs::File::open(dir.join(format!("arch_{case}.gguf")))?;
     let content = Content::read(&mut file)?;
     let rope = GgufRope::from_gguf(&content, &mut file);
-    let expected = serde_json::from_str(&std::fs::read_to_string(
-        dir.join(format!("arch_{case}.json")),
-    )?)?;
+    let expected = pe_testkit::read_json(dir.join(format!("arch_{case}.json")));
     Ok((rope, expected))
 }
 

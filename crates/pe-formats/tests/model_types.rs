@@ -63,7 +63,7 @@ const VISION: &str = "a vision tower's 2-D rope: VisionRopeConfig reads it";
 
 fn fixture() -> Value {
     let path = pe_testkit::fixture("model_types").join("transformers.json");
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    pe_testkit::read_json(path)
 }
 
 /// `config` with every `rope_theta` (top level, rope dict, rope dicts per layer type),

@@ -21,7 +21,7 @@ struct Fixture {
 
 fn fixture(name: &str) -> anyhow::Result<Fixture> {
     let dir = pe_testkit::fixture("rope");
-    let json = serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}.json")))?)?;
+    let json = pe_testkit::read_json(dir.join(format!("{name}.json")));
     let t = candle_core::safetensors::load(dir.join(format!("{name}.safetensors")), &Device::Cpu)?;
     let scale = t["scale"].to_dtype(DType::F64)?.to_vec1::<f64>()?;
     Ok(Fixture {

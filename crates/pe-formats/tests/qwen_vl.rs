@@ -13,9 +13,8 @@ const VIDEO: i64 = 151656;
 
 fn case(name: &str) -> anyhow::Result<(QwenVlConfig, serde_json::Value, HashMap<String, Tensor>)> {
     let dir = pe_testkit::fixture(&format!("qwen_vl/{name}"));
-    let config: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("config.json"))?)?;
-    let meta = serde_json::from_str(&std::fs::read_to_string(dir.join("positions.json"))?)?;
+    let config: serde_json::Value = pe_testkit::read_json(dir.join("config.json"));
+    let meta = pe_testkit::read_json(dir.join("positions.json"));
     let tensors = candle_core::safetensors::load(dir.join("positions.safetensors"), &Device::Cpu)?;
     Ok((QwenVlConfig::from_hf_config(&config)?, meta, tensors))
 }
@@ -140,11 +139,9 @@ fn matches_transformers_generate() -> anyhow::Result<()> {
         "qwen3_vl_generate",
     ] {
         let dir = pe_testkit::fixture(&format!("qwen_vl/{name}"));
-        let json: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(dir.join("config.json"))?)?;
+        let json: serde_json::Value = pe_testkit::read_json(dir.join("config.json"));
         let config = QwenVlConfig::from_hf_config(&json)?;
-        let meta: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(dir.join("generate.json"))?)?;
+        let meta: serde_json::Value = pe_testkit::read_json(dir.join("generate.json"));
         let t = candle_core::safetensors::load(dir.join("generate.safetensors"), &Device::Cpu)?;
         for call in meta["calls"].as_array().unwrap() {
             let names = &call["tensors"];
@@ -302,8 +299,7 @@ fn mismatches_are_named() -> anyhow::Result<()> {
 #[test]
 fn saved_qwen2_vl_rope_parameters_read_back() -> anyhow::Result<()> {
     let dir = pe_testkit::fixture("qwen_vl/qwen2_vl");
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("config.json"))?)?;
+    let json: serde_json::Value = pe_testkit::read_json(dir.join("config.json"));
     let params = &json["text_config"]["rope_parameters"];
     assert_eq!(
         (params["rope_type"].as_str(), params["type"].as_str()),

@@ -415,7 +415,7 @@ fn unknown_rope_keys_are_listed() -> anyhow::Result<()> {
         if path.extension().is_none_or(|e| e != "json") {
             continue;
         }
-        let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
+        let json: serde_json::Value = pe_testkit::read_json(&path);
         let name = path.file_stem().unwrap().to_string_lossy().to_string();
         let keys = unknown(json["config_input"].clone())?;
         let expected: &[&str] = if name.starts_with("hunyuan") {

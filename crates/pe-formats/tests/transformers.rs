@@ -22,7 +22,7 @@ struct Fixture {
 
 fn fixture(name: &str) -> anyhow::Result<Fixture> {
     let dir = pe_testkit::fixture("rope");
-    let json = serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}.json")))?)?;
+    let json = pe_testkit::read_json(dir.join(format!("{name}.json")));
     let tensors =
         candle_core::safetensors::load(dir.join(format!("{name}.safetensors")), &Device::Cpu)?;
     Ok(Fixture { json, tensors })

@@ -43,7 +43,7 @@ const TOLERANCE: f32 = 4e-6;
 
 fn fixture() -> Value {
     let path = pe_testkit::fixture("vision_ropes").join("transformers.json");
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    pe_testkit::read_json(path)
 }
 
 /// Our full-width table (`cos` or `sin`, `(n, head_dim / 2)`) as transformers lays it out:

@@ -74,8 +74,7 @@ fn qwen3_vl_language_model_matches_transformers() -> Result<()> {
 fn matches_transformers(case: &str, section: &[usize], interleaved: bool) -> Result<()> {
     let dir = pe_testkit::fixture(&format!("models/{case}"));
     let t = candle_core::safetensors::load(dir.join("outputs.safetensors"), &Device::Cpu)?;
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("outputs.json"))?)?;
+    let json: serde_json::Value = pe_testkit::read_json(dir.join("outputs.json"));
     let get = |k: &str| t.get(k).unwrap_or_else(|| panic!("no tensor {k}")).clone();
     let ids = |k: &str| -> Result<Vec<i64>> { Ok(get(k).flatten_all()?.to_vec1::<i64>()?) };
     let mut model = LlamaFamily::from_dir(&dir, DType::F32, &Device::Cpu)?;
@@ -85,8 +84,7 @@ fn matches_transformers(case: &str, section: &[usize], interleaved: bool) -> Res
     assert_eq!(rope.mrope_slots.is_alternating(), interleaved);
 
     // The ids: pe-core's get_rope_index and rope_deltas give the fixture's.
-    let config: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("config.json"))?)?;
+    let config: serde_json::Value = pe_testkit::read_json(dir.join("config.json"));
     let input = get("prefill.input_ids");
     let positions = QwenVlConfig::from_hf_config(&config)?.positions(
         &input,
@@ -290,8 +288,7 @@ fn qwen_vl_configs_are_read_in_both_forms() -> Result<()> {
     assert!(cfg.qk_norm && cfg.tie_word_embeddings && cfg.rope.mrope_slots.is_alternating());
     assert_eq!(cfg.head_dim, 32);
     // Given at both levels, they must agree.
-    let mut json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("config.json"))?)?;
+    let mut json: serde_json::Value = pe_testkit::read_json(dir.join("config.json"));
     json["text_config"]["tie_word_embeddings"] = false.into();
     let err = LlamaConfig::from_hf_config(&json).unwrap_err().to_string();
     assert!(err.contains("text_config.tie_word_embeddings"), "{err}");

@@ -8,8 +8,7 @@ use pe_models::{greedy, CachePolicy, LlamaFamily, SinkPositions};
 
 fn check(case: &str) -> anyhow::Result<()> {
     let dir = pe_testkit::fixture(&format!("sink/{case}"));
-    let outputs: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("outputs.json"))?)?;
+    let outputs: serde_json::Value = pe_testkit::read_json(dir.join("outputs.json"));
     let number = |key: &str| outputs[key].as_u64().expect(key) as usize;
     let list = |key: &str| -> Vec<u32> {
         outputs[key]

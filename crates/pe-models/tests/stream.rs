@@ -324,8 +324,7 @@ fn generate_flags_bound_the_cache() -> anyhow::Result<()> {
 /// 0, as `get_rope_index` gives them.
 fn qwen_vl_stream(fixture: &str) -> anyhow::Result<(Vec<u32>, Tensor)> {
     let dir = pe_testkit::fixture(fixture);
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("config.json"))?)?;
+    let json: serde_json::Value = pe_testkit::read_json(dir.join("config.json"));
     let config = candle_pe_formats::QwenVlConfig::from_hf_config(&json)?;
     let (img, start, end) = (120, 118, 119);
     let mut ids = vec![1, 87, 14, start];

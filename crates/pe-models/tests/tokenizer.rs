@@ -352,7 +352,7 @@ fn real_files_keys() -> Result<()> {
 fn reference(file: &str) -> Result<serde_json::Value> {
     let stem = file.strip_suffix(".gguf").unwrap();
     let path = pe_testkit::fixture(&format!("real/{stem}.json"));
-    Ok(serde_json::from_str(&std::fs::read_to_string(path)?)?)
+    Ok(pe_testkit::read_json(path))
 }
 
 fn ids(value: &serde_json::Value) -> Vec<u32> {

@@ -60,8 +60,7 @@ struct Fixture {
 impl Fixture {
     fn load(name: &'static str) -> Result<Self> {
         let dir = pe_testkit::fixture(&format!("models/{name}"));
-        let json: Value =
-            serde_json::from_str(&std::fs::read_to_string(dir.join("outputs.json"))?)?;
+        let json: Value = pe_testkit::read_json(dir.join("outputs.json"));
         let tensors =
             candle_core::safetensors::load(dir.join("outputs.safetensors"), &Device::Cpu)?;
         Ok(Self {

@@ -63,8 +63,7 @@ fn f32s(t: &Tensor) -> anyhow::Result<Vec<f32>> {
 #[test]
 fn ltx2_split_matches_diffusers_apply() -> anyhow::Result<()> {
     let dir = pe_testkit::fixture("video");
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("ltx2_split_apply.json"))?)?;
+    let json: serde_json::Value = pe_testkit::read_json(dir.join("ltx2_split_apply.json"));
     let t = candle_core::safetensors::load(dir.join("ltx2_split_apply.safetensors"), &Device::Cpu)?;
 
     for call in json["calls"].as_array().unwrap() {

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 fn fixture() -> Value {
     let path = pe_testkit::fixture("vision_ropes").join("transformers.json");
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    pe_testkit::read_json(path)
 }
 
 /// transformers' rotation of `x` (`(1, heads, n, d)`): halves, `[-x2, x1]`; adjacent pairs,

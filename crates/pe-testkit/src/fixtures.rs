@@ -9,7 +9,7 @@
 //! assert!(llama.join("config.json").is_file());
 //! ```
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The path of the fixture file or folder `name` (as `"rope/llama31.json"` or
 /// `"models/m2m100"`); panics, naming the path, if there is none. The fixtures are this
@@ -27,6 +27,15 @@ pub fn fixture(name: &str) -> PathBuf {
         path.display()
     );
     path
+}
+
+/// The JSON of the file at `path` (a fixture's, or a config a test wrote); panics, naming the
+/// path, if it cannot be read or parsed.
+pub fn read_json(path: impl AsRef<Path>) -> serde_json::Value {
+    let path = path.as_ref();
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
 }
 
 /// The end of a test that sweeps a fixture of every model of a kind (every model type of

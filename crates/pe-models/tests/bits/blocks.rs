@@ -45,7 +45,7 @@ fn ropes() -> Result<Vec<(String, RotaryEmbedding)>> {
         "qwen3_vl",
     ] {
         let path = pe_testkit::fixture(&format!("rope/{name}.json"));
-        let json: Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
+        let json: Value = pe_testkit::read_json(&path);
         let config = RopeConfig::from_hf_config(&json["config_input"])
             .with_context(|| format!("rope fixture {name}"))?;
         ropes.push((name.to_string(), RotaryEmbedding::new(config)?));

@@ -30,7 +30,7 @@ pub fn checkpoints(cases: &mut Cases) -> Result<()> {
             continue;
         }
         let name = stem(&dir)?;
-        let json: Value = serde_json::from_str(&std::fs::read_to_string(&config)?)?;
+        let json: Value = pe_testkit::read_json(&config);
         let prefix = format!("model@{}/{name}", pe_testkit::machine_class());
         if json["model_type"] == "m2m_100" {
             let encoder = M2M100Encoder::from_dir(&dir, DType::F32, &Device::Cpu)

@@ -17,7 +17,6 @@ use candle_pe_core::{
 };
 use candle_pe_formats::GgufRope;
 use candle_pe_nn::At;
-use serde_json::Value;
 
 use crate::inputs::{dt, ids, Cases, BACKENDS, DTYPES};
 use candle_pe_formats::{FromGguf, FromHfConfig};
@@ -80,8 +79,7 @@ pub fn sinusoidal(cases: &mut Cases) -> Result<()> {
 pub fn rope_fixtures(cases: &mut Cases) -> Result<()> {
     for path in fixture_files("rope", "json")? {
         let name = stem(&path)?;
-        let json: Value = serde_json::from_str(&std::fs::read_to_string(&path)?)
-            .with_context(|| format!("reading {}", path.display()))?;
+        let json = pe_testkit::read_json(&path);
         let configs = RopeConfigs::from_hf_config(&json["config_input"])
             .with_context(|| format!("rope fixture {name}"))?;
         rope_configs(cases, &format!("rope/{name}"), &configs)?;
