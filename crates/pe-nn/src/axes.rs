@@ -39,11 +39,15 @@ use candle_nn::rotary_emb::{rope, rope_i};
 use candle_pe_core::{AxesRope, PairLayout, ToPositions};
 
 /// Multi-axis rotary embedding for `(batch, heads, n, 2 * half_dim)` queries and keys (LTX-2's
-/// split layout: `(batch, heads, n, 2 * half_dim / heads)`).
+/// split layout: `(batch, heads, n, 2 * half_dim / heads)`; wider heads with
+/// [`with_head_dim`](Self::with_head_dim)).
 #[derive(Clone, Debug)]
 pub struct AxesRotaryEmbedding {
     rope: AxesRope,
     pairing: Pairing,
+    /// The width of each head, where it is wider than the features the tables turn (the rest
+    /// pass through as they are).
+    head_dim: Option<usize>,
 }
 
 /// Which features a table column turns.
@@ -72,6 +76,7 @@ impl From<AxesRope> for AxesRotaryEmbedding {
         Self {
             rope,
             pairing: Pairing::Adjacent,
+            head_dim: None,
         }
     }
 }
@@ -82,6 +87,7 @@ impl AxesRotaryEmbedding {
         Ok(Self {
             rope: AxesRope::new(axes_dim, theta)?,
             pairing: Pairing::Adjacent,
+            head_dim: None,
         })
     }
 
@@ -92,6 +98,7 @@ impl AxesRotaryEmbedding {
         Ok(Self {
             rope: AxesRope::split_spectrum(head_dim, axes, theta)?,
             pairing: Pairing::Halves,
+            head_dim: None,
         })
     }
 
@@ -149,6 +156,44 @@ impl AxesRotaryEmbedding {
         }
     }
 
+    /// The same tables on heads of `head_dim` features, of which they turn the first (`2 *
+    /// half_dim`; each head's first `2 * half_dim / heads` with
+    /// [`with_split_heads`](Self::with_split_heads)) while the rest pass through as they are
+    /// (MiniMax-M3-VL's vision tower, whose three axes turn 78 of its 80). `head_dim` may not be
+    /// narrower than the features the tables turn in each head.
+    ///
+    /// ```
+    /// use candle_core::{Device, Tensor};
+    /// use candle_pe_core::PairLayout;
+    /// use candle_pe_nn::{video_patch_positions, AxesRotaryEmbedding};
+    ///
+    /// // Three axes (frame, row, column) of 26 features each, in heads of 80.
+    /// let rotary = AxesRotaryEmbedding::new(&[26, 26, 26], 10_000.0)?
+    ///     .with_pair_layout(PairLayout::Halves)
+    ///     .with_head_dim(80)?;
+    /// let q = Tensor::randn(0f32, 1.0, (1, 16, 12, 80), &Device::Cpu)?;
+    /// let (q, k) = rotary.apply(&q, &q, &video_patch_positions(2, 2, 3, &Device::Cpu)?)?;
+    /// # Ok::<(), candle_core::Error>(())
+    /// ```
+    pub fn with_head_dim(self, head_dim: usize) -> Result<Self> {
+        let turned = self.turned_per_head();
+        if head_dim < turned {
+            bail!("head_dim {head_dim} is narrower than the {turned} features the tables turn in each head")
+        }
+        Ok(Self {
+            head_dim: Some(head_dim),
+            ..self
+        })
+    }
+
+    /// The features of each head the tables turn.
+    fn turned_per_head(&self) -> usize {
+        match self.pairing {
+            Pairing::SplitHeads { heads } => 2 * self.rope.half_dim() / heads,
+            _ => 2 * self.rope.half_dim(),
+        }
+    }
+
     /// The same tables applied in LTX-2's `rope_type: "split"` layout (diffusers'
     /// `apply_split_rotary_emb`): the `half_dim` columns, which span the inner dim of all heads,
     /// are dealt out in order to `heads` heads of `2 * half_dim / heads` features, head `h`
@@ -202,10 +247,17 @@ impl AxesRotaryEmbedding {
     /// Checks the shapes of `q`, `k` and the positions (`what`, shaped `dims`); returns the
     /// dtype the tables are built in (f64 for f64 inputs, f32 otherwise).
     fn check(&self, q: &Tensor, k: &Tensor, dims: &[usize], what: &str) -> Result<DType> {
-        let (heads, d) = match self.pairing {
-            Pairing::SplitHeads { heads } => (Some(heads), 2 * self.rope.half_dim() / heads),
-            _ => (None, 2 * self.rope.half_dim()),
+        let heads = match self.pairing {
+            Pairing::SplitHeads { heads } => Some(heads),
+            _ => None,
         };
+        let turned = self.turned_per_head();
+        let d = self.head_dim.unwrap_or(turned);
+        if d < turned {
+            bail!(
+                "head_dim {d} is narrower than the {turned} features the tables turn in each head"
+            )
+        }
         let (batch, n) = match (q.dims(), k.dims()) {
             ([b, qh, n, qd], [kb, kh, kn, kd])
                 if *qd == d
@@ -246,7 +298,8 @@ impl AxesRotaryEmbedding {
     ) -> Result<(Tensor, Tensor)> {
         let (cos, sin) = (cos.to_device(q.device())?, sin.to_device(q.device())?);
         let dtype = cos.dtype();
-        let (batch, _, n, d) = q.dims4()?;
+        let (batch, _, n, _) = q.dims4()?;
+        let d = self.turned_per_head();
         // The split layout: each (sequence, head) a batch of one head with its own columns.
         let (cos, sin) = match self.pairing {
             Pairing::SplitHeads { heads } if q.elem_count() > 0 => {
@@ -270,6 +323,14 @@ impl AxesRotaryEmbedding {
             if x.elem_count() == 0 {
                 return Ok(x.clone());
             }
+            // The features past those the tables turn pass through.
+            let (x, tail) = match x.dim(D::Minus1)? - d {
+                0 => (x.clone(), None),
+                pass => (
+                    x.narrow(D::Minus1, 0, d)?,
+                    Some(x.narrow(D::Minus1, d, pass)?),
+                ),
+            };
             let x32 = x.to_dtype(dtype)?.contiguous()?;
             let turned = match self.pairing {
                 Pairing::Adjacent => rope_i(&x32, &cos, &sin)?,
@@ -296,7 +357,11 @@ impl AxesRotaryEmbedding {
                     rope(&one_head, &cos, &sin)?.reshape((batch, heads, n, d))?
                 }
             };
-            turned.to_dtype(x.dtype())
+            let turned = turned.to_dtype(x.dtype())?;
+            match tail {
+                None => Ok(turned),
+                Some(tail) => Tensor::cat(&[&turned, &tail], D::Minus1),
+            }
         };
         Ok((rotate(q)?, rotate(k)?))
     }
