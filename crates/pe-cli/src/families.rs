@@ -292,8 +292,17 @@ fn vision_rope_nd(path: &Path, args: &RopeNdArgs, ids: &Tensor, ids_flag: &str) 
     let rope = vision
         .rope()
         .map_err(|e| anyhow::anyhow!("--config {}: {e}", path.display()))?;
-    if ids.dtype() == DType::F64 || ids.dims().last() != Some(&2) {
-        bail!("{ids_flag}: a vision tower's rope takes integer positions (row, column), (n, 2)");
+    let axes = vision.layout.axes();
+    if ids.dtype() == DType::F64 || ids.dims().last() != Some(&axes) {
+        let names = if axes == 3 {
+            "(frame, row, column)"
+        } else {
+            "(row, column)"
+        };
+        bail!(
+            "{ids_flag}: the rope of {} takes integer positions {names}, (n, {axes})",
+            vision.model_type
+        );
     }
     let (cos, sin) = rope
         .at(ids, args.dtype.into())

@@ -150,6 +150,9 @@ fn vision_section(json: &Value) -> Result<Option<String>> {
         VisionLayout::SplitSpectrum => {
             "one spectrum of head_dim/2 frequencies, even ones the row's, odd the column's"
         }
+        VisionLayout::FramesRowsColumns => {
+            "three axes (frame, row, column), each 2*floor(head_dim/6) features, the frame's columns first; the rest of the head passes through"
+        }
         VisionLayout::HalvesPerAxis => {
             "each axis head_dim/4 frequencies, the row turning the head's first half, the column its second"
         }
@@ -163,8 +166,14 @@ fn vision_section(json: &Value) -> Result<Option<String>> {
     let mut out = String::new();
     writeln!(
         out,
-        "\nvision tower {} (2-D rope at patch positions (row, column))",
-        vision.model_type
+        "\nvision tower {} ({}-D rope at patch positions {})",
+        vision.model_type,
+        vision.layout.axes(),
+        if vision.layout.axes() == 3 {
+            "(frame, row, column)"
+        } else {
+            "(row, column)"
+        }
     )?;
     writeln!(out, "  layout: {:?}: {layout}", vision.layout)?;
     writeln!(out, "  pair layout: {pairs}")?;

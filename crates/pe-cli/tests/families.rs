@@ -142,6 +142,31 @@ fn rope_nd_writes_a_vision_towers_tables_from_its_config() {
     assert_eq!(metadata["head_dim"], "64");
     assert_eq!(metadata["rope_theta"], "100");
 
+    // MiniMax-M3-VL's tower: three axes, at (frame, row, column) from --grid F,H,W.
+    let minimax = dir.path().join("minimax.json");
+    let json = serde_json::json!({"model_type": "minimax_m3_vl", "vision_config": {
+        "hidden_size": 1280, "num_attention_heads": 16}});
+    std::fs::write(&minimax, json.to_string()).unwrap();
+    pe_ok(&[
+        "rope-nd",
+        "--config",
+        s(&minimax),
+        "--grid",
+        "2,3,4",
+        "--out",
+        s(&out),
+    ]);
+    let tensors = candle_core::safetensors::load(&out, &Device::Cpu).unwrap();
+    let vision = VisionRopeConfig::from_hf_config(&json).unwrap();
+    let ids = candle_pe_core::video_patch_positions(2, 3, 4, &Device::Cpu).unwrap();
+    let (cos, _) = vision.rope().unwrap().at(&ids, DType::F32).unwrap();
+    assert_eq!(cos.dims(), &[24, 39]);
+    assert_same(&tensors["cos"], &cos, "cos");
+    assert_eq!(
+        common::safetensors_metadata(&out)["layout"],
+        "FramesRowsColumns"
+    );
+
     let llama = dir.path().join("llama.json");
     std::fs::write(&llama, r#"{"model_type": "llama"}"#).unwrap();
     for (extra, needles) in [
@@ -156,6 +181,10 @@ fn rope_nd_writes_a_vision_towers_tables_from_its_config() {
         (
             vec!["--config", s(&config), "--grid", "2,3,5"],
             vec!["--grid 2,3,5", "(row, column)"],
+        ),
+        (
+            vec!["--config", s(&minimax), "--grid", "3,5"],
+            vec!["--grid 3,5", "(frame, row, column)"],
         ),
     ] {
         let bad = dir.path().join("bad.safetensors");

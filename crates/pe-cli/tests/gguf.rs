@@ -620,6 +620,15 @@ fn inspect_shows_a_vision_towers_rope() {
         assert!(tail.lines().any(|l| l == line), "{line:?} not in:\n{out}");
     }
 
+    // MiniMax-M3-VL's tower: three axes.
+    let mut minimax = text.clone();
+    minimax["model_type"] = "minimax_m3_vl".into();
+    minimax["vision_config"] = serde_json::json!({"hidden_size": 1280, "num_attention_heads": 16});
+    let out = report(minimax);
+    let line =
+        "vision tower minimax_m3_vl_vision (3-D rope at patch positions (frame, row, column))";
+    assert!(out.lines().any(|l| l == line), "{line:?} not in:\n{out}");
+
     let mut llava = text.clone();
     llava["model_type"] = "llava".into();
     llava["vision_config"] = serde_json::json!({"model_type": "clip_vision_model"});

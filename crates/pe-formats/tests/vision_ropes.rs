@@ -22,10 +22,6 @@ const NOT_READ: &[(&str, &str)] = &[
         "its memory attention's head width is hidden / (downsample_rate * heads)",
     ),
     (
-        "minimax_m3_vl_vision",
-        "three axes (frame, row, column) over part of the head",
-    ),
-    (
         "sam2_video",
         "its memory attention's head width is hidden / (downsample_rate * heads)",
     ),
@@ -75,6 +71,10 @@ fn differences(config: &Value, theirs: &Value, positions: &Tensor) -> Vec<String
         Ok(ours) => ours,
         Err(e) => return vec![e.to_string()],
     };
+    let axes = theirs["axes"].as_u64().unwrap() as usize;
+    if ours.layout.axes() != axes {
+        return vec![format!("{} axes vs {axes}", ours.layout.axes())];
+    }
     let (cos, sin) = ours.rope().unwrap().at(positions, DType::F32).unwrap();
     let mut found = Vec::new();
     for (name, ours_table) in [("cos", cos), ("sin", sin)] {
@@ -123,8 +123,12 @@ fn nest(outer: &str, path: &str, config: &Value) -> Value {
 #[test]
 fn every_vision_tower_reads_as_its_transformers_class_computes_it() {
     let fixture = fixture();
-    let positions: Vec<Vec<u32>> = serde_json::from_value(fixture["positions"].clone()).unwrap();
-    let positions = Tensor::new(positions, &Device::Cpu).unwrap();
+    // (row, column), and (frame, row, column) for the towers of three axes.
+    let positions = |key: &str| {
+        let rows: Vec<Vec<u32>> = serde_json::from_value(fixture[key].clone()).unwrap();
+        Tensor::new(rows, &Device::Cpu).unwrap()
+    };
+    let (positions_2d, positions_3d) = (positions("positions"), positions("positions_3d"));
     let not_read: BTreeMap<&str, &str> = NOT_READ.iter().copied().collect();
     let (mut wrong, mut read_after_all) = (Vec::new(), Vec::new());
     let towers = fixture["towers"].as_object().unwrap();
@@ -163,7 +167,11 @@ fn every_vision_tower_reads_as_its_transformers_class_computes_it() {
             }
         }
         found.extend(cases.iter().flat_map(|(case, config)| {
-            differences(config, entry, &positions)
+            let positions = match entry["axes"].as_u64() {
+                Some(3) => &positions_3d,
+                _ => &positions_2d,
+            };
+            differences(config, entry, positions)
                 .into_iter()
                 .map(move |d| format!("{name} ({case}): {d}"))
         }));

@@ -4,7 +4,8 @@
 //! `q * cos + rotate(q) * sin`, `rotate` being `rotate_half` for towers whose tables repeat
 //! as `[t, t]` (Qwen2-VL, Pixtral, Kimi-K2.5) and the pairwise rotation for those that repeat
 //! each value twice in a row (SAM 3's ViT, Inkling 2); Gemma 4's `apply_multidimensional_rope`
-//! turns each half of the head so, by its half of the tables.
+//! turns each half of the head so, by its half of the tables, and MiniMax-M3-VL's heads pass
+//! their features past the tables' through.
 
 use candle_core::{DType, Device, Tensor, D};
 use candle_pe_core::PairLayout;
@@ -42,9 +43,16 @@ fn rotated(x: &Tensor, pair_layout: PairLayout) -> candle_core::Result<Tensor> {
 fn a_vision_block_turns_queries_as_transformers_attention_does() -> anyhow::Result<()> {
     let fixture = fixture();
     let dev = Device::Cpu;
-    let positions: Vec<Vec<u32>> = serde_json::from_value(fixture["positions"].clone())?;
-    let n = positions.len();
-    let positions = Tensor::new(positions, &dev)?;
+    // (row, column), and (frame, row, column) for the towers of three axes.
+    let positions = |axes: usize| -> anyhow::Result<Tensor> {
+        let key = if axes == 3 {
+            "positions_3d"
+        } else {
+            "positions"
+        };
+        let rows: Vec<Vec<u32>> = serde_json::from_value(fixture[key].clone())?;
+        Ok(Tensor::new(rows, &dev)?)
+    };
     for name in [
         "qwen2_vl_vision",
         "pixtral",
@@ -52,33 +60,36 @@ fn a_vision_block_turns_queries_as_transformers_attention_does() -> anyhow::Resu
         "sam3_vit_model",
         "inkling2_vision",
         "gemma4_vision",
+        "minimax_m3_vl_vision",
     ] {
         let entry = &fixture["towers"][name];
         let vision = VisionRopeConfig::from_hf_config(&entry["config"])?;
         let rope = vision.rope()?;
-        let d = vision.head_dim;
+        let positions = positions(vision.layout.axes())?;
+        let (n, d) = (positions.dim(0)?, vision.head_dim);
         let q = Tensor::randn(0f32, 1.0, (1, 2, n, d), &dev)?;
         let table = |key: &str| -> anyhow::Result<Tensor> {
             let rows: Vec<Vec<f32>> = serde_json::from_value(entry[key].clone())?;
-            Ok(Tensor::new(rows, &dev)?.reshape((1, 1, n, d))?)
+            Ok(Tensor::new(rows, &dev)?.unsqueeze(0)?.unsqueeze(0)?)
         };
         let (cos, sin) = (table("cos")?, table("sin")?);
+        // The features the tables turn (MiniMax-M3-VL's last two pass through).
+        let rot = cos.dim(D::Minus1)?;
         // Gemma 4 turns each half of the head by its half of the tables; the others, the head.
         let blocks = match vision.layout {
             VisionLayout::HalvesPerAxis => 2,
             _ => 1,
         };
-        let block = |t: &Tensor, b: usize| t.narrow(D::Minus1, b * d / blocks, d / blocks);
-        let theirs = Tensor::cat(
-            &(0..blocks)
-                .map(|b| {
-                    let q = block(&q, b)?;
-                    q.broadcast_mul(&block(&cos, b)?)?
-                        + rotated(&q, vision.pair_layout)?.broadcast_mul(&block(&sin, b)?)?
-                })
-                .collect::<candle_core::Result<Vec<_>>>()?,
-            D::Minus1,
-        )?;
+        let block = |t: &Tensor, b: usize| t.narrow(D::Minus1, b * rot / blocks, rot / blocks);
+        let mut parts = (0..blocks)
+            .map(|b| {
+                let q = block(&q, b)?;
+                q.broadcast_mul(&block(&cos, b)?)?
+                    + rotated(&q, vision.pair_layout)?.broadcast_mul(&block(&sin, b)?)?
+            })
+            .collect::<candle_core::Result<Vec<_>>>()?;
+        parts.push(q.narrow(D::Minus1, rot, d - rot)?);
+        let theirs = Tensor::cat(&parts, D::Minus1)?;
         // The largest gap between q turned by `rotary` and transformers' q.
         let gap = |rotary: AxesRotaryEmbedding| -> anyhow::Result<f32> {
             let (ours, _) = rotary.apply(&q, &q, &positions)?;
@@ -103,14 +114,17 @@ fn a_vision_block_turns_queries_as_transformers_attention_does() -> anyhow::Resu
             PairLayout::Halves => PairLayout::Interleaved,
             PairLayout::Interleaved => PairLayout::Halves,
         };
-        let off = gap(AxesRotaryEmbedding::from(rope.clone()).with_pair_layout(other))?;
+        let off = gap(AxesRotaryEmbedding::from(rope.clone())
+            .with_pair_layout(other)
+            .with_head_dim(d)?)?;
         assert!(
             off > 1e-2,
             "{name}: the other layout also matched ({off:e})"
         );
         if blocks > 1 {
-            let whole =
-                AxesRotaryEmbedding::from(rope.clone()).with_pair_layout(vision.pair_layout);
+            let whole = AxesRotaryEmbedding::from(rope.clone())
+                .with_pair_layout(vision.pair_layout)
+                .with_head_dim(d)?;
             let off = gap(whole)?;
             assert!(
                 off > 1e-2,
@@ -157,5 +171,30 @@ fn halves_per_axis_turn_each_axis_block_by_its_own_columns() -> anyhow::Result<(
             .to_scalar::<f32>()?;
         assert_eq!(gap, 0.0, "{:?} (padding {padding})", rope.axes_dim());
     }
+    Ok(())
+}
+
+/// `with_head_dim`: a head narrower than the features the tables turn is refused, naming both,
+/// and so are queries of another width; the features past the turned ones come back as given.
+#[test]
+fn wider_heads_pass_their_last_features_through() -> anyhow::Result<()> {
+    let dev = Device::Cpu;
+    let rope = candle_pe_core::AxesRope::new(&[6, 6, 6], 100.0)?;
+    let err = AxesRotaryEmbedding::from(rope.clone())
+        .with_head_dim(16)
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("head_dim 16") && err.to_string().contains("18"),
+        "{err}"
+    );
+    let rotary = AxesRotaryEmbedding::from(rope).with_head_dim(20)?;
+    let positions = candle_pe_core::video_patch_positions(1, 2, 2, &dev)?;
+    let q = Tensor::randn(0f32, 1.0, (1, 2, 4, 20), &dev)?;
+    let (ours, _) = rotary.apply(&q, &q, &positions)?;
+    let tail = |t: &Tensor| t.narrow(D::Minus1, 18, 2)?.flatten_all()?.to_vec1::<f32>();
+    assert_eq!(tail(&ours)?, tail(&q)?);
+    let narrow = Tensor::randn(0f32, 1.0, (1, 2, 4, 18), &dev)?;
+    let err = rotary.apply(&narrow, &narrow, &positions).unwrap_err();
+    assert!(err.to_string().contains("20"), "{err}");
     Ok(())
 }

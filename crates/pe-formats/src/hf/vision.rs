@@ -12,7 +12,8 @@
 //! The head's width is `head_dim`, or its class's default (Pixtral's and Gemma 4's: 64), or
 //! the tower's width (`hidden_size`; Qwen2-VL's `embed_dim`) over its heads
 //! (`num_attention_heads` or `num_heads`). The tables are those of [`AxesRope::at`] at
-//! positions `(row, column)`, one per patch, `head_dim / 2` columns, which turn as
+//! positions `(row, column)` (MiniMax-M3-VL's: `(frame, row, column)`), one per patch,
+//! `head_dim / 2` columns (fewer where part of the head passes through), which turn as
 //! `pair_layout` says: [`PairLayout::Halves`] (transformers' `rotate_half`, candle's `rope`) or
 //! [`PairLayout::Interleaved`] (adjacent pairs, candle's `rope_i`), over the whole head or, for
 //! [`VisionLayout::HalvesPerAxis`] (Gemma 4), within each axis's half of it.
@@ -71,16 +72,42 @@ pub enum VisionLayout {
     /// halves (Gemma 4; transformers' `apply_multidimensional_rope`,
     /// [`AxesRotaryEmbedding::with_halves_per_axis`]).
     HalvesPerAxis,
+    /// Three axes, at positions `(frame, row, column)`: each turns `s = 2 * floor(head_dim / 6)`
+    /// features, `s / 2` frequencies `rope_theta^(-2k / s)`, the frame's columns first, then the
+    /// row's, then the column's; the head's last `head_dim - 3 s` features pass through
+    /// (MiniMax-M3-VL; [`AxesRotaryEmbedding::with_head_dim`]).
+    FramesRowsColumns,
 }
 
 impl VisionLayout {
-    /// The rope of this layout for heads of `head_dim` (a positive multiple of 4) and base
-    /// `rope_theta`, at positions `(row, column)`.
+    /// The axes of a patch's position: 2 (row, column), or 3 (frame, row, column) for
+    /// [`FramesRowsColumns`](Self::FramesRowsColumns).
+    pub fn axes(self) -> usize {
+        match self {
+            VisionLayout::FramesRowsColumns => 3,
+            _ => 2,
+        }
+    }
+
+    /// What a head of this layout must be wide, where `head_dim` is not.
+    fn head_rule(self, head_dim: usize) -> Option<&'static str> {
+        match self {
+            VisionLayout::FramesRowsColumns => {
+                (head_dim < 6).then_some("at least 6 (each of three axes turns a pair)")
+            }
+            _ => (head_dim == 0 || !head_dim.is_multiple_of(4))
+                .then_some("a positive multiple of 4 (each of two axes turns pairs)"),
+        }
+    }
+
+    /// The rope of this layout for heads of `head_dim` (a positive multiple of 4; at least 6
+    /// for three axes) and base `rope_theta`, at positions `(row, column)` (`(frame, row,
+    /// column)` for three axes).
     pub fn rope(self, head_dim: usize, rope_theta: f64) -> candle_pe_core::Result<AxesRope> {
-        if head_dim == 0 || !head_dim.is_multiple_of(4) {
+        if let Some(expected) = self.head_rule(head_dim) {
             return Err(CoreError::InvalidParameter {
                 name: "head_dim",
-                expected: "a positive multiple of 4 (each of two axes turns pairs)",
+                expected,
                 value: head_dim as f64,
             });
         }
@@ -97,6 +124,10 @@ impl VisionLayout {
                 axes()?.with_column_order(&order)
             }
             VisionLayout::SplitSpectrum => AxesRope::split_spectrum(head_dim, 2, rope_theta),
+            VisionLayout::FramesRowsColumns => {
+                let s = 2 * (head_dim / 6);
+                AxesRope::new(&[s, s, s], rope_theta)
+            }
         }
     }
 }
@@ -122,16 +153,19 @@ pub struct VisionRopeConfig {
 }
 
 impl VisionRopeConfig {
-    /// The tower's rope, at positions `(row, column)` ([`VisionLayout::rope`]).
+    /// The tower's rope, at positions `(row, column)` (`(frame, row, column)` for three axes;
+    /// [`VisionLayout::rope`]).
     pub fn rope(&self) -> candle_pe_core::Result<AxesRope> {
         self.layout.rope(self.head_dim, self.rope_theta)
     }
 
     /// The block that turns the tower's queries and keys (`(batch, heads, n, head_dim)`) at
-    /// positions `(row, column)`: its [`rope`](Self::rope), turning the pairs its layout and
-    /// pair layout say.
-    pub fn rotary(&self) -> candle_pe_core::Result<AxesRotaryEmbedding> {
-        let rotary = AxesRotaryEmbedding::from(self.rope()?).with_pair_layout(self.pair_layout);
+    /// positions `(row, column)` (`(frame, row, column)` for three axes): its
+    /// [`rope`](Self::rope), turning the pairs its layout and pair layout say.
+    pub fn rotary(&self) -> candle_core::Result<AxesRotaryEmbedding> {
+        let rotary = AxesRotaryEmbedding::from(self.rope()?)
+            .with_pair_layout(self.pair_layout)
+            .with_head_dim(self.head_dim)?;
         Ok(match self.layout {
             VisionLayout::HalvesPerAxis => rotary.with_halves_per_axis(),
             _ => rotary,
@@ -229,6 +263,7 @@ const VISION_TOWERS: &[VisionTower] = &[
         .adjacent(),
     tower(&["kimi_k25_vision"], &["kimi_k25"]).layout(VisionLayout::Alternating),
     tower(&["lfm3_vl_vision"], &["lfm3_vl"]).theta(1e6),
+    tower(&["minimax_m3_vl_vision"], &["minimax_m3_vl"]).layout(VisionLayout::FramesRowsColumns),
     tower(&["mlcd_vision_model"], &[]),
     tower(&["muse_glimmer_vision"], &["muse_glimmer"]),
     tower(&["muse_spark_vision"], &["muse_spark"]),
@@ -320,10 +355,10 @@ impl VisionTower {
                 (width / heads, self.width)
             }
         };
-        if head_dim == 0 || !head_dim.is_multiple_of(4) {
+        if let Some(expected) = self.layout.head_rule(head_dim) {
             return Err(fields.invalid(
                 source,
-                format!("a head {head_dim} wide: a vision tower's is a positive multiple of 4"),
+                format!("a head {head_dim} wide: this tower's is {expected}"),
             ));
         }
         let params = fields.object("rope_parameters")?;
