@@ -154,7 +154,7 @@ fn vision_section(json: &Value) -> Result<Option<String>> {
             "three axes (frame, row, column), each 2*floor(head_dim/6) features, the frame's columns first; the rest of the head passes through"
         }
         VisionLayout::HalvesPerAxis => {
-            "each axis head_dim/4 frequencies, the row turning the head's first half, the column its second"
+            "each axis head_dim/4 frequencies, the column turning the head's first half, the row its second"
         }
     };
     let pairs = match vision.layout {

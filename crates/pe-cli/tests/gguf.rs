@@ -612,7 +612,7 @@ fn inspect_shows_a_vision_towers_rope() {
     let out = report(gemma);
     let tail = &out[out.find("\nvision tower ").expect(&out)..];
     for line in [
-        "  layout: HalvesPerAxis: each axis head_dim/4 frequencies, the row turning the head's first half, the column its second",
+        "  layout: HalvesPerAxis: each axis head_dim/4 frequencies, the column turning the head's first half, the row its second",
         "  pair layout: halves: pairs (i, i + half/2), rotate_half, candle's rope, within each axis's half of head_dim",
         "  head_dim: 64",
         "  rope_theta: 100",

@@ -16,20 +16,21 @@ use candle_pe_formats::{FromHfConfig, VisionLayout, VisionRopeConfig};
 use serde_json::Value;
 
 /// The towers whose rope this reader does not read, and why.
-const NOT_READ: &[(&str, &str)] = &[
-    (
-        "edgetam_video",
-        "its memory attention's head width is hidden / (downsample_rate * heads)",
-    ),
-    (
-        "sam2_video",
-        "its memory attention's head width is hidden / (downsample_rate * heads)",
-    ),
-    (
-        "sam3_tracker_video",
-        "its memory attention's head width is hidden / (downsample_rate * heads)",
-    ),
-];
+const NOT_READ: &[(&str, &str)] = &[];
+
+/// The video trackers whose rope is their memory attention's, read by
+/// `memory_attention_from_hf_config` (SAM 3's tracker also nests SAM 3's ViT, which
+/// `from_hf_config` reads).
+const MEMORY_ATTENTION: [&str; 3] = ["edgetam_video", "sam2_video", "sam3_tracker_video"];
+
+/// Our reading of the rope of the tower `name` in `config`.
+fn read(name: &str, config: &Value) -> candle_pe_formats::Result<VisionRopeConfig> {
+    if MEMORY_ATTENTION.contains(&name) {
+        VisionRopeConfig::memory_attention_from_hf_config(config)
+    } else {
+        VisionRopeConfig::from_hf_config(config)
+    }
+}
 
 /// How far a value of transformers' tables may lie from ours: it computes each angle in f32
 /// (the position times an f32 frequency, rounded), ours are exact, rounded once; at the
@@ -65,9 +66,9 @@ fn full_width(table: &Tensor, config: &VisionRopeConfig) -> Vec<Vec<f32>> {
         .collect()
 }
 
-/// Where our rope for `config` differs from transformers' `tables` (its cos and sin), in words.
-fn differences(config: &Value, theirs: &Value, positions: &Tensor) -> Vec<String> {
-    let ours = match VisionRopeConfig::from_hf_config(config) {
+/// Where our rope of the tower `name` in `config` differs from transformers' `tables` (its cos and sin), in words.
+fn differences(name: &str, config: &Value, theirs: &Value, positions: &Tensor) -> Vec<String> {
+    let ours = match read(name, config) {
         Ok(ours) => ours,
         Err(e) => return vec![e.to_string()],
     };
@@ -144,7 +145,7 @@ fn every_vision_tower_reads_as_its_transformers_class_computes_it() {
         let mut bare = saved.clone();
         bare.as_object_mut().unwrap().remove("rope_parameters");
         let default_theta = entry["defaults"]["rope_theta"].as_f64();
-        let bare_theta = VisionRopeConfig::from_hf_config(&bare).map(|c| c.rope_theta);
+        let bare_theta = read(name, &bare).map(|c| c.rope_theta);
         let mut found = Vec::new();
         if bare_theta.as_ref().ok() != default_theta.as_ref() {
             found.push(format!(
@@ -159,7 +160,7 @@ fn every_vision_tower_reads_as_its_transformers_class_computes_it() {
             fields.remove("head_dim");
             let width = fields["hidden_size"].as_u64().unwrap();
             fields.insert("hidden_size".into(), (2 * width).into());
-            let head = VisionRopeConfig::from_hf_config(&wide).map(|c| c.head_dim as u64);
+            let head = read(name, &wide).map(|c| c.head_dim as u64);
             if head.as_ref().ok() != Some(&default_head) {
                 found.push(format!(
                     "{name} (without head_dim): head_dim {head:?} vs {default_head}"
@@ -171,7 +172,7 @@ fn every_vision_tower_reads_as_its_transformers_class_computes_it() {
                 Some(3) => &positions_3d,
                 _ => &positions_2d,
             };
-            differences(config, entry, positions)
+            differences(name, config, entry, positions)
                 .into_iter()
                 .map(move |d| format!("{name} ({case}): {d}"))
         }));
@@ -248,6 +249,25 @@ fn vision_configs_read_their_own_spellings_and_refuse_what_they_cannot() {
     narrow["vision_config"]["head_dim"] = 6.into();
     let err = read(narrow).unwrap_err().to_string();
     assert!(err.contains("vision_config.head_dim"), "{err}");
+
+    // SAM 2's memory attention: its own door, its width narrowed by its downsample rate, and
+    // the head count that does not share it named with the rate.
+    let sam2 = serde_json::json!({"model_type": "sam2_video", "memory_attention_hidden_size": 256,
+        "memory_attention_num_attention_heads": 2, "memory_attention_downsample_rate": 2});
+    let memory = VisionRopeConfig::memory_attention_from_hf_config(&sam2).unwrap();
+    assert_eq!(memory.head_dim, 64);
+    let err = read(sam2.clone()).unwrap_err().to_string();
+    assert!(err.contains("no vision tower"), "{err}");
+    let mut uneven = sam2;
+    uneven["memory_attention_num_attention_heads"] = 3.into();
+    let err = VisionRopeConfig::memory_attention_from_hf_config(&uneven)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("memory_attention_num_attention_heads")
+            && err.contains("memory_attention_downsample_rate = 2"),
+        "{err}"
+    );
 
     let err = read(serde_json::json!({"model_type": "llama", "hidden_size": 64})).unwrap_err();
     assert!(err.to_string().contains("model_type"), "{err}");

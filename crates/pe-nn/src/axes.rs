@@ -134,15 +134,15 @@ impl AxesRotaryEmbedding {
     /// The same tables, each axis turning its own block of each head: axis `a` the
     /// `axes_dim[a]` features after those of the axes before it, column `j` of its tables the
     /// block's features `j` and `j + axes_dim[a] / 2` (its two halves; transformers'
-    /// `apply_multidimensional_rope`, Gemma 4's vision tower, whose row turns the head's first
-    /// half and whose column its second). The features of columns that do not turn (LTX's
+    /// `apply_multidimensional_rope`; Gemma 4's vision tower, whose positions are `(x, y)`: the
+    /// column turns the head's first half, the row its second). The features of columns that do not turn (LTX's
     /// leading ones) stay as they are.
     ///
     /// ```
     /// use candle_core::{Device, Tensor};
     /// use candle_pe_nn::{patch_positions, AxesRotaryEmbedding};
     ///
-    /// // Gemma 4's vision tower: heads of 64, rows on features 0..32, columns on 32..64.
+    /// // Heads of 64: the positions' first axis turns features 0..32, the second 32..64.
     /// let rotary = AxesRotaryEmbedding::new(&[32, 32], 100.0)?.with_halves_per_axis();
     /// let q = Tensor::randn(0f32, 1.0, (1, 12, 6, 64), &Device::Cpu)?;
     /// let (q, k) = rotary.apply(&q, &q, &patch_positions(2, 3, &Device::Cpu)?)?;

@@ -61,9 +61,13 @@ fn a_vision_block_turns_queries_as_transformers_attention_does() -> anyhow::Resu
         "inkling2_vision",
         "gemma4_vision",
         "minimax_m3_vl_vision",
+        "sam2_video",
     ] {
         let entry = &fixture["towers"][name];
-        let vision = VisionRopeConfig::from_hf_config(&entry["config"])?;
+        let vision = match name {
+            "sam2_video" => VisionRopeConfig::memory_attention_from_hf_config(&entry["config"])?,
+            _ => VisionRopeConfig::from_hf_config(&entry["config"])?,
+        };
         let rope = vision.rope()?;
         let positions = positions(vision.layout.axes())?;
         let (n, d) = (positions.dim(0)?, vision.head_dim);

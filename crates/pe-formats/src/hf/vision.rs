@@ -33,7 +33,7 @@
 //! let (cos, sin) = vision.rope()?.at(&patch_positions(4, 6, &Device::Cpu)?, DType::F32)?;
 //! assert_eq!(cos.dims(), &[24, 40]);
 //!
-//! // Gemma 4's: theta 100 by default, the row turning each head's first half, the column its
+//! // Gemma 4's: theta 100 by default, the column turning each head's first half, the row its
 //! // second.
 //! let json = serde_json::json!({"model_type": "gemma4", "vision_config": {
 //!     "model_type": "gemma4_vision", "hidden_size": 768, "num_attention_heads": 12}});
@@ -67,9 +67,10 @@ pub enum VisionLayout {
     /// One spectrum of `head_dim / 2` frequencies `rope_theta^(-2i / head_dim)`, the even ones
     /// the row's, the odd ones the column's (Pixtral; [`AxesRope::split_spectrum`]).
     SplitSpectrum,
-    /// The frequencies and tables of `RowsFirst`, but each axis turns its own half of the head:
-    /// the row the first `head_dim / 2` features, the column the rest, each by its half's two
-    /// halves (Gemma 4; transformers' `apply_multidimensional_rope`,
+    /// The frequencies and tables of `ColumnsFirst`, but each axis turns its own half of the
+    /// head: the column the first `head_dim / 2` features, the row the rest, each by its half's
+    /// two halves (Gemma 4, whose image processor gives its patches' positions as (x, y);
+    /// transformers' `apply_multidimensional_rope`,
     /// [`AxesRotaryEmbedding::with_halves_per_axis`]).
     HalvesPerAxis,
     /// Three axes, at positions `(frame, row, column)`: each turns `s = 2 * floor(head_dim / 6)`
@@ -114,8 +115,8 @@ impl VisionLayout {
         let per_axis = head_dim / 4;
         let axes = || AxesRope::new(&[head_dim / 2, head_dim / 2], rope_theta);
         match self {
-            VisionLayout::RowsFirst | VisionLayout::HalvesPerAxis => axes(),
-            VisionLayout::ColumnsFirst => {
+            VisionLayout::RowsFirst => axes(),
+            VisionLayout::ColumnsFirst | VisionLayout::HalvesPerAxis => {
                 let order: Vec<usize> = (per_axis..2 * per_axis).chain(0..per_axis).collect();
                 axes()?.with_column_order(&order)
             }
@@ -185,6 +186,14 @@ struct VisionTower {
     pair_layout: PairLayout,
     /// The field of the tower's width, which its heads share.
     width: &'static str,
+    /// The fields of its head count, the first given read.
+    heads: &'static [&'static str],
+    /// The field of the rate its width is narrowed by before its heads share it (SAM 2's
+    /// memory attention).
+    downsample: Option<&'static str>,
+    /// The row is a video tracker's memory attention, read by
+    /// [`VisionRopeConfig::memory_attention_from_hf_config`], not a vision tower.
+    memory: bool,
     /// Its config class's default `head_dim`, which a config without one takes; `None` where
     /// the class has none (the width over the heads).
     head_dim: Option<usize>,
@@ -202,8 +211,30 @@ const fn tower(names: &'static [&'static str], nested_in: &'static [&'static str
         layout: VisionLayout::RowsFirst,
         pair_layout: PairLayout::Halves,
         width: "hidden_size",
+        heads: &["num_attention_heads", "num_heads"],
+        downsample: None,
+        memory: false,
         head_dim: None,
         rope_theta: DEFAULT_ROPE_THETA,
+    }
+}
+
+/// The memory attention of a SAM 2 video tracker (its names), nested at `nested_at`: adjacent
+/// pairs, the column's frequencies first, heads `memory_attention_hidden_size /
+/// (memory_attention_downsample_rate * memory_attention_num_attention_heads)` wide.
+const fn memory_attention(
+    names: &'static [&'static str],
+    nested_at: &'static [(&'static str, &'static str)],
+) -> VisionTower {
+    VisionTower {
+        width: "memory_attention_hidden_size",
+        heads: &["memory_attention_num_attention_heads"],
+        downsample: Some("memory_attention_downsample_rate"),
+        memory: true,
+        ..tower(names, &[])
+            .layout(VisionLayout::ColumnsFirst)
+            .adjacent()
+            .nested_at(nested_at)
     }
 }
 
@@ -291,17 +322,24 @@ const VISION_TOWERS: &[VisionTower] = &[
     tower(&["qwen3_vl_vision"], &["cosmos3_omni", "qwen3_vl"]),
     tower(&["qwen4_exp_vision"], &["qwen4_exp"]),
     // SAM 3's ViT: adjacent pairs; nested in its detector and trackers' backbones.
-    tower(&["sam3_vit_model"], &[]).adjacent().nested_at(&[
-        ("sam3", "vision_config.backbone_config"),
-        ("sam3_lite_text", "vision_config.backbone_config"),
-        ("sam3_tracker", "vision_config.backbone_config"),
-        ("sam3_tracker_video", "vision_config.backbone_config"),
-        (
-            "sam3_video",
-            "detector_config.vision_config.backbone_config",
-        ),
-        ("sam3_vision_model", "backbone_config"),
-    ]),
+    tower(&["sam3_vit_model"], &[])
+        .layout(VisionLayout::ColumnsFirst)
+        .adjacent()
+        .nested_at(&[
+            ("sam3", "vision_config.backbone_config"),
+            ("sam3_lite_text", "vision_config.backbone_config"),
+            ("sam3_tracker", "vision_config.backbone_config"),
+            ("sam3_tracker_video", "vision_config.backbone_config"),
+            (
+                "sam3_video",
+                "detector_config.vision_config.backbone_config",
+            ),
+            ("sam3_vision_model", "backbone_config"),
+        ]),
+    // The memory attention of SAM 2's, EdgeTAM's and SAM 3's video trackers.
+    memory_attention(&["edgetam_video"], &[]),
+    memory_attention(&["sam2_video"], &[]),
+    memory_attention(&["sam3_tracker_video"], &[("sam3_video", "tracker_config")]),
     tower(&["step3p5_vision"], &["step3p7"]).layout(VisionLayout::ColumnsFirst),
     tower(&["video_llama_3_vision"], &["video_llama_3"]),
 ];
@@ -310,14 +348,20 @@ const VISION_TOWERS: &[VisionTower] = &[
 const ROPE_KEYS: [&str; 3] = ["rope_type", "type", "rope_theta"];
 
 impl VisionTower {
-    /// The row of the tower whose own model type is `model_type`.
-    fn named(model_type: &str) -> Option<&'static VisionTower> {
-        VISION_TOWERS.iter().find(|t| t.names.contains(&model_type))
+    /// The rows of vision towers, or of memory attentions (`memory`).
+    fn rows(memory: bool) -> impl Iterator<Item = &'static VisionTower> {
+        VISION_TOWERS.iter().filter(move |t| t.memory == memory)
     }
 
-    /// The row of the tower the model `model_type` nests, and the path it sits at.
-    fn nested_by(model_type: &str) -> Option<(&'static VisionTower, &'static str)> {
-        VISION_TOWERS.iter().find_map(|t| {
+    /// The row (of a tower, or a memory attention) whose own model type is `model_type`.
+    fn named(model_type: &str, memory: bool) -> Option<&'static VisionTower> {
+        Self::rows(memory).find(|t| t.names.contains(&model_type))
+    }
+
+    /// The row (of a tower, or a memory attention) the model `model_type` nests, and the path
+    /// it sits at.
+    fn nested_by(model_type: &str, memory: bool) -> Option<(&'static VisionTower, &'static str)> {
+        Self::rows(memory).find_map(|t| {
             let at = t
                 .nested_in
                 .contains(&model_type)
@@ -338,21 +382,36 @@ impl VisionTower {
             Some(head_dim) => (head_dim, "head_dim"),
             None => {
                 let width: usize = fields.require(self.width)?;
-                let heads_field = ["num_attention_heads", "num_heads"]
-                    .into_iter()
+                let heads_field = self
+                    .heads
+                    .iter()
+                    .copied()
                     .find(|f| fields.has(f))
-                    .unwrap_or("num_attention_heads");
+                    .unwrap_or(self.heads[0]);
                 let heads: usize = fields.require(heads_field)?;
-                if heads == 0 || !width.is_multiple_of(heads) {
+                // SAM 2's memory attention narrows its width by its downsample rate (1 when the
+                // config gives none, as its class's default).
+                let rate: usize = match self.downsample {
+                    Some(field) => fields.get(field)?.unwrap_or(1),
+                    None => 1,
+                };
+                let shares = heads * rate;
+                if shares == 0 || !width.is_multiple_of(shares) {
+                    let rate = match self.downsample {
+                        Some(field) if rate != 1 => {
+                            format!(" (by {} = {rate})", fields.path_of(field))
+                        }
+                        _ => String::new(),
+                    };
                     return Err(fields.invalid(
                         heads_field,
                         format!(
-                            "{heads} heads do not share {} = {width} evenly",
+                            "{heads} heads do not share {} = {width}{rate} evenly",
                             fields.path_of(self.width)
                         ),
                     ));
                 }
-                (width / heads, self.width)
+                (width / shares, self.width)
             }
         };
         if let Some(expected) = self.layout.head_rule(head_dim) {
@@ -409,15 +468,45 @@ impl FromHfConfig for VisionRopeConfig {
     /// names where the tower sits; a `model_type` there, if any, must be that tower's or the
     /// model's), or a tower's own config.
     fn from_hf_config(config: &Value) -> Result<Self> {
+        Self::read_module(config, false)
+    }
+}
+
+impl VisionRopeConfig {
+    /// The rope of the memory attention of a video tracker's `config` (SAM 2's, EdgeTAM's and
+    /// SAM 3's `sam2_video`, `edgetam_video` and `sam3_tracker_video`, or SAM 3's `sam3_video`,
+    /// which nests its tracker at `tracker_config`): the attention of each frame's features to
+    /// the memory of earlier frames, at positions `(row, column)` of the feature grid.
+    ///
+    /// ```
+    /// use candle_pe_formats::{VisionLayout, VisionRopeConfig};
+    ///
+    /// let json = serde_json::json!({"model_type": "sam2_video",
+    ///     "memory_attention_hidden_size": 256, "memory_attention_num_attention_heads": 1});
+    /// let memory = VisionRopeConfig::memory_attention_from_hf_config(&json)?;
+    /// assert_eq!((memory.head_dim, memory.layout), (256, VisionLayout::ColumnsFirst));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn memory_attention_from_hf_config(config: &Value) -> Result<Self> {
+        Self::read_module(config, true)
+    }
+
+    /// The rope of the vision tower (or, `memory`, the memory attention) of `config`.
+    fn read_module(config: &Value, memory: bool) -> Result<Self> {
+        let what = if memory {
+            "memory attention"
+        } else {
+            "vision tower"
+        };
         let root = ConfigFields::new(config)?;
         let model_type: String = root.require("model_type")?;
-        if let Some(tower) = VisionTower::named(&model_type) {
+        if let Some(tower) = VisionTower::named(&model_type, memory) {
             return tower.read(&root);
         }
-        let Some((tower, path)) = VisionTower::nested_by(&model_type) else {
+        let Some((tower, path)) = VisionTower::nested_by(&model_type, memory) else {
             return Err(root.invalid(
                 "model_type",
-                format!("{model_type:?} has no vision tower whose rope this reader knows"),
+                format!("{model_type:?} has no {what} whose rope this reader knows"),
             ));
         };
         let fields = root.object(path)?.ok_or_else(|| root.missing(path))?;
@@ -427,7 +516,7 @@ impl FromHfConfig for VisionRopeConfig {
                 return Err(fields.invalid(
                     "model_type",
                     format!(
-                        "{model_type:?} nests the vision tower {:?} here, got {own:?}",
+                        "{model_type:?} nests the {what} {:?} here, got {own:?}",
                         tower.names[0]
                     ),
                 ));
