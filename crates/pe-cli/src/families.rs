@@ -51,11 +51,15 @@ pub struct RopeNdArgs {
     pub family: Option<VideoFamily>,
     /// Or a vision tower's rope read from a config.json (a vision-language model's, whose
     /// tower sits at vision_config or deeper, or a tower's own): its layout, head width and
-    /// rope_theta as transformers 5.24 computes them, at positions (row, column). The file's
-    /// metadata says which pairs the tables turn (pair_layout: halves, candle's rope; or
-    /// interleaved, candle's rope_i).
+    /// rope_theta as transformers 5.24 computes them, at positions (row, column) (MiniMax-M3-VL's:
+    /// (frame, row, column)). The file's metadata says which pairs the tables turn (pair_layout:
+    /// halves, candle's rope; or interleaved, candle's rope_i).
     #[arg(long, value_name = "PATH", group = "axes")]
     pub config: Option<PathBuf>,
+    /// With --config: the rope of a video tracker's memory attention (SAM 2, EdgeTAM, SAM 3's
+    /// tracker), not of its vision tower.
+    #[arg(long, requires = "config")]
+    pub memory_attention: bool,
     /// The head dim of --family wan or cogvideox.
     #[arg(long, value_name = "D", allow_negative_numbers = true)]
     pub head_dim: Option<usize>,
@@ -288,7 +292,12 @@ fn vision_rope_nd(path: &Path, args: &RopeNdArgs, ids: &Tensor, ids_flag: &str) 
             path.display()
         );
     }
-    let vision: VisionRopeConfig = crate::rope::read_hf_config(path)?;
+    let vision = if args.memory_attention {
+        VisionRopeConfig::memory_attention_from_hf_config(&crate::rope::read_config_json(path)?)
+            .map_err(|e| anyhow::anyhow!("--config {} --memory-attention: {e}", path.display()))?
+    } else {
+        crate::rope::read_hf_config(path)?
+    };
     let rope = vision
         .rope()
         .map_err(|e| anyhow::anyhow!("--config {}: {e}", path.display()))?;
@@ -311,8 +320,13 @@ fn vision_rope_nd(path: &Path, args: &RopeNdArgs, ids: &Tensor, ids_flag: &str) 
         (PairLayout::Halves, VisionLayout::HalvesPerAxis) => "halves per axis",
         (layout, _) => crate::rope::pair_layout_name(layout),
     };
+    let module = if args.memory_attention {
+        "memory_attention"
+    } else {
+        "vision_tower"
+    };
     let metadata = [
-        ("vision_tower", vision.model_type.clone()),
+        (module, vision.model_type.clone()),
         ("layout", format!("{:?}", vision.layout)),
         ("pair_layout", pair_layout.to_string()),
         ("head_dim", vision.head_dim.to_string()),

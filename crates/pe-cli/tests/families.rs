@@ -167,6 +167,26 @@ fn rope_nd_writes_a_vision_towers_tables_from_its_config() {
         "FramesRowsColumns"
     );
 
+    // SAM 2's memory attention, with --memory-attention (its config has no vision tower rope).
+    let sam2 = dir.path().join("sam2.json");
+    let json = serde_json::json!({"model_type": "sam2_video",
+        "memory_attention_hidden_size": 256, "memory_attention_num_attention_heads": 1});
+    std::fs::write(&sam2, json.to_string()).unwrap();
+    let grid = ["--config", s(&sam2), "--grid", "4,4", "--out", s(&out)];
+    pe_err(
+        &[&["rope-nd"][..], &grid].concat(),
+        &["--config", "no vision tower"],
+    );
+    pe_ok(&[&["rope-nd", "--memory-attention"][..], &grid].concat());
+    let tensors = candle_core::safetensors::load(&out, &Device::Cpu).unwrap();
+    let memory = VisionRopeConfig::memory_attention_from_hf_config(&json).unwrap();
+    let ids = patch_positions(4, 4, &Device::Cpu).unwrap();
+    let (cos, _) = memory.rope().unwrap().at(&ids, DType::F32).unwrap();
+    assert_same(&tensors["cos"], &cos, "cos");
+    let metadata = common::safetensors_metadata(&out);
+    assert_eq!(metadata["memory_attention"], "sam2_video");
+    assert_eq!(metadata["pair_layout"], "interleaved");
+
     let llama = dir.path().join("llama.json");
     std::fs::write(&llama, r#"{"model_type": "llama"}"#).unwrap();
     for (extra, needles) in [
