@@ -313,8 +313,15 @@ fn vision_rope_nd(path: &Path, args: &RopeNdArgs, ids: &Tensor, ids_flag: &str) 
             vision.model_type
         );
     }
+    // --grid's patches, numbered from the tower's origin (Llama 4's: 1).
+    let ids = match (&args.grid, vision.patch_origin) {
+        (Some(_), origin) if origin > 0 => {
+            ids.broadcast_add(&Tensor::new(i64::from(origin), ids.device())?)?
+        }
+        _ => ids.clone(),
+    };
     let (cos, sin) = rope
-        .at(ids, args.dtype.into())
+        .at(&ids, args.dtype.into())
         .with_context(|| ids_flag.to_string())?;
     let pair_layout = match (vision.pair_layout, vision.layout) {
         (PairLayout::Halves, VisionLayout::HalvesPerAxis) => "halves per axis",
@@ -331,6 +338,7 @@ fn vision_rope_nd(path: &Path, args: &RopeNdArgs, ids: &Tensor, ids_flag: &str) 
         ("pair_layout", pair_layout.to_string()),
         ("head_dim", vision.head_dim.to_string()),
         ("rope_theta", vision.rope_theta.to_string()),
+        ("patch_origin", vision.patch_origin.to_string()),
     ];
     output::write_safetensors(&args.out, &[("cos", &cos), ("sin", &sin)], &metadata)
 }

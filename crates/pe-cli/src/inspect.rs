@@ -179,6 +179,13 @@ fn vision_section(json: &Value) -> Result<Option<String>> {
     writeln!(out, "  pair layout: {pairs}")?;
     writeln!(out, "  head_dim: {}", vision.head_dim)?;
     writeln!(out, "  rope_theta: {}", vision.rope_theta)?;
+    if vision.patch_origin > 0 {
+        writeln!(
+            out,
+            "  patch origin: {0}: patch (r, c) at (r + {0}, c + {0}), the class token at (0, 0)",
+            vision.patch_origin
+        )?;
+    }
     if !vision.unknown_keys.is_empty() {
         writeln!(
             out,

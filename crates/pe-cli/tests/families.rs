@@ -167,6 +167,30 @@ fn rope_nd_writes_a_vision_towers_tables_from_its_config() {
         "FramesRowsColumns"
     );
 
+    // Llama 4's encoder: --grid's patches numbered from 1 (the class token's (0, 0) is the
+    // caller's), a "default" rope.
+    let llama4 = dir.path().join("llama4.json");
+    let json = serde_json::json!({"model_type": "llama4", "vision_config": {
+        "hidden_size": 1408, "num_attention_heads": 16,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}});
+    std::fs::write(&llama4, json.to_string()).unwrap();
+    pe_ok(&[
+        "rope-nd",
+        "--config",
+        s(&llama4),
+        "--grid",
+        "2,3",
+        "--out",
+        s(&out),
+    ]);
+    let tensors = candle_core::safetensors::load(&out, &Device::Cpu).unwrap();
+    let vision = VisionRopeConfig::from_hf_config(&json).unwrap();
+    let ids = (patch_positions(2, 3, &Device::Cpu).unwrap() + 1.0).unwrap();
+    let (cos, _) = vision.rope().unwrap().at(&ids, DType::F32).unwrap();
+    assert_eq!(cos.dims(), &[6, 44]);
+    assert_same(&tensors["cos"], &cos, "cos");
+    assert_eq!(common::safetensors_metadata(&out)["patch_origin"], "1");
+
     // SAM 2's memory attention, with --memory-attention (its config has no vision tower rope).
     let sam2 = dir.path().join("sam2.json");
     let json = serde_json::json!({"model_type": "sam2_video",

@@ -629,6 +629,14 @@ fn inspect_shows_a_vision_towers_rope() {
         "vision tower minimax_m3_vl_vision (3-D rope at patch positions (frame, row, column))";
     assert!(out.lines().any(|l| l == line), "{line:?} not in:\n{out}");
 
+    // Llama 4's encoder: its patches numbered from 1.
+    let mut llama4 = text.clone();
+    llama4["model_type"] = "llama4".into();
+    llama4["vision_config"] = serde_json::json!({"hidden_size": 1408, "num_attention_heads": 16});
+    let out = report(llama4);
+    let line = "  patch origin: 1: patch (r, c) at (r + 1, c + 1), the class token at (0, 0)";
+    assert!(out.lines().any(|l| l == line), "{line:?} not in:\n{out}");
+
     let mut llava = text.clone();
     llava["model_type"] = "llava".into();
     llava["vision_config"] = serde_json::json!({"model_type": "clip_vision_model"});

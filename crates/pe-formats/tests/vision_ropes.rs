@@ -66,8 +66,9 @@ fn full_width(table: &Tensor, config: &VisionRopeConfig) -> Vec<Vec<f32>> {
         .collect()
 }
 
-/// Where our rope of the tower `name` in `config` differs from transformers' `tables` (its cos and sin), in words.
-fn differences(name: &str, config: &Value, theirs: &Value, positions: &Tensor) -> Vec<String> {
+/// Where our rope of the tower `name` in `config` differs from transformers' `tables` (its cos
+/// and sin) at `patches` (their (row, column), or (frame, row, column)), in words.
+fn differences(name: &str, config: &Value, theirs: &Value, patches: &Value) -> Vec<String> {
     let ours = match read(name, config) {
         Ok(ours) => ours,
         Err(e) => return vec![e.to_string()],
@@ -76,7 +77,14 @@ fn differences(name: &str, config: &Value, theirs: &Value, positions: &Tensor) -
     if ours.layout.axes() != axes {
         return vec![format!("{} axes vs {axes}", ours.layout.axes())];
     }
-    let (cos, sin) = ours.rope().unwrap().at(positions, DType::F32).unwrap();
+    // Our positions of the patches: Llama 4 numbers them from 1.
+    let patches: Vec<Vec<u32>> = serde_json::from_value(patches.clone()).unwrap();
+    let positions: Vec<Vec<u32>> = patches
+        .iter()
+        .map(|p| p.iter().map(|&x| x + ours.patch_origin).collect())
+        .collect();
+    let positions = Tensor::new(positions, &Device::Cpu).unwrap();
+    let (cos, sin) = ours.rope().unwrap().at(&positions, DType::F32).unwrap();
     let mut found = Vec::new();
     for (name, ours_table) in [("cos", cos), ("sin", sin)] {
         let ours_rows = full_width(&ours_table, &ours);
@@ -124,12 +132,6 @@ fn nest(outer: &str, path: &str, config: &Value) -> Value {
 #[test]
 fn every_vision_tower_reads_as_its_transformers_class_computes_it() {
     let fixture = fixture();
-    // (row, column), and (frame, row, column) for the towers of three axes.
-    let positions = |key: &str| {
-        let rows: Vec<Vec<u32>> = serde_json::from_value(fixture[key].clone()).unwrap();
-        Tensor::new(rows, &Device::Cpu).unwrap()
-    };
-    let (positions_2d, positions_3d) = (positions("positions"), positions("positions_3d"));
     let not_read: BTreeMap<&str, &str> = NOT_READ.iter().copied().collect();
     let (mut wrong, mut read_after_all) = (Vec::new(), Vec::new());
     let towers = fixture["towers"].as_object().unwrap();
@@ -168,11 +170,14 @@ fn every_vision_tower_reads_as_its_transformers_class_computes_it() {
             }
         }
         found.extend(cases.iter().flat_map(|(case, config)| {
-            let positions = match entry["axes"].as_u64() {
-                Some(3) => &positions_3d,
-                _ => &positions_2d,
+            // The tower's own patches (those inside Llama 4's grid), or the fixture's (row,
+            // column), or (frame, row, column) for the towers of three axes.
+            let patches = match (entry.get("positions"), entry["axes"].as_u64()) {
+                (Some(own), _) => own,
+                (None, Some(3)) => &fixture["positions_3d"],
+                _ => &fixture["positions"],
             };
-            differences(name, config, entry, positions)
+            differences(name, config, entry, patches)
                 .into_iter()
                 .map(move |d| format!("{name} ({case}): {d}"))
         }));
@@ -209,8 +214,8 @@ fn vision_configs_read_their_own_spellings_and_refuse_what_they_cannot() {
     );
 
     let mut typed = qwen.clone();
-    // The towers' classes refuse any type but axial (Llama 4's encoder, "default", is not one of
-    // these towers).
+    // The towers' classes refuse any type but axial (Llama 4's encoder, whose rope is "default",
+    // refuses "axial").
     typed["vision_config"]["rope_parameters"] = serde_json::json!({"rope_type": "default"});
     let err = read(typed).unwrap_err().to_string();
     assert!(

@@ -43,14 +43,19 @@ fn rotated(x: &Tensor, pair_layout: PairLayout) -> candle_core::Result<Tensor> {
 fn a_vision_block_turns_queries_as_transformers_attention_does() -> anyhow::Result<()> {
     let fixture = fixture();
     let dev = Device::Cpu;
-    // (row, column), and (frame, row, column) for the towers of three axes.
-    let positions = |axes: usize| -> anyhow::Result<Tensor> {
-        let key = if axes == 3 {
-            "positions_3d"
-        } else {
-            "positions"
+    // The tower's patches: its own (Llama 4's, inside its grid), or the fixture's (row, column),
+    // or (frame, row, column) for three axes; at our positions, Llama 4's numbered from 1.
+    let positions = |entry: &Value, vision: &VisionRopeConfig| -> anyhow::Result<Tensor> {
+        let patches = match (entry.get("positions"), vision.layout.axes()) {
+            (Some(own), _) => own,
+            (None, 3) => &fixture["positions_3d"],
+            _ => &fixture["positions"],
         };
-        let rows: Vec<Vec<u32>> = serde_json::from_value(fixture[key].clone())?;
+        let rows: Vec<Vec<u32>> = serde_json::from_value(patches.clone())?;
+        let rows: Vec<Vec<u32>> = rows
+            .iter()
+            .map(|p| p.iter().map(|&x| x + vision.patch_origin).collect())
+            .collect();
         Ok(Tensor::new(rows, &dev)?)
     };
     for name in [
@@ -62,6 +67,7 @@ fn a_vision_block_turns_queries_as_transformers_attention_does() -> anyhow::Resu
         "gemma4_vision",
         "minimax_m3_vl_vision",
         "sam2_video",
+        "llama4_vision_model",
     ] {
         let entry = &fixture["towers"][name];
         let vision = match name {
@@ -69,7 +75,7 @@ fn a_vision_block_turns_queries_as_transformers_attention_does() -> anyhow::Resu
             _ => VisionRopeConfig::from_hf_config(&entry["config"])?,
         };
         let rope = vision.rope()?;
-        let positions = positions(vision.layout.axes())?;
+        let positions = positions(entry, &vision)?;
         let (n, d) = (positions.dim(0)?, vision.head_dim);
         let q = Tensor::randn(0f32, 1.0, (1, 2, n, d), &dev)?;
         let table = |key: &str| -> anyhow::Result<Tensor> {

@@ -12,7 +12,8 @@
 //! The head's width is `head_dim`, or its class's default (Pixtral's and Gemma 4's: 64), or
 //! the tower's width (`hidden_size`; Qwen2-VL's `embed_dim`) over its heads
 //! (`num_attention_heads` or `num_heads`). The tables are those of [`AxesRope::at`] at
-//! positions `(row, column)` (MiniMax-M3-VL's: `(frame, row, column)`), one per patch,
+//! positions `(row, column)` (MiniMax-M3-VL's: `(frame, row, column)`; Llama 4's numbered from
+//! 1, [`VisionRopeConfig::patch_origin`]), one per patch,
 //! `head_dim / 2` columns (fewer where part of the head passes through), which turn as
 //! `pair_layout` says: [`PairLayout::Halves`] (transformers' `rotate_half`, candle's `rope`) or
 //! [`PairLayout::Interleaved`] (adjacent pairs, candle's `rope_i`), over the whole head or, for
@@ -59,7 +60,8 @@ pub enum VisionLayout {
     /// of `head_dim / 2` features), the row's columns first, then the column's: Qwen2-VL to
     /// Qwen3.5, GLM-4V, PaddleOCR-VL and most towers (transformers' `axial` rope).
     RowsFirst,
-    /// The same frequencies, the column's columns first (Step 3.5, Inkling 2).
+    /// The same frequencies, the column's columns first (Step 3.5, Inkling 2, SAM 3's ViT,
+    /// Llama 4's encoder, SAM 2's memory attention).
     ColumnsFirst,
     /// The same frequencies, alternating frequency by frequency, the column's first
     /// (Kimi-K2.5).
@@ -148,6 +150,10 @@ pub struct VisionRopeConfig {
     /// Which features each column of the tables turns (within its axis's half of the head, for
     /// [`VisionLayout::HalvesPerAxis`]).
     pub pair_layout: PairLayout,
+    /// The position of a patch in row 0 or column 0 on that axis: 0, but 1 for Llama 4's
+    /// encoder, which numbers its patches from 1 and gives its class token (after the patches)
+    /// the position `(0, 0)`. Patch `(r, c)` is at `(r + patch_origin, c + patch_origin)`.
+    pub patch_origin: u32,
     /// The keys of the tower's `rope_parameters` that nothing read, as paths (transformers
     /// warns about them and reads on).
     pub unknown_keys: Vec<String>,
@@ -199,6 +205,10 @@ struct VisionTower {
     head_dim: Option<usize>,
     /// Its config class's default `rope_theta`.
     rope_theta: f64,
+    /// The rope type its `rope_parameters` give: `axial`, Llama 4's `default`.
+    rope_type: &'static str,
+    /// [`VisionRopeConfig::patch_origin`].
+    patch_origin: u32,
 }
 
 /// A tower (its names) nested at `vision_config` by the models `nested_in`, laid out as most
@@ -216,6 +226,8 @@ const fn tower(names: &'static [&'static str], nested_in: &'static [&'static str
         memory: false,
         head_dim: None,
         rope_theta: DEFAULT_ROPE_THETA,
+        rope_type: "axial",
+        patch_origin: 0,
     }
 }
 
@@ -294,6 +306,15 @@ const VISION_TOWERS: &[VisionTower] = &[
         .adjacent(),
     tower(&["kimi_k25_vision"], &["kimi_k25"]).layout(VisionLayout::Alternating),
     tower(&["lfm3_vl_vision"], &["lfm3_vl"]).theta(1e6),
+    // Llama 4's encoder: a "default" rope over its own grid, patches numbered from 1 (its
+    // class token at (0, 0)), the column's frequencies first, turned as complex numbers.
+    VisionTower {
+        rope_type: "default",
+        patch_origin: 1,
+        ..tower(&["llama4_vision_model"], &["llama4"])
+            .layout(VisionLayout::ColumnsFirst)
+            .adjacent()
+    },
     tower(&["minimax_m3_vl_vision"], &["minimax_m3_vl"]).layout(VisionLayout::FramesRowsColumns),
     tower(&["mlcd_vision_model"], &[]),
     tower(&["muse_glimmer_vision"], &["muse_glimmer"]),
@@ -428,7 +449,7 @@ impl VisionTower {
                 Some(t) => Some(t),
                 None => params.get("type")?,
             };
-            if let Some(t) = rope_type.filter(|t| t != "axial") {
+            if let Some(t) = rope_type.filter(|t| t != self.rope_type) {
                 let name = if params.has("rope_type") {
                     "rope_type"
                 } else {
@@ -436,7 +457,10 @@ impl VisionTower {
                 };
                 return Err(params.invalid(
                     name,
-                    format!("a vision tower's rope is of type \"axial\", got {t:?}"),
+                    format!(
+                        "this tower's rope is of type {:?}, got {t:?}",
+                        self.rope_type
+                    ),
                 ));
             }
             rope_theta = params.either::<f64>("rope_theta", fields, "rope_theta")?;
@@ -456,6 +480,7 @@ impl VisionTower {
             rope_theta,
             layout: self.layout,
             pair_layout: self.pair_layout,
+            patch_origin: self.patch_origin,
             unknown_keys,
         };
         config.rope()?;
