@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::collections::HashMap;
+
 use candle_core::{DType, Device, Tensor};
 use candle_pe_core::{patch_positions, AxesRope};
 use candle_pe_core::{Alibi, SincosGrid};
@@ -91,123 +93,96 @@ fn rope_nd_writes_pixtral_tables_for_a_patch_grid() {
 /// axes' frequencies out alternately), with its pair layout in the file's metadata; a config
 /// without a known tower, a --rope-theta beside it, and positions of three axes are refused,
 /// naming the flag.
-#[test]
-fn rope_nd_writes_a_vision_towers_tables_from_its_config() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.json");
-    let json = serde_json::json!({"model_type": "kimi_k25", "vision_config": {
-        "hidden_size": 1152, "num_attention_heads": 16,
-        "rope_parameters": {"rope_type": "axial", "rope_theta": 10000.0}}});
+/// `pe rope-nd --config` (then `extra`) on the config.json `json`, written to `dir/name.json`, at
+/// `--grid grid`: the file's path, the tables written and their metadata.
+fn rope_nd_config(
+    dir: &std::path::Path,
+    name: &str,
+    json: &serde_json::Value,
+    grid: &str,
+    extra: &[&str],
+) -> (
+    std::path::PathBuf,
+    HashMap<String, Tensor>,
+    serde_json::Value,
+) {
+    let config = dir.join(format!("{name}.json"));
+    let out = dir.join(format!("{name}.safetensors"));
     std::fs::write(&config, json.to_string()).unwrap();
-    let out = dir.path().join("kimi.safetensors");
-    pe_ok(&[
+    let args = [
         "rope-nd",
         "--config",
         s(&config),
         "--grid",
-        "3,5",
+        grid,
         "--out",
         s(&out),
-    ]);
+    ];
+    pe_ok(&[&args[..], extra].concat());
     let tensors = candle_core::safetensors::load(&out, &Device::Cpu).unwrap();
+    (config, tensors, common::safetensors_metadata(&out))
+}
+
+#[test]
+fn rope_nd_writes_a_vision_towers_tables_from_its_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = Device::Cpu;
+    let json = serde_json::json!({"model_type": "kimi_k25", "vision_config": {
+        "hidden_size": 1152, "num_attention_heads": 16,
+        "rope_parameters": {"rope_type": "axial", "rope_theta": 10000.0}}});
+    let (config, tensors, metadata) = rope_nd_config(dir.path(), "kimi", &json, "3,5", &[]);
     let vision = VisionRopeConfig::from_hf_config(&json).unwrap();
     assert_eq!(vision.layout, VisionLayout::Alternating);
-    let ids = patch_positions(3, 5, &Device::Cpu).unwrap();
+    let ids = patch_positions(3, 5, &dev).unwrap();
     let (cos, sin) = vision.rope().unwrap().at(&ids, DType::F32).unwrap();
     assert_same(&tensors["cos"], &cos, "cos");
     assert_same(&tensors["sin"], &sin, "sin");
-    let metadata = common::safetensors_metadata(&out);
     assert_eq!(metadata["pair_layout"], "halves");
     assert_eq!(metadata["vision_tower"], "kimi_k25_vision");
 
     // Gemma 4's tower turns each axis's half of the head: the metadata says so.
-    let gemma = dir.path().join("gemma4.json");
-    std::fs::write(
-        &gemma,
-        r#"{"model_type": "gemma4", "vision_config": {"model_type": "gemma4_vision"}}"#,
-    )
-    .unwrap();
-    pe_ok(&[
-        "rope-nd",
-        "--config",
-        s(&gemma),
-        "--grid",
-        "2,2",
-        "--out",
-        s(&out),
-    ]);
-    let metadata = common::safetensors_metadata(&out);
+    let json = serde_json::json!({"model_type": "gemma4",
+        "vision_config": {"model_type": "gemma4_vision"}});
+    let (_, _, metadata) = rope_nd_config(dir.path(), "gemma4", &json, "2,2", &[]);
     assert_eq!(metadata["layout"], "HalvesPerAxis");
     assert_eq!(metadata["pair_layout"], "halves per axis");
     assert_eq!(metadata["head_dim"], "64");
     assert_eq!(metadata["rope_theta"], "100");
 
     // MiniMax-M3-VL's tower: three axes, at (frame, row, column) from --grid F,H,W.
-    let minimax = dir.path().join("minimax.json");
     let json = serde_json::json!({"model_type": "minimax_m3_vl", "vision_config": {
         "hidden_size": 1280, "num_attention_heads": 16}});
-    std::fs::write(&minimax, json.to_string()).unwrap();
-    pe_ok(&[
-        "rope-nd",
-        "--config",
-        s(&minimax),
-        "--grid",
-        "2,3,4",
-        "--out",
-        s(&out),
-    ]);
-    let tensors = candle_core::safetensors::load(&out, &Device::Cpu).unwrap();
+    let (minimax, tensors, metadata) = rope_nd_config(dir.path(), "minimax", &json, "2,3,4", &[]);
     let vision = VisionRopeConfig::from_hf_config(&json).unwrap();
-    let ids = candle_pe_core::video_patch_positions(2, 3, 4, &Device::Cpu).unwrap();
+    let ids = candle_pe_core::video_patch_positions(2, 3, 4, &dev).unwrap();
     let (cos, _) = vision.rope().unwrap().at(&ids, DType::F32).unwrap();
     assert_eq!(cos.dims(), &[24, 39]);
     assert_same(&tensors["cos"], &cos, "cos");
-    assert_eq!(
-        common::safetensors_metadata(&out)["layout"],
-        "FramesRowsColumns"
-    );
+    assert_eq!(metadata["layout"], "FramesRowsColumns");
 
     // Llama 4's encoder: --grid's patches numbered from 1 (the class token's (0, 0) is the
     // caller's), a "default" rope.
-    let llama4 = dir.path().join("llama4.json");
     let json = serde_json::json!({"model_type": "llama4", "vision_config": {
         "hidden_size": 1408, "num_attention_heads": 16,
         "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}});
-    std::fs::write(&llama4, json.to_string()).unwrap();
-    pe_ok(&[
-        "rope-nd",
-        "--config",
-        s(&llama4),
-        "--grid",
-        "2,3",
-        "--out",
-        s(&out),
-    ]);
-    let tensors = candle_core::safetensors::load(&out, &Device::Cpu).unwrap();
+    let (_, tensors, metadata) = rope_nd_config(dir.path(), "llama4", &json, "2,3", &[]);
     let vision = VisionRopeConfig::from_hf_config(&json).unwrap();
-    let ids = (patch_positions(2, 3, &Device::Cpu).unwrap() + 1.0).unwrap();
+    let ids = (patch_positions(2, 3, &dev).unwrap() + 1.0).unwrap();
     let (cos, _) = vision.rope().unwrap().at(&ids, DType::F32).unwrap();
     assert_eq!(cos.dims(), &[6, 44]);
     assert_same(&tensors["cos"], &cos, "cos");
-    assert_eq!(common::safetensors_metadata(&out)["patch_origin"], "1");
+    assert_eq!(metadata["patch_origin"], "1");
 
-    // SAM 2's memory attention, with --memory-attention (its config has no vision tower rope).
-    let sam2 = dir.path().join("sam2.json");
+    // SAM 2's memory attention, with --memory-attention (its config has no vision tower rope,
+    // which --config alone reads).
     let json = serde_json::json!({"model_type": "sam2_video",
         "memory_attention_hidden_size": 256, "memory_attention_num_attention_heads": 1});
-    std::fs::write(&sam2, json.to_string()).unwrap();
-    let grid = ["--config", s(&sam2), "--grid", "4,4", "--out", s(&out)];
-    pe_err(
-        &[&["rope-nd"][..], &grid].concat(),
-        &["--config", "no vision tower"],
-    );
-    pe_ok(&[&["rope-nd", "--memory-attention"][..], &grid].concat());
-    let tensors = candle_core::safetensors::load(&out, &Device::Cpu).unwrap();
+    let extra = ["--memory-attention"];
+    let (sam2, tensors, metadata) = rope_nd_config(dir.path(), "sam2", &json, "4,4", &extra);
     let memory = VisionRopeConfig::memory_attention_from_hf_config(&json).unwrap();
-    let ids = patch_positions(4, 4, &Device::Cpu).unwrap();
+    let ids = patch_positions(4, 4, &dev).unwrap();
     let (cos, _) = memory.rope().unwrap().at(&ids, DType::F32).unwrap();
     assert_same(&tensors["cos"], &cos, "cos");
-    let metadata = common::safetensors_metadata(&out);
     assert_eq!(metadata["memory_attention"], "sam2_video");
     assert_eq!(metadata["pair_layout"], "interleaved");
 
@@ -229,6 +204,10 @@ fn rope_nd_writes_a_vision_towers_tables_from_its_config() {
         (
             vec!["--config", s(&minimax), "--grid", "3,5"],
             vec!["--grid 3,5", "(frame, row, column)"],
+        ),
+        (
+            vec!["--config", s(&sam2), "--grid", "4,4"],
+            vec!["--config", "no vision tower"],
         ),
     ] {
         let bad = dir.path().join("bad.safetensors");

@@ -584,22 +584,29 @@ fn inspect_shows_a_vision_towers_rope() {
         std::fs::write(&path, config.to_string()).unwrap();
         String::from_utf8(pe_ok(&["inspect", s(&path)]).stdout).unwrap()
     };
+    // The report of `config` has each of `lines` in its vision section.
+    let assert_vision = |config: serde_json::Value, lines: &[&str]| {
+        let out = report(config);
+        let tail = &out[out.find("\nvision tower ").expect(&out)..];
+        for line in lines {
+            assert!(tail.lines().any(|l| l == *line), "{line:?} not in:\n{out}");
+        }
+    };
     let text = serde_json::json!({"hidden_size": 3584, "num_attention_heads": 28,
         "rope_theta": 1e6, "max_position_embeddings": 128000});
     let mut qwen = text.clone();
     qwen["model_type"] = "qwen2_5_vl".into();
     qwen["vision_config"] = serde_json::json!({"hidden_size": 1280, "num_heads": 16});
-    let out = report(qwen);
-    let tail = &out[out.find("\nvision tower ").expect(&out)..];
-    for line in [
-        "vision tower qwen2_5_vl_vision (2-D rope at patch positions (row, column))",
-        "  layout: RowsFirst: each axis head_dim/4 frequencies, the row's columns first",
-        "  pair layout: halves: pairs (i, i + head_dim/2), rotate_half, candle's rope",
-        "  head_dim: 80",
-        "  rope_theta: 10000",
-    ] {
-        assert!(tail.lines().any(|l| l == line), "{line:?} not in:\n{out}");
-    }
+    assert_vision(
+        qwen,
+        &[
+            "vision tower qwen2_5_vl_vision (2-D rope at patch positions (row, column))",
+            "  layout: RowsFirst: each axis head_dim/4 frequencies, the row's columns first",
+            "  pair layout: halves: pairs (i, i + head_dim/2), rotate_half, candle's rope",
+            "  head_dim: 80",
+            "  rope_theta: 10000",
+        ],
+    );
 
     // Gemma 4's tower: its class's head_dim and theta, each axis turning its half of the head.
     let mut gemma = text.clone();
@@ -609,33 +616,30 @@ fn inspect_shows_a_vision_towers_rope() {
         "full_attention": {"rope_type": "default", "rope_theta": 1e6},
         "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}});
     gemma["vision_config"] = serde_json::json!({"model_type": "gemma4_vision"});
-    let out = report(gemma);
-    let tail = &out[out.find("\nvision tower ").expect(&out)..];
-    for line in [
+    assert_vision(gemma, &[
         "  layout: HalvesPerAxis: each axis head_dim/4 frequencies, the column turning the head's first half, the row its second",
         "  pair layout: halves: pairs (i, i + half/2), rotate_half, candle's rope, within each axis's half of head_dim",
         "  head_dim: 64",
         "  rope_theta: 100",
-    ] {
-        assert!(tail.lines().any(|l| l == line), "{line:?} not in:\n{out}");
-    }
+    ]);
 
     // MiniMax-M3-VL's tower: three axes.
     let mut minimax = text.clone();
     minimax["model_type"] = "minimax_m3_vl".into();
     minimax["vision_config"] = serde_json::json!({"hidden_size": 1280, "num_attention_heads": 16});
-    let out = report(minimax);
-    let line =
-        "vision tower minimax_m3_vl_vision (3-D rope at patch positions (frame, row, column))";
-    assert!(out.lines().any(|l| l == line), "{line:?} not in:\n{out}");
+    assert_vision(
+        minimax,
+        &["vision tower minimax_m3_vl_vision (3-D rope at patch positions (frame, row, column))"],
+    );
 
     // Llama 4's encoder: its patches numbered from 1.
     let mut llama4 = text.clone();
     llama4["model_type"] = "llama4".into();
     llama4["vision_config"] = serde_json::json!({"hidden_size": 1408, "num_attention_heads": 16});
-    let out = report(llama4);
-    let line = "  patch origin: 1: patch (r, c) at (r + 1, c + 1), the class token at (0, 0)";
-    assert!(out.lines().any(|l| l == line), "{line:?} not in:\n{out}");
+    assert_vision(
+        llama4,
+        &["  patch origin: 1: patch (r, c) at (r + 1, c + 1), the class token at (0, 0)"],
+    );
 
     let mut llava = text.clone();
     llava["model_type"] = "llava".into();
