@@ -64,13 +64,30 @@ struct Resolved {
     vision: Option<String>,
 }
 
+/// What `pe inspect` found in a file.
+enum Found {
+    /// Its text ropes (and a config.json's vision tower).
+    Ropes(Box<Resolved>),
+    /// No text rope, but a vision tower's or a video tracker's memory attention's: the report.
+    VisionOnly(String),
+}
+
 /// Prints the rope doctor's report on `args.file` to stdout.
 pub fn run(args: &InspectArgs) -> Result<()> {
     if let Some(n) = args.context.filter(|&n| n == 0 || n as u64 >= MAX_POSITION) {
         anyhow::bail!("--context {n}: give a context from 1 to 2147483647 positions");
     }
     let laid = args.laid.rope_override()?;
-    let resolved = resolve(&args.file, &laid)?;
+    let resolved = match resolve(&args.file, &laid)? {
+        Found::Ropes(resolved) => resolved,
+        Found::VisionOnly(report) => {
+            if let Some(n) = args.context {
+                anyhow::bail!("--context {n}: {} has no text rope", args.file.display());
+            }
+            print!("{report}");
+            return Ok(());
+        }
+    };
     let mut out = report(&args.file, &resolved)?;
     if !laid.is_empty() {
         let flags = crate::context::flags(&laid);
@@ -83,11 +100,11 @@ pub fn run(args: &InspectArgs) -> Result<()> {
     Ok(())
 }
 
-fn resolve(path: &Path, laid: &RopeOverride) -> Result<Resolved> {
+fn resolve(path: &Path, laid: &RopeOverride) -> Result<Found> {
     if crate::gguf::is_gguf(path) {
         let mut rope = crate::gguf::read(path, "pe inspect", laid)?;
         crate::context::name_gguf_flags(&mut rope.sources);
-        return Ok(Resolved {
+        return Ok(Found::Ropes(Box::new(Resolved {
             kind: format!("GGUF, architecture {}", rope.architecture),
             configs: rope.configs,
             layout: rope.layout,
@@ -95,7 +112,7 @@ fn resolve(path: &Path, laid: &RopeOverride) -> Result<Resolved> {
                 .into(),
             sources: rope.sources,
             vision: None,
-        });
+        })));
     }
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("pe inspect {}: cannot read it", path.display()))?;
@@ -108,8 +125,14 @@ fn resolve(path: &Path, laid: &RopeOverride) -> Result<Resolved> {
     let json = laid
         .apply_to_config(&json)
         .map_err(|e| candle_pe_cli::Flags::default().name(e))?;
-    let configs = RopeConfigs::from_hf_config(&json)
-        .map_err(|e| anyhow::anyhow!("pe inspect {}: {e}", path.display()))?;
+    let configs = match RopeConfigs::from_hf_config(&json) {
+        Ok(configs) => configs,
+        Err(e) => match vision_only_report(path, &json, &e.to_string())? {
+            // No text rope, but a vision tower's or a memory attention's.
+            Some(report) if laid.is_empty() => return Ok(Found::VisionOnly(report)),
+            _ => anyhow::bail!("pe inspect {}: {e}", path.display()),
+        },
+    };
     let model_type = json
         .get("model_type")
         .and_then(Value::as_str)
@@ -120,27 +143,59 @@ fn resolve(path: &Path, laid: &RopeOverride) -> Result<Resolved> {
     let mut sources = config_sources(&json, &text, &configs);
     crate::context::name_config_flags(&mut sources, laid);
     let (layout, layout_source) = config_layout(&text, &configs);
-    Ok(Resolved {
+    Ok(Found::Ropes(Box::new(Resolved {
         kind: format!("config.json, model_type {model_type}"),
         configs,
         layout,
         layout_source,
         sources,
         vision: vision_section(&json)?,
-    })
+    })))
 }
 
 /// The report's section on a config.json's vision tower: its 2-D rope as `VisionRopeConfig`
 /// reads it, or why it could not be read where the file has a `vision_config`; `None` for a
 /// model without a tower.
 fn vision_section(json: &Value) -> Result<Option<String>> {
-    let vision = match VisionRopeConfig::from_hf_config(json) {
-        Ok(vision) => vision,
+    match VisionRopeConfig::from_hf_config(json) {
+        Ok(vision) => Ok(Some(describe_vision("vision tower", &vision)?)),
         Err(e) if json.get("vision_config").is_some() => {
-            return Ok(Some(format!("\nvision tower: not read: {e}\n")));
+            Ok(Some(format!("\nvision tower: not read: {e}\n")))
         }
-        Err(_) => return Ok(None),
-    };
+        Err(_) => Ok(None),
+    }
+}
+
+/// The report on a config.json that has no text rope (`text_error` says why) but a vision
+/// tower's rope or a video tracker's memory attention's (SAM 2's config, a tower's own): its
+/// header and those sections; `None` where it has neither.
+fn vision_only_report(path: &Path, json: &Value, text_error: &str) -> Result<Option<String>> {
+    let mut sections = String::new();
+    if let Ok(vision) = VisionRopeConfig::from_hf_config(json) {
+        sections += &describe_vision("vision tower", &vision)?;
+    }
+    if let Ok(memory) = VisionRopeConfig::memory_attention_from_hf_config(json) {
+        sections += &describe_vision("memory attention", &memory)?;
+    }
+    if sections.is_empty() {
+        return Ok(None);
+    }
+    let model_type = json.get("model_type").and_then(Value::as_str);
+    let mut out = String::new();
+    writeln!(
+        out,
+        "{} (config.json, model_type {})",
+        path.display(),
+        model_type.unwrap_or("unknown")
+    )?;
+    writeln!(out, "no text rope: {text_error}")?;
+    out.push_str(&sections);
+    Ok(Some(out))
+}
+
+/// The report's section on the 2-D (or 3-D) rope `vision` of a `module` (a vision tower, or a
+/// video tracker's memory attention).
+fn describe_vision(module: &str, vision: &VisionRopeConfig) -> Result<String> {
     let layout = match vision.layout {
         VisionLayout::RowsFirst => "each axis head_dim/4 frequencies, the row's columns first",
         VisionLayout::ColumnsFirst => "each axis head_dim/4 frequencies, the column's first",
@@ -166,7 +221,7 @@ fn vision_section(json: &Value) -> Result<Option<String>> {
     let mut out = String::new();
     writeln!(
         out,
-        "\nvision tower {} ({}-D rope at patch positions {})",
+        "\n{module} {} ({}-D rope at patch positions {})",
         vision.model_type,
         vision.layout.axes(),
         if vision.layout.axes() == 3 {
@@ -193,7 +248,7 @@ fn vision_section(json: &Value) -> Result<Option<String>> {
             vision.unknown_keys.join(", ")
         )?;
     }
-    Ok(Some(out))
+    Ok(out)
 }
 
 /// How the report names `layout`, the pairs of a rotation `width` features wide.

@@ -641,6 +641,28 @@ fn inspect_shows_a_vision_towers_rope() {
         &["  patch origin: 1: patch (r, c) at (r + 1, c + 1), the class token at (0, 0)"],
     );
 
+    // A config without a text rope: its vision tower's or memory attention's sections alone
+    // (SAM 3's video model has both), and --context refused, naming the file.
+    let sam3 = serde_json::json!({"model_type": "sam3_video",
+        "detector_config": {"vision_config": {"backbone_config": {"model_type": "sam3_vit_model",
+            "hidden_size": 1024, "num_attention_heads": 16}}},
+        "tracker_config": {"model_type": "sam3_tracker_video", "memory_attention_hidden_size": 256,
+            "memory_attention_num_attention_heads": 1}});
+    let out = report(sam3.clone());
+    for line in [
+        "vision tower sam3_vit_model (2-D rope at patch positions (row, column))",
+        "memory attention sam3_tracker_video (2-D rope at patch positions (row, column))",
+        "  head_dim: 256",
+    ] {
+        assert!(out.lines().any(|l| l == line), "{line:?} not in:\n{out}");
+    }
+    assert!(out.contains("\nno text rope: "), "{out}");
+    std::fs::write(&path, sam3.to_string()).unwrap();
+    pe_err(
+        &["inspect", s(&path), "--context", "100"],
+        &["--context 100", "no text rope"],
+    );
+
     let mut llava = text.clone();
     llava["model_type"] = "llava".into();
     llava["vision_config"] = serde_json::json!({"model_type": "clip_vision_model"});
