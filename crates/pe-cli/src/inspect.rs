@@ -26,7 +26,8 @@ use candle_pe_core::MAX_POSITION;
 use candle_pe_core::{PairLayout, RopeConfigs};
 use candle_pe_core::{Rope, RopeConfig, RopeType};
 use candle_pe_formats::{
-    FromHfConfig, HfTextConfig, RopeOverride, ValueSource, VisionLayout, VisionRopeConfig,
+    FromHfConfig, HfTextConfig, LegacyUses, RopeOverride, ValueSource, VisionLayout,
+    VisionRopeConfig,
 };
 use clap::Args;
 use serde_json::Value;
@@ -296,11 +297,15 @@ fn config_sources(json: &Value, text: &HfTextConfig, configs: &RopeConfigs) -> V
         (true, Some((d, v))) if is_per_layer_type_dict(v, configs) => {
             per_layer_type_dicts(d, v, &prefix, text.model_type().rope_uses())
         }
-        (true, _) => gemma3_legacy_dicts(dict, &prefix),
+        (true, _) => match text.model_type().legacy_uses() {
+            Some(legacy) => legacy_use_dicts(legacy, text.model_type().rope_uses(), dict, &prefix),
+            None => gemma3_legacy_dicts(dict, &prefix),
+        },
         (false, _) => vec![LayerDict {
             layer_type: None,
             dict: dict.map(|(d, v)| (format!("{prefix}{d}"), v)),
             theta: "rope_theta",
+            theta_default: None,
             rope_type_default: UNSCALED,
         }],
     };
@@ -318,6 +323,9 @@ struct LayerDict<'a> {
     layer_type: Option<String>,
     dict: Option<(String, &'a Value)>,
     theta: &'static str,
+    /// The default of the field `theta`, where it is not the model type's (DeepSeek-V4's
+    /// `compress_rope_theta`).
+    theta_default: Option<f64>,
     rope_type_default: &'static str,
 }
 
@@ -361,6 +369,32 @@ fn per_layer_type_dicts<'a>(
                 layer_type: Some(t),
                 dict: Some((format!("{prefix}{d}.{key}"), x)),
                 theta: "rope_theta",
+                theta_default: None,
+                rope_type_default: UNSCALED,
+            })
+        })
+        .collect()
+}
+
+/// The older form of a keyed-by-use config (DeepSeek-V4's original checkpoints): each layer
+/// type's use takes its theta from its own top-level field, and the legacy rope dict is the
+/// `scaled` use's alone.
+fn legacy_use_dicts<'a>(
+    legacy: &LegacyUses,
+    uses: &[(&str, &str)],
+    dict: Option<(&str, &'a Value)>,
+    prefix: &str,
+) -> Vec<LayerDict<'a>> {
+    uses.iter()
+        .filter_map(|(layer_type, key)| {
+            let &(_, theta, default) = legacy.thetas.iter().find(|(k, ..)| k == key)?;
+            Some(LayerDict {
+                layer_type: Some(layer_type.to_string()),
+                dict: dict
+                    .filter(|_| *key == legacy.scaled)
+                    .map(|(d, v)| (format!("{prefix}{d}"), v)),
+                theta,
+                theta_default: Some(default),
                 rope_type_default: UNSCALED,
             })
         })
@@ -375,12 +409,14 @@ fn gemma3_legacy_dicts<'a>(dict: Option<(&str, &'a Value)>, prefix: &str) -> Vec
             layer_type: Some("full_attention".into()),
             dict: dict.map(|(d, v)| (format!("{prefix}{d}"), v)),
             theta: "rope_theta",
+            theta_default: None,
             rope_type_default: UNSCALED,
         },
         LayerDict {
             layer_type: Some("sliding_attention".into()),
             dict: None,
             theta: "rope_local_base_freq",
+            theta_default: None,
             rope_type_default: "default (unscaled: Gemma 3's sliding layers take no \
                                 rope_scaling)",
         },
@@ -449,6 +485,9 @@ impl TextFields<'_> {
                 self.either(layer, "rope_theta", layer.theta)
                     .unwrap_or_else(|| {
                         let model_type = self.text.model_type();
+                        if let Some(theta) = layer.theta_default {
+                            return format!("default (the field's: {theta})");
+                        }
                         match model_type.rope_theta_default(layer.layer_type.as_deref()) {
                             Some(theta) => format!("default (the model type's: {theta})"),
                             None => "none (the model type has no default)".into(),

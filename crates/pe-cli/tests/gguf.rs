@@ -724,3 +724,43 @@ fn inspect_shows_the_override_and_what_a_context_needs() {
     assert!(report.contains("rope_theta: 250000"), "{report}");
     pe_err(&["inspect", s(&llama), "--context", "0"], &["--context 0"]);
 }
+
+/// DeepSeek-V4's original config.json (no keyed rope_parameters): each layer type's rope and
+/// where its values came from, the compressors' theta from compress_rope_theta (160000 when
+/// absent) and their YaRN from rope_scaling.
+#[test]
+fn inspect_reads_deepseek_v4s_legacy_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.json");
+    let mut json = serde_json::json!({"model_type": "deepseek_v4", "head_dim": 512,
+        "hidden_size": 4096, "num_attention_heads": 64, "qk_rope_head_dim": 64,
+        "rope_theta": 10000.0, "compress_rope_theta": 160000.0, "compress_ratios": [0, 4, 128],
+        "max_position_embeddings": 1048576, "rope_scaling": {"type": "yarn", "factor": 16,
+            "original_max_position_embeddings": 65536, "beta_fast": 32, "beta_slow": 1}});
+    let report = |json: &serde_json::Value| {
+        std::fs::write(&path, json.to_string()).unwrap();
+        String::from_utf8(pe_ok(&["inspect", s(&path)]).stdout).unwrap()
+    };
+    let out = report(&json);
+    let section = |name: &str| {
+        let start = out.find(&format!("\n{name} (")).expect(&out);
+        out[start + 1..].split("\n\n").next().unwrap().to_string()
+    };
+    let compressed = section("compressed_sparse_attention");
+    for needle in [
+        "rope_type: yarn (attention_factor 1.0",
+        "rope_theta: 160000",
+        "rope_theta                       <- compress_rope_theta",
+        "rope_type                        <- rope_scaling.type",
+    ] {
+        assert!(compressed.contains(needle), "{needle:?} not in:\n{out}");
+    }
+    let sliding = section("sliding_attention");
+    assert!(
+        sliding.contains("rope_theta                       <- rope_theta"),
+        "{out}"
+    );
+    json.as_object_mut().unwrap().remove("compress_rope_theta");
+    let out = report(&json);
+    assert!(out.contains("<- default (the field's: 160000)"), "{out}");
+}

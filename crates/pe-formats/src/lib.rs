@@ -49,7 +49,7 @@ mod rope_override;
 pub use error::{Error, Result};
 pub use gguf::{FreqFactors, FromGguf, GgufMeta, GgufRope, ValueSource};
 pub use hf::{
-    ConfigFields, FromHfConfig, HfConfig, HfModelType, HfTextConfig, QwenVlConfig, QwenVlPositions,
-    QwenVlVersion, VisionLayout, VisionRopeConfig,
+    ConfigFields, FromHfConfig, HfConfig, HfModelType, HfTextConfig, LegacyUses, QwenVlConfig,
+    QwenVlPositions, QwenVlVersion, VisionLayout, VisionRopeConfig,
 };
 pub use rope_override::{RopeOverride, RopeScaling};

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use candle_pe_core::{RopeConfig, RopeConfigs};
+use candle_pe_core::{RopeConfig, RopeConfigs, RopeType};
 use candle_pe_formats::{FromHfConfig, HfModelType};
 use serde_json::Value;
 
@@ -220,14 +220,23 @@ fn every_model_type_reads_as_transformers_reads_it() {
         if theirs_uses != uses.iter().copied().collect() {
             found.push(format!("{name}: rope uses {uses:?} vs {theirs_uses:?}"));
         }
-        for (case, config, read) in [
+        let mut cases = vec![
             ("as saved", saved.clone(), &entry["rope"]),
             (
                 "without rope_theta, rope_interleave, head_dim",
                 bare(saved),
                 &entry["defaults"],
             ),
-        ] {
+        ];
+        // The older form the class converts (DeepSeek-V4's original checkpoints).
+        if let Some(legacy) = entry.get("legacy") {
+            cases.push((
+                "in its legacy form",
+                legacy["config"].clone(),
+                &legacy["rope"],
+            ));
+        }
+        for (case, config, read) in cases {
             if read.get("error").is_some() {
                 continue; // transformers refuses it too
             }
@@ -405,13 +414,43 @@ fn rows_read_their_models_own_spellings() {
         read(extra).unwrap().unknown_keys(),
         ["rope_parameters.indexer"]
     );
-    // A legacy flat rope dict would turn every layer alike: refused, naming the field.
+    // The legacy form (the sweep holds it to transformers): a flat rope dict is the
+    // compressors' (their YaRN at attention factor 1, at compress_rope_theta, 160000 by
+    // default), the sliding layers' rope plain at rope_theta; compress_ratios give the layer
+    // types, and an entry the class does not know is refused, naming it.
     let mut flat = v4(Value::Null);
     flat["rope_parameters"] = serde_json::json!({"rope_type": "yarn", "factor": 16.0,
         "original_max_position_embeddings": 65536});
-    let err = read(flat).unwrap_err().to_string();
+    let configs = read(flat.clone()).unwrap();
+    let compress = configs.for_layer(1).unwrap().unwrap();
+    let RopeType::Yarn(yarn) = &compress.rope_type else {
+        panic!("{compress:?}")
+    };
+    assert_eq!((yarn.factor, yarn.attention_factor), (16.0, Some(1.0)));
+    assert_eq!(compress.rope_theta, 160000.0);
+    let sliding = configs.for_layer(0).unwrap().unwrap();
+    assert_eq!(
+        (sliding.rope_type.name(), sliding.rope_theta),
+        ("default", 1e4)
+    );
+    let mut ratios = flat;
+    let root = ratios.as_object_mut().unwrap();
+    root.remove("layer_types");
+    root.insert(
+        "compress_ratios".into(),
+        serde_json::json!([0, 128, 4, 128]),
+    );
+    root.insert("compress_rope_theta".into(), 320000.0.into());
+    let configs = read(ratios.clone()).unwrap();
+    assert_eq!(
+        configs.layer_types().unwrap()[..2],
+        ["sliding_attention", "heavily_compressed_attention"]
+    );
+    assert_eq!(configs.for_layer(3).unwrap().unwrap().rope_theta, 320000.0);
+    ratios["compress_ratios"] = serde_json::json!([0, 8]);
+    let err = read(ratios).unwrap_err().to_string();
     assert!(
-        err.contains("rope_parameters") && err.contains("main, compress"),
+        err.contains("compress_ratios") && err.contains("entry 1 is 8"),
         "{err}"
     );
     let mut without = v4(Value::Null);

@@ -42,7 +42,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
-use super::model_types::{HfModelType, HfTextConfig};
+use super::model_types::{HfModelType, HfTextConfig, LegacyUses};
 use super::rope_dicts::{field_names, read_rope_dict};
 use crate::{ConfigFields, Error, Result};
 
@@ -428,6 +428,14 @@ fn read_layers(
         let layers = reader.per_layer_type(params, layer_types.as_deref(), unknown)?;
         return Ok((layers, layer_types));
     }
+    if let Some(legacy) = model_type.legacy_uses {
+        if layer_types.is_none() {
+            layer_types = legacy_layer_types(root, legacy)?;
+        }
+        let layers =
+            reader.legacy_uses(legacy, params.as_ref(), layer_types.as_deref(), unknown)?;
+        return Ok((layers, layer_types));
+    }
     if !model_type.rope_uses.is_empty() {
         let mut keys: Vec<&str> = model_type.rope_uses.iter().map(|(_, key)| *key).collect();
         keys.dedup();
@@ -484,6 +492,34 @@ fn read_layer_types(root: &ConfigFields, model_type: &HfModelType) -> Result<Opt
         ));
     }
     Ok(Some(types.into_iter().step_by(2).collect()))
+}
+
+/// The layer types of an older keyed-by-use config (DeepSeek-V4's): those of its per-layer ints
+/// (`compress_ratios`), an int the row does not know being an error naming its entry; `None`
+/// where it gives none.
+fn legacy_layer_types(root: &ConfigFields, legacy: &LegacyUses) -> Result<Option<Vec<String>>> {
+    let (field, types) = legacy.layer_ints;
+    let Some(ints) = root.get::<Vec<u64>>(field)? else {
+        return Ok(None);
+    };
+    let layer_type = |(i, n): (usize, &u64)| {
+        types
+            .iter()
+            .find(|(k, _)| k == n)
+            .map(|(_, t)| t.to_string())
+            .ok_or_else(|| {
+                let known: Vec<String> = types.iter().map(|(k, _)| k.to_string()).collect();
+                root.invalid(
+                    field,
+                    format!("entry {i} is {n}: each is one of {}", known.join(", ")),
+                )
+            })
+    };
+    ints.iter()
+        .enumerate()
+        .map(layer_type)
+        .collect::<Result<Vec<_>>>()
+        .map(Some)
 }
 
 /// The rope dict: `rope_parameters`, else `rope_scaling`. Both are read, so that either one not
@@ -585,6 +621,61 @@ impl Reader<'_, '_> {
             configs.insert(layer_type.to_string(), config);
         }
         Ok(RopeConfigs::per_layer_type(configs)?.with_field(params.path()))
+    }
+
+    /// The older form of a keyed-by-use config, as its class converts it (DeepSeek-V4's
+    /// original checkpoints): each use's `rope_theta` from its top-level field (its default when
+    /// absent), the legacy rope dict `params` for the `scaled` use only (a YaRN there turning at
+    /// `attention_factor` 1 unless the dict gives one), the other uses plain; each layer type
+    /// of the row's `rope_uses` takes its use's rope.
+    fn legacy_uses(
+        &self,
+        legacy: &LegacyUses,
+        params: Option<&ConfigFields>,
+        layer_types: Option<&[String]>,
+        unknown: &mut Vec<String>,
+    ) -> Result<RopeConfigs> {
+        let mut configs = BTreeMap::new();
+        for &(layer_type, key) in self.model_type.rope_uses {
+            let Some(&(_, theta, default)) = legacy.thetas.iter().find(|(k, ..)| *k == key) else {
+                return Err(self
+                    .root
+                    .invalid("model_type", format!("no theta for the use {key}")));
+            };
+            let rope_theta = self.root.get::<f64>(theta)?.unwrap_or(default);
+            let config = match params.filter(|_| key == legacy.scaled) {
+                Some(dict) => {
+                    // The dict as transformers converts it: this use's theta, and a YaRN's
+                    // attention factor 1 where it gives none.
+                    let mut fields: Map<String, Value> = dict
+                        .keys()
+                        .filter_map(|k| dict.value(k).map(|v| (k.to_string(), v.clone())))
+                        .collect();
+                    fields.insert("rope_theta".into(), rope_theta.into());
+                    let kind = fields.get("rope_type").or(fields.get("type"));
+                    if kind.and_then(Value::as_str) == Some("yarn") {
+                        fields.entry("attention_factor").or_insert(1.0.into());
+                    }
+                    let converted = ConfigFields::converted(&fields, dict.path().to_string());
+                    self.one(
+                        Some(&converted),
+                        layer_types,
+                        Some(layer_type),
+                        theta,
+                        unknown,
+                    )?
+                }
+                None => {
+                    let mut config =
+                        self.one(None, layer_types, Some(layer_type), theta, unknown)?;
+                    config.rope_theta = rope_theta;
+                    config
+                }
+            };
+            configs.insert(layer_type.to_string(), Some(config));
+        }
+        let field = self.root.path_of(legacy.layer_ints.0);
+        Ok(RopeConfigs::per_layer_type(configs)?.with_field(field))
     }
 
     /// Gemma 3's legacy form: `rope_theta` and the rope dict `params` for full-attention

@@ -58,6 +58,17 @@ impl<'a> ConfigFields<'a> {
         }
     }
 
+    /// The fields `fields` (a dict converted from a config's own, as transformers converts an
+    /// older form) read as if they were the object at `path`, whose fields they mostly are, so
+    /// that errors name the config's field.
+    pub(crate) fn converted(fields: &'a Map<String, Value>, path: String) -> Self {
+        Self {
+            fields,
+            path,
+            aliases: &[],
+        }
+    }
+
     /// The same fields, where a field read as `name` is given as `alias` for each `(name, alias)`
     /// of `aliases` that the object does not give under its own name (transformers'
     /// `attribute_map`: JetMoe's `kv_channels` is its `head_dim`). An alias may be a path into

@@ -42,6 +42,9 @@
 //! - `rope_uses`: its `rope_parameters` are keyed by use, not by layer type, and each layer type
 //!   turns by the dict of one key, `("sliding_attention", "main")` (DeepSeek-V4); the top-level
 //!   `rope_theta` then only fills a dict that gives none, as transformers fills it;
+//! - `legacy_uses`: the older form of such a config that its class converts (DeepSeek-V4's
+//!   original checkpoints: each use's theta in a top-level field, the legacy rope dict for one
+//!   use, the layer types from per-layer ratios);
 //! - `mlp_blocks`: its saved `layer_types` list an `"mlp"` block after each layer's type (Dory);
 //! - `mscales`: LongRoPE's `short_mscale` and `long_mscale` are read, and required
 //!   (Phi-3.5-MoE);
@@ -85,10 +88,44 @@ pub struct HfModelType {
     pub(crate) rope_type_names: &'static [(&'static str, &'static str)],
     pub(crate) aliases: &'static [(&'static str, &'static str)],
     pub(crate) rope_uses: &'static [(&'static str, &'static str)],
+    pub(crate) legacy_uses: Option<&'static LegacyUses>,
     pub(crate) mscales: bool,
     pub(crate) mlp_blocks: bool,
     pub(crate) qwen_vl: Option<QwenVlVersion>,
 }
+
+/// The older form of a config whose ropes are keyed by use, which its config class converts
+/// (DeepSeek-V4's original checkpoints, with V3-flavoured names): no keyed `rope_parameters`;
+/// each use's `rope_theta` in a top-level field; the legacy rope dict (`rope_scaling`, or a
+/// flat `rope_parameters`) for one use only, a YaRN there turning at `attention_factor` 1
+/// unless it gives one; and the layer types from a per-layer list of ints.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LegacyUses {
+    /// Each use's key, the top-level field of its `rope_theta` and that field's default.
+    pub thetas: &'static [(&'static str, &'static str, f64)],
+    /// The use the legacy rope dict is for.
+    pub scaled: &'static str,
+    /// The field of the per-layer ints, and the layer type of each int.
+    pub layer_ints: (&'static str, &'static [(u64, &'static str)]),
+}
+
+/// DeepSeek-V4's original config.json: `rope_theta` (main) and `compress_rope_theta` (160000),
+/// `rope_scaling` for the compressors, `compress_ratios` 0, 4 and 128.
+const DEEPSEEK_V4_LEGACY: LegacyUses = LegacyUses {
+    thetas: &[
+        ("main", "rope_theta", 10000.0),
+        ("compress", "compress_rope_theta", 160000.0),
+    ],
+    scaled: "compress",
+    layer_ints: (
+        "compress_ratios",
+        &[
+            (0, "sliding_attention"),
+            (4, "compressed_sparse_attention"),
+            (128, "heavily_compressed_attention"),
+        ],
+    ),
+};
 
 /// Layers of two types, sliding and full attention (Gemma 3 and 4).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -129,6 +166,7 @@ const DEFAULT: HfModelType = HfModelType {
     rope_type_names: &[],
     aliases: &[],
     rope_uses: &[],
+    legacy_uses: None,
     mscales: false,
     mlp_blocks: false,
     qwen_vl: None,
@@ -190,6 +228,12 @@ impl HfModelType {
     /// `key`.
     const fn keyed_by_use(mut self, uses: &'static [(&'static str, &'static str)]) -> Self {
         self.rope_uses = uses;
+        self
+    }
+
+    /// Its config class converts the older form `legacy` of its keyed-by-use config.
+    const fn converts_legacy(mut self, legacy: &'static LegacyUses) -> Self {
+        self.legacy_uses = Some(legacy);
         self
     }
 }
@@ -336,7 +380,8 @@ const MODEL_TYPES: &[HfModelType] = &[
             ("sliding_attention", "main"),
             ("compressed_sparse_attention", "compress"),
             ("heavily_compressed_attention", "compress"),
-        ]),
+        ])
+        .converts_legacy(&DEEPSEEK_V4_LEGACY),
     row(&["dia_encoder"]).head(128),
     row(&["dots3_note_audio_encoder"]).interleaved(),
     row(&["dots3_note_text"]).theta(8e7).head(256).interleaved(),
@@ -471,6 +516,20 @@ impl HfModelType {
     /// ```
     pub fn rope_uses(&self) -> &'static [(&'static str, &'static str)] {
         self.rope_uses
+    }
+
+    /// Where its config class converts the older form of a keyed-by-use config (DeepSeek-V4's
+    /// original checkpoints, whose ropes are not keyed): how ([`LegacyUses`]).
+    ///
+    /// ```
+    /// use candle_pe_formats::HfModelType;
+    ///
+    /// let legacy = HfModelType::of("deepseek_v4").legacy_uses().unwrap();
+    /// assert_eq!(legacy.thetas[1], ("compress", "compress_rope_theta", 160000.0));
+    /// assert_eq!((legacy.scaled, legacy.layer_ints.0), ("compress", "compress_ratios"));
+    /// ```
+    pub fn legacy_uses(&self) -> Option<&'static LegacyUses> {
+        self.legacy_uses
     }
 
     /// The rope type a config's `rope_type` (or `type`) `name` reads as: the model type's own
