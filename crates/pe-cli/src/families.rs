@@ -303,14 +303,10 @@ fn vision_rope_nd(path: &Path, args: &RopeNdArgs, ids: &Tensor, ids_flag: &str) 
         .map_err(|e| anyhow::anyhow!("--config {}: {e}", path.display()))?;
     let axes = vision.layout.axes();
     if ids.dtype() == DType::F64 || ids.dims().last() != Some(&axes) {
-        let names = if axes == 3 {
-            "(frame, row, column)"
-        } else {
-            "(row, column)"
-        };
         bail!(
-            "{ids_flag}: the rope of {} takes integer positions {names}, (n, {axes})",
-            vision.model_type
+            "{ids_flag}: the rope of {} takes integer positions {}, (n, {axes})",
+            vision.model_type,
+            vision.layout.positions()
         );
     }
     // --grid's patches, numbered from the tower's origin (Llama 4's: 1).

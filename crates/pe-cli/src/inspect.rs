@@ -225,11 +225,7 @@ fn describe_vision(module: &str, vision: &VisionRopeConfig) -> Result<String> {
         "\n{module} {} ({}-D rope at patch positions {})",
         vision.model_type,
         vision.layout.axes(),
-        if vision.layout.axes() == 3 {
-            "(frame, row, column)"
-        } else {
-            "(row, column)"
-        }
+        vision.layout.positions()
     )?;
     writeln!(out, "  layout: {:?}: {layout}", vision.layout)?;
     writeln!(out, "  pair layout: {pairs}")?;
@@ -387,7 +383,7 @@ fn legacy_use_dicts<'a>(
 ) -> Vec<LayerDict<'a>> {
     uses.iter()
         .filter_map(|(layer_type, key)| {
-            let &(_, theta, default) = legacy.thetas.iter().find(|(k, ..)| k == key)?;
+            let (theta, default) = legacy.theta_of(key)?;
             Some(LayerDict {
                 layer_type: Some(layer_type.to_string()),
                 dict: dict

@@ -176,14 +176,25 @@ impl AxesRotaryEmbedding {
     /// # Ok::<(), candle_core::Error>(())
     /// ```
     pub fn with_head_dim(self, head_dim: usize) -> Result<Self> {
-        let turned = self.turned_per_head();
-        if head_dim < turned {
-            bail!("head_dim {head_dim} is narrower than the {turned} features the tables turn in each head")
-        }
-        Ok(Self {
+        let wider = Self {
             head_dim: Some(head_dim),
             ..self
-        })
+        };
+        wider.head_width()?;
+        Ok(wider)
+    }
+
+    /// The width of each head: its `head_dim`, else the features the tables turn; narrower
+    /// than those (`with_split_heads` after `with_head_dim`), an error.
+    fn head_width(&self) -> Result<usize> {
+        let turned = self.turned_per_head();
+        let d = self.head_dim.unwrap_or(turned);
+        if d < turned {
+            bail!(
+                "head_dim {d} is narrower than the {turned} features the tables turn in each head"
+            )
+        }
+        Ok(d)
     }
 
     /// The features of each head the tables turn.
@@ -251,13 +262,7 @@ impl AxesRotaryEmbedding {
             Pairing::SplitHeads { heads } => Some(heads),
             _ => None,
         };
-        let turned = self.turned_per_head();
-        let d = self.head_dim.unwrap_or(turned);
-        if d < turned {
-            bail!(
-                "head_dim {d} is narrower than the {turned} features the tables turn in each head"
-            )
-        }
+        let d = self.head_width()?;
         let (batch, n) = match (q.dims(), k.dims()) {
             ([b, qh, n, qd], [kb, kh, kn, kd])
                 if *qd == d

@@ -395,7 +395,7 @@ impl Overrides {
     }
 }
 
-/// The fields of `root` as a JSON map.
+/// The fields of `root` (the config's root, or any object in it) as a JSON map.
 fn root_map(root: &ConfigFields) -> Map<String, Value> {
     root.keys()
         .filter_map(|k| root.value(k).map(|v| (k.to_string(), v.clone())))
@@ -637,7 +637,7 @@ impl Reader<'_, '_> {
     ) -> Result<RopeConfigs> {
         let mut configs = BTreeMap::new();
         for &(layer_type, key) in self.model_type.rope_uses {
-            let Some(&(_, theta, default)) = legacy.thetas.iter().find(|(k, ..)| *k == key) else {
+            let Some((theta, default)) = legacy.theta_of(key) else {
                 return Err(self
                     .root
                     .invalid("model_type", format!("no theta for the use {key}")));
@@ -647,10 +647,7 @@ impl Reader<'_, '_> {
                 Some(dict) => {
                     // The dict as transformers converts it: this use's theta, and a YaRN's
                     // attention factor 1 where it gives none.
-                    let mut fields: Map<String, Value> = dict
-                        .keys()
-                        .filter_map(|k| dict.value(k).map(|v| (k.to_string(), v.clone())))
-                        .collect();
+                    let mut fields = root_map(dict);
                     fields.insert("rope_theta".into(), rope_theta.into());
                     let kind = fields.get("rope_type").or(fields.get("type"));
                     if kind.and_then(Value::as_str) == Some("yarn") {

@@ -109,6 +109,16 @@ pub struct LegacyUses {
     pub layer_ints: (&'static str, &'static [(u64, &'static str)]),
 }
 
+impl LegacyUses {
+    /// The top-level field of the `rope_theta` of the use `key`, and that field's default.
+    pub fn theta_of(&self, key: &str) -> Option<(&'static str, f64)> {
+        self.thetas
+            .iter()
+            .find(|(k, ..)| *k == key)
+            .map(|&(_, field, default)| (field, default))
+    }
+}
+
 /// DeepSeek-V4's original config.json: `rope_theta` (main) and `compress_rope_theta` (160000),
 /// `rope_scaling` for the compressors, `compress_ratios` 0, 4 and 128.
 const DEEPSEEK_V4_LEGACY: LegacyUses = LegacyUses {

@@ -92,6 +92,14 @@ impl VisionLayout {
         }
     }
 
+    /// A patch's position as this layout takes it: `(row, column)`, or `(frame, row, column)`.
+    pub fn positions(self) -> &'static str {
+        match self.axes() {
+            3 => "(frame, row, column)",
+            _ => "(row, column)",
+        }
+    }
+
     /// What a head of this layout must be wide, where `head_dim` is not.
     fn head_rule(self, head_dim: usize) -> Option<&'static str> {
         match self {
