@@ -67,8 +67,8 @@ fn full_width(table: &Tensor, config: &VisionRopeConfig) -> Vec<Vec<f32>> {
 }
 
 /// Where our rope of the tower `name` in `config` differs from transformers' `tables` (its cos
-/// and sin) at `patches` (their (row, column), or (frame, row, column)), in words.
-fn differences(name: &str, config: &Value, theirs: &Value, patches: &Value) -> Vec<String> {
+/// and sin) at the patches of `fixture` it was taken at, in words.
+fn differences(name: &str, config: &Value, theirs: &Value, fixture: &Value) -> Vec<String> {
     let ours = match read(name, config) {
         Ok(ours) => ours,
         Err(e) => return vec![e.to_string()],
@@ -78,11 +78,7 @@ fn differences(name: &str, config: &Value, theirs: &Value, patches: &Value) -> V
         return vec![format!("{} axes vs {axes}", ours.layout.axes())];
     }
     // Our positions of the patches: Llama 4 numbers them from 1.
-    let patches: Vec<Vec<u32>> = serde_json::from_value(patches.clone()).unwrap();
-    let positions: Vec<Vec<u32>> = patches
-        .iter()
-        .map(|p| p.iter().map(|&x| x + ours.patch_origin).collect())
-        .collect();
+    let positions = pe_testkit::vision_patches(fixture, theirs, ours.patch_origin);
     let positions = Tensor::new(positions, &Device::Cpu).unwrap();
     let (cos, sin) = ours.rope().unwrap().at(&positions, DType::F32).unwrap();
     let mut found = Vec::new();
@@ -170,14 +166,7 @@ fn every_vision_tower_reads_as_its_transformers_class_computes_it() {
             }
         }
         found.extend(cases.iter().flat_map(|(case, config)| {
-            // The tower's own patches (those inside Llama 4's grid), or the fixture's (row,
-            // column), or (frame, row, column) for the towers of three axes.
-            let patches = match (entry.get("positions"), entry["axes"].as_u64()) {
-                (Some(own), _) => own,
-                (None, Some(3)) => &fixture["positions_3d"],
-                _ => &fixture["positions"],
-            };
-            differences(name, config, entry, patches)
+            differences(name, config, entry, &fixture)
                 .into_iter()
                 .map(move |d| format!("{name} ({case}): {d}"))
         }));

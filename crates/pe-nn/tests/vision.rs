@@ -43,20 +43,12 @@ fn rotated(x: &Tensor, pair_layout: PairLayout) -> candle_core::Result<Tensor> {
 fn a_vision_block_turns_queries_as_transformers_attention_does() -> anyhow::Result<()> {
     let fixture = fixture();
     let dev = Device::Cpu;
-    // The tower's patches: its own (Llama 4's, inside its grid), or the fixture's (row, column),
-    // or (frame, row, column) for three axes; at our positions, Llama 4's numbered from 1.
-    let positions = |entry: &Value, vision: &VisionRopeConfig| -> anyhow::Result<Tensor> {
-        let patches = match (entry.get("positions"), vision.layout.axes()) {
-            (Some(own), _) => own,
-            (None, 3) => &fixture["positions_3d"],
-            _ => &fixture["positions"],
-        };
-        let rows: Vec<Vec<u32>> = serde_json::from_value(patches.clone())?;
-        let rows: Vec<Vec<u32>> = rows
-            .iter()
-            .map(|p| p.iter().map(|&x| x + vision.patch_origin).collect())
-            .collect();
-        Ok(Tensor::new(rows, &dev)?)
+    // The tower's patches at our positions (Llama 4's numbered from 1).
+    let positions = |entry: &Value, vision: &VisionRopeConfig| {
+        Tensor::new(
+            pe_testkit::vision_patches(&fixture, entry, vision.patch_origin),
+            &dev,
+        )
     };
     for name in [
         "qwen2_vl_vision",

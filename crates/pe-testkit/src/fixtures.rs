@@ -38,6 +38,28 @@ pub fn read_json(path: impl AsRef<Path>) -> serde_json::Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
 }
 
+/// The patches the `vision_ropes` fixture's tower `entry` was taken at, as positions from
+/// `origin` on each axis (Llama 4 numbers its patches from 1): the entry's own (Llama 4's, those
+/// inside its grid), else the fixture's `(row, column)`, or `(frame, row, column)` for a tower of
+/// three `axes`.
+pub fn vision_patches(
+    fixture: &serde_json::Value,
+    entry: &serde_json::Value,
+    origin: u32,
+) -> Vec<Vec<u32>> {
+    let patches = match (entry.get("positions"), entry["axes"].as_u64()) {
+        (Some(own), _) => own,
+        (None, Some(3)) => &fixture["positions_3d"],
+        _ => &fixture["positions"],
+    };
+    let patches: Vec<Vec<u32>> = serde_json::from_value(patches.clone())
+        .unwrap_or_else(|e| panic!("vision_ropes patches {patches}: {e}"));
+    patches
+        .into_iter()
+        .map(|p| p.into_iter().map(|x| x + origin).collect())
+        .collect()
+}
+
 /// The end of a test that sweeps a fixture of every model of a kind (every model type of
 /// transformers, every vision tower) against a reader, with a list of those it does not read:
 /// fails unless there is no difference (`wrong`), no listed model reads right after all
