@@ -302,6 +302,25 @@ fn hf_families_parse() -> anyhow::Result<()> {
     .unwrap_err()
     .to_string();
     assert!(err.contains("partial_rotary_factor"), "{err}");
+    // A share of the head outside (0, 1] is refused where it is read, naming where it sits
+    // (EfficientLoFTR's 4.0 is the share of a rope over its whole width, not a head's).
+    for (json, field) in [
+        (
+            r#"{"head_dim": 32, "rope_parameters": {"rope_type": "default",
+                "rope_theta": 1e4, "partial_rotary_factor": 4.0}}"#,
+            "rope_parameters.partial_rotary_factor",
+        ),
+        (
+            r#"{"head_dim": 32, "rope_theta": 1e4, "partial_rotary_factor": 0}"#,
+            "partial_rotary_factor",
+        ),
+    ] {
+        let err = parse(json).unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!("config field {field}: ")) && err.contains("(0, 1]"),
+            "{err}"
+        );
+    }
     Ok(())
 }
 

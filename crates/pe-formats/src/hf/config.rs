@@ -808,6 +808,14 @@ impl Head<'_, '_> {
         }
     }
 
+    /// The fields that give `name`: the rope dict where it has it, else the root.
+    fn holder(&self, name: &str) -> &ConfigFields<'_> {
+        match self.dict {
+            Some(dict) if dict.has(name) => dict,
+            _ => self.root,
+        }
+    }
+
     /// The head's width and the share of it that turns (`partial_rotary_factor`, default 1):
     /// Gemma 4's `global_head_dim` on full-attention layers, else DeepSeek's `qk_rope_head_dim`
     /// (multi-head latent attention: the slice of the head that turns, whole), else the
@@ -820,6 +828,12 @@ impl Head<'_, '_> {
     fn head(&self, layer_type: Option<&str>) -> Result<(usize, f64)> {
         let name = "partial_rotary_factor";
         let partial = self.either(name, name)?.unwrap_or(1.0);
+        if !(partial > 0.0 && partial <= 1.0) {
+            return Err(self.holder(name).invalid(
+                name,
+                format!("the share of the head that turns, in (0, 1], got {partial}"),
+            ));
+        }
         let global = match layer_type {
             Some("full_attention") => self.root.get::<usize>("global_head_dim")?,
             _ => None,
@@ -836,11 +850,7 @@ impl Head<'_, '_> {
                 if (whole as f64 * partial) as usize == d {
                     return Ok((d, 1.0));
                 }
-                let fields = match self.dict {
-                    Some(dict) if dict.has(name) => dict,
-                    _ => self.root,
-                };
-                Err(fields.invalid(
+                Err(self.holder(name).invalid(
                     name,
                     format!(
                         "{partial} of the head's {whole} channels is not qk_rope_head_dim \
