@@ -200,7 +200,10 @@ fn describe_vision(module: &str, vision: &VisionRopeConfig) -> Result<String> {
     let layout = match vision.layout {
         VisionLayout::RowsFirst => "each axis head_dim/4 frequencies, the row's columns first",
         VisionLayout::ColumnsFirst => "each axis head_dim/4 frequencies, the column's first",
-        VisionLayout::Alternating => {
+        VisionLayout::AlternatingRowsFirst => {
+            "each axis head_dim/4 frequencies, alternating, the row's first"
+        }
+        VisionLayout::AlternatingColumnsFirst => {
             "each axis head_dim/4 frequencies, alternating, the column's first"
         }
         VisionLayout::SplitSpectrum => {
@@ -229,12 +232,17 @@ fn describe_vision(module: &str, vision: &VisionRopeConfig) -> Result<String> {
     )?;
     writeln!(out, "  layout: {:?}: {layout}", vision.layout)?;
     writeln!(out, "  pair layout: {pairs}")?;
-    writeln!(out, "  head_dim: {}", vision.head_dim)?;
+    let whole = if vision.whole_width {
+        " (the whole width, turned before the heads split it)"
+    } else {
+        ""
+    };
+    writeln!(out, "  head_dim: {}{whole}", vision.head_dim)?;
     writeln!(out, "  rope_theta: {}", vision.rope_theta)?;
     if vision.patch_origin > 0 {
         writeln!(
             out,
-            "  patch origin: {0}: patch (r, c) at (r + {0}, c + {0}), the class token at (0, 0)",
+            "  patch origin: {0}: patch (r, c) at (r + {0}, c + {0})",
             vision.patch_origin
         )?;
     }

@@ -132,7 +132,7 @@ fn rope_nd_writes_a_vision_towers_tables_from_its_config() {
         "rope_parameters": {"rope_type": "axial", "rope_theta": 10000.0}}});
     let (config, tensors, metadata) = rope_nd_config(dir.path(), "kimi", &json, "3,5", &[]);
     let vision = VisionRopeConfig::from_hf_config(&json).unwrap();
-    assert_eq!(vision.layout, VisionLayout::Alternating);
+    assert_eq!(vision.layout, VisionLayout::AlternatingColumnsFirst);
     let ids = patch_positions(3, 5, &dev).unwrap();
     let (cos, sin) = vision.rope().unwrap().at(&ids, DType::F32).unwrap();
     assert_same(&tensors["cos"], &cos, "cos");

@@ -638,7 +638,7 @@ fn inspect_shows_a_vision_towers_rope() {
     llama4["vision_config"] = serde_json::json!({"hidden_size": 1408, "num_attention_heads": 16});
     assert_vision(
         llama4,
-        &["  patch origin: 1: patch (r, c) at (r + 1, c + 1), the class token at (0, 0)"],
+        &["  patch origin: 1: patch (r, c) at (r + 1, c + 1)"],
     );
 
     // A config without a text rope: its vision tower's or memory attention's sections alone
@@ -662,6 +662,21 @@ fn inspect_shows_a_vision_towers_rope() {
         &["inspect", s(&path), "--context", "100"],
         &["--context 100", "no text rope"],
     );
+
+    // EfficientLoFTR's config.json: a rope over its whole width, no text rope.
+    let loftr = serde_json::json!({"model_type": "efficientloftr", "hidden_size": 256,
+        "num_attention_heads": 8, "rope_parameters": {"rope_type": "default",
+            "rope_theta": 10000.0, "partial_rotary_factor": 4.0}});
+    let out = report(loftr);
+    for line in [
+        "vision tower efficientloftr (2-D rope at patch positions (row, column))",
+        "  layout: AlternatingRowsFirst: each axis head_dim/4 frequencies, alternating, the row's first",
+        "  pair layout: interleaved: adjacent pairs (2i, 2i+1), candle's rope_i",
+        "  head_dim: 256 (the whole width, turned before the heads split it)",
+        "  patch origin: 1: patch (r, c) at (r + 1, c + 1)",
+    ] {
+        assert!(out.lines().any(|l| l == line), "{line:?} not in:\n{out}");
+    }
 
     let mut llava = text.clone();
     llava["model_type"] = "llava".into();

@@ -23,11 +23,7 @@ const NOT_READ: &[(&str, &str)] = &[
     ("cohere_compass_vision", VISION),
     ("dots3_note_vision_encoder", VISION),
     ("edgetam_video", VISION),
-    (
-        "efficientloftr",
-        "EfficientLoFTR's 2-D rope over its whole width (rows and columns alternating, from 1, \
-         on its coarse feature map): neither a text rope nor read by VisionRopeConfig",
-    ),
+    ("efficientloftr", VISION),
     ("ernie4_5_vl_moe_vision", VISION),
     ("exaone4_5_vision", VISION),
     ("gemma4_vision", VISION),
@@ -63,7 +59,8 @@ const NOT_READ: &[(&str, &str)] = &[
 
 /// Why the vision towers are not read: their rope turns image patches in two dimensions, which
 /// `VisionRopeConfig` reads (`tests/vision_ropes.rs`), not a text decoder's `RopeConfigs`.
-const VISION: &str = "a vision tower's 2-D rope (or a video tracker's memory attention's): VisionRopeConfig reads it";
+const VISION: &str = "a vision tower's 2-D rope (or a video tracker's memory attention's, or \
+     EfficientLoFTR's coarse attention's): VisionRopeConfig reads it";
 
 fn fixture() -> Value {
     let path = pe_testkit::fixture("model_types").join("transformers.json");

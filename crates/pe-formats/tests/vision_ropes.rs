@@ -263,6 +263,24 @@ fn vision_configs_read_their_own_spellings_and_refuse_what_they_cannot() {
         "{err}"
     );
 
+    // EfficientLoFTR's config.json as transformers 4 wrote it (flat rope_theta and
+    // partial_rotary_factor): its rope turns the whole width, at frequencies of
+    // partial_rotary_factor x the head width, which must be half of it.
+    let loftr = serde_json::json!({"model_type": "efficientloftr", "hidden_size": 128,
+        "num_attention_heads": 4, "rope_theta": 100.0, "partial_rotary_factor": 2.0});
+    let config = read(loftr.clone()).unwrap();
+    assert_eq!((config.head_dim, config.rope_theta), (128, 100.0));
+    assert_eq!((config.whole_width, config.patch_origin), (true, 1));
+    assert_eq!(config.layout, VisionLayout::AlternatingRowsFirst);
+    assert!(config.unknown_keys.is_empty(), "{:?}", config.unknown_keys);
+    let mut wrong = loftr;
+    wrong["partial_rotary_factor"] = 3.0.into();
+    let err = read(wrong).unwrap_err().to_string();
+    assert!(
+        err.contains("hidden_size") && err.contains("3 x 32 = 96"),
+        "{err}"
+    );
+
     let err = read(serde_json::json!({"model_type": "llama", "hidden_size": 64})).unwrap_err();
     assert!(err.to_string().contains("model_type"), "{err}");
     let err = read(serde_json::json!({"model_type": "qwen2_vl"})).unwrap_err();

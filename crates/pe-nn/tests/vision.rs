@@ -60,6 +60,7 @@ fn a_vision_block_turns_queries_as_transformers_attention_does() -> anyhow::Resu
         "minimax_m3_vl_vision",
         "sam2_video",
         "llama4_vision_model",
+        "efficientloftr",
     ] {
         let entry = &fixture["towers"][name];
         let vision = match name {

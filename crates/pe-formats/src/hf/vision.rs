@@ -63,9 +63,12 @@ pub enum VisionLayout {
     /// The same frequencies, the column's columns first (Step 3.5, Inkling 2, SAM 3's ViT,
     /// Llama 4's encoder, SAM 2's memory attention).
     ColumnsFirst,
+    /// The same frequencies, alternating frequency by frequency, the row's first
+    /// (EfficientLoFTR, whose rope turns its whole width before its heads split it).
+    AlternatingRowsFirst,
     /// The same frequencies, alternating frequency by frequency, the column's first
     /// (Kimi-K2.5).
-    Alternating,
+    AlternatingColumnsFirst,
     /// One spectrum of `head_dim / 2` frequencies `rope_theta^(-2i / head_dim)`, the even ones
     /// the row's, the odd ones the column's (Pixtral; [`AxesRope::split_spectrum`]).
     SplitSpectrum,
@@ -130,7 +133,11 @@ impl VisionLayout {
                 let order: Vec<usize> = (per_axis..2 * per_axis).chain(0..per_axis).collect();
                 axes()?.with_column_order(&order)
             }
-            VisionLayout::Alternating => {
+            VisionLayout::AlternatingRowsFirst => {
+                let order: Vec<usize> = (0..per_axis).flat_map(|k| [k, per_axis + k]).collect();
+                axes()?.with_column_order(&order)
+            }
+            VisionLayout::AlternatingColumnsFirst => {
                 let order: Vec<usize> = (0..per_axis).flat_map(|k| [per_axis + k, k]).collect();
                 axes()?.with_column_order(&order)
             }
@@ -149,7 +156,8 @@ impl VisionLayout {
 pub struct VisionRopeConfig {
     /// The tower's model type (`qwen2_vl_vision`), its row's first name.
     pub model_type: String,
-    /// The width of each attention head.
+    /// The width each rotation turns: each attention head's, or the whole width where
+    /// `whole_width` says so.
     pub head_dim: usize,
     /// The base of the frequencies.
     pub rope_theta: f64,
@@ -160,8 +168,13 @@ pub struct VisionRopeConfig {
     pub pair_layout: PairLayout,
     /// The position of a patch in row 0 or column 0 on that axis: 0, but 1 for Llama 4's
     /// encoder, which numbers its patches from 1 and gives its class token (after the patches)
-    /// the position `(0, 0)`. Patch `(r, c)` is at `(r + patch_origin, c + patch_origin)`.
+    /// the position `(0, 0)`, and for EfficientLoFTR. Patch `(r, c)` is at
+    /// `(r + patch_origin, c + patch_origin)`.
     pub patch_origin: u32,
+    /// The rope turns the whole width (`head_dim` is it) before the heads split it
+    /// (EfficientLoFTR's coarse attention): turn q and k as `(batch, 1, n, head_dim)`, then
+    /// split them into heads.
+    pub whole_width: bool,
     /// The keys of the tower's `rope_parameters` that nothing read, as paths (transformers
     /// warns about them and reads on).
     pub unknown_keys: Vec<String>,
@@ -217,6 +230,11 @@ struct VisionTower {
     rope_type: &'static str,
     /// [`VisionRopeConfig::patch_origin`].
     patch_origin: u32,
+    /// The rope turns the tower's whole width (`width`), before its heads split it, at the
+    /// frequencies of `partial_rotary_factor` (this default where the config gives none) times
+    /// a head's width, which must be half the whole width (EfficientLoFTR's); `None` where it
+    /// turns each head.
+    whole_width: Option<f64>,
 }
 
 /// A tower (its names) nested at `vision_config` by the models `nested_in`, laid out as most
@@ -236,6 +254,7 @@ const fn tower(names: &'static [&'static str], nested_in: &'static [&'static str
         rope_theta: DEFAULT_ROPE_THETA,
         rope_type: "axial",
         patch_origin: 0,
+        whole_width: None,
     }
 }
 
@@ -289,6 +308,21 @@ impl VisionTower {
         self.nested_at = nested_at;
         self
     }
+
+    const fn rope_type(mut self, rope_type: &'static str) -> Self {
+        self.rope_type = rope_type;
+        self
+    }
+
+    const fn patch_origin(mut self, patch_origin: u32) -> Self {
+        self.patch_origin = patch_origin;
+        self
+    }
+
+    const fn whole_width(mut self, partial_rotary_factor: f64) -> Self {
+        self.whole_width = Some(partial_rotary_factor);
+        self
+    }
 }
 
 /// Every vision tower this reader reads, each as transformers 5.24's rotary class computes it
@@ -296,6 +330,15 @@ impl VisionTower {
 const VISION_TOWERS: &[VisionTower] = &[
     tower(&["cohere_compass_vision"], &["cohere_compass"]),
     tower(&["dots3_note_vision_encoder"], &["dots3_note"]),
+    // EfficientLoFTR's coarse attention (a keypoint matcher's, not a tower's): a "default" rope
+    // over its whole width, before its heads split it, on its coarse feature map's grid,
+    // patches numbered from 1, rows and columns alternating, turned as adjacent pairs.
+    tower(&["efficientloftr"], &[])
+        .layout(VisionLayout::AlternatingRowsFirst)
+        .adjacent()
+        .rope_type("default")
+        .patch_origin(1)
+        .whole_width(4.0),
     tower(&["ernie4_5_vl_moe_vision"], &["ernie4_5_vl_moe"]),
     tower(&["exaone4_5_vision"], &["exaone4_5"]),
     tower(
@@ -312,17 +355,15 @@ const VISION_TOWERS: &[VisionTower] = &[
     tower(&["inkling2_vision"], &["inkling2", "inkling2_loop"])
         .layout(VisionLayout::ColumnsFirst)
         .adjacent(),
-    tower(&["kimi_k25_vision"], &["kimi_k25"]).layout(VisionLayout::Alternating),
+    tower(&["kimi_k25_vision"], &["kimi_k25"]).layout(VisionLayout::AlternatingColumnsFirst),
     tower(&["lfm3_vl_vision"], &["lfm3_vl"]).theta(1e6),
     // Llama 4's encoder: a "default" rope over its own grid, patches numbered from 1 (its
     // class token at (0, 0)), the column's frequencies first, turned as complex numbers.
-    VisionTower {
-        rope_type: "default",
-        patch_origin: 1,
-        ..tower(&["llama4_vision_model"], &["llama4"])
-            .layout(VisionLayout::ColumnsFirst)
-            .adjacent()
-    },
+    tower(&["llama4_vision_model"], &["llama4"])
+        .layout(VisionLayout::ColumnsFirst)
+        .adjacent()
+        .rope_type("default")
+        .patch_origin(1),
     tower(&["minimax_m3_vl_vision"], &["minimax_m3_vl"]).layout(VisionLayout::FramesRowsColumns),
     tower(&["mlcd_vision_model"], &[]),
     tower(&["muse_glimmer_vision"], &["muse_glimmer"]),
@@ -407,51 +448,10 @@ impl VisionTower {
 
     /// The tower's rope from its config's fields.
     fn read(&self, fields: &ConfigFields) -> Result<VisionRopeConfig> {
-        let (head_dim, source) = match fields.get::<usize>("head_dim")?.or(self.head_dim) {
-            Some(head_dim) => (head_dim, "head_dim"),
-            None => {
-                let width: usize = fields.require(self.width)?;
-                let heads_field = self
-                    .heads
-                    .iter()
-                    .copied()
-                    .find(|f| fields.has(f))
-                    .unwrap_or(self.heads[0]);
-                let heads: usize = fields.require(heads_field)?;
-                // SAM 2's memory attention narrows its width by its downsample rate (1 when the
-                // config gives none, as its class's default).
-                let rate: usize = match self.downsample {
-                    Some(field) => fields.get(field)?.unwrap_or(1),
-                    None => 1,
-                };
-                let shares = heads * rate;
-                if shares == 0 || !width.is_multiple_of(shares) {
-                    let rate = match self.downsample {
-                        Some(field) if rate != 1 => {
-                            format!(" (by {} = {rate})", fields.path_of(field))
-                        }
-                        _ => String::new(),
-                    };
-                    return Err(fields.invalid(
-                        heads_field,
-                        format!(
-                            "{heads} heads do not share {} = {width}{rate} evenly",
-                            fields.path_of(self.width)
-                        ),
-                    ));
-                }
-                (width / shares, self.width)
-            }
-        };
-        if let Some(expected) = self.layout.head_rule(head_dim) {
-            return Err(fields.invalid(
-                source,
-                format!("a head {head_dim} wide: this tower's is {expected}"),
-            ));
-        }
         let params = fields.object("rope_parameters")?;
         let mut unknown_keys = Vec::new();
         let mut rope_theta = None;
+        let mut partial_rotary_factor = None;
         if let Some(params) = &params {
             let rope_type: Option<String> = match params.get("rope_type")? {
                 Some(t) => Some(t),
@@ -472,9 +472,18 @@ impl VisionTower {
                 ));
             }
             rope_theta = params.either::<f64>("rope_theta", fields, "rope_theta")?;
+            let factor_read = self.whole_width.is_some();
+            if factor_read {
+                partial_rotary_factor = params.either::<f64>(
+                    "partial_rotary_factor",
+                    fields,
+                    "partial_rotary_factor",
+                )?;
+            }
             unknown_keys = params
                 .keys()
                 .filter(|k| params.has(k) && !ROPE_KEYS.contains(k))
+                .filter(|k| !(factor_read && *k == "partial_rotary_factor"))
                 .map(|k| params.path_of(k))
                 .collect();
         }
@@ -482,6 +491,22 @@ impl VisionTower {
             Some(theta) => theta,
             None => fields.get::<f64>("rope_theta")?.unwrap_or(self.rope_theta),
         };
+        let (head_dim, source) = match self.whole_width {
+            Some(default) => {
+                let factor = match partial_rotary_factor {
+                    Some(factor) => factor,
+                    None => fields.get("partial_rotary_factor")?.unwrap_or(default),
+                };
+                self.whole(fields, factor)?
+            }
+            None => self.per_head(fields)?,
+        };
+        if let Some(expected) = self.layout.head_rule(head_dim) {
+            return Err(fields.invalid(
+                source,
+                format!("a head {head_dim} wide: this tower's is {expected}"),
+            ));
+        }
         let config = VisionRopeConfig {
             model_type: self.names[0].to_string(),
             head_dim,
@@ -489,10 +514,83 @@ impl VisionTower {
             layout: self.layout,
             pair_layout: self.pair_layout,
             patch_origin: self.patch_origin,
+            whole_width: self.whole_width.is_some(),
             unknown_keys,
         };
         config.rope()?;
         Ok(config)
+    }
+
+    /// The field of the tower's head count (the first of `heads` given) and its value.
+    fn heads(&self, fields: &ConfigFields) -> Result<(usize, &'static str)> {
+        let field = self
+            .heads
+            .iter()
+            .copied()
+            .find(|f| fields.has(f))
+            .unwrap_or(self.heads[0]);
+        Ok((fields.require(field)?, field))
+    }
+
+    /// The width of each head and the field it was read from: `head_dim`, its class's default,
+    /// or the width over the heads.
+    fn per_head(&self, fields: &ConfigFields) -> Result<(usize, &'static str)> {
+        if let Some(head_dim) = fields.get::<usize>("head_dim")?.or(self.head_dim) {
+            return Ok((head_dim, "head_dim"));
+        }
+        let width: usize = fields.require(self.width)?;
+        let (heads, heads_field) = self.heads(fields)?;
+        // SAM 2's memory attention narrows its width by its downsample rate (1 when the config
+        // gives none, as its class's default).
+        let rate: usize = match self.downsample {
+            Some(field) => fields.get(field)?.unwrap_or(1),
+            None => 1,
+        };
+        let shares = heads * rate;
+        if shares == 0 || !width.is_multiple_of(shares) {
+            let rate = match self.downsample {
+                Some(field) if rate != 1 => format!(" (by {} = {rate})", fields.path_of(field)),
+                _ => String::new(),
+            };
+            return Err(fields.invalid(
+                heads_field,
+                format!(
+                    "{heads} heads do not share {} = {width}{rate} evenly",
+                    fields.path_of(self.width)
+                ),
+            ));
+        }
+        Ok((width / shares, self.width))
+    }
+
+    /// The whole width a tower whose rope turns its whole width turns, checked as its class
+    /// builds its table: `partial_rotary_factor` (`factor`) times a head's width (`head_dim`, or
+    /// the width over the heads, rounded down) gives the rope's features, which must be half the
+    /// whole width.
+    fn whole(&self, fields: &ConfigFields, factor: f64) -> Result<(usize, &'static str)> {
+        let width: usize = fields.require(self.width)?;
+        let head = match fields.get::<usize>("head_dim")? {
+            Some(head_dim) => head_dim,
+            None => {
+                let (heads, heads_field) = self.heads(fields)?;
+                if heads == 0 {
+                    return Err(fields.invalid(heads_field, "0 heads"));
+                }
+                width / heads
+            }
+        };
+        let features = (head as f64 * factor) as usize;
+        if 2 * features != width {
+            return Err(fields.invalid(
+                self.width,
+                format!(
+                    "a rope over the whole width {width} takes partial_rotary_factor x the head \
+                     width = {}, got {factor} x {head} = {features}",
+                    width / 2
+                ),
+            ));
+        }
+        Ok((width, self.width))
     }
 }
 
