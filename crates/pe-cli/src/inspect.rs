@@ -502,7 +502,14 @@ impl TextFields<'_> {
             (
                 "partial_rotary_factor",
                 self.either(layer, "partial_rotary_factor", "partial_rotary_factor")
-                    .unwrap_or_else(|| "default (1)".into()),
+                    .unwrap_or_else(|| {
+                        let model_type = self.text.model_type();
+                        match model_type.partial_rotary_factor_default(layer.layer_type.as_deref())
+                        {
+                            1.0 => "default (1)".into(),
+                            factor => format!("default (the model type's: {factor})"),
+                        }
+                    }),
             ),
             (
                 "max_position_embeddings",

@@ -526,10 +526,19 @@ fn inspect_gives_a_config_json_its_own_pair_layout_and_default_theta() {
     assert!(line.starts_with("pair layout: halves"), "{report}");
     assert!(line.ends_with("<- rope_interleave"), "{report}");
 
-    let (line, report, _) = layout(serde_json::json!({"model_type": "llama",
+    let (line, report, sections) = layout(serde_json::json!({"model_type": "llama",
         "hidden_size": 512, "num_attention_heads": 8}));
     assert!(line.starts_with("pair layout: halves"), "{report}");
     assert!(line.ends_with("<- transformers' rotate_half (safetensors checkpoints)"));
+    let partial = source_of(&sections, "every layer", "partial_rotary_factor");
+    assert_eq!(partial, "default (1)", "{report}");
+
+    // GPT-NeoX's class turns a quarter of the head where the file gives no factor.
+    let (_, report, sections) = layout(serde_json::json!({"model_type": "gpt_neox",
+        "hidden_size": 6144, "num_attention_heads": 64}));
+    let partial = source_of(&sections, "every layer", "partial_rotary_factor");
+    assert_eq!(partial, "default (the model type's: 0.25)", "{report}");
+    assert!(report.contains("rotary_dim: 24"), "{report}");
 
     // DBRX's original config names its fields its own way, and they are named as it spells
     // them (its head width was said to come from hidden_size / num_attention_heads).

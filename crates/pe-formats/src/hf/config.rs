@@ -816,7 +816,8 @@ impl Head<'_, '_> {
         }
     }
 
-    /// The head's width and the share of it that turns (`partial_rotary_factor`, default 1):
+    /// The head's width and the share of it that turns (`partial_rotary_factor`, else the
+    /// model type's default, 1 for most):
     /// Gemma 4's `global_head_dim` on full-attention layers, else DeepSeek's `qk_rope_head_dim`
     /// (multi-head latent attention: the slice of the head that turns, whole), else the
     /// attention's (`head_dim`, the model type's default, or `hidden_size /
@@ -827,7 +828,10 @@ impl Head<'_, '_> {
     /// must come to that slice, which then turns whole.
     fn head(&self, layer_type: Option<&str>) -> Result<(usize, f64)> {
         let name = "partial_rotary_factor";
-        let partial = self.either(name, name)?.unwrap_or(1.0);
+        let partial = match self.either(name, name)? {
+            Some(partial) => partial,
+            None => self.model_type.partial_rotary_factor_default(layer_type),
+        };
         if !(partial > 0.0 && partial <= 1.0) {
             return Err(self.holder(name).invalid(
                 name,

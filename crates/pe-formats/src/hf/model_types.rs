@@ -23,6 +23,10 @@
 //!   none where the class fills in none and its code fails without one (Laguna, Mellum): such
 //!   a config is refused, naming the field;
 //!   `sliding_rope_theta` the sliding layers' own, where it differs (Gemma 3: 1e6 and 1e4);
+//! - `partial_rotary_factor`: the config class's default share of the head that turns, in a
+//!   config that gives none (1 unless the class says otherwise: GPT-NeoX and StableLM 0.25,
+//!   Phi and GLM-4 0.5, Moonshine 0.9); `sliding_partial_rotary_factor` the sliding layers' own,
+//!   where it differs (NeoMME: 0.25 on full layers, 1 on sliding ones);
 //! - `pair_layout`: the default of `rope_interleave`, [`PairLayout::Interleaved`] where the
 //!   config class defaults it to true (DeepSeek-V3) or the model always turns adjacent pairs
 //!   (Llama 4, Cohere, GLM-4);
@@ -80,6 +84,8 @@ pub struct HfModelType {
     pub(crate) head_dim: Option<usize>,
     pub(crate) rope_theta: Option<f64>,
     pub(crate) sliding_rope_theta: Option<f64>,
+    pub(crate) partial_rotary_factor: f64,
+    pub(crate) sliding_partial_rotary_factor: Option<f64>,
     pub(crate) pair_layout: PairLayout,
     pub(crate) nope_interval: Option<usize>,
     pub(crate) attn_temperature: bool,
@@ -168,6 +174,8 @@ const DEFAULT: HfModelType = HfModelType {
     head_dim: None,
     rope_theta: Some(DEFAULT_ROPE_THETA),
     sliding_rope_theta: None,
+    partial_rotary_factor: 1.0,
+    sliding_partial_rotary_factor: None,
     pair_layout: PairLayout::Halves,
     nope_interval: None,
     attn_temperature: false,
@@ -213,6 +221,20 @@ impl HfModelType {
     const fn thetas(mut self, full: f64, sliding: f64) -> Self {
         self.rope_theta = Some(full);
         self.sliding_rope_theta = Some(sliding);
+        self
+    }
+
+    /// Its config class's default `partial_rotary_factor`, for every layer.
+    const fn partial(mut self, factor: f64) -> Self {
+        self.partial_rotary_factor = factor;
+        self
+    }
+
+    /// Its config class's default `partial_rotary_factor`: `full` for full-attention layers
+    /// (and every layer that is not sliding), `sliding` for sliding ones.
+    const fn partials(mut self, full: f64, sliding: f64) -> Self {
+        self.partial_rotary_factor = full;
+        self.sliding_partial_rotary_factor = Some(sliding);
         self
     }
 
@@ -333,7 +355,7 @@ const MODEL_TYPES: &[HfModelType] = &[
     },
     HfModelType {
         qwen_vl: Some(QwenVlVersion::Qwen3Vl),
-        ..row(&["qwen3_5", "qwen3_5_moe"])
+        ..row(&["qwen3_5", "qwen3_5_moe"]).partial(0.25)
     },
     // The config classes that default rope_interleave to true.
     row(&["axk1", "deepseek_v3", "glm4_moe_lite", "mistral4", "youtu"]).interleaved(),
@@ -393,7 +415,10 @@ const MODEL_TYPES: &[HfModelType] = &[
         ])
         .converts_legacy(&DEEPSEEK_V4_LEGACY),
     row(&["dia_encoder"]).head(128),
-    row(&["dots3_note_audio_encoder"]).interleaved(),
+    row(&["bamba"]).partial(0.5),
+    row(&["dots3_note_audio_encoder"])
+        .partial(0.5)
+        .interleaved(),
     row(&["dots3_note_text"]).theta(8e7).head(256).interleaved(),
     // EmbeddingGemma 2: its full layers' 512 is in the per_layer_config its class saves.
     row(&["embedding_gemma2_text"]).head(256).no_theta(),
@@ -407,7 +432,10 @@ const MODEL_TYPES: &[HfModelType] = &[
     row(&["exaone"]).theta(500_000.0),
     row(&["flex_olmo"]).theta(500_000.0),
     row(&["flint"]).head(128),
-    row(&["glm", "glm4", "glm4v_text", "glm_moe_dsa", "glm_ocr_text"]).interleaved(),
+    row(&["glm", "glm4"]).partial(0.5).interleaved(),
+    row(&["glm4_moe", "glm4v_moe_text", "glmasr_encoder"]).partial(0.5),
+    row(&["glm4v_text", "glm_moe_dsa", "glm_ocr_text"]).interleaved(),
+    row(&["gpt_neox", "stablelm"]).partial(0.25),
     row(&["gpt_oss", "openai_privacy_filter"])
         .theta(150_000.0)
         .head(64),
@@ -430,14 +458,15 @@ const MODEL_TYPES: &[HfModelType] = &[
     row(&["mllama_text_model"]).theta(500_000.0),
     row(&["modernbert", "modernbert-decoder"]).thetas(160_000.0, 1e4),
     // Moonshine's decoder: its config names its heads per side.
-    row(&["moonshine"]).interleaved().aliases(&[
+    row(&["moonshine"]).partial(0.9).interleaved().aliases(&[
         ("num_attention_heads", "decoder_num_attention_heads"),
         ("num_hidden_layers", "decoder_num_hidden_layers"),
     ]),
     row(&["moonshine_streaming"]).interleaved(),
     row(&["muse_glimmer_assistant"]).theta(500_000.0).head(128),
     row(&["muse_glimmer_text"]).head(128),
-    row(&["neomme"]).thetas(1e6, 1e4),
+    row(&["nemotron", "persimmon", "phi", "recurrent_gemma"]).partial(0.5),
+    row(&["neomme"]).thetas(1e6, 1e4).partials(0.25, 1.0),
     row(&["nomic_bert"]).theta(1000.0),
     row(&["olmo3"]).theta(500_000.0),
     row(&["paddleocr_vl_text"]).theta(500_000.0).head(128),
@@ -454,7 +483,11 @@ const MODEL_TYPES: &[HfModelType] = &[
     ])
     .theta(1e6),
     row(&["qwen3", "qwen3_omni_moe_talker_code_predictor"]).head(128),
-    row(&["qwen3_5_moe_text", "qwen3_next", "qwen4_exp_text"]).head(256),
+    row(&["qwen3_5_moe_text", "qwen3_next"])
+        .head(256)
+        .partial(0.25),
+    row(&["qwen3_5_text"]).partial(0.25),
+    row(&["qwen4_exp_text"]).head(256),
     row(&["sarvam_moe"]).theta(8e6),
     row(&["seed_oss", "step3p5"]).head(128),
     row(&["solar_open"]).theta(1e6).head(128),
@@ -510,6 +543,25 @@ impl HfModelType {
         match (layer_type, self.sliding_rope_theta) {
             (Some("sliding_attention"), Some(theta)) => Some(theta),
             _ => self.rope_theta,
+        }
+    }
+
+    /// Its config class's default `partial_rotary_factor` for the layers of `layer_type`
+    /// (`None`: every layer), the share of the head a config that gives none turns.
+    ///
+    /// ```
+    /// use candle_pe_formats::HfModelType;
+    ///
+    /// assert_eq!(HfModelType::of("gpt_neox").partial_rotary_factor_default(None), 0.25);
+    /// let neomme = HfModelType::of("neomme");
+    /// assert_eq!(neomme.partial_rotary_factor_default(Some("full_attention")), 0.25);
+    /// assert_eq!(neomme.partial_rotary_factor_default(Some("sliding_attention")), 1.0);
+    /// assert_eq!(HfModelType::of("llama").partial_rotary_factor_default(None), 1.0);
+    /// ```
+    pub fn partial_rotary_factor_default(&self, layer_type: Option<&str>) -> f64 {
+        match (layer_type, self.sliding_partial_rotary_factor) {
+            (Some("sliding_attention"), Some(factor)) => factor,
+            _ => self.partial_rotary_factor,
         }
     }
 
