@@ -3,7 +3,7 @@
 //! (`crates/pe-testkit/fixtures/vision_ropes/transformers.json`, written by
 //! `scripts/fixtures/vision_ropes.py`): as the tower's own config, without its rope_parameters
 //! (its class's default theta), without its head_dim (its class's default, where it has one),
-//! and nested in each model that nests it, at the path it sits at.
+//! without its width and head count (its class's defaults), and nested in each model that nests it, at the path it sits at.
 //!
 //! The towers this reader does not read are listed in `NOT_READ`, each with the reason; the test
 //! fails when one of them reads right after all, so the list stays true.
@@ -164,6 +164,23 @@ fn every_vision_tower_reads_as_its_transformers_class_computes_it() {
                     "{name} (without head_dim): head_dim {head:?} vs {default_head}"
                 ));
             }
+        }
+        // Without its width and head-count fields (a config saved with only what differs from
+        // its class's defaults): its class's defaults, as if given.
+        let sizes = entry["defaults"]["sizes"].as_object().unwrap();
+        let (mut without, mut given) = (saved.clone(), saved.clone());
+        for (field, default) in sizes {
+            without.as_object_mut().unwrap().remove(field);
+            given[field] = default.clone();
+        }
+        let heads = |config: &Value| read(name, config).map(|c| c.head_dim);
+        if heads(&without).ok() != heads(&given).ok() || heads(&given).is_err() {
+            found.push(format!(
+                "{name} (without {:?}): head_dim {:?} vs {:?} with its class's defaults",
+                sizes.keys().collect::<Vec<_>>(),
+                heads(&without),
+                heads(&given)
+            ));
         }
         found.extend(cases.iter().flat_map(|(case, config)| {
             differences(name, config, entry, &fixture)

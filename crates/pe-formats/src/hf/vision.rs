@@ -11,7 +11,8 @@
 //!
 //! The head's width is `head_dim`, or its class's default (Pixtral's and Gemma 4's: 64), or
 //! the tower's width (`hidden_size`; Qwen2-VL's `embed_dim`) over its heads
-//! (`num_attention_heads` or `num_heads`). The tables are those of [`AxesRope::at`] at
+//! (`num_attention_heads` or `num_heads`), each of those its class's default where the config
+//! gives none (a config saved with only what differs from its class's defaults). The tables are those of [`AxesRope::at`] at
 //! positions `(row, column)` (MiniMax-M3-VL's: `(frame, row, column)`; Llama 4's numbered from
 //! 1, [`VisionRopeConfig::patch_origin`]), one per patch,
 //! `head_dim / 2` columns (fewer where part of the head passes through), which turn as
@@ -213,6 +214,10 @@ struct VisionTower {
     pair_layout: PairLayout,
     /// The field of the tower's width, which its heads share.
     width: &'static str,
+    /// Its config class's defaults of the width and the head count, which a config without
+    /// them takes (one saved with only the fields that differ from them, as older transformers
+    /// saved some sub-configs); `None`: both must be given.
+    sizes: Option<(usize, usize)>,
     /// The fields of its head count, the first given read.
     heads: &'static [&'static str],
     /// The field of the rate its width is narrowed by before its heads share it (SAM 2's
@@ -247,6 +252,7 @@ const fn tower(names: &'static [&'static str], nested_in: &'static [&'static str
         layout: VisionLayout::RowsFirst,
         pair_layout: PairLayout::Halves,
         width: "hidden_size",
+        sizes: None,
         heads: &["num_attention_heads", "num_heads"],
         downsample: None,
         memory: false,
@@ -294,6 +300,12 @@ impl VisionTower {
         self
     }
 
+    /// Its config class's default width and head count.
+    const fn sizes(mut self, width: usize, heads: usize) -> Self {
+        self.sizes = Some((width, heads));
+        self
+    }
+
     const fn head(mut self, head_dim: usize) -> Self {
         self.head_dim = Some(head_dim);
         self
@@ -328,71 +340,87 @@ impl VisionTower {
 /// Every vision tower this reader reads, each as transformers 5.24's rotary class computes it
 /// (held by `crates/pe-formats/tests/vision_ropes.rs`).
 const VISION_TOWERS: &[VisionTower] = &[
-    tower(&["cohere_compass_vision"], &["cohere_compass"]),
-    tower(&["dots3_note_vision_encoder"], &["dots3_note"]),
+    tower(&["cohere_compass_vision"], &["cohere_compass"]).sizes(1152, 16),
+    tower(&["dots3_note_vision_encoder"], &["dots3_note"]).sizes(1536, 24),
     // EfficientLoFTR's coarse attention (a keypoint matcher's, not a tower's): a "default" rope
     // over its whole width, before its heads split it, on its coarse feature map's grid,
     // patches numbered from 1, rows and columns alternating, turned as adjacent pairs.
     tower(&["efficientloftr"], &[])
+        .sizes(256, 8)
         .layout(VisionLayout::AlternatingRowsFirst)
         .adjacent()
         .rope_type("default")
         .patch_origin(1)
         .whole_width(4.0),
-    tower(&["ernie4_5_vl_moe_vision"], &["ernie4_5_vl_moe"]),
-    tower(&["exaone4_5_vision"], &["exaone4_5"]),
+    tower(&["ernie4_5_vl_moe_vision"], &["ernie4_5_vl_moe"]).sizes(1280, 16),
+    tower(&["exaone4_5_vision"], &["exaone4_5"]).sizes(3584, 16),
     tower(
         &["gemma4_vision"],
         &["diffusion_gemma", "embedding_gemma2", "gemma4"],
     )
+    .sizes(768, 12)
     .layout(VisionLayout::HalvesPerAxis)
     .head(64)
     .theta(100.0),
-    tower(&["glm4v_moe_vision"], &["glm4v_moe"]),
-    tower(&["glm4v_vision"], &["glm46v", "glm4v", "glmga"]),
-    tower(&["glm5_next_vision"], &["glm5_next"]),
-    tower(&["glm_ocr_vision"], &["glm_ocr"]),
+    tower(&["glm4v_moe_vision"], &["glm4v_moe"]).sizes(1536, 12),
+    tower(&["glm4v_vision"], &["glm46v", "glm4v", "glmga"]).sizes(1536, 12),
+    tower(&["glm5_next_vision"], &["glm5_next"]).sizes(1024, 16),
+    tower(&["glm_ocr_vision"], &["glm_ocr"]).sizes(1024, 16),
     tower(&["inkling2_vision"], &["inkling2", "inkling2_loop"])
+        .sizes(1024, 16)
         .layout(VisionLayout::ColumnsFirst)
         .adjacent(),
-    tower(&["kimi_k25_vision"], &["kimi_k25"]).layout(VisionLayout::AlternatingColumnsFirst),
-    tower(&["lfm3_vl_vision"], &["lfm3_vl"]).theta(1e6),
+    tower(&["kimi_k25_vision"], &["kimi_k25"])
+        .sizes(1152, 16)
+        .layout(VisionLayout::AlternatingColumnsFirst),
+    tower(&["lfm3_vl_vision"], &["lfm3_vl"])
+        .sizes(1024, 16)
+        .theta(1e6),
     // Llama 4's encoder: a "default" rope over its own grid, patches numbered from 1 (its
     // class token at (0, 0)), the column's frequencies first, turned as complex numbers.
     tower(&["llama4_vision_model"], &["llama4"])
+        .sizes(768, 16)
         .layout(VisionLayout::ColumnsFirst)
         .adjacent()
         .rope_type("default")
         .patch_origin(1),
-    tower(&["minimax_m3_vl_vision"], &["minimax_m3_vl"]).layout(VisionLayout::FramesRowsColumns),
-    tower(&["mlcd_vision_model"], &[]),
-    tower(&["muse_glimmer_vision"], &["muse_glimmer"]),
-    tower(&["muse_spark_vision"], &["muse_spark"]),
-    tower(&["paddleocr_vl_vision"], &["paddleocr_vl"]),
+    tower(&["minimax_m3_vl_vision"], &["minimax_m3_vl"])
+        .sizes(1280, 16)
+        .layout(VisionLayout::FramesRowsColumns),
+    tower(&["mlcd_vision_model"], &[]).sizes(1664, 16),
+    tower(&["muse_glimmer_vision"], &["muse_glimmer"]).sizes(1536, 16),
+    tower(&["muse_spark_vision"], &["muse_spark"]).sizes(1536, 16),
+    tower(&["paddleocr_vl_vision"], &["paddleocr_vl"]).sizes(1152, 16),
     tower(&["pixtral"], &["lighton_ocr", "mistral3", "mistral_large4"])
+        .sizes(1024, 16)
         .layout(VisionLayout::SplitSpectrum)
         .head(64),
     tower(&["qwen2_5_omni_vision_encoder"], &["qwen2_5_omni_thinker"])
+        .sizes(3584, 16)
         .nested_at(&[("qwen2_5_omni", "thinker_config.vision_config")]),
     tower(
         &["qwen2_5_vl_vision"],
         &["hyperclovax_vision_v2", "qwen2_5_vl"],
-    ),
+    )
+    .sizes(3584, 16),
     tower(&["qwen2_vl_vision"], &["qwen2_vl"])
+        .sizes(1280, 16)
         .width("embed_dim")
         .nested_at(&[("colqwen2", "vlm_config.vision_config")]),
-    tower(&["qwen3_5_moe_vision"], &["qwen3_5_moe"]),
-    tower(&["qwen3_5_vision"], &["qwen3_5"]),
+    tower(&["qwen3_5_moe_vision"], &["qwen3_5_moe"]).sizes(1152, 16),
+    tower(&["qwen3_5_vision"], &["qwen3_5"]).sizes(1152, 16),
     tower(
         &["qwen3_omni_moe_vision_encoder"],
         &["qwen3_omni_moe_thinker"],
     )
+    .sizes(1152, 16)
     .nested_at(&[("qwen3_omni_moe", "thinker_config.vision_config")]),
-    tower(&["qwen3_vl_moe_vision"], &["qwen3_vl_moe"]),
-    tower(&["qwen3_vl_vision"], &["cosmos3_omni", "qwen3_vl"]),
-    tower(&["qwen4_exp_vision"], &["qwen4_exp"]),
+    tower(&["qwen3_vl_moe_vision"], &["qwen3_vl_moe"]).sizes(1152, 16),
+    tower(&["qwen3_vl_vision"], &["cosmos3_omni", "qwen3_vl"]).sizes(1152, 16),
+    tower(&["qwen4_exp_vision"], &["qwen4_exp"]).sizes(1152, 16),
     // SAM 3's ViT: adjacent pairs; nested in its detector and trackers' backbones.
     tower(&["sam3_vit_model"], &[])
+        .sizes(1024, 16)
         .layout(VisionLayout::ColumnsFirst)
         .adjacent()
         .nested_at(&[
@@ -407,11 +435,13 @@ const VISION_TOWERS: &[VisionTower] = &[
             ("sam3_vision_model", "backbone_config"),
         ]),
     // The memory attention of SAM 2's, EdgeTAM's and SAM 3's video trackers.
-    memory_attention(&["edgetam_video"], &[]),
-    memory_attention(&["sam2_video"], &[]),
-    memory_attention(&["sam3_tracker_video"], &[("sam3_video", "tracker_config")]),
-    tower(&["step3p5_vision"], &["step3p7"]).layout(VisionLayout::ColumnsFirst),
-    tower(&["video_llama_3_vision"], &["video_llama_3"]),
+    memory_attention(&["edgetam_video"], &[]).sizes(256, 1),
+    memory_attention(&["sam2_video"], &[]).sizes(256, 1),
+    memory_attention(&["sam3_tracker_video"], &[("sam3_video", "tracker_config")]).sizes(256, 1),
+    tower(&["step3p5_vision"], &["step3p7"])
+        .sizes(1536, 16)
+        .layout(VisionLayout::ColumnsFirst),
+    tower(&["video_llama_3_vision"], &["video_llama_3"]).sizes(768, 12),
 ];
 
 /// The keys a tower's `rope_parameters` may give.
@@ -521,15 +551,29 @@ impl VisionTower {
         Ok(config)
     }
 
-    /// The field of the tower's head count (the first of `heads` given) and its value.
-    fn heads(&self, fields: &ConfigFields) -> Result<(usize, &'static str)> {
+    /// The tower's width: its `width` field, else its class's default.
+    fn width_of(&self, fields: &ConfigFields) -> Result<usize> {
+        match (fields.get(self.width)?, self.sizes) {
+            (Some(width), _) => Ok(width),
+            (None, Some((width, _))) => Ok(width),
+            (None, None) => Err(fields.missing(self.width)),
+        }
+    }
+
+    /// The field of the tower's head count (the first of `heads` given) and its value, else
+    /// its class's default.
+    fn heads_of(&self, fields: &ConfigFields) -> Result<(usize, &'static str)> {
         let field = self
             .heads
             .iter()
             .copied()
             .find(|f| fields.has(f))
             .unwrap_or(self.heads[0]);
-        Ok((fields.require(field)?, field))
+        match (fields.get(field)?, self.sizes) {
+            (Some(heads), _) => Ok((heads, field)),
+            (None, Some((_, heads))) => Ok((heads, field)),
+            (None, None) => Err(fields.missing(field)),
+        }
     }
 
     /// The width of each head and the field it was read from: `head_dim`, its class's default,
@@ -538,8 +582,8 @@ impl VisionTower {
         if let Some(head_dim) = fields.get::<usize>("head_dim")?.or(self.head_dim) {
             return Ok((head_dim, "head_dim"));
         }
-        let width: usize = fields.require(self.width)?;
-        let (heads, heads_field) = self.heads(fields)?;
+        let width = self.width_of(fields)?;
+        let (heads, heads_field) = self.heads_of(fields)?;
         // SAM 2's memory attention narrows its width by its downsample rate (1 when the config
         // gives none, as its class's default).
         let rate: usize = match self.downsample {
@@ -568,11 +612,11 @@ impl VisionTower {
     /// the width over the heads, rounded down) gives the rope's features, which must be half the
     /// whole width.
     fn whole(&self, fields: &ConfigFields, factor: f64) -> Result<(usize, &'static str)> {
-        let width: usize = fields.require(self.width)?;
+        let width = self.width_of(fields)?;
         let head = match fields.get::<usize>("head_dim")? {
             Some(head_dim) => head_dim,
             None => {
-                let (heads, heads_field) = self.heads(fields)?;
+                let (heads, heads_field) = self.heads_of(fields)?;
                 if heads == 0 {
                     return Err(fields.invalid(heads_field, "0 heads"));
                 }
