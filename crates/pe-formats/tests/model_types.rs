@@ -472,6 +472,13 @@ fn rows_read_their_models_own_spellings() {
         ["sliding_attention", "heavily_compressed_attention"]
     );
     assert_eq!(configs.for_layer(3).unwrap().unwrap().rope_theta, 320000.0);
+    // Without qk_rope_head_dim: the class's share of the head, 64 / 512 (it turned all 512).
+    let mut narrow = ratios.clone();
+    narrow.as_object_mut().unwrap().remove("qk_rope_head_dim");
+    let configs = read(narrow).unwrap();
+    for layer in 0..4 {
+        assert_eq!(configs.for_layer(layer).unwrap().unwrap().rotary_dim(), 64);
+    }
     ratios["compress_ratios"] = serde_json::json!([0, 8]);
     let err = read(ratios).unwrap_err().to_string();
     assert!(

@@ -407,6 +407,7 @@ const MODEL_TYPES: &[HfModelType] = &[
     // compressors) by the "compress" rope.
     row(&["deepseek_v4"])
         .head(512)
+        .partial(0.125)
         .interleaved()
         .keyed_by_use(&[
             ("sliding_attention", "main"),
