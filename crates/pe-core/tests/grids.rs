@@ -1,5 +1,5 @@
 //! Multi-axis rotary tables, sin-cos grids and ALiBi against the real code (fixtures written by
-//! `scripts/fixtures/grids.py` with diffusers 0.42.1 and transformers 5.23.0), and against the
+//! `scripts/fixtures/grids.py` with diffusers 0.42.1 and transformers 5.24.0), and against the
 //! exact values.
 
 use std::collections::HashMap;

@@ -1,6 +1,6 @@
 //! Query temperature and NoPE layers read from config.json: the factor on the queries per
 //! position against transformers' attention classes (fixtures written by
-//! `scripts/fixtures/query_scale.py` with transformers 5.23.0) and against the 256-bit oracle up
+//! `scripts/fixtures/query_scale.py` with transformers 5.24.0) and against the 256-bit oracle up
 //! to 2^31 - 1; which layers have no rotary.
 //!
 //! transformers computes the factor in f32: `ln` (or `log1p`) of a whole number of steps,

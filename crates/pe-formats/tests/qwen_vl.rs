@@ -1,4 +1,4 @@
-//! Qwen-VL's M-RoPE position ids against transformers 5.23's own `get_rope_index` (fixtures
+//! Qwen-VL's M-RoPE position ids against transformers 5.24's own `get_rope_index` (fixtures
 //! written by `scripts/fixtures/qwen_vl.py` on tiny configs saved with `save_pretrained`), the
 //! decode step, and the errors that name a mismatch.
 

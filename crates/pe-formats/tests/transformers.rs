@@ -1,5 +1,5 @@
 //! The rotary tables against transformers' own rotary classes (fixtures written by
-//! `scripts/fixtures/rope.py` with transformers 5.23.0): the same config.json gives the same
+//! `scripts/fixtures/rope.py` with transformers 5.24.0): the same config.json gives the same
 //! frequencies, attention factor and tables.
 //!
 //! transformers computes in f32: its frequencies are within a few f32 ulps of the exact ones,

@@ -11,7 +11,7 @@
 //! - `qwen25_yarn_*` (YaRN x4) against `quantized_qwen2::ModelWeights`;
 //! - `phi3_longrope_*` (LongRoPE) against `quantized_phi3::ModelWeights`.
 //!
-//! It prints the distance of each to the logits transformers 5.23 recorded, with the prompt at
+//! It prints the distance of each to the logits transformers 5.24 recorded, with the prompt at
 //! positions 0, 4,000 and the fixture's far offsets, and the decode speed of both. For a Q8_0
 //! file the reference is transformers with the inputs of its quantized layers rounded to Q8_0
 //! blocks, as candle's and llama.cpp's CPU matmuls round them.
@@ -650,7 +650,7 @@ fn print_markdown(measured: &[Measured], args: &Args) {
 
 /// The accuracy table, what it means, and where candle-transformers cannot run.
 fn print_accuracy(measured: &[Measured]) {
-    println!("## Max |logit difference| to transformers 5.23 (f32 compute, CPU)\n");
+    println!("## Max |logit difference| to transformers 5.24 (f32 compute, CPU)\n");
     println!("| fixture | weights | prompt positions | pe-models vs tf at 0.. (exact) | candle-transformers vs tf at 0.. (exact) | pe-models vs tf, same positions | candle-transformers vs tf, same positions | tf's own drift from its 0.. |");
     println!("|---|---|---|---:|---:|---:|---:|---:|");
     for m in measured {

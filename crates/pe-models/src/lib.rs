@@ -1,5 +1,5 @@
 //! Reference models built only from candle-nn layers and candle-pe's exact positional
-//! encodings, checked against transformers 5.23's outputs (`tests/transformers.rs`,
+//! encodings, checked against transformers 5.24's outputs (`tests/transformers.rs`,
 //! `tests/m2m100.rs`, the fixtures in `crates/pe-testkit/fixtures/models`): decoders with rotary
 //! embeddings ([`candle_pe_nn::RotaryEmbedding`]) and an encoder with sinusoidal ones
 //! ([`candle_pe_nn::SinusoidalEmbedding`]). They are the proof that candle-pe's encodings give

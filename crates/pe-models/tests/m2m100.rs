@@ -1,4 +1,4 @@
-//! `M2M100Encoder` against transformers 5.23 (eager attention, f32, CPU, deterministic) on
+//! `M2M100Encoder` against transformers 5.24 (eager attention, f32, CPU, deterministic) on
 //! `crates/pe-testkit/fixtures/models/m2m100`: a tiny random M2M100 (`d_model` 64, 2 layers, pad id 1,
 //! `scale_embedding`) whose `outputs.safetensors` holds the encoder's inputs (two rows, the
 //! second left-padded with 4 pads), its `last_hidden_state`, and the sinusoidal table

@@ -1,4 +1,4 @@
-//! `LlamaFamily` on M-RoPE decoders against transformers 5.23 (eager attention, f32, CPU): the
+//! `LlamaFamily` on M-RoPE decoders against transformers 5.24 (eager attention, f32, CPU): the
 //! language models of a tiny random Qwen2-VL and Qwen3-VL (interleaved sections, qk-norm, tied
 //! embeddings; `crates/pe-testkit/fixtures/models/qwen2_vl`, `qwen3_vl`, from
 //! `scripts/fixtures/mrope_models.py`), each called with input ids and `(3, batch, seq)` position ids

@@ -1,4 +1,4 @@
-//! `LlamaFamily` against transformers 5.23 (eager attention, f32, CPU, deterministic), on the
+//! `LlamaFamily` against transformers 5.24 (eager attention, f32, CPU, deterministic), on the
 //! fixtures of `crates/pe-testkit/fixtures/models/<case>/`: `outputs.json` describes each call and
 //! `outputs.safetensors` holds its inputs and logits.
 //!

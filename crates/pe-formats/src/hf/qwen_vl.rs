@@ -1,5 +1,5 @@
 //! [`QwenVlConfig`]: the `(3, batch, seq)` M-RoPE position ids of Qwen2-VL, Qwen2.5-VL and
-//! Qwen3-VL, built from the token stream as transformers 5.23's `get_rope_index` builds them,
+//! Qwen3-VL, built from the token stream as transformers 5.24's `get_rope_index` builds them,
 //! and the `rope_deltas` that continue them while decoding ([`QwenVlPositions::decode`]).
 //!
 //! A run of text tokens counts on from the position where the run starts, the same on the three
@@ -515,7 +515,7 @@ impl QwenVlPositions {
     /// The ids `(3, batch, len)` of `len` tokens decoded after `attended[b]` attended tokens of
     /// sequence `b` (the prompt's and the ones decoded since, padding not counted):
     /// `attended[b] + j + rope_deltas[b]` on every row, as transformers' `forward` continues them
-    /// from a cache (and vLLM). transformers 5.23's `generate` continues from the prompt's last
+    /// from a cache (and vLLM). transformers 5.24's `generate` continues from the prompt's last
     /// token instead ([`decode_from_last`](Self::decode_from_last)); the two agree when the
     /// prompt ends in text at its largest position.
     pub fn decode(&self, attended: &[usize], len: usize) -> Result<Tensor> {
@@ -525,7 +525,7 @@ impl QwenVlPositions {
     }
 
     /// The ids `(3, batch, len)` of `len` tokens decoded after `attended[b]` attended tokens of
-    /// sequence `b`, as transformers 5.23's `generate` feeds them: each row goes on one by one
+    /// sequence `b`, as transformers 5.24's `generate` feeds them: each row goes on one by one
     /// from the prompt's last attended token, `last[row] + 1 + (attended[b] - prompt[b]) + j`
     /// with `prompt[b]` the prompt's attended tokens. It differs from [`decode`](Self::decode)
     /// when the prompt ends in an image or video, or when a position inside it lies past its
