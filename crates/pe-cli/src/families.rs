@@ -335,6 +335,7 @@ fn vision_rope_nd(path: &Path, args: &RopeNdArgs, ids: &Tensor, ids_flag: &str) 
         ("head_dim", vision.head_dim.to_string()),
         ("rope_theta", vision.rope_theta.to_string()),
         ("patch_origin", vision.patch_origin.to_string()),
+        ("whole_width", vision.whole_width.to_string()),
     ];
     output::write_safetensors(&args.out, &[("cos", &cos), ("sin", &sin)], &metadata)
 }

@@ -172,6 +172,20 @@ fn rope_nd_writes_a_vision_towers_tables_from_its_config() {
     assert_eq!(cos.dims(), &[6, 44]);
     assert_same(&tensors["cos"], &cos, "cos");
     assert_eq!(metadata["patch_origin"], "1");
+    assert_eq!(metadata["whole_width"], "false");
+
+    // EfficientLoFTR: a rope over its whole width, its coarse grid numbered from 1.
+    let json = serde_json::json!({"model_type": "efficientloftr", "hidden_size": 256,
+        "num_attention_heads": 8});
+    let (_, tensors, metadata) = rope_nd_config(dir.path(), "loftr", &json, "2,3", &[]);
+    let vision = VisionRopeConfig::from_hf_config(&json).unwrap();
+    let ids = (patch_positions(2, 3, &dev).unwrap() + 1.0).unwrap();
+    let (cos, _) = vision.rope().unwrap().at(&ids, DType::F32).unwrap();
+    assert_eq!(cos.dims(), &[6, 128]);
+    assert_same(&tensors["cos"], &cos, "cos");
+    assert_eq!(metadata["layout"], "AlternatingRowsFirst");
+    assert_eq!(metadata["pair_layout"], "interleaved");
+    assert_eq!(metadata["whole_width"], "true");
 
     // SAM 2's memory attention, with --memory-attention (its config has no vision tower rope,
     // which --config alone reads).
