@@ -26,7 +26,7 @@ use candle_pe_core::MAX_POSITION;
 use candle_pe_core::{PairLayout, RopeConfigs};
 use candle_pe_core::{Rope, RopeConfig, RopeType};
 use candle_pe_formats::{
-    FromHfConfig, HfTextConfig, LegacyUses, RopeOverride, ValueSource, VisionLayout,
+    FromHfConfig, HfTextConfig, LegacyUses, RopeOverride, Sliding, ValueSource, VisionLayout,
     VisionRopeConfig,
 };
 use clap::Args;
@@ -303,7 +303,10 @@ fn config_sources(json: &Value, text: &HfTextConfig, configs: &RopeConfigs) -> V
         }
         (true, _) => match text.model_type().legacy_uses() {
             Some(legacy) => legacy_use_dicts(legacy, text.model_type().rope_uses(), dict, &prefix),
-            None => gemma3_legacy_dicts(dict, &prefix),
+            None => {
+                let sliding = text.model_type().sliding().unwrap_or(&Sliding::GEMMA3);
+                legacy_sliding_dicts(sliding, dict, &prefix)
+            }
         },
         (false, _) => vec![LayerDict {
             layer_type: None,
@@ -405,24 +408,33 @@ fn legacy_use_dicts<'a>(
         .collect()
 }
 
-/// Gemma 3's legacy form: rope_theta and the rope dict for full-attention layers,
-/// rope_local_base_freq and no scaling for sliding ones.
-fn gemma3_legacy_dicts<'a>(dict: Option<(&str, &'a Value)>, prefix: &str) -> Vec<LayerDict<'a>> {
+/// The older form of layers of two types (`sliding`: Gemma 3's, ModernBERT's): each layer
+/// type's rope_theta from its own top-level field, the rope dict for full-attention layers (and
+/// for sliding ones where the form says so).
+fn legacy_sliding_dicts<'a>(
+    sliding: &Sliding,
+    dict: Option<(&str, &'a Value)>,
+    prefix: &str,
+) -> Vec<LayerDict<'a>> {
+    let dict = dict.map(|(d, v)| (format!("{prefix}{d}"), v));
     vec![
         LayerDict {
             layer_type: Some("full_attention".into()),
-            dict: dict.map(|(d, v)| (format!("{prefix}{d}"), v)),
-            theta: "rope_theta",
+            dict: dict.clone(),
+            theta: sliding.thetas.0,
             theta_default: None,
             rope_type_default: UNSCALED,
         },
         LayerDict {
             layer_type: Some("sliding_attention".into()),
-            dict: None,
-            theta: "rope_local_base_freq",
+            dict: dict.filter(|_| sliding.scales_sliding),
+            theta: sliding.thetas.1,
             theta_default: None,
-            rope_type_default: "default (unscaled: Gemma 3's sliding layers take no \
-                                rope_scaling)",
+            rope_type_default: if sliding.scales_sliding {
+                UNSCALED
+            } else {
+                "default (unscaled: in this form the sliding layers take no rope_scaling)"
+            },
         },
     ]
 }

@@ -533,6 +533,37 @@ fn inspect_gives_a_config_json_its_own_pair_layout_and_default_theta() {
     let partial = source_of(&sections, "every layer", "partial_rotary_factor");
     assert_eq!(partial, "default (1)", "{report}");
 
+    // Pythia's config.json (GPT-NeoX's older names) and ModernBERT's (its global and local
+    // thetas, every third layer global from the first): each value named by its own field.
+    let (_, report, sections) = layout(serde_json::json!({"model_type": "gpt_neox",
+        "hidden_size": 512, "num_attention_heads": 8, "rotary_emb_base": 20000,
+        "rotary_pct": 1.0}));
+    assert_eq!(
+        source_of(&sections, "every layer", "rope_theta"),
+        "rotary_emb_base"
+    );
+    assert_eq!(
+        source_of(&sections, "every layer", "partial_rotary_factor"),
+        "rotary_pct"
+    );
+    assert!(report.contains("rotary_dim: 64 of head_dim 64"), "{report}");
+    let (_, report, sections) = layout(serde_json::json!({"model_type": "modernbert",
+        "hidden_size": 768, "num_attention_heads": 12, "num_hidden_layers": 22,
+        "global_attn_every_n_layers": 3, "global_rope_theta": 160000.0,
+        "local_rope_theta": 10000.0}));
+    assert!(
+        report.contains("\nfull_attention (8 of 22 layers)\n"),
+        "{report}"
+    );
+    assert_eq!(
+        source_of(&sections, "sliding_attention", "rope_theta"),
+        "local_rope_theta"
+    );
+    assert_eq!(
+        source_of(&sections, "full_attention", "rope_theta"),
+        "global_rope_theta"
+    );
+
     // GPT-NeoX's class turns a quarter of the head where the file gives no factor.
     let (_, report, sections) = layout(serde_json::json!({"model_type": "gpt_neox",
         "hidden_size": 6144, "num_attention_heads": 64}));

@@ -50,6 +50,6 @@ pub use error::{Error, Result};
 pub use gguf::{FreqFactors, FromGguf, GgufMeta, GgufRope, ValueSource};
 pub use hf::{
     ConfigFields, FromHfConfig, HfConfig, HfModelType, HfTextConfig, LegacyUses, QwenVlConfig,
-    QwenVlPositions, QwenVlVersion, VisionLayout, VisionRopeConfig,
+    QwenVlPositions, QwenVlVersion, Sliding, VisionLayout, VisionRopeConfig,
 };
 pub use rope_override::{RopeOverride, RopeScaling};

@@ -1055,7 +1055,7 @@ fn read_layer_types(m: &Meta) -> Result<Option<Vec<String>>> {
     }
     let period = m.count(PATTERN)?.or(m.arch.sliding.and_then(|s| s.period));
     match (period, m.count("block_count")?) {
-        (Some(p), Some(layers)) => Ok(Some(pattern_layer_types(layers, p, false))),
+        (Some(p), Some(layers)) => Ok(Some(pattern_layer_types(layers, p, false, false))),
         (None, _) if m.arch.sliding.is_some_and(|s| s.period.is_none()) => Err(m.missing(
             PATTERN,
             "llama.cpp requires the sliding pattern of this architecture (one flag per layer)",

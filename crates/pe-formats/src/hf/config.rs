@@ -42,7 +42,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
-use super::model_types::{HfModelType, HfTextConfig, LegacyUses};
+use super::model_types::{HfModelType, HfTextConfig, LegacyUses, Sliding};
 use super::rope_dicts::{field_names, read_rope_dict};
 use crate::{ConfigFields, Error, Result};
 
@@ -168,12 +168,19 @@ fn is_nested(params: &ConfigFields, layer_types: Option<&[String]>) -> bool {
     }
 }
 
-/// The Gemma layer types for `layers` layers, every `pattern`-th one full attention (and the
-/// last one for Gemma 4).
-pub(crate) fn pattern_layer_types(layers: usize, pattern: usize, last_full: bool) -> Vec<String> {
+/// The layer types for `layers` layers, every `pattern`-th one full attention: the last of
+/// each `pattern` (Gemma), or the first (`first_full`: ModernBERT); and the last layer too
+/// where `last_full` (Gemma 4).
+pub(crate) fn pattern_layer_types(
+    layers: usize,
+    pattern: usize,
+    first_full: bool,
+    last_full: bool,
+) -> Vec<String> {
     (0..layers)
         .map(|i| {
-            let full = (pattern > 0 && (i + 1) % pattern == 0) || (last_full && i + 1 == layers);
+            let at = if first_full { i } else { i + 1 };
+            let full = (pattern > 0 && at % pattern == 0) || (last_full && i + 1 == layers);
             if full {
                 "full_attention"
             } else {
@@ -185,10 +192,10 @@ pub(crate) fn pattern_layer_types(layers: usize, pattern: usize, last_full: bool
 }
 
 /// The top-level field a layer's `rope_theta` comes from when its rope dict does not give it:
-/// `rope_theta`, or Gemma 3's `rope_local_base_freq` for its sliding layers in the legacy form.
-/// Where neither gives it, the model type's default applies ([`HfModelType`]'s `rope_theta`).
+/// `rope_theta`, or in the older form of layers of two types the field [`Sliding`] names
+/// (Gemma 3's `rope_local_base_freq` for its sliding layers). Where none gives it, the model
+/// type's default applies ([`HfModelType`]'s `rope_theta`).
 const ROPE_THETA: &str = "rope_theta";
-const LOCAL_BASE_FREQ: &str = "rope_local_base_freq";
 
 /// The ropes of the text config `root`, whose model type's row is `model_type`.
 fn read_model(root: &ConfigFields, model_type: &HfModelType) -> Result<RopeConfigs> {
@@ -422,8 +429,8 @@ fn read_layers(
         .as_ref()
         .filter(|p| is_nested(p, layer_types.as_deref()))
     {
-        if model_type.sliding.is_some() {
-            implied_layer_types(root, model_type, &mut layer_types)?;
+        if let Some(sliding) = &model_type.sliding {
+            implied_layer_types(root, sliding, &mut layer_types)?;
         }
         let layers = reader.per_layer_type(params, layer_types.as_deref(), unknown)?;
         return Ok((layers, layer_types));
@@ -456,9 +463,16 @@ fn read_layers(
              (full_attention, sliding_attention); transformers' defaults are not assumed",
         ));
     }
-    if model_type.sliding.is_some() || root.has("rope_local_base_freq") {
-        implied_layer_types(root, model_type, &mut layer_types)?;
-        let layers = reader.legacy_sliding(params.as_ref(), layer_types.as_deref(), unknown)?;
+    let sliding = match model_type.sliding {
+        Some(sliding) => Some(sliding),
+        None => root
+            .has(Sliding::GEMMA3.thetas.1)
+            .then_some(Sliding::GEMMA3),
+    };
+    if let Some(sliding) = sliding {
+        implied_layer_types(root, &sliding, &mut layer_types)?;
+        let layers =
+            reader.legacy_sliding(&sliding, params.as_ref(), layer_types.as_deref(), unknown)?;
         return Ok((layers, layer_types));
     }
     let config = reader.one(
@@ -536,18 +550,24 @@ fn rope_dict<'a>(root: &ConfigFields<'a>) -> Result<Option<ConfigFields<'a>>> {
     )
 }
 
-/// Without `layer_types`, the list `sliding_window_pattern` (default 6) implies for
-/// `num_hidden_layers` layers, the last one full where the model type's row says so.
+/// Without `layer_types`, the list `sliding`'s pattern field (Gemma's
+/// `sliding_window_pattern`, ModernBERT's `global_attn_every_n_layers`, or its default) implies
+/// for `num_hidden_layers` layers.
 fn implied_layer_types(
     root: &ConfigFields,
-    model_type: &HfModelType,
+    sliding: &Sliding,
     layer_types: &mut Option<Vec<String>>,
 ) -> Result<()> {
     if layer_types.is_none() {
-        let pattern = root.get::<usize>("sliding_window_pattern")?.unwrap_or(6);
+        let (field, default) = sliding.pattern;
+        let pattern = root.get::<usize>(field)?.unwrap_or(default);
         if let Some(layers) = root.get::<usize>("num_hidden_layers")? {
-            let last_full = model_type.sliding.is_some_and(|s| s.last_full);
-            *layer_types = Some(pattern_layer_types(layers, pattern, last_full));
+            *layer_types = Some(pattern_layer_types(
+                layers,
+                pattern,
+                sliding.first_full,
+                sliding.last_full,
+            ));
         }
     }
     Ok(())
@@ -675,23 +695,29 @@ impl Reader<'_, '_> {
         Ok(RopeConfigs::per_layer_type(configs)?.with_field(field))
     }
 
-    /// Gemma 3's legacy form: `rope_theta` and the rope dict `params` for full-attention
-    /// layers, `rope_local_base_freq` for sliding ones (each with the model type's default).
+    /// The older form of layers of two types (`sliding`): the full layers' `rope_theta` from
+    /// its full field and the sliding layers' from its sliding one (each with the model type's
+    /// default), the rope dict `params` turning the full layers (and the sliding ones where
+    /// `sliding.scales_sliding`).
     fn legacy_sliding(
         &self,
+        sliding: &Sliding,
         params: Option<&ConfigFields>,
         layer_types: Option<&[String]>,
         unknown: &mut Vec<String>,
     ) -> Result<RopeConfigs> {
+        let (full_theta, sliding_theta) = sliding.thetas;
         let full = Some("full_attention");
-        let full = self.one(params, layer_types, full, ROPE_THETA, unknown)?;
-        let sliding = Some("sliding_attention");
-        let sliding = self.one(None, layer_types, sliding, LOCAL_BASE_FREQ, unknown)?;
+        let full = self.one(params, layer_types, full, full_theta, unknown)?;
+        let scaled = params.filter(|_| sliding.scales_sliding);
+        let mut ignored = Vec::new();
+        let of_sliding = Some("sliding_attention");
+        let of_sliding = self.one(scaled, layer_types, of_sliding, sliding_theta, &mut ignored)?;
         let configs = [
             ("full_attention".to_string(), Some(full)),
-            ("sliding_attention".to_string(), Some(sliding)),
+            ("sliding_attention".to_string(), Some(of_sliding)),
         ];
-        let field = self.root.path_of(LOCAL_BASE_FREQ);
+        let field = self.root.path_of(sliding_theta);
         Ok(RopeConfigs::per_layer_type(configs)?.with_field(field))
     }
 }

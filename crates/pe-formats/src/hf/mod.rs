@@ -27,6 +27,6 @@ mod vision;
 pub(crate) use config::pattern_layer_types;
 pub use config::{FromHfConfig, HfConfig};
 pub use config_fields::ConfigFields;
-pub use model_types::{HfModelType, HfTextConfig, LegacyUses, QwenVlVersion};
+pub use model_types::{HfModelType, HfTextConfig, LegacyUses, QwenVlVersion, Sliding};
 pub use qwen_vl::{QwenVlConfig, QwenVlPositions};
 pub use vision::{VisionLayout, VisionRopeConfig};

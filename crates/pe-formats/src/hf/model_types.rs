@@ -34,8 +34,10 @@
 //!   default) has no rotary (SmolLM3, Llama 4);
 //! - `attn_temperature`: the NoPE layers' query temperature, `attn_temperature_tuning`
 //!   (Llama 4);
-//! - `sliding`: layers of two types whose types follow from `sliding_window_pattern`, and the
-//!   rope forms read (Gemma 3, Gemma 4);
+//! - `sliding`: layers of two types whose types follow from a pattern (Gemma's
+//!   `sliding_window_pattern`, ModernBERT's `global_attn_every_n_layers`), and the older rope
+//!   form read, each layer type's theta in a field of its own ([`Sliding`]: Gemma 3, Gemma 4,
+//!   T5Gemma 2, ModernBERT);
 //! - `mrope_slots`: [`MropeSlots::Alternating`] where the M-RoPE slots always alternate,
 //!   whatever `mrope_interleaved` says (Qwen3-VL);
 //! - `rope_type_names`: the rope types it spells its own way, and the type each reads as: Phi-3's
@@ -143,16 +145,28 @@ const DEEPSEEK_V4_LEGACY: LegacyUses = LegacyUses {
     ),
 };
 
-/// Layers of two types, sliding and full attention (Gemma 3 and 4).
+/// Layers of two types, sliding and full attention, whose types a config without `layer_types`
+/// implies from a pattern (Gemma 3 and 4, ModernBERT), and the older form of their ropes.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct Sliding {
-    /// `sliding_window_pattern` makes every pattern-th layer full attention, and the last one
-    /// too (Gemma 4).
+pub struct Sliding {
+    /// The field `n` of the pattern, every `n`-th layer full attention, and its default
+    /// (Gemma's `sliding_window_pattern`, 6; ModernBERT's `global_attn_every_n_layers`, 3).
+    pub pattern: (&'static str, usize),
+    /// The first layer of each `n` is the full one (ModernBERT: layers 0, n, 2n, ...); else the
+    /// last (Gemma: layers n - 1, 2n - 1, ...).
+    pub first_full: bool,
+    /// The last layer is full attention too (Gemma 4).
     pub last_full: bool,
     /// Only transformers 5's `rope_parameters` keyed by layer type is read (Gemma 4); otherwise
-    /// the legacy form is read too (Gemma 3: `rope_theta` and `rope_scaling` for full layers,
-    /// `rope_local_base_freq` for sliding ones).
+    /// the older form is read too.
     pub keyed_only: bool,
+    /// The older form's top-level fields of the full and the sliding layers' `rope_theta`
+    /// (Gemma 3's `rope_theta` and `rope_local_base_freq`; ModernBERT's `global_rope_theta`
+    /// and `local_rope_theta`).
+    pub thetas: (&'static str, &'static str),
+    /// The older form's rope dict (`rope_scaling`) turns the sliding layers too (ModernBERT),
+    /// not only the full ones (Gemma 3).
+    pub scales_sliding: bool,
 }
 
 /// Which Qwen-VL generation's rules build the ids.
@@ -190,12 +204,23 @@ const DEFAULT: HfModelType = HfModelType {
     qwen_vl: None,
 };
 
-/// Gemma 3's layers: every `sliding_window_pattern`-th one full attention, the legacy rope
-/// form read too.
-const GEMMA3_SLIDING: Option<Sliding> = Some(Sliding {
-    last_full: false,
-    keyed_only: false,
-});
+impl Sliding {
+    /// Gemma 3's layers: every `sliding_window_pattern`-th one full attention, the legacy rope
+    /// form read too (`rope_theta` and `rope_scaling` for full layers, `rope_local_base_freq`
+    /// for sliding ones); also the form of a config of another model type that gives
+    /// `rope_local_base_freq`.
+    pub const GEMMA3: Sliding = Sliding {
+        pattern: ("sliding_window_pattern", 6),
+        first_full: false,
+        last_full: false,
+        keyed_only: false,
+        thetas: ("rope_theta", "rope_local_base_freq"),
+        scales_sliding: false,
+    };
+}
+
+/// Gemma 3's layers ([`Sliding::GEMMA3`]).
+const GEMMA3_SLIDING: Sliding = Sliding::GEMMA3;
 
 /// A model type (its names) that reads as most do, but for what the builders below change.
 const fn row(names: &'static [&'static str]) -> HfModelType {
@@ -270,6 +295,12 @@ impl HfModelType {
     }
 }
 
+/// GPT-NeoX's older names of `rope_theta` and `partial_rotary_factor`.
+const GPT_NEOX_NAMES: &[(&str, &str)] = &[
+    ("rope_theta", "rotary_emb_base"),
+    ("partial_rotary_factor", "rotary_pct"),
+];
+
 /// Every model type whose `config.json` reads differently from the default, each the way its
 /// transformers 5.24 config class and modeling code read it (held by
 /// `crates/pe-formats/tests/model_types.rs` against every model type of transformers). A name
@@ -278,12 +309,12 @@ const MODEL_TYPES: &[HfModelType] = &[
     // Layer types, NoPE layers, per-model spellings and position ids.
     row(&["gemma", "gemma2"]).head(256),
     HfModelType {
-        sliding: GEMMA3_SLIDING,
+        sliding: Some(GEMMA3_SLIDING),
         ..row(&["gemma3", "gemma3_text"]).head(256).thetas(1e6, 1e4)
     },
     HfModelType {
         prefix: true,
-        sliding: GEMMA3_SLIDING,
+        sliding: Some(GEMMA3_SLIDING),
         ..row(&["gemma3"]).thetas(1e6, 1e4)
     },
     HfModelType {
@@ -291,6 +322,7 @@ const MODEL_TYPES: &[HfModelType] = &[
         sliding: Some(Sliding {
             last_full: true,
             keyed_only: true,
+            ..GEMMA3_SLIDING
         }),
         ..row(&["gemma4"])
     },
@@ -436,7 +468,11 @@ const MODEL_TYPES: &[HfModelType] = &[
     row(&["glm", "glm4"]).partial(0.5).interleaved(),
     row(&["glm4_moe", "glm4v_moe_text", "glmasr_encoder"]).partial(0.5),
     row(&["glm4v_text", "glm_moe_dsa", "glm_ocr_text"]).interleaved(),
-    row(&["gpt_neox", "stablelm"]).partial(0.25),
+    // GPT-NeoX's older config.json (Pythia's, GPT-NeoX-20B's) names its base and share
+    // rotary_emb_base and rotary_pct, which its config class still reads.
+    row(&["gpt_neox"]).partial(0.25).aliases(GPT_NEOX_NAMES),
+    row(&["gpt_neox_japanese"]).aliases(GPT_NEOX_NAMES),
+    row(&["stablelm"]).partial(0.25),
     row(&["gpt_oss", "openai_privacy_filter"])
         .theta(150_000.0)
         .head(64),
@@ -457,7 +493,18 @@ const MODEL_TYPES: &[HfModelType] = &[
     row(&["mistral_large4_text"]).interleaved(),
     row(&["mixtral"]).theta(1e6),
     row(&["mllama_text_model"]).theta(500_000.0),
-    row(&["modernbert", "modernbert-decoder"]).thetas(160_000.0, 1e4),
+    // ModernBERT: its older config.json (answerdotai's) gives every n-th layer, from the first,
+    // global attention at global_rope_theta, the others local at local_rope_theta.
+    HfModelType {
+        sliding: Some(Sliding {
+            pattern: ("global_attn_every_n_layers", 3),
+            first_full: true,
+            thetas: ("global_rope_theta", "local_rope_theta"),
+            scales_sliding: true,
+            ..GEMMA3_SLIDING
+        }),
+        ..row(&["modernbert", "modernbert-decoder"]).thetas(160_000.0, 1e4)
+    },
     // Moonshine's decoder: its config names its heads per side.
     row(&["moonshine"]).partial(0.9).interleaved().aliases(&[
         ("num_attention_heads", "decoder_num_attention_heads"),
@@ -493,9 +540,13 @@ const MODEL_TYPES: &[HfModelType] = &[
     row(&["seed_oss", "step3p5"]).head(128),
     row(&["solar_open"]).theta(1e6).head(128),
     row(&["t5_gemma_module", "vaultgemma"]).head(256),
-    row(&["t5gemma2_decoder", "t5gemma2_text"])
-        .head(256)
-        .thetas(1e6, 1e4),
+    // T5Gemma 2: Gemma 3's layers, and its older form (rope_local_base_freq).
+    HfModelType {
+        sliding: Some(GEMMA3_SLIDING),
+        ..row(&["t5gemma2_decoder", "t5gemma2_text"])
+            .head(256)
+            .thetas(1e6, 1e4)
+    },
     row(&["voxtral_realtime_encoder"]).head(64),
     row(&["zamba2"]).aliases(&[("head_dim", "attention_head_dim")]),
 ];
@@ -564,6 +615,12 @@ impl HfModelType {
             (Some("sliding_attention"), Some(factor)) => factor,
             _ => self.partial_rotary_factor,
         }
+    }
+
+    /// Its layers of two types (sliding and full attention) and their older rope form, where it
+    /// has them (Gemma 3 and 4, ModernBERT).
+    pub fn sliding(&self) -> Option<&Sliding> {
+        self.sliding.as_ref()
     }
 
     /// Where its `rope_parameters` are keyed by use (DeepSeek-V4's `main` and `compress`), each
@@ -720,7 +777,7 @@ mod tests {
     #[test]
     fn lookup_by_name_then_prefix() {
         assert_eq!(HfModelType::of("gemma3n").head_dim, None);
-        assert_eq!(HfModelType::of("gemma3n").sliding, GEMMA3_SLIDING);
+        assert_eq!(HfModelType::of("gemma3n").sliding, Some(GEMMA3_SLIDING));
         assert_eq!(HfModelType::of("gemma3_text").head_dim, Some(256));
         assert!(HfModelType::of("qwen3_vl_text")
             .mrope_slots
