@@ -283,20 +283,39 @@ impl<'a> Meta<'a> {
     }
 }
 
-/// A tensor of the file, by its name with or without `.weight`, as f32 values.
-fn tensor<R: Read + Seek>(
+/// A per-pair tensor of the file, by its name with or without `.weight`, as f32 values: one
+/// per rotated pair (`rotary_dim / 2`, from `dim_key`), finite and positive. Its shape is
+/// checked before it is read.
+fn pair_tensor<R: Read + Seek>(
     content: &Content,
     reader: &mut R,
     name: &str,
+    rotary_dim: usize,
+    dim_key: &str,
 ) -> Result<Option<(String, Vec<f32>)>> {
     let full = format!("{name}.weight");
-    let key = if content.tensor_infos.contains_key(&full) {
-        full
-    } else if content.tensor_infos.contains_key(name) {
-        name.to_string()
-    } else {
-        return Ok(None);
+    let (key, info) = match (
+        content.tensor_infos.get(&full),
+        content.tensor_infos.get(name),
+    ) {
+        (Some(info), _) => (full, info),
+        (None, Some(info)) => (name.to_string(), info),
+        (None, None) => return Ok(None),
     };
+    let dims = info.shape.dims();
+    let len = dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+    if len != Some(rotary_dim / 2) {
+        return Err(Error::GgufConflict {
+            key,
+            value: match len {
+                Some(n) => format!("{n} numbers"),
+                None => format!("shape {dims:?}"),
+            },
+            other: dim_key.to_string(),
+            other_value: rotary_dim.to_string(),
+            why: "it needs one number per rotated pair, rotary_dim / 2",
+        });
+    }
     let mut read = || -> candle_core::Result<Vec<f32>> {
         content
             .tensor(reader, &key, &Device::Cpu)?
@@ -304,37 +323,21 @@ fn tensor<R: Read + Seek>(
             .flatten_all()?
             .to_vec1::<f32>()
     };
-    match read() {
-        Ok(values) => Ok(Some((key, values))),
-        Err(e) => Err(Error::GgufKey {
-            key,
-            message: format!("cannot be read: {e}"),
-        }),
-    }
-}
-
-/// Checks a per-pair tensor's length and values.
-fn check_factors(name: &str, values: &[f32], rotary_dim: usize, dim_key: &str) -> Result<()> {
-    if values.len() != rotary_dim / 2 {
-        return Err(Error::GgufConflict {
-            key: name.to_string(),
-            value: format!("{} numbers", values.len()),
-            other: dim_key.to_string(),
-            other_value: rotary_dim.to_string(),
-            why: "it needs one number per rotated pair, rotary_dim / 2",
-        });
-    }
+    let values = read().map_err(|e| Error::GgufKey {
+        key: key.clone(),
+        message: format!("cannot be read: {e}"),
+    })?;
     if let Some((i, v)) = values
         .iter()
         .enumerate()
         .find(|(_, v)| !(v.is_finite() && **v > 0.0))
     {
         return Err(Error::GgufKey {
-            key: name.to_string(),
+            key,
             message: format!("element {i} must be finite and > 0, got {v}"),
         });
     }
-    Ok(())
+    Ok(Some((key, values)))
 }
 
 impl FromGguf for GgufRope {
@@ -592,7 +595,10 @@ fn read_sections(m: &mut Meta, rotary_dim: usize) -> Result<(RopeKind, Option<Ve
         ));
     }
     sections.truncate(3);
-    if sections.len() != 3 || sections.iter().sum::<usize>() != rotary_dim / 2 {
+    let sum = sections
+        .iter()
+        .try_fold(0usize, |sum, &n| sum.checked_add(n));
+    if sections.len() != 3 || sum != Some(rotary_dim / 2) {
         return Err(Error::GgufConflict {
             key,
             value: format!("{sections:?}"),
@@ -711,7 +717,9 @@ fn read_freqs<R: Read + Seek>(
     theta: f64,
     rotary_dim: usize,
 ) -> Result<(RopeType, Option<FreqFactors>)> {
-    let Some((name, values)) = tensor(m.content, reader, "rope_freqs")? else {
+    let dim_key = m.key(DIM);
+    let Some((name, values)) = pair_tensor(m.content, reader, "rope_freqs", rotary_dim, &dim_key)?
+    else {
         return Ok((rope_type, None));
     };
     if let Some(read) = proportional_freqs(m, &name, &values, &rope_type, rotary_dim) {
@@ -726,7 +734,6 @@ fn read_freqs<R: Read + Seek>(
             why: "per-pair divisors on top of another scaling are not a transformers rope type",
         });
     }
-    check_factors(&name, &values, rotary_dim, &m.key(DIM))?;
     // The tensor, not the (absent) scaling type, gives the rope type.
     m.sources.retain(|s| s.value != "rope_type");
     let llama3 = llama3_candidates(lengths.factor, lengths.original)
@@ -1216,13 +1223,13 @@ fn read_longrope_factors<R: Read + Seek>(
     rotary_dim: usize,
 ) -> Result<Vec<f64>> {
     let name = format!("rope_factors_{which}");
-    let Some((key, values)) = tensor(m.content, reader, &name)? else {
+    let dim_key = m.key(DIM);
+    let Some((key, values)) = pair_tensor(m.content, reader, &name, rotary_dim, &dim_key)? else {
         return Err(Error::GgufMissing {
             key: format!("{name}.weight"),
             needed_by: "LongRoPE divides each frequency by its short or long factor",
         });
     };
-    check_factors(&key, &values, rotary_dim, &m.key(DIM))?;
     let value = if which == "short" {
         "short_factor"
     } else {
