@@ -75,5 +75,5 @@ pub use rope::{
     cogvideox_coordinates, patch_positions, video_patch_positions, At, AxesRope, Dynamic,
     LinearScaling, Llama3, Longrope, LongropePolicy, MropeSlots, NtkAlpha, PairLayout, Place,
     Proportional, QueryScale, Rope, RopeCache, RopeConfig, RopeConfigs, RopeType, Yarn,
-    DEFAULT_ROPE_THETA,
+    DEFAULT_ROPE_THETA, MAX_LAYERS,
 };

@@ -42,6 +42,10 @@ use super::config::RopeConfig;
 use super::query_scale::QueryScale;
 use crate::{Error, Result};
 
+/// The most layers a model's ropes are read for: `2^16` (llama.cpp loads at most 512). A reader
+/// refuses a larger layer count before it makes the per-layer lists.
+pub const MAX_LAYERS: usize = 1 << 16;
+
 /// The field errors name for ropes given per layer type, unless a reader names its own
 /// ([`RopeConfigs::with_field`]): transformers 5's dict of one rope per layer type.
 const PER_TYPE_FIELD: &str = "rope_parameters";

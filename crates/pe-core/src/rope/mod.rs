@@ -49,7 +49,7 @@ pub use at::{At, Place};
 pub use axes::{cogvideox_coordinates, patch_positions, video_patch_positions, AxesRope};
 pub use cache::RopeCache;
 pub use config::{RopeConfig, DEFAULT_ROPE_THETA};
-pub use configs::RopeConfigs;
+pub use configs::{RopeConfigs, MAX_LAYERS};
 pub use layouts::{MropeSlots, PairLayout};
 pub use query_scale::QueryScale;
 pub use tables::Rope;

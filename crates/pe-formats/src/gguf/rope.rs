@@ -43,7 +43,7 @@ use candle_core::Device;
 
 use candle_pe_core::{
     LinearScaling, Llama3, Longrope, MropeSlots, PairLayout, Proportional, QueryScale, RopeConfig,
-    RopeConfigs, RopeType, Yarn, DEFAULT_ROPE_THETA,
+    RopeConfigs, RopeType, Yarn, DEFAULT_ROPE_THETA, MAX_LAYERS,
 };
 
 use super::arch::{Arch, Head, LogMultiplier, RopeKind, TemperatureLength};
@@ -1061,7 +1061,14 @@ fn read_layer_types(m: &Meta) -> Result<Option<Vec<String>>> {
         return Ok(Some(flags.into_iter().map(name).collect()));
     }
     let period = m.count(PATTERN)?.or(m.arch.sliding.and_then(|s| s.period));
-    match (period, m.count("block_count")?) {
+    let layers = match m.count("block_count")? {
+        Some(n) if n > MAX_LAYERS => {
+            let message = format!("{n} layers: at most {MAX_LAYERS} are read");
+            return Err(m.invalid("block_count", message));
+        }
+        n => n,
+    };
+    match (period, layers) {
         (Some(p), Some(layers)) => Ok(Some(pattern_layer_types(layers, p, false, false))),
         (None, _) if m.arch.sliding.is_some_and(|s| s.period.is_none()) => Err(m.missing(
             PATTERN,

@@ -37,7 +37,9 @@
 use std::collections::BTreeMap;
 
 use candle_pe_core::Error as CoreError;
-use candle_pe_core::{MropeSlots, PairLayout, QueryScale, RopeConfig, RopeConfigs, RopeType};
+use candle_pe_core::{
+    MropeSlots, PairLayout, QueryScale, RopeConfig, RopeConfigs, RopeType, MAX_LAYERS,
+};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
@@ -232,8 +234,19 @@ fn read_nope(root: &ConfigFields, model_type: &HfModelType) -> Result<Option<Vec
     if interval == 0 {
         return Err(root.invalid("no_rope_layer_interval", "must be at least 1, got 0"));
     }
-    let layers = root.get::<usize>("num_hidden_layers")?;
+    let layers = num_layers(root)?;
     Ok(layers.map(|n| (0..n).map(|i| (i + 1) % interval == 0).collect()))
+}
+
+/// `num_hidden_layers`, which per-layer lists are made from: at most [`MAX_LAYERS`].
+fn num_layers(root: &ConfigFields) -> Result<Option<usize>> {
+    match root.get::<usize>("num_hidden_layers")? {
+        Some(n) if n > MAX_LAYERS => Err(root.invalid(
+            "num_hidden_layers",
+            format!("{n} layers: at most {MAX_LAYERS} are read"),
+        )),
+        n => Ok(n),
+    }
 }
 
 /// Llama 4's query temperature on its NoPE layers: `attn_temperature_tuning` (default on, a
@@ -561,7 +574,7 @@ fn implied_layer_types(
     if layer_types.is_none() {
         let (field, default) = sliding.pattern;
         let pattern = root.get::<usize>(field)?.unwrap_or(default);
-        if let Some(layers) = root.get::<usize>("num_hidden_layers")? {
+        if let Some(layers) = num_layers(root)? {
             *layer_types = Some(pattern_layer_types(
                 layers,
                 pattern,
