@@ -67,7 +67,7 @@ use crate::describe::freq::Plan;
 use crate::describe::positions;
 use crate::exact::dd::{Dd, PI};
 use crate::generate::{Generator, TableBackend};
-use crate::{Error, Result, ToPositions};
+use crate::{Error, Result, ToPositions, MAX_WIDTH};
 
 /// A multi-axis rotary embedding: one rope per axis, concatenated.
 #[derive(Clone, Debug)]
@@ -195,6 +195,13 @@ impl AxesRope {
     pub fn ltx(width: usize, axes: usize, rope_theta: f64) -> Result<Self> {
         if axes == 0 {
             return Err(invalid("axes", "at least one axis", 0));
+        }
+        // The width first: its frequencies are computed before any table is planned.
+        if width > MAX_WIDTH {
+            return Err(Error::InvalidWidth {
+                width,
+                max: MAX_WIDTH,
+            });
         }
         let n = width / (2 * axes);
         if n == 0 || width % 2 == 1 {

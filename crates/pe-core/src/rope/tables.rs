@@ -72,8 +72,10 @@ impl Rope {
             ));
         }
         if let Some(section) = &config.mrope_section {
-            let sum: usize = section.iter().sum();
-            if section.len() != 3 || sum != dim / 2 {
+            let sum = section
+                .iter()
+                .try_fold(0usize, |sum, &n| sum.checked_add(n));
+            if section.len() != 3 || sum != Some(dim / 2) {
                 return Err(Error::Config {
                     field: "mrope_section".into(),
                     message: format!(
@@ -355,7 +357,10 @@ impl Rope {
     /// (longrope's long factors), the shortest such length.
     pub(crate) fn long_spectrum(&self) -> Option<usize> {
         let one = self.config.rope_type.formula().one_spectrum_past_fixed();
-        self.fixed_up_to.filter(|_| one).map(|limit| limit + 1)
+        // (No sequence is longer than usize::MAX.)
+        self.fixed_up_to
+            .filter(|_| one)
+            .and_then(|limit| limit.checked_add(1))
     }
 
     /// `(cos, sin)` for positions `offset .. offset + len` with the frequencies of a sequence of
