@@ -127,20 +127,24 @@ impl VisionLayout {
             });
         }
         let per_axis = head_dim / 4;
+        // Each arm builds the rope before its column order: the rope checks the width first.
         let axes = || AxesRope::new(&[head_dim / 2, head_dim / 2], rope_theta);
         match self {
             VisionLayout::RowsFirst => axes(),
             VisionLayout::ColumnsFirst | VisionLayout::HalvesPerAxis => {
+                let rope = axes()?;
                 let order: Vec<usize> = (per_axis..2 * per_axis).chain(0..per_axis).collect();
-                axes()?.with_column_order(&order)
+                rope.with_column_order(&order)
             }
             VisionLayout::AlternatingRowsFirst => {
+                let rope = axes()?;
                 let order: Vec<usize> = (0..per_axis).flat_map(|k| [k, per_axis + k]).collect();
-                axes()?.with_column_order(&order)
+                rope.with_column_order(&order)
             }
             VisionLayout::AlternatingColumnsFirst => {
+                let rope = axes()?;
                 let order: Vec<usize> = (0..per_axis).flat_map(|k| [per_axis + k, k]).collect();
-                axes()?.with_column_order(&order)
+                rope.with_column_order(&order)
             }
             VisionLayout::SplitSpectrum => AxesRope::split_spectrum(head_dim, 2, rope_theta),
             VisionLayout::FramesRowsColumns => {
@@ -624,7 +628,7 @@ impl VisionTower {
             }
         };
         let features = (head as f64 * factor) as usize;
-        if 2 * features != width {
+        if features.checked_mul(2) != Some(width) {
             return Err(fields.invalid(
                 self.width,
                 format!(
