@@ -141,8 +141,8 @@ impl QwenVlConfig {
     ) -> Result<QwenVlPositions> {
         let tokens = Tokens::read(input_ids, attention_mask)?;
         self.check_grids(image_grid_thw, video_grid_thw)?;
-        let videos = self.videos(video_grid_thw, second_per_grid_ts)?;
         let runs = self.runs(&tokens);
+        let videos = self.videos(video_grid_thw, second_per_grid_ts, &runs)?;
         let grids = Grids {
             images: image_grid_thw,
             videos: &videos,
@@ -156,19 +156,27 @@ impl QwenVlConfig {
         placed.into_positions(input_ids.device())
     }
 
-    /// Every grid's sizes are positive, its height and width multiples of the merge size.
+    /// Every grid's sizes are positive, its height and width multiples of the merge size, and
+    /// its tokens (`t * h/m * w/m`) a number.
     fn check_grids(&self, images: &[[usize; 3]], videos: &[[usize; 3]]) -> Result<()> {
         let m = self.spatial_merge_size;
         for (name, grids) in [("image_grid_thw", images), ("video_grid_thw", videos)] {
-            if let Some(g) = grids
-                .iter()
-                .find(|g| g.contains(&0) || g[1] % m != 0 || g[2] % m != 0)
-            {
+            for g in grids {
+                let tokens = g[0]
+                    .checked_mul(g[1] / m)
+                    .and_then(|n| n.checked_mul(g[2] / m));
+                let message = if g.contains(&0) || g[1] % m != 0 || g[2] % m != 0 {
+                    format!(
+                        "every size must be positive, h and w multiples of spatial_merge_size {m}"
+                    )
+                } else if tokens.is_none() {
+                    format!("its tokens, t * h/{m} * w/{m}, are more than a usize holds")
+                } else {
+                    continue;
+                };
                 return Err(Error::Core(CoreError::Config {
                     field: name.into(),
-                    message: format!(
-                        "grid (t, h, w) = {g:?}: every size must be positive, h and w multiples of spatial_merge_size {m}"
-                    ),
+                    message: format!("grid (t, h, w) = {g:?}: {message}"),
                 }));
             }
         }
@@ -177,7 +185,12 @@ impl QwenVlConfig {
 
     /// The video grids as the runs take them, with their seconds per grid: Qwen3-VL gives each
     /// frame of a video a grid of its own (`t = 1`, one second).
-    fn videos(&self, grids: &[[usize; 3]], seconds: Option<&[f64]>) -> Result<Videos> {
+    fn videos(
+        &self,
+        grids: &[[usize; 3]],
+        seconds: Option<&[f64]>,
+        runs: &[Vec<Run>],
+    ) -> Result<Videos> {
         let seconds = match seconds {
             Some(s) if s.len() != grids.len() => {
                 return Err(Error::Core(CoreError::ShapeMismatch {
@@ -186,11 +199,34 @@ impl QwenVlConfig {
                     shape: vec![s.len()],
                 }))
             }
-            Some(s) => s.to_vec(),
+            Some(s) => {
+                if let Some((i, t)) = s
+                    .iter()
+                    .enumerate()
+                    .find(|(_, t)| !(t.is_finite() && **t >= 0.0))
+                {
+                    return Err(Error::Core(CoreError::Config {
+                        field: "second_per_grid_ts".into(),
+                        message: format!("video {i}: must be finite and >= 0, got {t}"),
+                    }));
+                }
+                s.to_vec()
+            }
             None => vec![1.0; grids.len()],
         };
         Ok(match self.version {
             QwenVlVersion::Qwen3Vl => {
+                // More frames than video runs can be are not made.
+                let count = grids.iter().fold(0usize, |n, g| n.saturating_add(g[0]));
+                let video_runs = runs.iter().flatten().filter(|r| r.kind == Kind::Video);
+                let video_runs = video_runs.count();
+                if count > video_runs {
+                    return Err(Error::VisionGrids {
+                        kind: "video frame",
+                        runs: video_runs,
+                        grids: count,
+                    });
+                }
                 let frames: Vec<[usize; 3]> = grids
                     .iter()
                     .flat_map(|&[t, h, w]| std::iter::repeat_n([1, h, w], t))
@@ -442,10 +478,18 @@ impl VisionRun {
                 Some(interval) => (frame as f32 * interval) as i64,
                 None => frame as i64,
             };
+            // A video's seconds per grid may stretch its time past every position.
+            let temporal = start as i128 + time as i128;
+            if temporal >= MAX_POSITION as i128 {
+                return Err(Error::Core(CoreError::PositionOutOfRange {
+                    name: "temporal position",
+                    value: temporal,
+                }));
+            }
             for row in 0..h {
                 for column in 0..w {
                     let &i = slots.next().expect("the run holds t * h * w tokens");
-                    let ids = [start + time, start + row as i64, start + column as i64];
+                    let ids = [temporal as i64, start + row as i64, start + column as i64];
                     placed.put(b, i, ids);
                 }
             }
@@ -553,20 +597,38 @@ impl QwenVlPositions {
                 shape: vec![attended.len()],
             }));
         }
-        let mut out = Vec::with_capacity(3 * batch * len);
+        // Each row's first position out of range, if any, before the rows are made.
+        let max = MAX_POSITION as i128;
         for axis in 0..3 {
             for b in 0..batch {
                 let first = start(b, axis);
-                for j in 0..len {
-                    let p = first + j as i128;
-                    if p < 0 || p >= MAX_POSITION as i128 {
-                        return Err(Error::Core(CoreError::PositionOutOfRange {
-                            name: "decoded position",
-                            value: p,
-                        }));
-                    }
-                    out.push(p as i64);
+                let bad = match first {
+                    _ if len == 0 => None,
+                    p if p < 0 || p >= max => Some(p),
+                    p if p + len as i128 > max => Some(max),
+                    _ => None,
+                };
+                if let Some(value) = bad {
+                    return Err(Error::Core(CoreError::PositionOutOfRange {
+                        name: "decoded position",
+                        value,
+                    }));
                 }
+            }
+        }
+        let mut out = Vec::new();
+        out.try_reserve_exact(3 * batch * len)
+            .map_err(|e| CoreError::TooLarge {
+                rows: 3 * batch,
+                width: len,
+                dtype: DType::I64,
+                bytes: 3 * batch as u128 * len as u128 * 8,
+                why: format!("the allocator refused ({e})"),
+            })?;
+        for axis in 0..3 {
+            for b in 0..batch {
+                let first = start(b, axis) as i64;
+                out.extend((0..len as i64).map(|j| first + j));
             }
         }
         Ok(Tensor::from_vec(
