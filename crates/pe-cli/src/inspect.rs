@@ -673,7 +673,10 @@ fn angle_errors_table(out: &mut String, rope: &Rope, context: Option<usize>) -> 
         "position", "f32-built", "bf16-built"
     )?;
     let mut positions: Vec<usize> = POSITIONS.to_vec();
-    if let Some(c) = context.filter(|c| !POSITIONS.contains(c) && *c > 0) {
+    // A context past the positions a table holds (a file's max_position_embeddings may be
+    // anything) has no row to show.
+    let shown = |c: &usize| !POSITIONS.contains(c) && *c > 0 && (*c as u64) < MAX_POSITION;
+    if let Some(c) = context.filter(shown) {
         positions.push(c);
     }
     positions.sort_unstable();
