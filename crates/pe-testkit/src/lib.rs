@@ -8,6 +8,8 @@
 //! - generators of random cases, seeded from `PE_TEST_SEED` ([`seeded_rng`],
 //!   [`random_encoding`], [`random_offset`]) and the per-backend test runner
 //!   ([`backend_tests!`]);
+//! - the sweep that holds bad input to errors, never panics ([`no_panics`]), and mutations of
+//!   the fixtures' config.json and GGUF files for it ([`ConfigMutator`], [`GgufMutator`]);
 //! - the exactness check of multi-axis rotary tables ([`assert_axes_exact`]);
 //! - the fixtures written by `scripts/make-fixtures.sh` ([`fixture`]) and the real GGUF
 //!   files `scripts/real-models.sh` fetches ([`real_model`]);
@@ -36,6 +38,8 @@ mod cases;
 mod fixtures;
 mod golden;
 mod machine;
+mod mutate;
+mod no_panic;
 mod oracle;
 pub mod race;
 mod real_models;
@@ -54,6 +58,11 @@ pub use cases::{
 pub use fixtures::{assert_sweep, fixture, read_json, vision_patches};
 pub use golden::{golden, machine_class, BitCases, BLESS_VAR};
 pub use machine::{cpu_model, load, threads};
+pub use mutate::{
+    copy_content, extreme_json, fixture_configs, fixture_gguf_files, ConfigMutator, GgufFile,
+    GgufMutator,
+};
+pub use no_panic::no_panics;
 pub use oracle::{oracle_frequency, oracle_row, oracle_rows, to_f64, Big};
 pub use real_models::{real_model, real_model_path, REAL_MODELS_VAR};
 pub use sweep::{Sweep, SWEEP_AT, SWEEP_LENGTHS, SWEPT};
