@@ -2,9 +2,13 @@
 //! (`pe_testkit::ConfigMutator`, `GgufMutator`: values made extreme, of another type, dropped or
 //! taken from another file, the model type or architecture swapped), go through `pe inspect` and
 //! `pe rope --config` / `--gguf`. Each either succeeds or fails with one line naming the
-//! problem (exit 1); none may panic or be killed.
+//! problem (exit 1, or 2 for a command line clap refuses); none may panic or be killed.
 //!
-//! Each input is a process, so the sweep is short: `PE_FUZZ_CASES` sets the number of inputs
+//! And no command line makes `pe` panic: small valid command lines of every subcommand, a flag's
+//! value made hostile (zero, negative, not a number, past the integer types, an odd list), a
+//! flag dropped, added from another command or given twice.
+//!
+//! Each input is a process, so the sweeps are short: `PE_FUZZ_CASES` sets the number of inputs
 //! of each kind (default 120), `PE_TEST_SEED` the seed.
 
 mod common;
@@ -17,6 +21,9 @@ use candle_core::quantized::QTensor;
 use candle_core::Device;
 use common::{pe, s};
 use pe_testkit::{ConfigMutator, GgufMutator};
+use rand::rngs::StdRng;
+use rand::seq::IndexedRandom;
+use rand::Rng;
 
 /// The inputs of each kind, unless `PE_FUZZ_CASES` says otherwise.
 const CASES: usize = 120;
@@ -37,7 +44,8 @@ fn misbehaves(args: &[&str]) -> Option<String> {
         None => Some("was killed"),
         Some(_) if stderr.contains("panicked") => Some("panicked"),
         Some(0) => None,
-        Some(1) if stderr.trim_end().lines().count() == 1 => None,
+        // 2: a command line clap refuses; 1: anything else.
+        Some(1 | 2) if stderr.trim_end().lines().count() == 1 => None,
         Some(_) => Some("failed without one line naming the problem"),
     };
     wrong.map(|w| format!("pe {args:?} {w}: {stderr}"))
@@ -74,7 +82,10 @@ fn write_gguf(path: &Path, content: &Content, bytes: &[u8]) -> candle_core::Resu
     let mut reader = Cursor::new(bytes);
     let mut tensors: Vec<(String, QTensor)> = Vec::new();
     for name in content.tensor_infos.keys() {
-        tensors.push((name.clone(), content.tensor(&mut reader, name, &Device::Cpu)?));
+        tensors.push((
+            name.clone(),
+            content.tensor(&mut reader, name, &Device::Cpu)?,
+        ));
     }
     let metadata: Vec<(&str, &Value)> = content
         .metadata
@@ -126,4 +137,123 @@ fn files_that_panicked_are_read() {
     let out = common::pe_ok(&["inspect", s(&path)]);
     let report = String::from_utf8(out.stdout).unwrap();
     assert!(report.contains(&u64::MAX.to_string()), "{report}");
+}
+
+/// Small, valid command lines of every subcommand that takes flags (`OUT` is the output
+/// folder); the flag sweep mutates them.
+const COMMANDS: &[&str] = &[
+    "table --preset whisper --width 8 --len 5 --dtype f16 --out OUT/t.npy",
+    "table --preset marian --width 6 --len 3 --offset 2147483640 --dtype bf16 --out OUT/t.safetensors",
+    "table --preset vaswani --width 5 --positions 0,5,9 --out OUT/t.csv",
+    "table --preset stable-diffusion --width 8 --timesteps -1.5,0.5,999.5 --out OUT/t.npy",
+    "table --preset vaswani --width 8 --len 4 --base 100 --layout sin-cos --angle-scale 2 --out OUT/t.npy",
+    "plot --preset fairseq --width 8 --len 6 --out OUT/p.png",
+    "plot --preset vaswani --width 8 --len 6 --kind similarity --out OUT/p.png",
+    "plot grid --width 8 --grid 2,3 --pair 1 --out OUT/g.png",
+    "rope --head-dim 8 --rope-theta 500000 --len 4 --out OUT/r.safetensors llama3 --factor 8 --low-freq-factor 1 --high-freq-factor 4 --original-max-position-embeddings 8192",
+    "rope --head-dim 8 --len 3 --offset 100 --dtype bf16 --out OUT/r.safetensors yarn --factor 4 --original-max-position-embeddings 32",
+    "rope --head-dim 8 --positions 0,7,2 --out OUT/r.safetensors linear --factor 2",
+    "rope --head-dim 6 --rotary-dim 4 --len 2 --out OUT/r.safetensors dynamic --factor 2",
+    "rope-nd --axes-dim 2,2,4 --rope-theta 10000 --grid 2,2,2 --out OUT/n.safetensors",
+    "rope-nd --split-spectrum 8 --rope-theta 10000 --grid 2,3 --out OUT/n.safetensors",
+    "rope-nd --family wan --head-dim 12 --grid 1,2,2 --out OUT/n.safetensors",
+    "grid --width 8 --grid 2,3 --base-size 4 --out OUT/g.npy",
+    "alibi --heads 3 --len 4 --out OUT/a.npy",
+    "alibi --heads 5 --max-bias 4 --out OUT/a.safetensors",
+];
+
+/// Values where command lines go wrong: zero, negatives, fractions, not numbers, the edges of
+/// the integer types, empty and odd lists, unknown names.
+const HOSTILE: &[&str] = &[
+    "0",
+    "1",
+    "-1",
+    "2",
+    "3",
+    "7",
+    "1.5",
+    "-0",
+    "1e308",
+    "-1e308",
+    "1e-320",
+    "nan",
+    "inf",
+    "-inf",
+    "2147483647",
+    "2147483648",
+    "4294967296",
+    "9223372036854775807",
+    "18446744073709551615",
+    "18446744073709551616",
+    "",
+    " ",
+    "abc",
+    "1,2",
+    "1,,2",
+    ",",
+    "0,0",
+    "1,2,3,4",
+    "-1,5",
+    "4294967296,2",
+    "2,2,2",
+    "f16",
+    "bf16",
+    "u8",
+    "nope",
+    "sin-cos",
+];
+
+/// One mutation of a command line: a flag's value made hostile, a flag dropped, a flag of
+/// another command added (with its value or a hostile one), or a flag given twice.
+fn mutate_args(rng: &mut StdRng, args: &mut Vec<String>) {
+    let flags: Vec<usize> = (0..args.len())
+        .filter(|&i| args[i].starts_with("--") && i + 1 < args.len())
+        .collect();
+    let Some(&i) = flags.choose(rng) else {
+        return;
+    };
+    match rng.random_range(0..5) {
+        0 | 1 => args[i + 1] = HOSTILE.choose(rng).unwrap().to_string(),
+        2 => {
+            // Never the output: a command without one fails for want of it, always.
+            if args[i] != "--out" {
+                args.drain(i..i + 2);
+            }
+        }
+        3 => {
+            let other: Vec<&str> = COMMANDS.choose(rng).unwrap().split(' ').collect();
+            let j = rng.random_range(0..other.len());
+            if other[j].starts_with("--") && j + 1 < other.len() && other[j] != "--out" {
+                let value = if rng.random_bool(0.5) {
+                    other[j + 1]
+                } else {
+                    HOSTILE.choose(rng).unwrap()
+                };
+                args.insert(i, value.to_string());
+                args.insert(i, other[j].to_string());
+            }
+        }
+        _ => {
+            let (flag, value) = (args[i].clone(), args[i + 1].clone());
+            args.extend([flag, value]);
+        }
+    }
+}
+
+#[test]
+fn no_command_line_makes_pe_panic() {
+    let mut rng = pe_testkit::seeded_rng("no_command_line_makes_pe_panic");
+    let dir = tempfile::tempdir().unwrap();
+    let mut wrong = Vec::new();
+    for _ in 0..cases() {
+        let line = COMMANDS.choose(&mut rng).unwrap();
+        let line = line.replace("OUT", s(dir.path()));
+        let mut args: Vec<String> = line.split(' ').map(String::from).collect();
+        for _ in 0..rng.random_range(1..=3) {
+            mutate_args(&mut rng, &mut args);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        wrong.extend(misbehaves(&args));
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
 }
