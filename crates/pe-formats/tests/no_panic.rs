@@ -303,9 +303,9 @@ fn random_qwen_vl_call(rng: &mut StdRng, configs: &[Value]) -> Option<QwenVlCall
 
 #[test]
 fn no_qwen_vl_input_makes_positions_panic() {
-    let configs: Vec<Value> = std::fs::read_dir(pe_testkit::fixture("qwen_vl"))
-        .unwrap()
-        .map(|dir| pe_testkit::read_json(dir.unwrap().path().join("config.json")))
+    let configs: Vec<Value> = pe_testkit::fixture_entries("qwen_vl")
+        .iter()
+        .map(|dir| pe_testkit::read_json(dir.join("config.json")))
         .collect();
     pe_testkit::no_panics(
         "no_qwen_vl_input_makes_positions_panic",

@@ -29,6 +29,18 @@ pub fn fixture(name: &str) -> PathBuf {
     path
 }
 
+/// The paths in the fixture folder `name`, sorted (`read_dir` gives the filesystem's order,
+/// which differs between machines: a seeded test drawing from them would not replay).
+pub fn fixture_entries(name: &str) -> Vec<PathBuf> {
+    let dir = fixture(name);
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    paths.sort();
+    paths
+}
+
 /// The JSON of the file at `path` (a fixture's, or a config a test wrote); panics, naming the
 /// path, if it cannot be read or parsed.
 pub fn read_json(path: impl AsRef<Path>) -> serde_json::Value {

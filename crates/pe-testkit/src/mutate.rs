@@ -28,7 +28,7 @@ use rand::seq::IndexedRandom;
 use rand::Rng;
 use serde_json::{json, Map, Value};
 
-use crate::{fixture, read_json};
+use crate::{fixture, fixture_entries, read_json};
 
 /// Mutates the fixtures' configs (see the module docs).
 pub struct ConfigMutator {
@@ -73,14 +73,13 @@ pub fn fixture_configs() -> Vec<Value> {
     for tower in vision["towers"].as_object().unwrap().values() {
         seeds.push(tower["config"].clone());
     }
-    for dir in std::fs::read_dir(fixture("models")).unwrap() {
-        let path = dir.unwrap().path().join("config.json");
+    for dir in fixture_entries("models") {
+        let path = dir.join("config.json");
         if path.exists() {
             seeds.push(read_json(path));
         }
     }
-    for file in std::fs::read_dir(fixture("rope")).unwrap() {
-        let path = file.unwrap().path();
+    for path in fixture_entries("rope") {
         if path.extension().is_some_and(|e| e == "json") {
             let fixture = read_json(path);
             if fixture["config_input"].is_object() {
@@ -351,14 +350,12 @@ pub struct GgufFile {
 /// Every GGUF file of the fixtures, by name.
 pub fn fixture_gguf_files() -> Vec<GgufFile> {
     let mut files = Vec::new();
-    let mut paths: Vec<_> = std::fs::read_dir(fixture("gguf"))
-        .unwrap()
-        .map(|f| f.unwrap().path())
+    let paths = fixture_entries("gguf");
+    for path in paths
+        .iter()
         .filter(|p| p.extension().is_some_and(|e| e == "gguf"))
-        .collect();
-    paths.sort();
-    for path in paths {
-        let bytes = std::fs::read(&path).unwrap();
+    {
+        let bytes = std::fs::read(path).unwrap();
         let content = Content::read(&mut Cursor::new(&bytes)).unwrap();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         files.push(GgufFile {
