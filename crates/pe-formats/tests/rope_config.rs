@@ -427,13 +427,8 @@ fn unknown_rope_keys_are_listed() -> anyhow::Result<()> {
     );
     // The transformers fixtures' configs: none, but HunYuan's dynamic dicts, whose YaRN-style
     // fields its fixed-NTK rotary never reads (transformers warns about them as well).
-    let dir = pe_testkit::fixture("rope");
     let mut seen = 0;
-    for entry in std::fs::read_dir(&dir)? {
-        let path = entry?.path();
-        if path.extension().is_none_or(|e| e != "json") {
-            continue;
-        }
+    for path in pe_testkit::fixture_files("rope", "json") {
         let json: serde_json::Value = pe_testkit::read_json(&path);
         let name = path.file_stem().unwrap().to_string_lossy().to_string();
         let keys = unknown(json["config_input"].clone())?;

@@ -41,6 +41,13 @@ pub fn fixture_entries(name: &str) -> Vec<PathBuf> {
     paths
 }
 
+/// The files `fixtures/<name>/*.<ext>`, sorted (see [`fixture_entries`]).
+pub fn fixture_files(name: &str, ext: &str) -> Vec<PathBuf> {
+    let mut paths = fixture_entries(name);
+    paths.retain(|p| p.extension().is_some_and(|e| e == ext));
+    paths
+}
+
 /// The JSON of the file at `path` (a fixture's, or a config a test wrote); panics, naming the
 /// path, if it cannot be read or parsed.
 pub fn read_json(path: impl AsRef<Path>) -> serde_json::Value {

@@ -55,7 +55,9 @@ pub use cases::{
     encoding, random_encoding, random_mrope_config, random_offset, random_rope_config, seeded_rng,
     ORACLE_ROPE_TYPES,
 };
-pub use fixtures::{assert_sweep, fixture, fixture_entries, read_json, vision_patches};
+pub use fixtures::{
+    assert_sweep, fixture, fixture_entries, fixture_files, read_json, vision_patches,
+};
 pub use golden::{golden, machine_class, BitCases, BLESS_VAR};
 pub use machine::{cpu_model, load, threads};
 pub use mutate::{

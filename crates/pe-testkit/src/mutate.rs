@@ -28,7 +28,7 @@ use rand::seq::IndexedRandom;
 use rand::Rng;
 use serde_json::{json, Map, Value};
 
-use crate::{fixture, fixture_entries, read_json};
+use crate::{fixture, fixture_entries, fixture_files, read_json};
 
 /// Mutates the fixtures' configs (see the module docs).
 pub struct ConfigMutator {
@@ -79,12 +79,10 @@ pub fn fixture_configs() -> Vec<Value> {
             seeds.push(read_json(path));
         }
     }
-    for path in fixture_entries("rope") {
-        if path.extension().is_some_and(|e| e == "json") {
-            let fixture = read_json(path);
-            if fixture["config_input"].is_object() {
-                seeds.push(fixture["config_input"].clone());
-            }
+    for path in fixture_files("rope", "json") {
+        let fixture = read_json(path);
+        if fixture["config_input"].is_object() {
+            seeds.push(fixture["config_input"].clone());
         }
     }
     seeds
@@ -350,12 +348,8 @@ pub struct GgufFile {
 /// Every GGUF file of the fixtures, by name.
 pub fn fixture_gguf_files() -> Vec<GgufFile> {
     let mut files = Vec::new();
-    let paths = fixture_entries("gguf");
-    for path in paths
-        .iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "gguf"))
-    {
-        let bytes = std::fs::read(path).unwrap();
+    for path in fixture_files("gguf", "gguf") {
+        let bytes = std::fs::read(&path).unwrap();
         let content = Content::read(&mut Cursor::new(&bytes)).unwrap();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         files.push(GgufFile {

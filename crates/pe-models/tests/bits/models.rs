@@ -12,19 +12,14 @@ use pe_models::{LlamaFamily, M2M100Encoder};
 use serde_json::Value;
 
 use crate::inputs::{ids, Cases};
-use crate::tables::{fixture_files, stem};
+use crate::tables::stem;
 
 /// The prompt's token ids (every fixture's vocabulary has 128).
 const PROMPT: [i64; 12] = [5, 42, 17, 99, 3, 64, 120, 8, 33, 77, 21, 90];
 
 /// Every checkpoint of `fixtures/models`.
 pub fn checkpoints(cases: &mut Cases) -> Result<()> {
-    let root = pe_testkit::fixture("models");
-    let mut dirs: Vec<_> = std::fs::read_dir(&root)?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<std::io::Result<_>>()?;
-    dirs.sort();
-    for dir in dirs {
+    for dir in pe_testkit::fixture_entries("models") {
         let config = dir.join("config.json");
         if !config.is_file() {
             continue;
@@ -47,7 +42,7 @@ pub fn checkpoints(cases: &mut Cases) -> Result<()> {
 
 /// Every `fixtures/gguf/*_f32.gguf` and `*_q8_0.gguf`, as the file lays it out.
 pub fn ggufs(cases: &mut Cases) -> Result<()> {
-    for path in fixture_files("gguf", "gguf")? {
+    for path in pe_testkit::fixture_files("gguf", "gguf") {
         let name = stem(&path)?;
         if !(name.ends_with("_f32") || name.ends_with("_q8_0")) {
             continue;

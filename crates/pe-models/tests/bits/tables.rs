@@ -77,7 +77,7 @@ pub fn sinusoidal(cases: &mut Cases) -> Result<()> {
 
 /// Every `fixtures/rope/*.json` config (`config_input`), each layer type.
 pub fn rope_fixtures(cases: &mut Cases) -> Result<()> {
-    for path in fixture_files("rope", "json")? {
+    for path in pe_testkit::fixture_files("rope", "json") {
         let name = stem(&path)?;
         let json = pe_testkit::read_json(&path);
         let configs = RopeConfigs::from_hf_config(&json["config_input"])
@@ -89,7 +89,7 @@ pub fn rope_fixtures(cases: &mut Cases) -> Result<()> {
 
 /// Every rope-only GGUF of `fixtures/gguf` (`*_rope.gguf`), each layer type.
 pub fn rope_ggufs(cases: &mut Cases) -> Result<()> {
-    for path in fixture_files("gguf", "gguf")? {
+    for path in pe_testkit::fixture_files("gguf", "gguf") {
         let name = stem(&path)?;
         if !name.ends_with("_rope") {
             continue;
@@ -314,20 +314,6 @@ pub fn alibi(cases: &mut Cases) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// The fixture files `fixtures/<dir>/*.<ext>`, sorted by name.
-pub fn fixture_files(dir: &str, ext: &str) -> Result<Vec<std::path::PathBuf>> {
-    let root = pe_testkit::fixture(dir);
-    let mut files = vec![];
-    for entry in std::fs::read_dir(&root).with_context(|| format!("{}", root.display()))? {
-        let path = entry?.path();
-        if path.extension().is_some_and(|e| e == ext) {
-            files.push(path);
-        }
-    }
-    files.sort();
-    Ok(files)
 }
 
 /// A file's name without its extension.
