@@ -149,8 +149,7 @@ fn agree(
             rows
         }
         Load::Twin => {
-            let mut tokens = prompt.to_vec();
-            tokens.extend(&theirs[..theirs.len().saturating_sub(1)]);
+            let tokens = teacher_forced(prompt, &theirs);
             let logits = fresh_logits_at(model, &tokens, first)?;
             let steps = prompt.len() - 1..tokens.len();
             steps
@@ -242,6 +241,14 @@ fn check_file(stem: &str, source: &str, load: Load) -> Result<()> {
 }
 
 /// Our logits `(seq, vocab)` of `tokens` at positions `first..`, appended to the KV cache.
+/// The tokens of a teacher-forced run in one forward: the prompt and the reference's ids but
+/// the last (whose logits no step reads).
+fn teacher_forced(prompt: &[u32], ids: &[u32]) -> Vec<u32> {
+    let mut tokens = prompt.to_vec();
+    tokens.extend(&ids[..ids.len().saturating_sub(1)]);
+    tokens
+}
+
 fn logits_at(model: &mut LlamaFamily, tokens: &[u32], first: u32) -> Result<Tensor> {
     let dev = Device::Cpu;
     let input = Tensor::new(tokens, &dev)?.unsqueeze(0)?;
@@ -287,8 +294,7 @@ fn check_shift_invariance(stem: &str, fars: &[u32]) -> Result<()> {
         let prompt = ids(&g["prompt_ids"]);
         let at0 = ids(&g["llama_cpp"]["0"]["ids"]);
         let tops = tops(&g["llama_cpp"]["0"])?;
-        let mut tokens = prompt.clone();
-        tokens.extend(&at0[..at0.len() - 1]);
+        let tokens = teacher_forced(&prompt, &at0);
         let base = fresh_logits_at(&mut model, &tokens, 0)?;
         let base_ids = base.argmax(1)?.to_vec1::<u32>()?;
         // The twin on the first prompt (the dense twin is slow: its f32 weights are 4 to 8
