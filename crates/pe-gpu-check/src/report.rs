@@ -172,6 +172,7 @@ impl Report {
         let _ = writeln!(s, "# gpu_check report\n");
         let _ = writeln!(s, "- device: {}", self.device);
         let _ = writeln!(s, "- machine: {}", self.machine);
+        let _ = writeln!(s, "- build: {}", build());
         let _ = writeln!(s, "- {}", self.summary());
         let times: Vec<String> = self
             .sections
@@ -246,6 +247,7 @@ impl Report {
         let mut json = json!({
             "device": self.device,
             "machine": self.machine,
+            "build": build(),
             "total_s": self.total_s,
             "failures": self.failures(),
             "sections": self.sections.iter().map(|(n, t)| json!({"name": n, "seconds": t})).collect::<Vec<_>>(),
@@ -271,6 +273,16 @@ fn fmt_ms(ms: f64) -> String {
         ms if ms < 1.0 => format!("{:.1} us", ms * 1e3),
         ms => format!("{ms:.2} ms"),
     }
+}
+
+/// How this binary was built: debug or release and the opt-level (build.rs), and whether debug
+/// assertions are on.
+fn build() -> String {
+    let assertions = if cfg!(debug_assertions) { "on" } else { "off" };
+    format!(
+        "{}, debug assertions {assertions}",
+        env!("PE_GPU_CHECK_BUILD")
+    )
 }
 
 /// The CPU, the GPU as nvidia-smi names it (where there is one), and the load average.
