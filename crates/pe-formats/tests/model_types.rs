@@ -2,13 +2,15 @@
 //! by `scripts/fixtures/model_types.py` with transformers 5.24.0): the config.json its config
 //! class saves with its defaults, the same config.json without `rope_theta`,
 //! `partial_rotary_factor`, `rope_interleave` and `head_dim` (the class's defaults then apply),
-//! without its rope dict (the dict the class fills in), and in the older forms the class still
-//! converts (DeepSeek-V4's, GPT-NeoX's `rotary_pct`, ModernBERT's global and local thetas), read
-//! as the config class reads them: per layer type the rope type, `rope_theta`, the rotated width
-//! and the pair layout (as the model's code turns pairs), and the layer types.
+//! without its rope dict (the dict the class fills in), the same with a top-level `rope_theta`
+//! (which that dict's own wins over), and in the older forms the class still converts
+//! (DeepSeek-V4's, GPT-NeoX's `rotary_pct`, ModernBERT's global and local thetas), read as the
+//! config class reads them: per layer type the rope type and its parameters, `rope_theta`, the
+//! rotated width, M-RoPE's sections and the pair layout (as the model's code turns pairs), and
+//! the layer types.
 //!
 //! The model types this reader does not read are listed in `NOT_READ`, each with the reason,
-//! and those it reads otherwise in one case in `DEFAULTS_DIFFER` and `UNDICTED_DIFFER`; the
+//! and those it reads otherwise in one case in `DEFAULTS_DIFFER` and `UNDICTED_THETA_DIFFER`; the
 //! test fails when one of them reads right after all, so the lists stay true.
 
 use std::collections::BTreeMap;
@@ -72,42 +74,29 @@ const DEFAULTS_DIFFER: &[(&str, &str)] = &[(
 )];
 
 /// The model types whose config.json without any rope dict (`rope_parameters`,
-/// `rope_scaling`) this reader reads otherwise than transformers: their config classes fill in
-/// a default dict of their own (scaled, keyed by layer type, with its own theta or factor),
-/// which their rows do not hold. The test fails when one reads as transformers does after all.
-const UNDICTED_DIFFER: &[&str] = &[
-    "apertus",
-    "apertus1p5_text",
-    "beam",
-    "cwm",
-    "diffusion_gemma_text",
-    "dory",
-    "dots3_note_text",
-    "embedding_gemma2_text",
-    "gemma4_text",
-    "gemma4_unified_text",
-    "gpt_oss",
-    "higgs_audio_v2",
-    "laguna",
-    "lfm3",
-    "mellum",
-    "mimo_v2_flash",
-    "ministral3",
-    "mistral4",
-    "mistral_large4_text",
-    "moonshine_streaming",
-    "muse_spark_text",
-    "nemotron3_5_transcribe_asr_audio",
-    "nemotron3_5_transcribe_word_timestamp",
-    "neomme",
-    "openai_privacy_filter",
-    "ultrabert",
-    "zaya",
+/// `rope_scaling`) but with a top-level `rope_theta` this reader reads otherwise than
+/// transformers, and why: their config classes drop that `rope_theta`, ours turns by it (a key
+/// a config gives is never dropped). The test fails when one reads as transformers does after
+/// all.
+const UNDICTED_THETA_DIFFER: &[(&str, &str)] = &[
+    ("gpt_neox", GPT_NEOX_THETA),
+    ("gpt_neox_japanese", GPT_NEOX_THETA),
+    (
+        "olmo3",
+        "Olmo3Config pops rope_theta for its full layers, so that its sliding layers take the \
+         class's default (500000) instead: ours turns both at the given rope_theta",
+    ),
 ];
+
+/// Why GPT-NeoX's undicted config with a `rope_theta` reads otherwise.
+const GPT_NEOX_THETA: &str = "GPTNeoXConfig takes its theta from rotary_emb_base only (10000 \
+     without it) and drops a top-level rope_theta: ours reads rope_theta (rotary_emb_base where \
+     it is not given)";
 
 /// The defaults case and the case without a rope dict, by name.
 const DEFAULTS_CASE: &str = "without rope_theta, partial_rotary_factor, rope_interleave, head_dim";
 const UNDICTED_CASE: &str = "without its rope dict";
+const UNDICTED_THETA_CASE: &str = "without its rope dict, with a top-level rope_theta";
 
 /// Why the vision towers are not read: their rope turns image patches in two dimensions, which
 /// `VisionRopeConfig` reads (`tests/vision_ropes.rs`), not a text decoder's `RopeConfigs`.
@@ -152,6 +141,17 @@ fn undicted(config: &Value) -> Value {
     let root = config.as_object_mut().unwrap();
     root.remove("rope_parameters");
     root.remove("rope_scaling");
+    config
+}
+
+/// The top-level `rope_theta` the generator gave the undicted config (an older config.json's
+/// form): no config class's default.
+const TOP_THETA: f64 = 31415.0;
+
+/// `undicted(config)` with a top-level `rope_theta` of [`TOP_THETA`], as the generator gave it.
+fn undicted_theta(config: &Value) -> Value {
+    let mut config = undicted(config);
+    config["rope_theta"] = TOP_THETA.into();
     config
 }
 
@@ -234,6 +234,19 @@ fn differences(
             if ours.rope_type.name() != name {
                 found.push(at(format!("rope_type {} vs {name}", ours.rope_type.name())));
             }
+            found.extend(
+                parameter_differences(&ours.rope_type, theirs)
+                    .into_iter()
+                    .map(at),
+            );
+            if let Some(sections) = theirs.get("mrope_section").filter(|v| !v.is_null()) {
+                if serde_json::to_value(&ours.mrope_section).unwrap() != *sections {
+                    found.push(at(format!(
+                        "mrope_section {:?} vs {sections}",
+                        ours.mrope_section
+                    )));
+                }
+            }
             let theta = theirs["rope_theta"].as_f64();
             if theta != Some(ours.rope_theta) {
                 found.push(at(format!("rope_theta {} vs {theta:?}", ours.rope_theta)));
@@ -263,6 +276,26 @@ fn differences(
     found
 }
 
+/// Where our rope type's parameters (as pe-core writes them, transformers' names) differ from
+/// those of transformers' resolved dict `theirs`: each parameter both give (YaRN's factor, betas
+/// and mscales, Llama 3's frequency factors, LongRoPE's lists, the original context).
+fn parameter_differences(ours: &RopeType, theirs: &Value) -> Vec<String> {
+    let Value::Object(ours) = serde_json::to_value(ours).unwrap() else {
+        return Vec::new();
+    };
+    ours.iter()
+        .filter(|(key, value)| *key != "rope_type" && !value.is_null())
+        .filter_map(|(key, value)| {
+            let theirs = theirs.get(key).filter(|v| !v.is_null())?;
+            let equal = match (value.as_f64(), theirs.as_f64()) {
+                (Some(a), Some(b)) => a == b,
+                _ => value == theirs,
+            };
+            (!equal).then(|| format!("{key} {value} vs {theirs}"))
+        })
+        .collect()
+}
+
 #[test]
 fn every_model_type_reads_as_transformers_reads_it() {
     let fixture = fixture();
@@ -289,6 +322,11 @@ fn every_model_type_reads_as_transformers_reads_it() {
             ("as saved", saved.clone(), &entry["rope"]),
             (DEFAULTS_CASE, bare(saved), &entry["defaults"]),
             (UNDICTED_CASE, undicted(saved), &entry["undicted"]),
+            (
+                UNDICTED_THETA_CASE,
+                undicted_theta(saved),
+                &entry["undicted_theta"],
+            ),
         ];
         // The older form the class converts (DeepSeek-V4's original checkpoints).
         if let Some(legacy) = entry.get("legacy") {
@@ -301,7 +339,7 @@ fn every_model_type_reads_as_transformers_reads_it() {
         // The cases this reader reads otherwise, listed above.
         let differs = |case: &str| match case {
             DEFAULTS_CASE => DEFAULTS_DIFFER.iter().any(|(n, _)| n == name),
-            UNDICTED_CASE => UNDICTED_DIFFER.contains(&name.as_str()),
+            UNDICTED_THETA_CASE => UNDICTED_THETA_DIFFER.iter().any(|(n, _)| n == name),
             _ => false,
         };
         for (case, config, read) in cases {

@@ -260,7 +260,8 @@ fn hf_families_parse() -> anyhow::Result<()> {
             &["rope_parameters", "for_layer_type"],
         ),
         (
-            r#"{"model_type": "gemma4_text", "head_dim": 256}"#,
+            r#"{"model_type": "gemma4_text", "head_dim": 256,
+                "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}"#,
             &["rope_parameters", "Gemma 4"],
         ),
         (

@@ -432,11 +432,24 @@ fn read_layers(
     unknown: &mut Vec<String>,
 ) -> Result<(RopeConfigs, Option<Vec<String>>)> {
     let mut layer_types = read_layer_types(root, model_type)?;
-    let params = rope_dict(root)?;
+    let given = rope_dict(root)?;
+    // Without a rope dict, the one its config class fills in, if it has one.
+    let filled = match given {
+        Some(_) => None,
+        None => model_type.filled_rope_dict()?,
+    };
+    let params = match &filled {
+        Some(dict) => Some(ConfigFields::converted(
+            dict,
+            root.path_of("rope_parameters"),
+        )),
+        None => given,
+    };
     let reader = Reader {
         root,
         model_type,
         overrides,
+        filled: filled.is_some(),
     };
     if let Some(params) = params
         .as_ref()
@@ -472,8 +485,8 @@ fn read_layers(
     if model_type.sliding.is_some_and(|s| s.keyed_only) {
         return Err(root.invalid(
             "rope_parameters",
-            "a Gemma 4 config needs rope_parameters keyed by layer type \
-             (full_attention, sliding_attention); transformers' defaults are not assumed",
+            "a Gemma 4 config's rope_parameters are keyed by layer type \
+             (full_attention, sliding_attention)",
         ));
     }
     let sliding = match model_type.sliding {
@@ -587,11 +600,12 @@ fn implied_layer_types(
 }
 
 /// What every rope of a config is read with: its root, its model type's row and the layers'
-/// overrides.
+/// overrides; `filled` where the rope dict is the one the config class fills in.
 struct Reader<'r, 'a> {
     root: &'r ConfigFields<'a>,
     model_type: &'r HfModelType,
     overrides: &'r Overrides,
+    filled: bool,
 }
 
 impl Reader<'_, '_> {
@@ -610,6 +624,7 @@ impl Reader<'_, '_> {
             root: &layer_root.fields()?.with_aliases(self.model_type.aliases),
             dict,
             model_type: self.model_type,
+            filled: self.filled,
         };
         head.read(layer_type, theta, unknown)
     }
@@ -768,11 +783,13 @@ fn unknown_keys(dict: &ConfigFields, rope_type: &RopeType) -> Vec<String> {
 }
 
 /// The fields one rope is read from: the root of its layers (with their overrides), its rope
-/// dict, and the row of the model type.
+/// dict, and the row of the model type; `filled` where the dict is the one the config class
+/// fills in, whose fields win over the root's.
 struct Head<'r, 'a> {
     root: &'r ConfigFields<'a>,
     dict: Option<&'r ConfigFields<'r>>,
     model_type: &'r HfModelType,
+    filled: bool,
 }
 
 impl Head<'_, '_> {
@@ -791,7 +808,7 @@ impl Head<'_, '_> {
             Some(dict) => read_rope_dict(dict, root, model_type)?,
             None => RopeType::Default,
         };
-        if let Some(dict) = self.dict {
+        if let Some(dict) = self.dict.filter(|_| !self.filled) {
             unknown.extend(unknown_keys(dict, &rope_type));
         }
         let mrope_section = self.either("mrope_section", "mrope_section")?;
@@ -835,13 +852,18 @@ impl Head<'_, '_> {
 
     /// The field `name` of the rope dict or `top_name` of the root; transformers 5 moves
     /// rope_theta, partial_rotary_factor and the M-RoPE fields into the rope dict, and a value
-    /// given at both levels must agree.
+    /// given at both levels must agree. In the dict the config class fills in, the dict's
+    /// value wins and the root's only fills a field it lacks (transformers' setdefault).
     fn either<T: DeserializeOwned + PartialEq>(
         &self,
         name: &str,
         top_name: &str,
     ) -> Result<Option<T>> {
         match self.dict {
+            Some(dict) if self.filled => match dict.get(name)? {
+                Some(value) => Ok(Some(value)),
+                None => self.root.get(top_name),
+            },
             Some(dict) => dict.either(name, self.root, top_name),
             None => self.root.get(top_name),
         }

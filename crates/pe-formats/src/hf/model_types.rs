@@ -54,6 +54,11 @@
 //! - `mlp_blocks`: its saved `layer_types` list an `"mlp"` block after each layer's type (Dory);
 //! - `mscales`: LongRoPE's `short_mscale` and `long_mscale` are read, and required
 //!   (Phi-3.5-MoE);
+//! - `rope_dict`: the rope dict its config class fills in where a config gives none (no
+//!   `rope_parameters`, no `rope_scaling`), as JSON: gpt-oss's YaRN, Apertus's llama3, Gemma 4's
+//!   dict per layer type. It is read as if the config gave it, except that its values win over
+//!   the top level's (transformers' `setdefault`): a top-level `rope_theta` fills only a dict
+//!   that gives none (gpt-oss's);
 //! - `qwen_vl`: the Qwen-VL generation whose rules build the model's position ids.
 //!
 //! ```
@@ -70,7 +75,7 @@
 //! # Ok::<(), candle_pe_formats::Error>(())
 //! ```
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use candle_pe_core::Error as CoreError;
 use candle_pe_core::{MropeSlots, PairLayout, DEFAULT_ROPE_THETA};
@@ -99,6 +104,7 @@ pub struct HfModelType {
     pub(crate) legacy_uses: Option<&'static LegacyUses>,
     pub(crate) mscales: bool,
     pub(crate) mlp_blocks: bool,
+    pub(crate) rope_dict: Option<&'static str>,
     pub(crate) qwen_vl: Option<QwenVlVersion>,
 }
 
@@ -201,6 +207,7 @@ const DEFAULT: HfModelType = HfModelType {
     legacy_uses: None,
     mscales: false,
     mlp_blocks: false,
+    rope_dict: None,
     qwen_vl: None,
 };
 
@@ -293,7 +300,22 @@ impl HfModelType {
         self.legacy_uses = Some(legacy);
         self
     }
+
+    /// Its config class fills in the rope dict `json` where a config gives none.
+    const fn fills(mut self, json: &'static str) -> Self {
+        self.rope_dict = Some(json);
+        self
+    }
 }
+
+/// Gemma 4's rope dict per layer type (its config classes' `default_rope_params`).
+const GEMMA4_ROPES: &str = r#"{
+    "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+    "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1e6}}"#;
+
+/// gpt-oss's YaRN.
+const GPT_OSS_YARN: &str = r#"{"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0,
+    "beta_slow": 1.0, "truncate": false, "original_max_position_embeddings": 4096}"#;
 
 /// GPT-NeoX's older names of `rope_theta` and `partial_rotary_factor`.
 const GPT_NEOX_NAMES: &[(&str, &str)] = &[
@@ -324,7 +346,7 @@ const MODEL_TYPES: &[HfModelType] = &[
             keyed_only: true,
             ..GEMMA3_SLIDING
         }),
-        ..row(&["gemma4"])
+        ..row(&["gemma4"]).fills(GEMMA4_ROPES)
     },
     // Llama 4's attention turns adjacent pairs (as complex numbers); its config has no
     // rope_interleave.
@@ -347,7 +369,10 @@ const MODEL_TYPES: &[HfModelType] = &[
     // DoryConfig: each layer of the saved layer_types is followed by an "mlp" block.
     HfModelType {
         mlp_blocks: true,
-        ..row(&["dory"]).head(256)
+        ..row(&["dory"]).head(256).fills(
+            r#"{"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                "full_attention": {"rope_type": "default", "rope_theta": 1e7}}"#
+        )
     },
     // transformers' Phi3Config and Phi4MultimodalConfig (convert_rope_params_to_dict: older
     // Phi-3 checkpoints wrote `yarn` with factor lists).
@@ -390,13 +415,23 @@ const MODEL_TYPES: &[HfModelType] = &[
         ..row(&["qwen3_5", "qwen3_5_moe"]).partial(0.25)
     },
     // The config classes that default rope_interleave to true.
-    row(&["axk1", "deepseek_v3", "glm4_moe_lite", "mistral4", "youtu"]).interleaved(),
+    row(&["axk1", "deepseek_v3", "glm4_moe_lite", "youtu"]).interleaved(),
+    // Mistral 4's YaRN: its share of the head is qk_rope_head_dim's, which the head reads.
+    row(&["mistral4"]).interleaved().fills(
+        r#"{"type": "yarn", "rope_theta": 1e4, "factor": 128.0,
+            "original_max_position_embeddings": 8192, "beta_fast": 32.0, "beta_slow": 1.0,
+            "mscale_all_dim": 1.0, "mscale": 1.0, "llama_4_scaling_beta": 0.1}"#,
+    ),
     // Every other model type whose class or code changes a default: its default_theta, its
     // head_dim, whether its attention always turns adjacent pairs (its rotate_half slices
     // [..., ::2], it multiplies complex numbers, or it calls DeepSeek's
     // apply_rotary_pos_emb_interleave with no rope_interleave to test), the fields its
     // config.json names its own way.
-    row(&["apertus", "apertus1p5_text"]).theta(12e6),
+    row(&["apertus", "apertus1p5_text"]).theta(12e6).fills(
+        r#"{"rope_type": "llama3", "rope_theta": 12e6, "factor": 8.0,
+            "original_max_position_embeddings": 8192, "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0}"#,
+    ),
     row(&["axk2"]).interleaved(),
     row(&["bailing_hybrid"])
         .theta(6e6)
@@ -404,11 +439,27 @@ const MODEL_TYPES: &[HfModelType] = &[
         .aliases(&[("max_position_embeddings", "model_max_length")]),
     // Their config classes fill in no rope_theta (their code then fails without one), as
     // EmbeddingGemma 2's below.
-    row(&["beam", "laguna", "mellum", "zaya"])
-        .head(128)
-        .no_theta(),
+    row(&["beam"]).head(128).no_theta().fills(
+        r#"{"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+            "full_attention": null}"#,
+    ),
+    row(&["laguna"]).head(128).no_theta().fills(
+        r#"{"full_attention": {"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 1.0}}"#,
+    ),
+    row(&["mellum"]).head(128).no_theta().fills(
+        r#"{"full_attention": {"rope_type": "default", "rope_theta": 5e5},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}"#,
+    ),
+    row(&["zaya"]).head(128).no_theta().fills(
+        r#"{"hybrid": {"rope_type": "default", "rope_theta": 5e6, "partial_rotary_factor": 0.5},
+            "hybrid_sliding": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}}"#,
+    ),
     row(&["cohere2_moe"]).interleaved().no_theta(),
-    row(&["mimo_v2_flash"]).head(192).no_theta(),
+    row(&["mimo_v2_flash"]).head(192).no_theta().fills(
+        r#"{"full_attention": {"rope_type": "default", "rope_theta": 5e6, "partial_rotary_factor": 0.334},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.334}}"#,
+    ),
     row(&["bitnet"]).theta(500_000.0),
     row(&[
         "blt",
@@ -421,9 +472,14 @@ const MODEL_TYPES: &[HfModelType] = &[
     row(&["blt_patcher"]).interleaved(),
     row(&["cohere"]).theta(500_000.0).interleaved(),
     row(&["cohere2"]).interleaved(),
-    row(&["cosmos3_edge_text"]).theta(1e8),
+    row(&["cosmos3_edge_text"]).theta(1e8).fills(
+        r#"{"rope_type": "default", "rope_theta": 1e8, "mrope_section": [24, 20, 20]}"#,
+    ),
     row(&["csm", "csm_depth_decoder_model"]).theta(500_000.0),
-    row(&["cwm"]).theta(1e6),
+    row(&["cwm"]).theta(1e6).fills(
+        r#"{"rope_theta": 1e6, "factor": 16.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+            "original_max_position_embeddings": 8192, "rope_type": "llama3"}"#,
+    ),
     // DBRX: its config names the usual fields its own way, and its original config.json gives
     // rope_theta in attn_config (500000), where transformers 4 read it.
     row(&["dbrx"]).aliases(&[
@@ -452,9 +508,22 @@ const MODEL_TYPES: &[HfModelType] = &[
     row(&["dots3_note_audio_encoder"])
         .partial(0.5)
         .interleaved(),
-    row(&["dots3_note_text"]).theta(8e7).head(256).interleaved(),
+    // dots3: its indexed layers' theta is rope_theta's (8e7), its sliding ones' 5e4; the share
+    // of the head is qk_rope_head_dim's, which the head reads.
+    row(&["dots3_note_text"])
+        .theta(8e7)
+        .head(256)
+        .interleaved()
+        .fills(
+            r#"{"indexed_attention": {"rope_type": "default"},
+                "sliding_attention": {"rope_type": "default", "rope_theta": 5e4}}"#,
+        ),
+    row(&["diffusion_gemma_text"]).fills(GEMMA4_ROPES),
     // EmbeddingGemma 2: its full layers' 512 is in the per_layer_config its class saves.
-    row(&["embedding_gemma2_text"]).head(256).no_theta(),
+    row(&["embedding_gemma2_text"]).head(256).no_theta().fills(
+        r#"{"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+            "full_attention": {"rope_type": "default", "rope_theta": 1e6}}"#,
+    ),
     row(&["emu3_text_model"]).theta(1e6),
     row(&["eomt_dinov3"]).theta(100.0),
     row(&["ernie4_5"]).theta(500_000.0).head(128).interleaved(),
@@ -475,22 +544,46 @@ const MODEL_TYPES: &[HfModelType] = &[
     row(&["stablelm"]).partial(0.25),
     row(&["gpt_oss", "openai_privacy_filter"])
         .theta(150_000.0)
-        .head(64),
+        .head(64)
+        .fills(GPT_OSS_YARN),
     row(&["gte"]).theta(160_000.0),
     row(&["helium"]).theta(100_000.0).interleaved(),
     row(&["hy_v3"]).theta(11_158_840.0).head(128),
-    row(&["hy_v4_vl_text"]).interleaved(),
+    // HunYuan-V4-VL: its class gives these sections to any dict without them; a config's own
+    // dict without them reads as one-axis rope here (the same on text positions).
+    row(&["hy_v4_vl_text"])
+        .interleaved()
+        .fills(r#"{"rope_type": "default", "mrope_section": [12, 10, 10]}"#),
     row(&["jetmoe"]).aliases(&[("head_dim", "kv_channels")]),
     row(&["jina_embeddings_v3"]).theta(20_000.0),
     row(&["kolibri1"]).head(128),
     row(&["lara_mini"]).head(128),
-    row(&["lfm2", "lfm2_moe", "lfm3"]).theta(1e6),
+    row(&["higgs_audio_v2"]).fills(
+        r#"{"factor": 32.0, "rope_theta": 5e5, "high_freq_factor": 0.5, "low_freq_factor": 0.125,
+            "original_max_position_embeddings": 1024, "rope_type": "llama3"}"#,
+    ),
+    row(&["lfm2", "lfm2_moe"]).theta(1e6),
+    row(&["lfm3"]).theta(1e6).fills(
+        r#"{"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+            "full_attention": {"rope_type": "proportional", "rope_theta": 1e6, "partial_rotary_factor": 0.5}}"#,
+    ),
     row(&["longcat_flash"]).theta(1e7).interleaved(),
     row(&["minimax"]).theta(1e6),
     row(&["minimax_m2", "minimax_m3_vl_text"])
         .theta(5e6)
         .head(128),
-    row(&["mistral_large4_text"]).interleaved(),
+    // Ministral 3's YaRN (the class copies max_position_embeddings into it, which the rope reads
+    // from the top level).
+    row(&["ministral3"]).fills(
+        r#"{"type": "yarn", "rope_theta": 1e6, "factor": 16.0,
+            "original_max_position_embeddings": 16384, "beta_fast": 32.0, "beta_slow": 1.0,
+            "mscale_all_dim": 1.0, "mscale": 1.0, "llama_4_scaling_beta": 0.1}"#,
+    ),
+    row(&["mistral_large4_text"]).interleaved().fills(
+        r#"{"rope_type": "yarn", "rope_theta": 1e4, "factor": 2048.0,
+            "original_max_position_embeddings": 512, "beta_fast": 32.0, "beta_slow": 1.0,
+            "attention_factor": 1.0}"#,
+    ),
     row(&["mixtral"]).theta(1e6),
     row(&["mllama_text_model"]).theta(500_000.0),
     // ModernBERT: its older config.json (answerdotai's) gives every n-th layer, from the first,
@@ -510,11 +603,27 @@ const MODEL_TYPES: &[HfModelType] = &[
         ("num_attention_heads", "decoder_num_attention_heads"),
         ("num_hidden_layers", "decoder_num_hidden_layers"),
     ]),
-    row(&["moonshine_streaming"]).interleaved(),
+    row(&["moonshine_streaming"]).interleaved().fills(
+        r#"{"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.8}"#,
+    ),
     row(&["muse_glimmer_assistant"]).theta(500_000.0).head(128),
     row(&["muse_glimmer_text"]).head(128),
     row(&["nemotron", "persimmon", "phi", "recurrent_gemma"]).partial(0.5),
-    row(&["neomme"]).thetas(1e6, 1e4).partials(0.25, 1.0),
+    row(&["muse_spark_text"]).fills(r#"{"rope_type": "default", "rope_theta": 5e5}"#),
+    row(&[
+        "nemotron3_5_transcribe_asr_audio",
+        "nemotron3_5_transcribe_word_timestamp",
+    ])
+    .fills(r#"{"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}"#),
+    // NeoMME: a dict per layer type, its theta and share the class's per layer type (or the
+    // top-level rope_theta).
+    row(&["neomme"])
+        .thetas(1e6, 1e4)
+        .partials(0.25, 1.0)
+        .fills(
+            r#"{"full_attention": {"rope_type": "default"},
+                "sliding_attention": {"rope_type": "default"}}"#,
+        ),
     row(&["nomic_bert"]).theta(1000.0),
     row(&["olmo3"]).theta(500_000.0),
     row(&["paddleocr_vl_text"]).theta(500_000.0).head(128),
@@ -547,6 +656,10 @@ const MODEL_TYPES: &[HfModelType] = &[
             .head(256)
             .thetas(1e6, 1e4)
     },
+    row(&["ultrabert"]).fills(
+        r#"{"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+            "full_attention": {"rope_type": "default", "rope_theta": 2.56e6}}"#,
+    ),
     row(&["voxtral_realtime_encoder"]).head(64),
     row(&["zamba2"]).aliases(&[("head_dim", "attention_head_dim")]),
 ];
@@ -650,6 +763,22 @@ impl HfModelType {
     /// ```
     pub fn legacy_uses(&self) -> Option<&'static LegacyUses> {
         self.legacy_uses
+    }
+
+    /// The rope dict its config class fills in where a config gives none, as a JSON object.
+    pub(crate) fn filled_rope_dict(&self) -> Result<Option<Map<String, Value>>> {
+        let Some(json) = self.rope_dict else {
+            return Ok(None);
+        };
+        serde_json::from_str(json).map(Some).map_err(|e| {
+            Error::Core(CoreError::Config {
+                field: "model_type".into(),
+                message: format!(
+                    "the rope dict the row of {:?} fills in is not a JSON object: {e}",
+                    self.names
+                ),
+            })
+        })
     }
 
     /// The rope type a config's `rope_type` (or `type`) `name` reads as: the model type's own
@@ -771,6 +900,14 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    #[test]
+    fn every_filled_rope_dict_is_a_json_object() {
+        for row in MODEL_TYPES.iter().filter(|r| r.rope_dict.is_some()) {
+            let dict = row.filled_rope_dict().unwrap().unwrap();
+            assert!(!dict.is_empty(), "{:?}", row.names);
         }
     }
 
