@@ -294,9 +294,24 @@ fn config_sources(json: &Value, text: &HfTextConfig, configs: &RopeConfigs) -> V
         path => (format!("{path}."), &json[path]),
     };
     let fields = TextFields { text };
-    let dict = ["rope_parameters", "rope_scaling"]
+    let given = ["rope_parameters", "rope_scaling"]
         .into_iter()
         .find_map(|k| root.get(k).filter(|v| v.is_object()).map(|v| (k, v)));
+    // Without a rope dict, the one the model type's config class fills in, if any (the rope
+    // reader has read it already, so it is a JSON object).
+    let filled = match given {
+        Some(_) => None,
+        None => text
+            .model_type()
+            .filled_rope_dict()
+            .ok()
+            .flatten()
+            .map(Value::Object),
+    };
+    let (prefix, dict) = match &filled {
+        Some(v) => (String::new(), Some((FILLED, v))),
+        None => (prefix, given),
+    };
     let layers = match (configs.is_per_layer_type(), dict) {
         (true, Some((d, v))) if is_per_layer_type_dict(v, configs) => {
             per_layer_type_dicts(d, v, &prefix, text.model_type().rope_uses())
@@ -338,6 +353,9 @@ struct LayerDict<'a> {
 
 /// The rope type of a rope without one.
 const UNSCALED: &str = "default (unscaled)";
+
+/// The path the sources give the rope dict a model type's config class fills in.
+const FILLED: &str = "default (the model type's) rope_parameters";
 
 /// Whether the rope dict `v` holds one dict per layer type (transformers 5): its keys are layer
 /// types, or its values are all dicts (or null).

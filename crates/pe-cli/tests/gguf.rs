@@ -533,6 +533,40 @@ fn inspect_gives_a_config_json_its_own_pair_layout_and_default_theta() {
     let partial = source_of(&sections, "every layer", "partial_rotary_factor");
     assert_eq!(partial, "default (1)", "{report}");
 
+    // Without a rope dict, the one the config class fills in: gpt-oss's YaRN, whose
+    // rope_theta the top level gives; Gemma 4's per layer type, with their own thetas.
+    let (_, report, sections) = layout(serde_json::json!({"model_type": "gpt_oss",
+        "hidden_size": 2880, "num_attention_heads": 64, "rope_theta": 30000.0}));
+    assert!(report.contains("rope_type: yarn"), "{report}");
+    assert!(report.contains("rope_theta: 30000"), "{report}");
+    let filled = "default (the model type's) rope_parameters";
+    assert_eq!(
+        source_of(&sections, "every layer", "rope_type"),
+        format!("{filled}.rope_type")
+    );
+    assert_eq!(
+        source_of(&sections, "every layer", "rope_theta"),
+        "rope_theta"
+    );
+    let (_, report, sections) = layout(serde_json::json!({"model_type": "gemma4_text",
+        "hidden_size": 1536, "num_attention_heads": 8, "head_dim": 256,
+        "global_head_dim": 512, "num_hidden_layers": 6, "layer_types": [
+            "sliding_attention", "sliding_attention", "sliding_attention",
+            "sliding_attention", "sliding_attention", "full_attention"]}));
+    assert!(report.contains("rope_type: proportional"), "{report}");
+    assert_eq!(
+        source_of(&sections, "full_attention (1 of 6 layers)", "rope_theta"),
+        format!("{filled}.full_attention.rope_theta")
+    );
+    assert_eq!(
+        source_of(
+            &sections,
+            "sliding_attention (5 of 6 layers)",
+            "partial_rotary_factor"
+        ),
+        "default (1)"
+    );
+
     // Pythia's config.json (GPT-NeoX's older names) and ModernBERT's (its global and local
     // thetas, every third layer global from the first): each value named by its own field.
     let (_, report, sections) = layout(serde_json::json!({"model_type": "gpt_neox",

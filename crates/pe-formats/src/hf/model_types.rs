@@ -765,8 +765,18 @@ impl HfModelType {
         self.legacy_uses
     }
 
-    /// The rope dict its config class fills in where a config gives none, as a JSON object.
-    pub(crate) fn filled_rope_dict(&self) -> Result<Option<Map<String, Value>>> {
+    /// The rope dict its config class fills in where a config gives none (no
+    /// `rope_parameters`, no `rope_scaling`), as a JSON object; `None` for most model types.
+    ///
+    /// ```
+    /// use candle_pe_formats::HfModelType;
+    ///
+    /// let yarn = HfModelType::of("gpt_oss").filled_rope_dict()?.unwrap();
+    /// assert_eq!(yarn["rope_type"], "yarn");
+    /// assert!(HfModelType::of("llama").filled_rope_dict()?.is_none());
+    /// # Ok::<(), candle_pe_formats::Error>(())
+    /// ```
+    pub fn filled_rope_dict(&self) -> Result<Option<Map<String, Value>>> {
         let Some(json) = self.rope_dict else {
             return Ok(None);
         };
