@@ -817,10 +817,9 @@ impl Head<'_, '_> {
         // Ropes keyed by use: the top-level rope_theta is the main rope's, and fills the
         // dicts that give none (transformers' setdefault), so it does not disagree with them.
         let given = match self.dict {
-            Some(dict) if !model_type.rope_uses.is_empty() => match dict.get("rope_theta")? {
-                Some(rope_theta) => Some(rope_theta),
-                None => root.get(theta)?,
-            },
+            Some(dict) if !model_type.rope_uses.is_empty() => {
+                self.dict_else_root(dict, "rope_theta", theta)?
+            }
             _ => self.either("rope_theta", theta)?,
         };
         let rope_theta = match given {
@@ -860,11 +859,22 @@ impl Head<'_, '_> {
         top_name: &str,
     ) -> Result<Option<T>> {
         match self.dict {
-            Some(dict) if self.filled => match dict.get(name)? {
-                Some(value) => Ok(Some(value)),
-                None => self.root.get(top_name),
-            },
+            Some(dict) if self.filled => self.dict_else_root(dict, name, top_name),
             Some(dict) => dict.either(name, self.root, top_name),
+            None => self.root.get(top_name),
+        }
+    }
+
+    /// The field `name` of `dict`, else `top_name` of the root: transformers' setdefault, the
+    /// root's value only filling a dict that gives none.
+    fn dict_else_root<T: DeserializeOwned>(
+        &self,
+        dict: &ConfigFields,
+        name: &str,
+        top_name: &str,
+    ) -> Result<Option<T>> {
+        match dict.get(name)? {
+            Some(value) => Ok(Some(value)),
             None => self.root.get(top_name),
         }
     }
