@@ -240,7 +240,6 @@ fn check_file(stem: &str, source: &str, load: Load) -> Result<()> {
     Ok(())
 }
 
-/// Our logits `(seq, vocab)` of `tokens` at positions `first..`, appended to the KV cache.
 /// The tokens of a teacher-forced run in one forward: the prompt and the reference's ids but
 /// the last (whose logits no step reads).
 fn teacher_forced(prompt: &[u32], ids: &[u32]) -> Vec<u32> {
@@ -249,6 +248,7 @@ fn teacher_forced(prompt: &[u32], ids: &[u32]) -> Vec<u32> {
     tokens
 }
 
+/// Our logits `(seq, vocab)` of `tokens` at positions `first..`, appended to the KV cache.
 fn logits_at(model: &mut LlamaFamily, tokens: &[u32], first: u32) -> Result<Tensor> {
     let dev = Device::Cpu;
     let input = Tensor::new(tokens, &dev)?.unsqueeze(0)?;
