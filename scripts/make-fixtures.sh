@@ -33,8 +33,9 @@
 #             written by gguf's own reader and writer (its own venv: gguf and numpy only).
 #   model_types -> crates/pe-testkit/fixtures/model_types/transformers.json: every model type of transformers whose
 #             text config has a rotary embedding, its config.json as its config class saves it, and what the class
-#             reads from it and from the same file without rope_theta and rope_interleave (its defaults), with how
-#             its modeling code pairs the channels it turns (its own venv: transformers 5.24.0, no torch).
+#             reads from it, from the same file without rope_theta and rope_interleave (its defaults), without its
+#             rope dict (the one the class fills in) and with a flat legacy rope_scaling instead, with how its
+#             modeling code pairs the channels it turns (its own venv: transformers 5.24.0, no torch).
 #   vision_ropes -> crates/pe-testkit/fixtures/vision_ropes/transformers.json: every vision tower of transformers with
 #             an axial rope, its config as saved, the models that nest it and where, and the cos and sin its rotary
 #             class computes at five patch positions (its own venv: torch and transformers 5.24.0).

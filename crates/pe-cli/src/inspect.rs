@@ -26,8 +26,7 @@ use candle_pe_core::MAX_POSITION;
 use candle_pe_core::{PairLayout, RopeConfigs};
 use candle_pe_core::{Rope, RopeConfig, RopeType};
 use candle_pe_formats::{
-    FromHfConfig, HfTextConfig, LegacyUses, RopeOverride, Sliding, ValueSource, VisionLayout,
-    VisionRopeConfig,
+    FromHfConfig, HfRope, HfTextConfig, RopeOverride, ValueSource, VisionLayout, VisionRopeConfig,
 };
 use clap::Args;
 use serde_json::Value;
@@ -126,8 +125,8 @@ fn resolve(path: &Path, laid: &RopeOverride) -> Result<Found> {
     let json = laid
         .apply_to_config(&json)
         .map_err(|e| candle_pe_cli::Flags::default().name(e))?;
-    let configs = match RopeConfigs::from_hf_config(&json) {
-        Ok(configs) => configs,
+    let HfRope { configs, sources } = match HfRope::from_hf_config(&json) {
+        Ok(rope) => rope,
         Err(e) => match vision_only_report(path, &json, &e.to_string())? {
             // No text rope, but a vision tower's or a memory attention's.
             Some(report) if laid.is_empty() => return Ok(Found::VisionOnly(report)),
@@ -141,7 +140,7 @@ fn resolve(path: &Path, laid: &RopeOverride) -> Result<Found> {
     // The rope is read from the text config pe-formats finds (text_config, when the top level
     // has none of its own fields).
     let text = HfTextConfig::from_hf_config(&json)?;
-    let mut sources = config_sources(&json, &text, &configs);
+    let mut sources = sources;
     crate::context::name_config_flags(&mut sources, laid);
     let (layout, layout_source) = config_layout(&text, &configs);
     Ok(Found::Ropes(Box::new(Resolved {
@@ -282,281 +281,6 @@ fn config_layout(text: &HfTextConfig, configs: &RopeConfigs) -> (PairLayout, Str
         "transformers' rotate_half (safetensors checkpoints)".into()
     };
     (layout, source)
-}
-
-/// Where a config.json gives each rope field, as pe-formats' `from_hf_config` reads it: the rope
-/// dict (per layer type in transformers 5's nested `rope_parameters`), the top level (or
-/// `text_config`), or nowhere (a default). With ropes per layer type, each value is named once
-/// per layer type.
-fn config_sources(json: &Value, text: &HfTextConfig, configs: &RopeConfigs) -> Vec<ValueSource> {
-    let (prefix, root) = match text.fields().path() {
-        "" => (String::new(), json),
-        path => (format!("{path}."), &json[path]),
-    };
-    let fields = TextFields { text };
-    let given = ["rope_parameters", "rope_scaling"]
-        .into_iter()
-        .find_map(|k| root.get(k).filter(|v| v.is_object()).map(|v| (k, v)));
-    // Without a rope dict, the one the model type's config class fills in, if any (the rope
-    // reader has read it already, so it is a JSON object).
-    let filled = match given {
-        Some(_) => None,
-        None => text
-            .model_type()
-            .filled_rope_dict()
-            .ok()
-            .flatten()
-            .map(Value::Object),
-    };
-    let (prefix, dict) = match &filled {
-        Some(v) => (String::new(), Some((FILLED, v))),
-        None => (prefix, given),
-    };
-    let layers = match (configs.is_per_layer_type(), dict) {
-        (true, Some((d, v))) if is_per_layer_type_dict(v, configs) => {
-            per_layer_type_dicts(d, v, &prefix, text.model_type().rope_uses())
-        }
-        (true, _) => match text.model_type().legacy_uses() {
-            Some(legacy) => legacy_use_dicts(legacy, text.model_type().rope_uses(), dict, &prefix),
-            None => {
-                let sliding = text.model_type().sliding().unwrap_or(&Sliding::GEMMA3);
-                legacy_sliding_dicts(sliding, dict, &prefix)
-            }
-        },
-        (false, _) => vec![LayerDict {
-            layer_type: None,
-            dict: dict.map(|(d, v)| (format!("{prefix}{d}"), v)),
-            theta: "rope_theta",
-            theta_default: None,
-            rope_type_default: UNSCALED,
-        }],
-    };
-    layers.iter().flat_map(|l| fields.sources(l)).collect()
-}
-
-/// Whether a field is given: present and not null.
-fn given(v: Option<&Value>) -> bool {
-    v.is_some_and(|v| !v.is_null())
-}
-
-/// The rope dict of a layer type (`None`: every layer), its path, and the top-level field of
-/// its rope_theta when the dict does not give it (the model type's default applies without).
-struct LayerDict<'a> {
-    layer_type: Option<String>,
-    dict: Option<(String, &'a Value)>,
-    theta: &'static str,
-    /// The default of the field `theta`, where it is not the model type's (DeepSeek-V4's
-    /// `compress_rope_theta`).
-    theta_default: Option<f64>,
-    rope_type_default: &'static str,
-}
-
-/// The rope type of a rope without one.
-const UNSCALED: &str = "default (unscaled)";
-
-/// The path the sources give the rope dict a model type's config class fills in.
-const FILLED: &str = "default (the model type's) rope_parameters";
-
-/// Whether the rope dict `v` holds one dict per layer type (transformers 5): its keys are layer
-/// types, or its values are all dicts (or null).
-fn is_per_layer_type_dict(v: &Value, configs: &RopeConfigs) -> bool {
-    v.as_object().is_some_and(|m| {
-        configs
-            .layer_types()
-            .is_some_and(|t| m.keys().any(|k| t.contains(k)))
-            || (!m.is_empty() && m.values().all(|x| x.is_object() || x.is_null()))
-    })
-}
-
-/// transformers 5's form: one rope dict per layer type, under the dict `d`; or, where the
-/// model type keys them by use (`uses`: DeepSeek-V4's `main` and `compress`), per layer type
-/// the dict of its key.
-fn per_layer_type_dicts<'a>(
-    d: &str,
-    v: &'a Value,
-    prefix: &str,
-    uses: &[(&str, &str)],
-) -> Vec<LayerDict<'a>> {
-    let keyed: Vec<(String, &str)> = match uses {
-        [] => v
-            .as_object()
-            .into_iter()
-            .flatten()
-            .map(|(t, _)| (t.clone(), t.as_str()))
-            .collect(),
-        uses => uses.iter().map(|&(t, key)| (t.to_string(), key)).collect(),
-    };
-    keyed
-        .into_iter()
-        .filter_map(|(t, key)| {
-            let x = v.get(key).filter(|x| x.is_object())?;
-            Some(LayerDict {
-                layer_type: Some(t),
-                dict: Some((format!("{prefix}{d}.{key}"), x)),
-                theta: "rope_theta",
-                theta_default: None,
-                rope_type_default: UNSCALED,
-            })
-        })
-        .collect()
-}
-
-/// The older form of a keyed-by-use config (DeepSeek-V4's original checkpoints): each layer
-/// type's use takes its theta from its own top-level field, and the legacy rope dict is the
-/// `scaled` use's alone.
-fn legacy_use_dicts<'a>(
-    legacy: &LegacyUses,
-    uses: &[(&str, &str)],
-    dict: Option<(&str, &'a Value)>,
-    prefix: &str,
-) -> Vec<LayerDict<'a>> {
-    uses.iter()
-        .filter_map(|(layer_type, key)| {
-            let (theta, default) = legacy.theta_of(key)?;
-            Some(LayerDict {
-                layer_type: Some(layer_type.to_string()),
-                dict: dict
-                    .filter(|_| *key == legacy.scaled)
-                    .map(|(d, v)| (format!("{prefix}{d}"), v)),
-                theta,
-                theta_default: Some(default),
-                rope_type_default: UNSCALED,
-            })
-        })
-        .collect()
-}
-
-/// The older form of layers of two types (`sliding`: Gemma 3's, ModernBERT's): each layer
-/// type's rope_theta from its own top-level field, the rope dict for full-attention layers (and
-/// for sliding ones where the form says so).
-fn legacy_sliding_dicts<'a>(
-    sliding: &Sliding,
-    dict: Option<(&str, &'a Value)>,
-    prefix: &str,
-) -> Vec<LayerDict<'a>> {
-    let dict = dict.map(|(d, v)| (format!("{prefix}{d}"), v));
-    vec![
-        LayerDict {
-            layer_type: Some("full_attention".into()),
-            dict: dict.clone(),
-            theta: sliding.thetas.0,
-            theta_default: None,
-            rope_type_default: UNSCALED,
-        },
-        LayerDict {
-            layer_type: Some("sliding_attention".into()),
-            dict: dict.filter(|_| sliding.scales_sliding),
-            theta: sliding.thetas.1,
-            theta_default: None,
-            rope_type_default: if sliding.scales_sliding {
-                UNSCALED
-            } else {
-                "default (unscaled: in this form the sliding layers take no rope_scaling)"
-            },
-        },
-    ]
-}
-
-/// The text config's fields (the root's, or `text_config`'s).
-struct TextFields<'a> {
-    text: &'a HfTextConfig<'a>,
-}
-
-impl TextFields<'_> {
-    /// The path of the top-level field `name`, when given (under its own name, or the one
-    /// the model type's config class reads it under: JetMoe's `kv_channels`).
-    fn top(&self, name: &str) -> Option<String> {
-        let fields = self.text.fields();
-        fields.has(name).then(|| fields.path_of(name))
-    }
-
-    /// A field of the layer's rope dict, else `top_name` at the top level.
-    fn either(&self, layer: &LayerDict, name: &str, top_name: &str) -> Option<String> {
-        layer
-            .dict
-            .as_ref()
-            .filter(|(_, v)| given(v.get(name)))
-            .map(|(path, _)| format!("{path}.{name}"))
-            .or_else(|| self.top(top_name))
-    }
-
-    /// Where the layer's head_dim comes from: Gemma's global_head_dim on full-attention
-    /// layers, qk_rope_head_dim, head_dim, the model type's default, or the heads' share.
-    fn head_dim(&self, layer: &LayerDict) -> String {
-        let global = match layer.layer_type.as_deref() {
-            Some("full_attention") => self.top("global_head_dim"),
-            _ => None,
-        };
-        let fields = self.text.fields();
-        global
-            .or_else(|| self.top("qk_rope_head_dim"))
-            .or_else(|| self.top("head_dim"))
-            .unwrap_or_else(|| match self.text.model_type().head_dim_default() {
-                Some(d) => format!("default (the model type's: {d})"),
-                None => format!(
-                    "{} / {}",
-                    fields.path_of("hidden_size"),
-                    fields.path_of("num_attention_heads")
-                ),
-            })
-    }
-
-    /// The sources of the layer's five values.
-    fn sources(&self, layer: &LayerDict) -> Vec<ValueSource> {
-        let rope_type = layer
-            .dict
-            .as_ref()
-            .and_then(|(path, v)| {
-                ["rope_type", "type"]
-                    .into_iter()
-                    .find(|n| given(v.get(*n)))
-                    .map(|n| format!("{path}.{n}"))
-            })
-            .unwrap_or_else(|| layer.rope_type_default.to_string());
-        let values = [
-            (
-                "rope_theta",
-                self.either(layer, "rope_theta", layer.theta)
-                    .unwrap_or_else(|| {
-                        let model_type = self.text.model_type();
-                        if let Some(theta) = layer.theta_default {
-                            return format!("default (the field's: {theta})");
-                        }
-                        match model_type.rope_theta_default(layer.layer_type.as_deref()) {
-                            Some(theta) => format!("default (the model type's: {theta})"),
-                            None => "none (the model type has no default)".into(),
-                        }
-                    }),
-            ),
-            ("head_dim", self.head_dim(layer)),
-            (
-                "partial_rotary_factor",
-                self.either(layer, "partial_rotary_factor", "partial_rotary_factor")
-                    .unwrap_or_else(|| {
-                        let model_type = self.text.model_type();
-                        match model_type.partial_rotary_factor_default(layer.layer_type.as_deref())
-                        {
-                            1.0 => "default (1)".into(),
-                            factor => format!("default (the model type's: {factor})"),
-                        }
-                    }),
-            ),
-            (
-                "max_position_embeddings",
-                self.top("max_position_embeddings")
-                    .unwrap_or_else(|| "none".into()),
-            ),
-            ("rope_type", rope_type),
-        ];
-        values
-            .into_iter()
-            .map(|(value, source)| ValueSource {
-                layer_type: layer.layer_type.clone(),
-                value,
-                source,
-            })
-            .collect()
-    }
 }
 
 /// The report: one section per layer type.

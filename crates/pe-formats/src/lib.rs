@@ -15,11 +15,13 @@
 //!   ropes per layer, [`RopeConfigs`](candle_pe_core::RopeConfigs)), `sinusoidal.rs`
 //!   (candle-pe-nn's [`SinusoidalEmbeddingConfig`](candle_pe_nn::SinusoidalEmbeddingConfig)),
 //!   `qwen_vl.rs` ([`QwenVlConfig`] and [`QwenVlPositions`]: Qwen-VL's M-RoPE position ids from
-//!   the input ids and the vision grids);
+//!   the input ids and the vision grids); [`HfRope`] is a config's ropes with where each value
+//!   came from;
 //! - `gguf/`: GGUF metadata. `arch.rs` (one row per `general.architecture`: pair layout, head
 //!   width, the quirks), `meta.rs` ([`GgufMeta`], the one reader of metadata values),
 //!   `converter.rs` (llama.cpp's converter's f32 arithmetic, to read its values back exactly),
 //!   `rope.rs` ([`GgufRope`] and [`FromGguf`]: a file's ropes);
+//! - `value_source.rs`: [`ValueSource`], where a value came from, as both readers record it;
 //! - `error.rs`: [`Error`], the engine's errors and the readers' own (a field missing or given
 //!   twice, a GGUF key, Qwen-VL's vision tokens).
 //!
@@ -45,11 +47,13 @@ mod error;
 mod gguf;
 mod hf;
 mod rope_override;
+mod value_source;
 
 pub use error::{Error, Result};
-pub use gguf::{FreqFactors, FromGguf, GgufMeta, GgufRope, ValueSource};
+pub use gguf::{FreqFactors, FromGguf, GgufMeta, GgufRope};
 pub use hf::{
-    ConfigFields, FromHfConfig, HfConfig, HfModelType, HfTextConfig, LegacyUses, QwenVlConfig,
-    QwenVlPositions, QwenVlVersion, Sliding, VisionLayout, VisionRopeConfig,
+    ConfigFields, FromHfConfig, HfConfig, HfModelType, HfRope, HfTextConfig, LegacyUses,
+    QwenVlConfig, QwenVlPositions, QwenVlVersion, Sliding, VisionLayout, VisionRopeConfig,
 };
 pub use rope_override::{RopeOverride, RopeScaling};
+pub use value_source::ValueSource;

@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 
 use candle_pe_core::{RopeConfig, RopeConfigs, RopeType};
-use candle_pe_formats::{FromHfConfig, HfModelType};
+use candle_pe_formats::{FromHfConfig, HfModelType, HfRope};
 use serde_json::Value;
 
 /// The model types whose config.json this reader does not read as transformers does, and why.
@@ -88,6 +88,25 @@ const UNDICTED_THETA_DIFFER: &[(&str, &str)] = &[
     ),
 ];
 
+/// The model types whose config.json with a flat `rope_scaling` for its rope dict (the scaled
+/// case) this reader reads otherwise than transformers, and why: in both, transformers' modeling
+/// code does not turn by what its config class reads. The test fails when one reads as
+/// transformers does after all.
+const SCALED_DIFFER: &[(&str, &str)] = &[
+    (
+        "cohere2_moe",
+        "Cohere2MoeConfig keeps rope_scaling as a field of its own, which nothing reads: its \
+         rotary class turns plain at rope_theta; ours turns by the scaling the file gives",
+    ),
+    (
+        "mistral4",
+        "Mistral4Config's flat rope_scaling replaces the dict that gives partial_rotary_factor, \
+         so transformers' rope functions make frequencies for the whole 128-wide head, while its \
+         attention turns the 64 channels of qk_rope_head_dim (the cos and sin do not fit them); \
+         ours turns those 64 channels whole, as the dict the class fills in does",
+    ),
+];
+
 /// Why GPT-NeoX's undicted config with a `rope_theta` reads otherwise.
 const GPT_NEOX_THETA: &str = "GPTNeoXConfig takes its theta from rotary_emb_base only (10000 \
      without it) and drops a top-level rope_theta: ours reads rope_theta (rotary_emb_base where \
@@ -97,6 +116,7 @@ const GPT_NEOX_THETA: &str = "GPTNeoXConfig takes its theta from rotary_emb_base
 const DEFAULTS_CASE: &str = "without rope_theta, partial_rotary_factor, rope_interleave, head_dim";
 const UNDICTED_CASE: &str = "without its rope dict";
 const UNDICTED_THETA_CASE: &str = "without its rope dict, with a top-level rope_theta";
+const SCALED_CASE: &str = "with a flat rope_scaling for its rope dict";
 
 /// Why the vision towers are not read: their rope turns image patches in two dimensions, which
 /// `VisionRopeConfig` reads (`tests/vision_ropes.rs`), not a text decoder's `RopeConfigs`.
@@ -152,6 +172,20 @@ const TOP_THETA: f64 = 31415.0;
 fn undicted_theta(config: &Value) -> Value {
     let mut config = undicted(config);
     config["rope_theta"] = TOP_THETA.into();
+    config
+}
+
+/// The flat `rope_scaling` the generator gave the scaled case, as transformers 4 saved it: no
+/// config class's default.
+fn legacy_scaling() -> Value {
+    serde_json::json!({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024})
+}
+
+/// `undicted(config)` with the flat `rope_scaling` of [`legacy_scaling`], as the generator gave
+/// it: the form of every config.json transformers 4 saved with a scaled rope.
+fn scaled(config: &Value) -> Value {
+    let mut config = undicted(config);
+    config["rope_scaling"] = legacy_scaling();
     config
 }
 
@@ -327,6 +361,7 @@ fn every_model_type_reads_as_transformers_reads_it() {
                 undicted_theta(saved),
                 &entry["undicted_theta"],
             ),
+            (SCALED_CASE, scaled(saved), &entry["scaled"]),
         ];
         // The older form the class converts (DeepSeek-V4's original checkpoints).
         if let Some(legacy) = entry.get("legacy") {
@@ -340,6 +375,7 @@ fn every_model_type_reads_as_transformers_reads_it() {
         let differs = |case: &str| match case {
             DEFAULTS_CASE => DEFAULTS_DIFFER.iter().any(|(n, _)| n == name),
             UNDICTED_THETA_CASE => UNDICTED_THETA_DIFFER.iter().any(|(n, _)| n == name),
+            SCALED_CASE => SCALED_DIFFER.iter().any(|(n, _)| n == name),
             _ => false,
         };
         for (case, config, read) in cases {
@@ -348,7 +384,8 @@ fn every_model_type_reads_as_transformers_reads_it() {
             }
             let before = found.len();
             // A rope transformers reads without rope_theta: its rotary class would fail on it
-            // (its config class filled none in), so ours refuses it, naming the field.
+            // (its config class filled none in), so ours refuses it, naming the field (or, for
+            // Gemma 4's flat dict, which its rotary class cannot index by layer type, the dict).
             let no_theta = read["ropes"]
                 .as_object()
                 .unwrap()
@@ -363,7 +400,10 @@ fn every_model_type_reads_as_transformers_reads_it() {
                 (Ok(_), true) => found.push(format!(
                     "{name} ({case}): read, where transformers has no rope_theta"
                 )),
-                (Err(e), true) if e.to_string().contains("missing field rope_") => {}
+                (Err(e), true)
+                    if ["missing field rope_", "field rope_scaling:"]
+                        .iter()
+                        .any(|s| e.to_string().contains(s)) => {}
                 (Err(e), _) => found.push(format!("{name} ({case}): {e}")),
             }
             if differs(case) {
@@ -583,6 +623,65 @@ fn rows_read_their_models_own_spellings() {
         .remove("compress");
     let err = read(without).unwrap_err().to_string();
     assert!(err.contains("rope_parameters.compress"), "{err}");
+
+    // OLMo 3's config.json as its long-context checkpoints give it (OLMo 3 7B Instruct's
+    // form): a flat rope_scaling (YaRN) beside layer_types. It turns the full layers only; the
+    // sliding ones turn plain at rope_theta. Without layer_types, every fourth layer is full.
+    let olmo3 = serde_json::json!({"model_type": "olmo3", "hidden_size": 4096,
+        "num_attention_heads": 32, "num_hidden_layers": 8, "rope_theta": 500000,
+        "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention",
+            "full_attention", "sliding_attention", "sliding_attention", "sliding_attention",
+            "full_attention"],
+        "rope_scaling": {"rope_type": "yarn", "factor": 8.0, "beta_fast": 32, "beta_slow": 1,
+            "attention_factor": 1.2079441541679836, "original_max_position_embeddings": 8192}});
+    let configs = read(olmo3.clone()).unwrap();
+    let kinds: Vec<(&str, f64)> = (0..8)
+        .map(|i| configs.for_layer(i).unwrap().unwrap())
+        .map(|c| (c.rope_type.name(), c.rope_theta))
+        .collect();
+    let (plain, yarn) = (("default", 5e5), ("yarn", 5e5));
+    assert_eq!(
+        kinds,
+        [plain, plain, plain, yarn, plain, plain, plain, yarn]
+    );
+    let mut untyped = olmo3;
+    untyped.as_object_mut().unwrap().remove("layer_types");
+    let configs = read(untyped).unwrap();
+    assert_eq!(
+        configs.layer_types().unwrap()[2..4],
+        ["sliding_attention", "full_attention"]
+    );
+
+    // dots3: one flat dict for layer types whose per_layer_config gives them heads of their
+    // own is read per layer type, each with its own head.
+    let dots3 = serde_json::json!({"model_type": "dots3_note_text", "hidden_size": 4096,
+        "num_attention_heads": 32, "head_dim": 256, "qk_rope_head_dim": 64,
+        "layer_types": ["indexed_attention", "sliding_attention"],
+        "per_layer_config": {"1": {"num_attention_heads": 64, "qk_rope_head_dim": 32}},
+        "rope_scaling": {"rope_type": "linear", "factor": 2.0}});
+    let configs = read(dots3.clone()).unwrap();
+    let widths: Vec<usize> = (0..2)
+        .map(|i| configs.for_layer(i).unwrap().unwrap().rotary_dim())
+        .collect();
+    assert_eq!(widths, [64, 32]);
+    // Each width's source is the field that gave it, the layer's override's for the sliding
+    // layers.
+    let sources = HfRope::from_hf_config(&dots3).unwrap().sources;
+    let head: Vec<(Option<&str>, &str)> = sources
+        .iter()
+        .filter(|s| s.value == "head_dim")
+        .map(|s| (s.layer_type.as_deref(), s.source.as_str()))
+        .collect();
+    assert_eq!(
+        head,
+        [
+            (Some("indexed_attention"), "qk_rope_head_dim"),
+            (
+                Some("sliding_attention"),
+                "per_layer_config.1.qk_rope_head_dim"
+            )
+        ]
+    );
 
     // Mistral 4's partial_rotary_factor is the share of its whole head (128) that turns: its
     // qk_rope_head_dim (64), which then turns whole. A factor that does not come to it is refused.

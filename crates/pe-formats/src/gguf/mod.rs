@@ -17,4 +17,4 @@ mod overrides;
 mod rope;
 
 pub use meta::GgufMeta;
-pub use rope::{FreqFactors, FromGguf, GgufRope, ValueSource};
+pub use rope::{FreqFactors, FromGguf, GgufRope};

@@ -50,7 +50,7 @@ use super::arch::{Arch, Head, LogMultiplier, RopeKind, TemperatureLength};
 use super::converter::{f32_relative_error, is_converter_llama3, llama3_candidates, tenfold};
 use super::meta::{decimal, GgufMeta};
 use crate::hf::pattern_layer_types;
-use crate::{Error, Result};
+use crate::{Error, Result, ValueSource};
 
 /// What a GGUF's `rope_freqs` tensor turned out to be.
 #[derive(Clone, Debug, PartialEq)]
@@ -70,17 +70,6 @@ pub enum FreqFactors {
         /// The pairs whose divisor is 1: the rotated ones.
         rotated_pairs: usize,
     },
-}
-
-/// Where one value of a resolved rope came from.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ValueSource {
-    /// The layer type it applies to (`full_attention`, `sliding_attention`), `None` for all.
-    pub layer_type: Option<String>,
-    /// The value, in the words of [`RopeConfig`] (`rope_theta`, `rotary_dim`, `factor`, ...).
-    pub value: &'static str,
-    /// The key or tensor it was read from, or `default (...)` when none was given.
-    pub source: String,
 }
 
 /// A model's rotary embeddings read from a GGUF file, with the pair layout of its weights and

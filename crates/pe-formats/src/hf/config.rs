@@ -15,7 +15,8 @@
 //! naming the field ([`ConfigFields`]). A key of a rope dict that nothing reads is
 //! not an error, as in transformers: [`RopeConfigs::unknown_keys`] lists it.
 //!
-//! [`RopeConfigs`] reads models with one rope per layer type (Gemma 3, Gemma 4).
+//! [`RopeConfigs`] reads models with one rope per layer type (Gemma 3, Gemma 4); [`HfRope`]
+//! gives the same with where each value came from, recorded as it was read.
 //!
 //! ```
 //! use candle_pe_core::{RopeConfig, RopeType};
@@ -34,7 +35,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use candle_pe_core::Error as CoreError;
 use candle_pe_core::{
@@ -46,7 +47,7 @@ use serde_json::{Map, Value};
 
 use super::model_types::{HfModelType, HfTextConfig, LegacyUses, Sliding};
 use super::rope_dicts::{field_names, read_rope_dict};
-use crate::{ConfigFields, Error, Result};
+use crate::{ConfigFields, Error, Result, ValueSource};
 
 /// A value read from an HF `config.json` (parsed with `serde_json`), as transformers reads it.
 /// Import it to call `from_hf_config` on [`RopeConfig`], [`RopeConfigs`] and
@@ -151,8 +152,62 @@ impl FromHfConfig for RopeConfigs {
     /// The rotary embeddings an HF `config.json` describes (also read from its `text_config`,
     /// as vision-language models nest it).
     fn from_hf_config(config: &Value) -> Result<Self> {
+        HfRope::from_hf_config(config).map(|rope| rope.configs)
+    }
+}
+
+/// A model's rotary embeddings read from its HF `config.json`, with where each value came
+/// from: the field (`rope_parameters.full_attention.rope_theta`,
+/// `per_layer_config.5.head_dim`), or `default (...)` where none gave it. The reader records
+/// each source as it reads the value, so that `pe inspect` names what was read.
+///
+/// ```
+/// use candle_pe_formats::{FromHfConfig, HfRope};
+///
+/// let json = serde_json::json!({"model_type": "qwen3", "hidden_size": 2048,
+///     "num_attention_heads": 16, "rope_scaling": {"rope_type": "linear", "factor": 2.0}});
+/// let rope = HfRope::from_hf_config(&json)?;
+/// let source = |value: &str| {
+///     rope.sources.iter().find(|s| s.value == value).map(|s| s.source.as_str())
+/// };
+/// assert_eq!(source("rope_type"), Some("rope_scaling.rope_type"));
+/// assert_eq!(source("head_dim"), Some("default (the model type's: 128)"));
+/// assert_eq!(source("rope_theta"), Some("default (the model type's: 10000)"));
+/// # Ok::<(), candle_pe_formats::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct HfRope {
+    /// The ropes per layer, as [`RopeConfigs::from_hf_config`] gives them.
+    pub configs: RopeConfigs,
+    /// Where each value came from: per layer type (`None`: every layer) its `rope_theta`,
+    /// `head_dim`, `partial_rotary_factor`, `max_position_embeddings` and `rope_type`.
+    pub sources: Vec<ValueSource>,
+}
+
+impl FromHfConfig for HfRope {
+    fn from_hf_config(config: &Value) -> Result<Self> {
         let text = HfTextConfig::from_hf_config(config)?;
         read_model(text.fields(), text.model_type())
+    }
+}
+
+/// What reading a config's ropes notes besides them: the keys of its rope dicts that nothing
+/// reads, and where each value came from.
+#[derive(Default)]
+struct Notes {
+    unknown: Vec<String>,
+    sources: Vec<ValueSource>,
+}
+
+impl Notes {
+    /// Names `source` as where the `value` of the rope last read for `layer_type` came from,
+    /// where the caller changed what the reader read (a use's theta, an unscaled layer type).
+    fn rename(&mut self, layer_type: Option<&str>, value: &str, source: String) {
+        let last = self.sources.iter_mut().rev();
+        let mut of = last.filter(|s| s.value == value && s.layer_type.as_deref() == layer_type);
+        if let Some(found) = of.next() {
+            found.source = source;
+        }
     }
 }
 
@@ -200,10 +255,10 @@ pub(crate) fn pattern_layer_types(
 const ROPE_THETA: &str = "rope_theta";
 
 /// The ropes of the text config `root`, whose model type's row is `model_type`.
-fn read_model(root: &ConfigFields, model_type: &HfModelType) -> Result<RopeConfigs> {
+fn read_model(root: &ConfigFields, model_type: &HfModelType) -> Result<HfRope> {
     let overrides = Overrides::read(root)?;
-    let mut unknown_keys = Vec::new();
-    let (mut configs, layer_types) = read_layers(root, model_type, &overrides, &mut unknown_keys)?;
+    let mut notes = Notes::default();
+    let (mut configs, layer_types) = read_layers(root, model_type, &overrides, &mut notes)?;
     if let Some(layer_types) = layer_types {
         configs = configs.with_layer_types(layer_types);
     }
@@ -213,7 +268,13 @@ fn read_model(root: &ConfigFields, model_type: &HfModelType) -> Result<RopeConfi
     if let Some(scale) = read_attn_temperature(root, model_type)? {
         configs = configs.with_nope_query_scale(scale)?;
     }
-    Ok(configs.with_unknown_keys(unknown_keys))
+    // A dict read for several layer types reports its unknown keys once.
+    let mut seen = BTreeSet::new();
+    notes.unknown.retain(|key| seen.insert(key.clone()));
+    Ok(HfRope {
+        configs: configs.with_unknown_keys(notes.unknown),
+        sources: notes.sources,
+    })
 }
 
 /// Per layer, whether it is NoPE: `no_rope_layers` (1 for rotary, 0 for none, as transformers
@@ -304,17 +365,32 @@ struct Overrides {
     layers: BTreeMap<usize, (String, Map<String, Value>)>,
 }
 
-/// A root to read a layer's rope from: the config's own, or one with a layer's overrides.
-enum LayerRoot<'a> {
+/// A root to read a layer's rope from: the config's own, or one with a layer's overrides
+/// (the root's fields with them, the root's path, and the entry's path and fields).
+enum LayerRoot<'a, 'o> {
     Given(ConfigFields<'a>),
-    Overridden(Value),
+    Overridden {
+        fields: Map<String, Value>,
+        path: String,
+        entry: &'o (String, Map<String, Value>),
+    },
 }
 
-impl LayerRoot<'_> {
-    fn fields(&self) -> Result<ConfigFields<'_>> {
+impl LayerRoot<'_, '_> {
+    fn fields(&self) -> ConfigFields<'_> {
         match self {
-            LayerRoot::Given(f) => Ok(f.clone()),
-            LayerRoot::Overridden(v) => ConfigFields::new(v),
+            LayerRoot::Given(f) => f.clone(),
+            LayerRoot::Overridden { fields, path, .. } => {
+                ConfigFields::converted(fields, path.clone())
+            }
+        }
+    }
+
+    /// The path and fields of the `per_layer_config` entry, where the root holds one.
+    fn overridden(&self) -> Option<(&str, &Map<String, Value>)> {
+        match self {
+            LayerRoot::Given(_) => None,
+            LayerRoot::Overridden { entry, .. } => Some((entry.0.as_str(), &entry.1)),
         }
     }
 }
@@ -352,6 +428,13 @@ impl Overrides {
         Ok(Self { layers })
     }
 
+    /// Whether the first `count` layers do not all override the same fields alike.
+    fn vary(&self, count: usize) -> bool {
+        let none = Map::new();
+        let get = |i: usize| self.layers.get(&i).map_or(&none, |(_, m)| m);
+        (1..count).any(|i| get(i) != get(0))
+    }
+
     /// The root the layers of `layer_type` (every layer when `None`) read their rope from: the
     /// overrides they share; layers of one type whose overrides differ are an error naming two
     /// of them.
@@ -360,7 +443,7 @@ impl Overrides {
         root: &ConfigFields<'a>,
         layer_types: Option<&[String]>,
         layer_type: Option<&str>,
-    ) -> Result<LayerRoot<'a>> {
+    ) -> Result<LayerRoot<'a, '_>> {
         if self.layers.is_empty() {
             return Ok(LayerRoot::Given(root.clone()));
         }
@@ -398,17 +481,19 @@ impl Overrides {
                     message: format!("layer {past} is past the last of the {count} layers"),
                 }));
             }
-            let fields = get(first);
-            if !fields.is_empty() {
-                let mut value = Value::Object(root_map(root));
-                if let Value::Object(map) = &mut value {
-                    if fields.contains_key("head_dim") {
-                        // The layer's own head_dim replaces the global one Gemma 4 used to give.
-                        map.remove("global_head_dim");
-                    }
-                    map.extend(fields.clone());
+            if let Some(entry) = self.layers.get(&first) {
+                let mut fields = root_map(root);
+                if entry.1.contains_key("head_dim") {
+                    // The layer's own head_dim replaces the global one Gemma 4 used to give.
+                    fields.remove("global_head_dim");
                 }
-                return Ok(LayerRoot::Overridden(value));
+                fields.extend(entry.1.clone());
+                let path = root.path().to_string();
+                return Ok(LayerRoot::Overridden {
+                    fields,
+                    path,
+                    entry,
+                });
             }
         }
         Ok(LayerRoot::Given(root.clone()))
@@ -424,12 +509,12 @@ fn root_map(root: &ConfigFields) -> Map<String, Value> {
 
 /// The ropes of a model's layers, and its `layer_types`; `overrides` gives the root a layer type
 /// reads its fields from (transformers 5's `per_layer_config`). The keys of the rope dicts that
-/// nothing reads are pushed to `unknown`.
+/// nothing reads, and where each value came from, are noted in `notes`.
 fn read_layers(
     root: &ConfigFields,
     model_type: &HfModelType,
     overrides: &Overrides,
-    unknown: &mut Vec<String>,
+    notes: &mut Notes,
 ) -> Result<(RopeConfigs, Option<Vec<String>>)> {
     let mut layer_types = read_layer_types(root, model_type)?;
     let given = rope_dict(root)?;
@@ -458,15 +543,14 @@ fn read_layers(
         if let Some(sliding) = &model_type.sliding {
             implied_layer_types(root, sliding, &mut layer_types)?;
         }
-        let layers = reader.per_layer_type(params, layer_types.as_deref(), unknown)?;
+        let layers = reader.per_layer_type(params, layer_types.as_deref(), notes)?;
         return Ok((layers, layer_types));
     }
     if let Some(legacy) = model_type.legacy_uses {
         if layer_types.is_none() {
             layer_types = legacy_layer_types(root, legacy)?;
         }
-        let layers =
-            reader.legacy_uses(legacy, params.as_ref(), layer_types.as_deref(), unknown)?;
+        let layers = reader.legacy_uses(legacy, params.as_ref(), layer_types.as_deref(), notes)?;
         return Ok((layers, layer_types));
     }
     if !model_type.rope_uses.is_empty() {
@@ -483,10 +567,15 @@ fn read_layers(
         ));
     }
     if model_type.sliding.is_some_and(|s| s.keyed_only) {
+        // Here the config gives a flat dict (the filled one is keyed): name the one it gives.
+        let field = match root.has("rope_parameters") {
+            true => "rope_parameters",
+            false => "rope_scaling",
+        };
         return Err(root.invalid(
-            "rope_parameters",
+            field,
             "a Gemma 4 config's rope_parameters are keyed by layer type \
-             (full_attention, sliding_attention)",
+             (full_attention, sliding_attention); a flat rope dict is not read",
         ));
     }
     let sliding = match model_type.sliding {
@@ -498,7 +587,14 @@ fn read_layers(
     if let Some(sliding) = sliding {
         implied_layer_types(root, &sliding, &mut layer_types)?;
         let layers =
-            reader.legacy_sliding(&sliding, params.as_ref(), layer_types.as_deref(), unknown)?;
+            reader.legacy_sliding(&sliding, params.as_ref(), layer_types.as_deref(), notes)?;
+        return Ok((layers, layer_types));
+    }
+    // One dict turns every layer alike; where per_layer_config gives the layer types heads
+    // of their own (dots3's), each type reads it with its own, as transformers copies it to
+    // each.
+    if let Some(types) = layer_types.as_deref().filter(|t| overrides.vary(t.len())) {
+        let layers = reader.each_type(params.as_ref(), types, notes)?;
         return Ok((layers, layer_types));
     }
     let config = reader.one(
@@ -506,7 +602,7 @@ fn read_layers(
         layer_types.as_deref(),
         None,
         ROPE_THETA,
-        unknown,
+        notes,
     )?;
     Ok((RopeConfigs::new(config), layer_types))
 }
@@ -586,7 +682,10 @@ fn implied_layer_types(
 ) -> Result<()> {
     if layer_types.is_none() {
         let (field, default) = sliding.pattern;
-        let pattern = root.get::<usize>(field)?.unwrap_or(default);
+        let pattern = match field {
+            Some(field) => root.get::<usize>(field)?.unwrap_or(default),
+            None => default,
+        };
         if let Some(layers) = num_layers(root)? {
             *layer_types = Some(pattern_layer_types(
                 layers,
@@ -617,16 +716,17 @@ impl Reader<'_, '_> {
         layer_types: Option<&[String]>,
         layer_type: Option<&str>,
         theta: &str,
-        unknown: &mut Vec<String>,
+        notes: &mut Notes,
     ) -> Result<RopeConfig> {
         let layer_root = self.overrides.root(self.root, layer_types, layer_type)?;
         let head = Head {
-            root: &layer_root.fields()?.with_aliases(self.model_type.aliases),
+            root: &layer_root.fields().with_aliases(self.model_type.aliases),
+            overridden: layer_root.overridden(),
             dict,
             model_type: self.model_type,
             filled: self.filled,
         };
-        head.read(layer_type, theta, unknown)
+        head.read(layer_type, theta, notes)
     }
 
     /// transformers 5's form: one rope dict per layer type in `params` (`null` for a layer
@@ -637,7 +737,7 @@ impl Reader<'_, '_> {
         &self,
         params: &ConfigFields,
         layer_types: Option<&[String]>,
-        unknown: &mut Vec<String>,
+        notes: &mut Notes,
     ) -> Result<RopeConfigs> {
         let uses: Vec<(&str, &str)> = match self.model_type.rope_uses {
             [] => params.keys().map(|t| (t, t)).collect(),
@@ -645,7 +745,7 @@ impl Reader<'_, '_> {
                 if let Some((_, key)) = uses.iter().find(|(_, k)| !params.keys().any(|p| p == *k)) {
                     return Err(params.missing(key));
                 }
-                unknown.extend(
+                notes.unknown.extend(
                     params
                         .keys()
                         .filter(|p| !uses.iter().any(|(_, k)| k == p))
@@ -663,12 +763,31 @@ impl Reader<'_, '_> {
                     layer_types,
                     Some(layer_type),
                     ROPE_THETA,
-                    unknown,
+                    notes,
                 )?),
             };
             configs.insert(layer_type.to_string(), config);
         }
         Ok(RopeConfigs::per_layer_type(configs)?.with_field(params.path()))
+    }
+
+    /// The one rope dict `dict` (none: the root's fields alone) for each of the layer types
+    /// `types`, each read with its layers' overrides.
+    fn each_type(
+        &self,
+        dict: Option<&ConfigFields>,
+        types: &[String],
+        notes: &mut Notes,
+    ) -> Result<RopeConfigs> {
+        let mut configs = BTreeMap::new();
+        for layer_type in types {
+            if !configs.contains_key(layer_type) {
+                let config = self.one(dict, Some(types), Some(layer_type), ROPE_THETA, notes)?;
+                configs.insert(layer_type.clone(), Some(config));
+            }
+        }
+        let field = self.root.path_of("per_layer_config");
+        Ok(RopeConfigs::per_layer_type(configs)?.with_field(field))
     }
 
     /// The older form of a keyed-by-use config, as its class converts it (DeepSeek-V4's
@@ -681,7 +800,7 @@ impl Reader<'_, '_> {
         legacy: &LegacyUses,
         params: Option<&ConfigFields>,
         layer_types: Option<&[String]>,
-        unknown: &mut Vec<String>,
+        notes: &mut Notes,
     ) -> Result<RopeConfigs> {
         let mut configs = BTreeMap::new();
         for &(layer_type, key) in self.model_type.rope_uses {
@@ -707,16 +826,20 @@ impl Reader<'_, '_> {
                         layer_types,
                         Some(layer_type),
                         theta,
-                        unknown,
+                        notes,
                     )?
                 }
                 None => {
-                    let mut config =
-                        self.one(None, layer_types, Some(layer_type), theta, unknown)?;
+                    let mut config = self.one(None, layer_types, Some(layer_type), theta, notes)?;
                     config.rope_theta = rope_theta;
                     config
                 }
             };
+            let source = match self.root.has(theta) {
+                true => self.root.path_of(theta),
+                false => format!("default (the field's: {default})"),
+            };
+            notes.rename(Some(layer_type), "rope_theta", source);
             configs.insert(layer_type.to_string(), Some(config));
         }
         let field = self.root.path_of(legacy.layer_ints.0);
@@ -732,18 +855,22 @@ impl Reader<'_, '_> {
         sliding: &Sliding,
         params: Option<&ConfigFields>,
         layer_types: Option<&[String]>,
-        unknown: &mut Vec<String>,
+        notes: &mut Notes,
     ) -> Result<RopeConfigs> {
         let (full_theta, sliding_theta) = sliding.thetas;
         let full = Some("full_attention");
-        let full = self.one(params, layer_types, full, full_theta, unknown)?;
+        let full = self.one(params, layer_types, full, full_theta, notes)?;
         let scaled = params.filter(|_| sliding.scales_sliding);
-        let mut ignored = Vec::new();
         let of_sliding = Some("sliding_attention");
-        let of_sliding = self.one(scaled, layer_types, of_sliding, sliding_theta, &mut ignored)?;
+        let sliding_rope = self.one(scaled, layer_types, of_sliding, sliding_theta, notes)?;
+        if !sliding.scales_sliding {
+            let unscaled =
+                "default (unscaled: in this form the sliding layers take no rope_scaling)";
+            notes.rename(of_sliding, "rope_type", unscaled.into());
+        }
         let configs = [
             ("full_attention".to_string(), Some(full)),
-            ("sliding_attention".to_string(), Some(of_sliding)),
+            ("sliding_attention".to_string(), Some(sliding_rope)),
         ];
         let field = self.root.path_of(sliding_theta);
         Ok(RopeConfigs::per_layer_type(configs)?.with_field(field))
@@ -784,9 +911,11 @@ fn unknown_keys(dict: &ConfigFields, rope_type: &RopeType) -> Vec<String> {
 
 /// The fields one rope is read from: the root of its layers (with their overrides), its rope
 /// dict, and the row of the model type; `filled` where the dict is the one the config class
-/// fills in, whose fields win over the root's.
+/// fills in, whose fields win over the root's; `overridden`, the path and fields of the
+/// `per_layer_config` entry the root holds, where it holds one.
 struct Head<'r, 'a> {
     root: &'r ConfigFields<'a>,
+    overridden: Option<(&'r str, &'r Map<String, Value>)>,
     dict: Option<&'r ConfigFields<'r>>,
     model_type: &'r HfModelType,
     filled: bool,
@@ -795,13 +924,8 @@ struct Head<'r, 'a> {
 impl Head<'_, '_> {
     /// One rope: the root's head and context fields with the rope dict, `rope_theta` from the
     /// top-level field `theta` when the dict does not give it, else the model type's default;
-    /// the keys of the dict that nothing reads are pushed to `unknown`.
-    fn read(
-        &self,
-        layer_type: Option<&str>,
-        theta: &str,
-        unknown: &mut Vec<String>,
-    ) -> Result<RopeConfig> {
+    /// the keys of the dict that nothing reads, and where each value came from, are noted.
+    fn read(&self, layer_type: Option<&str>, theta: &str, notes: &mut Notes) -> Result<RopeConfig> {
         let (root, model_type) = (self.root, self.model_type);
         let (head_dim, partial_rotary_factor) = self.head(layer_type)?;
         let rope_type = match self.dict {
@@ -809,9 +933,12 @@ impl Head<'_, '_> {
             None => RopeType::Default,
         };
         if let Some(dict) = self.dict.filter(|_| !self.filled) {
-            unknown.extend(unknown_keys(dict, &rope_type));
+            notes.unknown.extend(unknown_keys(dict, &rope_type));
         }
-        let mrope_section = self.either("mrope_section", "mrope_section")?;
+        self.note_sources(layer_type, theta, notes);
+        let mrope_section = self
+            .either("mrope_section", "mrope_section")?
+            .or_else(|| model_type.mrope_section.map(<[usize]>::to_vec));
         let interleaved: Option<bool> = self.either("mrope_interleaved", "mrope_interleaved")?;
         let query_scale = self.query_scale()?;
         // Ropes keyed by use: the top-level rope_theta is the main rope's, and fills the
@@ -877,6 +1004,88 @@ impl Head<'_, '_> {
             Some(value) => Ok(Some(value)),
             None => self.root.get(top_name),
         }
+    }
+
+    /// Where the rope's five values come from, as [`Head::read`] reads them.
+    fn note_sources(&self, layer_type: Option<&str>, theta: &str, notes: &mut Notes) {
+        let model_type = self.model_type;
+        let partial = "partial_rotary_factor";
+        let rope_theta = self.source("rope_theta", theta).unwrap_or_else(|| {
+            let theta = model_type.rope_theta_default(layer_type);
+            format!("default (the model type's: {})", theta.unwrap_or(f64::NAN))
+        });
+        let partial = self.source(partial, partial).unwrap_or_else(|| {
+            match model_type.partial_rotary_factor_default(layer_type) {
+                1.0 => "default (1)".into(),
+                factor => format!("default (the model type's: {factor})"),
+            }
+        });
+        let rope_type = ["rope_type", "type"]
+            .into_iter()
+            .find_map(|name| self.in_dict(name))
+            .unwrap_or_else(|| "default (unscaled)".into());
+        let context = self.at_root("max_position_embeddings");
+        let values = [
+            ("rope_theta", rope_theta),
+            ("head_dim", self.head_source(layer_type)),
+            ("partial_rotary_factor", partial),
+            (
+                "max_position_embeddings",
+                context.unwrap_or_else(|| "none".into()),
+            ),
+            ("rope_type", rope_type),
+        ];
+        notes
+            .sources
+            .extend(values.map(|(value, source)| ValueSource {
+                layer_type: layer_type.map(str::to_string),
+                value,
+                source,
+            }));
+    }
+
+    /// The path of the rope dict's field `name`, where it gives it (the dict the config class
+    /// fills in named as the model type's default).
+    fn in_dict(&self, name: &str) -> Option<String> {
+        let dict = self.dict.filter(|d| d.has(name))?;
+        Some(match self.filled {
+            true => format!("default (the model type's) {}", dict.path_of(name)),
+            false => dict.path_of(name),
+        })
+    }
+
+    /// The path of the root's field `name`, where it gives it: the `per_layer_config` entry's
+    /// where that overrides it.
+    fn at_root(&self, name: &str) -> Option<String> {
+        match self.overridden {
+            Some((path, fields)) if fields.contains_key(name) => Some(format!("{path}.{name}")),
+            _ => self.root.has(name).then(|| self.root.path_of(name)),
+        }
+    }
+
+    /// Where [`Head::either`] (and `dict_else_root`) finds `name` or `top_name`.
+    fn source(&self, name: &str, top_name: &str) -> Option<String> {
+        self.in_dict(name).or_else(|| self.at_root(top_name))
+    }
+
+    /// Where [`Head::head`]'s width comes from: `global_head_dim` on full-attention layers,
+    /// `qk_rope_head_dim`, `head_dim`, the model type's default, or the heads' share.
+    fn head_source(&self, layer_type: Option<&str>) -> String {
+        let global = match layer_type {
+            Some("full_attention") => self.at_root("global_head_dim"),
+            _ => None,
+        };
+        global
+            .or_else(|| self.at_root("qk_rope_head_dim"))
+            .or_else(|| self.at_root("head_dim"))
+            .unwrap_or_else(|| match self.model_type.head_dim_default() {
+                Some(d) => format!("default (the model type's: {d})"),
+                None => format!(
+                    "{} / {}",
+                    self.root.path_of("hidden_size"),
+                    self.root.path_of("num_attention_heads")
+                ),
+            })
     }
 
     /// The fields that give `name`: the rope dict where it has it, else the root.

@@ -6,7 +6,7 @@
 //!   [`HfTextConfig`](crate::HfTextConfig);
 //! - `rope_dicts.rs`: how a rope dict names and spells each rope type;
 //! - `config.rs`: [`FromHfConfig`](crate::FromHfConfig) and the reading of a model's ropes per
-//!   layer;
+//!   layer, with where each value came from ([`HfRope`](crate::HfRope));
 //! - `sinusoidal.rs`: candle-pe-nn's `SinusoidalEmbeddingConfig`;
 //! - `overrides.rs`: a [`RopeOverride`](crate::RopeOverride) written into a `config.json`, as a
 //!   transformers user would;
@@ -25,7 +25,7 @@ mod sinusoidal;
 mod vision;
 
 pub(crate) use config::pattern_layer_types;
-pub use config::{FromHfConfig, HfConfig};
+pub use config::{FromHfConfig, HfConfig, HfRope};
 pub use config_fields::ConfigFields;
 pub use model_types::{HfModelType, HfTextConfig, LegacyUses, QwenVlVersion, Sliding};
 pub use qwen_vl::{QwenVlConfig, QwenVlPositions};

@@ -35,9 +35,12 @@
 //! - `attn_temperature`: the NoPE layers' query temperature, `attn_temperature_tuning`
 //!   (Llama 4);
 //! - `sliding`: layers of two types whose types follow from a pattern (Gemma's
-//!   `sliding_window_pattern`, ModernBERT's `global_attn_every_n_layers`), and the older rope
-//!   form read, each layer type's theta in a field of its own ([`Sliding`]: Gemma 3, Gemma 4,
-//!   T5Gemma 2, ModernBERT);
+//!   `sliding_window_pattern`, ModernBERT's `global_attn_every_n_layers`, OLMo 3's fixed 4),
+//!   and the older rope form read, each layer type's theta in a field of its own and the rope
+//!   dict for the full layers only, or for both ([`Sliding`]: Gemma 3, Gemma 4 and its
+//!   diffusion and embedding kin, T5Gemma 2, ModernBERT, OLMo 3);
+//! - `mrope_section`: the M-RoPE sections its config class gives any rope dict without them
+//!   (HunYuan-V4-VL's `[12, 10, 10]`, a `setdefault`);
 //! - `mrope_slots`: [`MropeSlots::Alternating`] where the M-RoPE slots always alternate,
 //!   whatever `mrope_interleaved` says (Qwen3-VL);
 //! - `rope_type_names`: the rope types it spells its own way, and the type each reads as: Phi-3's
@@ -97,6 +100,7 @@ pub struct HfModelType {
     pub(crate) nope_interval: Option<usize>,
     pub(crate) attn_temperature: bool,
     pub(crate) sliding: Option<Sliding>,
+    pub(crate) mrope_section: Option<&'static [usize]>,
     pub(crate) mrope_slots: MropeSlots,
     pub(crate) rope_type_names: &'static [(&'static str, &'static str)],
     pub(crate) aliases: &'static [(&'static str, &'static str)],
@@ -156,8 +160,9 @@ const DEEPSEEK_V4_LEGACY: LegacyUses = LegacyUses {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Sliding {
     /// The field `n` of the pattern, every `n`-th layer full attention, and its default
-    /// (Gemma's `sliding_window_pattern`, 6; ModernBERT's `global_attn_every_n_layers`, 3).
-    pub pattern: (&'static str, usize),
+    /// (Gemma's `sliding_window_pattern`, 6; ModernBERT's `global_attn_every_n_layers`, 3);
+    /// no field where the class fixes `n` (OLMo 3: 4).
+    pub pattern: (Option<&'static str>, usize),
     /// The first layer of each `n` is the full one (ModernBERT: layers 0, n, 2n, ...); else the
     /// last (Gemma: layers n - 1, 2n - 1, ...).
     pub first_full: bool,
@@ -200,6 +205,7 @@ const DEFAULT: HfModelType = HfModelType {
     nope_interval: None,
     attn_temperature: false,
     sliding: None,
+    mrope_section: None,
     mrope_slots: MropeSlots::Sections,
     rope_type_names: &[],
     aliases: &[],
@@ -217,17 +223,31 @@ impl Sliding {
     /// for sliding ones); also the form of a config of another model type that gives
     /// `rope_local_base_freq`.
     pub const GEMMA3: Sliding = Sliding {
-        pattern: ("sliding_window_pattern", 6),
+        pattern: (Some("sliding_window_pattern"), 6),
         first_full: false,
         last_full: false,
         keyed_only: false,
         thetas: ("rope_theta", "rope_local_base_freq"),
         scales_sliding: false,
     };
-}
 
-/// Gemma 3's layers ([`Sliding::GEMMA3`]).
-const GEMMA3_SLIDING: Sliding = Sliding::GEMMA3;
+    /// Gemma 4's layers: Gemma 3's pattern with the last layer full too, and only
+    /// transformers 5's `rope_parameters` keyed by layer type read (its config classes keep a
+    /// flat dict as it is, which their rotary classes cannot index by layer type).
+    pub const GEMMA4: Sliding = Sliding {
+        last_full: true,
+        keyed_only: true,
+        ..Sliding::GEMMA3
+    };
+
+    /// OLMo 3's layers: every fourth full attention; the older form's `rope_theta` for both
+    /// types and its `rope_scaling` for the full layers only.
+    pub const OLMO3: Sliding = Sliding {
+        pattern: (None, 4),
+        thetas: ("rope_theta", "rope_theta"),
+        ..Sliding::GEMMA3
+    };
+}
 
 /// A model type (its names) that reads as most do, but for what the builders below change.
 const fn row(names: &'static [&'static str]) -> HfModelType {
@@ -301,6 +321,12 @@ impl HfModelType {
         self
     }
 
+    /// Its config class gives any rope dict without `mrope_section` these sections.
+    const fn sections(mut self, mrope_section: &'static [usize]) -> Self {
+        self.mrope_section = Some(mrope_section);
+        self
+    }
+
     /// Its config class fills in the rope dict `json` where a config gives none.
     const fn fills(mut self, json: &'static str) -> Self {
         self.rope_dict = Some(json);
@@ -331,21 +357,17 @@ const MODEL_TYPES: &[HfModelType] = &[
     // Layer types, NoPE layers, per-model spellings and position ids.
     row(&["gemma", "gemma2"]).head(256),
     HfModelType {
-        sliding: Some(GEMMA3_SLIDING),
+        sliding: Some(Sliding::GEMMA3),
         ..row(&["gemma3", "gemma3_text"]).head(256).thetas(1e6, 1e4)
     },
     HfModelType {
         prefix: true,
-        sliding: Some(GEMMA3_SLIDING),
+        sliding: Some(Sliding::GEMMA3),
         ..row(&["gemma3"]).thetas(1e6, 1e4)
     },
     HfModelType {
         prefix: true,
-        sliding: Some(Sliding {
-            last_full: true,
-            keyed_only: true,
-            ..GEMMA3_SLIDING
-        }),
+        sliding: Some(Sliding::GEMMA4),
         ..row(&["gemma4"]).fills(GEMMA4_ROPES)
     },
     // Llama 4's attention turns adjacent pairs (as complex numbers); its config has no
@@ -518,12 +540,19 @@ const MODEL_TYPES: &[HfModelType] = &[
             r#"{"indexed_attention": {"rope_type": "default"},
                 "sliding_attention": {"rope_type": "default", "rope_theta": 5e4}}"#,
         ),
-    row(&["diffusion_gemma_text"]).fills(GEMMA4_ROPES),
-    // EmbeddingGemma 2: its full layers' 512 is in the per_layer_config its class saves.
-    row(&["embedding_gemma2_text"]).head(256).no_theta().fills(
-        r#"{"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
-            "full_attention": {"rope_type": "default", "rope_theta": 1e6}}"#,
-    ),
+    HfModelType {
+        sliding: Some(Sliding::GEMMA4),
+        ..row(&["diffusion_gemma_text"]).fills(GEMMA4_ROPES)
+    },
+    // EmbeddingGemma 2: Gemma 4's layers; its full layers' 512 is in the per_layer_config its
+    // class saves.
+    HfModelType {
+        sliding: Some(Sliding::GEMMA4),
+        ..row(&["embedding_gemma2_text"]).head(256).no_theta().fills(
+            r#"{"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                "full_attention": {"rope_type": "default", "rope_theta": 1e6}}"#,
+        )
+    },
     row(&["emu3_text_model"]).theta(1e6),
     row(&["eomt_dinov3"]).theta(100.0),
     row(&["ernie4_5"]).theta(500_000.0).head(128).interleaved(),
@@ -549,11 +578,9 @@ const MODEL_TYPES: &[HfModelType] = &[
     row(&["gte"]).theta(160_000.0),
     row(&["helium"]).theta(100_000.0).interleaved(),
     row(&["hy_v3"]).theta(11_158_840.0).head(128),
-    // HunYuan-V4-VL: its class gives these sections to any dict without them; a config's own
-    // dict without them reads as one-axis rope here (the same on text positions).
-    row(&["hy_v4_vl_text"])
-        .interleaved()
-        .fills(r#"{"rope_type": "default", "mrope_section": [12, 10, 10]}"#),
+    // HunYuan-V4-VL: its class gives these sections to any rope dict without them, the one
+    // it fills in as well.
+    row(&["hy_v4_vl_text"]).interleaved().sections(&[12, 10, 10]),
     row(&["jetmoe"]).aliases(&[("head_dim", "kv_channels")]),
     row(&["jina_embeddings_v3"]).theta(20_000.0),
     row(&["kolibri1"]).head(128),
@@ -590,11 +617,11 @@ const MODEL_TYPES: &[HfModelType] = &[
     // global attention at global_rope_theta, the others local at local_rope_theta.
     HfModelType {
         sliding: Some(Sliding {
-            pattern: ("global_attn_every_n_layers", 3),
+            pattern: (Some("global_attn_every_n_layers"), 3),
             first_full: true,
             thetas: ("global_rope_theta", "local_rope_theta"),
             scales_sliding: true,
-            ..GEMMA3_SLIDING
+            ..Sliding::GEMMA3
         }),
         ..row(&["modernbert", "modernbert-decoder"]).thetas(160_000.0, 1e4)
     },
@@ -625,7 +652,12 @@ const MODEL_TYPES: &[HfModelType] = &[
                 "sliding_attention": {"rope_type": "default"}}"#,
         ),
     row(&["nomic_bert"]).theta(1000.0),
-    row(&["olmo3"]).theta(500_000.0),
+    // OLMo 3: an older config.json's rope_scaling (OLMo 3 7B Instruct's YaRN) turns its full
+    // layers only; the sliding ones turn plain.
+    HfModelType {
+        sliding: Some(Sliding::OLMO3),
+        ..row(&["olmo3"]).theta(500_000.0)
+    },
     row(&["paddleocr_vl_text"]).theta(500_000.0).head(128),
     row(&[
         "pe_audio_encoder",
@@ -651,7 +683,7 @@ const MODEL_TYPES: &[HfModelType] = &[
     row(&["t5_gemma_module", "vaultgemma"]).head(256),
     // T5Gemma 2: Gemma 3's layers, and its older form (rope_local_base_freq).
     HfModelType {
-        sliding: Some(GEMMA3_SLIDING),
+        sliding: Some(Sliding::GEMMA3),
         ..row(&["t5gemma2_decoder", "t5gemma2_text"])
             .head(256)
             .thetas(1e6, 1e4)
@@ -924,7 +956,7 @@ mod tests {
     #[test]
     fn lookup_by_name_then_prefix() {
         assert_eq!(HfModelType::of("gemma3n").head_dim, None);
-        assert_eq!(HfModelType::of("gemma3n").sliding, Some(GEMMA3_SLIDING));
+        assert_eq!(HfModelType::of("gemma3n").sliding, Some(Sliding::GEMMA3));
         assert_eq!(HfModelType::of("gemma3_text").head_dim, Some(256));
         assert!(HfModelType::of("qwen3_vl_text")
             .mrope_slots
