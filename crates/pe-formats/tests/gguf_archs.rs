@@ -499,3 +499,46 @@ fn sliding_defaults_are_the_rows() {
         "{err}"
     );
 }
+
+/// olmo2 as llama.cpp reads it: an OLMo 2 file (no window) turns every layer by the file's
+/// rope; an OLMo 3 file (a window) has every fourth layer global, scaled by the file's YaRN,
+/// and its sliding layers at the same base with no scaling (llama.cpp's olmo2 graph).
+#[test]
+fn olmo3_scales_only_its_global_layers() {
+    let mut keys = head(4096, 32);
+    keys.push(("block_count", Value::U32(8)));
+    keys.push(("rope.freq_base", Value::F32(500_000.0)));
+    keys.push(("rope.scaling.type", Value::String("yarn".into())));
+    keys.push(("rope.scaling.factor", Value::F32(8.0)));
+    keys.push(("rope.scaling.original_context_length", Value::U32(8192)));
+    let olmo2 = read("olmo2", &keys).unwrap();
+    let all_yarn = (0..8).all(|layer| {
+        let config = olmo2.configs.for_layer(layer).unwrap().unwrap();
+        config.rope_type.name() == "yarn"
+    });
+    assert!(all_yarn && olmo2.configs.single().is_some());
+    keys.push(("attention.sliding_window", Value::U32(4096)));
+    let olmo3 = read("olmo2", &keys).unwrap();
+    for layer in 0..8 {
+        let config = olmo3.configs.for_layer(layer).unwrap().unwrap();
+        let kind = if (layer + 1) % 4 == 0 {
+            "yarn"
+        } else {
+            "default"
+        };
+        assert_eq!(config.rope_type.name(), kind, "layer {layer}");
+        assert_eq!(config.rope_theta, 500_000.0, "layer {layer}");
+    }
+    let source = olmo3
+        .sources
+        .iter()
+        .find(|s| s.layer_type.as_deref() == Some("sliding_attention") && s.value == "rope_type")
+        .map(|s| s.source.as_str());
+    assert_eq!(source, Some("default (unscaled: OLMo 3's sliding layers)"));
+    let base = olmo3
+        .sources
+        .iter()
+        .find(|s| s.layer_type.as_deref() == Some("sliding_attention") && s.value == "rope_theta")
+        .map(|s| s.source.as_str());
+    assert_eq!(base, Some("olmo2.rope.freq_base"));
+}

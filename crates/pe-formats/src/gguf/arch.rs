@@ -11,7 +11,8 @@
 //!   [`Head::RotaryPart`] for a model whose rope covers only part of an MLA head);
 //! - [`Arch::sliding`]: llama.cpp's sliding-window defaults, for a model whose file may omit the
 //!   `_swa` keys (Gemma 3: every sixth layer global, sliding base 10000, sliding layers
-//!   unscaled);
+//!   unscaled; olmo2: sliding layers only in a file with a window, OLMo 3's, every fourth
+//!   layer global, at the full layers' base, unscaled);
 //! - [`Arch::mrope_with_sections`]: M-RoPE when the first two `rope.dimension_sections` are
 //!   non-zero (llama.cpp's `use_mrope`: glm4, glm4moe, hunyuan_vl);
 //! - [`Arch::log_multiplier`]: how `rope.scaling.yarn_log_multiplier` is stored (DeepSeek-2's
@@ -86,10 +87,14 @@ pub(crate) struct Sliding {
     /// Every `period`-th layer is global when `attention.sliding_window_pattern` is absent;
     /// `None` where llama.cpp requires the key (Gemma 4: one flag per layer).
     pub period: Option<usize>,
-    /// The sliding layers' base when `rope.freq_base_swa` is absent.
-    pub theta: f64,
+    /// The sliding layers' base when `rope.freq_base_swa` is absent; `None`: the full layers'
+    /// (olmo2).
+    pub theta: Option<f64>,
     /// Whether the sliding layers take the file's scaling too (Gemma 3's do not).
     pub scaled: bool,
+    /// Whether the file has sliding layers only where it gives `attention.sliding_window`
+    /// (olmo2: OLMo 2's files give none, OLMo 3's do); elsewhere it always has them (Gemma 3).
+    pub windowed: bool,
 }
 
 /// How a file stores `rope.scaling.yarn_log_multiplier`.
@@ -205,16 +210,18 @@ impl Arch {
 const GEMMA3_SLIDING: Sliding = Sliding {
     label: "Gemma 3",
     period: Some(6),
-    theta: 10_000.0,
+    theta: Some(10_000.0),
     scaled: false,
+    windowed: false,
 };
 
 /// Gemma 3n's sliding layers: every fifth layer global, sliding base 10000, unscaled.
 const GEMMA3N_SLIDING: Sliding = Sliding {
     label: "Gemma 3n",
     period: Some(5),
-    theta: 10_000.0,
+    theta: Some(10_000.0),
     scaled: false,
+    windowed: false,
 };
 
 /// Gemma 4's sliding layers: the pattern is required (one flag per layer); the sliding base
@@ -222,8 +229,9 @@ const GEMMA3N_SLIDING: Sliding = Sliding {
 const GEMMA4_SLIDING: Sliding = Sliding {
     label: "Gemma 4",
     period: None,
-    theta: 10_000.0,
+    theta: Some(10_000.0),
     scaled: false,
+    windowed: false,
 };
 
 /// MiMo-V2's sliding layers: the pattern is required (one flag per layer); the sliding base
@@ -231,8 +239,20 @@ const GEMMA4_SLIDING: Sliding = Sliding {
 const MIMO2_SLIDING: Sliding = Sliding {
     label: "MiMo-V2",
     period: None,
-    theta: 10_000.0,
+    theta: Some(10_000.0),
     scaled: false,
+    windowed: false,
+};
+
+/// OLMo 3's sliding layers (llama.cpp's olmo2, where the file gives a window): every fourth
+/// layer global, the sliding ones at the full layers' base (`rope_freq_base_train_swa`) with no
+/// scaling (its graph turns them with frequency scale, attention factor 1 and no YaRN ramp).
+const OLMO3_SLIDING: Sliding = Sliding {
+    label: "OLMo 3",
+    period: Some(4),
+    theta: None,
+    scaled: false,
+    windowed: true,
 };
 
 /// DeepSeek-2's MLA rope, which Mistral 4 shares (llama.cpp loads both in one case).
@@ -303,7 +323,10 @@ pub(crate) const ARCHS: &[Arch] = &[
     Arch::neox("qwen2moe"),
     Arch::neox("qwen3"),
     Arch::neox("qwen3moe"),
-    Arch::neox("olmo2"),
+    Arch {
+        sliding: Some(OLMO3_SLIDING),
+        ..Arch::neox("olmo2")
+    },
     Arch::neox("olmoe"),
     Arch::neox("phi2"),
     Arch::neox("phi3"),

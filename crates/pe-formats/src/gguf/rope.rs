@@ -46,7 +46,7 @@ use candle_pe_core::{
     RopeConfigs, RopeType, Yarn, DEFAULT_ROPE_THETA, MAX_LAYERS,
 };
 
-use super::arch::{Arch, Head, LogMultiplier, RopeKind, TemperatureLength};
+use super::arch::{Arch, Head, LogMultiplier, RopeKind, Sliding, TemperatureLength};
 use super::converter::{f32_relative_error, is_converter_llama3, llama3_candidates, tenfold};
 use super::meta::{decimal, GgufMeta};
 use crate::hf::pattern_layer_types;
@@ -803,8 +803,9 @@ fn stored_divisors(
 }
 
 /// The ropes per layer. Sliding-window layers have a rope of their own when the file has the
-/// `_swa` keys or the row has sliding defaults (Gemma 3); llama.cpp's converter writes a window
-/// of 0 for a model without one, and llama.cpp reads it so: no sliding layers, one rope for all.
+/// `_swa` keys or the row has sliding defaults (Gemma 3; olmo2 only in a file that gives a
+/// window); llama.cpp's converter writes a window of 0 for a model without one, and llama.cpp
+/// reads it so: no sliding layers, one rope for all.
 fn read_layers(
     m: &mut Meta,
     full: RopeConfig,
@@ -813,6 +814,9 @@ fn read_layers(
 ) -> Result<RopeConfigs> {
     let swa_keys = m.has("rope.freq_base_swa") || m.has("rope.dimension_count_swa");
     if m.arch.sliding.is_none() && !swa_keys {
+        return Ok(RopeConfigs::new(full));
+    }
+    if m.arch.sliding.is_some_and(|s| s.windowed) && !m.has("attention.sliding_window") {
         return Ok(RopeConfigs::new(full));
     }
     if matches!(m.count("attention.sliding_window"), Ok(Some(0))) {
@@ -851,7 +855,7 @@ fn read_sliding(
 ) -> Result<RopeConfig> {
     let defaults = m.arch.sliding;
     let theta = m.float("rope.freq_base_swa")?;
-    let theta = theta.unwrap_or(defaults.map_or(full.rope_theta, |s| s.theta));
+    let theta = theta.unwrap_or(defaults.and_then(|s| s.theta).unwrap_or(full.rope_theta));
     if theta <= 0.0 {
         return Err(m.invalid("rope.freq_base_swa", format!("must be > 0, got {theta}")));
     }
@@ -903,8 +907,12 @@ fn read_sliding_head(m: &Meta, full_head: usize) -> Result<usize> {
 fn note_sliding_sources(m: &mut Meta, unscaled: bool, scaling_sources: usize) {
     let base_source = match m.arch.sliding {
         _ if m.has("rope.freq_base_swa") => m.key("rope.freq_base_swa"),
-        Some(s) => format!("default ({}: {})", s.label, s.theta),
-        None => m.source_for_all("rope_theta"),
+        Some(Sliding {
+            label,
+            theta: Some(theta),
+            ..
+        }) => format!("default ({label}: {theta})"),
+        _ => m.source_for_all("rope_theta"),
     };
     let dim_source = if m.has("rope.dimension_count_swa") {
         m.key("rope.dimension_count_swa")
