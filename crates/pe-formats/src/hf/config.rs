@@ -935,7 +935,6 @@ impl Head<'_, '_> {
         if let Some(dict) = self.dict.filter(|_| !self.filled) {
             notes.unknown.extend(unknown_keys(dict, &rope_type));
         }
-        self.note_sources(layer_type, theta, notes);
         let mrope_section = self
             .either("mrope_section", "mrope_section")?
             .or_else(|| model_type.mrope_section.map(<[usize]>::to_vec));
@@ -956,6 +955,7 @@ impl Head<'_, '_> {
                     .map_or_else(|| root.missing(theta), |dict| dict.missing("rope_theta"))
             })?,
         };
+        self.note_sources(layer_type, theta, rope_theta, notes);
         Ok(RopeConfig {
             head_dim,
             rope_theta,
@@ -1006,14 +1006,20 @@ impl Head<'_, '_> {
         }
     }
 
-    /// Where the rope's five values come from, as [`Head::read`] reads them.
-    fn note_sources(&self, layer_type: Option<&str>, theta: &str, notes: &mut Notes) {
+    /// Where the rope's five values come from, as [`Head::read`] read them (`rope_theta`, the
+    /// value it read, is the model type's default where no field gives it).
+    fn note_sources(
+        &self,
+        layer_type: Option<&str>,
+        theta: &str,
+        rope_theta: f64,
+        notes: &mut Notes,
+    ) {
         let model_type = self.model_type;
         let partial = "partial_rotary_factor";
-        let rope_theta = self.source("rope_theta", theta).unwrap_or_else(|| {
-            let theta = model_type.rope_theta_default(layer_type);
-            format!("default (the model type's: {})", theta.unwrap_or(f64::NAN))
-        });
+        let rope_theta = self
+            .source("rope_theta", theta)
+            .unwrap_or_else(|| format!("default (the model type's: {rope_theta})"));
         let partial = self.source(partial, partial).unwrap_or_else(|| {
             match model_type.partial_rotary_factor_default(layer_type) {
                 1.0 => "default (1)".into(),
