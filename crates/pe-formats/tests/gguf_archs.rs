@@ -412,9 +412,8 @@ const LLAMA_CPP_NONE: [&str; 21] = [
 ];
 /// Rope architectures with a quirk no row field expresses yet, refused by their name:
 /// glm-dsa (MLA with an indexer), modern-bert and smallthinker (a sliding pattern whose first
-/// layer is dense), plamo3 (sliding defaults only with a window), step35 (full layers rotate half
-/// of `rope.dimension_count`).
-const NOT_ROWS: [&str; 5] = ["glm-dsa", "modern-bert", "smallthinker", "plamo3", "step35"];
+/// layer is dense), step35 (full layers rotate half of `rope.dimension_count`).
+const NOT_ROWS: [&str; 4] = ["glm-dsa", "modern-bert", "smallthinker", "step35"];
 
 /// Every rope architecture of llama.cpp is a row with its pair layout (or one of [`NOT_ROWS`],
 /// refused); every architecture without rope is refused, naming `general.architecture`.
@@ -541,4 +540,26 @@ fn olmo3_scales_only_its_global_layers() {
         .find(|s| s.layer_type.as_deref() == Some("sliding_attention") && s.value == "rope_theta")
         .map(|s| s.source.as_str());
     assert_eq!(base, Some("olmo2.rope.freq_base"));
+}
+
+/// plamo3 as llama.cpp reads it: sliding layers only in a file with a window, every eighth
+/// layer global, the sliding ones at the full layers' base (or `rope.freq_base_swa`) and with
+/// the file's scaling.
+#[test]
+fn plamo3_slides_only_with_a_window() {
+    let mut keys = head(2048, 16);
+    keys.push(("block_count", Value::U32(16)));
+    keys.push(("rope.freq_base", Value::F32(1e6)));
+    keys.push(("rope.scaling.type", Value::String("linear".into())));
+    keys.push(("rope.scaling.factor", Value::F32(2.0)));
+    assert!(read("plamo3", &keys).unwrap().configs.single().is_some());
+    keys.push(("attention.sliding_window", Value::U32(2048)));
+    keys.push(("rope.freq_base_swa", Value::F32(1e4)));
+    let rope = read("plamo3", &keys).unwrap();
+    for layer in 0..16 {
+        let config = rope.configs.for_layer(layer).unwrap().unwrap();
+        let theta = if (layer + 1) % 8 == 0 { 1e6 } else { 1e4 };
+        assert_eq!(config.rope_theta, theta, "layer {layer}");
+        assert_eq!(config.rope_type.name(), "linear", "layer {layer}");
+    }
 }

@@ -11,8 +11,8 @@
 //!   [`Head::RotaryPart`] for a model whose rope covers only part of an MLA head);
 //! - [`Arch::sliding`]: llama.cpp's sliding-window defaults, for a model whose file may omit the
 //!   `_swa` keys (Gemma 3: every sixth layer global, sliding base 10000, sliding layers
-//!   unscaled; olmo2: sliding layers only in a file with a window, OLMo 3's, every fourth
-//!   layer global, at the full layers' base, unscaled);
+//!   unscaled; olmo2 and plamo3: sliding layers only in a file with a window, OLMo 3's every
+//!   fourth layer global, at the full layers' base, unscaled, PLaMo 3's every eighth, scaled);
 //! - [`Arch::mrope_with_sections`]: M-RoPE when the first two `rope.dimension_sections` are
 //!   non-zero (llama.cpp's `use_mrope`: glm4, glm4moe, hunyuan_vl);
 //! - [`Arch::log_multiplier`]: how `rope.scaling.yarn_log_multiplier` is stored (DeepSeek-2's
@@ -255,6 +255,17 @@ const OLMO3_SLIDING: Sliding = Sliding {
     windowed: true,
 };
 
+/// PLaMo 3's sliding layers (llama.cpp's plamo3, where the file gives a window): every eighth
+/// layer global, the sliding ones at the full layers' base and scaling (llama.cpp's defaults
+/// for `rope_freq_base_train_swa` and `rope_freq_scale_train_swa`).
+const PLAMO3_SLIDING: Sliding = Sliding {
+    label: "PLaMo 3",
+    period: Some(8),
+    theta: None,
+    scaled: true,
+    windowed: true,
+};
+
 /// DeepSeek-2's MLA rope, which Mistral 4 shares (llama.cpp loads both in one case).
 const fn deepseek2_like(name: &'static str) -> Arch {
     Arch {
@@ -382,6 +393,10 @@ pub(crate) const ARCHS: &[Arch] = &[
     Arch::neox("llada-moe"),
     Arch::neox("rnd1"),
     Arch::neox("plamo2"),
+    Arch {
+        sliding: Some(PLAMO3_SLIDING),
+        ..Arch::neox("plamo3")
+    },
     Arch::neox("exaone-moe"),
     Arch::neox("bailingmoe2"),
     Arch::neox("jais2"),
