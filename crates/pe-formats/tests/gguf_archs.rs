@@ -411,9 +411,9 @@ const LLAMA_CPP_NONE: [&str; 21] = [
     "kimi-linear",
 ];
 /// Rope architectures with a quirk no row field expresses yet, refused by their name:
-/// glm-dsa (MLA with an indexer), modern-bert and smallthinker (a sliding pattern whose first
-/// layer is dense), step35 (full layers rotate half of `rope.dimension_count`).
-const NOT_ROWS: [&str; 4] = ["glm-dsa", "modern-bert", "smallthinker", "step35"];
+/// glm-dsa (MLA with an indexer), smallthinker (a dense-first pattern with a NoPE rule of its own),
+/// step35 (full layers rotate half of `rope.dimension_count`).
+const NOT_ROWS: [&str; 3] = ["glm-dsa", "smallthinker", "step35"];
 
 /// Every rope architecture of llama.cpp is a row with its pair layout (or one of [`NOT_ROWS`],
 /// refused); every architecture without rope is refused, naming `general.architecture`.
@@ -562,4 +562,25 @@ fn plamo3_slides_only_with_a_window() {
         assert_eq!(config.rope_theta, theta, "layer {layer}");
         assert_eq!(config.rope_type.name(), "linear", "layer {layer}");
     }
+}
+
+/// modern-bert as llama.cpp reads it: sliding layers only in a file with a window, every third
+/// layer global from the first (`dense_first`), the sliding ones at `rope.freq_base_swa`.
+#[test]
+fn modern_bert_is_global_from_its_first_layer() {
+    let mut keys = head(768, 12);
+    keys.push(("block_count", Value::U32(6)));
+    keys.push(("rope.freq_base", Value::F32(160_000.0)));
+    assert!(read("modern-bert", &keys)
+        .unwrap()
+        .configs
+        .single()
+        .is_some());
+    keys.push(("attention.sliding_window", Value::U32(128)));
+    keys.push(("rope.freq_base_swa", Value::F32(1e4)));
+    let rope = read("modern-bert", &keys).unwrap();
+    let thetas: Vec<f64> = (0..6)
+        .map(|layer| rope.configs.for_layer(layer).unwrap().unwrap().rope_theta)
+        .collect();
+    assert_eq!(thetas, [1.6e5, 1e4, 1e4, 1.6e5, 1e4, 1e4]);
 }

@@ -11,8 +11,9 @@
 //!   [`Head::RotaryPart`] for a model whose rope covers only part of an MLA head);
 //! - [`Arch::sliding`]: llama.cpp's sliding-window defaults, for a model whose file may omit the
 //!   `_swa` keys (Gemma 3: every sixth layer global, sliding base 10000, sliding layers
-//!   unscaled; olmo2 and plamo3: sliding layers only in a file with a window, OLMo 3's every
-//!   fourth layer global, at the full layers' base, unscaled, PLaMo 3's every eighth, scaled);
+//!   unscaled; olmo2, plamo3 and modern-bert: sliding layers only in a file with a window, OLMo 3's every
+//!   fourth layer global, at the full layers' base, unscaled, PLaMo 3's every eighth, scaled;
+//!   modern-bert likewise, every third from the first);
 //! - [`Arch::mrope_with_sections`]: M-RoPE when the first two `rope.dimension_sections` are
 //!   non-zero (llama.cpp's `use_mrope`: glm4, glm4moe, hunyuan_vl);
 //! - [`Arch::log_multiplier`]: how `rope.scaling.yarn_log_multiplier` is stored (DeepSeek-2's
@@ -87,6 +88,9 @@ pub(crate) struct Sliding {
     /// Every `period`-th layer is global when `attention.sliding_window_pattern` is absent;
     /// `None` where llama.cpp requires the key (Gemma 4: one flag per layer).
     pub period: Option<usize>,
+    /// The first layer of each period is the global one (ModernBERT: layers 0, n, 2n, ...;
+    /// llama.cpp's `dense_first`); else the last (Gemma: layers n - 1, 2n - 1, ...).
+    pub first_full: bool,
     /// The sliding layers' base when `rope.freq_base_swa` is absent; `None`: the full layers'
     /// (olmo2).
     pub theta: Option<f64>,
@@ -213,6 +217,7 @@ const GEMMA3_SLIDING: Sliding = Sliding {
     theta: Some(10_000.0),
     scaled: false,
     windowed: false,
+    first_full: false,
 };
 
 /// Gemma 3n's sliding layers: every fifth layer global, sliding base 10000, unscaled.
@@ -222,6 +227,7 @@ const GEMMA3N_SLIDING: Sliding = Sliding {
     theta: Some(10_000.0),
     scaled: false,
     windowed: false,
+    first_full: false,
 };
 
 /// Gemma 4's sliding layers: the pattern is required (one flag per layer); the sliding base
@@ -232,6 +238,7 @@ const GEMMA4_SLIDING: Sliding = Sliding {
     theta: Some(10_000.0),
     scaled: false,
     windowed: false,
+    first_full: false,
 };
 
 /// MiMo-V2's sliding layers: the pattern is required (one flag per layer); the sliding base
@@ -242,6 +249,7 @@ const MIMO2_SLIDING: Sliding = Sliding {
     theta: Some(10_000.0),
     scaled: false,
     windowed: false,
+    first_full: false,
 };
 
 /// OLMo 3's sliding layers (llama.cpp's olmo2, where the file gives a window): every fourth
@@ -253,6 +261,7 @@ const OLMO3_SLIDING: Sliding = Sliding {
     theta: None,
     scaled: false,
     windowed: true,
+    first_full: false,
 };
 
 /// PLaMo 3's sliding layers (llama.cpp's plamo3, where the file gives a window): every eighth
@@ -264,6 +273,19 @@ const PLAMO3_SLIDING: Sliding = Sliding {
     theta: None,
     scaled: true,
     windowed: true,
+    first_full: false,
+};
+
+/// ModernBERT's sliding layers (llama.cpp's modern-bert, where the file gives a window): every
+/// third layer global from the first, the sliding ones at `rope.freq_base_swa` (the full
+/// layers' base without it) with the file's scaling.
+const MODERN_BERT_SLIDING: Sliding = Sliding {
+    label: "ModernBERT",
+    period: Some(3),
+    theta: None,
+    scaled: true,
+    windowed: true,
+    first_full: true,
 };
 
 /// DeepSeek-2's MLA rope, which Mistral 4 shares (llama.cpp loads both in one case).
@@ -327,6 +349,10 @@ pub(crate) const ARCHS: &[Arch] = &[
     Arch::neox("dbrx"),
     Arch::neox("bert"),
     Arch::neox("nomic-bert"),
+    Arch {
+        sliding: Some(MODERN_BERT_SLIDING),
+        ..Arch::neox("modern-bert")
+    },
     Arch::neox("stablelm"),
     Arch::neox("bitnet"),
     Arch::neox("qwen"),

@@ -1066,7 +1066,10 @@ fn read_layer_types(m: &Meta) -> Result<Option<Vec<String>>> {
         n => n,
     };
     match (period, layers) {
-        (Some(p), Some(layers)) => Ok(Some(pattern_layer_types(layers, p, false, false))),
+        (Some(p), Some(layers)) => {
+            let first_full = m.arch.sliding.is_some_and(|s| s.first_full);
+            Ok(Some(pattern_layer_types(layers, p, first_full, false)))
+        }
         (None, _) if m.arch.sliding.is_some_and(|s| s.period.is_none()) => Err(m.missing(
             PATTERN,
             "llama.cpp requires the sliding pattern of this architecture (one flag per layer)",
