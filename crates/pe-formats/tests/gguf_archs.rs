@@ -528,18 +528,16 @@ fn olmo3_scales_only_its_global_layers() {
         assert_eq!(config.rope_type.name(), kind, "layer {layer}");
         assert_eq!(config.rope_theta, 500_000.0, "layer {layer}");
     }
-    let source = olmo3
-        .sources
-        .iter()
-        .find(|s| s.layer_type.as_deref() == Some("sliding_attention") && s.value == "rope_type")
-        .map(|s| s.source.as_str());
-    assert_eq!(source, Some("default (unscaled: OLMo 3's sliding layers)"));
-    let base = olmo3
-        .sources
-        .iter()
-        .find(|s| s.layer_type.as_deref() == Some("sliding_attention") && s.value == "rope_theta")
-        .map(|s| s.source.as_str());
-    assert_eq!(base, Some("olmo2.rope.freq_base"));
+    let sliding = |value: &str| {
+        let mut of = olmo3.sources.iter();
+        of.find(|s| s.layer_type.as_deref() == Some("sliding_attention") && s.value == value)
+            .map(|s| s.source.as_str())
+    };
+    assert_eq!(
+        sliding("rope_type"),
+        Some("default (unscaled: OLMo 3's sliding layers)")
+    );
+    assert_eq!(sliding("rope_theta"), Some("olmo2.rope.freq_base"));
 }
 
 /// plamo3 as llama.cpp reads it: sliding layers only in a file with a window, every eighth
