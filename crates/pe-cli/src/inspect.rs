@@ -125,7 +125,10 @@ fn resolve(path: &Path, laid: &RopeOverride) -> Result<Found> {
     let json = laid
         .apply_to_config(&json)
         .map_err(|e| candle_pe_cli::Flags::default().name(e))?;
-    let HfRope { configs, sources } = match HfRope::from_hf_config(&json) {
+    let HfRope {
+        configs,
+        mut sources,
+    } = match HfRope::from_hf_config(&json) {
         Ok(rope) => rope,
         Err(e) => match vision_only_report(path, &json, &e.to_string())? {
             // No text rope, but a vision tower's or a memory attention's.
@@ -140,7 +143,6 @@ fn resolve(path: &Path, laid: &RopeOverride) -> Result<Found> {
     // The rope is read from the text config pe-formats finds (text_config, when the top level
     // has none of its own fields).
     let text = HfTextConfig::from_hf_config(&json)?;
-    let mut sources = sources;
     crate::context::name_config_flags(&mut sources, laid);
     let (layout, layout_source) = config_layout(&text, &configs);
     Ok(Found::Ropes(Box::new(Resolved {

@@ -11,9 +11,9 @@
 //!   [`Head::RotaryPart`] for a model whose rope covers only part of an MLA head);
 //! - [`Arch::sliding`]: llama.cpp's sliding-window defaults, for a model whose file may omit the
 //!   `_swa` keys (Gemma 3: every sixth layer global, sliding base 10000, sliding layers
-//!   unscaled; olmo2, plamo3 and modern-bert: sliding layers only in a file with a window, OLMo 3's every
-//!   fourth layer global, at the full layers' base, unscaled, PLaMo 3's every eighth, scaled;
-//!   modern-bert likewise, every third from the first);
+//!   unscaled; olmo2, plamo3 and modern-bert: sliding layers only in a file with a window,
+//!   OLMo 3's every fourth layer global and unscaled, PLaMo 3's every eighth and ModernBERT's
+//!   every third from the first, both scaled, all at the full layers' base by default);
 //! - [`Arch::mrope_with_sections`]: M-RoPE when the first two `rope.dimension_sections` are
 //!   non-zero (llama.cpp's `use_mrope`: glm4, glm4moe, hunyuan_vl);
 //! - [`Arch::log_multiplier`]: how `rope.scaling.yarn_log_multiplier` is stored (DeepSeek-2's

@@ -927,7 +927,7 @@ impl Head<'_, '_> {
     /// the keys of the dict that nothing reads, and where each value came from, are noted.
     fn read(&self, layer_type: Option<&str>, theta: &str, notes: &mut Notes) -> Result<RopeConfig> {
         let (root, model_type) = (self.root, self.model_type);
-        let (head_dim, partial_rotary_factor) = self.head(layer_type)?;
+        let (head_dim, partial_rotary_factor, head_source) = self.head(layer_type)?;
         let rope_type = match self.dict {
             Some(dict) => read_rope_dict(dict, root, model_type)?,
             None => RopeType::Default,
@@ -955,7 +955,7 @@ impl Head<'_, '_> {
                     .map_or_else(|| root.missing(theta), |dict| dict.missing("rope_theta"))
             })?,
         };
-        self.note_sources(layer_type, theta, rope_theta, notes);
+        self.note_sources(layer_type, theta, rope_theta, head_source, notes);
         Ok(RopeConfig {
             head_dim,
             rope_theta,
@@ -1007,12 +1007,14 @@ impl Head<'_, '_> {
     }
 
     /// Where the rope's five values come from, as [`Head::read`] read them (`rope_theta`, the
-    /// value it read, is the model type's default where no field gives it).
+    /// value it read, is the model type's default where no field gives it; `head_source`,
+    /// where [`Head::head`] found the width).
     fn note_sources(
         &self,
         layer_type: Option<&str>,
         theta: &str,
         rope_theta: f64,
+        head_source: String,
         notes: &mut Notes,
     ) {
         let model_type = self.model_type;
@@ -1033,7 +1035,7 @@ impl Head<'_, '_> {
         let context = self.at_root("max_position_embeddings");
         let values = [
             ("rope_theta", rope_theta),
-            ("head_dim", self.head_source(layer_type)),
+            ("head_dim", head_source),
             ("partial_rotary_factor", partial),
             (
                 "max_position_embeddings",
@@ -1060,13 +1062,18 @@ impl Head<'_, '_> {
         })
     }
 
-    /// The path of the root's field `name`, where it gives it: the `per_layer_config` entry's
-    /// where that overrides it.
-    fn at_root(&self, name: &str) -> Option<String> {
+    /// The path of the root's field `name`: the `per_layer_config` entry's where that
+    /// overrides it.
+    fn root_path(&self, name: &str) -> String {
         match self.overridden {
-            Some((path, fields)) if fields.contains_key(name) => Some(format!("{path}.{name}")),
-            _ => self.root.has(name).then(|| self.root.path_of(name)),
+            Some((path, fields)) if fields.contains_key(name) => format!("{path}.{name}"),
+            _ => self.root.path_of(name),
         }
+    }
+
+    /// [`Head::root_path`] of `name`, where the root gives it.
+    fn at_root(&self, name: &str) -> Option<String> {
+        self.root.has(name).then(|| self.root_path(name))
     }
 
     /// Where [`Head::either`] (and `dict_else_root`) finds `name` or `top_name`.
@@ -1074,22 +1081,16 @@ impl Head<'_, '_> {
         self.in_dict(name).or_else(|| self.at_root(top_name))
     }
 
-    /// Where [`Head::head`]'s width comes from: `global_head_dim` on full-attention layers,
-    /// `qk_rope_head_dim`, `head_dim`, the model type's default, or the heads' share.
-    fn head_source(&self, layer_type: Option<&str>) -> String {
-        let global = match layer_type {
-            Some("full_attention") => self.at_root("global_head_dim"),
-            _ => None,
-        };
-        global
-            .or_else(|| self.at_root("qk_rope_head_dim"))
-            .or_else(|| self.at_root("head_dim"))
+    /// Where the attention's width ([`HfModelType`]'s `head_dim`) comes from: `head_dim`, the
+    /// model type's default, or the heads' share.
+    fn attention_head_source(&self) -> String {
+        self.at_root("head_dim")
             .unwrap_or_else(|| match self.model_type.head_dim_default() {
                 Some(d) => format!("default (the model type's: {d})"),
                 None => format!(
                     "{} / {}",
-                    self.root.path_of("hidden_size"),
-                    self.root.path_of("num_attention_heads")
+                    self.root_path("hidden_size"),
+                    self.root_path("num_attention_heads")
                 ),
             })
     }
@@ -1111,8 +1112,8 @@ impl Head<'_, '_> {
     ///
     /// A `partial_rotary_factor` beside `qk_rope_head_dim` is transformers' share of the whole
     /// head (Mistral 4, DeepSeek-V4: `head_dim` times the factor is `qk_rope_head_dim`), so it
-    /// must come to that slice, which then turns whole.
-    fn head(&self, layer_type: Option<&str>) -> Result<(usize, f64)> {
+    /// must come to that slice, which then turns whole. The width's source comes with them.
+    fn head(&self, layer_type: Option<&str>) -> Result<(usize, f64, String)> {
         let name = "partial_rotary_factor";
         let partial = match self.either(name, name)? {
             Some(partial) => partial,
@@ -1132,13 +1133,16 @@ impl Head<'_, '_> {
         // Read even where another field wins, so that one of the wrong type is an error.
         self.root.get::<usize>("head_dim")?;
         match (global, rope_head_dim) {
-            (Some(d), _) => Ok((d, partial)),
-            (None, None) => Ok((self.model_type.head_dim(self.root)?, partial)),
-            (None, Some(d)) if partial == 1.0 => Ok((d, 1.0)),
+            (Some(d), _) => Ok((d, partial, self.root_path("global_head_dim"))),
+            (None, None) => {
+                let d = self.model_type.head_dim(self.root)?;
+                Ok((d, partial, self.attention_head_source()))
+            }
+            (None, Some(d)) if partial == 1.0 => Ok((d, 1.0, self.root_path("qk_rope_head_dim"))),
             (None, Some(d)) => {
                 let whole = self.model_type.head_dim(self.root)?;
                 if (whole as f64 * partial) as usize == d {
-                    return Ok((d, 1.0));
+                    return Ok((d, 1.0, self.root_path("qk_rope_head_dim")));
                 }
                 Err(self.holder(name).invalid(
                     name,
