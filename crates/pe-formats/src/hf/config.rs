@@ -199,15 +199,42 @@ struct Notes {
     sources: Vec<ValueSource>,
 }
 
-impl Notes {
-    /// Names `source` as where the `value` of the rope last read for `layer_type` came from,
-    /// where the caller changed what the reader read (a use's theta, an unscaled layer type).
-    fn rename(&mut self, layer_type: Option<&str>, value: &str, source: String) {
-        let last = self.sources.iter_mut().rev();
-        let mut of = last.filter(|s| s.value == value && s.layer_type.as_deref() == layer_type);
-        if let Some(found) = of.next() {
-            found.source = source;
+/// One rope the reader reads: for the layers of `layer_type` (every layer when `None`), its
+/// `rope_theta` from `theta` where its rope dict does not give it, and `unscaled` the source
+/// its rope type is noted with where no dict gives one.
+#[derive(Clone, Copy)]
+struct RopeFor<'s> {
+    layer_type: Option<&'s str>,
+    theta: Theta<'s>,
+    unscaled: &'static str,
+}
+
+/// Where a rope's `rope_theta` comes from where its rope dict does not give it.
+#[derive(Clone, Copy)]
+enum Theta<'s> {
+    /// The root's field of this name, else the model type's default.
+    Field(&'s str),
+    /// A value its caller read, whatever the dict gives, and where from (an older keyed-by-use
+    /// config's theta per use, as its class converts it).
+    Read(f64, &'s str),
+}
+
+impl<'s> RopeFor<'s> {
+    /// The rope of the layers of `layer_type`, its theta from `rope_theta`.
+    fn layers(layer_type: Option<&'s str>) -> Self {
+        Self {
+            layer_type,
+            theta: Theta::Field(ROPE_THETA),
+            unscaled: "default (unscaled)",
         }
+    }
+
+    fn theta(self, theta: Theta<'s>) -> Self {
+        Self { theta, ..self }
+    }
+
+    fn unscaled(self, unscaled: &'static str) -> Self {
+        Self { unscaled, ..self }
     }
 }
 
@@ -428,11 +455,14 @@ impl Overrides {
         Ok(Self { layers })
     }
 
+    /// The rope fields layer `i` overrides (`None`: none, as an entry without any is not kept).
+    fn of(&self, i: usize) -> Option<&Map<String, Value>> {
+        self.layers.get(&i).map(|(_, fields)| fields)
+    }
+
     /// Whether the first `count` layers do not all override the same fields alike.
     fn vary(&self, count: usize) -> bool {
-        let none = Map::new();
-        let get = |i: usize| self.layers.get(&i).map_or(&none, |(_, m)| m);
-        (1..count).any(|i| get(i) != get(0))
+        (1..count).any(|i| self.of(i) != self.of(0))
     }
 
     /// The root the layers of `layer_type` (every layer when `None`) read their rope from: the
@@ -459,11 +489,9 @@ impl Overrides {
             }));
         };
         let indices: Vec<usize> = (0..count).filter(|&i| of_type(i)).collect();
-        let none = Map::new();
-        let get = |i: usize| self.layers.get(&i).map_or(&none, |(_, m)| m);
         if let Some(&first) = indices.first() {
-            if let Some(&other) = indices.iter().find(|&&i| get(i) != get(first)) {
-                let show = |i: usize| Value::Object(get(i).clone()).to_string();
+            if let Some(&other) = indices.iter().find(|&&i| self.of(i) != self.of(first)) {
+                let show = |i: usize| Value::Object(self.of(i).cloned().unwrap_or_default());
                 return Err(Error::Core(CoreError::Config {
                     field: "per_layer_config".into(),
                     message: format!(
@@ -597,13 +625,8 @@ fn read_layers(
         let layers = reader.each_type(params.as_ref(), types, notes)?;
         return Ok((layers, layer_types));
     }
-    let config = reader.one(
-        params.as_ref(),
-        layer_types.as_deref(),
-        None,
-        ROPE_THETA,
-        notes,
-    )?;
+    let every_layer = RopeFor::layers(None);
+    let config = reader.one(params.as_ref(), layer_types.as_deref(), every_layer, notes)?;
     Ok((RopeConfigs::new(config), layer_types))
 }
 
@@ -708,17 +731,17 @@ struct Reader<'r, 'a> {
 }
 
 impl Reader<'_, '_> {
-    /// The rope of the layers of `layer_type` (every layer when `None`), from the rope dict
-    /// `dict`, `rope_theta` from the top-level field `theta` when the dict does not give it.
+    /// The rope `rope` asks for, from the rope dict `dict`.
     fn one(
         &self,
         dict: Option<&ConfigFields>,
         layer_types: Option<&[String]>,
-        layer_type: Option<&str>,
-        theta: &str,
+        rope: RopeFor,
         notes: &mut Notes,
     ) -> Result<RopeConfig> {
-        let layer_root = self.overrides.root(self.root, layer_types, layer_type)?;
+        let layer_root = self
+            .overrides
+            .root(self.root, layer_types, rope.layer_type)?;
         let head = Head {
             root: &layer_root.fields().with_aliases(self.model_type.aliases),
             overridden: layer_root.overridden(),
@@ -726,7 +749,7 @@ impl Reader<'_, '_> {
             model_type: self.model_type,
             filled: self.filled,
         };
-        head.read(layer_type, theta, notes)
+        head.read(rope, notes)
     }
 
     /// transformers 5's form: one rope dict per layer type in `params` (`null` for a layer
@@ -758,13 +781,10 @@ impl Reader<'_, '_> {
         for (layer_type, key) in uses {
             let config = match params.object(key)? {
                 None => None,
-                Some(dict) => Some(self.one(
-                    Some(&dict),
-                    layer_types,
-                    Some(layer_type),
-                    ROPE_THETA,
-                    notes,
-                )?),
+                Some(dict) => {
+                    let rope = RopeFor::layers(Some(layer_type));
+                    Some(self.one(Some(&dict), layer_types, rope, notes)?)
+                }
             };
             configs.insert(layer_type.to_string(), config);
         }
@@ -782,7 +802,8 @@ impl Reader<'_, '_> {
         let mut configs = BTreeMap::new();
         for layer_type in types {
             if !configs.contains_key(layer_type) {
-                let config = self.one(dict, Some(types), Some(layer_type), ROPE_THETA, notes)?;
+                let rope = RopeFor::layers(Some(layer_type));
+                let config = self.one(dict, Some(types), rope, notes)?;
                 configs.insert(layer_type.clone(), Some(config));
             }
         }
@@ -809,37 +830,26 @@ impl Reader<'_, '_> {
                     .root
                     .invalid("model_type", format!("no theta for the use {key}")));
             };
+            // This use's theta, whatever the dict gives, as transformers converts it.
             let rope_theta = self.root.get::<f64>(theta)?.unwrap_or(default);
+            let source = match self.root.has(theta) {
+                true => self.root.path_of(theta),
+                false => format!("default (the field's: {default})"),
+            };
+            let rope = RopeFor::layers(Some(layer_type)).theta(Theta::Read(rope_theta, &source));
             let config = match params.filter(|_| key == legacy.scaled) {
                 Some(dict) => {
-                    // The dict as transformers converts it: this use's theta, and a YaRN's
-                    // attention factor 1 where it gives none.
+                    // A YaRN here turns at attention factor 1 where the dict gives none.
                     let mut fields = root_map(dict);
-                    fields.insert("rope_theta".into(), rope_theta.into());
                     let kind = fields.get("rope_type").or(fields.get("type"));
                     if kind.and_then(Value::as_str) == Some("yarn") {
                         fields.entry("attention_factor").or_insert(1.0.into());
                     }
                     let converted = ConfigFields::converted(&fields, dict.path().to_string());
-                    self.one(
-                        Some(&converted),
-                        layer_types,
-                        Some(layer_type),
-                        theta,
-                        notes,
-                    )?
+                    self.one(Some(&converted), layer_types, rope, notes)?
                 }
-                None => {
-                    let mut config = self.one(None, layer_types, Some(layer_type), theta, notes)?;
-                    config.rope_theta = rope_theta;
-                    config
-                }
+                None => self.one(None, layer_types, rope, notes)?,
             };
-            let source = match self.root.has(theta) {
-                true => self.root.path_of(theta),
-                false => format!("default (the field's: {default})"),
-            };
-            notes.rename(Some(layer_type), "rope_theta", source);
             configs.insert(layer_type.to_string(), Some(config));
         }
         let field = self.root.path_of(legacy.layer_ints.0);
@@ -858,16 +868,17 @@ impl Reader<'_, '_> {
         notes: &mut Notes,
     ) -> Result<RopeConfigs> {
         let (full_theta, sliding_theta) = sliding.thetas;
-        let full = Some("full_attention");
-        let full = self.one(params, layer_types, full, full_theta, notes)?;
-        let scaled = params.filter(|_| sliding.scales_sliding);
-        let of_sliding = Some("sliding_attention");
-        let sliding_rope = self.one(scaled, layer_types, of_sliding, sliding_theta, notes)?;
+        let full = RopeFor::layers(Some("full_attention")).theta(Theta::Field(full_theta));
+        let full = self.one(params, layer_types, full, notes)?;
+        let mut of_sliding =
+            RopeFor::layers(Some("sliding_attention")).theta(Theta::Field(sliding_theta));
         if !sliding.scales_sliding {
-            let unscaled =
-                "default (unscaled: in this form the sliding layers take no rope_scaling)";
-            notes.rename(of_sliding, "rope_type", unscaled.into());
+            of_sliding = of_sliding.unscaled(
+                "default (unscaled: in this form the sliding layers take no rope_scaling)",
+            );
         }
+        let scaled = params.filter(|_| sliding.scales_sliding);
+        let sliding_rope = self.one(scaled, layer_types, of_sliding, notes)?;
         let configs = [
             ("full_attention".to_string(), Some(full)),
             ("sliding_attention".to_string(), Some(sliding_rope)),
@@ -922,11 +933,12 @@ struct Head<'r, 'a> {
 }
 
 impl Head<'_, '_> {
-    /// One rope: the root's head and context fields with the rope dict, `rope_theta` from the
-    /// top-level field `theta` when the dict does not give it, else the model type's default;
-    /// the keys of the dict that nothing reads, and where each value came from, are noted.
-    fn read(&self, layer_type: Option<&str>, theta: &str, notes: &mut Notes) -> Result<RopeConfig> {
+    /// The rope `rope` asks for: the root's head and context fields with the rope dict, and
+    /// its `rope_theta` ([`Head::theta`]); the keys of the dict that nothing reads, and where
+    /// each value came from, are noted.
+    fn read(&self, rope: RopeFor, notes: &mut Notes) -> Result<RopeConfig> {
         let (root, model_type) = (self.root, self.model_type);
+        let layer_type = rope.layer_type;
         let (head_dim, partial_rotary_factor, head_source) = self.head(layer_type)?;
         let rope_type = match self.dict {
             Some(dict) => read_rope_dict(dict, root, model_type)?,
@@ -940,22 +952,8 @@ impl Head<'_, '_> {
             .or_else(|| model_type.mrope_section.map(<[usize]>::to_vec));
         let interleaved: Option<bool> = self.either("mrope_interleaved", "mrope_interleaved")?;
         let query_scale = self.query_scale()?;
-        // Ropes keyed by use: the top-level rope_theta is the main rope's, and fills the
-        // dicts that give none (transformers' setdefault), so it does not disagree with them.
-        let given = match self.dict {
-            Some(dict) if !model_type.rope_uses.is_empty() => {
-                self.dict_else_root(dict, "rope_theta", theta)?
-            }
-            _ => self.either("rope_theta", theta)?,
-        };
-        let rope_theta = match given {
-            Some(rope_theta) => rope_theta,
-            None => model_type.rope_theta_default(layer_type).ok_or_else(|| {
-                self.dict
-                    .map_or_else(|| root.missing(theta), |dict| dict.missing("rope_theta"))
-            })?,
-        };
-        self.note_sources(layer_type, theta, rope_theta, head_source, notes);
+        let (rope_theta, theta_source) = self.theta(rope)?;
+        self.note_sources(rope, theta_source, head_source, notes);
         Ok(RopeConfig {
             head_dim,
             rope_theta,
@@ -974,6 +972,39 @@ impl Head<'_, '_> {
             },
             query_scale,
         })
+    }
+
+    /// The rope's `rope_theta` and where it came from: the value `rope.theta` gives its caller
+    /// read, or the dict's or the root's field (the model type's default where neither gives
+    /// it).
+    fn theta(&self, rope: RopeFor) -> Result<(f64, String)> {
+        let theta = match rope.theta {
+            Theta::Read(value, source) => return Ok((value, source.to_string())),
+            Theta::Field(theta) => theta,
+        };
+        // Ropes keyed by use: the top-level rope_theta is the main rope's, and fills the
+        // dicts that give none (transformers' setdefault), so it does not disagree with them.
+        let given = match self.dict {
+            Some(dict) if !self.model_type.rope_uses.is_empty() => {
+                self.dict_else_root(dict, "rope_theta", theta)?
+            }
+            _ => self.either("rope_theta", theta)?,
+        };
+        let rope_theta = match given {
+            Some(rope_theta) => rope_theta,
+            None => self
+                .model_type
+                .rope_theta_default(rope.layer_type)
+                .ok_or_else(|| {
+                    let root = self.root;
+                    self.dict
+                        .map_or_else(|| root.missing(theta), |dict| dict.missing("rope_theta"))
+                })?,
+        };
+        let source = self
+            .source("rope_theta", theta)
+            .unwrap_or_else(|| format!("default (the model type's: {rope_theta})"));
+        Ok((rope_theta, source))
     }
 
     /// The field `name` of the rope dict or `top_name` of the root; transformers 5 moves
@@ -1006,22 +1037,18 @@ impl Head<'_, '_> {
         }
     }
 
-    /// Where the rope's five values come from, as [`Head::read`] read them (`rope_theta`, the
-    /// value it read, is the model type's default where no field gives it; `head_source`,
-    /// where [`Head::head`] found the width).
+    /// Where the values of the rope `rope` come from, as [`Head::read`] read them
+    /// (`theta_source`, where [`Head::theta`] found its theta; `head_source`, where
+    /// [`Head::head`] found the width).
     fn note_sources(
         &self,
-        layer_type: Option<&str>,
-        theta: &str,
-        rope_theta: f64,
+        rope: RopeFor,
+        theta_source: String,
         head_source: String,
         notes: &mut Notes,
     ) {
-        let model_type = self.model_type;
+        let (model_type, layer_type) = (self.model_type, rope.layer_type);
         let partial = "partial_rotary_factor";
-        let rope_theta = self
-            .source("rope_theta", theta)
-            .unwrap_or_else(|| format!("default (the model type's: {rope_theta})"));
         let partial = self.source(partial, partial).unwrap_or_else(|| {
             match model_type.partial_rotary_factor_default(layer_type) {
                 1.0 => "default (1)".into(),
@@ -1031,10 +1058,10 @@ impl Head<'_, '_> {
         let rope_type = ["rope_type", "type"]
             .into_iter()
             .find_map(|name| self.in_dict(name))
-            .unwrap_or_else(|| "default (unscaled)".into());
+            .unwrap_or_else(|| rope.unscaled.into());
         let context = self.at_root("max_position_embeddings");
         let values = [
-            ("rope_theta", rope_theta),
+            ("rope_theta", theta_source),
             ("head_dim", head_source),
             ("partial_rotary_factor", partial),
             (
