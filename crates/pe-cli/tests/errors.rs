@@ -16,6 +16,11 @@ fn fails_writing(command: &str, file: &str, extra: &[&str], expected: &[&str]) {
     assert_no_files(dir.path());
 }
 
+/// The words of a command line with no quoting: `words("--len 4")` is `["--len", "4"]`.
+fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
 fn table_fails(extra: &[&str], expected: &[&str]) {
     fails_writing("table", "pe.npy", extra, expected)
 }
@@ -23,131 +28,64 @@ fn table_fails(extra: &[&str], expected: &[&str]) {
 #[test]
 fn bad_command_lines_name_the_flag() {
     table_fails(
-        &["--preset", "nope", "--width", "8", "--len", "4"],
+        &words("--preset nope --width 8 --len 4"),
         &["unknown preset \"nope\"", "fairseq"],
     );
     table_fails(
-        &[
-            "--preset",
-            "fairseq",
-            "--width",
-            "8",
-            "--len",
-            "4",
-            "--positions",
-            "1,2",
-        ],
+        &words("--preset fairseq --width 8 --len 4 --positions 1,2"),
         &["--len", "--positions", "cannot be used with"],
     );
     table_fails(
-        &[
-            "--preset",
-            "fairseq",
-            "--width",
-            "8",
-            "--timesteps",
-            "1",
-            "--positions",
-            "1,2",
-        ],
+        &words("--preset fairseq --width 8 --timesteps 1 --positions 1,2"),
         &["--timesteps", "--positions"],
     );
     table_fails(
-        &["--preset", "fairseq", "--width", "8"],
+        &words("--preset fairseq --width 8"),
         &["required", "--len", "--positions", "--timesteps"],
     );
     table_fails(
-        &[
-            "--preset",
-            "fairseq",
-            "--width",
-            "8",
-            "--positions",
-            "1",
-            "--offset",
-            "3",
-        ],
+        &words("--preset fairseq --width 8 --positions 1 --offset 3"),
         &["--offset", "--positions"],
     );
     table_fails(
-        &[
-            "--preset",
-            "fairseq",
-            "--width",
-            "8",
-            "--timesteps",
-            "1",
-            "--offset",
-            "3",
-        ],
+        &words("--preset fairseq --width 8 --timesteps 1 --offset 3"),
         &["--offset", "--timesteps"],
     );
     table_fails(
-        &[
-            "--preset", "fairseq", "--width", "8", "--len", "4", "--dtype", "f8",
-        ],
+        &words("--preset fairseq --width 8 --len 4 --dtype f8"),
         &["'f8'", "--dtype", "f32"],
     );
     table_fails(
-        &[
-            "--preset", "fairseq", "--width", "8", "--len", "4", "--device", "tpu",
-        ],
+        &words("--preset fairseq --width 8 --len 4 --device tpu"),
         &["'tpu'", "--device"],
     );
     table_fails(
-        &["--preset", "fairseq", "--width", "eight", "--len", "4"],
+        &words("--preset fairseq --width eight --len 4"),
         &["'eight'", "--width"],
     );
+    table_fails(&words("--preset fairseq --width 8 --len -4"), &["--len"]);
     table_fails(
-        &["--preset", "fairseq", "--width", "8", "--len", "-4"],
-        &["--len"],
-    );
-    table_fails(
-        &[
-            "--preset", "fairseq", "--width", "8", "--len", "4", "--layout", "sideways",
-        ],
+        &words("--preset fairseq --width 8 --len 4 --layout sideways"),
         &["'sideways'", "--layout"],
     );
     table_fails(
-        &[
-            "--preset", "fairseq", "--width", "8", "--len", "4", "--odd", "round",
-        ],
+        &words("--preset fairseq --width 8 --len 4 --odd round"),
         &["'round'", "--odd"],
     );
     table_fails(
-        &[
-            "--preset",
-            "fairseq",
-            "--width",
-            "8",
-            "--len",
-            "4",
-            "--frequencies",
-            "h-shift:x",
-        ],
+        &words("--preset fairseq --width 8 --len 4 --frequencies h-shift:x"),
         &["h-shift:x", "not a number"],
     );
     table_fails(
-        &[
-            "--preset",
-            "fairseq",
-            "--width",
-            "8",
-            "--len",
-            "4",
-            "--frequencies",
-            "paper",
-        ],
+        &words("--preset fairseq --width 8 --len 4 --frequencies paper"),
         &["\"paper\"", "h-minus-1"],
     );
     table_fails(
-        &[
-            "--preset", "fairseq", "--width", "8", "--len", "4", "--bogus",
-        ],
+        &words("--preset fairseq --width 8 --len 4 --bogus"),
         &["--bogus"],
     );
     table_fails(
-        &["--preset", "fairseq", "--width", "8", "--positions", "1,x"],
+        &words("--preset fairseq --width 8 --positions 1,x"),
         &["'x'", "--positions"],
     );
 }
@@ -155,47 +93,27 @@ fn bad_command_lines_name_the_flag() {
 #[test]
 fn invalid_specs_report_pe_core_errors() {
     table_fails(
-        &["--preset", "whisper", "--width", "7", "--len", "4"],
+        &words("--preset whisper --width 7 --len 4"),
         &["width 7 is odd"],
     );
     table_fails(
-        &["--preset", "fairseq", "--width", "2", "--len", "4"],
+        &words("--preset fairseq --width 2 --len 4"),
         &["h-1", "width 2"],
     );
     table_fails(
-        &["--preset", "fairseq", "--width", "0", "--len", "4"],
+        &words("--preset fairseq --width 0 --len 4"),
         &["width", "got width 0"],
     );
     table_fails(
-        &[
-            "--preset", "fairseq", "--width", "8", "--len", "4", "--base", "-1",
-        ],
+        &words("--preset fairseq --width 8 --len 4 --base -1"),
         &["base", "-1"],
     );
     table_fails(
-        &[
-            "--preset",
-            "fairseq",
-            "--width",
-            "8",
-            "--len",
-            "4",
-            "--angle-scale",
-            "inf",
-        ],
+        &words("--preset fairseq --width 8 --len 4 --angle-scale inf"),
         &["scale", "inf"],
     );
     table_fails(
-        &[
-            "--preset",
-            "diffusers",
-            "--width",
-            "8",
-            "--len",
-            "4",
-            "--frequencies",
-            "h-shift:4",
-        ],
+        &words("--preset diffusers --width 8 --len 4 --frequencies h-shift:4"),
         &["h-shift", "shift below"],
     );
 }
@@ -264,76 +182,37 @@ fn negative_values_are_parsed_then_checked() {
 #[test]
 fn out_of_range_positions_are_refused() {
     table_fails(
-        &[
-            "--preset",
-            "fairseq",
-            "--width",
-            "8",
-            "--len",
-            "10",
-            "--offset",
-            "2147483640",
-        ],
+        &words("--preset fairseq --width 8 --len 10 --offset 2147483640"),
         &[
             "--offset 2147483640 --len 10: offset + len 2147483650",
             "2^31 - 1",
         ],
     );
     table_fails(
-        &["--preset", "fairseq", "--width", "8", "--len", "2147483649"],
+        &words("--preset fairseq --width 8 --len 2147483649"),
         &["--len 2147483649: offset + len 2147483649", "2^31 - 1"],
     );
     plot_fails(
-        &[
-            "--preset",
-            "fairseq",
-            "--width",
-            "8",
-            "--len",
-            "32",
-            "--offset",
-            "2147483647",
-        ],
+        &words("--preset fairseq --width 8 --len 32 --offset 2147483647"),
         &[
             "--offset 2147483647 --len 32: offset + len 2147483679",
             "2^31 - 1",
         ],
     );
     table_fails(
-        &["--preset", "fairseq", "--width", "8", "--positions", "4,-3"],
+        &words("--preset fairseq --width 8 --positions 4,-3"),
         &["--positions: position -3", "0 ..= 2147483647"],
     );
     table_fails(
-        &[
-            "--preset",
-            "fairseq",
-            "--width",
-            "8",
-            "--positions",
-            "4,2147483648",
-        ],
+        &words("--preset fairseq --width 8 --positions 4,2147483648"),
         &["--positions: position 2147483648", "0 ..= 2147483647"],
     );
     table_fails(
-        &[
-            "--preset",
-            "diffusers",
-            "--width",
-            "8",
-            "--timesteps",
-            "1,nan",
-        ],
+        &words("--preset diffusers --width 8 --timesteps 1,nan"),
         &["--timesteps", "NaN", "finite"],
     );
     table_fails(
-        &[
-            "--preset",
-            "diffusers",
-            "--width",
-            "8",
-            "--timesteps",
-            "1e12",
-        ],
+        &words("--preset diffusers --width 8 --timesteps 1e12"),
         &["--timesteps", "2^31"],
     );
 }
@@ -494,9 +373,7 @@ fn a_failed_run_leaves_an_existing_file_untouched() {
 #[test]
 fn cuda_without_support_or_gpu_is_a_clear_error() {
     table_fails(
-        &[
-            "--preset", "fairseq", "--width", "8", "--len", "4", "--device", "cuda",
-        ],
+        &words("--preset fairseq --width 8 --len 4 --device cuda"),
         &["--device cuda", "CUDA"],
     );
 }
@@ -618,38 +495,16 @@ fn no_subcommand_shows_the_help_and_fails() {
 fn values_outside_the_exact_domain_are_refused() {
     // A frequency beyond 2^40: a huge scale, or a tiny base.
     table_fails(
-        &[
-            "--preset",
-            "vaswani",
-            "--width",
-            "8",
-            "--len",
-            "4",
-            "--angle-scale",
-            "1e20",
-        ],
+        &words("--preset vaswani --width 8 --len 4 --angle-scale 1e20"),
         &["--base / --angle-scale", "frequency 0", "2^40"],
     );
     table_fails(
-        &[
-            "--preset", "vaswani", "--width", "8", "--len", "4", "--base", "1e-300",
-        ],
+        &words("--preset vaswani --width 8 --len 4 --base 1e-300"),
         &["--base / --angle-scale", "2^40"],
     );
     // Frequencies in range, but angles past 2^40 at these positions.
     table_fails(
-        &[
-            "--preset",
-            "vaswani",
-            "--width",
-            "8",
-            "--len",
-            "100",
-            "--offset",
-            "1000000",
-            "--angle-scale",
-            "2e6",
-        ],
+        &words("--preset vaswani --width 8 --len 100 --offset 1000000 --angle-scale 2e6"),
         &[
             "--offset 1000000 --len 100 / --angle-scale",
             "2^40",
@@ -657,14 +512,7 @@ fn values_outside_the_exact_domain_are_refused() {
         ],
     );
     table_fails(
-        &[
-            "--preset",
-            "diffusers",
-            "--width",
-            "8",
-            "--timesteps",
-            "1e20",
-        ],
+        &words("--preset diffusers --width 8 --timesteps 1e20"),
         &["--timesteps", "1e20", "2^31"],
     );
 }
