@@ -200,8 +200,8 @@ struct Notes {
 }
 
 /// One rope the reader reads: for the layers of `layer_type` (every layer when `None`), its
-/// `rope_theta` from `theta` where its rope dict does not give it, and `unscaled` the source
-/// its rope type is noted with where no dict gives one.
+/// `rope_theta` as `theta` says, and `unscaled` the source its rope type is noted with where no
+/// dict gives one.
 #[derive(Clone, Copy)]
 struct RopeFor<'s> {
     layer_type: Option<&'s str>,
@@ -209,10 +209,11 @@ struct RopeFor<'s> {
     unscaled: &'static str,
 }
 
-/// Where a rope's `rope_theta` comes from where its rope dict does not give it.
+/// Where a rope's `rope_theta` comes from.
 #[derive(Clone, Copy)]
 enum Theta<'s> {
-    /// The root's field of this name, else the model type's default.
+    /// The rope dict's `rope_theta`, else the root's field of this name, else the model type's
+    /// default.
     Field(&'s str),
     /// A value its caller read, whatever the dict gives, and where from (an older keyed-by-use
     /// config's theta per use, as its class converts it).
@@ -995,10 +996,9 @@ impl Head<'_, '_> {
             None => self
                 .model_type
                 .rope_theta_default(rope.layer_type)
-                .ok_or_else(|| {
-                    let root = self.root;
-                    self.dict
-                        .map_or_else(|| root.missing(theta), |dict| dict.missing("rope_theta"))
+                .ok_or_else(|| match self.dict {
+                    Some(dict) => dict.missing("rope_theta"),
+                    None => self.root.missing(theta),
                 })?,
         };
         let source = self
