@@ -104,8 +104,9 @@ fn max_abs_diff(a: &Tensor, b: &Tensor) -> Result<f64> {
 
 fn machine() -> String {
     format!(
-        "{}, {} threads, rayon pool of {}",
+        "{}, machine class {}, {} threads, rayon pool of {}",
         pe_testkit::cpu_model(),
+        pe_testkit::machine_class(),
         pe_testkit::threads(),
         rayon::current_num_threads()
     )
