@@ -699,3 +699,39 @@ fn rows_read_their_models_own_spellings() {
         "{err}"
     );
 }
+
+/// AFMoE's attention turns only its sliding layers (`is_local_attention`): its full-attention
+/// layers are NoPE, those of the saved `layer_types` (every fourth of the 32 layers of
+/// transformers' default config) or, without them, every `global_attn_every_n_layers`-th layer
+/// (`(i + 1) % n`, as the config class fills `layer_types`).
+#[test]
+fn afmoe_turns_only_its_sliding_layers() {
+    let fixture = fixture();
+    let saved = &fixture["model_types"]["afmoe"]["config"];
+    let unrotated = |configs: &RopeConfigs, layers: usize| -> Vec<usize> {
+        (0..layers)
+            .filter(|&i| configs.for_layer(i).unwrap().is_none())
+            .collect()
+    };
+    let full: Vec<usize> = saved["layer_types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| *t == "full_attention")
+        .map(|(i, _)| i)
+        .collect();
+    let configs = RopeConfigs::from_hf_config(saved).unwrap();
+    assert_eq!(unrotated(&configs, 32), full);
+    assert_eq!(full.len(), 8);
+    let mut untyped = saved.clone();
+    untyped.as_object_mut().unwrap().remove("layer_types");
+    untyped["global_attn_every_n_layers"] = 2.into();
+    let configs = RopeConfigs::from_hf_config(&untyped).unwrap();
+    assert_eq!(unrotated(&configs, 8), [1, 3, 5, 7]);
+    untyped["global_attn_every_n_layers"] = 0.into();
+    let err = RopeConfigs::from_hf_config(&untyped)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("global_attn_every_n_layers"), "{err}");
+}

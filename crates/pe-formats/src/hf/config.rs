@@ -287,10 +287,11 @@ fn read_model(root: &ConfigFields, model_type: &HfModelType) -> Result<HfRope> {
     let overrides = Overrides::read(root)?;
     let mut notes = Notes::default();
     let (mut configs, layer_types) = read_layers(root, model_type, &overrides, &mut notes)?;
+    let nope = read_nope(root, model_type, layer_types.as_deref())?;
     if let Some(layer_types) = layer_types {
         configs = configs.with_layer_types(layer_types);
     }
-    if let Some(nope) = read_nope(root, model_type)? {
+    if let Some(nope) = nope {
         configs = configs.with_nope_layers(nope);
     }
     if let Some(scale) = read_attn_temperature(root, model_type)? {
@@ -305,10 +306,27 @@ fn read_model(root: &ConfigFields, model_type: &HfModelType) -> Result<HfRope> {
     })
 }
 
-/// Per layer, whether it is NoPE: `no_rope_layers` (1 for rotary, 0 for none, as transformers
-/// reads it), or where the model type's row says so (Llama 4, SmolLM3) every
-/// `no_rope_layer_interval`-th layer (the row's default).
-fn read_nope(root: &ConfigFields, model_type: &HfModelType) -> Result<Option<Vec<bool>>> {
+/// Per layer, whether it is NoPE: the full-attention layers of a model whose code turns only
+/// the sliding ones (AFMoE: those of `layer_types`, else every n-th layer of the row's field);
+/// else `no_rope_layers` (1 for rotary, 0 for none, as transformers reads it), or where the
+/// model type's row says so (Llama 4, SmolLM3) every `no_rope_layer_interval`-th layer (the
+/// row's default).
+fn read_nope(
+    root: &ConfigFields,
+    model_type: &HfModelType,
+    layer_types: Option<&[String]>,
+) -> Result<Option<Vec<bool>>> {
+    if let Some((field, default_period)) = model_type.nope_full_layers {
+        if let Some(types) = layer_types {
+            return Ok(Some(types.iter().map(|t| t == "full_attention").collect()));
+        }
+        let period = root.get::<usize>(field)?.unwrap_or(default_period);
+        if period == 0 {
+            return Err(root.invalid(field, "must be at least 1, got 0"));
+        }
+        let layers = num_layers(root)?;
+        return Ok(layers.map(|n| (0..n).map(|i| (i + 1) % period == 0).collect()));
+    }
     if let Some(list) = root.get::<Vec<i64>>("no_rope_layers")? {
         if !list.is_empty() {
             return Ok(Some(list.iter().map(|&r| r == 0).collect()));

@@ -32,6 +32,9 @@
 //!   (Llama 4, Cohere, GLM-4);
 //! - `nope_interval`: without `no_rope_layers`, every `no_rope_layer_interval`-th layer (this
 //!   default) has no rotary (SmolLM3, Llama 4);
+//! - `nope_full_layers`: its code turns only the sliding layers, so the `full_attention` ones
+//!   of `layer_types` are NoPE; without `layer_types`, every n-th layer of the field named
+//!   here, with its default (AFMoE: `global_attn_every_n_layers`, 4);
 //! - `attn_temperature`: the NoPE layers' query temperature, `attn_temperature_tuning`
 //!   (Llama 4);
 //! - `sliding`: layers of two types whose types follow from a pattern (Gemma's
@@ -98,6 +101,7 @@ pub struct HfModelType {
     pub(crate) sliding_partial_rotary_factor: Option<f64>,
     pub(crate) pair_layout: PairLayout,
     pub(crate) nope_interval: Option<usize>,
+    pub(crate) nope_full_layers: Option<(&'static str, usize)>,
     pub(crate) attn_temperature: bool,
     pub(crate) sliding: Option<Sliding>,
     pub(crate) mrope_section: Option<&'static [usize]>,
@@ -203,6 +207,7 @@ const DEFAULT: HfModelType = HfModelType {
     sliding_partial_rotary_factor: None,
     pair_layout: PairLayout::Halves,
     nope_interval: None,
+    nope_full_layers: None,
     attn_temperature: false,
     sliding: None,
     mrope_section: None,
@@ -387,6 +392,11 @@ const MODEL_TYPES: &[HfModelType] = &[
     HfModelType {
         nope_interval: Some(4),
         ..row(&["smollm3"]).theta(2e6)
+    },
+    // AFMoE's attention turns only its sliding layers (`is_local_attention`).
+    HfModelType {
+        nope_full_layers: Some(("global_attn_every_n_layers", 4)),
+        ..row(&["afmoe"])
     },
     // DoryConfig: each layer of the saved layer_types is followed by an "mlp" block.
     HfModelType {
