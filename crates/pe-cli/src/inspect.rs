@@ -299,6 +299,24 @@ fn report(path: &Path, r: &Resolved) -> Result<String> {
             unknown.join(", ")
         )?;
     }
+    let nope = r.configs.nope_layers().unwrap_or_default();
+    let unrotated: Vec<String> = (0..nope.len())
+        .filter(|&i| nope[i])
+        .map(|i| i.to_string())
+        .collect();
+    if !unrotated.is_empty() {
+        writeln!(
+            out,
+            "no rotary embedding (NoPE) on layers {} ({} of {} layers)",
+            unrotated.join(", "),
+            unrotated.len(),
+            nope.len()
+        )?;
+    }
+    let every = match unrotated.is_empty() {
+        true => "every layer",
+        false => "every other layer",
+    };
     let types: Vec<Option<String>> = if r.configs.is_per_layer_type() {
         let mut types: Vec<String> = match r.configs.layer_types() {
             Some(t) => t.to_vec(),
@@ -331,11 +349,7 @@ fn report(path: &Path, r: &Resolved) -> Result<String> {
             }
             _ => String::new(),
         };
-        writeln!(
-            out,
-            "\n{}{layers}",
-            layer_type.as_deref().unwrap_or("every layer")
-        )?;
+        writeln!(out, "\n{}{layers}", layer_type.as_deref().unwrap_or(every))?;
         section(&mut out, config, layer_type.as_deref(), &r.sources)?;
     }
     if let Some(vision) = &r.vision {

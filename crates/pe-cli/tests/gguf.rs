@@ -854,3 +854,31 @@ fn inspect_reads_deepseek_v4s_legacy_config() {
     let out = report(&json);
     assert!(out.contains("<- default (the field's: 160000)"), "{out}");
 }
+
+/// The layers without rotary (NoPE) are named above the sections, from a GGUF file (set by
+/// llama.cpp's loader, every fourth layer, with the rule as their source) and from a
+/// config.json (transformers' `no_rope_layer_interval`) alike.
+#[test]
+fn inspect_names_the_layers_without_rotary() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = "no rotary embedding (NoPE) on layers 3, 7 (2 of 8 layers)";
+    for arch in ["smollm3", "llama4"] {
+        let path = dir.path().join(format!("{arch}.gguf"));
+        let keys = [
+            ("embedding_length", Value::U32(1024)),
+            ("attention.head_count", Value::U32(8)),
+            ("block_count", Value::U32(8)),
+        ];
+        write_gguf(&path, arch, &keys);
+        let (report, sections) = inspect_sources(&path);
+        assert!(report.lines().any(|l| l == line), "{arch}: {report}");
+        let source = source_of(&sections, "every other layer", "no_rope_layers");
+        assert!(source.contains("(i + 1) % 4 == 0"), "{arch}: {source}");
+        assert_each_value_once(&report, &sections);
+    }
+    let path = dir.path().join("config.json");
+    let smollm3 = r#"{"model_type": "smollm3", "head_dim": 64, "num_hidden_layers": 8}"#;
+    std::fs::write(&path, smollm3).unwrap();
+    let (report, _) = inspect_sources(&path);
+    assert!(report.lines().any(|l| l == line), "{report}");
+}

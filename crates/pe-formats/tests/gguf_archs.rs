@@ -499,6 +499,72 @@ fn sliding_defaults_are_the_rows() {
     );
 }
 
+/// The NoPE layers llama.cpp sets in code (llama-cpp-python 0.3.36's llama.cpp, 0c1e57098:
+/// `n_no_rope_layer_step` in the smollm3, afmoe and llama4 loaders and graphs): every fourth
+/// layer, `(i + 1) % 4 == 0`, Llama 4's with its query temperature; the same layers and factor
+/// as transformers' SmolLM3, AFMoE and Llama 4 configs give. A llama4 file whose window is 0 rotates
+/// every layer; `block_count` is required; `RopeConfig::from_gguf` refuses the file, naming the
+/// first NoPE layer.
+#[test]
+fn nope_layers_are_llama_cpps() {
+    use candle_pe_core::RopeConfigs;
+    use candle_pe_formats::FromHfConfig;
+    let mut keys = head(1024, 8);
+    keys.push(("block_count", Value::U32(8)));
+    let layers_without = |configs: &RopeConfigs| -> Vec<usize> {
+        (0..8)
+            .filter(|&l| configs.for_layer(l).unwrap().is_none())
+            .collect()
+    };
+    let temperature = QueryScale::AttnTemperature {
+        floor_scale: 8192,
+        attn_scale: 0.1,
+    };
+    for (arch, model_type, scale) in [
+        ("smollm3", Some("smollm3"), None),
+        ("afmoe", Some("afmoe"), None),
+        ("llama4", Some("llama4_text"), Some(temperature)),
+    ] {
+        let rope = read(arch, &keys).unwrap_or_else(|e| panic!("{arch}: {e}"));
+        assert_eq!(layers_without(&rope.configs), [3, 7], "{arch}");
+        assert_eq!(rope.configs.query_scale(3).unwrap(), scale, "{arch}");
+        assert_eq!(rope.configs.query_scale(2).unwrap(), None, "{arch}");
+        let source = rope.sources.iter().find(|s| s.value == "no_rope_layers");
+        assert!(
+            source.is_some_and(|s| s.source.contains("(i + 1) % 4 == 0")),
+            "{arch}: {:?}",
+            rope.sources
+        );
+        if let Some(model_type) = model_type {
+            let json = serde_json::json!({"model_type": model_type, "head_dim": 128,
+                "num_hidden_layers": 8});
+            let hf = RopeConfigs::from_hf_config(&json).unwrap();
+            assert_eq!(hf.nope_layers(), rope.configs.nope_layers(), "{arch}");
+            assert_eq!(hf.query_scale(3).unwrap(), scale, "{arch}");
+        }
+        let (content, mut reader) = common::file(arch, &keys, &[]);
+        let err = RopeConfig::from_gguf(&content, &mut reader).unwrap_err();
+        assert!(
+            err.to_string().contains("layer 3 has no rotary"),
+            "{arch}: {err}"
+        );
+        let mut no_count = head(1024, 8);
+        no_count.push(("rope.freq_base", Value::F32(10_000.0)));
+        let err = read(arch, &no_count).unwrap_err();
+        assert!(
+            matches!(&err, Error::GgufMissing { key, .. } if *key == format!("{arch}.block_count")),
+            "{arch}: {err}"
+        );
+    }
+    keys.push(("attention.sliding_window", Value::U32(0)));
+    let windowless = read("llama4", &keys).unwrap();
+    assert!(layers_without(&windowless.configs).is_empty());
+    assert_eq!(windowless.configs.query_scale(3).unwrap(), None);
+    // A window of 0 changes nothing for the others.
+    let smollm3 = read("smollm3", &keys).unwrap();
+    assert_eq!(layers_without(&smollm3.configs), [3, 7]);
+}
+
 /// olmo2 as llama.cpp reads it: an OLMo 2 file (no window) turns every layer by the file's
 /// rope; an OLMo 3 file (a window) has every fourth layer global, scaled by the file's YaRN,
 /// and its sliding layers at the same base with no scaling (llama.cpp's olmo2 graph).

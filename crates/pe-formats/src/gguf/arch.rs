@@ -26,14 +26,17 @@
 //! - [`Arch::swa_head`]: whether the sliding layers' head is `attention.key_length_swa`
 //!   (gemma4);
 //! - [`Arch::proportional_freqs`]: whether `rope_freqs` of ones then `1e30`s is the converter's
-//!   form of the full layers' proportional rope (gemma4).
+//!   form of the full layers' proportional rope (gemma4);
+//! - [`Arch::nope`]: the layers llama.cpp's graph does not rotate, a rule in its code rather
+//!   than a key (smollm3, afmoe and llama4: every fourth layer; llama4's with a query
+//!   temperature).
 //!
 //! A quirk no field expresses is a new field (with its default in [`Arch::norm`]), read in
 //! `rope.rs` from the row, never from the name. The fixture goes to
 //! `crates/pe-testkit/fixtures/gguf`, written by llama.cpp's converter
 //! (`scripts/fixtures/`), with its test in `crates/pe-formats/tests/gguf.rs`.
 
-use candle_pe_core::PairLayout;
+use candle_pe_core::{PairLayout, QueryScale};
 
 use crate::{Error, Result};
 
@@ -124,6 +127,23 @@ pub(crate) enum TemperatureLength {
     OriginalContext,
 }
 
+/// The layers llama.cpp's graph leaves unrotated (NoPE): a rule set in its code, which no key
+/// of the file gives.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Nope {
+    /// The family, as sources name the rule (`SmolLM3`).
+    pub label: &'static str,
+    /// Layer `i` is NoPE where `(i + 1) % period == 0`: the last layer of each period
+    /// (llama.cpp's `n_no_rope_layer_step`).
+    pub period: usize,
+    /// The factor llama.cpp puts on the NoPE layers' queries, set in code too (Llama 4's
+    /// temperature: scale 0.1, length 8192, positions counted from 1).
+    pub query_scale: Option<QueryScale>,
+    /// Whether a file with `attention.sliding_window = 0` rotates every layer (llama4's loader:
+    /// no chunked layers, "always use rope", and no temperature).
+    pub unless_windowless: bool,
+}
+
 /// One GGUF architecture: its rope type and its quirks.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Arch {
@@ -153,6 +173,8 @@ pub(crate) struct Arch {
     /// layers' proportional rope (Gemma 4: the `1e30` pairs do not rotate), read as
     /// [`RopeType::Proportional`](crate::RopeType::Proportional) on those layers only.
     pub proportional_freqs: bool,
+    /// The layers llama.cpp's graph does not rotate (NoPE), where it sets them in code.
+    pub nope: Option<Nope>,
 }
 
 impl Arch {
@@ -169,6 +191,7 @@ impl Arch {
             ntk_alpha: false,
             swa_head: false,
             proportional_freqs: false,
+            nope: None,
         }
     }
 
@@ -288,6 +311,36 @@ const MODERN_BERT_SLIDING: Sliding = Sliding {
     first_full: true,
 };
 
+/// SmolLM3's NoPE layers (llama.cpp's smollm3 graph): every fourth layer.
+const SMOLLM3_NOPE: Nope = Nope {
+    label: "SmolLM3",
+    period: 4,
+    query_scale: None,
+    unless_windowless: false,
+};
+
+/// AFMoE's NoPE layers (llama.cpp's afmoe graph, its default step): every fourth layer, the
+/// global one of each period where the file gives a window.
+const AFMOE_NOPE: Nope = Nope {
+    label: "AFMoE",
+    period: 4,
+    query_scale: None,
+    unless_windowless: false,
+};
+
+/// Llama 4's NoPE layers (llama.cpp's llama4 loader and graph): every fourth layer, whose
+/// queries take the temperature `ln(floor((p + 1) / 8192) + 1) * 0.1 + 1`; none in a file
+/// whose window is 0.
+const LLAMA4_NOPE: Nope = Nope {
+    label: "Llama 4",
+    period: 4,
+    query_scale: Some(QueryScale::AttnTemperature {
+        floor_scale: 8192,
+        attn_scale: 0.1,
+    }),
+    unless_windowless: true,
+};
+
 /// DeepSeek-2's MLA rope, which Mistral 4 shares (llama.cpp loads both in one case).
 const fn deepseek2_like(name: &'static str) -> Arch {
     Arch {
@@ -306,7 +359,10 @@ const fn deepseek2_like(name: &'static str) -> Arch {
 /// Mistral and Mixtral checkpoints convert as `llama`.
 pub(crate) const ARCHS: &[Arch] = &[
     Arch::norm("llama"),
-    Arch::norm("llama4"),
+    Arch {
+        nope: Some(LLAMA4_NOPE),
+        ..Arch::norm("llama4")
+    },
     Arch::norm("deci"),
     Arch {
         query_temperature: Some(TemperatureLength::OriginalContext),
@@ -334,7 +390,10 @@ pub(crate) const ARCHS: &[Arch] = &[
     Arch::norm("granitemoe"),
     Arch::norm("chameleon"),
     Arch::norm("bailingmoe"),
-    Arch::norm("smollm3"),
+    Arch {
+        nope: Some(SMOLLM3_NOPE),
+        ..Arch::norm("smollm3")
+    },
     Arch::norm("arcee"),
     Arch::norm("ernie4_5"),
     Arch::norm("ernie4_5-moe"),
@@ -433,7 +492,10 @@ pub(crate) const ARCHS: &[Arch] = &[
     Arch::neox("minimax-m2"),
     Arch::neox("cogvlm"),
     Arch::neox("pangu-embedded"),
-    Arch::neox("afmoe"),
+    Arch {
+        nope: Some(AFMOE_NOPE),
+        ..Arch::neox("afmoe")
+    },
     Arch::neox("qwen3next"),
     // EmbeddingGemma: Gemma 3's sliding defaults (llama.cpp: period 6, base 10000, unscaled).
     Arch {

@@ -118,6 +118,17 @@ impl FromGguf for RopeConfig {
     /// layer type (Gemma 3) is an error naming the key that makes it so.
     fn from_gguf<R: Read + Seek>(content: &Content, reader: &mut R) -> Result<Self> {
         let rope = GgufRope::from_gguf(content, reader)?;
+        let nope = rope.configs.nope_layers().unwrap_or_default();
+        if let Some(layer) = nope.iter().position(|&n| n) {
+            return Err(Error::GgufKey {
+                key: "general.architecture".into(),
+                message: format!(
+                    "{}: layer {layer} has no rotary embedding (NoPE, set by llama.cpp's \
+                     loader): read the file with RopeConfigs::from_gguf, then for_layer",
+                    rope.architecture
+                ),
+            });
+        }
         match rope.configs.single() {
             Some(config) => Ok(config.clone()),
             None => Err(Error::GgufKey {
@@ -415,6 +426,7 @@ fn read<R: Read + Seek>(
     }
     .with_rotary_dim(rotated);
     let configs = read_layers(&mut m, full, rotary_dim, scaling_sources)?;
+    let configs = read_nope(&mut m, configs)?;
     Ok(GgufRope {
         architecture: m.arch.name.to_string(),
         configs,
@@ -1058,14 +1070,7 @@ fn read_layer_types(m: &Meta) -> Result<Option<Vec<String>>> {
         return Ok(Some(flags.into_iter().map(name).collect()));
     }
     let period = m.count(PATTERN)?.or(m.arch.sliding.and_then(|s| s.period));
-    let layers = match m.count("block_count")? {
-        Some(n) if n > MAX_LAYERS => {
-            let message = format!("{n} layers: at most {MAX_LAYERS} are read");
-            return Err(m.invalid("block_count", message));
-        }
-        n => n,
-    };
-    match (period, layers) {
+    match (period, layer_count(m)?) {
         (Some(p), Some(layers)) => {
             let first_full = m.arch.sliding.is_some_and(|s| s.first_full);
             Ok(Some(pattern_layer_types(layers, p, first_full, false)))
@@ -1075,6 +1080,59 @@ fn read_layer_types(m: &Meta) -> Result<Option<Vec<String>>> {
             "llama.cpp requires the sliding pattern of this architecture (one flag per layer)",
         )),
         _ => Ok(None),
+    }
+}
+
+/// `block_count`, which per-layer lists are made from: at most [`MAX_LAYERS`].
+fn layer_count(m: &Meta) -> Result<Option<usize>> {
+    match m.count("block_count")? {
+        Some(n) if n > MAX_LAYERS => {
+            let message = format!("{n} layers: at most {MAX_LAYERS} are read");
+            Err(m.invalid("block_count", message))
+        }
+        n => Ok(n),
+    }
+}
+
+/// The NoPE layers of the row's rule, which llama.cpp sets in code (every fourth layer of
+/// `block_count`, required for them), with the query factor it puts on them; none on a row
+/// without one, and none in a llama4 file whose window is 0.
+fn read_nope(m: &mut Meta, configs: RopeConfigs) -> Result<RopeConfigs> {
+    let Some(rule) = m.arch.nope else {
+        return Ok(configs);
+    };
+    let window = m.key("attention.sliding_window");
+    if rule.unless_windowless && matches!(m.count("attention.sliding_window"), Ok(Some(0))) {
+        let source = format!(
+            "{window} = 0: every layer rotates (llama.cpp's {} loader)",
+            m.arch.name
+        );
+        m.note(None, "no_rope_layers", source);
+        return Ok(configs);
+    }
+    let layers = layer_count(m)?.ok_or_else(|| {
+        m.missing(
+            "block_count",
+            "the layers llama.cpp leaves unrotated (NoPE) are counted from it",
+        )
+    })?;
+    let nope = (0..layers).map(|i| (i + 1) % rule.period == 0).collect();
+    let source = format!(
+        "default ({}: every {}th layer, (i + 1) % {} == 0, set by llama.cpp's {} graph)",
+        rule.label, rule.period, rule.period, m.arch.name
+    );
+    m.note(None, "no_rope_layers", source);
+    let configs = configs.with_nope_layers(nope);
+    match rule.query_scale {
+        Some(scale) => {
+            let source = format!(
+                "default ({}'s NoPE layers, set by llama.cpp's {} loader: {scale:?})",
+                rule.label, m.arch.name
+            );
+            m.note(None, "nope_query_scale", source);
+            Ok(configs.with_nope_query_scale(scale)?)
+        }
+        None => Ok(configs),
     }
 }
 
