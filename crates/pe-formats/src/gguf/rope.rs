@@ -201,6 +201,12 @@ impl<'a> Meta<'a> {
         }
     }
 
+    /// Whether the file gives `attention.sliding_window = 0`: the converter's "no window",
+    /// which llama.cpp reads as none.
+    fn windowless(&self) -> bool {
+        matches!(self.count("attention.sliding_window"), Ok(Some(0)))
+    }
+
     /// A number key, as f64 (an f32 as its shortest decimal).
     fn float(&self, suffix: &str) -> Result<Option<f64>> {
         self.meta.float(&self.key(suffix))
@@ -831,7 +837,7 @@ fn read_layers(
     if m.arch.sliding.is_some_and(|s| s.windowed) && !m.has("attention.sliding_window") {
         return Ok(RopeConfigs::new(full));
     }
-    if matches!(m.count("attention.sliding_window"), Ok(Some(0))) {
+    if m.windowless() {
         let source = format!(
             "{} = 0: no sliding layers, one rope for every layer (as llama.cpp reads it)",
             m.key("attention.sliding_window")
@@ -1101,10 +1107,10 @@ fn read_nope(m: &mut Meta, configs: RopeConfigs) -> Result<RopeConfigs> {
     let Some(rule) = m.arch.nope else {
         return Ok(configs);
     };
-    let window = m.key("attention.sliding_window");
-    if rule.unless_windowless && matches!(m.count("attention.sliding_window"), Ok(Some(0))) {
+    if rule.unless_windowless && m.windowless() {
         let source = format!(
-            "{window} = 0: every layer rotates (llama.cpp's {} loader)",
+            "{} = 0: every layer rotates (llama.cpp's {} loader)",
+            m.key("attention.sliding_window"),
             m.arch.name
         );
         m.note(None, "no_rope_layers", source);

@@ -320,29 +320,28 @@ fn read_nope(
         if let Some(types) = layer_types {
             return Ok(Some(types.iter().map(|t| t == "full_attention").collect()));
         }
-        let period = root.get::<usize>(field)?.unwrap_or(default_period);
-        if period == 0 {
-            return Err(root.invalid(field, "must be at least 1, got 0"));
-        }
-        let layers = num_layers(root)?;
-        return Ok(layers.map(|n| (0..n).map(|i| (i + 1) % period == 0).collect()));
+        return every_nth_layer(root, field, default_period);
     }
     if let Some(list) = root.get::<Vec<i64>>("no_rope_layers")? {
         if !list.is_empty() {
             return Ok(Some(list.iter().map(|&r| r == 0).collect()));
         }
     }
-    let Some(default_interval) = model_type.nope_interval else {
-        return Ok(None);
-    };
-    let interval = root
-        .get::<usize>("no_rope_layer_interval")?
-        .unwrap_or(default_interval);
-    if interval == 0 {
-        return Err(root.invalid("no_rope_layer_interval", "must be at least 1, got 0"));
+    match model_type.nope_interval {
+        Some(default_interval) => every_nth_layer(root, "no_rope_layer_interval", default_interval),
+        None => Ok(None),
+    }
+}
+
+/// Per layer, whether it is the last of its period, `(i + 1) % n == 0`, `n` the count in
+/// `field` (at least 1) or `default`; `None` without `num_hidden_layers`.
+fn every_nth_layer(root: &ConfigFields, field: &str, default: usize) -> Result<Option<Vec<bool>>> {
+    let n = root.get::<usize>(field)?.unwrap_or(default);
+    if n == 0 {
+        return Err(root.invalid(field, "must be at least 1, got 0"));
     }
     let layers = num_layers(root)?;
-    Ok(layers.map(|n| (0..n).map(|i| (i + 1) % interval == 0).collect()))
+    Ok(layers.map(|layers| (0..layers).map(|i| (i + 1) % n == 0).collect()))
 }
 
 /// `num_hidden_layers`, which per-layer lists are made from: at most [`MAX_LAYERS`].
