@@ -132,6 +132,45 @@ fn mrope_without_tables_has_the_bits_of_the_tables() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The rope kernel splits the heads of a launch among more threads the fewer tokens it turns
+/// (one thread per head at a decode step, one for all heads at a long prefill; pe-core's
+/// `rope_groups`): q of 3 heads and k of 2, with token counts that give 5, 4, 3, 2 and 1
+/// threads per (token, slot), whole and partial rotary, both pair layouts, every dtype, have
+/// the bits of the tables' rotation.
+#[test]
+fn rope_without_tables_has_the_same_bits_in_any_head_groups() -> anyhow::Result<()> {
+    let mut rng = seeded_rng("rope_without_tables_has_the_same_bits_in_any_head_groups");
+    let dev = Device::Cpu;
+    // Slots per token: 4 (d 8, whole), 6 (d 8, rotary 4); 2^18 threads a launch.
+    let whole = candle_pe_nn::RopeConfig::new(8, 10_000.0);
+    let partial = candle_pe_nn::RopeConfig::new(8, 500_000.0).with_rotary_dim(4);
+    for (config, tokens) in [
+        (&whole, [1, 16_384, 30_000, 40_000, 70_000]),
+        (&partial, [1, 11_000, 20_000, 30_000, 50_000]),
+    ] {
+        let tables = RotaryEmbedding::new(config.clone())?;
+        let rope = Rope::new(config.clone())?.with_backend(TableBackend::Kernel);
+        for (case, tokens) in tokens.into_iter().enumerate() {
+            let pairs = [PairLayout::Halves, PairLayout::Interleaved][case % 2];
+            let tables = tables.clone().with_pair_layout(pairs);
+            let ids = Tensor::from_vec(positions(&mut rng, tokens), tokens, &dev)?;
+            let ids = Positions::new(&ids)?;
+            let at = At::positions(&ids).with_tracked_len(ids.end());
+            let rotary = config.rotary_dim();
+            for dtype in DTYPES {
+                let what = format!("{tokens} tokens, rotary {rotary}, {pairs:?} {dtype:?}");
+                let q = Tensor::randn(0f32, 1.0, (tokens, 3, 8), &dev)?.to_dtype(dtype)?;
+                let k = Tensor::randn(0f32, 1.0, (tokens, 2, 8), &dev)?.to_dtype(dtype)?;
+                let got = rope.rotate_without_tables(&[&q, &k], at, pairs)?;
+                let got = got.expect("the kernels' host build runs on the CPU");
+                same(&got[0], &tables.apply_k(&q, at)?, &format!("{what}: q"))?;
+                same(&got[1], &tables.apply_k(&k, at)?, &format!("{what}: k"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Where the kernels do not run (the CPU generator's backend) the answer is `None`, for the
 /// tables' path; empty inputs stay empty; q and k must share their tokens.
 #[test]

@@ -57,9 +57,8 @@ PE_HOST_TURNS(pe_host_turns_bf16, pe_bf16)
 #define PE_HOST_ROPE(NAME, T)                                                                \
     extern "C" void NAME(const pe_rope *r, uint64_t tokens, const double *w,                 \
                          const double *values, const T *x, const T *xk, T *y) {              \
-        for (uint64_t k = 0; k < tokens * pe_rope_slots(*r); k++)                            \
-            pe_rope_slot<T>(*r, tokens, w, values, x, xk, k / pe_rope_slots(*r),             \
-                            (uint32_t)(k % pe_rope_slots(*r)), y);                           \
+        for (uint64_t k = 0; k < pe_rope_threads(*r, tokens); k++)                           \
+            pe_rope_thread<T>(*r, tokens, w, values, x, xk, k, y);                           \
     }
 
 PE_HOST_ROPE(pe_host_rope_f32, float)

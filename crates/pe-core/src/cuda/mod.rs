@@ -292,6 +292,8 @@ pub(crate) struct RopeArgs {
     pub heads_k: u32,
     /// Whether the tokens' values are a shift's distances (`to - from`), not positions.
     pub turn: u32,
+    /// Threads per (token, slot), each turning every `groups`-th head (`rope_groups`).
+    pub groups: u32,
 }
 
 #[cfg(feature = "cuda")]

@@ -32,41 +32,50 @@ struct pe_rope {
     uint32_t period, has_values, interleaved, axes;
     // Heads of xk (0: none), and whether the tokens' values are a shift's distances.
     uint32_t heads_k, turn;
+    // Threads per (token, slot): thread g turns heads g, g + groups, ... of x's heads then
+    // xk's, each computing the pair's cos and sin itself. One thread per head at a decode
+    // step (a few tokens, every head in flight at once); one for all of them at a long
+    // prefill (the trig paid once per token and pair). The bits do not depend on it.
+    uint32_t groups;
 };
 
 // Slots per token: one per pair turned, one per feature passed unturned (partial rotary).
 PE_FN uint32_t pe_rope_slots(const pe_rope &r) { return r.d - r.n; }
 
-// Token t's slot i in each of the `heads` heads of x, into y: pair i turned by (c, s) (i < n),
-// or feature n + i copied.
+// Threads of a launch: one per (token, group, slot), slots fastest, so that a warp's threads
+// read and write neighbouring features of one head.
+PE_FN uint64_t pe_rope_threads(const pe_rope &r, uint64_t tokens) {
+    return tokens * r.groups * pe_rope_slots(r);
+}
+
+// Token t's slot i in head h of x (`heads` heads), into y: pair i turned by (c, s) (i < n), or
+// feature n + i copied.
 template <typename T, typename M>
-PE_FN void pe_rope_heads(const pe_rope &r, uint32_t heads, const T *x, uint64_t t, uint32_t i,
-                         M c, M s, T *y) {
-    uint64_t first = (t / r.seq * heads * r.seq + t % r.seq) * r.d;
-    uint64_t head = (uint64_t)r.seq * r.d;
+PE_FN void pe_rope_head(const pe_rope &r, uint32_t heads, const T *x, uint64_t t, uint32_t h,
+                        uint32_t i, M c, M s, T *y) {
+    uint64_t o = ((t / r.seq * heads + h) * r.seq + t % r.seq) * r.d;
     if (i >= r.n) {
-        for (uint32_t h = 0; h < heads; h++) {
-            uint64_t o = first + h * head + r.n + i;
-            y[o] = x[o];
-        }
+        y[o + r.n + i] = x[o + r.n + i];
         return;
     }
     uint32_t i1 = r.interleaved ? 2 * i : i, i2 = r.interleaved ? 2 * i + 1 : i + r.n;
-    for (uint32_t h = 0; h < heads; h++) {
-        uint64_t o = first + h * head;
-        M x1 = (M)pe_widen(x[o + i1]), x2 = (M)pe_widen(x[o + i2]);
-        M y1 = x1 * c - x2 * s, y2 = x1 * s + x2 * c;
-        pe_put(y1, y + o + i1);
-        pe_put(y2, y + o + i2);
-    }
+    M x1 = (M)pe_widen(x[o + i1]), x2 = (M)pe_widen(x[o + i2]);
+    M y1 = x1 * c - x2 * s, y2 = x1 * s + x2 * c;
+    pe_put(y1, y + o + i1);
+    pe_put(y2, y + o + i2);
 }
 
-// Token t's slot i in every head of x, then of xk (heads_k > 0) into y after x's values: the
-// pair's cos and sin computed once (i < n), or feature n + i copied.
+// Thread `thread` of a launch (pe_rope_threads): token t's slot i in its group's heads of x,
+// then of xk (heads_k > 0) into y after x's values: the pair's cos and sin computed once for
+// them (i < n), or feature n + i copied.
 template <typename T>
-PE_FN void pe_rope_slot(const pe_rope &r, uint64_t tokens, const double *w, const double *values,
-                        const T *x, const T *xk, uint64_t t, uint32_t i, T *y) {
+PE_FN void pe_rope_thread(const pe_rope &r, uint64_t tokens, const double *w,
+                          const double *values, const T *x, const T *xk, uint64_t thread, T *y) {
     typedef typename pe_math<T>::type M;
+    uint32_t i = (uint32_t)(thread % pe_rope_slots(r));
+    uint64_t rest = thread / pe_rope_slots(r);
+    uint32_t g = (uint32_t)(rest % r.groups);
+    uint64_t t = rest / r.groups;
     M s = 0, c = 0;
     if (i < r.n) {
         uint64_t row = r.axes ? (uint64_t)w[2 * r.n + i] * tokens : 0;
@@ -86,7 +95,11 @@ PE_FN void pe_rope_slot(const pe_rope &r, uint64_t tokens, const double *w, cons
             pe_combine<M>(as, ac, os, oc, &s, &c);
         }
     }
-    pe_rope_heads<T, M>(r, r.heads, x, t, i, c, s, y);
-    if (r.heads_k)
-        pe_rope_heads<T, M>(r, r.heads_k, xk, t, i, c, s, y + tokens * r.heads * r.d);
+    for (uint32_t h = g; h < r.heads + r.heads_k; h += r.groups) {
+        if (h < r.heads)
+            pe_rope_head<T, M>(r, r.heads, x, t, h, i, c, s, y);
+        else
+            pe_rope_head<T, M>(r, r.heads_k, xk, t, h - r.heads, i, c, s,
+                               y + tokens * r.heads * r.d);
+    }
 }

@@ -344,6 +344,7 @@ pub(crate) fn rope(
         axes: u32::from(mrope),
         heads_k: heads_k as u32,
         turn: u32::from(turn),
+        groups: rope_groups(tokens, d - n, heads + heads_k),
     };
     let op = OutputOp::Rope(RopeOp {
         args,
@@ -359,6 +360,20 @@ pub(crate) fn rope(
         None => None,
     };
     Ok((turned, k))
+}
+
+/// The threads a rope launch aims at: about one wave of a large GPU's resident threads (an
+/// H100 holds 132 x 2,048).
+const ROPE_THREADS: usize = 1 << 18;
+
+/// Threads per (token, slot) of a rope launch over `heads` heads (q's and k's): enough to
+/// reach [`ROPE_THREADS`] in all, each turning every `groups`-th head. At a decode step (one
+/// token, a few slots) that is one thread per head, so that no thread turns 40 heads one after
+/// the other while the rest of the GPU waits; at a long prefill it is one, so that each token's
+/// cos and sin are computed once. The bits are the same for any count.
+pub(crate) fn rope_groups(tokens: usize, slots: usize, heads: usize) -> u32 {
+    let per_group = tokens.saturating_mul(slots).max(1);
+    ROPE_THREADS.div_ceil(per_group).clamp(1, heads.max(1)) as u32
 }
 
 /// Whether `k` turns with `x` in one launch of [`rope`]: the same dims but for the heads (the
@@ -986,7 +1001,7 @@ mod device {
     ) -> Result<(CudaStorage, Shape)> {
         let dev = x.device();
         let r = &op.args;
-        let items = op.tokens * u64::from(r.d - r.n);
+        let items = op.tokens * u64::from(r.groups) * u64::from(r.d - r.n);
         let (CudaStorageSlice::F64(w), CudaStorageSlice::F64(values)) = (&w.slice, &values.slice)
         else {
             bail!("pe-rope: the frequencies and positions must be f64")
@@ -1042,5 +1057,26 @@ mod device {
             other => bail!("pe-rope: no kernel turns {other:?}"),
         };
         Ok(output(dev, slice, len))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rope_groups;
+
+    /// One thread per head at a decode step, one for all heads at a long prefill, between them
+    /// enough threads for a wave; the counts candle-pe-nn's `without_tables.rs` turns at.
+    #[test]
+    fn rope_launches_split_heads_the_fewer_tokens_they_turn() {
+        assert_eq!(rope_groups(1, 64, 40), 40);
+        assert_eq!(rope_groups(8, 64, 40), 40);
+        assert_eq!(rope_groups(512, 64, 40), 8);
+        assert_eq!(rope_groups(4_096, 64, 40), 1);
+        assert_eq!(rope_groups(1 << 31, 64, 40), 1);
+        assert_eq!(rope_groups(1, 1, 0), 1);
+        let whole = [1, 16_384, 30_000, 40_000, 70_000].map(|t| rope_groups(t, 4, 5));
+        let partial = [1, 11_000, 20_000, 30_000, 50_000].map(|t| rope_groups(t, 6, 5));
+        assert_eq!(whole, [5, 4, 3, 2, 1]);
+        assert_eq!(partial, [5, 4, 3, 2, 1]);
     }
 }
