@@ -132,6 +132,11 @@ mod tests {
         let (last_bits, last) = *values.last().unwrap();
         assert_eq!(round(last * 1.000_1), last_bits, "below the rounding edge");
         let infinity = last_bits + 1;
+        // Half an ulp past the largest finite value is a tie whose even side is infinity.
+        let edge = last + (last - values[values.len() - 2].1) / 2.0;
+        assert_eq!(round(edge), infinity, "the edge {edge} rounds to infinity");
+        let below = f64::from_bits(edge.to_bits() - 1);
+        assert_eq!(round(-below), last_bits | 0x8000, "a hair below the edge");
         assert_eq!(round(last * 2.0), infinity);
         assert_eq!(round(f64::INFINITY), infinity);
         assert_eq!(round(f64::NEG_INFINITY), infinity | 0x8000);
