@@ -18,9 +18,8 @@ PE_HOST_FACTORS(pe_host_factors_f64, double)
 #define PE_HOST_ROWS(NAME, T)                                                                \
     extern "C" void NAME(const pe_rows *t, uint64_t rows, const pe_acc<T>::type *anchors,    \
                          const pe_acc<T>::type *offsets, const double *values, T *out) {     \
-        for (uint64_t x = 0; x < rows * pe_per_row(*t); x++)                                 \
-            pe_pair<T>(*t, anchors, offsets, values, x / pe_per_row(*t),                     \
-                       (uint32_t)(x % pe_per_row(*t)), out);                                 \
+        for (uint64_t x = 0; x < pe_rows_threads(*t, rows); x++)                             \
+            pe_rows_thread<T>(*t, rows, anchors, offsets, values, x, out);                   \
     }
 
 PE_HOST_ROWS(pe_host_rows_f32, float)

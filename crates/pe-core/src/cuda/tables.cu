@@ -19,9 +19,8 @@ PE_FACTORS(pe_factors_f64, double)
                                     const pe_acc<T>::type *anchors,                          \
                                     const pe_acc<T>::type *offsets, const double *values,    \
                                     T *out) {                                                \
-        PE_EACH(x, rows * pe_per_row(t)) {                                                   \
-            uint32_t per_row = pe_per_row(t);                                                \
-            pe_pair<T>(t, anchors, offsets, values, x / per_row, (uint32_t)(x % per_row), out); \
+        PE_EACH(x, pe_rows_threads(t, rows)) {                                               \
+            pe_rows_thread<T>(t, rows, anchors, offsets, values, x, out);                    \
         }                                                                                    \
     }
 

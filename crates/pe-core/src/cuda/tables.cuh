@@ -135,20 +135,76 @@ PE_FN double pe_position(const pe_rows &t, uint64_t r) {
     return t.start + (double)(t.period ? r % t.period : r);
 }
 
-// Row r's pair i (generate/cpu.rs `RowCode::write`, `write_halves`); pair 0 also writes the
-// zero column.
+// Pair i of the row at `row`, its sine s and cosine c (generate/cpu.rs `RowCode::write`,
+// `write_halves`); pair 0 also writes the zero column.
+template <typename T, typename A>
+PE_FN void pe_write(const pe_rows &t, T *row, uint32_t i, A s, A c) {
+    if (i == 0 && t.zero_col < t.stride) pe_put((A)0.0, row + t.zero_col);
+    if (i >= t.n) return;
+    pe_put(s, row + t.sin_plane + t.sin0 + (uint64_t)i * t.sin_step);
+    if (i < t.n_cos) pe_put(c, row + t.cos0 + (uint64_t)i * t.cos_step);
+}
+
+// Row r's pair i, at the position the request gives it.
 template <typename T>
 PE_FN void pe_pair(const pe_rows &t, const typename pe_acc<T>::type *anchors,
                    const typename pe_acc<T>::type *offsets, const double *values, uint64_t r,
                    uint32_t i, T *out) {
     typedef typename pe_acc<T>::type A;
-    T *row = out + r * t.stride;
-    if (i == 0 && t.zero_col < t.stride) pe_put((A)0.0, row + t.zero_col);
-    if (i >= t.n) return;
-    A s, c;
-    pe_angles<A>(t, anchors, offsets, t.has_values ? values[r] : pe_position(t, r), r, i, &s, &c);
-    pe_put(s, row + t.sin_plane + t.sin0 + (uint64_t)i * t.sin_step);
-    if (i < t.n_cos) pe_put(c, row + t.cos0 + (uint64_t)i * t.cos_step);
+    A s = 0.0, c = 0.0;
+    if (i < t.n)
+        pe_angles<A>(t, anchors, offsets, t.has_values ? values[r] : pe_position(t, r), r, i,
+                     &s, &c);
+    pe_write<T, A>(t, out + r * t.stride, i, s, c);
+}
+
+// Pair i of the rows of a range whose positions have anchor k, base + 64 k (up to 64 rows):
+// the anchor's factors loaded once, then combined with each row's offset factors, as
+// `pe_angles` combines them, one row after the other.
+template <typename T>
+PE_FN void pe_span(const pe_rows &t, uint64_t rows, const typename pe_acc<T>::type *anchors,
+                   const typename pe_acc<T>::type *offsets, uint64_t k, uint32_t i, T *out) {
+    typedef typename pe_acc<T>::type A;
+    double a = t.base + PE_ANCHOR_SPAN * (double)k, end = t.start + (double)rows;
+    // The offsets j0 .. j1 of the span's positions a + j within start .. start + rows.
+    uint32_t j0 = a < t.start ? (uint32_t)(t.start - a) : 0;
+    uint32_t j1 = a + PE_ANCHOR_SPAN < end ? (uint32_t)PE_ANCHOR_SPAN : (uint32_t)(end - a);
+    T *row = out + (uint64_t)(a + (double)j0 - t.start) * t.stride;
+    if (i >= t.n) { // a table of no pairs: only its zero column
+        for (uint32_t j = j0; j < j1; j++, row += t.stride)
+            pe_write<T, A>(t, row, i, (A)0.0, (A)0.0);
+        return;
+    }
+    A as = anchors[k * t.n + i], ac = anchors[((uint64_t)t.anchors + k) * t.n + i];
+    const A *os = offsets + (uint64_t)j0 * t.n + i, *oc = os + 64 * (uint64_t)t.n;
+    for (uint32_t j = j0; j < j1; j++, row += t.stride, os += t.n, oc += t.n) {
+        A s, c;
+        pe_combine<A>(as, ac, *os, *oc, &s, &c);
+        pe_write<T, A>(t, row, i, s, c);
+    }
+}
+
+// Whether a request's rows are written a span at a time: a range (not repeated, no zero row),
+// whose rows take their anchors in order.
+PE_FN bool pe_spans(const pe_rows &t) { return !t.has_values && !t.period && !t.has_zero; }
+
+// Threads of a `pe_rows` launch: one per (anchor, pair) of a range (`pe_span`), one per (row,
+// pair) otherwise (`pe_pair`).
+PE_FN uint64_t pe_rows_threads(const pe_rows &t, uint64_t rows) {
+    return (pe_spans(t) ? (uint64_t)t.anchors : rows) * pe_per_row(t);
+}
+
+// Thread x of a `pe_rows` launch (`pe_rows_threads`).
+template <typename T>
+PE_FN void pe_rows_thread(const pe_rows &t, uint64_t rows,
+                          const typename pe_acc<T>::type *anchors,
+                          const typename pe_acc<T>::type *offsets, const double *values,
+                          uint64_t x, T *out) {
+    uint32_t per_row = pe_per_row(t), i = (uint32_t)(x % per_row);
+    if (pe_spans(t))
+        pe_span<T>(t, rows, anchors, offsets, x / per_row, i, out);
+    else
+        pe_pair<T>(t, anchors, offsets, values, x / per_row, i, out);
 }
 
 // Token r's pair i of the embedding block, scale * weights[token] + PE(position), each value

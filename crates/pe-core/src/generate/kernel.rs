@@ -446,6 +446,23 @@ struct RowsOp {
     dtype: DType,
 }
 
+impl RowsOp {
+    /// The threads of its launch (`tables.cuh`'s `pe_rows_threads`): one per (anchor, pair) of
+    /// a range, whose rows are written a span of one anchor at a time; one per (row, pair)
+    /// otherwise.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    fn threads(&self) -> u64 {
+        let t = &self.args;
+        let spans = t.has_values == 0 && t.period == 0 && t.has_zero == 0;
+        let rows = if spans {
+            u64::from(t.anchors)
+        } else {
+            self.rows
+        };
+        rows * u64::from(t.n.max(1))
+    }
+}
+
 impl CustomOp2 for Factors {
     fn name(&self) -> &'static str {
         "pe-factors"
@@ -861,7 +878,7 @@ mod device {
     ) -> Result<(CudaStorage, Shape)> {
         let dev = anchors.device();
         let t = &op.args;
-        let items = op.rows * u64::from(t.n.max(1));
+        let items = op.threads();
         let values = match (&values.slice, t.has_values) {
             (CudaStorageSlice::F64(v), 1) => Some(part(v, lv, "values")?),
             _ => None,
