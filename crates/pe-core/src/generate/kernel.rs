@@ -8,7 +8,9 @@
 //! - **Rows**: every (row, pair) of the output, its anchor's factors and its offset's combined
 //!   by angle addition in the work type and rounded once to the output dtype (f16 and bf16 by
 //!   `exact/round.rs`'s integer rounding), written straight to its columns. A rotary table's
-//!   halves are two planes of one output.
+//!   halves are two planes of one output. A range's rows are written an anchor span at a time
+//!   (a thread per anchor and pair, which loads the anchor's factors once); rows at given
+//!   positions, a thread per row and pair.
 //!
 //! On a CUDA device (the `cuda` feature) that is what [`TableBackend::Auto`] runs. On the CPU
 //! the same functions of `tables.cuh` run compiled for the host (the `host-kernels` feature,
