@@ -41,6 +41,26 @@ PE_FN double pe_from_bits(uint64_t b) {
 #endif
 }
 
+PE_FN uint32_t pe_bits32(float x) {
+#ifdef __CUDA_ARCH__
+    return __float_as_uint(x);
+#else
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    return b;
+#endif
+}
+
+PE_FN float pe_from_bits32(uint32_t b) {
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(b);
+#else
+    float x;
+    memcpy(&x, &b, sizeof x);
+    return x;
+#endif
+}
+
 PE_FN double pe_abs(double x) { return x < 0.0 ? -x : x; }
 
 // x = high + low with 26 and 27 significant bits (Veltkamp), as exact/dd.rs `split`.
@@ -165,6 +185,23 @@ PE_FN uint16_t pe_round(double v, uint32_t mantissa, int32_t bias) {
     return (uint16_t)(sign | (magnitude < infinity ? magnitude : infinity));
 }
 
+// f32 to a narrower binary format: pe_round's result for the same value (an f32 is an f64
+// exactly). Where the result's exponent is one of the format's normal ones (every finite f32
+// for bf16, whose exponents are f32's), by one integer add on the f32's bits, as pe_round's
+// first road; elsewhere by pe_round. What a rotation in f32 writes to f16 and bf16.
+PE_FN uint16_t pe_round32(float v, uint32_t mantissa, int32_t bias) {
+    uint32_t bits = pe_bits32(v);
+    int32_t field = (int32_t)((bits >> 23) & 0xff);
+    if (field >= 128 - bias && field <= 127 + bias) {
+        uint32_t drop = 23 - mantissa;
+        uint32_t magnitude = bits & 0x7fffffffu;
+        magnitude += ((1u << (drop - 1)) - 1) + ((magnitude >> drop) & 1);
+        return (uint16_t)(((bits >> 16) & 0x8000) |
+                          ((magnitude >> drop) - ((uint32_t)(127 - bias) << mantissa)));
+    }
+    return pe_round((double)v, mantissa, bias);
+}
+
 // f16 and bf16 bits widened to f64, exactly.
 PE_FN double pe_widen_f16(uint16_t h) {
     double sign = (h & 0x8000) ? -1.0 : 1.0;
@@ -183,5 +220,18 @@ PE_FN double pe_widen_bf16(uint16_t b) {
     return pe_from_bits(sign | ((uint64_t)(field - 127 + 1023) << 52) | ((uint64_t)man << 45));
 }
 
+// f16 and bf16 bits widened to f32, exactly: a bf16's are an f32's top half; a normal f16's
+// exponent and fraction move to f32's places, the rest (zeros, subnormals, infinities, NaN)
+// go through f64.
+PE_FN float pe_widen32_bf16(uint16_t b) { return pe_from_bits32((uint32_t)b << 16); }
+PE_FN float pe_widen32_f16(uint16_t h) {
+    uint32_t field = (h >> 10) & 0x1f;
+    if (field == 0 || field == 31) return (float)pe_widen_f16(h);
+    return pe_from_bits32(((uint32_t)(h & 0x8000) << 16) | ((field + 112) << 23) |
+                          ((uint32_t)(h & 0x3ff) << 13));
+}
+
 PE_FN uint16_t pe_round_f16(double v) { return pe_round(v, 10, 15); }
 PE_FN uint16_t pe_round_bf16(double v) { return pe_round(v, 7, 127); }
+PE_FN uint16_t pe_round32_f16(float v) { return pe_round32(v, 10, 15); }
+PE_FN uint16_t pe_round32_bf16(float v) { return pe_round32(v, 7, 127); }

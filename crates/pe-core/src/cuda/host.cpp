@@ -65,6 +65,10 @@ PE_HOST_ROPE(pe_host_rope_f64, double)
 PE_HOST_ROPE(pe_host_rope_f16, pe_f16)
 PE_HOST_ROPE(pe_host_rope_bf16, pe_bf16)
 
-// The kernels' roundings alone, for exact/round.rs's exhaustive test of ties.
+// The kernels' roundings and widenings alone, for the exhaustive tests of cuda/mod.rs.
 extern "C" uint16_t pe_host_round_f16(double v) { return pe_round_f16(v); }
 extern "C" uint16_t pe_host_round_bf16(double v) { return pe_round_bf16(v); }
+extern "C" uint16_t pe_host_round32_f16(float v) { return pe_round32_f16(v); }
+extern "C" uint16_t pe_host_round32_bf16(float v) { return pe_round32_bf16(v); }
+extern "C" float pe_host_widen32_f16(uint16_t h) { return pe_widen32_f16(h); }
+extern "C" float pe_host_widen32_bf16(uint16_t b) { return pe_widen32_bf16(b); }

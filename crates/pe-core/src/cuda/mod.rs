@@ -215,6 +215,14 @@ pub(crate) mod host {
         pub fn pe_host_round_f16(v: f64) -> u16;
         #[cfg(test)]
         pub fn pe_host_round_bf16(v: f64) -> u16;
+        #[cfg(test)]
+        pub fn pe_host_round32_f16(v: f32) -> u16;
+        #[cfg(test)]
+        pub fn pe_host_round32_bf16(v: f32) -> u16;
+        #[cfg(test)]
+        pub fn pe_host_widen32_f16(h: u16) -> f32;
+        #[cfg(test)]
+        pub fn pe_host_widen32_bf16(b: u16) -> f32;
         pub fn pe_host_rows_bf16(
             t: &RowArgs,
             rows: u64,
@@ -311,8 +319,10 @@ unsafe impl candle_core::cuda_backend::cudarc::driver::DeviceRepr for RowArgs {}
 
 #[cfg(all(test, feature = "host-kernels"))]
 mod tests {
+    use super::host::{pe_host_round32_bf16, pe_host_round32_f16};
     use super::host::{pe_host_round_bf16, pe_host_round_f16};
-    use crate::exact::round::check_rounding;
+    use super::host::{pe_host_widen32_bf16, pe_host_widen32_f16};
+    use crate::exact::round::{check_rounding, check_rounding_f32};
 
     /// The kernels' roundings (`exact.cuh`, built for the host) pass `exact/round.rs`'s
     /// exhaustive cases: every value, midpoint, and a hair either side of each.
@@ -321,5 +331,32 @@ mod tests {
         // SAFETY: pure functions of one f64.
         check_rounding(true, |v| unsafe { pe_host_round_f16(v) });
         check_rounding(false, |v| unsafe { pe_host_round_bf16(v) });
+    }
+
+    /// The kernels' rounding of f32 (a rotation's result) gives the engine's rounding of the
+    /// same value at every f32 near each value and midpoint of the formats.
+    #[test]
+    fn the_kernels_round_f32_as_the_engine_does() {
+        // SAFETY: pure functions of one f32.
+        check_rounding_f32(true, |v| unsafe { pe_host_round32_f16(v) });
+        check_rounding_f32(false, |v| unsafe { pe_host_round32_bf16(v) });
+    }
+
+    /// The kernels' widening of f16 and bf16 to f32 (a rotation's inputs) is exact, at every
+    /// bit pattern: the `half` crate's conversions, which are exact too, give the same f32.
+    #[test]
+    fn the_kernels_widen_half_precision_exactly() {
+        for bits in 0..=u16::MAX {
+            // SAFETY: pure functions of 16 bits.
+            let got = unsafe { [pe_host_widen32_f16(bits), pe_host_widen32_bf16(bits)] };
+            let want = [
+                half::f16::from_bits(bits).to_f32(),
+                half::bf16::from_bits(bits).to_f32(),
+            ];
+            for (got, want) in got.into_iter().zip(want) {
+                let same = got.to_bits() == want.to_bits() || got.is_nan() && want.is_nan();
+                assert!(same, "{bits:#06x}: {got:e}, where {want:e}");
+            }
+        }
     }
 }

@@ -18,6 +18,12 @@
 template <typename T> struct pe_math { typedef float type; };
 template <> struct pe_math<double> { typedef double type; };
 
+// An input in the float its rotation runs in, exactly.
+PE_FN float pe_math_in(float v) { return v; }
+PE_FN float pe_math_in(pe_f16 v) { return pe_widen32_f16(v.bits); }
+PE_FN float pe_math_in(pe_bf16 v) { return pe_widen32_bf16(v.bits); }
+PE_FN double pe_math_in(double v) { return v; }
+
 // x is (batch, heads, seq, d), or (tokens, heads, d) with seq 1; token t = b * seq + s sits at
 // `has_values ? values[t] : start + t % period`. With M-RoPE (`axes`) there are three rows of
 // positions, values[a * tokens + t], and pair i takes row a = w[2n + i], stored after the
@@ -59,7 +65,7 @@ PE_FN void pe_rope_head(const pe_rope &r, uint32_t heads, const T *x, uint64_t t
         return;
     }
     uint32_t i1 = r.interleaved ? 2 * i : i, i2 = r.interleaved ? 2 * i + 1 : i + r.n;
-    M x1 = (M)pe_widen(x[o + i1]), x2 = (M)pe_widen(x[o + i2]);
+    M x1 = pe_math_in(x[o + i1]), x2 = pe_math_in(x[o + i2]);
     M y1 = x1 * c - x2 * s, y2 = x1 * s + x2 * c;
     pe_put(y1, y + o + i1);
     pe_put(y2, y + o + i2);

@@ -29,6 +29,9 @@ PE_FN void pe_put(double v, pe_f16 *out) { out->bits = pe_round_f16(v); }
 PE_FN void pe_put(double v, pe_bf16 *out) { out->bits = pe_round_bf16(v); }
 
 PE_FN void pe_put(double v, float *out) { *out = (float)v; }
+// A rotation's f32 result (rope.cuh), rounded once.
+PE_FN void pe_put(float v, pe_f16 *out) { out->bits = pe_round32_f16(v); }
+PE_FN void pe_put(float v, pe_bf16 *out) { out->bits = pe_round32_bf16(v); }
 
 // An element in the type it is combined in (exact).
 PE_FN float pe_widen(float v) { return v; }

@@ -89,6 +89,61 @@ pub(crate) fn check_rounding(f16: bool, round: impl Fn(f64) -> u16) {
     }
 }
 
+/// Holds `f16` (else bf16) rounding of f32 values `round32` to the f64 rounding of the same
+/// value (an f32 is an f64 exactly): at every f32 within two units in the last place of each
+/// finite value of the format and of each midpoint between two of them (both signs, the edge
+/// past the largest finite value included), at zeros, infinities and NaN, and at 65,537 f32
+/// spread over every bit pattern. For the kernels' rounding
+/// of a rotation's f32 result (`cuda/mod.rs`).
+#[cfg(test)]
+pub(crate) fn check_rounding_f32(f16: bool, round32: impl Fn(f32) -> u16) {
+    let (format, to_f64): (&Narrow, fn(u16) -> f64) = if f16 {
+        (&F16, |b| half::f16::from_bits(b).to_f64())
+    } else {
+        (&BF16, |b| half::bf16::from_bits(b).to_f64())
+    };
+    let want = |v: f32| round(f64::from(v), format);
+    let check = |bits: u32| {
+        let v = f32::from_bits(bits);
+        let got = round32(v);
+        if v.is_nan() {
+            assert_eq!(got & 0x7fff, want(v) & 0x7fff, "NaN {bits:#x} stays NaN");
+        } else {
+            assert_eq!(got, want(v), "f32 {v:e} ({bits:#x})");
+        }
+    };
+    let infinity = ((1u32 << (15 - format.mantissa)) - 1) << format.mantissa;
+    for b in 0..infinity as u16 {
+        let a = to_f64(b);
+        // Past the largest finite value, the value one ulp on: their midpoint is the edge.
+        let next = match b + 1 == infinity as u16 {
+            true => a + (a - to_f64(b - 1)),
+            false => to_f64(b + 1),
+        };
+        for centre in [a, (a + next) / 2.0] {
+            let centre = (centre as f32).to_bits();
+            for sign in [0, 0x8000_0000] {
+                for d in 0..=4 {
+                    check((centre | sign).wrapping_add(d).wrapping_sub(2));
+                }
+            }
+        }
+    }
+    for bits in (0..=u32::MAX).step_by(65_537) {
+        check(bits);
+    }
+    for v in [
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -f32::NAN,
+        0.0,
+        -0.0,
+    ] {
+        check(v.to_bits());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
