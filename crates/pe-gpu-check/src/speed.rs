@@ -180,6 +180,10 @@ fn tables(target: &Target, report: &mut Report, s: &Sizes) -> Result<()> {
         Case::new("write floor bf16", || {
             Ok(Tensor::zeros((len, width), DType::BF16, dev)?)
         }),
+        Case::new("generate f16", || Ok(pe.range(0, len, DType::F16, dev)?)),
+        Case::new("write floor f16", || {
+            Ok(Tensor::zeros((len, width), DType::F16, dev)?)
+        }),
     ];
     let rows = [
         row(
@@ -205,6 +209,12 @@ fn tables(target: &Target, report: &mut Report, s: &Sizes) -> Result<()> {
             "generate bf16",
             "Tensor::zeros bf16",
             "write floor bf16",
+        ),
+        row(
+            format!("{t} f16: generate vs write floor"),
+            "generate f16",
+            "Tensor::zeros f16",
+            "write floor f16",
         ),
     ];
     race(target, report, s.rounds, cases, &rows)
@@ -235,11 +245,14 @@ fn rotary_tables(target: &Target, report: &mut Report, s: &Sizes) -> Result<()> 
     race(target, report, s.rounds, cases, &rows)
 }
 
-/// Rope apply: decode and prefill, at an offset and at the same positions given per token on
-/// the device (where the kernels run, both without tables: the rope kernel computes each
-/// token's cos and sin), and at the offset by the cached tables (the generic backend's rope,
-/// whose rotation reads its cached rows), against candle-nn's rope on the same cached tables:
-/// computed on the fly or read from a cache.
+/// The dtypes q and k are rotated in: bf16 first, as the H200's run of 2026-11-26 had it alone.
+const DTYPES: [DType; 3] = [DType::BF16, DType::F16, DType::F32];
+
+/// Rope apply in each of [`DTYPES`]: decode and prefill, at an offset and at the same positions
+/// given per token on the device (where the kernels run, both without tables: the rope kernel
+/// computes each token's cos and sin), and at the offset by the cached tables (the generic
+/// backend's rope, whose rotation reads its cached rows), against candle-nn's rope on the same
+/// cached tables: computed on the fly or read from a cache.
 fn rope_apply(
     target: &Target,
     report: &mut Report,
@@ -253,50 +266,53 @@ fn rope_apply(
         ("decode", 1, s.fast_rounds),
         ("prefill", s.prefill, s.rounds),
     ] {
-        let q = Tensor::randn(0f32, 1.0, (1, 32, seq, 128), dev)?.to_dtype(DType::BF16)?;
-        let k = Tensor::randn(0f32, 1.0, (1, 8, seq, 128), dev)?.to_dtype(DType::BF16)?;
-        let at = 4096;
-        let (cos, sin) = rotary.cache().range(0, at + seq, DType::BF16, dev)?;
-        let ids = Tensor::arange(at as u32, (at + seq) as u32, dev)?.unsqueeze(0)?;
-        let cases = vec![
-            Case::new("RotaryEmbedding::apply", || Ok(rotary.apply(&q, &k, at)?)),
-            Case::new("without tables", || Ok(rotary.apply(&q, &k, &ids)?)),
-            Case::new("cached tables", || Ok(cached.apply(&q, &k, at)?)),
-            Case::new("candle-nn rope", || {
-                let (c, s) = (cos.narrow(0, at, seq)?, sin.narrow(0, at, seq)?);
-                Ok((
-                    candle_nn::rotary_emb::rope(&q, &c, &s)?,
-                    candle_nn::rotary_emb::rope(&k, &c, &s)?,
-                ))
-            }),
-        ];
-        let rows = [
-            row(
-                format!("rope apply bf16, {label} (q 32, k 8 heads, 128, {seq} tokens)"),
-                "RotaryEmbedding::apply",
-                "candle-nn rope, same tables",
-                "candle-nn rope",
-            ),
-            row(
-                format!("rope without tables bf16, {label}, the same positions per token"),
-                "without tables",
-                "candle-nn rope, precomputed tables",
-                "candle-nn rope",
-            ),
-            row(
-                format!("rope apply bf16, {label}, by the cached tables"),
-                "cached tables",
-                "candle-nn rope, same tables",
-                "candle-nn rope",
-            ),
-            row(
-                format!("rope apply bf16, {label}: on the fly vs cached tables"),
-                "RotaryEmbedding::apply",
-                "RotaryEmbedding::apply by the cached tables",
-                "cached tables",
-            ),
-        ];
-        race(target, report, rounds, cases, &rows)?;
+        for dtype in DTYPES {
+            let name = format!("{dtype:?}").to_lowercase();
+            let q = Tensor::randn(0f32, 1.0, (1, 32, seq, 128), dev)?.to_dtype(dtype)?;
+            let k = Tensor::randn(0f32, 1.0, (1, 8, seq, 128), dev)?.to_dtype(dtype)?;
+            let at = 4096;
+            let (cos, sin) = rotary.cache().range(0, at + seq, dtype, dev)?;
+            let ids = Tensor::arange(at as u32, (at + seq) as u32, dev)?.unsqueeze(0)?;
+            let cases = vec![
+                Case::new("RotaryEmbedding::apply", || Ok(rotary.apply(&q, &k, at)?)),
+                Case::new("without tables", || Ok(rotary.apply(&q, &k, &ids)?)),
+                Case::new("cached tables", || Ok(cached.apply(&q, &k, at)?)),
+                Case::new("candle-nn rope", || {
+                    let (c, s) = (cos.narrow(0, at, seq)?, sin.narrow(0, at, seq)?);
+                    Ok((
+                        candle_nn::rotary_emb::rope(&q, &c, &s)?,
+                        candle_nn::rotary_emb::rope(&k, &c, &s)?,
+                    ))
+                }),
+            ];
+            let rows = [
+                row(
+                    format!("rope apply {name}, {label} (q 32, k 8 heads, 128, {seq} tokens)"),
+                    "RotaryEmbedding::apply",
+                    "candle-nn rope, same tables",
+                    "candle-nn rope",
+                ),
+                row(
+                    format!("rope without tables {name}, {label}, the same positions per token"),
+                    "without tables",
+                    "candle-nn rope, precomputed tables",
+                    "candle-nn rope",
+                ),
+                row(
+                    format!("rope apply {name}, {label}, by the cached tables"),
+                    "cached tables",
+                    "candle-nn rope, same tables",
+                    "candle-nn rope",
+                ),
+                row(
+                    format!("rope apply {name}, {label}: on the fly vs cached tables"),
+                    "RotaryEmbedding::apply",
+                    "RotaryEmbedding::apply by the cached tables",
+                    "cached tables",
+                ),
+            ];
+            race(target, report, rounds, cases, &rows)?;
+        }
     }
     Ok(())
 }
