@@ -146,24 +146,37 @@ PE_FN void pe_sin_cos(double hi, double lo, double *sin, double *cos) {
     }
 }
 
-// f64 to a narrower binary format, nearest, ties to even: exact/round.rs `round`'s result.
-// Where the value's exponent is one of the format's normal ones (every table value but zeros
-// and the tiniest), by one integer add on the bits: half an ulp less one, plus the last kept
-// bit, so that a tie rounds to even; the carry of a round up moves into the exponent, and to
-// infinity past the largest finite value. Elsewhere (zeros, subnormals, NaN, infinities,
-// magnitudes past the format's range) bit by bit, as exact/round.rs. `cargo test` holds both
-// roads to the engine at every value of the format, every midpoint and a hair either side.
+// The bits `bits` of a value of a binary format (`from_mantissa` stored mantissa bits,
+// exponent bias `from_bias`, in a word of type U) rounded to a narrower format, nearest, ties
+// to even, where its exponent field `field` is one of the narrower format's normal ones: one
+// integer add on the bits, half an ulp less one plus the last kept bit, so that a tie rounds
+// to even; the carry of a round up moves into the exponent, and to infinity past the largest
+// finite value. False elsewhere (zeros, subnormals, NaN, infinities, magnitudes past the
+// format's range), for the caller's bit-by-bit road.
+template <typename U>
+PE_FN bool pe_round_normal(U bits, int32_t field, uint32_t from_mantissa, int32_t from_bias,
+                           uint32_t mantissa, int32_t bias, uint16_t *out) {
+    if (field < from_bias + 1 - bias || field > from_bias + bias) return false;
+    const uint32_t width = 8 * sizeof(U), drop = from_mantissa - mantissa;
+    U magnitude = bits & ((U)-1 >> 1);
+    magnitude += (((U)1 << (drop - 1)) - 1) + ((magnitude >> drop) & 1);
+    uint32_t sign = (uint32_t)(bits >> (width - 16)) & 0x8000;
+    *out = (uint16_t)(sign | ((uint32_t)(magnitude >> drop) -
+                              ((uint32_t)(from_bias - bias) << mantissa)));
+    return true;
+}
+
+// f64 to a narrower binary format, nearest, ties to even: exact/round.rs `round`'s result, by
+// `pe_round_normal` where it can (every table value but zeros and the tiniest), elsewhere bit
+// by bit, as exact/round.rs. `cargo test` holds both roads to the engine at every value of the
+// format, every midpoint and a hair either side.
 PE_FN uint16_t pe_round(double v, uint32_t mantissa, int32_t bias) {
     uint64_t bits = pe_bits(v);
-    uint32_t sign = (uint32_t)(bits >> 63) << 15;
     int32_t field = (int32_t)((bits >> 52) & 0x7ff);
-    if (field >= 1024 - bias && field <= 1023 + bias) {
-        uint32_t drop = 52 - mantissa;
-        uint64_t magnitude = bits & 0x7fffffffffffffffull;
-        magnitude += ((1ull << (drop - 1)) - 1) + ((magnitude >> drop) & 1);
-        return (uint16_t)(sign | ((uint32_t)(magnitude >> drop) -
-                                  ((uint32_t)(1023 - bias) << mantissa)));
-    }
+    uint16_t rounded;
+    if (pe_round_normal<uint64_t>(bits, field, 52, 1023, mantissa, bias, &rounded))
+        return rounded;
+    uint32_t sign = (uint32_t)(bits >> 63) << 15;
     uint32_t exp_bits = 15 - mantissa;
     uint32_t infinity = ((1u << exp_bits) - 1) << mantissa;
     uint64_t fraction = bits & ((1ull << 52) - 1);
@@ -186,19 +199,15 @@ PE_FN uint16_t pe_round(double v, uint32_t mantissa, int32_t bias) {
 }
 
 // f32 to a narrower binary format: pe_round's result for the same value (an f32 is an f64
-// exactly). Where the result's exponent is one of the format's normal ones (every finite f32
-// for bf16, whose exponents are f32's), by one integer add on the f32's bits, as pe_round's
-// first road; elsewhere by pe_round. What a rotation in f32 writes to f16 and bf16.
+// exactly), by `pe_round_normal` on the f32's own bits where it can (every finite f32 for
+// bf16, whose exponents are f32's), elsewhere by pe_round. What a rotation in f32 writes to
+// f16 and bf16.
 PE_FN uint16_t pe_round32(float v, uint32_t mantissa, int32_t bias) {
     uint32_t bits = pe_bits32(v);
-    int32_t field = (int32_t)((bits >> 23) & 0xff);
-    if (field >= 128 - bias && field <= 127 + bias) {
-        uint32_t drop = 23 - mantissa;
-        uint32_t magnitude = bits & 0x7fffffffu;
-        magnitude += ((1u << (drop - 1)) - 1) + ((magnitude >> drop) & 1);
-        return (uint16_t)(((bits >> 16) & 0x8000) |
-                          ((magnitude >> drop) - ((uint32_t)(127 - bias) << mantissa)));
-    }
+    uint16_t rounded;
+    if (pe_round_normal<uint32_t>(bits, (int32_t)((bits >> 23) & 0xff), 23, 127, mantissa, bias,
+                                  &rounded))
+        return rounded;
     return pe_round((double)v, mantissa, bias);
 }
 

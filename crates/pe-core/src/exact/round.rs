@@ -93,8 +93,8 @@ pub(crate) fn check_rounding(f16: bool, round: impl Fn(f64) -> u16) {
 /// value (an f32 is an f64 exactly): at every f32 within two units in the last place of each
 /// finite value of the format and of each midpoint between two of them (both signs, the edge
 /// past the largest finite value included), at zeros, infinities and NaN, and at 65,537 f32
-/// spread over every bit pattern. For the kernels' rounding
-/// of a rotation's f32 result (`cuda/mod.rs`).
+/// spread over every bit pattern. For the kernels' rounding of a rotation's f32 result
+/// (`cuda/mod.rs`).
 #[cfg(test)]
 pub(crate) fn check_rounding_f32(f16: bool, round32: impl Fn(f32) -> u16) {
     let (format, to_f64): (&Narrow, fn(u16) -> f64) = if f16 {
