@@ -18,8 +18,9 @@ PE_HOST_FACTORS(pe_host_factors_f64, double)
 #define PE_HOST_ROWS(NAME, T)                                                                \
     extern "C" void NAME(const pe_rows *t, uint64_t rows, const pe_acc<T>::type *anchors,    \
                          const pe_acc<T>::type *offsets, const double *values, T *out) {     \
+        pe_addend<T> none = {nullptr, nullptr};                                              \
         for (uint64_t x = 0; x < pe_rows_threads(*t, rows); x++)                             \
-            pe_rows_thread<T>(*t, rows, anchors, offsets, values, x, out);                   \
+            pe_rows_thread<T>(*t, none, rows, anchors, offsets, values, x, out);             \
     }
 
 PE_HOST_ROWS(pe_host_rows_f32, float)
@@ -31,9 +32,9 @@ PE_HOST_ROWS(pe_host_rows_bf16, pe_bf16)
     extern "C" void NAME(const pe_rows *t, uint64_t rows, const pe_acc<T>::type *anchors,    \
                          const pe_acc<T>::type *offsets, const double *rows_info,            \
                          const T *weights, T *out) {                                         \
-        for (uint64_t x = 0; x < rows * pe_per_row(*t); x++)                                 \
-            pe_embed<T>(*t, rows, anchors, offsets, rows_info, weights, x / pe_per_row(*t),  \
-                        (uint32_t)(x % pe_per_row(*t)), out);                                \
+        pe_addend<T> add = {weights, rows_info};                                             \
+        for (uint64_t x = 0; x < pe_rows_threads(*t, rows); x++)                             \
+            pe_rows_thread<T>(*t, add, rows, anchors, offsets, rows_info + rows, x, out);    \
     }
 
 PE_HOST_EMBED(pe_host_embed_f32, float)
@@ -72,3 +73,11 @@ extern "C" uint16_t pe_host_round32_f16(float v) { return pe_round32_f16(v); }
 extern "C" uint16_t pe_host_round32_bf16(float v) { return pe_round32_bf16(v); }
 extern "C" float pe_host_widen32_f16(uint16_t h) { return pe_widen32_f16(h); }
 extern "C" float pe_host_widen32_bf16(uint16_t b) { return pe_widen32_bf16(b); }
+
+// The launches' thread counts, for the test that holds generate/kernel.rs's grids to them.
+extern "C" uint64_t pe_host_rows_threads(const pe_rows *t, uint64_t rows) {
+    return pe_rows_threads(*t, rows);
+}
+extern "C" uint64_t pe_host_rope_threads(const pe_rope *r, uint64_t tokens) {
+    return pe_rope_threads(*r, tokens);
+}

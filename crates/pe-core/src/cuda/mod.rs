@@ -223,6 +223,10 @@ pub(crate) mod host {
         pub fn pe_host_widen32_f16(h: u16) -> f32;
         #[cfg(test)]
         pub fn pe_host_widen32_bf16(b: u16) -> f32;
+        #[cfg(test)]
+        pub fn pe_host_rows_threads(t: &RowArgs, rows: u64) -> u64;
+        #[cfg(test)]
+        pub fn pe_host_rope_threads(r: &RopeArgs, tokens: u64) -> u64;
         pub fn pe_host_rows_bf16(
             t: &RowArgs,
             rows: u64,

@@ -19,8 +19,9 @@ PE_FACTORS(pe_factors_f64, double)
                                     const pe_acc<T>::type *anchors,                          \
                                     const pe_acc<T>::type *offsets, const double *values,    \
                                     T *out) {                                                \
+        pe_addend<T> none = {nullptr, nullptr};                                              \
         PE_EACH(x, pe_rows_threads(t, rows)) {                                               \
-            pe_rows_thread<T>(t, rows, anchors, offsets, values, x, out);                    \
+            pe_rows_thread<T>(t, none, rows, anchors, offsets, values, x, out);              \
         }                                                                                    \
     }
 
@@ -29,15 +30,16 @@ PE_ROWS(pe_rows_f64, double)
 PE_ROWS(pe_rows_f16, pe_f16)
 PE_ROWS(pe_rows_bf16, pe_bf16)
 
+// The embedding block: the rows of a table, each adding its token's scaled weights.
+// `rows_info` holds the tokens, then (with has_values) the positions, as f64.
 #define PE_EMBED(NAME, T)                                                                    \
     extern "C" __global__ void NAME(pe_rows t, uint64_t rows,                                \
                                     const pe_acc<T>::type *anchors,                          \
                                     const pe_acc<T>::type *offsets, const double *rows_info, \
                                     const T *weights, T *out) {                              \
-        PE_EACH(x, rows * pe_per_row(t)) {                                                   \
-            uint32_t per_row = pe_per_row(t);                                                \
-            pe_embed<T>(t, rows, anchors, offsets, rows_info, weights, x / per_row,          \
-                        (uint32_t)(x % per_row), out);                                       \
+        pe_addend<T> add = {weights, rows_info};                                             \
+        PE_EACH(x, pe_rows_threads(t, rows)) {                                               \
+            pe_rows_thread<T>(t, add, rows, anchors, offsets, rows_info + rows, x, out);     \
         }                                                                                    \
     }
 

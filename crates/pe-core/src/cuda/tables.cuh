@@ -138,19 +138,45 @@ PE_FN double pe_position(const pe_rows &t, uint64_t r) {
     return t.start + (double)(t.period ? r % t.period : r);
 }
 
-// Pair i of the row at `row`, its sine s and cosine c (generate/cpu.rs `RowCode::write`,
-// `write_halves`); pair 0 also writes the zero column.
+// The embedding block's addend (generate/cpu.rs `embed_rows`): row r's values are
+// scale * weights[tokens[r]] plus the encoding's, each combined in the work type and rounded
+// once. A table has none (weights null), and its kernels pass a null one, which the compiler
+// folds away.
+template <typename T> struct pe_addend {
+    const T *weights;
+    // Each row's token, as f64.
+    const double *tokens;
+};
+
+// Value v of column `col`, stored at `at`: v itself, or scale * w[col] + v where the row adds
+// the weights w.
 template <typename T, typename A>
-PE_FN void pe_write(const pe_rows &t, T *row, uint32_t i, A s, A c) {
-    if (i == 0 && t.zero_col < t.stride) pe_put((A)0.0, row + t.zero_col);
+PE_FN void pe_store(const pe_rows &t, const T *w, uint64_t col, A v, T *at) {
+    if (w) v = (A)t.scale * pe_widen(w[col]) + v;
+    pe_put(v, at);
+}
+
+// The weights row r adds (the addend's), or none (null).
+template <typename T>
+PE_FN const T *pe_weights(const pe_rows &t, const pe_addend<T> &e, uint64_t r) {
+    return e.weights ? e.weights + (uint64_t)e.tokens[r] * t.stride : nullptr;
+}
+
+// Pair i of the row at `row`, its sine s and cosine c (generate/cpu.rs `RowCode::write`,
+// `write_halves`), each added to the weights w (if any); pair 0 also writes the zero column.
+template <typename T, typename A>
+PE_FN void pe_write(const pe_rows &t, const T *w, uint32_t i, A s, A c, T *row) {
+    if (i == 0 && t.zero_col < t.stride) pe_store(t, w, t.zero_col, (A)0.0, row + t.zero_col);
     if (i >= t.n) return;
-    pe_put(s, row + t.sin_plane + t.sin0 + (uint64_t)i * t.sin_step);
-    if (i < t.n_cos) pe_put(c, row + t.cos0 + (uint64_t)i * t.cos_step);
+    uint64_t sc = t.sin0 + (uint64_t)i * t.sin_step, cc = t.cos0 + (uint64_t)i * t.cos_step;
+    pe_store(t, w, sc, s, row + t.sin_plane + sc);
+    if (i < t.n_cos) pe_store(t, w, cc, c, row + cc);
 }
 
 // Row r's pair i, at the position the request gives it.
 template <typename T>
-PE_FN void pe_pair(const pe_rows &t, const typename pe_acc<T>::type *anchors,
+PE_FN void pe_pair(const pe_rows &t, const pe_addend<T> &e,
+                   const typename pe_acc<T>::type *anchors,
                    const typename pe_acc<T>::type *offsets, const double *values, uint64_t r,
                    uint32_t i, T *out) {
     typedef typename pe_acc<T>::type A;
@@ -158,79 +184,74 @@ PE_FN void pe_pair(const pe_rows &t, const typename pe_acc<T>::type *anchors,
     if (i < t.n)
         pe_angles<A>(t, anchors, offsets, t.has_values ? values[r] : pe_position(t, r), r, i,
                      &s, &c);
-    pe_write<T, A>(t, out + r * t.stride, i, s, c);
+    pe_write<T, A>(t, pe_weights(t, e, r), i, s, c, out + r * t.stride);
 }
 
-// Pair i of the rows of a range whose positions have anchor k, base + 64 k (up to 64 rows):
-// the anchor's factors loaded once, then combined with each row's offset factors, as
-// `pe_angles` combines them, one row after the other.
+// Pair i of the rows of one range of `rows` rows from row r0 (a table, or one sequence of an
+// embedded batch) whose positions have anchor k, base + 64 k (up to 64 rows): the anchor's
+// factors loaded once, then combined with each row's offset factors, as `pe_angles` combines
+// them, one row after the other.
 template <typename T>
-PE_FN void pe_span(const pe_rows &t, uint64_t rows, const typename pe_acc<T>::type *anchors,
+PE_FN void pe_span(const pe_rows &t, const pe_addend<T> &e, uint64_t r0, uint64_t rows,
+                   const typename pe_acc<T>::type *anchors,
                    const typename pe_acc<T>::type *offsets, uint64_t k, uint32_t i, T *out) {
     typedef typename pe_acc<T>::type A;
     double a = t.base + PE_ANCHOR_SPAN * (double)k, end = t.start + (double)rows;
     // The offsets j0 .. j1 of the span's positions a + j within start .. start + rows.
     uint32_t j0 = a < t.start ? (uint32_t)(t.start - a) : 0;
     uint32_t j1 = a + PE_ANCHOR_SPAN < end ? (uint32_t)PE_ANCHOR_SPAN : (uint32_t)(end - a);
-    T *row = out + (uint64_t)(a + (double)j0 - t.start) * t.stride;
+    uint64_t r = r0 + (uint64_t)(a + (double)j0 - t.start);
+    T *row = out + r * t.stride;
     if (i >= t.n) { // a table of no pairs: only its zero column
-        for (uint32_t j = j0; j < j1; j++, row += t.stride)
-            pe_write<T, A>(t, row, i, (A)0.0, (A)0.0);
+        for (uint32_t j = j0; j < j1; j++, r++, row += t.stride)
+            pe_write<T, A>(t, pe_weights(t, e, r), i, (A)0.0, (A)0.0, row);
         return;
     }
     A as = anchors[k * t.n + i], ac = anchors[((uint64_t)t.anchors + k) * t.n + i];
     const A *os = offsets + (uint64_t)j0 * t.n + i, *oc = os + 64 * (uint64_t)t.n;
-    for (uint32_t j = j0; j < j1; j++, row += t.stride, os += t.n, oc += t.n) {
+    for (uint32_t j = j0; j < j1; j++, r++, row += t.stride, os += t.n, oc += t.n) {
         A s, c;
         pe_combine<A>(as, ac, *os, *oc, &s, &c);
-        pe_write<T, A>(t, row, i, s, c);
+        pe_write<T, A>(t, pe_weights(t, e, r), i, s, c, row);
     }
 }
 
-// Whether a request's rows are written a span at a time: a range (not repeated, no zero row),
-// whose rows take their anchors in order.
-PE_FN bool pe_spans(const pe_rows &t) { return !t.has_values && !t.period && !t.has_zero; }
+// Whether a request's rows are written a span at a time: a range, or a range repeated (no
+// zero row), whose rows take their anchors in order.
+PE_FN bool pe_spans(const pe_rows &t) { return !t.has_values && !t.has_zero; }
 
-// Threads of a `pe_rows` launch: one per (anchor, pair) of a range (`pe_span`), one per (row,
-// pair) otherwise (`pe_pair`).
-PE_FN uint64_t pe_rows_threads(const pe_rows &t, uint64_t rows) {
-    return (pe_spans(t) ? (uint64_t)t.anchors : rows) * pe_per_row(t);
+// The ranges of a request written a span at a time: one, or one per sequence of a batch.
+PE_FN uint64_t pe_ranges(const pe_rows &t, uint64_t rows) {
+    return t.period ? rows / t.period : 1;
 }
 
-// Thread x of a `pe_rows` launch (`pe_rows_threads`).
+// Threads of a `pe_rows` launch: one per (range, anchor, pair) of a range or a range repeated
+// (`pe_span`), one per (row, pair) otherwise (`pe_pair`).
+PE_FN uint64_t pe_rows_threads(const pe_rows &t, uint64_t rows) {
+    uint64_t items = pe_spans(t) ? pe_ranges(t, rows) * t.anchors : rows;
+    return items * pe_per_row(t);
+}
+
+// Thread x of a `pe_rows` launch (`pe_rows_threads`), for a table or (with an addend) the
+// embedding block.
 template <typename T>
-PE_FN void pe_rows_thread(const pe_rows &t, uint64_t rows,
+PE_FN void pe_rows_thread(const pe_rows &t, const pe_addend<T> &e, uint64_t rows,
                           const typename pe_acc<T>::type *anchors,
                           const typename pe_acc<T>::type *offsets, const double *values,
                           uint64_t x, T *out) {
     uint32_t per_row = pe_per_row(t), i = (uint32_t)(x % per_row);
-    if (pe_spans(t))
-        pe_span<T>(t, rows, anchors, offsets, x / per_row, i, out);
-    else
-        pe_pair<T>(t, anchors, offsets, values, x / per_row, i, out);
-}
-
-// Token r's pair i of the embedding block, scale * weights[token] + PE(position), each value
-// combined in the work type and rounded once (generate/cpu.rs `embed_rows`). `rows_info` holds
-// the tokens, then (with has_values) the positions, as f64.
-template <typename T>
-PE_FN void pe_embed(const pe_rows &t, uint64_t rows, const typename pe_acc<T>::type *anchors,
-                    const typename pe_acc<T>::type *offsets, const double *rows_info,
-                    const T *weights, uint64_t r, uint32_t i, T *out) {
-    typedef typename pe_acc<T>::type A;
-    A scale = (A)t.scale;
-    uint64_t token = (uint64_t)rows_info[r];
-    const T *w = weights + token * t.stride;
-    T *row = out + r * t.stride;
-    if (i == 0 && t.zero_col < t.stride)
-        pe_put(scale * pe_widen(w[t.zero_col]) + (A)0.0, row + t.zero_col);
-    if (i >= t.n) return;
-    double p = t.has_values ? rows_info[rows + r] : pe_position(t, r);
-    A s, c;
-    pe_angles<A>(t, anchors, offsets, p, r, i, &s, &c);
-    uint64_t sc = t.sin0 + (uint64_t)i * t.sin_step, cc = t.cos0 + (uint64_t)i * t.cos_step;
-    pe_put(scale * pe_widen(w[sc]) + s, row + sc);
-    if (i < t.n_cos) pe_put(scale * pe_widen(w[cc]) + c, row + cc);
+    uint64_t item = x / per_row;
+    if (!pe_spans(t)) {
+        pe_pair<T>(t, e, anchors, offsets, values, item, i, out);
+        return;
+    }
+    uint64_t k = item, r0 = 0, range = rows;
+    if (t.period) { // the sequence item / anchors, its anchor item % anchors
+        k = item % t.anchors;
+        r0 = item / t.anchors * t.period;
+        range = t.period;
+    }
+    pe_span<T>(t, e, r0, range, anchors, offsets, k, i, out);
 }
 
 // A shift's turn rows (generate/turn.rs): row u turns slot s from `from` in one spectrum to

@@ -448,21 +448,29 @@ struct RowsOp {
     dtype: DType,
 }
 
-impl RowsOp {
-    /// The threads of its launch (`tables.cuh`'s `pe_rows_threads`): one per (anchor, pair) of
-    /// a range, whose rows are written a span of one anchor at a time; one per (row, pair)
-    /// otherwise.
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    fn threads(&self) -> u64 {
-        let t = &self.args;
-        let spans = t.has_values == 0 && t.period == 0 && t.has_zero == 0;
-        let rows = if spans {
-            u64::from(t.anchors)
+/// The threads of a `pe_rope` launch of `tokens` tokens (`rope.cuh`'s `pe_rope_threads`): one
+/// per (token, group of heads, slot).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+fn rope_threads(r: &RopeArgs, tokens: u64) -> u64 {
+    tokens * u64::from(r.groups) * u64::from(r.d - r.n)
+}
+
+/// The threads of a `pe_rows` or `pe_embed` launch of `rows` rows (`tables.cuh`'s
+/// `pe_rows_threads`): one per (range, anchor, pair) of a range or a range repeated, whose rows
+/// are written a span of one anchor at a time; one per (row, pair) otherwise.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+fn row_threads(t: &RowArgs, rows: u64) -> u64 {
+    let items = if t.has_values == 0 && t.has_zero == 0 {
+        let ranges = if t.period > 0 {
+            rows / u64::from(t.period)
         } else {
-            self.rows
+            1
         };
-        rows * u64::from(t.n.max(1))
-    }
+        ranges * u64::from(t.anchors)
+    } else {
+        rows
+    };
+    items * u64::from(t.n.max(1))
 }
 
 impl CustomOp2 for Factors {
@@ -813,7 +821,7 @@ mod device {
     use candle_core::cuda_backend::{CudaStorageSlice, WrapErr};
     use candle_core::{bail, CudaDevice, CudaStorage, Layout, Result, Shape, Storage, Tensor};
 
-    use super::{Factors, RowsOp};
+    use super::{rope_threads, row_threads, Factors, RowsOp};
     use crate::cuda::{grid, part, ROPE, TABLES};
 
     /// Launches kernel `$name` of `tables.cu` (or of the module `$ptx`) on `$dev` over
@@ -880,7 +888,7 @@ mod device {
     ) -> Result<(CudaStorage, Shape)> {
         let dev = anchors.device();
         let t = &op.args;
-        let items = op.threads();
+        let items = row_threads(t, op.rows);
         let values = match (&values.slice, t.has_values) {
             (CudaStorageSlice::F64(v), 1) => Some(part(v, lv, "values")?),
             _ => None,
@@ -929,7 +937,7 @@ mod device {
         let dev = factors.device();
         let t = &op.args;
         let len = op.rows as usize * t.stride as usize;
-        let items = op.rows * u64::from(t.n.max(1));
+        let items = row_threads(t, op.rows);
         let CudaStorageSlice::F64(info) = &info.slice else {
             bail!("pe-embed: the tokens and positions must be f64")
         };
@@ -1020,7 +1028,7 @@ mod device {
     ) -> Result<(CudaStorage, Shape)> {
         let dev = x.device();
         let r = &op.args;
-        let items = op.tokens * u64::from(r.groups) * u64::from(r.d - r.n);
+        let items = rope_threads(r, op.tokens);
         let (CudaStorageSlice::F64(w), CudaStorageSlice::F64(values)) = (&w.slice, &values.slice)
         else {
             bail!("pe-rope: the frequencies and positions must be f64")
@@ -1082,6 +1090,114 @@ mod device {
 #[cfg(test)]
 mod tests {
     use super::rope_groups;
+    #[cfg(feature = "host-kernels")]
+    use super::{rope_threads, row_threads};
+    #[cfg(feature = "host-kernels")]
+    use crate::cuda::{RopeArgs, RowArgs};
+
+    /// The grids are sized in Rust by the rules the kernels loop by in C (`pe_rows_threads`,
+    /// `pe_rope_threads`): a range, a range repeated per sequence, values, a zero row, a table
+    /// of no pairs, and a rotation split or not by heads, whole or partial.
+    #[cfg(feature = "host-kernels")]
+    #[test]
+    fn the_grids_count_the_threads_the_kernels_take() {
+        use crate::cuda::host::{pe_host_rope_threads, pe_host_rows_threads};
+        let table = RowArgs {
+            start: 37.0,
+            base: 0.0,
+            zero_at: 0.0,
+            sin_plane: 0,
+            scale: 0.0,
+            has_zero: 0,
+            has_values: 0,
+            n: 31,
+            n_cos: 31,
+            anchors: 5,
+            stride: 63,
+            sin0: 0,
+            sin_step: 2,
+            cos0: 1,
+            cos_step: 2,
+            zero_col: 62,
+            period: 0,
+        };
+        let shapes = [
+            (table, 300),
+            (
+                RowArgs {
+                    period: 200,
+                    ..table
+                },
+                600,
+            ),
+            (
+                RowArgs {
+                    has_values: 1,
+                    ..table
+                },
+                300,
+            ),
+            (
+                RowArgs {
+                    has_zero: 1,
+                    ..table
+                },
+                300,
+            ),
+            (
+                RowArgs {
+                    n: 0,
+                    n_cos: 0,
+                    ..table
+                },
+                300,
+            ),
+            (
+                RowArgs {
+                    period: 1,
+                    anchors: 1,
+                    ..table
+                },
+                7,
+            ),
+        ];
+        for (args, rows) in shapes {
+            // SAFETY: the functions read the arguments only.
+            let c = unsafe { pe_host_rows_threads(&args, rows) };
+            assert_eq!(row_threads(&args, rows), c, "{args:?}, {rows} rows");
+        }
+        assert_eq!(row_threads(&shapes[1].0, 600), 3 * 5 * 31);
+        let rope = RopeArgs {
+            start: 0.0,
+            amplitude: 1.0,
+            n: 32,
+            d: 128,
+            heads: 32,
+            seq: 1,
+            period: 1,
+            has_values: 0,
+            interleaved: 0,
+            axes: 0,
+            heads_k: 8,
+            turn: 0,
+            groups: 40,
+        };
+        for (args, tokens) in [
+            (rope, 1),
+            (
+                RopeArgs {
+                    groups: 1,
+                    n: 64,
+                    ..rope
+                },
+                4_096,
+            ),
+        ] {
+            // SAFETY: the function reads the arguments only.
+            let c = unsafe { pe_host_rope_threads(&args, tokens) };
+            assert_eq!(rope_threads(&args, tokens), c, "{args:?}, {tokens} tokens");
+        }
+    }
 
     /// One thread per head at a decode step, one for all heads at a long prefill, between them
     /// enough threads for a wave; the counts candle-pe-nn's `without_tables.rs` turns at.
