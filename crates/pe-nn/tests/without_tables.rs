@@ -134,9 +134,9 @@ fn mrope_without_tables_has_the_bits_of_the_tables() -> anyhow::Result<()> {
 
 /// The rope kernel splits the heads of a launch among more threads the fewer tokens it turns
 /// (one thread per head at a decode step, one for all heads at a long prefill; pe-core's
-/// `rope_groups`): q of 3 heads and k of 2, with token counts that give 5, 4, 3, 2 and 1
-/// threads per (token, slot), whole and partial rotary, both pair layouts, every dtype, have
-/// the bits of the tables' rotation.
+/// `rope_groups`), and turns a thread's heads four at a time, then the rest: q of 9 heads and k
+/// of 5, with token counts that give 14, 4, 3, 2 and 1 threads per (token, slot), whole and
+/// partial rotary, both pair layouts, every dtype, have the bits of the tables' rotation.
 #[test]
 fn rope_without_tables_has_the_same_bits_in_any_head_groups() -> anyhow::Result<()> {
     let mut rng = seeded_rng("rope_without_tables_has_the_same_bits_in_any_head_groups");
@@ -159,8 +159,8 @@ fn rope_without_tables_has_the_same_bits_in_any_head_groups() -> anyhow::Result<
             let rotary = config.rotary_dim();
             for dtype in DTYPES {
                 let what = format!("{tokens} tokens, rotary {rotary}, {pairs:?} {dtype:?}");
-                let q = Tensor::randn(0f32, 1.0, (tokens, 3, 8), &dev)?.to_dtype(dtype)?;
-                let k = Tensor::randn(0f32, 1.0, (tokens, 2, 8), &dev)?.to_dtype(dtype)?;
+                let q = Tensor::randn(0f32, 1.0, (tokens, 9, 8), &dev)?.to_dtype(dtype)?;
+                let k = Tensor::randn(0f32, 1.0, (tokens, 5, 8), &dev)?.to_dtype(dtype)?;
                 let got = rope.rotate_without_tables(&[&q, &k], at, pairs)?;
                 let got = got.expect("the kernels' host build runs on the CPU");
                 same(&got[0], &tables.apply_k(&q, at)?, &format!("{what}: q"))?;

@@ -54,21 +54,44 @@ PE_FN uint64_t pe_rope_threads(const pe_rope &r, uint64_t tokens) {
     return tokens * r.groups * pe_rope_slots(r);
 }
 
-// Token t's slot i in head h of x (`heads` heads), into y: pair i turned by (c, s) (i < n), or
-// feature n + i copied.
+// Pair (i1, i2) turned by (c, s) in K heads, `step` values apart, from x into y: every load
+// first, then every store, so that K heads' loads are in flight at once (y is never x).
+template <int K, typename T, typename M>
+PE_FN void pe_turn_heads(const T *__restrict__ x, uint64_t step, uint32_t i1, uint32_t i2, M c,
+                         M s, T *__restrict__ y) {
+    T v1[K], v2[K]; // loaded as they are: an f16's widening branches on its value
+    for (int k = 0; k < K; k++) {
+        v1[k] = x[k * step + i1];
+        v2[k] = x[k * step + i2];
+    }
+    for (int k = 0; k < K; k++) {
+        M x1 = pe_math_in(v1[k]), x2 = pe_math_in(v2[k]);
+        M y1 = x1 * c - x2 * s, y2 = x1 * s + x2 * c;
+        pe_put(y1, y + k * step + i1);
+        pe_put(y2, y + k * step + i2);
+    }
+}
+
+// Token t's slot i in heads h, h + groups, ... of x (`heads` heads), into y: pair i turned by
+// (c, s) (i < n), four heads at a time, or feature n + i copied.
 template <typename T, typename M>
-PE_FN void pe_rope_head(const pe_rope &r, uint32_t heads, const T *x, uint64_t t, uint32_t h,
-                        uint32_t i, M c, M s, T *y) {
+PE_FN void pe_rope_heads(const pe_rope &r, uint32_t heads, const T *x, uint64_t t, uint32_t h,
+                         uint32_t i, M c, M s, T *y) {
+    // The token's first value in head h, and the distance from it to the next head's.
     uint64_t o = ((t / r.seq * heads + h) * r.seq + t % r.seq) * r.d;
+    uint64_t step = (uint64_t)r.groups * r.seq * r.d;
+    x += o;
+    y += o;
     if (i >= r.n) {
-        y[o + r.n + i] = x[o + r.n + i];
+        for (; h < heads; h += r.groups, x += step, y += step) y[r.n + i] = x[r.n + i];
         return;
     }
     uint32_t i1 = r.interleaved ? 2 * i : i, i2 = r.interleaved ? 2 * i + 1 : i + r.n;
-    M x1 = pe_math_in(x[o + i1]), x2 = pe_math_in(x[o + i2]);
-    M y1 = x1 * c - x2 * s, y2 = x1 * s + x2 * c;
-    pe_put(y1, y + o + i1);
-    pe_put(y2, y + o + i2);
+    for (; (uint64_t)h + 3 * (uint64_t)r.groups < heads;
+         h += 4 * r.groups, x += 4 * step, y += 4 * step)
+        pe_turn_heads<4, T, M>(x, step, i1, i2, c, s, y);
+    for (; h < heads; h += r.groups, x += step, y += step)
+        pe_turn_heads<1, T, M>(x, step, i1, i2, c, s, y);
 }
 
 // Thread `thread` of a launch (pe_rope_threads): token t's slot i in its group's heads of x,
@@ -101,11 +124,10 @@ PE_FN void pe_rope_thread(const pe_rope &r, uint64_t tokens, const double *w,
             pe_combine<M>(as, ac, os, oc, &s, &c);
         }
     }
-    for (uint32_t h = g; h < r.heads + r.heads_k; h += r.groups) {
-        if (h < r.heads)
-            pe_rope_head<T, M>(r, r.heads, x, t, h, i, c, s, y);
-        else
-            pe_rope_head<T, M>(r, r.heads_k, xk, t, h - r.heads, i, c, s,
-                               y + tokens * r.heads * r.d);
-    }
+    // Global heads g, g + groups, ...: x's below `heads`, then xk's.
+    pe_rope_heads<T, M>(r, r.heads, x, t, g, i, c, s, y);
+    uint32_t past = g < r.heads ? g + (r.heads - g + r.groups - 1) / r.groups * r.groups : g;
+    if (r.heads_k > 0)
+        pe_rope_heads<T, M>(r, r.heads_k, xk, t, past - r.heads, i, c, s,
+                            y + tokens * r.heads * r.d);
 }

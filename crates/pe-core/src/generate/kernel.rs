@@ -1213,5 +1213,9 @@ mod tests {
         let partial = [1, 11_000, 20_000, 30_000, 50_000].map(|t| rope_groups(t, 6, 5));
         assert_eq!(whole, [5, 4, 3, 2, 1]);
         assert_eq!(partial, [5, 4, 3, 2, 1]);
+        let whole = [1, 16_384, 30_000, 40_000, 70_000].map(|t| rope_groups(t, 4, 14));
+        let partial = [1, 11_000, 20_000, 30_000, 50_000].map(|t| rope_groups(t, 6, 14));
+        assert_eq!(whole, [14, 4, 3, 2, 1]);
+        assert_eq!(partial, [14, 4, 3, 2, 1]);
     }
 }
