@@ -73,9 +73,10 @@ PE_FN void pe_turn_heads(const T *__restrict__ x, uint64_t step, uint32_t i1, ui
 }
 
 // Token t's slot i in heads h, h + groups, ... of x (`heads` heads), into y: pair i turned by
-// (c, s) (i < n), four heads at a time, or feature n + i copied.
+// (c, s) (i < n), four heads at a time, or feature n + i copied. Returns the first of those
+// heads past x's (h itself if it is already past them).
 template <typename T, typename M>
-PE_FN void pe_rope_heads(const pe_rope &r, uint32_t heads, const T *x, uint64_t t, uint32_t h,
+PE_FN uint32_t pe_rope_heads(const pe_rope &r, uint32_t heads, const T *x, uint64_t t, uint32_t h,
                          uint32_t i, M c, M s, T *y) {
     // The token's first value in head h, and the distance from it to the next head's.
     uint64_t o = ((t / r.seq * heads + h) * r.seq + t % r.seq) * r.d;
@@ -84,7 +85,7 @@ PE_FN void pe_rope_heads(const pe_rope &r, uint32_t heads, const T *x, uint64_t 
     y += o;
     if (i >= r.n) {
         for (; h < heads; h += r.groups, x += step, y += step) y[r.n + i] = x[r.n + i];
-        return;
+        return h;
     }
     uint32_t i1 = r.interleaved ? 2 * i : i, i2 = r.interleaved ? 2 * i + 1 : i + r.n;
     for (; (uint64_t)h + 3 * (uint64_t)r.groups < heads;
@@ -92,6 +93,7 @@ PE_FN void pe_rope_heads(const pe_rope &r, uint32_t heads, const T *x, uint64_t 
         pe_turn_heads<4, T, M>(x, step, i1, i2, c, s, y);
     for (; h < heads; h += r.groups, x += step, y += step)
         pe_turn_heads<1, T, M>(x, step, i1, i2, c, s, y);
+    return h;
 }
 
 // Thread `thread` of a launch (pe_rope_threads): token t's slot i in its group's heads of x,
@@ -125,8 +127,7 @@ PE_FN void pe_rope_thread(const pe_rope &r, uint64_t tokens, const double *w,
         }
     }
     // Global heads g, g + groups, ...: x's below `heads`, then xk's.
-    pe_rope_heads<T, M>(r, r.heads, x, t, g, i, c, s, y);
-    uint32_t past = g < r.heads ? g + (r.heads - g + r.groups - 1) / r.groups * r.groups : g;
+    uint32_t past = pe_rope_heads<T, M>(r, r.heads, x, t, g, i, c, s, y);
     if (r.heads_k > 0)
         pe_rope_heads<T, M>(r, r.heads_k, xk, t, past - r.heads, i, c, s,
                             y + tokens * r.heads * r.d);
