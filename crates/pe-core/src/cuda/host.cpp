@@ -32,6 +32,7 @@ PE_HOST_ROWS(pe_host_rows_bf16, pe_bf16)
     extern "C" void NAME(const pe_rows *t, uint64_t rows, const pe_acc<T>::type *anchors,    \
                          const pe_acc<T>::type *offsets, const double *rows_info,            \
                          const T *weights, T *out) {                                         \
+        if (!weights) return; /* as tables.cu */                                             \
         pe_addend<T> add = {weights, rows_info};                                             \
         for (uint64_t x = 0; x < pe_rows_threads(*t, rows); x++)                             \
             pe_rows_thread<T>(*t, add, rows, anchors, offsets, rows_info + rows, x, out);    \
