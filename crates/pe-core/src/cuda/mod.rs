@@ -76,12 +76,14 @@ pub(crate) mod host {
             w: *const f64,
             values: *const f64,
             out: *mut f32,
+            backward: u32,
         );
         pub fn pe_host_factors_f64(
             f: &FactorArgs,
             w: *const f64,
             values: *const f64,
             out: *mut f64,
+            backward: u32,
         );
         pub fn pe_host_rows_f32(
             t: &RowArgs,
@@ -90,6 +92,7 @@ pub(crate) mod host {
             offsets: *const f32,
             values: *const f64,
             out: *mut f32,
+            backward: u32,
         );
         pub fn pe_host_rows_f64(
             t: &RowArgs,
@@ -98,6 +101,7 @@ pub(crate) mod host {
             offsets: *const f64,
             values: *const f64,
             out: *mut f64,
+            backward: u32,
         );
         pub fn pe_host_rows_f16(
             t: &RowArgs,
@@ -106,6 +110,7 @@ pub(crate) mod host {
             offsets: *const f64,
             values: *const f64,
             out: *mut u16,
+            backward: u32,
         );
         pub fn pe_host_embed_f32(
             t: &RowArgs,
@@ -115,6 +120,7 @@ pub(crate) mod host {
             info: *const f64,
             weights: *const f32,
             out: *mut f32,
+            backward: u32,
         );
         pub fn pe_host_embed_f64(
             t: &RowArgs,
@@ -124,6 +130,7 @@ pub(crate) mod host {
             info: *const f64,
             weights: *const f64,
             out: *mut f64,
+            backward: u32,
         );
         pub fn pe_host_embed_f16(
             t: &RowArgs,
@@ -133,6 +140,7 @@ pub(crate) mod host {
             info: *const f64,
             weights: *const u16,
             out: *mut u16,
+            backward: u32,
         );
         pub fn pe_host_embed_bf16(
             t: &RowArgs,
@@ -142,6 +150,7 @@ pub(crate) mod host {
             info: *const f64,
             weights: *const u16,
             out: *mut u16,
+            backward: u32,
         );
         pub fn pe_host_turns_f32(
             t: &TurnArgs,
@@ -150,6 +159,7 @@ pub(crate) mod host {
             keys: *const f64,
             axis: *const u32,
             out: *mut f32,
+            backward: u32,
         );
         pub fn pe_host_turns_f64(
             t: &TurnArgs,
@@ -158,6 +168,7 @@ pub(crate) mod host {
             keys: *const f64,
             axis: *const u32,
             out: *mut f64,
+            backward: u32,
         );
         pub fn pe_host_turns_f16(
             t: &TurnArgs,
@@ -166,6 +177,7 @@ pub(crate) mod host {
             keys: *const f64,
             axis: *const u32,
             out: *mut u16,
+            backward: u32,
         );
         pub fn pe_host_turns_bf16(
             t: &TurnArgs,
@@ -174,6 +186,7 @@ pub(crate) mod host {
             keys: *const f64,
             axis: *const u32,
             out: *mut u16,
+            backward: u32,
         );
         pub fn pe_host_rope_f32(
             r: &RopeArgs,
@@ -183,6 +196,7 @@ pub(crate) mod host {
             x: *const f32,
             xk: *const f32,
             y: *mut f32,
+            backward: u32,
         );
         pub fn pe_host_rope_f64(
             r: &RopeArgs,
@@ -192,6 +206,7 @@ pub(crate) mod host {
             x: *const f64,
             xk: *const f64,
             y: *mut f64,
+            backward: u32,
         );
         pub fn pe_host_rope_f16(
             r: &RopeArgs,
@@ -201,6 +216,7 @@ pub(crate) mod host {
             x: *const u16,
             xk: *const u16,
             y: *mut u16,
+            backward: u32,
         );
         pub fn pe_host_rope_bf16(
             r: &RopeArgs,
@@ -210,6 +226,7 @@ pub(crate) mod host {
             x: *const u16,
             xk: *const u16,
             y: *mut u16,
+            backward: u32,
         );
         #[cfg(test)]
         pub fn pe_host_round_f16(v: f64) -> u16;
@@ -234,6 +251,7 @@ pub(crate) mod host {
             offsets: *const f64,
             values: *const f64,
             out: *mut u16,
+            backward: u32,
         );
     }
 }

@@ -626,12 +626,14 @@ mod host {
                 let f = slice::<$acc>(factors)?;
                 let (a, o) = f.split_at(op.split);
                 let w = slice::<$elem>(weights)?.as_ptr().cast::<$raw>();
-                let mut out = vec![$nan; len];
-                // SAFETY: the factor rows are those `embed` made for these arguments, `info`
-                // holds a token (checked below the vocabulary) and, with has_values, a
-                // position per row, and the function writes within the `len` values of `out`.
-                let p = out.as_mut_ptr().cast::<$raw>();
-                unsafe { $f(t, rows, a.as_ptr(), o.as_ptr(), info, w, p) };
+                let out = both_ways("pe-embed", len, $nan, |backward, out| {
+                    let p = out.as_mut_ptr().cast::<$raw>();
+                    // SAFETY: the factor rows are those `embed` made for these arguments,
+                    // `info` holds a token (checked below the vocabulary) and, with
+                    // has_values, a position per row, and the function writes within the
+                    // `len` values of `out`.
+                    unsafe { $f(t, rows, a.as_ptr(), o.as_ptr(), info, w, p, backward) };
+                })?;
                 CpuStorage::$wrap(out)
             }};
         }
@@ -660,10 +662,13 @@ mod host {
         let len = 2 * t.rows as usize * t.h as usize;
         macro_rules! run {
             ($raw:ty, $nan:expr, $f:ident, $wrap:ident) => {{
-                let mut out = vec![$nan; len];
-                // SAFETY: the frequencies hold `h` pairs each, the keys six values per row, the
-                // axes one per slot (each below 3), and the function writes within `out`.
-                unsafe { $f(t, old, new, keys, axis, out.as_mut_ptr().cast::<$raw>()) };
+                let out = both_ways("pe-turns", len, $nan, |backward, out| {
+                    let p = out.as_mut_ptr().cast::<$raw>();
+                    // SAFETY: the frequencies hold `h` pairs each, the keys six values per
+                    // row, the axes one per slot (each below 3), and the function writes
+                    // within the `len` values of `out`.
+                    unsafe { $f(t, old, new, keys, axis, p, backward) };
+                })?;
                 CpuStorage::$wrap(out)
             }};
         }
@@ -708,23 +713,25 @@ mod host {
                 if x.len() != each(r.heads) || k.len() != each(r.heads_k) {
                     bail!("pe-rope: q and k are not the sizes the arguments name");
                 }
-                let mut y = vec![$nan; x.len() + k.len()];
-                // SAFETY: x and k are `tokens * heads * d` and `tokens * heads_k * d`
-                // contiguous values (checked above; `k` is read only with heads_k > 0), w
-                // holds n frequency pairs (and n axes, each below 3, with M-RoPE) and `values`
-                // a position per token (three rows with M-RoPE), checked above, and the
-                // function writes within the `x.len() + k.len()` values of `y`.
-                unsafe {
-                    $f(
-                        r,
-                        op.tokens,
-                        w.as_ptr(),
-                        values.as_ptr(),
-                        x.as_ptr().cast::<$raw>(),
-                        k.as_ptr().cast::<$raw>(),
-                        y.as_mut_ptr().cast::<$raw>(),
-                    )
-                };
+                let y = both_ways("pe-rope", x.len() + k.len(), $nan, |backward, y| {
+                    // SAFETY: x and k are `tokens * heads * d` and `tokens * heads_k * d`
+                    // contiguous values (checked above; `k` is read only with heads_k > 0),
+                    // w holds n frequency pairs (and n axes, each below 3, with M-RoPE) and
+                    // `values` a position per token (three rows with M-RoPE), checked above,
+                    // and the function writes within the `x.len() + k.len()` values of `y`.
+                    unsafe {
+                        $f(
+                            r,
+                            op.tokens,
+                            w.as_ptr(),
+                            values.as_ptr(),
+                            x.as_ptr().cast::<$raw>(),
+                            k.as_ptr().cast::<$raw>(),
+                            y.as_mut_ptr().cast::<$raw>(),
+                            backward,
+                        )
+                    };
+                })?;
                 (CpuStorage::$wrap(y), x.len() + k.len())
             }};
         }
@@ -737,6 +744,51 @@ mod host {
         };
         Ok((storage, Shape::from(len)))
     }
+
+    /// A host loop's values (`run(backward, out)`), run forward and then backward, each into
+    /// `len` values that start as NaN, so that one no thread writes shows. A GPU runs a
+    /// launch's threads in any order, so a kernel whose values depend on it (two threads
+    /// writing one value differently, one reading what another writes) is refused here, in
+    /// every test that runs it.
+    fn both_ways<T: Bits>(
+        name: &str,
+        len: usize,
+        nan: T,
+        run: impl Fn(u32, &mut [T]),
+    ) -> Result<Vec<T>> {
+        let mut forward = vec![nan; len];
+        run(0, &mut forward);
+        let mut backward = vec![nan; len];
+        run(1, &mut backward);
+        let differs = forward
+            .iter()
+            .zip(&backward)
+            .position(|(a, b)| a.bits() != b.bits());
+        if let Some(i) = differs {
+            let (a, b) = (forward[i].bits(), backward[i].bits());
+            bail!(
+                "{name}: value {i} of the host build depends on the order its threads run in \
+                 ({a:#x} forward, {b:#x} backward)"
+            );
+        }
+        Ok(forward)
+    }
+
+    /// A value's bits, to compare two runs' (NaN included).
+    trait Bits: Copy {
+        fn bits(self) -> u64;
+    }
+
+    macro_rules! bits {
+        ($($t:ty),*) => {
+            $(impl Bits for $t {
+                fn bits(self) -> u64 {
+                    self.to_bits().into()
+                }
+            })*
+        };
+    }
+    bits!(f32, f64, half::f16, half::bf16);
 
     fn slice<'a, T: candle_core::WithDType>(
         (storage, layout): (&'a CpuStorage, &Layout),
@@ -759,19 +811,18 @@ mod host {
         if f.has_values == 1 && values.len() < f.count as usize || w.len() < 2 * f.n as usize {
             bail!("pe-factors: fewer inputs than the arguments name");
         }
-        // SAFETY: the function reads 2n frequencies and `count` values (with has_values),
-        // both checked above, and writes the `len` values of `out`.
+        let (w, values) = (w.as_ptr(), values.as_ptr());
+        // SAFETY (both): the function reads 2n frequencies and `count` values (with
+        // has_values), both checked above, and writes the `len` values of `out`.
         let storage = match op.work {
             DType::F32 => {
-                let mut out = vec![f32::NAN; len];
-                unsafe { pe_host_factors_f32(f, w.as_ptr(), values.as_ptr(), out.as_mut_ptr()) };
-                CpuStorage::F32(out)
+                CpuStorage::F32(both_ways("pe-factors", len, f32::NAN, |b, out| unsafe {
+                    pe_host_factors_f32(f, w, values, out.as_mut_ptr(), b)
+                })?)
             }
-            _ => {
-                let mut out = vec![f64::NAN; len];
-                unsafe { pe_host_factors_f64(f, w.as_ptr(), values.as_ptr(), out.as_mut_ptr()) };
-                CpuStorage::F64(out)
-            }
+            _ => CpuStorage::F64(both_ways("pe-factors", len, f64::NAN, |b, out| unsafe {
+                pe_host_factors_f64(f, w, values, out.as_mut_ptr(), b)
+            })?),
         };
         Ok((storage, Shape::from(len)))
     }
@@ -789,16 +840,17 @@ mod host {
             1 => slice::<f64>(values)?.as_ptr(),
             _ => std::ptr::null(),
         };
-        // Every value starts as NaN, so that one the function fails to write shows.
         macro_rules! run {
             ($acc:ty, $raw:ty, $nan:expr, $f:ident, $wrap:ident) => {{
                 let (a, o) = (slice::<$acc>(anchors)?, slice::<$acc>(offsets)?);
-                let mut out = vec![$nan; op.len];
-                let p = out.as_mut_ptr().cast::<$raw>();
-                // SAFETY: the anchors and offsets are the factor rows `Launch::new` made for
-                // these arguments, the values hold one position per row, and the function
-                // writes within the `len` values of `out`: `planes * rows * stride`.
-                unsafe { $f(t, rows, a.as_ptr(), o.as_ptr(), values, p) };
+                let out = both_ways("pe-rows", op.len, $nan, |backward, out| {
+                    let p = out.as_mut_ptr().cast::<$raw>();
+                    // SAFETY: the anchors and offsets are the factor rows `Launch::new` made
+                    // for these arguments, the values hold one position per row, and the
+                    // function writes within the `len` values of `out`:
+                    // `planes * rows * stride`.
+                    unsafe { $f(t, rows, a.as_ptr(), o.as_ptr(), values, p, backward) };
+                })?;
                 CpuStorage::$wrap(out)
             }};
         }
