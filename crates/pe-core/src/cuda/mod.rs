@@ -112,6 +112,15 @@ pub(crate) mod host {
             out: *mut u16,
             backward: u32,
         );
+        pub fn pe_host_rows_bf16(
+            t: &RowArgs,
+            rows: u64,
+            anchors: *const f64,
+            offsets: *const f64,
+            values: *const f64,
+            out: *mut u16,
+            backward: u32,
+        );
         pub fn pe_host_embed_f32(
             t: &RowArgs,
             rows: u64,
@@ -244,15 +253,6 @@ pub(crate) mod host {
         pub fn pe_host_rows_threads(t: &RowArgs, rows: u64) -> u64;
         #[cfg(test)]
         pub fn pe_host_rope_threads(r: &RopeArgs, tokens: u64) -> u64;
-        pub fn pe_host_rows_bf16(
-            t: &RowArgs,
-            rows: u64,
-            anchors: *const f64,
-            offsets: *const f64,
-            values: *const f64,
-            out: *mut u16,
-            backward: u32,
-        );
     }
 }
 

@@ -76,8 +76,8 @@ PE_FN void pe_turn_heads(const T *__restrict__ x, uint64_t step, uint32_t i1, ui
 // (c, s) (i < n), four heads at a time, or feature n + i copied. Returns the first of those
 // heads past x's (h itself if it is already past them).
 template <typename T, typename M>
-PE_FN uint32_t pe_rope_heads(const pe_rope &r, uint32_t heads, const T *x, uint64_t t, uint32_t h,
-                         uint32_t i, M c, M s, T *y) {
+PE_FN uint32_t pe_rope_heads(const pe_rope &r, uint32_t heads, const T *x, uint64_t t,
+                             uint32_t h, uint32_t i, M c, M s, T *y) {
     // The token's first value in head h, and the distance from it to the next head's.
     uint64_t o = ((t / r.seq * heads + h) * r.seq + t % r.seq) * r.d;
     uint64_t step = (uint64_t)r.groups * r.seq * r.d;
