@@ -147,7 +147,7 @@ fn load(
         }
     }
     let vb = VarBuilder::from_tensors(dense, dtype, device);
-    LlamaFamily::with_quantized(&config, vb, &kept).with_context(in_file)
+    LlamaFamily::with_quantized(&config, vb, kept).with_context(in_file)
 }
 
 /// The file's rope as llama.cpp runs it with the override `laid`. An error names the file, but

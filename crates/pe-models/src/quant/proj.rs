@@ -132,17 +132,17 @@ pub(crate) fn fused(parts: &[Proj], x: &Tensor) -> Result<Option<Vec<Tensor>>> {
 }
 
 /// The projection `name` (`name.weight` `(out_dim, in_dim)`, and `name.bias` when `bias`):
-/// quantized when `quantized` holds `name.weight` under `vb`'s prefix, dense from `vb`
-/// otherwise.
+/// quantized when `quantized` holds `name.weight` under `vb`'s prefix (taken out of it), dense
+/// from `vb` otherwise.
 pub(crate) fn proj(
     in_dim: usize,
     out_dim: usize,
     bias: bool,
     vb: &VarBuilder,
-    quantized: &QWeights,
+    quantized: &mut QWeights,
     name: &str,
 ) -> Result<Proj> {
-    let Some(q) = quantized.get(&full_name(&vb.pp(name), "weight")) else {
+    let Some(q) = quantized.remove(&full_name(&vb.pp(name), "weight")) else {
         return Ok(Proj::Dense(linear(in_dim, out_dim, bias, vb, name)?));
     };
     let vb = vb.pp(name);
@@ -159,7 +159,7 @@ pub(crate) fn proj(
         false => None,
     };
     Ok(Proj::Quantized {
-        weight: QMatMul::from_arc(q.clone())?,
+        weight: QMatMul::from_arc(q)?,
         bias,
         out_dim,
     })
