@@ -66,7 +66,7 @@ impl Attention {
         rotary: LayerRotary,
         (window, chunk): (Option<usize>, Option<usize>),
         vb: &VarBuilder,
-        q: &QWeights,
+        q: &mut QWeights,
     ) -> Result<Self> {
         let (h, kvh, d) = (
             cfg.num_attention_heads,
@@ -202,7 +202,7 @@ struct Mlp {
 }
 
 impl Mlp {
-    fn new(cfg: &LlamaConfig, vb: &VarBuilder, q: &QWeights) -> Result<Self> {
+    fn new(cfg: &LlamaConfig, vb: &VarBuilder, q: &mut QWeights) -> Result<Self> {
         let (hidden, inter, bias) = (cfg.hidden_size, cfg.intermediate_size, cfg.mlp_bias);
         Ok(match cfg.family().fused {
             true => Mlp {
@@ -247,7 +247,7 @@ struct Layer {
 }
 
 impl Layer {
-    fn new(cfg: &LlamaConfig, index: usize, vb: &VarBuilder, q: &QWeights) -> Result<Self> {
+    fn new(cfg: &LlamaConfig, index: usize, vb: &VarBuilder, q: &mut QWeights) -> Result<Self> {
         let h = cfg.hidden_size;
         let sliding = match cfg.layer_types.get(index) {
             Some(t) => *t == LayerType::Sliding,
@@ -359,15 +359,17 @@ impl LlamaFamily {
     /// The decoder of `config`, its weights read from `vb` under HF's names (`model.embed_tokens`,
     /// `model.layers.N...`, `model.norm`, `lm_head`). A missing tensor is an error naming it.
     pub fn new(config: &LlamaConfig, vb: VarBuilder) -> Result<Self> {
-        Self::with_quantized(config, vb, &QWeights::new())
+        Self::with_quantized(config, vb, QWeights::new())
     }
 
     /// The decoder of `config`, its projections quantized where `quantized` holds their
-    /// weights (by HF name), its other weights read from `vb`.
+    /// weights (by HF name), its other weights read from `vb`. Each projection takes its
+    /// weight out of `quantized`, so that a weight stacked with others (`SideBySide`) is freed
+    /// as its layer is built, not held twice until the last layer.
     pub(crate) fn with_quantized(
         config: &LlamaConfig,
         vb: VarBuilder,
-        quantized: &QWeights,
+        mut quantized: QWeights,
     ) -> Result<Self> {
         let cfg = config;
         let rotary = RotaryEmbedding::new(cfg.rope.clone())?;
@@ -383,16 +385,16 @@ impl LlamaFamily {
         )?;
         let embed = Embedding::new(embed_weight.clone(), cfg.hidden_size);
         let layers = (0..cfg.num_hidden_layers)
-            .map(|i| Layer::new(cfg, i, &model.pp(format!("layers.{i}")), quantized))
+            .map(|i| Layer::new(cfg, i, &model.pp(format!("layers.{i}")), &mut quantized))
             .collect::<Result<Vec<_>>>()?;
         let norm = norm(cfg, cfg.hidden_size, &model, "norm")?;
         let (h, v) = (cfg.hidden_size, cfg.vocab_size);
         let lm_head = match cfg.tie_word_embeddings {
             true if quantized.contains_key("model.embed_tokens.weight") => {
-                proj(h, v, false, &model, quantized, "embed_tokens")?
+                proj(h, v, false, &model, &mut quantized, "embed_tokens")?
             }
             true => Proj::Dense(candle_nn::Linear::new(embed_weight, None)),
-            false => proj(h, v, false, &vb, quantized, "lm_head")?,
+            false => proj(h, v, false, &vb, &mut quantized, "lm_head")?,
         };
         Ok(Self {
             config: cfg.clone(),
