@@ -8,11 +8,16 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use anyhow::{Context, Result};
 use candle_core::{Device, Tensor};
 
+/// Tokens of room a buffer gets beyond what it must hold when it grows: a prompt's prefill
+/// leaves room for the decode steps after it, which then write in place (without it the first
+/// step copies every layer's cache into a buffer twice as long).
+const ROOM: usize = 256;
+
 /// The tokens a KV cache holds along `axis` of a larger tensor: its rows `start .. start + len`
 /// along that axis; the rest is room. Appending writes after the tokens held; when the room runs
-/// out they move to the front of a new tensor, twice as long when they need more, so that each
-/// token is copied a bounded number of times on average. Dropping a range moves the shorter side
-/// of it.
+/// out they move to the front of a new tensor, twice as long (and at least [`ROOM`] longer than
+/// they need), so that each token is copied a bounded number of times on average. Dropping a
+/// range moves the shorter side of it.
 ///
 /// A clone shares the tensor until either of them writes: the writer copies it first.
 #[derive(Debug)]
@@ -127,7 +132,7 @@ impl KvBuffer {
         if shared || self.start + self.len + n > capacity {
             let needed = self.len + n;
             let capacity = match needed > capacity {
-                true => needed.max(2 * capacity),
+                true => (needed + ROOM).max(2 * capacity),
                 false => capacity,
             };
             let mut dims = like.dims().to_vec();
@@ -307,6 +312,25 @@ mod tests {
             same(&cache, &Tensor::cat(&[&b, &rest], axis)?)?;
         }
         Ok(())
+    }
+
+    /// A prompt's prefill leaves room for the decode steps after it: the next 256 single tokens
+    /// ([`ROOM`]) are written into the same tensor, and only the one after them moves the cache.
+    #[test]
+    fn a_prompt_leaves_room_for_the_steps_after_it() -> Result<()> {
+        let mut cache = KvBuffer::new(1);
+        let mut reference = tokens(1, 0, 300)?;
+        cache.append(&reference)?;
+        let capacity = |c: &KvBuffer| c.buffer.as_ref().map(|b| b.dim(1)).transpose();
+        let first = capacity(&cache)?;
+        for step in 1..=257 {
+            let t = tokens(1, step, 1)?;
+            cache.append(&t)?;
+            reference = Tensor::cat(&[&reference, &t], 1)?;
+            let moved = capacity(&cache)? != first;
+            assert_eq!(moved, step > 256, "step {step}");
+        }
+        same(&cache, &reference)
     }
 
     /// Whether cuBLAS's strided batched gemm reads `rhs` `(.., k, n)` as a matmul's right-hand
