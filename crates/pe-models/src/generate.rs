@@ -107,9 +107,10 @@ pub fn greedy(
     // Position ids stay on the host, whatever the model's device: checked there, and one run
     // from an offset, they cost a GPU no transfer and no read back.
     let positions = Tensor::arange(first_position, end, &Device::Cpu)?.unsqueeze(0)?;
+    // Only the last position's logits: the next token's.
     let mut step = |ids: &Tensor, positions: &Tensor| match stream {
-        true => model.forward_stream(ids),
-        false => model.forward(ids, positions, None),
+        true => model.forward_stream_last(ids),
+        false => model.forward_last(ids, positions),
     };
     let mut next = pick(&step(&ids, &positions)?)?;
     out.prefill = start.elapsed();

@@ -313,6 +313,16 @@ fn norm(cfg: &LlamaConfig, size: usize, vb: &VarBuilder, name: &str) -> Result<R
     rms_norm(size, cfg.rms_norm_eps, cfg.norm_offset, vb, name)
 }
 
+/// Which positions a forward computes logits for.
+#[derive(Clone, Copy, Debug)]
+enum Logits {
+    /// Every position's, as transformers' `forward`.
+    Every,
+    /// The last position's alone (transformers' `logits_to_keep=1`, as its `generate` runs a
+    /// prompt).
+    Last,
+}
+
 /// The attention masks of one forward, one per (window, chunk) the layers use.
 struct Masks(Vec<(Reach, Option<Mask>)>);
 
@@ -509,6 +519,28 @@ impl LlamaFamily {
         position_ids: &Tensor,
         attention_mask: Option<&Tensor>,
     ) -> Result<Tensor> {
+        self.run(input_ids, position_ids, attention_mask, Logits::Every)
+    }
+
+    /// [`Self::forward`] with the logits of the last position alone, `(batch, 1, vocab)`:
+    /// [`crate::greedy`]'s next token after a prompt, without multiplying the prompt's other
+    /// positions by the vocabulary.
+    pub(crate) fn forward_last(
+        &mut self,
+        input_ids: &Tensor,
+        position_ids: &Tensor,
+    ) -> Result<Tensor> {
+        self.run(input_ids, position_ids, None, Logits::Last)
+    }
+
+    /// [`Self::forward`], with the logits `keep` asks for.
+    fn run(
+        &mut self,
+        input_ids: &Tensor,
+        position_ids: &Tensor,
+        attention_mask: Option<&Tensor>,
+        keep: Logits,
+    ) -> Result<Tensor> {
         let (b, s) = input_ids
             .dims2()
             .context("input_ids must be (batch, seq)")?;
@@ -540,6 +572,16 @@ impl LlamaFamily {
             x = layer.forward(&x, &positions, mask)?;
         }
         self.cached = total;
+        self.logits(&x, keep)
+    }
+
+    /// The logits of the last layer's output `x` `(batch, seq, hidden)` at the positions `keep`
+    /// asks for.
+    fn logits(&self, x: &Tensor, keep: Logits) -> Result<Tensor> {
+        let x = match keep {
+            Logits::Every => x.clone(),
+            Logits::Last => x.narrow(1, x.dim(1)? - 1, 1)?,
+        };
         self.lm_head.forward(&self.norm.forward(&x)?)
     }
 
@@ -722,6 +764,51 @@ mod tests {
                 }
             }
             eprintln!("{fixture} {policy:?}: logits at most {worst:e} apart");
+        }
+        Ok(())
+    }
+
+    /// The last position's logits alone (greedy's prompt) are the last row of every
+    /// position's, and leave the cache as `forward` leaves it: on a safetensors fixture, a
+    /// Q8_0 GGUF one (per-row products: the same bits) and with a cache policy.
+    #[test]
+    fn last_logits_are_the_last_row_of_all() -> Result<()> {
+        let dev = Device::Cpu;
+        let policy = CachePolicy::Sink {
+            sink: 2,
+            window: 6,
+            positions: SinkPositions::Contiguous,
+        };
+        let dir = pe_testkit::fixture("models/llama31");
+        let gguf = pe_testkit::fixture("gguf/llama31_q8_0.gguf");
+        let models = [
+            (LlamaFamily::from_dir(&dir, DType::F32, &dev)?, 1e-5),
+            (LlamaFamily::from_gguf(gguf, DType::F32, &dev)?, 0.0),
+            (
+                LlamaFamily::from_dir(&dir, DType::F32, &dev)?.with_cache_policy(policy)?,
+                1e-5,
+            ),
+        ];
+        for (model, tolerance) in models {
+            let stream = model.cache_policy().is_some();
+            let (mut every, mut last) = (model.clone(), model);
+            for (at, ids) in [(0u32, &[5u32, 9, 2, 7, 11][..]), (5, &[3]), (6, &[8, 4])] {
+                let s = ids.len();
+                let ids = Tensor::new(ids, &dev)?.unsqueeze(0)?;
+                let positions = Tensor::arange(at, at + s as u32, &dev)?.unsqueeze(0)?;
+                let (all, one) = match stream {
+                    true => (every.forward_stream(&ids)?, last.forward_stream_last(&ids)?),
+                    false => (
+                        every.forward(&ids, &positions, None)?,
+                        last.forward_last(&ids, &positions)?,
+                    ),
+                };
+                assert_eq!(one.dims(), [1, 1, every.config().vocab_size]);
+                let d = distance(&all.narrow(1, s - 1, 1)?, &one)?;
+                assert!(d <= tolerance, "stream {stream} at {at}: {d} apart");
+                assert_eq!(every.cached_len(), last.cached_len());
+                assert_eq!(every.kv_len(), last.kv_len());
+            }
         }
         Ok(())
     }

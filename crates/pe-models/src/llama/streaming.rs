@@ -4,13 +4,13 @@
 //! (`llama.rs` is the decoder; this is what a policy adds around it.)
 
 use anyhow::{bail, Context, Result};
-use candle_core::{DType, Device, Module, Tensor};
+use candle_core::{DType, Device, Tensor};
 use candle_pe_nn::At;
 use candle_pe_nn::Positions;
 
 use super::cache_policy::{CachePolicy, Stream, Surgery};
 use super::unrotated::UnrotatedKeys;
-use super::{Attention, LlamaFamily};
+use super::{Attention, LlamaFamily, Logits};
 use crate::layers::Mask;
 
 impl LlamaFamily {
@@ -81,7 +81,13 @@ impl LlamaFamily {
     /// cache (all of it, and the new tokens causally). On an error the cache should be
     /// cleared. With M-RoPE the tokens are text, after the largest id held.
     pub fn forward_stream(&mut self, input_ids: &Tensor) -> Result<Tensor> {
-        self.stream_step(input_ids, None)
+        self.stream_step(input_ids, None, Logits::Every)
+    }
+
+    /// [`Self::forward_stream`] with the logits of the last position alone, `(batch, 1,
+    /// vocab)` ([`Self::forward_last`]'s twin).
+    pub(crate) fn forward_stream_last(&mut self, input_ids: &Tensor) -> Result<Tensor> {
+        self.stream_step(input_ids, None, Logits::Last)
     }
 
     /// [`forward_stream`](Self::forward_stream) for an M-RoPE model, with the tokens' ids
@@ -117,11 +123,17 @@ impl LlamaFamily {
         let chunk: Vec<[i64; 3]> = (0..s)
             .map(|t| [at(0, 0, t), at(1, 0, t), at(2, 0, t)])
             .collect();
-        self.stream_step(input_ids, Some(chunk))
+        self.stream_step(input_ids, Some(chunk), Logits::Every)
     }
 
-    /// A step of a bounded cache: `chunk` the new tokens' M-RoPE ids from 0 (text when `None`).
-    fn stream_step(&mut self, input_ids: &Tensor, chunk: Option<Vec<[i64; 3]>>) -> Result<Tensor> {
+    /// A step of a bounded cache: `chunk` the new tokens' M-RoPE ids from 0 (text when `None`),
+    /// with the logits `keep` asks for.
+    fn stream_step(
+        &mut self,
+        input_ids: &Tensor,
+        chunk: Option<Vec<[i64; 3]>>,
+        keep: Logits,
+    ) -> Result<Tensor> {
         let (b, s) = input_ids
             .dims2()
             .context("input_ids must be (batch, seq)")?;
@@ -148,7 +160,7 @@ impl LlamaFamily {
         }
         self.cached += s;
         self.after_step(b, &device)?;
-        self.lm_head.forward(&self.norm.forward(&x)?)
+        self.logits(&x, keep)
     }
 
     /// The tokens the policy holds, the step's new ones included.
