@@ -10,7 +10,7 @@
 //! llama.cpp's own top two are within 0.3 is a near-tie either way may take), the largest
 //! difference of its logits to llama.cpp's at llama.cpp's top ten ids, or where it fails; then
 //! decode tokens/s of both in interleaved rounds (each first in every other round; medians),
-//! and a profile of our decode step.
+//! prefill tokens/s of a 512-token prompt the same way, and a profile of our decode step.
 //!
 //! ```text
 //! bash scripts/real-models.sh
@@ -26,8 +26,8 @@ use candle_core::quantized::QMatMul;
 use candle_core::{DType, Device, IndexOp, Module, Tensor};
 use candle_transformers::models::quantized_gemma3 as qgemma3;
 use candle_transformers::models::quantized_llama as qllama;
-use pe_models::{quantized_matmul, LlamaFamily};
-use pe_testkit::race::{median, Case, Race, Sampled};
+use pe_models::{greedy, quantized_matmul, LlamaFamily};
+use pe_testkit::race::{median, Case, Race, Rounds, Sampled};
 use serde_json::Value;
 
 /// The real files (stems of `<stem>.gguf` and `real/<stem>.json`).
@@ -48,6 +48,9 @@ struct Args {
     /// Decode steps per timing round
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
     tokens: u32,
+    /// Prompt tokens per prefill timing round (the first recorded prompt, repeated)
+    #[arg(long, value_name = "N", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    prefill: u32,
 }
 
 fn main() -> std::process::ExitCode {
@@ -264,7 +267,8 @@ fn prompt_ids(generation: &Value) -> Result<Vec<u32>> {
         .collect())
 }
 
-/// Decode tokens/s of both models, interleaved rounds, the first prompt at 0.
+/// Decode tokens/s of both models after the first prompt at 0, then prefill tokens/s of a
+/// prompt of `args.prefill` ids at 0, each in interleaved rounds.
 fn speed(
     stem: &str,
     ours: &mut LlamaFamily,
@@ -272,30 +276,63 @@ fn speed(
     reference: &Value,
     args: &Args,
 ) -> Result<()> {
-    let g = &reference["generations"][0];
-    let prompt = prompt_ids(g)?;
+    let prompt = prompt_ids(&reference["generations"][0])?;
     let n = args.tokens as usize;
     let rate = |t: Duration| n as f64 / t.as_secs_f64();
-    // Each goes first in every other round, so that an order effect cancels.
-    let rounds = Race::new(args.rounds as usize)
-        .warm_up(false)
-        .alternate()
-        .sample(vec![
-            Sampled::new("pe-models", || {
-                ours.clear_cache();
-                Ok(rate(decode(
-                    |ids, pos| our_step(ours, ids, pos),
-                    &prompt,
-                    n,
-                )?))
-            }),
-            Sampled::new("candle-transformers", || {
-                Ok(rate(decode(|ids, pos| theirs.step(ids, pos), &prompt, n)?))
-            }),
-        ])?;
+    let rounds = race(args).sample(vec![
+        Sampled::new("pe-models", || {
+            ours.clear_cache();
+            Ok(rate(decode(
+                |ids, pos| our_step(ours, ids, pos),
+                &prompt,
+                n,
+            )?))
+        }),
+        Sampled::new("candle-transformers", || {
+            Ok(rate(decode(|ids, pos| theirs.step(ids, pos), &prompt, n)?))
+        }),
+    ])?;
+    print_speed(stem, &format!("decode {n} tokens"), &rounds, args);
+    let long: Vec<u32> = prompt
+        .iter()
+        .copied()
+        .cycle()
+        .take(args.prefill as usize)
+        .collect();
+    let rate = |start: Instant| long.len() as f64 / start.elapsed().as_secs_f64();
+    // Ours as `greedy` runs a prompt (the last position's logits alone, as
+    // candle-transformers' and llama.cpp's), timed to its pick of the next token.
+    let rounds = race(args).sample(vec![
+        Sampled::new("pe-models", || {
+            let generation = greedy(ours, &long, 0, 1, &[], |_| {})?;
+            Ok(long.len() as f64 / generation.prefill.as_secs_f64())
+        }),
+        Sampled::new("candle-transformers", || {
+            let start = Instant::now();
+            theirs.step(&long, 0)?;
+            Ok(rate(start))
+        }),
+    ])?;
+    print_speed(
+        stem,
+        &format!("prefill {} tokens", long.len()),
+        &rounds,
+        args,
+    );
+    Ok(())
+}
+
+/// Timing rounds of both models, each first in every other round, so that an order effect
+/// cancels.
+fn race(args: &Args) -> Race<'static> {
+    Race::new(args.rounds as usize).warm_up(false).alternate()
+}
+
+/// Tokens/s of both models in `rounds`, and the ratios of the rounds.
+fn print_speed(stem: &str, what: &str, rounds: &Rounds, args: &Args) {
     let ratios = rounds.ratios("pe-models", "candle-transformers");
     println!(
-        "\n{stem}: decode {n} tokens, {} interleaved rounds: pe-models {:.1} tokens/s, \
+        "\n{stem}: {what}, {} interleaved rounds: pe-models {:.1} tokens/s, \
          candle-transformers {:.1} tokens/s, median ratio {:.3} (rounds: {})\n",
         args.rounds,
         rounds.median("pe-models"),
@@ -307,7 +344,6 @@ fn speed(
             .collect::<Vec<_>>()
             .join(", ")
     );
-    Ok(())
 }
 
 /// The time of `n` greedy decode steps after the prompt (the prefill not counted).
