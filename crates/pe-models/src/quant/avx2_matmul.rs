@@ -230,6 +230,7 @@ impl Kernel {
     }
 
     /// An input block's 32 codes.
+    #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     fn input_codes(self, x: &[u8]) -> &[u8] {
         match self {
@@ -262,6 +263,7 @@ impl Kernel {
 
     /// One block's float term of candle's sum, as candle writes it: `sumi * d_w * d_x`, plus
     /// `m_w * s_x` for the types with a minimum; `w` and `x` the blocks' [`Self::scales`].
+    #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     fn term(self, sumi: i32, [d_w, m_w]: [f32; 2], [d_x, s_x]: [f32; 2]) -> f32 {
         match self {
