@@ -299,18 +299,17 @@ fn speed(
         .cycle()
         .take(args.prefill as usize)
         .collect();
-    let rate = |start: Instant| long.len() as f64 / start.elapsed().as_secs_f64();
+    let rate = |t: Duration| long.len() as f64 / t.as_secs_f64();
     // Ours as `greedy` runs a prompt (the last position's logits alone, as
     // candle-transformers' and llama.cpp's), timed to its pick of the next token.
     let rounds = race(args).sample(vec![
         Sampled::new("pe-models", || {
-            let generation = greedy(ours, &long, 0, 1, &[], |_| {})?;
-            Ok(long.len() as f64 / generation.prefill.as_secs_f64())
+            Ok(rate(greedy(ours, &long, 0, 1, &[], |_| {})?.prefill))
         }),
         Sampled::new("candle-transformers", || {
             let start = Instant::now();
             theirs.step(&long, 0)?;
-            Ok(rate(start))
+            Ok(rate(start.elapsed()))
         }),
     ])?;
     print_speed(
