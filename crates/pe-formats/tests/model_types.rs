@@ -700,38 +700,141 @@ fn rows_read_their_models_own_spellings() {
     );
 }
 
-/// AFMoE's attention turns only its sliding layers (`is_local_attention`): its full-attention
-/// layers are NoPE, those of the saved `layer_types` (every fourth of the 32 layers of
-/// transformers' default config) or, without them, every `global_attn_every_n_layers`-th layer
-/// (`(i + 1) % n`, as the config class fills `layer_types`).
+/// The layers without rope of `configs`, of `layers` layers.
+fn unrotated(configs: &RopeConfigs, layers: usize) -> Vec<usize> {
+    (0..layers)
+        .filter(|&i| configs.for_layer(i).unwrap().is_none())
+        .collect()
+}
+
+/// The full-attention layers of a saved config's `layer_types`.
+fn full_layers(saved: &Value) -> Vec<usize> {
+    let types = saved["layer_types"].as_array().unwrap();
+    let full = types
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| *t == "full_attention");
+    full.map(|(i, _)| i).collect()
+}
+
+/// Models whose attention turns only their sliding layers (transformers 5.24 tests the layer
+/// before `apply_rotary_pos_emb`: AFMoE's `is_local_attention`, Cohere 2's and Flint's
+/// `sliding_window is not None`, EXAONE 4's and Kolibri's `sliding_window is None or
+/// is_sliding`, Cohere 2 MoE's `force_rope` too): the full-attention layers of the saved
+/// `layer_types` are NoPE, or without them every n-th layer of the class's pattern.
 #[test]
-fn afmoe_turns_only_its_sliding_layers() {
+fn sliding_only_models_leave_their_full_layers_unrotated() {
     let fixture = fixture();
-    let saved = &fixture["model_types"]["afmoe"]["config"];
-    let unrotated = |configs: &RopeConfigs, layers: usize| -> Vec<usize> {
-        (0..layers)
-            .filter(|&i| configs.for_layer(i).unwrap().is_none())
-            .collect()
-    };
-    let full: Vec<usize> = saved["layer_types"]
+    for (model_type, pattern) in [
+        ("afmoe", Some("global_attn_every_n_layers")),
+        ("cohere2", Some("sliding_window_pattern")),
+        ("cohere2_moe", None),
+        ("exaone4", Some("sliding_window_pattern")),
+        ("exaone_moe", Some("sliding_window_pattern")),
+        ("flint", None),
+        ("kolibri1", None),
+    ] {
+        let saved = &fixture["model_types"][model_type]["config"];
+        let layers = saved["num_hidden_layers"].as_u64().unwrap() as usize;
+        let full = full_layers(saved);
+        assert!(!full.is_empty() && full.len() < layers, "{model_type}");
+        let configs = RopeConfigs::from_hf_config(saved).unwrap();
+        assert_eq!(unrotated(&configs, layers), full, "{model_type}");
+
+        let mut untyped = saved.clone();
+        untyped.as_object_mut().unwrap().remove("layer_types");
+        untyped["num_hidden_layers"] = 8.into();
+        match pattern {
+            Some(field) => {
+                untyped[field] = 2.into();
+                let configs = RopeConfigs::from_hf_config(&untyped).unwrap();
+                assert_eq!(unrotated(&configs, 8), [1, 3, 5, 7], "{model_type}");
+                untyped[field] = 0.into();
+                let err = RopeConfigs::from_hf_config(&untyped)
+                    .unwrap_err()
+                    .to_string();
+                assert!(err.contains(field), "{model_type}: {err}");
+            }
+            None if model_type == "kolibri1" => {
+                let configs = RopeConfigs::from_hf_config(&untyped).unwrap();
+                assert_eq!(unrotated(&configs, 8), [4], "{model_type}");
+            }
+            None => {
+                let err = RopeConfigs::from_hf_config(&untyped)
+                    .unwrap_err()
+                    .to_string();
+                assert!(err.contains("layer_types"), "{model_type}: {err}");
+            }
+        }
+    }
+}
+
+/// Without a window (`sliding_window` null), EXAONE 4 and Kolibri turn every layer, Cohere 2
+/// and Flint none, AFMoE its sliding layers still; Cohere 2 MoE turns its dense prefix in any
+/// case (`force_rope`, while `prefix_dense_sliding_window_pattern` is 1).
+#[test]
+fn without_a_window_each_family_turns_what_its_code_turns() {
+    let fixture = fixture();
+    for (model_type, turned) in [
+        ("afmoe", None),
+        ("exaone4", Some(true)),
+        ("kolibri1", Some(true)),
+        ("cohere2", Some(false)),
+        ("flint", Some(false)),
+    ] {
+        let mut saved = fixture["model_types"][model_type]["config"].clone();
+        let layers = saved["num_hidden_layers"].as_u64().unwrap() as usize;
+        saved["sliding_window"] = Value::Null;
+        let configs = RopeConfigs::from_hf_config(&saved).unwrap();
+        let want = match turned {
+            None => full_layers(&saved),
+            Some(true) => vec![],
+            Some(false) => (0..layers).collect(),
+        };
+        assert_eq!(unrotated(&configs, layers), want, "{model_type}");
+    }
+
+    let saved = &fixture["model_types"]["cohere2_moe"]["config"];
+    let mut dense = saved.clone();
+    let mlp: Vec<Value> = (0..40)
+        .map(|i| if i < 4 { "dense" } else { "sparse" }.into())
+        .collect();
+    dense["mlp_layer_types"] = mlp.into();
+    let full = full_layers(saved);
+    let configs = RopeConfigs::from_hf_config(&dense).unwrap();
+    assert_eq!(unrotated(&configs, 40), full[1..]); // layer 3: dense, turned
+    dense["prefix_dense_sliding_window_pattern"] = 4.into();
+    let configs = RopeConfigs::from_hf_config(&dense).unwrap();
+    assert_eq!(unrotated(&configs, 40), full);
+    dense["sliding_window"] = Value::Null;
+    dense["prefix_dense_sliding_window_pattern"] = 1.into();
+    let configs = RopeConfigs::from_hf_config(&dense).unwrap();
+    assert_eq!(unrotated(&configs, 40), (4..40).collect::<Vec<_>>());
+    // Without mlp_layer_types, the first first_k_dense_replace layers are the dense ones.
+    dense.as_object_mut().unwrap().remove("mlp_layer_types");
+    dense["first_k_dense_replace"] = 2.into();
+    let configs = RopeConfigs::from_hf_config(&dense).unwrap();
+    assert_eq!(unrotated(&configs, 40), (2..40).collect::<Vec<_>>());
+}
+
+/// Mistral Large 4's saved `no_rope_layers` (every fourth layer 0), and without them its class's
+/// default, every `no_rope_layer_interval`-th layer (4).
+#[test]
+fn mistral_large4_leaves_every_fourth_layer_unrotated() {
+    let fixture = fixture();
+    let saved = &fixture["model_types"]["mistral_large4_text"]["config"];
+    let saved_nope: Vec<usize> = saved["no_rope_layers"]
         .as_array()
         .unwrap()
         .iter()
         .enumerate()
-        .filter(|(_, t)| *t == "full_attention")
+        .filter(|(_, r)| r.as_i64() == Some(0))
         .map(|(i, _)| i)
         .collect();
     let configs = RopeConfigs::from_hf_config(saved).unwrap();
-    assert_eq!(unrotated(&configs, 32), full);
-    assert_eq!(full.len(), 8);
-    let mut untyped = saved.clone();
-    untyped.as_object_mut().unwrap().remove("layer_types");
-    untyped["global_attn_every_n_layers"] = 2.into();
-    let configs = RopeConfigs::from_hf_config(&untyped).unwrap();
-    assert_eq!(unrotated(&configs, 8), [1, 3, 5, 7]);
-    untyped["global_attn_every_n_layers"] = 0.into();
-    let err = RopeConfigs::from_hf_config(&untyped)
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("global_attn_every_n_layers"), "{err}");
+    assert_eq!(unrotated(&configs, 72), saved_nope);
+    let mut bare = saved.clone();
+    bare.as_object_mut().unwrap().remove("no_rope_layers");
+    let configs = RopeConfigs::from_hf_config(&bare).unwrap();
+    assert_eq!(unrotated(&configs, 72), saved_nope);
 }

@@ -45,7 +45,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
-use super::model_types::{HfModelType, HfTextConfig, LegacyUses, Sliding};
+use super::model_types::{HfModelType, HfTextConfig, LegacyUses, Sliding, SlidingOnly, Windowless};
 use super::rope_dicts::{field_names, read_rope_dict};
 use crate::{ConfigFields, Error, Result, ValueSource};
 
@@ -306,21 +306,29 @@ fn read_model(root: &ConfigFields, model_type: &HfModelType) -> Result<HfRope> {
     })
 }
 
-/// Per layer, whether it is NoPE: the full-attention layers of a model whose code turns only
-/// the sliding ones (AFMoE: those of `layer_types`, else every n-th layer of the row's field);
-/// else `no_rope_layers` (1 for rotary, 0 for none, as transformers reads it), or where the
-/// model type's row says so (Llama 4, SmolLM3) every `no_rope_layer_interval`-th layer (the
-/// row's default).
+/// Per layer, whether it is NoPE: every layer where the row's rope switch is off
+/// (GraniteMoeHybrid's `position_embedding_type`); on a model whose attention turns only its
+/// sliding layers, the others ([`SlidingOnly`]); else `no_rope_layers` (1 for rotary, 0 for none, as
+/// transformers reads it), or where the model type's row says so (Llama 4, SmolLM3) every
+/// `no_rope_layer_interval`-th layer (the row's default).
 fn read_nope(
     root: &ConfigFields,
     model_type: &HfModelType,
     layer_types: Option<&[String]>,
 ) -> Result<Option<Vec<bool>>> {
-    if let Some((field, default_period)) = model_type.nope_full_layers {
-        if let Some(types) = layer_types {
-            return Ok(Some(types.iter().map(|t| t == "full_attention").collect()));
+    if let Some((field, on)) = model_type.rope_switch {
+        if root.get::<String>(field)?.as_deref() != Some(on) {
+            let layers = num_layers(root)?.ok_or_else(|| {
+                root.invalid(
+                    "num_hidden_layers",
+                    format!("required: no layer turns without {field} = {on:?}"),
+                )
+            })?;
+            return Ok(Some(vec![true; layers]));
         }
-        return every_nth_layer(root, field, default_period);
+    }
+    if let Some(rule) = model_type.sliding_only {
+        return read_sliding_only(root, &rule, layer_types);
     }
     if let Some(list) = root.get::<Vec<i64>>("no_rope_layers")? {
         if !list.is_empty() {
@@ -331,6 +339,62 @@ fn read_nope(
         Some(default_interval) => every_nth_layer(root, "no_rope_layer_interval", default_interval),
         None => Ok(None),
     }
+}
+
+/// The NoPE layers of a model that turns only its sliding layers: the `full_attention` ones of
+/// `layer_types` (else of the row's pattern), every layer or none where `sliding_window` is
+/// null (the row says which), less Cohere 2 MoE's dense prefix.
+fn read_sliding_only(
+    root: &ConfigFields,
+    rule: &SlidingOnly,
+    layer_types: Option<&[String]>,
+) -> Result<Option<Vec<bool>>> {
+    let full: Vec<bool> = match (layer_types, rule.pattern) {
+        (Some(types), _) => types.iter().map(|t| t == "full_attention").collect(),
+        (None, Some((Some(field), default))) => match every_nth_layer(root, field, default)? {
+            Some(full) => full,
+            None => return Ok(None),
+        },
+        (None, Some((None, n))) => match num_layers(root)? {
+            Some(layers) => (0..layers).map(|i| (i + 1) % n == 0).collect(),
+            None => return Ok(None),
+        },
+        (None, None) if root.has("num_hidden_layers") => {
+            return Err(root.invalid(
+                "layer_types",
+                "required: this model turns only its sliding layers, and its class's default \
+                 pattern is not read",
+            ))
+        }
+        (None, None) => return Ok(None),
+    };
+    let windowless = root.value("sliding_window").is_none_or(Value::is_null);
+    let mut nope = match (windowless, rule.windowless) {
+        (true, Windowless::EveryLayer) => vec![false; full.len()],
+        (true, Windowless::NoLayer) => vec![true; full.len()],
+        _ => full,
+    };
+    if rule.dense_prefix
+        && root
+            .get::<u64>("prefix_dense_sliding_window_pattern")?
+            .unwrap_or(1)
+            == 1
+    {
+        for (layer, dense) in nope.iter_mut().zip(dense_layers(root)?) {
+            *layer &= !dense;
+        }
+    }
+    Ok(Some(nope))
+}
+
+/// Per layer, whether its MLP is dense: `mlp_layer_types` (`"dense"`), else the first
+/// `first_k_dense_replace` layers (Cohere 2 MoE's class).
+fn dense_layers(root: &ConfigFields) -> Result<Vec<bool>> {
+    if let Some(types) = root.get::<Vec<String>>("mlp_layer_types")? {
+        return Ok(types.iter().map(|t| t == "dense").collect());
+    }
+    let k = root.get::<usize>("first_k_dense_replace")?.unwrap_or(0);
+    Ok((0..num_layers(root)?.unwrap_or(0)).map(|i| i < k).collect())
 }
 
 /// Per layer, whether it is the last of its period, `(i + 1) % n == 0`, `n` the count in

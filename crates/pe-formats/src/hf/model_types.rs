@@ -31,10 +31,13 @@
 //!   config class defaults it to true (DeepSeek-V3) or the model always turns adjacent pairs
 //!   (Llama 4, Cohere, GLM-4);
 //! - `nope_interval`: without `no_rope_layers`, every `no_rope_layer_interval`-th layer (this
-//!   default) has no rotary (SmolLM3, Llama 4);
-//! - `nope_full_layers`: its code turns only the sliding layers, so the `full_attention` ones
-//!   of `layer_types` are NoPE; without `layer_types`, every n-th layer of the field named
-//!   here, with its default (AFMoE: `global_attn_every_n_layers`, 4);
+//!   default) has no rotary (SmolLM3, Llama 4, Mistral Large 4);
+//! - `sliding_only`: its attention turns only the sliding layers, so the `full_attention` ones
+//!   of `layer_types` are NoPE ([`SlidingOnly`]: AFMoE, Cohere 2 and its MoE, EXAONE 4 and
+//!   its MoE, Flint, Kolibri);
+//! - `rope_switch`: the field that turns the rope on, and its value; any other value (or none)
+//!   leaves every layer NoPE (GraniteMoeHybrid's `position_embedding_type`, `"rope"`: Granite
+//!   4.0-H gives `"nope"`);
 //! - `attn_temperature`: the NoPE layers' query temperature, `attn_temperature_tuning`
 //!   (Llama 4);
 //! - `sliding`: layers of two types whose types follow from a pattern (Gemma's
@@ -101,7 +104,8 @@ pub struct HfModelType {
     pub(crate) sliding_partial_rotary_factor: Option<f64>,
     pub(crate) pair_layout: PairLayout,
     pub(crate) nope_interval: Option<usize>,
-    pub(crate) nope_full_layers: Option<(&'static str, usize)>,
+    pub(crate) sliding_only: Option<SlidingOnly>,
+    pub(crate) rope_switch: Option<(&'static str, &'static str)>,
     pub(crate) attn_temperature: bool,
     pub(crate) sliding: Option<Sliding>,
     pub(crate) mrope_section: Option<&'static [usize]>,
@@ -184,6 +188,37 @@ pub struct Sliding {
     pub scales_sliding: bool,
 }
 
+/// A model whose attention turns only its sliding-window layers (transformers' code tests the
+/// layer's type or window before `apply_rotary_pos_emb`): its `full_attention` layers are NoPE.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct SlidingOnly {
+    /// Without `layer_types`, every `n`-th layer is full attention, `(i + 1) % n == 0`: the
+    /// field `n` is read from and its default (AFMoE's `global_attn_every_n_layers`, Cohere 2's
+    /// `sliding_window_pattern`: 4), or no field where the class fixes `n` (Kolibri: 5). `None`:
+    /// the class's default pattern is not one of these, and `layer_types` is required (Flint,
+    /// Cohere 2 MoE).
+    pub(crate) pattern: Option<(Option<&'static str>, usize)>,
+    /// What a config whose `sliding_window` is null turns.
+    pub(crate) windowless: Windowless,
+    /// The layers whose `mlp_layer_types` entry is `"dense"` turn too when
+    /// `prefix_dense_sliding_window_pattern` is 1, its default (Cohere 2 MoE's `force_rope`);
+    /// without `mlp_layer_types`, the first `first_k_dense_replace` layers are the dense ones.
+    pub(crate) dense_prefix: bool,
+}
+
+/// What a [`SlidingOnly`] model turns when its config's `sliding_window` is null.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Windowless {
+    /// The sliding layers, as with a window: the code tests the layer's type alone (AFMoE).
+    SlidingLayers,
+    /// Every layer: the code turns a layer when the model has no window (`sliding_window is
+    /// None or is_sliding`: EXAONE 4 and its MoE, Kolibri).
+    EveryLayer,
+    /// No layer: the code turns a layer when its own window is set (`sliding_window is not
+    /// None`: Cohere 2 and its MoE, Flint).
+    NoLayer,
+}
+
 /// Which Qwen-VL generation's rules build the ids.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum QwenVlVersion {
@@ -207,7 +242,8 @@ const DEFAULT: HfModelType = HfModelType {
     sliding_partial_rotary_factor: None,
     pair_layout: PairLayout::Halves,
     nope_interval: None,
-    nope_full_layers: None,
+    sliding_only: None,
+    rope_switch: None,
     attn_temperature: false,
     sliding: None,
     mrope_section: None,
@@ -340,6 +376,22 @@ impl HfModelType {
 }
 
 /// Gemma 4's rope dict per layer type (its config classes' `default_rope_params`).
+/// Cohere 2's attention: a layer turns where its own window is set (the sliding layers, every
+/// fourth one full by `sliding_window_pattern`), so none turns without a window.
+const COHERE2_SLIDING_ONLY: SlidingOnly = SlidingOnly {
+    pattern: Some((Some("sliding_window_pattern"), 4)),
+    windowless: Windowless::NoLayer,
+    dense_prefix: false,
+};
+
+/// EXAONE 4's attention: the sliding layers turn (every fourth one full by
+/// `sliding_window_pattern`), and every layer of a model without a window.
+const EXAONE4_SLIDING_ONLY: SlidingOnly = SlidingOnly {
+    pattern: Some((Some("sliding_window_pattern"), 4)),
+    windowless: Windowless::EveryLayer,
+    dense_prefix: false,
+};
+
 const GEMMA4_ROPES: &str = r#"{
     "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
     "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1e6}}"#;
@@ -395,7 +447,11 @@ const MODEL_TYPES: &[HfModelType] = &[
     },
     // AFMoE's attention turns only its sliding layers (`is_local_attention`).
     HfModelType {
-        nope_full_layers: Some(("global_attn_every_n_layers", 4)),
+        sliding_only: Some(SlidingOnly {
+            pattern: Some((Some("global_attn_every_n_layers"), 4)),
+            windowless: Windowless::SlidingLayers,
+            dense_prefix: false,
+        }),
         ..row(&["afmoe"])
     },
     // DoryConfig: each layer of the saved layer_types is followed by an "mlp" block.
@@ -487,7 +543,15 @@ const MODEL_TYPES: &[HfModelType] = &[
         r#"{"hybrid": {"rope_type": "default", "rope_theta": 5e6, "partial_rotary_factor": 0.5},
             "hybrid_sliding": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}}"#,
     ),
-    row(&["cohere2_moe"]).interleaved().no_theta(),
+    // Cohere 2 MoE turns its sliding layers and its dense prefix (`force_rope`).
+    HfModelType {
+        sliding_only: Some(SlidingOnly {
+            pattern: None,
+            windowless: Windowless::NoLayer,
+            dense_prefix: true,
+        }),
+        ..row(&["cohere2_moe"]).interleaved().no_theta()
+    },
     row(&["mimo_v2_flash"]).head(192).no_theta().fills(
         r#"{"full_attention": {"rope_type": "default", "rope_theta": 5e6, "partial_rotary_factor": 0.334},
             "sliding_attention": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.334}}"#,
@@ -503,7 +567,11 @@ const MODEL_TYPES: &[HfModelType] = &[
     .interleaved(),
     row(&["blt_patcher"]).interleaved(),
     row(&["cohere"]).theta(500_000.0).interleaved(),
-    row(&["cohere2"]).interleaved(),
+    // Cohere 2 (Command R7B, Command A) turns only its sliding layers.
+    HfModelType {
+        sliding_only: Some(COHERE2_SLIDING_ONLY),
+        ..row(&["cohere2"]).interleaved()
+    },
     row(&["cosmos3_edge_text"]).theta(1e8).fills(
         r#"{"rope_type": "default", "rope_theta": 1e8, "mrope_section": [24, 20, 20]}"#,
     ),
@@ -571,8 +639,22 @@ const MODEL_TYPES: &[HfModelType] = &[
         .interleaved(),
     row(&["evolla"]).theta(500_000.0),
     row(&["exaone"]).theta(500_000.0),
+    // EXAONE 4 (and EXAONE 4.5's text model) and EXAONE MoE turn only their sliding layers.
+    HfModelType {
+        sliding_only: Some(EXAONE4_SLIDING_ONLY),
+        ..row(&["exaone4", "exaone_moe"])
+    },
     row(&["flex_olmo"]).theta(500_000.0),
-    row(&["flint"]).head(128),
+    // Flint turns a layer where its own window is set; its class's pattern (the first two
+    // layers, every fourth from the second and the last full) is not read: layer_types is.
+    HfModelType {
+        sliding_only: Some(SlidingOnly {
+            pattern: None,
+            windowless: Windowless::NoLayer,
+            dense_prefix: false,
+        }),
+        ..row(&["flint"]).head(128)
+    },
     row(&["glm", "glm4"]).partial(0.5).interleaved(),
     row(&["glm4_moe", "glm4v_moe_text", "glmasr_encoder"]).partial(0.5),
     row(&["glm4v_text", "glm_moe_dsa", "glm_ocr_text"]).interleaved(),
@@ -585,6 +667,12 @@ const MODEL_TYPES: &[HfModelType] = &[
         .theta(150_000.0)
         .head(64)
         .fills(GPT_OSS_YARN),
+    // GraniteMoeHybrid (Granite 4.0) builds its rotary embedding only for
+    // position_embedding_type "rope" (its default, null, and Granite 4.0-H's "nope": none).
+    HfModelType {
+        rope_switch: Some(("position_embedding_type", "rope")),
+        ..row(&["granitemoehybrid"])
+    },
     row(&["gte"]).theta(160_000.0),
     row(&["helium"]).theta(100_000.0).interleaved(),
     row(&["hy_v3"]).theta(11_158_840.0).head(128),
@@ -593,7 +681,15 @@ const MODEL_TYPES: &[HfModelType] = &[
     row(&["hy_v4_vl_text"]).interleaved().sections(&[12, 10, 10]),
     row(&["jetmoe"]).aliases(&[("head_dim", "kv_channels")]),
     row(&["jina_embeddings_v3"]).theta(20_000.0),
-    row(&["kolibri1"]).head(128),
+    // Kolibri turns its sliding layers (every fifth one full), and every layer without a window.
+    HfModelType {
+        sliding_only: Some(SlidingOnly {
+            pattern: Some((None, 5)),
+            windowless: Windowless::EveryLayer,
+            dense_prefix: false,
+        }),
+        ..row(&["kolibri1"]).head(128)
+    },
     row(&["lara_mini"]).head(128),
     row(&["higgs_audio_v2"]).fills(
         r#"{"factor": 32.0, "rope_theta": 5e5, "high_freq_factor": 0.5, "low_freq_factor": 0.125,
@@ -616,11 +712,15 @@ const MODEL_TYPES: &[HfModelType] = &[
             "original_max_position_embeddings": 16384, "beta_fast": 32.0, "beta_slow": 1.0,
             "mscale_all_dim": 1.0, "mscale": 1.0, "llama_4_scaling_beta": 0.1}"#,
     ),
-    row(&["mistral_large4_text"]).interleaved().fills(
-        r#"{"rope_type": "yarn", "rope_theta": 1e4, "factor": 2048.0,
-            "original_max_position_embeddings": 512, "beta_fast": 32.0, "beta_slow": 1.0,
-            "attention_factor": 1.0}"#,
-    ),
+    // Mistral Large 4: without no_rope_layers, its class leaves every fourth layer unrotated.
+    HfModelType {
+        nope_interval: Some(4),
+        ..row(&["mistral_large4_text"]).interleaved().fills(
+            r#"{"rope_type": "yarn", "rope_theta": 1e4, "factor": 2048.0,
+                "original_max_position_embeddings": 512, "beta_fast": 32.0, "beta_slow": 1.0,
+                "attention_factor": 1.0}"#,
+        )
+    },
     row(&["mixtral"]).theta(1e6),
     row(&["mllama_text_model"]).theta(500_000.0),
     // ModernBERT: its older config.json (answerdotai's) gives every n-th layer, from the first,
