@@ -313,9 +313,11 @@ fn report(path: &Path, r: &Resolved) -> Result<String> {
             nope.len()
         )?;
     }
-    let every = match unrotated.is_empty() {
-        true => "every layer",
-        false => "every other layer",
+    let every = match (unrotated.is_empty(), unrotated.len() == nope.len()) {
+        (true, _) => "every layer",
+        // Granite 4.0-H: the rope switch is off.
+        (false, true) => "no layer: the rope its keys give, which no layer uses",
+        (false, false) => "every other layer",
     };
     let types: Vec<Option<String>> = if r.configs.is_per_layer_type() {
         let mut types: Vec<String> = match r.configs.layer_types() {

@@ -881,4 +881,32 @@ fn inspect_names_the_layers_without_rotary() {
     std::fs::write(&path, smollm3).unwrap();
     let (report, _) = inspect_sources(&path);
     assert!(report.lines().any(|l| l == line), "{report}");
+    // Cohere 2 turns only its sliding layers: its full ones, every fourth, from llama.cpp's rule.
+    let path = dir.path().join("cohere2.gguf");
+    let keys = [
+        ("embedding_length", Value::U32(1024)),
+        ("attention.head_count", Value::U32(8)),
+        ("block_count", Value::U32(8)),
+        ("attention.sliding_window", Value::U32(4096)),
+    ];
+    write_gguf(&path, "cohere2", &keys);
+    let (report, sections) = inspect_sources(&path);
+    assert!(report.lines().any(|l| l == line), "{report}");
+    let source = source_of(&sections, "every other layer", "no_rope_layers");
+    assert!(source.contains("the full-attention layers"), "{source}");
+    // Granite 4.0-H's rope switch is off: no layer turns, and the section says so.
+    let path = dir.path().join("granitehybrid.gguf");
+    let keys = [
+        ("embedding_length", Value::U32(1024)),
+        ("attention.head_count", Value::U32(8)),
+        ("block_count", Value::U32(4)),
+        ("rope.scaling.finetuned", Value::Bool(false)),
+    ];
+    write_gguf(&path, "granitehybrid", &keys);
+    let (report, sections) = inspect_sources(&path);
+    let all = "no rotary embedding (NoPE) on layers 0, 1, 2, 3 (4 of 4 layers)";
+    assert!(report.lines().any(|l| l == all), "{report}");
+    let unused = "no layer: the rope its keys give, which no layer uses";
+    let source = source_of(&sections, unused, "no_rope_layers");
+    assert!(source.contains("rope switch"), "{source}");
 }

@@ -1,6 +1,7 @@
 //! The architectures llama.cpp added lately (qwen35, qwen35moe, gemma4, mistral4, glm4moe with
-//! sections, hunyuan_vl), read by `GgufRope` from metadata-only files that PyPI's gguf writes the
-//! way llama.cpp's converter does, against what llama.cpp's loader reads from them
+//! sections, hunyuan_vl) and those whose graph leaves layers unrotated (cohere2, cohere2moe,
+//! exaone4, granitehybrid), read by `GgufRope` from metadata-only files that PyPI's gguf writes
+//! the way llama.cpp's converter does, against what llama.cpp's loader and graph read from them
 //! (`scripts/fixtures/gguf_archs.py` writes both: `arch_<case>.gguf` and `arch_<case>.json`).
 
 use candle_core::quantized::gguf_file::{Content, Value};
@@ -11,7 +12,7 @@ use serde_json::Value as Json;
 mod common;
 use common::head;
 
-const CASES: [&str; 7] = [
+const CASES: [&str; 11] = [
     "qwen35",
     "qwen35moe",
     "gemma4",
@@ -19,6 +20,10 @@ const CASES: [&str; 7] = [
     "glm4moe_sections",
     "glm4moe",
     "hunyuan_vl",
+    "cohere2",
+    "cohere2moe",
+    "exaone4",
+    "granitehybrid",
 ];
 
 fn fixture(case: &str) -> anyhow::Result<(GgufRopeOr, Json)> {
@@ -127,6 +132,11 @@ fn new_architectures_read_as_llama_cpp_reads_them() -> anyhow::Result<()> {
             layer_types,
             "{case}: layer types"
         );
+        if let Some(nope) = want.get("nope_layers").and_then(Json::as_array) {
+            let nope: Vec<usize> = nope.iter().map(usize_of).collect();
+            let layers = rope.configs.nope_layers().map_or(0, <[bool]>::len);
+            assert_eq!(unrotated(&rope, layers), nope, "{case}: NoPE layers");
+        }
         for (what, config) in want["ropes"].as_object().unwrap() {
             let ours = match what.as_str() {
                 "all" => rope.configs.single(),
@@ -281,9 +291,11 @@ fn gemma4_requires_its_pattern_and_sliding_head() {
     assert_eq!((sliding.head_dim, sliding.rope_theta), (256, 10_000.0));
 }
 
-/// llama.cpp's `llama_model_rope_type` (ggml-org/llama.cpp b97ebdc98f60, `src/llama-model.cpp`),
-/// as it spells the architectures.
-const LLAMA_CPP_NORM: [&str; 33] = [
+/// llama.cpp's `llama_model_rope_type` (llama-cpp-python 0.3.36's llama.cpp, 0c1e57098,
+/// `src/llama-model.cpp`), as it spells the architectures (`src/llama-arch.cpp`), in its order.
+/// bailingmoe3 and hy_v4 return NORM from cases of their own (bailingmoe3 M-RoPE with
+/// sections), dflash NEOX unless other keys say otherwise.
+const LLAMA_CPP_NORM: [&str; 45] = [
     "llama",
     "llada",
     "llama4",
@@ -295,16 +307,22 @@ const LLAMA_CPP_NORM: [&str; 33] = [
     "xverse",
     "command-r",
     "cohere2",
+    "cohere2moe",
     "olmo",
     "arctic",
     "deepseek",
     "deepseek2",
     "deepseek2-ocr",
+    "deepseek32",
+    "deepseek4",
+    "muse-glimmer",
     "plm",
     "chatglm",
     "granite",
     "granitemoe",
     "granitehybrid",
+    "graniteswitch",
+    "granite_swa",
     "chameleon",
     "bailingmoe",
     "neo-bert",
@@ -313,12 +331,18 @@ const LLAMA_CPP_NORM: [&str; 33] = [
     "ernie4_5",
     "ernie4_5-moe",
     "mistral3",
+    "eagle3",
     "mistral4",
     "llama-embed",
     "maincoder",
     "glm-dsa",
+    "dots3note",
+    "nanbeige",
+    "pockettts",
+    "bailingmoe3",
+    "hy_v4",
 ];
-const LLAMA_CPP_NEOX: [&str; 63] = [
+const LLAMA_CPP_NEOX: [&str; 74] = [
     "falcon",
     "falcon-h1",
     "grok",
@@ -352,6 +376,7 @@ const LLAMA_CPP_NEOX: [&str; 63] = [
     "gemma3",
     "gemma3n",
     "gemma4",
+    "gemma4-assistant",
     "gemma-embedding",
     "starcoder2",
     "openelm",
@@ -369,25 +394,42 @@ const LLAMA_CPP_NEOX: [&str; 63] = [
     "jais2",
     "gpt-oss",
     "hunyuan-dense",
+    "hy_v3",
     "lfm2",
     "lfm2moe",
     "smallthinker",
     "seed_oss",
     "grovemoe",
     "apertus",
+    "minimax-01",
     "minimax-m2",
+    "minimax-m3",
     "cogvlm",
     "pangu-embedded",
     "afmoe",
+    "laguna",
     "qwen3next",
     "mimo2",
     "step35",
+    "spark2_5",
+    "talkie",
+    "mellum",
+    "maple",
+    "hrm_text",
+    "dflash",
 ];
 /// M-RoPE, interleaved M-RoPE, and the three that are M-RoPE with sections (NORM or NEOX
 /// without: glm4 is NORM, glm4moe and hunyuan_vl NEOX).
 const LLAMA_CPP_MROPE: [&str; 2] = ["qwen2vl", "paddleocr"];
-const LLAMA_CPP_IMROPE: [&str; 4] = ["qwen3vl", "qwen3vlmoe", "qwen35", "qwen35moe"];
-const LLAMA_CPP_NONE: [&str; 21] = [
+const LLAMA_CPP_IMROPE: [&str; 6] = [
+    "qwen3vl",
+    "qwen3vlmoe",
+    "qwen35",
+    "qwen35moe",
+    "qwen4exp",
+    "qwen3tts",
+];
+const LLAMA_CPP_NONE: [&str; 23] = [
     "clip",
     "gpt2",
     "gptj",
@@ -409,11 +451,31 @@ const LLAMA_CPP_NONE: [&str; 21] = [
     "nemotron_h",
     "nemotron_h_moe",
     "kimi-linear",
+    "kimi-k3",
+    "glm5-next",
 ];
-/// Rope architectures with a quirk no row field expresses yet, refused by their name:
-/// glm-dsa (MLA with an indexer), smallthinker (a dense-first pattern with a NoPE rule of its own),
-/// step35 (full layers rotate half of `rope.dimension_count`).
-const NOT_ROWS: [&str; 3] = ["glm-dsa", "smallthinker", "step35"];
+/// Rope architectures with a quirk no row field expresses yet, refused by their name
+/// (docs/gguf.md says each one's quirk).
+const NOT_ROWS: [&str; 18] = [
+    "glm-dsa",
+    "deepseek32",
+    "deepseek4",
+    "dots3note",
+    "hy_v4",
+    "smallthinker",
+    "muse-glimmer",
+    "maple",
+    "mellum",
+    "laguna",
+    "spark2_5",
+    "gemma4-assistant",
+    "step35",
+    "granite_swa",
+    "graniteswitch",
+    "bailingmoe3",
+    "dflash",
+    "qwen3tts",
+];
 
 /// Every rope architecture of llama.cpp is a row with its pair layout (or one of [`NOT_ROWS`],
 /// refused); every architecture without rope is refused, naming `general.architecture`.
@@ -447,12 +509,18 @@ fn rows_follow_llama_cpps_rope_types() {
             let flags = vec![Value::Bool(true), Value::Bool(false)];
             keys.push(("attention.sliding_window_pattern", Value::Array(flags)));
             keys.push(("attention.key_length_swa", Value::U32(128)));
+            // cohere2moe's dense lead, which turns whatever its layers' type.
+            keys.push(("leading_dense_block_count", Value::U32(0)));
             if mrope.is_some() {
                 keys.push(("rope.dimension_sections", sections.clone()));
             }
             let rope = read(arch, &keys).unwrap_or_else(|e| panic!("{arch}: {e}"));
             assert_eq!(rope.layout, layout, "{arch}");
-            let config = rope.configs.for_layer(1).unwrap().unwrap();
+            // The full layer, or the sliding one where the full layers do not turn.
+            let config = [1, 0]
+                .into_iter()
+                .find_map(|l| rope.configs.for_layer(l).unwrap())
+                .unwrap_or_else(|| panic!("{arch}: no layer turns"));
             assert_eq!(config.mrope_section.is_some(), mrope.is_some(), "{arch}");
             assert_eq!(
                 config.mrope_slots.is_alternating(),
@@ -647,4 +715,184 @@ fn modern_bert_is_global_from_its_first_layer() {
         .map(|layer| rope.configs.for_layer(layer).unwrap().unwrap().rope_theta)
         .collect();
     assert_eq!(thetas, [1.6e5, 1e4, 1e4, 1.6e5, 1e4, 1e4]);
+}
+
+/// The layers of an 8-layer (or `layers`-layer) file that do not turn.
+fn unrotated(rope: &GgufRope, layers: usize) -> Vec<usize> {
+    (0..layers)
+        .filter(|&l| rope.configs.for_layer(l).unwrap().is_none())
+        .collect()
+}
+
+/// One flag per layer, true for sliding: every fourth layer full, the last of each four.
+fn every_fourth_full(layers: usize) -> Value {
+    Value::Array((0..layers).map(|i| Value::Bool((i + 1) % 4 != 0)).collect())
+}
+
+/// The rows whose llama.cpp graph turns only the sliding layers (llama-cpp-python 0.3.36's
+/// llama.cpp, 0c1e57098: `if (is_swa)` in cohere2's, `is_swa || force_rope` in cohere2moe's,
+/// `is_swa(il) || swa_type == NONE` in exaone4's, `is_local_layer` in exaone-moe's graph):
+/// their full-attention layers are NoPE, from the file's pattern or llama.cpp's default period,
+/// with the same layers as transformers' Cohere 2 and EXAONE 4 configs.
+#[test]
+fn only_the_sliding_layers_turn_where_llama_cpps_graph_says() {
+    use candle_pe_core::RopeConfigs;
+    use candle_pe_formats::FromHfConfig;
+    let mut keys = head(1024, 8);
+    keys.push(("block_count", Value::U32(8)));
+    keys.push(("attention.sliding_window", Value::U32(4096)));
+    // Without a pattern: llama.cpp's default, every fourth layer full, the last of each four.
+    for arch in ["cohere2", "exaone-moe"] {
+        let rope = read(arch, &keys).unwrap_or_else(|e| panic!("{arch}: {e}"));
+        assert_eq!(unrotated(&rope, 8), [3, 7], "{arch}");
+        let source = rope.sources.iter().find(|s| s.value == "no_rope_layers");
+        assert!(
+            source.is_some_and(|s| s.source.contains("every 4th layer, the last")),
+            "{arch}: {:?}",
+            rope.sources
+        );
+        let err = RopeConfig::from_gguf(&common::file(arch, &keys, &[]).0, &mut {
+            common::file(arch, &keys, &[]).1
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("layer 3 has no rotary"), "{err}");
+    }
+    // transformers reads the same layers from the config.json the file was converted from.
+    for (arch, model_type) in [("cohere2", "cohere2"), ("exaone-moe", "exaone_moe")] {
+        let json = serde_json::json!({"model_type": model_type, "head_dim": 128,
+            "num_hidden_layers": 8, "sliding_window": 4096});
+        let hf = RopeConfigs::from_hf_config(&json).unwrap();
+        let rope = read(arch, &keys).unwrap();
+        assert_eq!(hf.nope_layers(), rope.configs.nope_layers(), "{arch}");
+    }
+    // The converters' flags.
+    let mut flagged = keys.clone();
+    let flags: Vec<Value> = [true, false, true, true, false, true, true, true]
+        .into_iter()
+        .map(Value::Bool)
+        .collect();
+    flagged.push(("attention.sliding_window_pattern", Value::Array(flags)));
+    let rope = read("cohere2", &flagged).unwrap();
+    assert_eq!(unrotated(&rope, 8), [1, 4]);
+    // A period.
+    let mut period = keys.clone();
+    period.push(("attention.sliding_window_pattern", Value::U32(2)));
+    assert_eq!(
+        unrotated(&read("exaone-moe", &period).unwrap(), 8),
+        [1, 3, 5, 7]
+    );
+    // The sliding layers turn at rope.freq_base: another sliding base is refused by name, the
+    // same one is not.
+    let mut swa = keys.clone();
+    swa.push(("rope.freq_base", Value::F32(10_000.0)));
+    swa.push(("rope.freq_base_swa", Value::F32(10_000.0)));
+    assert_eq!(unrotated(&read("cohere2", &swa).unwrap(), 8), [3, 7]);
+    swa.pop();
+    swa.push(("rope.freq_base_swa", Value::F32(500.0)));
+    let err = read("cohere2", &swa).unwrap_err();
+    assert!(
+        err.to_string().contains("cohere2.rope.freq_base_swa"),
+        "{err}"
+    );
+    // block_count is required.
+    let err = read("cohere2", &head(1024, 8)).unwrap_err();
+    assert!(
+        matches!(&err, Error::GgufMissing { key, .. } if key == "cohere2.block_count"),
+        "{err}"
+    );
+}
+
+/// cohere2moe: the converter's flags, and the first `leading_dense_block_count` layers turn
+/// whatever their type (`force_rope`), the key required; without flags, llama.cpp's default
+/// puts the full layer first in each four (`dense_first`).
+#[test]
+fn cohere2moe_turns_its_dense_lead() {
+    let mut keys = head(1024, 8);
+    keys.push(("block_count", Value::U32(8)));
+    keys.push(("attention.sliding_window", Value::U32(4096)));
+    let err = read("cohere2moe", &keys).unwrap_err();
+    assert!(
+        matches!(&err, Error::GgufMissing { key, .. } if key == "cohere2moe.leading_dense_block_count"),
+        "{err}"
+    );
+    keys.push(("leading_dense_block_count", Value::U32(1)));
+    assert_eq!(unrotated(&read("cohere2moe", &keys).unwrap(), 8), [4]);
+    keys.push(("attention.sliding_window_pattern", every_fourth_full(8)));
+    assert_eq!(unrotated(&read("cohere2moe", &keys).unwrap(), 8), [3, 7]);
+    keys.retain(|(k, _)| *k != "leading_dense_block_count");
+    keys.push(("leading_dense_block_count", Value::U32(4)));
+    let rope = read("cohere2moe", &keys).unwrap();
+    assert_eq!(unrotated(&rope, 8), [7]);
+    let source = rope.sources.iter().find(|s| s.value == "no_rope_layers");
+    assert!(
+        source.is_some_and(|s| s.source.contains("but the first 4")),
+        "{:?}",
+        rope.sources
+    );
+}
+
+/// exaone4: llama.cpp's loader gives sliding layers only to its 64-layer file (EXAONE 4.0 32B);
+/// the 1.2B's 30 layers all turn, whatever the pattern says.
+#[test]
+fn exaone4_slides_only_at_64_layers() {
+    let mut keys = head(1024, 8);
+    keys.push(("attention.sliding_window", Value::U32(4096)));
+    keys.push(("block_count", Value::U32(64)));
+    keys.push(("attention.sliding_window_pattern", every_fourth_full(64)));
+    let rope = read("exaone4", &keys).unwrap();
+    let full: Vec<usize> = (0..64).filter(|i| (i + 1) % 4 == 0).collect();
+    assert_eq!(unrotated(&rope, 64), full);
+    let mut small = head(1024, 8);
+    small.push(("attention.sliding_window", Value::U32(4096)));
+    small.push(("block_count", Value::U32(30)));
+    small.push(("attention.sliding_window_pattern", every_fourth_full(30)));
+    let rope = read("exaone4", &small).unwrap();
+    assert_eq!(unrotated(&rope, 30), Vec::<usize>::new());
+    let source = rope.sources.iter().find(|s| s.value == "no_rope_layers");
+    assert!(
+        source.is_some_and(|s| s.source.contains("only to a file of 64 blocks")),
+        "{:?}",
+        rope.sources
+    );
+}
+
+/// Granite's rope switch: llama.cpp's granite and granitehybrid loaders read
+/// `rope.scaling.finetuned = false` as no rope on any layer (Granite 4.0-H's converter writes
+/// it), as transformers' GraniteMoeHybrid without `position_embedding_type = "rope"`;
+/// granitemoe's loader does not read it.
+#[test]
+fn granites_rope_switch_turns_every_layer_off() {
+    use candle_pe_core::RopeConfigs;
+    use candle_pe_formats::FromHfConfig;
+    let mut keys = head(1024, 8);
+    keys.push(("block_count", Value::U32(4)));
+    keys.push(("rope.scaling.finetuned", Value::Bool(false)));
+    for arch in ["granite", "granitehybrid"] {
+        let rope = read(arch, &keys).unwrap();
+        assert_eq!(unrotated(&rope, 4), [0, 1, 2, 3], "{arch}");
+    }
+    let rope = read("granitemoe", &keys).unwrap();
+    assert_eq!(unrotated(&rope, 4), Vec::<usize>::new());
+    let hf = serde_json::json!({"model_type": "granitemoehybrid", "head_dim": 128,
+        "num_hidden_layers": 4, "position_embedding_type": "nope"});
+    let hf = RopeConfigs::from_hf_config(&hf).unwrap();
+    let rope = read("granitehybrid", &keys).unwrap();
+    assert_eq!(hf.nope_layers(), rope.configs.nope_layers());
+    let hf = serde_json::json!({"model_type": "granitemoehybrid", "head_dim": 128,
+        "num_hidden_layers": 4, "position_embedding_type": "rope"});
+    assert_eq!(
+        RopeConfigs::from_hf_config(&hf).unwrap().nope_layers(),
+        None
+    );
+    keys.retain(|(k, _)| *k != "rope.scaling.finetuned");
+    keys.push(("rope.scaling.finetuned", Value::Bool(true)));
+    let rope = read("granitehybrid", &keys).unwrap();
+    assert_eq!(unrotated(&rope, 4), Vec::<usize>::new());
+    let mut no_count = head(1024, 8);
+    no_count.push(("rope.scaling.finetuned", Value::Bool(false)));
+    let err = read("granite", &no_count).unwrap_err();
+    assert!(
+        matches!(&err, Error::GgufMissing { key, .. } if key == "granite.block_count"),
+        "{err}"
+    );
 }

@@ -28,8 +28,11 @@
 //! - [`Arch::proportional_freqs`]: whether `rope_freqs` of ones then `1e30`s is the converter's
 //!   form of the full layers' proportional rope (gemma4);
 //! - [`Arch::nope`]: the layers llama.cpp's graph does not rotate, a rule in its code rather
-//!   than a key (smollm3, afmoe and llama4: every fourth layer; llama4's with a query
-//!   temperature).
+//!   than a key (smollm3, afmoe and llama4: every fourth layer, llama4's with a query
+//!   temperature; cohere2, cohere2moe, exaone4 and exaone-moe: the full-attention layers,
+//!   [`NopeLayers::Full`]);
+//! - [`Arch::finetuned_switch`]: `rope.scaling.finetuned = false` turns no layer (granite,
+//!   granitehybrid).
 //!
 //! A quirk no field expresses is a new field (with its default in [`Arch::norm`]), read in
 //! `rope.rs` from the row, never from the name. The fixture goes to
@@ -133,15 +136,42 @@ pub(crate) enum TemperatureLength {
 pub(crate) struct Nope {
     /// The family, as sources name the rule (`SmolLM3`).
     pub label: &'static str,
-    /// Layer `i` is NoPE where `(i + 1) % period == 0`: the last layer of each period
-    /// (llama.cpp's `n_no_rope_layer_step`).
-    pub period: usize,
+    /// Which layers.
+    pub layers: NopeLayers,
     /// The factor llama.cpp puts on the NoPE layers' queries, set in code too (Llama 4's
     /// temperature: scale 0.1, length 8192, positions counted from 1).
     pub query_scale: Option<QueryScale>,
     /// Whether a file with `attention.sliding_window = 0` rotates every layer (llama4's loader:
     /// no chunked layers, "always use rope", and no temperature).
     pub unless_windowless: bool,
+}
+
+/// The layers of a [`Nope`] rule.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum NopeLayers {
+    /// Layer `i` where `(i + 1) % n == 0`: the last layer of each period (llama.cpp's
+    /// `n_no_rope_layer_step`).
+    EveryNth(usize),
+    /// The full-attention layers: the graph turns only the sliding ones (`is_swa`).
+    Full(FullLayers),
+}
+
+/// The full-attention layers of a [`NopeLayers::Full`] rule: those of
+/// `attention.sliding_window_pattern` (one flag per layer, or a period), else of llama.cpp's
+/// default period (its `load_swa_pattern`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct FullLayers {
+    /// Every `period`-th layer is full where the file gives no pattern.
+    pub period: usize,
+    /// The first layer of each period is the full one (llama.cpp's `dense_first`); else the
+    /// last.
+    pub first_full: bool,
+    /// The first `leading_dense_block_count` layers turn too, a key then required (cohere2moe's
+    /// `force_rope`).
+    pub dense_lead: bool,
+    /// The loader gives sliding layers only to a file of this many blocks; in any other file
+    /// every layer turns (exaone4: its 64-layer 32B).
+    pub only_at_block_count: Option<usize>,
 }
 
 /// One GGUF architecture: its rope type and its quirks.
@@ -175,6 +205,10 @@ pub(crate) struct Arch {
     pub proportional_freqs: bool,
     /// The layers llama.cpp's graph does not rotate (NoPE), where it sets them in code.
     pub nope: Option<Nope>,
+    /// Whether `rope.scaling.finetuned = false` turns the rope off on every layer (llama.cpp's
+    /// granite and granitehybrid loaders read it as Granite's rope switch, and the converter
+    /// writes false for Granite 4.0-H); elsewhere it is reported only.
+    pub finetuned_switch: bool,
 }
 
 impl Arch {
@@ -192,6 +226,7 @@ impl Arch {
             swa_head: false,
             proportional_freqs: false,
             nope: None,
+            finetuned_switch: false,
         }
     }
 
@@ -314,7 +349,7 @@ const MODERN_BERT_SLIDING: Sliding = Sliding {
 /// SmolLM3's NoPE layers (llama.cpp's smollm3 graph): every fourth layer.
 const SMOLLM3_NOPE: Nope = Nope {
     label: "SmolLM3",
-    period: 4,
+    layers: NopeLayers::EveryNth(4),
     query_scale: None,
     unless_windowless: false,
 };
@@ -323,7 +358,7 @@ const SMOLLM3_NOPE: Nope = Nope {
 /// global one of each period where the file gives a window.
 const AFMOE_NOPE: Nope = Nope {
     label: "AFMoE",
-    period: 4,
+    layers: NopeLayers::EveryNth(4),
     query_scale: None,
     unless_windowless: false,
 };
@@ -333,12 +368,31 @@ const AFMOE_NOPE: Nope = Nope {
 /// whose window is 0.
 const LLAMA4_NOPE: Nope = Nope {
     label: "Llama 4",
-    period: 4,
+    layers: NopeLayers::EveryNth(4),
     query_scale: Some(QueryScale::AttnTemperature {
         floor_scale: 8192,
         attn_scale: 0.1,
     }),
     unless_windowless: true,
+};
+
+/// A rule of full-attention NoPE layers: every fourth layer, the last of each period, where the
+/// file gives no pattern.
+const fn full_layers_nope(label: &'static str, full: FullLayers) -> Option<Nope> {
+    Some(Nope {
+        label,
+        layers: NopeLayers::Full(full),
+        query_scale: None,
+        unless_windowless: false,
+    })
+}
+
+/// The default of [`FullLayers`]: every fourth layer full, the last of each period.
+const EVERY_FOURTH_FULL: FullLayers = FullLayers {
+    period: 4,
+    first_full: false,
+    dense_lead: false,
+    only_at_block_count: None,
 };
 
 /// DeepSeek-2's MLA rope, which Mistral 4 shares (llama.cpp loads both in one case).
@@ -374,7 +428,24 @@ pub(crate) const ARCHS: &[Arch] = &[
     Arch::norm("minicpm"),
     Arch::norm("xverse"),
     Arch::norm("command-r"),
-    Arch::norm("cohere2"),
+    // Command R7B and Command A: the graph turns only the sliding layers.
+    Arch {
+        nope: full_layers_nope("Cohere 2", EVERY_FOURTH_FULL),
+        ..Arch::norm("cohere2")
+    },
+    // Cohere 2 MoE: the converter writes the pattern's flags (llama.cpp's default puts the full
+    // layer first), and the dense lead turns too.
+    Arch {
+        nope: full_layers_nope(
+            "Cohere 2 MoE",
+            FullLayers {
+                first_full: true,
+                dense_lead: true,
+                ..EVERY_FOURTH_FULL
+            },
+        ),
+        ..Arch::norm("cohere2moe")
+    },
     Arch::norm("olmo"),
     Arch::norm("arctic"),
     Arch::norm("deepseek"),
@@ -386,7 +457,10 @@ pub(crate) const ARCHS: &[Arch] = &[
         mrope_with_sections: true,
         ..Arch::norm("glm4")
     },
-    Arch::norm("granite"),
+    Arch {
+        finetuned_switch: true,
+        ..Arch::norm("granite")
+    },
     Arch::norm("granitemoe"),
     Arch::norm("chameleon"),
     Arch::norm("bailingmoe"),
@@ -399,10 +473,16 @@ pub(crate) const ARCHS: &[Arch] = &[
     Arch::norm("ernie4_5-moe"),
     Arch::norm("llada"),
     Arch::norm("deepseek2-ocr"),
-    Arch::norm("granitehybrid"),
+    Arch {
+        finetuned_switch: true,
+        ..Arch::norm("granitehybrid")
+    },
     Arch::norm("neo-bert"),
     Arch::norm("llama-embed"),
     Arch::norm("maincoder"),
+    Arch::norm("eagle3"),
+    Arch::norm("nanbeige"),
+    Arch::norm("pockettts"),
     Arch::neox("falcon"),
     Arch::neox("grok"),
     Arch::neox("dbrx"),
@@ -451,7 +531,18 @@ pub(crate) const ARCHS: &[Arch] = &[
     Arch::neox("orion"),
     Arch::neox("nemotron"),
     Arch::neox("exaone"),
-    Arch::neox("exaone4"),
+    // EXAONE 4: the 32B (64 layers) turns only its sliding layers; llama.cpp's loader gives
+    // other sizes (the 1.2B) no sliding layers, and the graph turns every layer there.
+    Arch {
+        nope: full_layers_nope(
+            "EXAONE 4",
+            FullLayers {
+                only_at_block_count: Some(64),
+                ..EVERY_FOURTH_FULL
+            },
+        ),
+        ..Arch::neox("exaone4")
+    },
     Arch::neox("minicpm3"),
     Arch::neox("dots1"),
     Arch::neox("hunyuan-moe"),
@@ -482,7 +573,10 @@ pub(crate) const ARCHS: &[Arch] = &[
         sliding: Some(PLAMO3_SLIDING),
         ..Arch::neox("plamo3")
     },
-    Arch::neox("exaone-moe"),
+    Arch {
+        nope: full_layers_nope("EXAONE MoE", EVERY_FOURTH_FULL),
+        ..Arch::neox("exaone-moe")
+    },
     Arch::neox("bailingmoe2"),
     Arch::neox("jais2"),
     Arch::neox("lfm2"),
@@ -497,6 +591,11 @@ pub(crate) const ARCHS: &[Arch] = &[
         ..Arch::neox("afmoe")
     },
     Arch::neox("qwen3next"),
+    Arch::neox("hy_v3"),
+    Arch::neox("minimax-01"),
+    Arch::neox("minimax-m3"),
+    Arch::neox("talkie"),
+    Arch::neox("hrm_text"),
     // EmbeddingGemma: Gemma 3's sliding defaults (llama.cpp: period 6, base 10000, unscaled).
     Arch {
         sliding: Some(GEMMA3_SLIDING),
@@ -512,6 +611,7 @@ pub(crate) const ARCHS: &[Arch] = &[
     Arch::plain("qwen3vlmoe", RopeKind::Imrope),
     Arch::plain("qwen35", RopeKind::Imrope),
     Arch::plain("qwen35moe", RopeKind::Imrope),
+    Arch::plain("qwen4exp", RopeKind::Imrope),
 ];
 
 #[cfg(test)]

@@ -46,7 +46,9 @@ use candle_pe_core::{
     RopeConfigs, RopeType, Yarn, DEFAULT_ROPE_THETA, MAX_LAYERS,
 };
 
-use super::arch::{Arch, Head, LogMultiplier, RopeKind, Sliding, TemperatureLength};
+use super::arch::{
+    Arch, FullLayers, Head, LogMultiplier, NopeLayers, RopeKind, Sliding, TemperatureLength,
+};
 use super::converter::{f32_relative_error, is_converter_llama3, llama3_candidates, tenfold};
 use super::meta::{decimal, GgufMeta};
 use crate::hf::pattern_layer_types;
@@ -399,8 +401,13 @@ fn read<R: Read + Seek>(
     // llama.cpp reads a context_length of 0 as unknown (the user's context must be given).
     let context = m.count_or_none("context_length")?;
     m.record_count_or("max_position_embeddings", "context_length", "none");
-    if let Some(b) = m.meta.bool(&m.key("rope.scaling.finetuned"))? {
-        let source = format!("{} = {b} (reported only)", m.key("rope.scaling.finetuned"));
+    let finetuned = m.meta.bool(&m.key("rope.scaling.finetuned"))?;
+    if let Some(b) = finetuned {
+        let how = match m.arch.finetuned_switch {
+            true => "Granite's rope switch in llama.cpp",
+            false => "reported only",
+        };
+        let source = format!("{} = {b} ({how})", m.key("rope.scaling.finetuned"));
         m.note(None, "finetuned", source);
     }
     let (kind, mrope_section) = read_sections(&mut m, rotary_dim)?;
@@ -432,7 +439,10 @@ fn read<R: Read + Seek>(
     }
     .with_rotary_dim(rotated);
     let configs = read_layers(&mut m, full, rotary_dim, scaling_sources)?;
-    let configs = read_nope(&mut m, configs)?;
+    let configs = match finetuned {
+        Some(false) if m.arch.finetuned_switch => read_rope_off(&mut m, configs)?,
+        _ => read_nope(&mut m, configs)?,
+    };
     Ok(GgufRope {
         architecture: m.arch.name.to_string(),
         configs,
@@ -1066,7 +1076,29 @@ fn check_rotary(m: &Meta, suffix: &str, rotary_dim: usize, head_dim: usize) -> R
 /// `attention.sliding_window_pattern` (a period, or one flag per layer, true for sliding) and
 /// `block_count`; the row's period (Gemma 3: 6) when the key is absent.
 fn read_layer_types(m: &Meta) -> Result<Option<Vec<String>>> {
-    const PATTERN: &str = "attention.sliding_window_pattern";
+    let sliding = m.arch.sliding;
+    if !m.has(PATTERN) && sliding.is_some_and(|s| s.period.is_none()) {
+        return Err(m.missing(
+            PATTERN,
+            "llama.cpp requires the sliding pattern of this architecture (one flag per layer)",
+        ));
+    }
+    let default = sliding.and_then(|s| s.period);
+    pattern_types(m, default, sliding.is_some_and(|s| s.first_full))
+}
+
+/// The sliding pattern's key.
+const PATTERN: &str = "attention.sliding_window_pattern";
+
+/// The layer types of `attention.sliding_window_pattern`: one flag per layer (true for
+/// sliding), or a period with `block_count`, `default` where the key is absent; every
+/// period-th layer full, the first of each period where `first_full`, else the last. `None`
+/// without a period or without `block_count`.
+fn pattern_types(
+    m: &Meta,
+    default: Option<usize>,
+    first_full: bool,
+) -> Result<Option<Vec<String>>> {
     if let Some(Value::Array(_)) = m.raw(PATTERN) {
         let flags = m.meta.bools(&m.key(PATTERN))?.unwrap_or_default();
         let name = |sliding: bool| match sliding {
@@ -1075,16 +1107,9 @@ fn read_layer_types(m: &Meta) -> Result<Option<Vec<String>>> {
         };
         return Ok(Some(flags.into_iter().map(name).collect()));
     }
-    let period = m.count(PATTERN)?.or(m.arch.sliding.and_then(|s| s.period));
+    let period = m.count(PATTERN)?.or(default);
     match (period, layer_count(m)?) {
-        (Some(p), Some(layers)) => {
-            let first_full = m.arch.sliding.is_some_and(|s| s.first_full);
-            Ok(Some(pattern_layer_types(layers, p, first_full, false)))
-        }
-        (None, _) if m.arch.sliding.is_some_and(|s| s.period.is_none()) => Err(m.missing(
-            PATTERN,
-            "llama.cpp requires the sliding pattern of this architecture (one flag per layer)",
-        )),
+        (Some(p), Some(layers)) => Ok(Some(pattern_layer_types(layers, p, first_full, false))),
         _ => Ok(None),
     }
 }
@@ -1100,10 +1125,10 @@ fn layer_count(m: &Meta) -> Result<Option<usize>> {
     }
 }
 
-/// The NoPE layers of the row's rule, which llama.cpp sets in code (every fourth layer of
-/// `block_count`, required for them), with the query factor it puts on them; none on a row
-/// without one, and none in a llama4 file whose window is 0.
-fn read_nope(m: &mut Meta, configs: RopeConfigs) -> Result<RopeConfigs> {
+/// The NoPE layers of the row's rule, which llama.cpp sets in code (every fourth layer, or the
+/// full-attention ones, of `block_count`, required for them), with the query factor it puts on
+/// them; none on a row without one, and none in a llama4 file whose window is 0.
+fn read_nope(m: &mut Meta, mut configs: RopeConfigs) -> Result<RopeConfigs> {
     let Some(rule) = m.arch.nope else {
         return Ok(configs);
     };
@@ -1122,10 +1147,26 @@ fn read_nope(m: &mut Meta, configs: RopeConfigs) -> Result<RopeConfigs> {
             "the layers llama.cpp leaves unrotated (NoPE) are counted from it",
         )
     })?;
-    let nope = (0..layers).map(|i| (i + 1) % rule.period == 0).collect();
+    let (nope, which) = match rule.layers {
+        NopeLayers::EveryNth(n) => {
+            let nope = (0..layers).map(|i| (i + 1) % n == 0).collect();
+            (nope, format!("every {n}th layer, (i + 1) % {n} == 0"))
+        }
+        NopeLayers::Full(full) => match full_nope_layers(m, &configs, full, layers)? {
+            Some(found) => {
+                if configs.is_per_layer_type() {
+                    // The `_swa` keys made a rope per type, the same one: each layer needs its
+                    // type.
+                    configs = configs.with_layer_types(found.types);
+                }
+                (found.nope, found.which)
+            }
+            None => return Ok(configs),
+        },
+    };
     let source = format!(
-        "default ({}: every {}th layer, (i + 1) % {} == 0, set by llama.cpp's {} graph)",
-        rule.label, rule.period, rule.period, m.arch.name
+        "default ({}: {which}, set by llama.cpp's {} graph)",
+        rule.label, m.arch.name
     );
     m.note(None, "no_rope_layers", source);
     let configs = configs.with_nope_layers(nope);
@@ -1140,6 +1181,101 @@ fn read_nope(m: &mut Meta, configs: RopeConfigs) -> Result<RopeConfigs> {
         }
         None => Ok(configs),
     }
+}
+
+/// The NoPE layers of a [`NopeLayers::Full`] rule, how they were found, and the layer types.
+struct FullNope {
+    nope: Vec<bool>,
+    which: String,
+    types: Vec<String>,
+}
+
+/// Every layer NoPE: Granite's rope switch, `rope.scaling.finetuned = false`, is off
+/// (`block_count` required).
+fn read_rope_off(m: &mut Meta, configs: RopeConfigs) -> Result<RopeConfigs> {
+    let layers = layer_count(m)?.ok_or_else(|| {
+        m.missing(
+            "block_count",
+            "every layer is NoPE where the rope switch is off, and the layers are counted from it",
+        )
+    })?;
+    let source = format!(
+        "{} = false: no layer rotates (llama.cpp's {} loader reads it as the rope switch)",
+        m.key("rope.scaling.finetuned"),
+        m.arch.name
+    );
+    m.note(None, "no_rope_layers", source);
+    Ok(configs.with_nope_layers(vec![true; layers]))
+}
+
+/// The full-attention layers of a file whose graph turns only the sliding ones, less the dense
+/// lead where the row turns it; `None` where the loader gives a file
+/// of this size no sliding layers (every layer turns). The graph turns the sliding layers with
+/// the full layers' base and width: `_swa` keys that say otherwise are refused.
+fn full_nope_layers(
+    m: &mut Meta,
+    configs: &RopeConfigs,
+    full: FullLayers,
+    layers: usize,
+) -> Result<Option<FullNope>> {
+    if let Some((_, ropes)) = configs.per_type() {
+        if ropes.get("sliding_attention") != ropes.get("full_attention") {
+            let key = match m.has("rope.freq_base_swa") {
+                true => "rope.freq_base_swa",
+                false => "rope.dimension_count_swa",
+            };
+            let message = format!(
+                "llama.cpp's {} graph turns the sliding layers with {} and {}, not this key",
+                m.arch.name,
+                m.key("rope.freq_base"),
+                m.key("rope.dimension_count")
+            );
+            return Err(m.invalid(key, message));
+        }
+    }
+    if full.only_at_block_count.is_some_and(|n| n != layers) {
+        let source = format!(
+            "{} = {layers}: every layer rotates (llama.cpp's {} loader gives sliding layers only \
+             to a file of {} blocks)",
+            m.key("block_count"),
+            m.arch.name,
+            full.only_at_block_count.unwrap_or_default()
+        );
+        m.note(None, "no_rope_layers", source);
+        return Ok(None);
+    }
+    let types = pattern_types(m, Some(full.period), full.first_full)?.unwrap_or_default();
+    let lead = match full.dense_lead {
+        true => m.count("leading_dense_block_count")?.ok_or_else(|| {
+            m.missing(
+                "leading_dense_block_count",
+                "llama.cpp turns the dense lead whatever its layers' type",
+            )
+        })?,
+        false => 0,
+    };
+    let nope = types
+        .iter()
+        .enumerate()
+        .map(|(i, t)| t == "full_attention" && i >= lead)
+        .collect();
+    let pattern = match m.has(PATTERN) {
+        true => m.key(PATTERN),
+        false => format!(
+            "every {}th layer, the {} of each period",
+            full.period,
+            if full.first_full { "first" } else { "last" }
+        ),
+    };
+    let lead = match lead {
+        0 => String::new(),
+        n => format!(
+            " but the first {n} ({})",
+            m.key("leading_dense_block_count")
+        ),
+    };
+    let which = format!("the full-attention layers of {pattern}{lead}");
+    Ok(Some(FullNope { nope, which, types }))
 }
 
 /// The original context of a YaRN or LongRoPE: `rope.scaling.original_context_length`, else
