@@ -838,3 +838,44 @@ fn mistral_large4_leaves_every_fourth_layer_unrotated() {
     let configs = RopeConfigs::from_hf_config(&bare).unwrap();
     assert_eq!(unrotated(&configs, 72), saved_nope);
 }
+
+/// Models whose rotary embedding a field switches on: GraniteMoeHybrid's
+/// `position_embedding_type` (`"rope"`; null by default, `"nope"` in Granite 4.0-H) and Zamba2's
+/// `use_mem_rope` (false by default). Off, every layer is NoPE.
+#[test]
+fn a_rope_switched_off_leaves_every_layer_unrotated() {
+    let fixture = fixture();
+    for (model_type, field, on, off) in [
+        (
+            "granitemoehybrid",
+            "position_embedding_type",
+            Value::from("rope"),
+            Value::from("nope"),
+        ),
+        (
+            "zamba2",
+            "use_mem_rope",
+            Value::from(true),
+            Value::from(false),
+        ),
+    ] {
+        let mut config = fixture["model_types"][model_type]["config"].clone();
+        let layers = config["num_hidden_layers"].as_u64().unwrap() as usize;
+        let all: Vec<usize> = (0..layers).collect();
+        let configs = RopeConfigs::from_hf_config(&config).unwrap();
+        assert_eq!(unrotated(&configs, layers), all, "{model_type} as saved");
+        config[field] = off;
+        let configs = RopeConfigs::from_hf_config(&config).unwrap();
+        assert_eq!(unrotated(&configs, layers), all, "{model_type} off");
+        config[field] = on;
+        let configs = RopeConfigs::from_hf_config(&config).unwrap();
+        assert_eq!(configs.nope_layers(), None, "{model_type} on");
+        config.as_object_mut().unwrap().remove(field);
+        let configs = RopeConfigs::from_hf_config(&config).unwrap();
+        assert_eq!(
+            unrotated(&configs, layers),
+            all,
+            "{model_type} without {field}"
+        );
+    }
+}

@@ -307,7 +307,7 @@ fn read_model(root: &ConfigFields, model_type: &HfModelType) -> Result<HfRope> {
 }
 
 /// Per layer, whether it is NoPE: every layer where the row's rope switch is off
-/// (GraniteMoeHybrid's `position_embedding_type`); on a model whose attention turns only its
+/// (GraniteMoeHybrid's `position_embedding_type`, Zamba2's `use_mem_rope`); on a model whose attention turns only its
 /// sliding layers, the others ([`SlidingOnly`]); else `no_rope_layers` (1 for rotary, 0 for none, as
 /// transformers reads it), or where the model type's row says so (Llama 4, SmolLM3) every
 /// `no_rope_layer_interval`-th layer (the row's default).
@@ -317,7 +317,12 @@ fn read_nope(
     layer_types: Option<&[String]>,
 ) -> Result<Option<Vec<bool>>> {
     if let Some((field, on)) = model_type.rope_switch {
-        if root.get::<String>(field)?.as_deref() != Some(on) {
+        let is_on = match root.value(field) {
+            Some(Value::String(s)) => s == on,
+            Some(Value::Bool(b)) => b.to_string() == on,
+            _ => false,
+        };
+        if !is_on {
             let layers = num_layers(root)?.ok_or_else(|| {
                 root.invalid(
                     "num_hidden_layers",

@@ -35,9 +35,10 @@
 //! - `sliding_only`: its attention turns only the sliding layers, so the `full_attention` ones
 //!   of `layer_types` are NoPE ([`SlidingOnly`]: AFMoE, Cohere 2 and its MoE, EXAONE 4 and
 //!   its MoE, Flint, Kolibri);
-//! - `rope_switch`: the field that turns the rope on, and its value; any other value (or none)
-//!   leaves every layer NoPE (GraniteMoeHybrid's `position_embedding_type`, `"rope"`: Granite
-//!   4.0-H gives `"nope"`);
+//! - `rope_switch`: the field that turns the rope on, and its value (a string, or a bool as
+//!   `"true"`); any other value, or none, leaves every layer NoPE (GraniteMoeHybrid's
+//!   `position_embedding_type`, `"rope"`: Granite 4.0-H gives `"nope"`; Zamba2's
+//!   `use_mem_rope`, false by default);
 //! - `attn_temperature`: the NoPE layers' query temperature, `attn_temperature_tuning`
 //!   (Llama 4);
 //! - `sliding`: layers of two types whose types follow from a pattern (Gemma's
@@ -803,7 +804,11 @@ const MODEL_TYPES: &[HfModelType] = &[
             "full_attention": {"rope_type": "default", "rope_theta": 2.56e6}}"#,
     ),
     row(&["voxtral_realtime_encoder"]).head(64),
-    row(&["zamba2"]).aliases(&[("head_dim", "attention_head_dim")]),
+    // Zamba2 turns its shared attention blocks only with use_mem_rope (false by default).
+    HfModelType {
+        rope_switch: Some(("use_mem_rope", "true")),
+        ..row(&["zamba2"]).aliases(&[("head_dim", "attention_head_dim")])
+    },
 ];
 
 /// The fields whose presence at a config's root means the root holds the text decoder's fields
