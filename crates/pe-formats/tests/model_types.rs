@@ -784,6 +784,15 @@ fn without_a_window_each_family_turns_what_its_code_turns() {
     ] {
         let mut saved = fixture["model_types"][model_type]["config"].clone();
         let layers = saved["num_hidden_layers"].as_u64().unwrap() as usize;
+        // Absent, the window is the class's default, not none.
+        saved.as_object_mut().unwrap().remove("sliding_window");
+        let configs = RopeConfigs::from_hf_config(&saved).unwrap();
+        let full = full_layers(&saved);
+        assert_eq!(
+            unrotated(&configs, layers),
+            full,
+            "{model_type} without a window"
+        );
         saved["sliding_window"] = Value::Null;
         let configs = RopeConfigs::from_hf_config(&saved).unwrap();
         let want = match turned {
@@ -878,4 +887,45 @@ fn a_rope_switched_off_leaves_every_layer_unrotated() {
             "{model_type} without {field}"
         );
     }
+}
+
+/// OLMo Hybrid builds its rotary embedding only where the rope's `rope_theta` is not null (its
+/// released checkpoint gives null): in the rope dict, else at the top level; absent, the
+/// class's default turns.
+#[test]
+fn olmo_hybrid_turns_nothing_with_a_null_theta() {
+    let fixture = fixture();
+    let saved = &fixture["model_types"]["olmo_hybrid"]["config"];
+    let layers = saved["num_hidden_layers"].as_u64().unwrap() as usize;
+    let all: Vec<usize> = (0..layers).collect();
+    assert_eq!(
+        RopeConfigs::from_hf_config(saved).unwrap().nope_layers(),
+        None
+    );
+    let mut null_in_dict = saved.clone();
+    null_in_dict["rope_parameters"]["rope_theta"] = Value::Null;
+    let configs = RopeConfigs::from_hf_config(&null_in_dict).unwrap();
+    assert_eq!(unrotated(&configs, layers), all);
+    let mut null_on_top = saved.clone();
+    null_on_top
+        .as_object_mut()
+        .unwrap()
+        .remove("rope_parameters");
+    null_on_top["rope_theta"] = Value::Null;
+    let configs = RopeConfigs::from_hf_config(&null_on_top).unwrap();
+    assert_eq!(unrotated(&configs, layers), all);
+    // The dict's theta wins over a null one at the top level; no theta at all is the default.
+    let mut both = saved.clone();
+    both["rope_theta"] = Value::Null;
+    assert_eq!(
+        RopeConfigs::from_hf_config(&both).unwrap().nope_layers(),
+        None
+    );
+    null_on_top.as_object_mut().unwrap().remove("rope_theta");
+    assert_eq!(
+        RopeConfigs::from_hf_config(&null_on_top)
+            .unwrap()
+            .nope_layers(),
+        None
+    );
 }

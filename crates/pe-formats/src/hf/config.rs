@@ -45,7 +45,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
-use super::model_types::{HfModelType, HfTextConfig, LegacyUses, Sliding, SlidingOnly, Windowless};
+use super::model_types::{
+    HfModelType, HfTextConfig, LegacyUses, RopeSwitch, Sliding, SlidingOnly, Windowless,
+};
 use super::rope_dicts::{field_names, read_rope_dict};
 use crate::{ConfigFields, Error, Result, ValueSource};
 
@@ -307,7 +309,8 @@ fn read_model(root: &ConfigFields, model_type: &HfModelType) -> Result<HfRope> {
 }
 
 /// Per layer, whether it is NoPE: every layer where the row's rope switch is off
-/// (GraniteMoeHybrid's `position_embedding_type`, Zamba2's `use_mem_rope`); on a model whose attention turns only its
+/// (GraniteMoeHybrid's `position_embedding_type`, Zamba2's `use_mem_rope`, OLMo Hybrid's null
+/// `rope_theta`); on a model whose attention turns only its
 /// sliding layers, the others ([`SlidingOnly`]); else `no_rope_layers` (1 for rotary, 0 for none, as
 /// transformers reads it), or where the model type's row says so (Llama 4, SmolLM3) every
 /// `no_rope_layer_interval`-th layer (the row's default).
@@ -316,17 +319,12 @@ fn read_nope(
     model_type: &HfModelType,
     layer_types: Option<&[String]>,
 ) -> Result<Option<Vec<bool>>> {
-    if let Some((field, on)) = model_type.rope_switch {
-        let is_on = match root.value(field) {
-            Some(Value::String(s)) => s == on,
-            Some(Value::Bool(b)) => b.to_string() == on,
-            _ => false,
-        };
-        if !is_on {
+    if let Some(switch) = model_type.rope_switch {
+        if !rope_is_on(root, switch) {
             let layers = num_layers(root)?.ok_or_else(|| {
                 root.invalid(
                     "num_hidden_layers",
-                    format!("required: no layer turns without {field} = {on:?}"),
+                    "required: the rope is switched off, and every layer is NoPE",
                 )
             })?;
             return Ok(Some(vec![true; layers]));
@@ -343,6 +341,26 @@ fn read_nope(
     match model_type.nope_interval {
         Some(default_interval) => every_nth_layer(root, "no_rope_layer_interval", default_interval),
         None => Ok(None),
+    }
+}
+
+/// Whether a model that builds its rotary embedding on a condition builds it.
+fn rope_is_on(root: &ConfigFields, switch: RopeSwitch) -> bool {
+    match switch {
+        RopeSwitch::Field(field, on) => match root.value(field) {
+            Some(Value::String(s)) => s == on,
+            Some(Value::Bool(b)) => b.to_string() == on,
+            _ => false,
+        },
+        RopeSwitch::Theta => {
+            let dict = ["rope_parameters", "rope_scaling"]
+                .into_iter()
+                .find_map(|key| root.value(key).and_then(Value::as_object));
+            match dict.and_then(|d| d.get("rope_theta")) {
+                Some(theta) => !theta.is_null(),
+                None => !root.is_null("rope_theta"),
+            }
+        }
     }
 }
 
@@ -373,7 +391,8 @@ fn read_sliding_only(
         }
         (None, None) => return Ok(None),
     };
-    let windowless = root.value("sliding_window").is_none_or(Value::is_null);
+    // An absent window is the class's default, not none.
+    let windowless = root.is_null("sliding_window");
     let mut nope = match (windowless, rule.windowless) {
         (true, Windowless::EveryLayer) => vec![false; full.len()],
         (true, Windowless::NoLayer) => vec![true; full.len()],

@@ -120,6 +120,12 @@ impl<'a> ConfigFields<'a> {
         self.value(name).is_some()
     }
 
+    /// Whether the field `name` is given as null, not absent: a class's default fills an absent
+    /// field, while null can mean "none" (a model without a window).
+    pub(crate) fn is_null(&self, name: &str) -> bool {
+        self.fields.get(name).is_some_and(Value::is_null)
+    }
+
     /// Every key of the object, null ones too.
     pub fn keys(&self) -> impl Iterator<Item = &'a str> {
         self.fields.keys().map(String::as_str)

@@ -35,10 +35,8 @@
 //! - `sliding_only`: its attention turns only the sliding layers, so the `full_attention` ones
 //!   of `layer_types` are NoPE ([`SlidingOnly`]: AFMoE, Cohere 2 and its MoE, EXAONE 4 and
 //!   its MoE, Flint, Kolibri);
-//! - `rope_switch`: the field that turns the rope on, and its value (a string, or a bool as
-//!   `"true"`); any other value, or none, leaves every layer NoPE (GraniteMoeHybrid's
-//!   `position_embedding_type`, `"rope"`: Granite 4.0-H gives `"nope"`; Zamba2's
-//!   `use_mem_rope`, false by default);
+//! - `rope_switch`: what turns the rope on ([`RopeSwitch`]); off, every layer is NoPE
+//!   (GraniteMoeHybrid, Zamba2, OLMo Hybrid);
 //! - `attn_temperature`: the NoPE layers' query temperature, `attn_temperature_tuning`
 //!   (Llama 4);
 //! - `sliding`: layers of two types whose types follow from a pattern (Gemma's
@@ -106,7 +104,7 @@ pub struct HfModelType {
     pub(crate) pair_layout: PairLayout,
     pub(crate) nope_interval: Option<usize>,
     pub(crate) sliding_only: Option<SlidingOnly>,
-    pub(crate) rope_switch: Option<(&'static str, &'static str)>,
+    pub(crate) rope_switch: Option<RopeSwitch>,
     pub(crate) attn_temperature: bool,
     pub(crate) sliding: Option<Sliding>,
     pub(crate) mrope_section: Option<&'static [usize]>,
@@ -205,6 +203,18 @@ pub(crate) struct SlidingOnly {
     /// `prefix_dense_sliding_window_pattern` is 1, its default (Cohere 2 MoE's `force_rope`);
     /// without `mlp_layer_types`, the first `first_k_dense_replace` layers are the dense ones.
     pub(crate) dense_prefix: bool,
+}
+
+/// What turns on the rotary embedding of a model that builds one only on a condition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RopeSwitch {
+    /// A field and the value that turns the rope on, a string or a bool as `"true"`; any other
+    /// value, or none, is off (GraniteMoeHybrid's `position_embedding_type`, `"rope"`: Granite
+    /// 4.0-H gives `"nope"`; Zamba2's `use_mem_rope`, false by default).
+    Field(&'static str, &'static str),
+    /// The rope's `rope_theta` (in the rope dict, else at the top level): null is off, absent
+    /// takes the class's default (OLMo Hybrid, whose released checkpoint gives null).
+    Theta,
 }
 
 /// What a [`SlidingOnly`] model turns when its config's `sliding_window` is null.
@@ -671,10 +681,15 @@ const MODEL_TYPES: &[HfModelType] = &[
     // GraniteMoeHybrid (Granite 4.0) builds its rotary embedding only for
     // position_embedding_type "rope" (its default, null, and Granite 4.0-H's "nope": none).
     HfModelType {
-        rope_switch: Some(("position_embedding_type", "rope")),
+        rope_switch: Some(RopeSwitch::Field("position_embedding_type", "rope")),
         ..row(&["granitemoehybrid"])
     },
     row(&["gte"]).theta(160_000.0),
+    // OLMo Hybrid builds its rotary embedding only where rope_theta is not null.
+    HfModelType {
+        rope_switch: Some(RopeSwitch::Theta),
+        ..row(&["olmo_hybrid"])
+    },
     row(&["helium"]).theta(100_000.0).interleaved(),
     row(&["hy_v3"]).theta(11_158_840.0).head(128),
     // HunYuan-V4-VL: its class gives these sections to any rope dict without them, the one
@@ -806,7 +821,7 @@ const MODEL_TYPES: &[HfModelType] = &[
     row(&["voxtral_realtime_encoder"]).head(64),
     // Zamba2 turns its shared attention blocks only with use_mem_rope (false by default).
     HfModelType {
-        rope_switch: Some(("use_mem_rope", "true")),
+        rope_switch: Some(RopeSwitch::Field("use_mem_rope", "true")),
         ..row(&["zamba2"]).aliases(&[("head_dim", "attention_head_dim")])
     },
 ];
