@@ -241,8 +241,14 @@ impl Arch {
     }
 
     /// The row of `general.architecture = name`; an architecture without one is an error
-    /// listing those with one.
+    /// saying why ([`UNROTATED`]) or listing those with one.
     pub(crate) fn of(name: &str) -> Result<&'static Arch> {
+        if let Some((_, why)) = UNROTATED.iter().find(|(n, _)| *n == name) {
+            return Err(Error::GgufKey {
+                key: "general.architecture".into(),
+                message: format!("architecture {name:?} has no rotary embedding: {why}"),
+            });
+        }
         ARCHS.iter().find(|a| a.name == name).ok_or_else(|| {
             let list = |pick: fn(RopeKind) -> bool| {
                 let names = ARCHS.iter().filter(|a| pick(a.rope)).map(|a| a.name);
@@ -409,6 +415,21 @@ const fn deepseek2_like(name: &'static str) -> Arch {
     }
 }
 
+/// Architectures that llama.cpp gives a rope type but whose graph turns nothing: refused, with
+/// the reason.
+pub(crate) const UNROTATED: &[(&str, &str)] = &[
+    (
+        "bert",
+        "llama.cpp's bert graph turns only nomic-bert, nomic-bert-moe and jina-bert-v3; BERT's \
+         positions are the learned position_embd table",
+    ),
+    (
+        "starcoder",
+        "llama.cpp's starcoder graph adds the learned position_embd table (StarCoder 1, \
+         GPT-BigCode)",
+    ),
+];
+
 /// Every architecture, NORM ones first, then NEOX, then M-RoPE (the order errors list them in).
 /// Mistral and Mixtral checkpoints convert as `llama`.
 pub(crate) const ARCHS: &[Arch] = &[
@@ -423,7 +444,6 @@ pub(crate) const ARCHS: &[Arch] = &[
         ..Arch::norm("mistral3")
     },
     Arch::norm("baichuan"),
-    Arch::norm("starcoder"),
     Arch::norm("internlm2"),
     Arch::norm("minicpm"),
     Arch::norm("xverse"),
@@ -486,7 +506,6 @@ pub(crate) const ARCHS: &[Arch] = &[
     Arch::neox("falcon"),
     Arch::neox("grok"),
     Arch::neox("dbrx"),
-    Arch::neox("bert"),
     Arch::neox("nomic-bert"),
     Arch {
         sliding: Some(MODERN_BERT_SLIDING),
