@@ -181,6 +181,16 @@ fn read(arch: &str, keys: &[(&str, Value)]) -> candle_pe_formats::Result<GgufRop
     common::read(arch, keys, &[])
 }
 
+/// Reading a file of `keys` fails for want of the key `<arch>.<suffix>`.
+fn assert_missing(arch: &str, keys: &[(&str, Value)], suffix: &str) {
+    let err = read(arch, keys).unwrap_err();
+    let want = format!("{arch}.{suffix}");
+    assert!(
+        matches!(&err, Error::GgufMissing { key, .. } if *key == want),
+        "{arch}: {err}"
+    );
+}
+
 /// `rope.scaling.alpha` multiplies the base by `alpha^(d/(d-2))`, `d` the head, where llama.cpp's
 /// loader does (hunyuan-dense, hunyuan_vl); elsewhere a value is refused by name.
 #[test]
@@ -248,18 +258,10 @@ fn query_temperature_length_is_the_rows() {
     // Neither the original context nor context_length: an error naming the first.
     let mut keys = head(512, 8);
     keys.push(("attention.temperature_scale", Value::F32(0.1)));
-    let err = read("mistral3", &keys).unwrap_err();
-    assert!(
-        matches!(&err, Error::GgufMissing { key, .. } if key == "mistral3.rope.scaling.original_context_length"),
-        "{err}"
-    );
+    assert_missing("mistral3", &keys, "rope.scaling.original_context_length");
     // Mistral 4 needs the key.
     keys.push(("rope.dimension_count", Value::U32(64)));
-    let err = read("mistral4", &keys).unwrap_err();
-    assert!(
-        matches!(&err, Error::GgufMissing { key, .. } if key == "mistral4.attention.temperature_length"),
-        "{err}"
-    );
+    assert_missing("mistral4", &keys, "attention.temperature_length");
 }
 
 /// Gemma 4 requires its sliding pattern and its sliding head, as llama.cpp's loader does.
@@ -270,21 +272,13 @@ fn gemma4_requires_its_pattern_and_sliding_head() {
     keys.push(("attention.key_length", Value::U32(512)));
     keys.push(("rope.dimension_count_swa", Value::U32(256)));
     keys.push(("attention.sliding_window", Value::U32(512)));
-    let err = read("gemma4", &keys).unwrap_err();
-    assert!(
-        matches!(&err, Error::GgufMissing { key, .. } if key == "gemma4.attention.sliding_window_pattern"),
-        "{err}"
-    );
+    assert_missing("gemma4", &keys, "attention.sliding_window_pattern");
     let flags = [true, true, true, true, true, false].map(Value::Bool);
     keys.push((
         "attention.sliding_window_pattern",
         Value::Array(flags.to_vec()),
     ));
-    let err = read("gemma4", &keys).unwrap_err();
-    assert!(
-        matches!(&err, Error::GgufMissing { key, .. } if key == "gemma4.attention.key_length_swa"),
-        "{err}"
-    );
+    assert_missing("gemma4", &keys, "attention.key_length_swa");
     keys.push(("attention.key_length_swa", Value::U32(256)));
     let rope = read("gemma4", &keys).unwrap();
     let sliding = rope.configs.for_layer(0).unwrap().unwrap();
@@ -568,11 +562,7 @@ fn sliding_defaults_are_the_rows() {
             assert_eq!(config.rope_theta, theta, "{arch} layer {layer}");
         }
     }
-    let err = read("mimo2", &keys).unwrap_err();
-    assert!(
-        matches!(&err, Error::GgufMissing { key, .. } if key == "mimo2.attention.sliding_window_pattern"),
-        "{err}"
-    );
+    assert_missing("mimo2", &keys, "attention.sliding_window_pattern");
 }
 
 /// The NoPE layers llama.cpp sets in code (llama-cpp-python 0.3.36's llama.cpp, 0c1e57098:
@@ -605,12 +595,7 @@ fn nope_layers_are_llama_cpps() {
         assert_eq!(layers_without(&rope.configs), [3, 7], "{arch}");
         assert_eq!(rope.configs.query_scale(3).unwrap(), scale, "{arch}");
         assert_eq!(rope.configs.query_scale(2).unwrap(), None, "{arch}");
-        let source = rope.sources.iter().find(|s| s.value == "no_rope_layers");
-        assert!(
-            source.is_some_and(|s| s.source.contains("(i + 1) % 4 == 0")),
-            "{arch}: {:?}",
-            rope.sources
-        );
+        assert_nope_source(&rope, "(i + 1) % 4 == 0");
         if let Some(model_type) = model_type {
             let json = serde_json::json!({"model_type": model_type, "head_dim": 128,
                 "num_hidden_layers": 8});
@@ -626,11 +611,7 @@ fn nope_layers_are_llama_cpps() {
         );
         let mut no_count = head(1024, 8);
         no_count.push(("rope.freq_base", Value::F32(10_000.0)));
-        let err = read(arch, &no_count).unwrap_err();
-        assert!(
-            matches!(&err, Error::GgufMissing { key, .. } if *key == format!("{arch}.block_count")),
-            "{arch}: {err}"
-        );
+        assert_missing(arch, &no_count, "block_count");
     }
     keys.push(("attention.sliding_window", Value::U32(0)));
     let windowless = read("llama4", &keys).unwrap();
@@ -725,6 +706,16 @@ fn modern_bert_is_global_from_its_first_layer() {
     assert_eq!(thetas, [1.6e5, 1e4, 1e4, 1.6e5, 1e4, 1e4]);
 }
 
+/// The source `rope` names for its NoPE layers says `text`.
+fn assert_nope_source(rope: &GgufRope, text: &str) {
+    let source = rope.sources.iter().find(|s| s.value == "no_rope_layers");
+    assert!(
+        source.is_some_and(|s| s.source.contains(text)),
+        "{text}: {:?}",
+        rope.sources
+    );
+}
+
 /// The layers of an 8-layer (or `layers`-layer) file that do not turn.
 fn unrotated(rope: &GgufRope, layers: usize) -> Vec<usize> {
     (0..layers)
@@ -753,16 +744,9 @@ fn only_the_sliding_layers_turn_where_llama_cpps_graph_says() {
     for arch in ["cohere2", "exaone-moe"] {
         let rope = read(arch, &keys).unwrap_or_else(|e| panic!("{arch}: {e}"));
         assert_eq!(unrotated(&rope, 8), [3, 7], "{arch}");
-        let source = rope.sources.iter().find(|s| s.value == "no_rope_layers");
-        assert!(
-            source.is_some_and(|s| s.source.contains("every 4th layer, the last")),
-            "{arch}: {:?}",
-            rope.sources
-        );
-        let err = RopeConfig::from_gguf(&common::file(arch, &keys, &[]).0, &mut {
-            common::file(arch, &keys, &[]).1
-        })
-        .unwrap_err();
+        assert_nope_source(&rope, "every 4th layer, the last");
+        let (content, mut reader) = common::file(arch, &keys, &[]);
+        let err = RopeConfig::from_gguf(&content, &mut reader).unwrap_err();
         assert!(err.to_string().contains("layer 3 has no rotary"), "{err}");
     }
     // transformers reads the same layers from the config.json the file was converted from.
@@ -803,11 +787,7 @@ fn only_the_sliding_layers_turn_where_llama_cpps_graph_says() {
         "{err}"
     );
     // block_count is required.
-    let err = read("cohere2", &head(1024, 8)).unwrap_err();
-    assert!(
-        matches!(&err, Error::GgufMissing { key, .. } if key == "cohere2.block_count"),
-        "{err}"
-    );
+    assert_missing("cohere2", &head(1024, 8), "block_count");
 }
 
 /// cohere2moe: the converter's flags, and the first `leading_dense_block_count` layers turn
@@ -818,11 +798,7 @@ fn cohere2moe_turns_its_dense_lead() {
     let mut keys = head(1024, 8);
     keys.push(("block_count", Value::U32(8)));
     keys.push(("attention.sliding_window", Value::U32(4096)));
-    let err = read("cohere2moe", &keys).unwrap_err();
-    assert!(
-        matches!(&err, Error::GgufMissing { key, .. } if key == "cohere2moe.leading_dense_block_count"),
-        "{err}"
-    );
+    assert_missing("cohere2moe", &keys, "leading_dense_block_count");
     keys.push(("leading_dense_block_count", Value::U32(1)));
     assert_eq!(unrotated(&read("cohere2moe", &keys).unwrap(), 8), [4]);
     keys.push(("attention.sliding_window_pattern", every_fourth_full(8)));
@@ -831,12 +807,7 @@ fn cohere2moe_turns_its_dense_lead() {
     keys.push(("leading_dense_block_count", Value::U32(4)));
     let rope = read("cohere2moe", &keys).unwrap();
     assert_eq!(unrotated(&rope, 8), [7]);
-    let source = rope.sources.iter().find(|s| s.value == "no_rope_layers");
-    assert!(
-        source.is_some_and(|s| s.source.contains("but the first 4")),
-        "{:?}",
-        rope.sources
-    );
+    assert_nope_source(&rope, "but the first 4");
 }
 
 /// exaone4: llama.cpp's loader gives sliding layers only to its 64-layer file (EXAONE 4.0 32B);
@@ -856,12 +827,7 @@ fn exaone4_slides_only_at_64_layers() {
     small.push(("attention.sliding_window_pattern", every_fourth_full(30)));
     let rope = read("exaone4", &small).unwrap();
     assert_eq!(unrotated(&rope, 30), Vec::<usize>::new());
-    let source = rope.sources.iter().find(|s| s.value == "no_rope_layers");
-    assert!(
-        source.is_some_and(|s| s.source.contains("only to a file of 64 blocks")),
-        "{:?}",
-        rope.sources
-    );
+    assert_nope_source(&rope, "only to a file of 64 blocks");
 }
 
 /// Granite's rope switch: llama.cpp's granite and granitehybrid loaders read
@@ -898,9 +864,5 @@ fn granites_rope_switch_turns_every_layer_off() {
     assert_eq!(unrotated(&rope, 4), Vec::<usize>::new());
     let mut no_count = head(1024, 8);
     no_count.push(("rope.scaling.finetuned", Value::Bool(false)));
-    let err = read("granite", &no_count).unwrap_err();
-    assert!(
-        matches!(&err, Error::GgufMissing { key, .. } if key == "granite.block_count"),
-        "{err}"
-    );
+    assert_missing("granite", &no_count, "block_count");
 }
