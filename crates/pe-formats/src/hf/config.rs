@@ -310,9 +310,9 @@ fn read_model(root: &ConfigFields, model_type: &HfModelType) -> Result<HfRope> {
 
 /// Per layer, whether it is NoPE: every layer where the row's rope switch is off
 /// (GraniteMoeHybrid's `position_embedding_type`, Zamba2's `use_mem_rope`, OLMo Hybrid's null
-/// `rope_theta`); on a model whose attention turns only its
-/// sliding layers, the others ([`SlidingOnly`]); else `no_rope_layers` (1 for rotary, 0 for none, as
-/// transformers reads it), or where the model type's row says so (Llama 4, SmolLM3) every
+/// `rope_theta`); on a model whose attention turns only its sliding layers, the others
+/// ([`SlidingOnly`]); else `no_rope_layers` (1 for rotary, 0 for none, as transformers reads
+/// it), or where the model type's row says so (Llama 4, SmolLM3, Mistral Large 4) every
 /// `no_rope_layer_interval`-th layer (the row's default).
 fn read_nope(
     root: &ConfigFields,
