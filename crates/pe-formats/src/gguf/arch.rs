@@ -30,9 +30,8 @@
 //! - [`Arch::nope`]: the layers llama.cpp's graph does not rotate, a rule in its code rather
 //!   than a key (smollm3, afmoe and llama4: every fourth layer, llama4's with a query
 //!   temperature; cohere2, cohere2moe, exaone4 and exaone-moe: the full-attention layers,
-//!   [`NopeLayers::Full`]);
-//! - [`Arch::finetuned_switch`]: `rope.scaling.finetuned = false` turns no layer (granite,
-//!   granitehybrid).
+//!   [`NopeLayers::Full`]; granite and granitehybrid: every layer where
+//!   `rope.scaling.finetuned = false`, [`NopeLayers::UnlessFinetuned`]).
 //!
 //! A quirk no field expresses is a new field (with its default in [`Arch::norm`]), read in
 //! `rope.rs` from the row, never from the name. The fixture goes to
@@ -154,6 +153,10 @@ pub(crate) enum NopeLayers {
     EveryNth(usize),
     /// The full-attention layers: the graph turns only the sliding ones (`is_swa`).
     Full(FullLayers),
+    /// Every layer where `rope.scaling.finetuned = false`, none otherwise: llama.cpp's granite
+    /// and granitehybrid loaders read the key as Granite's rope switch (the converter writes
+    /// false for Granite 4.0-H); elsewhere the key is reported only.
+    UnlessFinetuned,
 }
 
 /// The full-attention layers of a [`NopeLayers::Full`] rule: those of
@@ -205,10 +208,6 @@ pub(crate) struct Arch {
     pub proportional_freqs: bool,
     /// The layers llama.cpp's graph does not rotate (NoPE), where it sets them in code.
     pub nope: Option<Nope>,
-    /// Whether `rope.scaling.finetuned = false` turns the rope off on every layer (llama.cpp's
-    /// granite and granitehybrid loaders read it as Granite's rope switch, and the converter
-    /// writes false for Granite 4.0-H); elsewhere it is reported only.
-    pub finetuned_switch: bool,
 }
 
 impl Arch {
@@ -226,7 +225,6 @@ impl Arch {
             swa_head: false,
             proportional_freqs: false,
             nope: None,
-            finetuned_switch: false,
         }
     }
 
@@ -382,16 +380,23 @@ const LLAMA4_NOPE: Nope = Nope {
     unless_windowless: true,
 };
 
-/// A rule of full-attention NoPE layers: every fourth layer, the last of each period, where the
-/// file gives no pattern.
-const fn full_layers_nope(label: &'static str, full: FullLayers) -> Option<Nope> {
+/// A NoPE rule of `layers` with no query factor, named `label`.
+const fn nope_rule(label: &'static str, layers: NopeLayers) -> Option<Nope> {
     Some(Nope {
         label,
-        layers: NopeLayers::Full(full),
+        layers,
         query_scale: None,
         unless_windowless: false,
     })
 }
+
+/// The NoPE rule of the full-attention layers of `full`.
+const fn full_layers_nope(label: &'static str, full: FullLayers) -> Option<Nope> {
+    nope_rule(label, NopeLayers::Full(full))
+}
+
+/// Granite's rope switch.
+const GRANITE_NOPE: Option<Nope> = nope_rule("Granite", NopeLayers::UnlessFinetuned);
 
 /// The default of [`FullLayers`]: every fourth layer full, the last of each period.
 const EVERY_FOURTH_FULL: FullLayers = FullLayers {
@@ -478,7 +483,7 @@ pub(crate) const ARCHS: &[Arch] = &[
         ..Arch::norm("glm4")
     },
     Arch {
-        finetuned_switch: true,
+        nope: GRANITE_NOPE,
         ..Arch::norm("granite")
     },
     Arch::norm("granitemoe"),
@@ -494,7 +499,7 @@ pub(crate) const ARCHS: &[Arch] = &[
     Arch::norm("llada"),
     Arch::norm("deepseek2-ocr"),
     Arch {
-        finetuned_switch: true,
+        nope: GRANITE_NOPE,
         ..Arch::norm("granitehybrid")
     },
     Arch::norm("neo-bert"),

@@ -401,9 +401,9 @@ fn read<R: Read + Seek>(
     // llama.cpp reads a context_length of 0 as unknown (the user's context must be given).
     let context = m.count_or_none("context_length")?;
     m.record_count_or("max_position_embeddings", "context_length", "none");
-    let finetuned = m.meta.bool(&m.key("rope.scaling.finetuned"))?;
-    if let Some(b) = finetuned {
-        let how = match m.arch.finetuned_switch {
+    if let Some(b) = m.meta.bool(&m.key("rope.scaling.finetuned"))? {
+        let switch = m.arch.nope.map(|n| n.layers) == Some(NopeLayers::UnlessFinetuned);
+        let how = match switch {
             true => "Granite's rope switch in llama.cpp",
             false => "reported only",
         };
@@ -439,10 +439,7 @@ fn read<R: Read + Seek>(
     }
     .with_rotary_dim(rotated);
     let configs = read_layers(&mut m, full, rotary_dim, scaling_sources)?;
-    let configs = match finetuned {
-        Some(false) if m.arch.finetuned_switch => read_rope_off(&mut m, configs)?,
-        _ => read_nope(&mut m, configs)?,
-    };
+    let configs = read_nope(&mut m, configs)?;
     Ok(GgufRope {
         architecture: m.arch.name.to_string(),
         configs,
@@ -1125,8 +1122,9 @@ fn layer_count(m: &Meta) -> Result<Option<usize>> {
     }
 }
 
-/// The NoPE layers of the row's rule, which llama.cpp sets in code (every fourth layer, or the
-/// full-attention ones, of `block_count`, required for them), with the query factor it puts on
+/// The NoPE layers of the row's rule, which llama.cpp sets in code (every fourth layer, the
+/// full-attention ones, or every one where Granite's switch is off, of `block_count`, required
+/// for them), with the query factor it puts on
 /// them; none on a row without one, and none in a llama4 file whose window is 0.
 fn read_nope(m: &mut Meta, mut configs: RopeConfigs) -> Result<RopeConfigs> {
     let Some(rule) = m.arch.nope else {
@@ -1141,18 +1139,28 @@ fn read_nope(m: &mut Meta, mut configs: RopeConfigs) -> Result<RopeConfigs> {
         m.note(None, "no_rope_layers", source);
         return Ok(configs);
     }
-    let layers = layer_count(m)?.ok_or_else(|| {
-        m.missing(
-            "block_count",
-            "the layers llama.cpp leaves unrotated (NoPE) are counted from it",
-        )
-    })?;
+    let layers = || {
+        layer_count(m)?.ok_or_else(|| {
+            m.missing(
+                "block_count",
+                "the layers llama.cpp leaves unrotated (NoPE) are counted from it",
+            )
+        })
+    };
     let (nope, which) = match rule.layers {
         NopeLayers::EveryNth(n) => {
-            let nope = (0..layers).map(|i| (i + 1) % n == 0).collect();
+            let nope = (0..layers()?).map(|i| (i + 1) % n == 0).collect();
             (nope, format!("every {n}th layer, (i + 1) % {n} == 0"))
         }
-        NopeLayers::Full(full) => match full_nope_layers(m, &configs, full, layers)? {
+        NopeLayers::UnlessFinetuned => {
+            let key = m.key("rope.scaling.finetuned");
+            if m.meta.bool(&key)? != Some(false) {
+                return Ok(configs);
+            }
+            let which = format!("every layer, {key} = false: the rope switch is off");
+            (vec![true; layers()?], which)
+        }
+        NopeLayers::Full(full) => match full_nope_layers(m, &configs, full, layers()?)? {
             Some(found) => {
                 if configs.is_per_layer_type() {
                     // The `_swa` keys made a rope per type, the same one: each layer needs its
@@ -1190,27 +1198,9 @@ struct FullNope {
     types: Vec<String>,
 }
 
-/// Every layer NoPE: Granite's rope switch, `rope.scaling.finetuned = false`, is off
-/// (`block_count` required).
-fn read_rope_off(m: &mut Meta, configs: RopeConfigs) -> Result<RopeConfigs> {
-    let layers = layer_count(m)?.ok_or_else(|| {
-        m.missing(
-            "block_count",
-            "every layer is NoPE where the rope switch is off, and the layers are counted from it",
-        )
-    })?;
-    let source = format!(
-        "{} = false: no layer rotates (llama.cpp's {} loader reads it as the rope switch)",
-        m.key("rope.scaling.finetuned"),
-        m.arch.name
-    );
-    m.note(None, "no_rope_layers", source);
-    Ok(configs.with_nope_layers(vec![true; layers]))
-}
-
 /// The full-attention layers of a file whose graph turns only the sliding ones, less the dense
-/// lead where the row turns it; `None` where the loader gives a file
-/// of this size no sliding layers (every layer turns). The graph turns the sliding layers with
+/// lead where the row turns it; `None` where the loader gives a file of this size no sliding
+/// layers (every layer turns). The graph turns the sliding layers with
 /// the full layers' base and width: `_swa` keys that say otherwise are refused.
 fn full_nope_layers(
     m: &mut Meta,
@@ -1233,13 +1223,12 @@ fn full_nope_layers(
             return Err(m.invalid(key, message));
         }
     }
-    if full.only_at_block_count.is_some_and(|n| n != layers) {
+    if let Some(n) = full.only_at_block_count.filter(|&n| n != layers) {
         let source = format!(
             "{} = {layers}: every layer rotates (llama.cpp's {} loader gives sliding layers only \
-             to a file of {} blocks)",
+             to a file of {n} blocks)",
             m.key("block_count"),
             m.arch.name,
-            full.only_at_block_count.unwrap_or_default()
         );
         m.note(None, "no_rope_layers", source);
         return Ok(None);
