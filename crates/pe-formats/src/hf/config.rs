@@ -339,7 +339,9 @@ fn read_nope(
         }
     }
     match model_type.nope_interval {
-        Some(default_interval) => every_nth_layer(root, "no_rope_layer_interval", default_interval),
+        Some(default_interval) => {
+            every_nth_layer(root, Some("no_rope_layer_interval"), default_interval)
+        }
         None => Ok(None),
     }
 }
@@ -374,12 +376,8 @@ fn read_sliding_only(
 ) -> Result<Option<Vec<bool>>> {
     let full: Vec<bool> = match (layer_types, rule.pattern) {
         (Some(types), _) => types.iter().map(|t| t == "full_attention").collect(),
-        (None, Some((Some(field), default))) => match every_nth_layer(root, field, default)? {
+        (None, Some((field, default))) => match every_nth_layer(root, field, default)? {
             Some(full) => full,
-            None => return Ok(None),
-        },
-        (None, Some((None, n))) => match num_layers(root)? {
-            Some(layers) => (0..layers).map(|i| (i + 1) % n == 0).collect(),
             None => return Ok(None),
         },
         (None, None) if root.has("num_hidden_layers") => {
@@ -422,12 +420,20 @@ fn dense_layers(root: &ConfigFields) -> Result<Vec<bool>> {
 }
 
 /// Per layer, whether it is the last of its period, `(i + 1) % n == 0`, `n` the count in
-/// `field` (at least 1) or `default`; `None` without `num_hidden_layers`.
-fn every_nth_layer(root: &ConfigFields, field: &str, default: usize) -> Result<Option<Vec<bool>>> {
-    let n = root.get::<usize>(field)?.unwrap_or(default);
-    if n == 0 {
-        return Err(root.invalid(field, "must be at least 1, got 0"));
-    }
+/// `field` (at least 1) or `default` (without a field, where the class fixes `n`); `None`
+/// without `num_hidden_layers`.
+fn every_nth_layer(
+    root: &ConfigFields,
+    field: Option<&str>,
+    default: usize,
+) -> Result<Option<Vec<bool>>> {
+    let n = match field {
+        Some(field) => match root.get::<usize>(field)?.unwrap_or(default) {
+            0 => return Err(root.invalid(field, "must be at least 1, got 0")),
+            n => n,
+        },
+        None => default,
+    };
     let layers = num_layers(root)?;
     Ok(layers.map(|layers| (0..layers).map(|i| (i + 1) % n == 0).collect()))
 }
